@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl.h - libtxl, Transformer-XL inference on the CPU.
+ *
+ * The one installed header of libtxl.  It loads a txlgen model file
+ * (a safetensors file, see txlgen-model(5)), tokenizes with the
+ * SentencePiece model stored inside it, and evaluates text segment by
+ * segment while keeping Transformer-XL's memory in a session, with the
+ * numbers of the original PyTorch code (kimiyoung/transformer-xl).
+ *
+ * Objects:
+ *   struct txl_model    immutable weights (memory-mapped); shareable by
+ *                       any number of sessions, read-only after loading.
+ *   struct txl_session  one stream of text: the per-layer key/value memory
+ *                       (fixed size, whatever the amount of text fed) and
+ *                       scratch buffers.  Not thread-safe; one per thread.
+ *   struct txl_sampler  picks the next token from logits, with its own
+ *                       seeded random number generator.
+ *
+ * Errors: functions return enum txl_status (or a documented special
+ * value); the reason, one line naming the file or argument and what is
+ * wrong, is available from txl_last_error() in the same thread.
+ * The library never prints to stdout, never calls exit(), and writes to
+ * stderr only through the log callback (default: warnings to stderr).
+ */
+#ifndef TXL_H
+#define TXL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TXL_API __attribute__((visibility("default")))
+#else
+#define TXL_API
+#endif
+
+/** Version of the library, "MAJOR.MINOR.PATCH". */
+TXL_API const char *txl_version(void);
+
+/* ------------------------------------------------------------------ */
+/* Status codes and logging                                            */
+
+enum txl_status {
+	TXL_OK = 0,
+	TXL_ERR_IO = -1,      /**< a file could not be opened, read or written */
+	TXL_ERR_FORMAT = -2,  /**< a model or state file is malformed */
+	TXL_ERR_NOMEM = -3,   /**< out of memory */
+	TXL_ERR_INVALID = -4, /**< an argument or setting is out of range */
+	TXL_ABORTED = 1,      /**< the abort callback asked to stop */
+};
+
+/** A short constant description of @p status ("malformed file", ...). */
+TXL_API const char *txl_status_str(enum txl_status status);
+
+/**
+ * The message of the last error raised in this thread, one line without
+ * a trailing newline, e.g. "m.bin: tensor 'layers.0.dec_attn.o_net.weight'
+ * has shape [64, 32], expected [64, 64]".  Empty if none.  Valid until
+ * the next libtxl call in this thread.
+ */
+TXL_API const char *txl_last_error(void);
+
+enum txl_log_level {
+	TXL_LOG_ERROR = 0,
+	TXL_LOG_WARN = 1,
+	TXL_LOG_INFO = 2,
+	TXL_LOG_DEBUG = 3,
+};
+
+typedef void (*txl_log_fn)(enum txl_log_level level, const char *msg,
+			   void *user_data);
+
+/**
+ * Route the library's messages to @p fn (NULL: the default, which prints
+ * warnings and errors to stderr).  @p max_level drops less important
+ * messages.  Not thread-safe: call it before creating models.
+ */
+TXL_API void txl_log_set(txl_log_fn fn, void *user_data,
+			 enum txl_log_level max_level);
+
+/* ------------------------------------------------------------------ */
+/* Models                                                              */
+
+struct txl_model;
+
+/**
+ * Load the model file @p path (memory-mapped, validated completely
+ * before any weight is used).  On success *@p out owns the model; free it
+ * with txl_model_free().  On failure *@p out is NULL and
+ * txl_last_error() names the file and the first problem found.
+ */
+TXL_API enum txl_status txl_model_load(const char *path,
+				       struct txl_model **out);
+
+/** Free a model; NULL is a no-op.  Every session must be freed first. */
+TXL_API void txl_model_free(struct txl_model *model);
+
+/** Hyperparameters, as MemTransformerLM.__init__ names them. */
+struct txl_hparams {
+	int n_token;     /* vocabulary size */
+	int n_layer;
+	int n_head;
+	int d_model;
+	int d_head;
+	int d_inner;
+	int d_embed;     /* = d_model unless a projection is used */
+	int tgt_len;     /* training segment length: default seg_len */
+	int mem_len;     /* training memory length: default mem_len */
+	int clamp_len;   /* 0 = no clamping */
+	bool same_length;
+	bool pre_lnorm;
+	bool tie_weight;
+	bool untie_r;    /* per-layer r_w_bias / r_r_bias */
+};
+
+/** The model's hyperparameters (a pointer into the model). */
+TXL_API const struct txl_hparams *txl_model_hparams(
+	const struct txl_model *model);
+
+/** Number of weights (parameters) of the model, tied ones counted once. */
+TXL_API int64_t txl_model_n_params(const struct txl_model *model);
+
+/**
+ * A metadata string of the file's "__metadata__" (e.g. "description"),
+ * or NULL.  Valid as long as the model.
+ */
+TXL_API const char *txl_model_meta(const struct txl_model *model,
+				   const char *key);
+
+/**
+ * A 64-bit fingerprint of the model file's contents (header and data).
+ * Computed on first use (reads the whole file once).
+ */
+TXL_API uint64_t txl_model_fingerprint(struct txl_model *model);
+
+/* ------------------------------------------------------------------ */
+/* Tokenizer (the SentencePiece model stored in the file)              */
+
+/**
+ * Encode UTF-8 @p text of @p len bytes into token ids.
+ * @return the number of ids written to @p ids (at most @p n_max); if
+ * @p n_max is too small, the negated number needed (nothing useful is
+ * written); INT32_MIN on error (invalid UTF-8 is not an error:
+ * SentencePiece maps it like any other bytes).
+ */
+TXL_API int txl_tokenize(const struct txl_model *model, const char *text,
+			 size_t len, int32_t *ids, int n_max);
+
+/**
+ * The bytes token @p id stands for in running text ("▁" already turned
+ * into a space, byte tokens <0xNN> into that byte; control tokens are
+ * empty).  Pieces may hold part of a UTF-8 character.
+ * @return the length written to @p buf (not NUL-terminated), the negated
+ * length needed if @p cap is too small, INT32_MIN if @p id is invalid.
+ */
+TXL_API int txl_token_piece(const struct txl_model *model, int32_t id,
+			    char *buf, size_t cap);
+
+/**
+ * Decode @p n ids into text as SentencePiece does (leading space of the
+ * text removed).  Same return convention as txl_token_piece(); @p buf is
+ * NUL-terminated when it fits.
+ */
+TXL_API int txl_detokenize(const struct txl_model *model, const int32_t *ids,
+			   int n, char *buf, size_t cap);
+
+/** Special token ids, or -1 if the tokenizer has none. */
+TXL_API int32_t txl_token_bos(const struct txl_model *model);
+TXL_API int32_t txl_token_eos(const struct txl_model *model);
+TXL_API int32_t txl_token_unk(const struct txl_model *model);
+
+/* ------------------------------------------------------------------ */
+/* Sessions                                                            */
+
+struct txl_session;
+
+/** Called between segments and layers; return true to stop evaluation. */
+typedef bool (*txl_abort_fn)(void *data);
+
+#define TXL_FROM_MODEL (-1) /* a setting that takes the model's value */
+
+struct txl_session_params {
+	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
+	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
+	int clamp_len;     /* relative distances clamped to this; 0 = none;
+			      TXL_FROM_MODEL */
+	int same_length;   /* 0 off, 1 on; TXL_FROM_MODEL */
+	int n_threads;     /* OpenBLAS threads; 0 = OpenBLAS's default */
+	txl_abort_fn abort_cb; /* NULL = never abort */
+	void *abort_data;  /* passed to abort_cb */
+};
+
+/** The defaults: everything from the model, no abort callback. */
+TXL_API struct txl_session_params txl_session_params_default(void);
+
+/**
+ * Create a session with an empty memory.  The session borrows @p model,
+ * which must outlive it.  Settings may exceed those the model was trained
+ * with.  same_length with mem_len 0 is rejected (it masks every key).
+ */
+TXL_API enum txl_status txl_session_new(const struct txl_model *model,
+					const struct txl_session_params *params,
+					struct txl_session **out);
+
+/** Free a session; NULL is a no-op. */
+TXL_API void txl_session_free(struct txl_session *session);
+
+/** The effective settings (TXL_FROM_MODEL resolved). */
+TXL_API struct txl_session_params txl_session_get_params(
+	const struct txl_session *session);
+
+/** Forget the memory: the next token starts a new text. */
+TXL_API void txl_session_reset(struct txl_session *session);
+
+enum txl_logits {
+	TXL_LOGITS_NONE = 0, /* only update the memory (priming) */
+	TXL_LOGITS_LAST = 1, /* logits of the last token */
+	TXL_LOGITS_ALL = 2,  /* logits of every token (n <= seg_len) */
+};
+
+/**
+ * Feed @p n tokens.  They are processed in segments of at most seg_len
+ * tokens, each one attending to the memory left by the one before, as the
+ * original code's evaluation does; the memory then holds the last mem_len
+ * positions.  Logits row i predicts the token after tokens[i].
+ * @return TXL_OK; TXL_ABORTED if the abort callback fired (the memory then
+ * holds every segment completed); TXL_ERR_INVALID for a bad id or
+ * TXL_LOGITS_ALL with n > seg_len.
+ */
+TXL_API enum txl_status txl_session_eval(struct txl_session *session,
+					 const int32_t *tokens, int n,
+					 enum txl_logits want);
+
+/**
+ * Logits (unnormalised, float[rows][n_token]) of the last eval: one row
+ * for TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL.  Valid until the next
+ * eval, reset or load on this session.
+ */
+TXL_API const float *txl_session_logits(const struct txl_session *session);
+
+/** Positions currently held in memory (0..mem_len). */
+TXL_API int txl_session_mem_fill(const struct txl_session *session);
+
+/** Tokens fed since the session was created or reset. */
+TXL_API int64_t txl_session_n_past(const struct txl_session *session);
+
+/**
+ * Save the memory to @p path (written to a temporary file in the same
+ * directory, then renamed).  The file records the model's fingerprint
+ * and the settings that shape the memory; its size depends only on them.
+ */
+TXL_API enum txl_status txl_session_save(struct txl_session *session,
+					 const char *path);
+
+/**
+ * Replace the memory with the one saved in @p path.  A file of another
+ * model, or of other settings (mem_len, ...), is TXL_ERR_INVALID; a
+ * damaged one TXL_ERR_FORMAT; the session is unchanged on error.
+ */
+TXL_API enum txl_status txl_session_load(struct txl_session *session,
+					 const char *path);
+
+/* ------------------------------------------------------------------ */
+/* Sampling                                                            */
+
+struct txl_sampler;
+
+struct txl_sampler_params {
+	float temp;           /* temperature; 0 = greedy (argmax) */
+	int top_k;            /* keep the k most likely; 0 = off */
+	float top_p;          /* nucleus: smallest set with mass >= p; 1 = off */
+	float min_p;          /* drop p < min_p * p_max; 0 = off */
+	float repeat_penalty; /* CTRL-style penalty of recent tokens; 1 = off */
+	int repeat_last_n;    /* tokens the penalty looks back; 0 = none */
+	uint64_t seed;        /* the random stream; same seed, same choices */
+};
+
+/** temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+TXL_API struct txl_sampler_params txl_sampler_params_default(void);
+
+/** Create a sampler for a vocabulary of @p n_vocab tokens; NULL if out of
+ *  memory or a parameter is out of range (see txl_last_error()). */
+TXL_API struct txl_sampler *txl_sampler_new(
+	const struct txl_sampler_params *params, int n_vocab);
+
+/** Free a sampler; NULL is a no-op. */
+TXL_API void txl_sampler_free(struct txl_sampler *sampler);
+
+/**
+ * Pick a token from @p logits (float[n_vocab], not modified) and record
+ * it in the sampler's history (for the repeat penalty).  If @p logprob is
+ * not NULL it receives the token's log-probability under the model's
+ * full distribution (before temperature and filtering).
+ */
+TXL_API int32_t txl_sampler_sample(struct txl_sampler *sampler,
+				   const float *logits, float *logprob);
+
+/** Record a token that was not sampled (a prompt token) in the history. */
+TXL_API void txl_sampler_accept(struct txl_sampler *sampler, int32_t token);
+
+/** Clear the history; the random stream goes on. */
+TXL_API void txl_sampler_reset(struct txl_sampler *sampler);
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+
+/**
+ * Log-softmax of @p n logits into @p out (may equal @p logits), computed
+ * in double precision for the normaliser.
+ */
+TXL_API void txl_log_softmax(const float *logits, float *out, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TXL_H */
