@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-file.c - map a safetensors file and validate its container.
+ *
+ *   u64 (little-endian) N | N bytes of JSON | tensor data
+ *
+ * The JSON object maps tensor names to {"dtype", "shape", "data_offsets"}
+ * with offsets relative to the start of the data, plus "__metadata__", an
+ * object of strings.  Everything is checked before any pointer into the
+ * data is formed: the header fits in the file, it is one JSON object with
+ * nothing after it but spaces, dtypes are known, shapes are non-negative,
+ * each tensor's byte range lies inside the data, matches its shape and
+ * dtype, and overlaps no other.  What the tensors must be for a
+ * Transformer-XL is txl-model.c's business.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "txl-internal.h"
+
+/* A header larger than this is hostile, not a model. */
+#define MAX_HEADER (256u << 20)
+
+size_t
+txl_dtype_size(enum txl_dtype dt)
+{
+	switch (dt) {
+	case TXL_F32: return 4;
+	case TXL_F16: return 2;
+	case TXL_BF16: return 2;
+	case TXL_U8: return 1;
+	}
+	return 0;
+}
+
+static bool
+parse_dtype(const char *s, enum txl_dtype *dt)
+{
+	static const struct { const char *name; enum txl_dtype dt; } names[] = {
+		{ "F32", TXL_F32 }, { "F16", TXL_F16 },
+		{ "BF16", TXL_BF16 }, { "U8", TXL_U8 },
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		if (strcmp(s, names[i].name) == 0) {
+			*dt = names[i].dt;
+			return true;
+		}
+	}
+	return false;
+}
+
+float
+txl_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+	float f;
+
+	if (exp == 0x1f) {
+		bits = sign | 0x7f800000 | (man << 13);
+	} else if (exp != 0) {
+		bits = sign | ((exp + 112) << 23) | (man << 13);
+	} else if (man == 0) {
+		bits = sign;
+	} else {
+		/* subnormal: value = man * 2^-24 */
+		f = (float)man * 0x1p-24f;
+		return sign ? -f : f;
+	}
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
+float
+txl_bf16_to_f32(uint16_t h)
+{
+	uint32_t bits = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
+/* A JSON number that is an exact non-negative integer below 2^53. */
+static bool
+json_uint(const cJSON *item, uint64_t *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(item))
+		return false;
+	d = item->valuedouble;
+	if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(uint64_t)d)
+		return false;
+	*out = (uint64_t)d;
+	return true;
+}
+
+static int
+cmp_begin(const void *a, const void *b)
+{
+	const struct txl_tensor_info *x = *(const struct txl_tensor_info *const *)a;
+	const struct txl_tensor_info *y = *(const struct txl_tensor_info *const *)b;
+
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static enum txl_status
+parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
+	     struct txl_tensor_info *t)
+{
+	const char *p = f->path, *name = item->string;
+	const cJSON *dtype, *shape, *offsets, *dim;
+	uint64_t b, e, numel = 1, v;
+
+	if (!cJSON_IsObject(item))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is not a JSON "
+				"object", p, name);
+	dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+	shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
+	offsets = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+	if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) ||
+	    !cJSON_IsArray(offsets))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' lacks dtype, "
+				"shape or data_offsets", p, name);
+	if (!parse_dtype(dtype->valuestring, &t->dtype))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
+				"dtype '%.32s' (expected F32, F16, BF16 or U8)",
+				p, name, dtype->valuestring);
+	t->ndim = cJSON_GetArraySize(shape);
+	if (t->ndim > TXL_MAX_DIMS)
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %d "
+				"dimensions (at most %d)", p, name, t->ndim,
+				TXL_MAX_DIMS);
+	int i = 0;
+	cJSON_ArrayForEach(dim, shape) {
+		/* 2^31 per dimension keeps every product below 2^124: check
+		 * the running product instead of trusting it. */
+		if (!json_uint(dim, &v) || v > INT32_MAX)
+			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has a "
+					"bad shape entry", p, name);
+		t->shape[i++] = (int64_t)v;
+		if (v != 0 && numel > UINT64_MAX / 16 / v)
+			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is "
+					"impossibly large", p, name);
+		numel *= v;
+	}
+	if (cJSON_GetArraySize(offsets) != 2 ||
+	    !json_uint(cJSON_GetArrayItem(offsets, 0), &b) ||
+	    !json_uint(cJSON_GetArrayItem(offsets, 1), &e) || e < b)
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has bad "
+				"data_offsets", p, name);
+	if (e > f->size - data_start)
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
+				"%llu, beyond the end of the file (truncated?)",
+				p, name, (unsigned long long)(data_start + e));
+	if (e - b != numel * txl_dtype_size(t->dtype))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %llu bytes, "
+				"its shape and dtype need %llu", p, name,
+				(unsigned long long)(e - b),
+				(unsigned long long)(numel *
+						     txl_dtype_size(t->dtype)));
+	t->begin = data_start + b;
+	t->end = data_start + e;
+	t->name = strdup(name);
+	return t->name ? TXL_OK : txl_fail(TXL_ERR_NOMEM, "out of memory");
+}
+
+static enum txl_status
+parse_metadata(struct txl_file *f, const cJSON *meta)
+{
+	const cJSON *item;
+	int n = 0;
+
+	if (!cJSON_IsObject(meta))
+		return txl_fail(TXL_ERR_FORMAT, "%s: __metadata__ is not a JSON "
+				"object", f->path);
+	f->meta = calloc((size_t)cJSON_GetArraySize(meta) + 1, sizeof *f->meta);
+	if (!f->meta)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	cJSON_ArrayForEach(item, meta) {
+		if (!cJSON_IsString(item))
+			return txl_fail(TXL_ERR_FORMAT, "%s: metadata '%s' is "
+					"not a string", f->path, item->string);
+		f->meta[n].key = strdup(item->string);
+		f->meta[n].value = strdup(item->valuestring);
+		f->n_meta = ++n;
+		if (!f->meta[n - 1].key || !f->meta[n - 1].value)
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
+	return TXL_OK;
+}
+
+static enum txl_status
+parse_header(struct txl_file *f, const char *json, size_t len,
+	     uint64_t data_start)
+{
+	const char *end = NULL;
+	cJSON *root, *item;
+	enum txl_status st = TXL_OK;
+
+	if (len == 0 || json[0] != '{')
+		return txl_fail(TXL_ERR_FORMAT, "%s: header is not a JSON object",
+				f->path);
+	/* Embedded NULs would silently shorten the parse: refuse them. */
+	if (memchr(json, '\0', len))
+		return txl_fail(TXL_ERR_FORMAT, "%s: header contains a NUL byte",
+				f->path);
+	root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+	if (!root) {
+		const char *at = cJSON_GetErrorPtr();
+		size_t off = at && at >= json && at <= json + len
+			? (size_t)(at - json) : 0;
+		return txl_fail(TXL_ERR_FORMAT, "%s: header is not valid JSON "
+				"(near byte %zu of %zu)", f->path, off + 8, len);
+	}
+	for (const char *q = end; q < json + len; q++) {
+		if (*q != ' ') {
+			st = txl_fail(TXL_ERR_FORMAT, "%s: unexpected data after "
+				      "the JSON header", f->path);
+			goto out;
+		}
+	}
+	if (!cJSON_IsObject(root)) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: header is not a JSON object",
+			      f->path);
+		goto out;
+	}
+	f->tensors = calloc((size_t)cJSON_GetArraySize(root) + 1,
+			    sizeof *f->tensors);
+	if (!f->tensors) {
+		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	cJSON_ArrayForEach(item, root) {
+		if (strcmp(item->string, "__metadata__") == 0) {
+			if (f->meta) {
+				st = txl_fail(TXL_ERR_FORMAT, "%s: duplicate "
+					      "__metadata__", f->path);
+				goto out;
+			}
+			st = parse_metadata(f, item);
+		} else if (txl_file_find(f, item->string)) {
+			st = txl_fail(TXL_ERR_FORMAT, "%s: duplicate tensor '%s'",
+				      f->path, item->string);
+		} else {
+			st = parse_tensor(f, item, data_start,
+					  &f->tensors[f->n_tensors]);
+			if (st == TXL_OK)
+				f->n_tensors++;
+		}
+		if (st != TXL_OK)
+			goto out;
+	}
+out:
+	cJSON_Delete(root);
+	return st;
+}
+
+static enum txl_status
+check_overlaps(struct txl_file *f)
+{
+	const struct txl_tensor_info **by_begin;
+	enum txl_status st = TXL_OK;
+
+	if (f->n_tensors < 2)
+		return TXL_OK;
+	by_begin = malloc((size_t)f->n_tensors * sizeof *by_begin);
+	if (!by_begin)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int i = 0; i < f->n_tensors; i++)
+		by_begin[i] = &f->tensors[i];
+	qsort(by_begin, (size_t)f->n_tensors, sizeof *by_begin, cmp_begin);
+	for (int i = 1; i < f->n_tensors; i++) {
+		const struct txl_tensor_info *a = by_begin[i - 1], *b = by_begin[i];
+		if (b->begin < a->end) {
+			st = txl_fail(TXL_ERR_FORMAT, "%s: tensors '%s' and '%s' "
+				      "overlap", f->path, a->name, b->name);
+			break;
+		}
+	}
+	free(by_begin);
+	return st;
+}
+
+enum txl_status
+txl_file_open(const char *path, struct txl_file *f)
+{
+	struct stat sb;
+	uint64_t hlen;
+	enum txl_status st;
+	void *map;
+	int fd;
+
+	memset(f, 0, sizeof *f);
+	f->path = strdup(path);
+	if (!f->path)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		st = txl_fail(TXL_ERR_IO, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		st = txl_fail(TXL_ERR_IO, "%s: not a regular file", path);
+		close(fd);
+		goto fail;
+	}
+	if ((uint64_t)sb.st_size < 8) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: file too short (%lld bytes) "
+			      "to be a model", path, (long long)sb.st_size);
+		close(fd);
+		goto fail;
+	}
+	f->size = (size_t)sb.st_size;
+	map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		st = txl_fail(TXL_ERR_IO, "%s: cannot map: %s", path,
+			      strerror(errno));
+		goto fail;
+	}
+	f->map = map;
+
+	memcpy(&hlen, f->map, sizeof hlen);	/* little-endian host */
+	if (hlen == 0 || hlen > f->size - 8 || hlen > MAX_HEADER) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
+			      "fit a file of %zu bytes (not a model file, or "
+			      "truncated)", path, (unsigned long long)hlen,
+			      f->size);
+		goto fail;
+	}
+	st = parse_header(f, (const char *)f->map + 8, hlen, 8 + hlen);
+	if (st == TXL_OK)
+		st = check_overlaps(f);
+	if (st != TXL_OK)
+		goto fail;
+	return TXL_OK;
+fail:
+	txl_file_close(f);
+	return st;
+}
+
+void
+txl_file_close(struct txl_file *f)
+{
+	if (f->map)
+		munmap((void *)f->map, f->size);
+	for (int i = 0; i < f->n_tensors; i++)
+		free(f->tensors[i].name);
+	for (int i = 0; i < f->n_meta; i++) {
+		free(f->meta[i].key);
+		free(f->meta[i].value);
+	}
+	free(f->tensors);
+	free(f->meta);
+	free(f->path);
+	memset(f, 0, sizeof *f);
+}
+
+const struct txl_tensor_info *
+txl_file_find(const struct txl_file *f, const char *name)
+{
+	for (int i = 0; i < f->n_tensors; i++)
+		if (strcmp(f->tensors[i].name, name) == 0)
+			return &f->tensors[i];
+	return NULL;
+}
+
+const char *
+txl_file_meta(const struct txl_file *f, const char *key)
+{
+	for (int i = 0; i < f->n_meta; i++)
+		if (strcmp(f->meta[i].key, key) == 0)
+			return f->meta[i].value;
+	return NULL;
+}

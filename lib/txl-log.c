@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-log.c - status strings, the per-thread last error, the log callback.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "txl-internal.h"
+
+static _Thread_local char last_error[1024];
+
+static txl_log_fn log_fn;
+static void *log_data;
+static enum txl_log_level log_max = TXL_LOG_WARN;
+
+const char *
+txl_version(void)
+{
+	return TXL_VERSION;
+}
+
+const char *
+txl_status_str(enum txl_status status)
+{
+	switch (status) {
+	case TXL_OK: return "success";
+	case TXL_ERR_IO: return "input/output error";
+	case TXL_ERR_FORMAT: return "malformed file";
+	case TXL_ERR_NOMEM: return "out of memory";
+	case TXL_ERR_INVALID: return "invalid argument";
+	case TXL_ABORTED: return "aborted";
+	}
+	return "unknown status";
+}
+
+const char *
+txl_last_error(void)
+{
+	return last_error;
+}
+
+void
+txl_log_set(txl_log_fn fn, void *user_data, enum txl_log_level max_level)
+{
+	log_fn = fn;
+	log_data = user_data;
+	log_max = max_level;
+}
+
+static void
+log_va(enum txl_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024];
+
+	if (level > log_max)
+		return;
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (log_fn)
+		log_fn(level, msg, log_data);
+	else
+		fprintf(stderr, "libtxl: %s\n", msg);
+}
+
+void
+txl_log(enum txl_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_va(level, fmt, ap);
+	va_end(ap);
+}
+
+enum txl_status
+txl_fail(enum txl_status status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+	txl_log(TXL_LOG_DEBUG, "%s", last_error);
+	return status;
+}
+
+void
+txl_abort(const char *file, int line, const char *what)
+{
+	fprintf(stderr, "libtxl: %s:%d: internal error: %s\n", file, line, what);
+	abort();
+}

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-math.c - the kernels of the forward pass.  All matrix products go
+ * through OpenBLAS here and nowhere else: sgemm for segments, sgemv for a
+ * single row (generation is bound by reading the weights once per token).
+ * Weights stay in PyTorch's (out_features, in_features) row-major layout.
+ */
+#include <math.h>
+
+#include <cblas.h>
+
+#include "txl-internal.h"
+
+void
+txl_set_threads(int n)
+{
+	if (n > 0)
+		openblas_set_num_threads(n);
+}
+
+void
+txl_matmul(float *out, const float *a, const float *w, int M, int K, int N,
+	   bool accumulate)
+{
+	/* out[M,N] = a[M,K] . w[N,K]^T */
+	if (M == 1)
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, a, 1,
+			    accumulate ? 1.0f : 0.0f, out, 1);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
+			    1.0f, a, K, w, K, accumulate ? 1.0f : 0.0f, out, N);
+}
+
+void
+txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
+	    int ldb, int M, int K, int N)
+{
+	/* out[M,N] = a[M,K] . b[N,K]^T */
+	if (M == 1)
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, b, ldb, a,
+			    1, 0.0f, out, 1);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
+			    1.0f, a, lda, b, ldb, 0.0f, out, ldo);
+}
+
+void
+txl_gemm_nn(float *out, int ldo, const float *a, int lda, const float *b,
+	    int ldb, int M, int K, int N)
+{
+	/* out[M,N] = a[M,K] . b[K,N] */
+	if (M == 1)
+		cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, b, ldb, a, 1,
+			    0.0f, out, 1);
+	else
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K,
+			    1.0f, a, lda, b, ldb, 0.0f, out, ldo);
+}
+
+void
+txl_add_bias(float *x, const float *b, int rows, int n)
+{
+	/* x[rows, n] += b[n] */
+	for (int r = 0; r < rows; r++)
+		for (int i = 0; i < n; i++)
+			x[(size_t)r * n + i] += b[i];
+}
+
+void
+txl_layer_norm(float *out, const float *x, const float *g, const float *b,
+	       int rows, int n)
+{
+	/* x, out [rows, n]: (x - mean) / sqrt(var + 1e-5) * g + b, with the
+	 * biased variance, as torch.nn.LayerNorm; statistics in double. */
+	for (int r = 0; r < rows; r++) {
+		const float *xr = x + (size_t)r * n;
+		float *o = out + (size_t)r * n;
+		double mean = 0, var = 0;
+
+		for (int i = 0; i < n; i++)
+			mean += xr[i];
+		mean /= n;
+		for (int i = 0; i < n; i++)
+			var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+		var /= n;
+		float rstd = (float)(1.0 / sqrt(var + 1e-5));
+		float fmean = (float)mean;
+		for (int i = 0; i < n; i++)
+			o[i] = (xr[i] - fmean) * rstd * g[i] + b[i];
+	}
+}
+
+void
+txl_relu(float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void
+txl_log_softmax(const float *logits, float *out, int n)
+{
+	float max = -INFINITY;
+	double sum = 0;
+
+	for (int i = 0; i < n; i++)
+		max = logits[i] > max ? logits[i] : max;
+	for (int i = 0; i < n; i++)
+		sum += exp((double)logits[i] - max);
+	float lse = (float)(max + log(sum));
+	for (int i = 0; i < n; i++)
+		out[i] = logits[i] - lse;
+}

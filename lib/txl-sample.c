@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-sample.c - choosing the next token.
+ *
+ * Order of operations, each step optional:
+ *   repeat penalty on the last repeat_last_n tokens (CTRL: a positive
+ *   logit is divided by the penalty, a negative one multiplied),
+ *   temp == 0: argmax, done; otherwise logits / temp, softmax,
+ *   top-k (the k most likely), min-p (p >= min_p * p_max), top-p (the
+ *   smallest set, most likely first, holding at least top_p of the mass
+ *   left), then one draw from what remains, renormalised.
+ * The random stream is the sampler's own (xorshift64*, seeded by the
+ * caller through splitmix64): same seed and inputs, same tokens.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "txl-internal.h"
+
+struct txl_sampler {
+	struct txl_sampler_params p;
+	int n_vocab;
+	uint64_t rng;
+	int32_t *history;	/* ring of the last repeat_last_n tokens */
+	int n_hist, hist_pos;
+	float *work;		/* (n_vocab) penalised logits, then probs */
+	int32_t *idx;		/* (n_vocab) candidate ids */
+};
+
+struct txl_sampler_params
+txl_sampler_params_default(void)
+{
+	return (struct txl_sampler_params){
+		.temp = 0.8f,
+		.top_k = 40,
+		.top_p = 0.95f,
+		.min_p = 0.05f,
+		.repeat_penalty = 1.0f,
+		.repeat_last_n = 64,
+		.seed = 0,
+	};
+}
+
+static uint64_t
+splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* uniform in [0, 1), 24 random bits */
+static float
+random_f32(struct txl_sampler *s)
+{
+	s->rng ^= s->rng >> 12;
+	s->rng ^= s->rng << 25;
+	s->rng ^= s->rng >> 27;
+	return (float)((s->rng * 0x2545f4914f6cdd1dull) >> 40) / 16777216.0f;
+}
+
+struct txl_sampler *
+txl_sampler_new(const struct txl_sampler_params *params, int n_vocab)
+{
+	struct txl_sampler_params p = params ? *params
+		: txl_sampler_params_default();
+	struct txl_sampler *s;
+
+	if (n_vocab <= 0 || !(p.temp >= 0) || !isfinite(p.temp) ||
+	    p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) ||
+	    !(p.min_p >= 0 && p.min_p <= 1) ||
+	    !(p.repeat_penalty > 0) || !isfinite(p.repeat_penalty) ||
+	    p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20)) {
+		txl_fail(TXL_ERR_INVALID, "sampler setting out of range");
+		return NULL;
+	}
+	s = calloc(1, sizeof *s);
+	if (!s) {
+		txl_fail(TXL_ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	s->p = p;
+	s->n_vocab = n_vocab;
+	s->rng = splitmix64(p.seed);
+	if (s->rng == 0)
+		s->rng = 1;
+	s->work = malloc(sizeof *s->work * (size_t)n_vocab);
+	s->idx = malloc(sizeof *s->idx * (size_t)n_vocab);
+	s->history = malloc(sizeof *s->history *
+			    (size_t)(p.repeat_last_n ? p.repeat_last_n : 1));
+	if (!s->work || !s->idx || !s->history) {
+		txl_sampler_free(s);
+		txl_fail(TXL_ERR_NOMEM, "out of memory");
+		return NULL;
+	}
+	return s;
+}
+
+void
+txl_sampler_free(struct txl_sampler *s)
+{
+	if (!s)
+		return;
+	free(s->work);
+	free(s->idx);
+	free(s->history);
+	free(s);
+}
+
+void
+txl_sampler_accept(struct txl_sampler *s, int32_t token)
+{
+	if (s->p.repeat_last_n == 0)
+		return;
+	s->history[s->hist_pos] = token;
+	s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+	if (s->n_hist < s->p.repeat_last_n)
+		s->n_hist++;
+}
+
+void
+txl_sampler_reset(struct txl_sampler *s)
+{
+	s->n_hist = 0;
+	s->hist_pos = 0;
+}
+
+static int
+cmp_prob_desc(const void *a, const void *b, void *probs)
+{
+	const float *p = probs;
+	float x = p[*(const int32_t *)a], y = p[*(const int32_t *)b];
+
+	if (x != y)
+		return x > y ? -1 : 1;
+	/* ties by id, so that the order (and the draw) is deterministic */
+	return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* Keep the k most likely of idx[0..n) (probabilities in p), unordered. */
+static int
+keep_top_k(int32_t *idx, int n, const float *p, int k)
+{
+	int lo = 0, hi = n - 1;
+
+	if (k >= n)
+		return n;
+	/* quickselect: afterwards idx[0..k) hold the k largest */
+	while (lo < hi) {
+		float pivot = p[idx[(lo + hi) / 2]];
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (p[idx[i]] > pivot)
+				i++;
+			while (p[idx[j]] < pivot)
+				j--;
+			if (i <= j) {
+				int32_t t = idx[i];
+				idx[i++] = idx[j];
+				idx[j--] = t;
+			}
+		}
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			break;
+	}
+	return k;
+}
+
+int32_t
+txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
+{
+	const int V = s->n_vocab;
+	float *w = s->work;
+	int32_t *idx = s->idx;
+	int32_t tok = 0;
+	int n = V;
+
+	/* each distinct recent token is penalised once, however often it
+	 * occurs: apply only where w[t] still holds the model's logit */
+	memcpy(w, logits, sizeof *w * (size_t)V);
+	if (s->p.repeat_penalty != 1.0f) {
+		for (int i = 0; i < s->n_hist; i++) {
+			int32_t t = s->history[i];
+			if (t < 0 || t >= V || w[t] != logits[t])
+				continue;
+			w[t] = logits[t] > 0 ? logits[t] / s->p.repeat_penalty
+				: logits[t] * s->p.repeat_penalty;
+		}
+	}
+
+	if (s->p.temp == 0.0f) {
+		for (int i = 1; i < V; i++)
+			if (w[i] > w[tok])
+				tok = i;
+	} else {
+		float max = -INFINITY;
+		double mass = 0, cum = 0;
+
+		for (int i = 0; i < V; i++)
+			max = w[i] > max ? w[i] : max;
+		for (int i = 0; i < V; i++) {
+			w[i] = expf((w[i] - max) / s->p.temp);
+			idx[i] = i;
+		}
+		if (s->p.top_k > 0)
+			n = keep_top_k(idx, n, w, s->p.top_k);
+		if (s->p.min_p > 0) {
+			/* p_max is exp(0) = 1 before normalisation */
+			int m = 0;
+			for (int i = 0; i < n; i++)
+				if (w[idx[i]] >= s->p.min_p)
+					idx[m++] = idx[i];
+			n = m;
+		}
+		qsort_r(idx, (size_t)n, sizeof *idx, cmp_prob_desc, w);
+		for (int i = 0; i < n; i++)
+			mass += w[idx[i]];
+		if (s->p.top_p < 1.0f) {
+			double keep = s->p.top_p * mass, acc = 0;
+			int m = 0;
+			while (m < n && acc < keep)
+				acc += w[idx[m++]];
+			n = m;
+			mass = acc;
+		}
+		double coin = random_f32(s) * mass;
+		tok = idx[n - 1];
+		for (int i = 0; i < n; i++) {
+			cum += w[idx[i]];
+			if (coin < cum) {
+				tok = idx[i];
+				break;
+			}
+		}
+	}
+	if (logprob) {
+		float max = -INFINITY;
+		double sum = 0;
+		for (int i = 0; i < V; i++)
+			max = logits[i] > max ? logits[i] : max;
+		for (int i = 0; i < V; i++)
+			sum += exp((double)logits[i] - max);
+		*logprob = (float)((double)logits[tok] - max - log(sum));
+	}
+	txl_sampler_accept(s, tok);
+	return tok;
+}

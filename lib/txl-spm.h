@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-spm.h - a C view of SentencePiece (C++), for libtxl's own use.
+ * No exception crosses this boundary: each entry point catches them and
+ * reports through the status / return value.
+ */
+#ifndef TXL_SPM_H
+#define TXL_SPM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "txl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct txl_spm;
+
+/* Parse a serialized SentencePiece model proto of @p len bytes. */
+enum txl_status txl_spm_load(const void *proto, size_t len,
+			     struct txl_spm **out);
+void txl_spm_free(struct txl_spm *spm);
+int txl_spm_vocab_size(const struct txl_spm *spm);
+
+/* Ids of @p text; count, negated count needed, or INT32_MIN on error. */
+int txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
+		   int32_t *ids, int n_max);
+
+/* Decoded text of @p ids into @p buf (NUL-terminated if it fits); length,
+ * negated length needed, or INT32_MIN on error. */
+int txl_spm_decode(const struct txl_spm *spm, const int32_t *ids, int n,
+		   char *buf, size_t cap);
+
+/* The bytes token @p id contributes to running text; same convention. */
+int txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf,
+			size_t cap);
+
+int32_t txl_spm_bos_id(const struct txl_spm *spm);
+int32_t txl_spm_eos_id(const struct txl_spm *spm);
+int32_t txl_spm_unk_id(const struct txl_spm *spm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TXL_SPM_H */
