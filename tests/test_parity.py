@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""Parity of txlgen with the PyTorch reference (models/txl_ref.py).
+
+Random-weight models (tests/make_random_model.py: every parameter random,
+attention far from uniform) are converted with models/convert.py and
+scored with
+
+  txlgen --model m.bin --score IDS --ids --json [--seg-len T --mem-len M
+         --same-length|--no-same-length --clamp-len C]
+
+Every per-token log-prob must be within TOL = 1e-4 of the reference's
+(txl_ref.score_ids, the original eval.py protocol), over many segments with
+the memory carried, token by token, with a memory longer than training,
+same_length on and off, clamp_len, pre_lnorm, per-layer biases, d_embed !=
+d_model (projections, tied or not), tied and untied output weights, and
+F16/BF16 storage.  For F16/BF16 the builder rounds the weights to that type
+before saving, so the reference computes with exactly the stored weights
+and the tolerance stays 1e-4.  The summary line (mean NLL, perplexity, bits
+per byte) is checked against values computed here.
+
+The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
+Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
+Set TXL_PARITY_REPORT=1 to print the max difference of every case.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_random_model as mrm                      # noqa: E402
+
+TOL = 1e-4
+N_TOKENS = 150          # tokens scored per case (149 predictions)
+
+
+def find_txlgen():
+    path = os.environ.get("TXLGEN")
+    if path:
+        return path
+    path = os.path.join(os.path.dirname(HERE), "build", "cmd", "txlgen")
+    return path if os.path.exists(path) else None
+
+
+TXLGEN = find_txlgen()
+
+# name -> make_config() arguments.  Small: d_model 32-64, 2-3 layers,
+# vocabulary 320 (tests/data/spm.model).
+CONFIGS = {
+    "base": dict(),                                  # post-LN, tied, shared
+    "pre_untie": dict(pre_lnorm=True, untie_r=True, n_layer=3),
+    "proj_untied": dict(d_embed=24, tie_weight=False, tie_projs=False),
+    "proj_tied": dict(d_embed=48, tie_weight=True, tie_projs=True,
+                      pre_lnorm=True, untie_r=True),
+    "wide": dict(d_model=64, n_head=4, d_head=12, d_inner=96, tgt_len=6,
+                 mem_len=12, clamp_len=5, same_length=True, seed=3),
+    "f16": dict(dtype="F16", seed=1),
+    "bf16": dict(dtype="BF16", pre_lnorm=True, untie_r=True, d_embed=40,
+                 tie_weight=False, seed=2),
+}
+
+_tmp = None
+_models = {}
+_report = []
+
+
+def setUpModule():
+    global _tmp
+    if TXLGEN is None:
+        raise unittest.SkipTest("no txlgen binary (set TXLGEN)")
+    if not os.access(TXLGEN, os.X_OK):
+        raise RuntimeError(f"TXLGEN={TXLGEN} is not an executable")
+    _tmp = tempfile.mkdtemp(prefix="txl-parity-")
+    for name, kw in CONFIGS.items():
+        kw = dict(kw)
+        _models[name] = mrm.build(os.path.join(_tmp, name),
+                                  do_convert=False, **kw)
+    # The converter runs as a subprocess (the user's path); two at a time.
+    with ThreadPoolExecutor(2) as ex:
+        for f in [ex.submit(mrm.convert, m.config, m.state, m.tokenizer,
+                            m.path, m.dtype) for m in _models.values()]:
+            f.result()
+
+
+def tearDownModule():
+    if _tmp:
+        shutil.rmtree(_tmp, ignore_errors=True)
+    if _report and os.environ.get("TXL_PARITY_REPORT"):
+        print("\nmax |txlgen - reference| per case:", file=sys.stderr)
+        for line in _report:
+            print("  " + line, file=sys.stderr)
+
+
+def txlgen_score(model_path, input_path, ids=True, seg_len=None,
+                 mem_len=None, clamp_len=None, same_length=None,
+                 extra=()):
+    """Run txlgen --score --json; return (records, summary, argv)."""
+    argv = [TXLGEN, "--model", model_path, "--score", input_path, "--json"]
+    if ids:
+        argv.append("--ids")
+    if seg_len is not None:
+        argv += ["--seg-len", str(seg_len)]
+    if mem_len is not None:
+        argv += ["--mem-len", str(mem_len)]
+    if clamp_len is not None:
+        argv += ["--clamp-len", str(clamp_len)]
+    if same_length is not None:
+        argv.append("--same-length" if same_length else "--no-same-length")
+    argv += list(extra)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {r.returncode}: "
+                             f"{r.stderr.strip()[-2000:]}")
+    records, summary = [], None
+    for n, line in enumerate(r.stdout.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"{' '.join(argv)}: stdout line {n + 1} is "
+                                 f"not JSON: {line[:200]!r}")
+        if summary is not None:
+            raise AssertionError(f"{' '.join(argv)}: output after the "
+                                 f"summary object: {line[:200]!r}")
+        if "pos" in obj:
+            records.append(obj)
+        else:
+            summary = obj
+    if summary is None:
+        raise AssertionError(f"{' '.join(argv)}: no summary object")
+    return records, summary, argv
+
+
+def summary_value(summary, *names):
+    for n in names:
+        if n in summary:
+            return float(summary[n])
+    raise AssertionError(f"summary {summary} has none of {names}")
+
+
+class ParityCase(unittest.TestCase):
+    def write_ids(self, ids):
+        fd, path = tempfile.mkstemp(suffix=".ids", dir=_tmp)
+        with os.fdopen(fd, "w") as f:
+            # several lines and odd spacing: whitespace-separated is the spec
+            for k in range(0, len(ids), 20):
+                f.write("  ".join(map(str, ids[k:k + 20])) + "\n")
+        return path
+
+    def compare(self, name, n=N_TOKENS, seed=0, label=None, **settings):
+        """Score n random ids with txlgen and the reference; assert parity
+        and return txlgen's log-probs."""
+        m = _models[name]
+        ids = mrm.random_ids(n, m.cfg.n_token, seed)
+        path = self.write_ids(ids)
+        records, summary, argv = txlgen_score(m.path, path, **settings)
+        ref = m.score(ids, **settings)
+        cmd = " ".join(argv[1:])
+        self.assertEqual(len(records), len(ids) - 1,
+                         f"{cmd}: {len(records)} records for {len(ids)} ids")
+        got = []
+        for k, rec in enumerate(records):
+            self.assertEqual(rec["pos"], k + 1, f"{cmd}: record {k}: {rec}")
+            self.assertEqual(rec["id"], ids[k + 1], f"{cmd}: record {k}")
+            got.append(float(rec["logprob"]))
+        diffs = [abs(a - b) for a, b in zip(got, ref)]
+        worst = max(range(len(diffs)), key=diffs.__getitem__)
+        _report.append(f"{label or self.id().split('.')[-1]:<34} "
+                       f"{name:<12} {diffs[worst]:.2e}  ({cmd})")
+        self.assertLessEqual(
+            diffs[worst], TOL,
+            f"\nconfig {name}: {m.cfg}\ncommand: {cmd}\nmax |diff| "
+            f"{diffs[worst]:.3g} at pos {worst + 1} (txlgen {got[worst]:.6f}"
+            f", reference {ref[worst]:.6f}); "
+            f"{sum(d > TOL for d in diffs)} of {len(diffs)} above {TOL}")
+        self.check_summary(summary, got, ids, cmd)
+        return got
+
+    def check_summary(self, summary, got, ids, cmd):
+        nll = -sum(got) / len(got)
+        mean_nll = summary_value(summary, "mean_nll", "nll", "loss")
+        self.assertAlmostEqual(mean_nll, nll, delta=1e-5 * max(1, nll),
+                               msg=f"{cmd}: summary {summary}")
+        ppl = summary_value(summary, "perplexity", "ppl")
+        self.assertLess(abs(ppl - math.exp(nll)), 1e-4 * math.exp(nll),
+                        f"{cmd}: summary {summary}")
+        for key in ("n_tokens", "tokens", "n_predicted", "count"):
+            if key in summary:
+                self.assertIn(int(summary[key]), (len(ids), len(ids) - 1),
+                              f"{cmd}: summary {summary}")
+
+
+class TestModelFile(unittest.TestCase):
+    """The models are what they claim: every parameter random, attention
+    far from uniform (so a wrong mask or position cannot hide)."""
+
+    def test_parameters_random(self):
+        for name, m in _models.items():
+            self.assertEqual(mrm.check_params(m.model), [], name)
+
+    def test_attention_peaked(self):
+        m = _models["base"]
+        ids = mrm.random_ids(64, m.cfg.n_token)
+        mx, uniform = m.attention_stats(ids, seg_len=8, mem_len=16)
+        self.assertGreater(mx, 4 * uniform)
+        self.assertGreater(mx, 0.4)
+
+    def test_settings_matter(self):
+        """The reference itself distinguishes the settings tested below,
+        so that agreeing on each of them means something."""
+        m = _models["base"]
+        ids = mrm.random_ids(N_TOKENS, m.cfg.n_token)
+        base = m.score(ids, seg_len=8, mem_len=16)
+        for kw in (dict(seg_len=8, mem_len=16, same_length=True),
+                   dict(seg_len=8, mem_len=16, clamp_len=3),
+                   dict(seg_len=8, mem_len=40),
+                   dict(seg_len=1, mem_len=16),
+                   dict(seg_len=8, mem_len=0)):
+            other = m.score(ids, **kw)
+            self.assertGreater(max(abs(a - b) for a, b in
+                                   zip(base, other)), 0.1, kw)
+
+
+class TestParity(ParityCase):
+    def test_segments_with_memory(self):
+        # 149 predictions in segments of 8: 19 segments, memory carried
+        self.compare("base", seg_len=8, mem_len=8, same_length=False,
+                     clamp_len=0)
+
+    def test_model_defaults(self):
+        # no run-time flags: tgt_len 8, mem_len 8, no clamp, no same_length
+        self.compare("base")
+
+    def test_uneven_last_segment(self):
+        self.compare("base", n=100, seed=7, seg_len=7,
+                     mem_len=5)
+
+    def test_no_memory(self):
+        self.compare("base", seg_len=8, mem_len=0, same_length=False)
+
+    def test_token_by_token(self):
+        self.compare("base", seg_len=1, mem_len=8)
+
+    def test_token_by_token_long_memory(self):
+        self.compare("base", seg_len=1, mem_len=40)
+
+    def test_memory_longer_than_training(self):
+        self.compare("base", seg_len=8, mem_len=40)
+
+    def test_segment_longer_than_training(self):
+        self.compare("base", seg_len=32, mem_len=24)
+
+    def test_same_length(self):
+        self.compare("base", seg_len=8, mem_len=16, same_length=True)
+
+    def test_same_length_memory_shorter_than_segment(self):
+        self.compare("base", seg_len=8, mem_len=5, same_length=True)
+
+    def test_same_length_token_by_token(self):
+        self.compare("base", seg_len=1, mem_len=16, same_length=True)
+
+    def test_same_length_segmentation_invariant(self):
+        """With same_length every position sees the same window, so
+        segment-wise scoring equals token-by-token generation."""
+        a = self.compare("base", seg_len=8, mem_len=16, same_length=True)
+        b = self.compare("base", seg_len=3, mem_len=16, same_length=True)
+        self.assertLessEqual(max(abs(x - y) for x, y in zip(a, b)), TOL)
+
+    def test_clamp_len(self):
+        self.compare("base", seg_len=8, mem_len=16, clamp_len=3)
+
+    def test_clamp_len_token_by_token(self):
+        self.compare("base", seg_len=1, mem_len=20, clamp_len=6,
+                     same_length=True)
+
+    def test_pre_lnorm_untie_r(self):
+        self.compare("pre_untie", seg_len=8, mem_len=8)
+
+    def test_pre_lnorm_untie_r_token_by_token(self):
+        self.compare("pre_untie", seg_len=1, mem_len=24, same_length=True)
+
+    def test_pre_lnorm_untie_r_clamp(self):
+        self.compare("pre_untie", seg_len=5, mem_len=30, clamp_len=4)
+
+    def test_projection_untied(self):
+        self.compare("proj_untied", seg_len=8, mem_len=8)
+
+    def test_projection_untied_token_by_token(self):
+        self.compare("proj_untied", seg_len=1, mem_len=12)
+
+    def test_projection_tied(self):
+        self.compare("proj_tied", seg_len=8, mem_len=16, same_length=True)
+
+    def test_projection_tied_token_by_token(self):
+        self.compare("proj_tied", seg_len=1, mem_len=10)
+
+    def test_wide_model_defaults(self):
+        # model defaults: tgt_len 6, mem_len 12, clamp_len 5, same_length
+        self.compare("wide")
+
+    def test_wide_overrides(self):
+        self.compare("wide", seg_len=9, mem_len=20, clamp_len=0,
+                     same_length=False)
+
+    def test_f16(self):
+        self.compare("f16", seg_len=8, mem_len=16)
+
+    def test_f16_token_by_token(self):
+        self.compare("f16", seg_len=1, mem_len=16, same_length=True)
+
+    def test_bf16(self):
+        self.compare("bf16", seg_len=8, mem_len=16, clamp_len=5)
+
+    def test_bf16_token_by_token(self):
+        self.compare("bf16", seg_len=1, mem_len=16)
+
+
+class TestSummary(ParityCase):
+    def test_text_scoring(self):
+        """Scoring text: the ids are SentencePiece's, the log-probs the
+        reference's, bits per byte = sum NLL / ln 2 / bytes of the text."""
+        import sentencepiece as spm
+        m = _models["base"]
+        sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
+        text = ("The keeper asked why the numbers mattered, and she said "
+                "that they changed: 12 degrees, café, naïve!")
+        path = os.path.join(_tmp, "one-line.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        ids = sp.encode(text)
+        records, summary, argv = txlgen_score(m.path, path, ids=False,
+                                              seg_len=8, mem_len=16)
+        cmd = " ".join(argv[1:])
+        got_ids = [ids[0]] + [r["id"] for r in records]
+        self.assertEqual(got_ids, ids, f"{cmd}: token ids differ from "
+                         "SentencePiece's")
+        ref = m.score(ids, seg_len=8, mem_len=16)
+        got = [float(r["logprob"]) for r in records]
+        diff = max(abs(a - b) for a, b in zip(got, ref))
+        _report.append(f"{'text_scoring':<34} {'base':<12} {diff:.2e}  "
+                       f"({cmd})")
+        self.assertLessEqual(diff, TOL, cmd)
+        self.check_summary(summary, got, ids, cmd)
+        bpb = summary_value(summary, "bits_per_byte", "bpb")
+        want = -sum(got) / math.log(2) / len(text.encode())
+        self.assertAlmostEqual(bpb, want, delta=1e-5 * want,
+                               msg=f"{cmd}: summary {summary}")
+
+
+if __name__ == "__main__":
+    unittest.main()
