@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-session.c - properties of sessions and the tokenizer on a random
+ * model (argv[1], made by tests/make_random_model.py; argv[2] a scratch
+ * directory).  Numbers against PyTorch are test_parity.py's business;
+ * these are the invariants that hold whatever the weights:
+ *   - with same_length, segment-wise evaluation equals token by token;
+ *   - saving the memory and loading it into a new session continues
+ *     exactly; reset equals a fresh session; abort leaves the memory;
+ *   - the memory never holds more than mem_len positions;
+ *   - bad arguments and bad state files are refused with the right code.
+ */
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "txl.h"
+#include "test.h"
+
+static struct txl_model *model;
+static const char *scratch;
+static int V;
+
+#define N_TOK 40
+static int32_t toks[N_TOK];
+
+static struct txl_session *
+session(int seg, int mem, int same)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s;
+
+	p.seg_len = seg;
+	p.mem_len = mem;
+	p.same_length = same;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
+	return s;
+}
+
+static double
+max_diff(const float *a, const float *b, int n)
+{
+	double m = 0;
+
+	for (int i = 0; i < n; i++)
+		m = fmax(m, fabs((double)a[i] - b[i]));
+	return m;
+}
+
+static void
+test_hparams(void)
+{
+	const struct txl_hparams *hp = txl_model_hparams(model);
+
+	CHECK(hp->n_layer >= 1 && hp->d_model >= 1);
+	CHECK_EQ(hp->n_token, V);
+	CHECK(txl_model_n_params(model) > (int64_t)hp->n_token * hp->d_embed);
+	CHECK(strcmp(txl_model_meta(model, "format"), "txlgen-model") == 0);
+	CHECK(txl_model_meta(model, "no such key") == NULL);
+}
+
+static void
+test_same_length_segmentation(void)
+{
+	/* with same_length every position sees the same window whatever the
+	 * segmentation: 8-token segments == one token at a time */
+	struct txl_session *a = session(8, 12, 1), *b = session(1, 12, 1);
+	float *la = malloc(sizeof(float) * (size_t)V * 8);
+
+	CHECK(la);
+	for (int s0 = 0; s0 < N_TOK; s0 += 8) {
+		CHECK_EQ(txl_session_eval(a, toks + s0, 8, TXL_LOGITS_ALL),
+			 TXL_OK);
+		memcpy(la, txl_session_logits(a), sizeof(float) * V * 8);
+		for (int i = 0; i < 8; i++) {
+			CHECK_EQ(txl_session_eval(b, toks + s0 + i, 1,
+						  TXL_LOGITS_LAST), TXL_OK);
+			CHECK(max_diff(la + (size_t)i * V,
+				       txl_session_logits(b), V) < 1e-4);
+		}
+	}
+	CHECK_EQ(txl_session_mem_fill(a), 12);
+	CHECK_EQ(txl_session_n_past(b), N_TOK);
+	free(la);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
+static void
+test_last_equals_all(void)
+{
+	struct txl_session *a = session(16, 10, 0), *b = session(16, 10, 0);
+	float *all = malloc(sizeof(float) * (size_t)V * 16);
+
+	CHECK(all);
+	CHECK_EQ(txl_session_eval(a, toks, 16, TXL_LOGITS_ALL), TXL_OK);
+	memcpy(all, txl_session_logits(a), sizeof(float) * V * 16);
+	CHECK_EQ(txl_session_eval(b, toks, 16, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(all + (size_t)15 * V, txl_session_logits(b), V) < 1e-5);
+	/* more tokens than seg_len are split into segments */
+	CHECK_EQ(txl_session_eval(a, toks, N_TOK, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_n_past(a), 16 + N_TOK);
+	CHECK_EQ(txl_session_mem_fill(a), 10);
+	free(all);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
+static void
+test_save_load(void)
+{
+	char path[4096], bad[4096];
+	struct txl_session *a = session(5, 16, 0), *b = session(5, 16, 0);
+	struct txl_session *small = session(5, 4, 0);
+	float *la = malloc(sizeof(float) * (size_t)V);
+	FILE *f;
+
+	CHECK(la);
+	snprintf(path, sizeof path, "%s/state.bin", scratch);
+	snprintf(bad, sizeof bad, "%s/state-bad.bin", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_NONE), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	CHECK_EQ(txl_session_eval(a, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * V);
+
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 23);
+	CHECK_EQ(txl_session_mem_fill(b), 16);
+	CHECK_EQ(txl_session_eval(b, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(la, txl_session_logits(b), V) == 0);
+
+	/* 16 positions do not fit a memory of 4 */
+	CHECK_EQ(txl_session_load(small, path), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "mem_len") != NULL);
+
+	/* a flipped byte fails the checksum; b keeps its memory */
+	f = fopen(path, "rb");
+	CHECK(f);
+	char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	CHECK(n > 100 && n < sizeof buf);
+	buf[n / 2] ^= 0x40;
+	f = fopen(bad, "wb");
+	CHECK(f && fwrite(buf, 1, n, f) == n);
+	fclose(f);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK_EQ(txl_session_n_past(b), 30);
+	/* truncated */
+	f = fopen(bad, "wb");
+	CHECK(f && fwrite(buf, 1, n - 9, f) == n - 9);
+	fclose(f);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	/* not a state file at all, and a missing one */
+	CHECK_EQ(txl_session_load(b, "/dev/null"), TXL_ERR_FORMAT);
+	CHECK_EQ(txl_session_load(b, "/nonexistent/state"), TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "/nonexistent/state") != NULL);
+	/* unwritable destination: error, nothing left behind */
+	CHECK_EQ(txl_session_save(a, "/nonexistent/dir/state"), TXL_ERR_IO);
+
+	unlink(path);
+	unlink(bad);
+	free(la);
+	txl_session_free(a);
+	txl_session_free(b);
+	txl_session_free(small);
+}
+
+static bool
+abort_now(void *data)
+{
+	int *calls = data;
+	return ++*calls > 1;	/* let the first layer run, then stop */
+}
+
+static void
+test_reset_and_abort(void)
+{
+	struct txl_session *a = session(8, 8, 0), *fresh = session(8, 8, 0);
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *ab;
+	float *lf = malloc(sizeof(float) * (size_t)V);
+	int calls = 0;
+
+	CHECK(lf);
+	CHECK_EQ(txl_session_eval(fresh, toks, 8, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(lf, txl_session_logits(fresh), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(a, toks + 8, 20, TXL_LOGITS_NONE), TXL_OK);
+	txl_session_reset(a);
+	CHECK_EQ(txl_session_mem_fill(a), 0);
+	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(lf, txl_session_logits(a), V) == 0);
+
+	p.seg_len = 8;
+	p.mem_len = 8;
+	p.abort_cb = abort_now;
+	p.abort_data = &calls;
+	CHECK_EQ(txl_session_new(model, &p, &ab), TXL_OK);
+	CHECK_EQ(txl_session_eval(ab, toks, 8, TXL_LOGITS_LAST), TXL_ABORTED);
+	CHECK_EQ(txl_session_n_past(ab), 0);
+	CHECK_EQ(txl_session_mem_fill(ab), 0);
+	free(lf);
+	txl_session_free(a);
+	txl_session_free(fresh);
+	txl_session_free(ab);
+}
+
+static void
+test_invalid(void)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s = session(4, 4, 0);
+	int32_t bad = V;
+
+	CHECK_EQ(txl_session_eval(s, &bad, 1, TXL_LOGITS_LAST),
+		 TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "out of range") != NULL);
+	CHECK_EQ(txl_session_eval(s, toks, 5, TXL_LOGITS_ALL), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_eval(s, toks, 0, TXL_LOGITS_LAST),
+		 TXL_ERR_INVALID);
+	txl_session_free(s);
+
+	p.same_length = 1;
+	p.mem_len = 0;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	CHECK(s == NULL);
+	p = txl_session_params_default();
+	p.seg_len = 0;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	p = txl_session_params_default();
+	p.clamp_len = -3;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	txl_session_free(NULL);
+}
+
+static void
+test_tokenizer(void)
+{
+	const char *text = "Fellow citizens, the state of the Union is "
+		"strong. \xc3\xa9t\xc3\xa9 \xe2\x82\xac 42";
+	int32_t ids[256];
+	char out[512], pieces[512];
+	size_t plen = 0;
+	int n, m;
+
+	n = txl_tokenize(model, text, strlen(text), ids, 256);
+	CHECK(n > 0);
+	CHECK_EQ(txl_tokenize(model, text, strlen(text), ids, 1), -n);
+	m = txl_detokenize(model, ids, n, out, sizeof out);
+	CHECK_EQ(m, (int)strlen(text));
+	CHECK(strcmp(out, text) == 0);
+	CHECK_EQ(txl_detokenize(model, ids, n, out, 3), -(m + 1));
+	/* running-text pieces concatenate to the text, with SentencePiece's
+	 * leading space */
+	for (int i = 0; i < n; i++) {
+		int k = txl_token_piece(model, ids[i], pieces + plen,
+					sizeof pieces - plen);
+		CHECK(k >= 0);
+		plen += (size_t)k;
+	}
+	CHECK_EQ(plen, strlen(text) + 1);
+	CHECK(pieces[0] == ' ' && memcmp(pieces + 1, text, plen - 1) == 0);
+	CHECK_EQ(txl_token_piece(model, V, out, sizeof out), INT32_MIN);
+	CHECK_EQ(txl_token_piece(model, -1, out, sizeof out), INT32_MIN);
+	CHECK(txl_token_unk(model) >= 0);
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: test-session MODEL SCRATCH_DIR\n");
+		return 2;
+	}
+	if (access(argv[1], R_OK) != 0) {
+		fprintf(stderr, "SKIP: no test model %s\n", argv[1]);
+		return TEST_SKIP;
+	}
+	scratch = argv[2];
+	if (txl_model_load(argv[1], &model) != TXL_OK) {
+		fprintf(stderr, "FAIL: %s\n", txl_last_error());
+		return 1;
+	}
+	V = txl_model_hparams(model)->n_token;
+	for (int i = 0; i < N_TOK; i++)
+		toks[i] = (int32_t)((i * 7919 + 13) % V);
+	RUN(test_hparams);
+	RUN(test_same_length_segmentation);
+	RUN(test_last_equals_all);
+	RUN(test_save_load);
+	RUN(test_reset_and_abort);
+	RUN(test_invalid);
+	RUN(test_tokenizer);
+	txl_model_free(model);
+	return 0;
+}
