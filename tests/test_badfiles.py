@@ -1,0 +1,437 @@
+#!/usr/bin/python3
+"""Broken model files: a clear one-line error and exit status 3, never a
+crash.
+
+From a valid small model file (tests/make_random_model.py, converted with
+models/convert.py) this builds a corpus of broken files, each with one
+defect and otherwise valid, and runs
+
+  txlgen --model BAD --text hello -n 1
+  txlgen --model BAD --score TEXT
+
+on each.  Both must exit with status 3 ("bad model or config", txlgen(1)),
+not by a signal, print nothing on stdout and exactly one line on stderr
+that names the file and says what is wrong (a key phrase per case,
+case-insensitive).  Under an ASan/UBSan build (CI runs the suite so) any
+sanitizer report adds lines to stderr or changes the status, so the same
+assertions catch memory errors in the loader.
+
+Also checked: the valid file loads (the corpus differs from it by one
+defect), and a valid but unaligned safetensors file (header not padded,
+no __pad__ tensors, as other tools write them) loads and scores exactly
+like the aligned one.
+
+The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_random_model as mrm                      # noqa: E402
+import txlfile                                       # noqa: E402 (models/)
+
+EXIT_BADMODEL = 3
+
+
+def find_txlgen():
+    path = os.environ.get("TXLGEN")
+    if path:
+        return path
+    path = os.path.join(os.path.dirname(HERE), "build", "cmd", "txlgen")
+    return path if os.path.exists(path) else None
+
+
+TXLGEN = find_txlgen()
+_tmp = None
+_valid = None          # RandomModel
+_text = None           # a text file to --score
+
+
+# ---------------------------------------------------------------------------
+# Taking a model file apart and putting it back together
+
+def split(blob):
+    """(header dict, data bytes) of a well-formed file."""
+    (n,) = struct.unpack("<Q", blob[:8])
+    return json.loads(blob[8:8 + n]), blob[8 + n:]
+
+
+def assemble(header, data, align=64):
+    """A file from a header (dict, or raw bytes used as they are) and the
+    data; the header is space-padded so the data starts at a multiple of
+    align (None: no padding)."""
+    raw = header if isinstance(header, bytes) else \
+        json.dumps(header, separators=(",", ":")).encode()
+    if align:
+        raw += b" " * (-(8 + len(raw)) % align)
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+def tensors(header):
+    return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+# ---------------------------------------------------------------------------
+# The corpus: name -> (function(valid bytes, header, data) -> bytes,
+#                      regular expression the error line must match)
+# Each function changes one thing; everything else stays valid.
+
+def _edit(fn):
+    """Wrap a header edit: fn(header, data) mutates or returns new data."""
+    def make(blob, header, data):
+        h = json.loads(json.dumps(header))
+        d = fn(h, data)
+        return assemble(h, data if d is None else d)
+    return make
+
+
+def _vocab_mismatch(blob, header, data):
+    """n_token 321 everywhere (metadata and shapes) but a tokenizer of 320
+    pieces: a file convert.py refuses to write, made with txlfile."""
+    meta, ts = txlfile.read(os.path.join(_tmp, "valid.bin"))
+    proto = ts.pop("tokenizer.model")
+    import numpy as np
+    for name in ("word_emb.emb_layers.0.weight", "crit.out_layers.0.weight",
+                 "crit.out_layers.0.bias"):
+        if name in ts:
+            t = ts[name]
+            ts[name] = np.concatenate([t, t[:1]], axis=0)
+    hp = dict(meta)
+    for k in ("format", "format_version"):
+        hp.pop(k)
+    hp["n_token"] = "321"
+    path = os.path.join(_tmp, "vocab.tmp")
+    txlfile.write(path, hp, ts, proto)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _garbage_tokenizer(blob, header, data):
+    b, e = header["tokenizer.model"]["data_offsets"]
+    junk = random.Random(1).randbytes(e - b)
+    return assemble(header, data[:b] + junk + data[e:])
+
+
+def _missing_tensor(h, data):
+    # renamed to a padding tensor: the bytes stay covered, the name is gone
+    name = "layers.1.pos_ff.CoreNet.3.bias"
+    info = h.pop(name)
+    b, e = info["data_offsets"]
+    h["__pad__.999"] = {"dtype": "U8", "shape": [e - b],
+                        "data_offsets": [b, e]}
+
+
+def _overlap(h, data):
+    # a tensor pointing at another one's bytes (same size); its own range
+    # becomes a padding tensor so that only the overlap is wrong
+    a = h["layers.0.pos_ff.layer_norm.weight"]
+    b = h["layers.0.pos_ff.layer_norm.bias"]
+    h["__pad__.998"] = {"dtype": "U8",
+                        "shape": [b["data_offsets"][1] - b["data_offsets"][0]],
+                        "data_offsets": list(b["data_offsets"])}
+    b["data_offsets"] = list(a["data_offsets"])
+
+
+def _overlap_partial(h, data):
+    # two tensors sharing part of their bytes, total size unchanged
+    a = h["layers.0.dec_attn.layer_norm.weight"]
+    a["data_offsets"] = [a["data_offsets"][0] + 4, a["data_offsets"][1] + 4]
+
+
+def _beyond_end(h, data):
+    # the last tensor claims 1000 more bytes than the file has
+    last = max(tensors(h).values(), key=lambda t: t["data_offsets"][1])
+    last["shape"] = [last["shape"][0] + 1000]
+    last["data_offsets"][1] += 1000
+
+
+def _offsets_far(h, data):
+    t = h["r_w_bias"]
+    t["data_offsets"] = [2 ** 62, 2 ** 62 + t["data_offsets"][1] -
+                         t["data_offsets"][0]]
+
+
+def _size_mismatch(h, data):
+    # tokenizer: shape one byte shorter than its data_offsets
+    t = h["tokenizer.model"]
+    t["shape"] = [t["shape"][0] - 1]
+
+
+def _size_mismatch_weight(h, data):
+    # a weight whose data_offsets cover 4 bytes less than shape x F32
+    t = h["layers.0.dec_attn.qkv_net.weight"]
+    t["data_offsets"][1] -= 4
+
+
+def _offsets_reversed(h, data):
+    t = h["r_r_bias"]
+    t["data_offsets"] = t["data_offsets"][::-1]
+
+
+def _offsets_not_numbers(h, data):
+    h["r_r_bias"]["data_offsets"] = ["0", "16"]
+
+
+def _transposed(h, data):
+    t = h["layers.0.dec_attn.qkv_net.weight"]
+    t["shape"] = t["shape"][::-1]
+
+
+def _reshaped(h, data):
+    t = h["layers.1.dec_attn.layer_norm.weight"]
+    t["shape"] = [4, t["shape"][0] // 4]
+
+
+def _dtype(name):
+    def f(h, data):
+        h["layers.0.dec_attn.o_net.weight"]["dtype"] = name
+    return f
+
+
+def _meta(key, value):
+    def f(h, data):
+        if value is None:
+            del h["__metadata__"][key]
+        else:
+            h["__metadata__"][key] = value
+    return f
+
+
+def _no_metadata(h, data):
+    del h["__metadata__"]
+
+
+def _duplicate_key(blob, header, data):
+    raw = json.dumps(header, separators=(",", ":"))
+    entry = '"r_w_bias":' + json.dumps(header["r_w_bias"],
+                                       separators=(",", ":"))
+    return assemble(raw[:-1].encode() + b"," + entry.encode() + b"}", data)
+
+
+def _header_len(value):
+    def f(blob, header, data):
+        return struct.pack("<Q", value) + blob[8:]
+    return f
+
+
+def _raw_header(text):
+    def f(blob, header, data):
+        (n,) = struct.unpack("<Q", blob[:8])
+        raw = text(blob[8:8 + n].decode())
+        # keep the length so that the data stays where it is
+        raw = raw.encode().ljust(n)[:n] if len(raw) <= n else raw.encode()
+        return struct.pack("<Q", len(raw)) + raw + data
+    return f
+
+
+def _truncate(where):
+    def f(blob, header, data):
+        (n,) = struct.unpack("<Q", blob[:8])
+        return blob[:where(len(blob), n)]
+    return f
+
+
+TRUNC = r"truncat|too short|short|end of (the )?file|beyond|past|exceed|" \
+        r"larger|outside|ends at|does not fit|smaller"
+OFFS = r"offset|beyond|past|exceed|outside|ends at|end of (the )?file|" \
+       r"truncat|larger"
+CASES = {
+    # truncated at several points
+    "trunc_in_length": (_truncate(lambda size, n: 4), TRUNC),
+    "trunc_after_length": (_truncate(lambda size, n: 8), TRUNC + "|header"),
+    "trunc_in_json": (_truncate(lambda size, n: 8 + n // 2), TRUNC),
+    "trunc_after_header": (_truncate(lambda size, n: 8 + n), TRUNC),
+    "trunc_in_data": (_truncate(lambda size, n: 8 + n + (size - 8 - n) // 2),
+                      TRUNC),
+    "trunc_last_byte": (_truncate(lambda size, n: size - 1), TRUNC),
+    "empty": (lambda blob, h, d: b"", TRUNC + "|empty"),
+    # header length
+    "header_len_past_end": (_header_len(10 ** 6), r"header|" + TRUNC),
+    "header_len_zero": (_header_len(0), r"header|json"),
+    "header_len_absurd": (_header_len(2 ** 64 - 1), r"header|" + TRUNC),
+    "header_len_2_63": (_header_len(2 ** 63), r"header|" + TRUNC),
+    # JSON
+    "json_malformed": (_raw_header(lambda s: s.rstrip()[:-1]), r"json"),
+    "json_garbage": (_raw_header(lambda s: "\x01\x02not json at all"),
+                     r"json"),
+    "json_not_object": (_raw_header(lambda s: "[1, 2, 3]"), r"object"),
+    "json_trailing": (_raw_header(lambda s: s.rstrip() + " {}"),
+                      r"json|after|trailing|unexpected"),
+    "json_duplicate": (_duplicate_key, r"duplicate"),
+    "json_tensor_not_object": (_edit(lambda h, d: h.__setitem__(
+        "r_w_bias", [1, 2])), r"r_w_bias"),
+    # dtypes
+    "dtype_unknown": (_edit(_dtype("Q4_K")), r"dtype|type"),
+    "dtype_int32": (_edit(_dtype("I32")), r"dtype|type"),
+    "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
+    # shapes
+    "shape_transposed": (_edit(_transposed), r"shape|expected"),
+    "shape_rank": (_edit(_reshaped), r"shape|expected|dimension"),
+    "tensor_missing": (_edit(_missing_tensor),
+                       r"layers\.1\.pos_ff\.CoreNet\.3\.bias"),
+    # offsets
+    "offsets_beyond_end": (_edit(_beyond_end), OFFS),
+    "offsets_far": (_edit(_offsets_far), OFFS),
+    "offsets_overlap": (_edit(_overlap), r"overlap"),
+    "offsets_overlap_partial": (_edit(_overlap_partial),
+                                r"overlap|bytes|size|offset"),
+    "offsets_reversed": (_edit(_offsets_reversed), r"offset|bytes|size"),
+    "offsets_not_numbers": (_edit(_offsets_not_numbers), r"offset"),
+    "offsets_size_tokenizer": (_edit(_size_mismatch),
+                               r"bytes|size|offset|shape"),
+    "offsets_size_weight": (_edit(_size_mismatch_weight),
+                            r"bytes|size|offset|shape"),
+    # metadata
+    "meta_missing": (_edit(_meta("d_inner", None)), r"d_inner"),
+    "meta_not_numeric": (_edit(_meta("n_head", "two")), r"n_head"),
+    "meta_zero": (_edit(_meta("n_layer", "0")), r"n_layer"),
+    "meta_negative": (_edit(_meta("d_model", "-32")), r"d_model"),
+    "meta_huge": (_edit(_meta("n_token", "99999999999999999999")),
+                  r"n_token"),
+    "meta_not_string": (_edit(_meta("n_head", 2)), r"n_head|string"),
+    "meta_absent": (_edit(_no_metadata), r"metadata|format"),
+    "format_name": (_edit(_meta("format", "gguf")), r"format"),
+    "format_missing": (_edit(_meta("format", None)), r"format"),
+    "format_version": (_edit(_meta("format_version", "99")), r"version"),
+    "attn_type": (_edit(_meta("attn_type", "2")), r"attn_type"),
+    # tokenizer
+    "vocab_mismatch": (_vocab_mismatch,
+                       r"vocab|n_token|piece|tokenizer"),
+    "tokenizer_garbage": (_garbage_tokenizer, r"tokenizer|sentencepiece"),
+    "tokenizer_missing": (_edit(lambda h, d: h.__setitem__(
+        "__pad__.997", h.pop("tokenizer.model") | {"dtype": "U8"})),
+        r"tokenizer"),
+}
+
+
+def setUpModule():
+    global _tmp, _valid, _text
+    if TXLGEN is None:
+        raise unittest.SkipTest("no txlgen binary (set TXLGEN)")
+    if not os.access(TXLGEN, os.X_OK):
+        raise RuntimeError(f"TXLGEN={TXLGEN} is not an executable")
+    _tmp = tempfile.mkdtemp(prefix="txl-badfiles-")
+    _valid = mrm.build(os.path.join(_tmp, "model"), n_layer=2, d_model=32,
+                       n_head=2, d_head=8, d_inner=48)
+    shutil.copy(_valid.path, os.path.join(_tmp, "valid.bin"))
+    _text = os.path.join(_tmp, "text.txt")
+    with open(_text, "w") as f:
+        f.write("hello world, this is a short text to score.\n")
+
+
+def tearDownModule():
+    if _tmp:
+        shutil.rmtree(_tmp, ignore_errors=True)
+
+
+def run(argv):
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env.pop("TXLGEN_MODEL", None)
+    return subprocess.run(argv, capture_output=True, timeout=60, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def commands(model):
+    return ([TXLGEN, "--model", model, "--text", "hello", "-n", "1",
+             "--seed", "1"],
+            [TXLGEN, "--model", model, "--score", _text])
+
+
+class TestBadFiles(unittest.TestCase):
+    def check_rejected(self, path, phrase):
+        for argv in commands(path):
+            cmd = " ".join(argv[1:])
+            r = run(argv)
+            err = r.stderr.decode(errors="replace")
+            self.assertGreaterEqual(r.returncode, 0,
+                                    f"{cmd}: killed by signal "
+                                    f"{-r.returncode}\n{err}")
+            self.assertEqual(r.returncode, EXIT_BADMODEL,
+                             f"{cmd}: exit status {r.returncode}\n{err}")
+            self.assertEqual(r.stdout, b"", f"{cmd}: wrote to stdout")
+            lines = err.splitlines()
+            self.assertEqual(len(lines), 1, f"{cmd}: stderr is not one "
+                             f"line:\n{err}")
+            self.assertIn(path, lines[0], f"{cmd}: error does not name "
+                          "the file")
+            self.assertTrue(re.search(phrase, lines[0], re.I),
+                            f"{cmd}: error {lines[0]!r} does not match "
+                            f"/{phrase}/")
+        return lines[0]
+
+    def test_valid_file_loads(self):
+        for argv in commands(_valid.path):
+            r = run(argv)
+            self.assertEqual(r.returncode, 0,
+                             f"{' '.join(argv)}: {r.stderr.decode()}")
+
+    def test_corpus(self):
+        with open(_valid.path, "rb") as f:
+            blob = f.read()
+        header, data = split(blob)
+        seen = []
+        for name, (make, phrase) in CASES.items():
+            with self.subTest(case=name):
+                path = os.path.join(_tmp, f"bad-{name}.bin")
+                with open(path, "wb") as f:
+                    f.write(make(blob, header, data))
+                seen.append(f"{name}: {self.check_rejected(path, phrase)}")
+        if os.environ.get("TXL_BADFILES_REPORT"):
+            print("\n" + "\n".join(seen), file=sys.stderr)
+
+    def test_directory(self):
+        self.check_rejected(_tmp, r"director|regular file|not a file")
+
+    def test_nonexistent(self):
+        self.check_rejected(os.path.join(_tmp, "no-such-model.bin"),
+                            r"no such file|not found|does not exist")
+
+
+class TestValidVariants(unittest.TestCase):
+    def test_unaligned_file_scores_the_same(self):
+        """A safetensors file as other tools write it (no alignment, no
+        padding tensors) is valid; the library copies what it cannot map
+        in place and gives the same numbers."""
+        with open(_valid.path, "rb") as f:
+            header, data = split(f.read())
+        meta = header.pop("__metadata__")
+        order = sorted(tensors(header).items(),
+                       key=lambda kv: kv[1]["data_offsets"][0])
+        new, chunks, pos = {"__metadata__": meta}, [], 0
+        for name, info in order:
+            if name.startswith("__pad__."):
+                continue
+            b, e = info["data_offsets"]
+            new[name] = dict(info, data_offsets=[pos, pos + e - b])
+            chunks.append(data[b:e])
+            pos += e - b
+        blob = assemble(new, b"".join(chunks), align=None)
+        (n,) = struct.unpack("<Q", blob[:8])
+        self.assertNotEqual((8 + n) % 4, 0, "test file is aligned anyway")
+        path = os.path.join(_tmp, "unaligned.bin")
+        with open(path, "wb") as f:
+            f.write(blob)
+        ids = os.path.join(_tmp, "ids.txt")
+        with open(ids, "w") as f:
+            f.write(" ".join(map(str, mrm.random_ids(40, 320, 5))))
+        outs = []
+        for model in (_valid.path, path):
+            r = run([TXLGEN, "--model", model, "--score", ids, "--ids",
+                     "--json", "--seg-len", "4"])
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            outs.append(r.stdout)
+        self.assertEqual(outs[0], outs[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
