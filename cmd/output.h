@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * output.h - what txlgen writes to stdout while generating: pieces of
+ * text made valid UTF-8 (bytes held until a character is complete),
+ * stop strings (text held while it may still become one), colour, and
+ * the JSON-lines form of the same events.
+ */
+#ifndef TXLGEN_OUTPUT_H
+#define TXLGEN_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "options.h"
+
+struct strbuf {
+	char *s;
+	size_t len, cap;
+};
+
+void strbuf_add(struct strbuf *b, const char *s, size_t len);
+void strbuf_free(struct strbuf *b);
+
+/** Is @p s (of @p len bytes) valid UTF-8? */
+bool utf8_valid(const char *s, size_t len);
+
+/* Incremental UTF-8 repair: complete characters pass, a byte that cannot
+ * continue or start one becomes U+FFFD, as SentencePiece's decoder does. */
+struct utf8_state {
+	unsigned char buf[4];
+	int len;                /* bytes held */
+	int need;               /* continuation bytes still expected */
+	unsigned char lo, hi;   /* range of the next continuation byte */
+};
+
+void utf8_feed(struct utf8_state *u, const char *s, size_t len,
+	       struct strbuf *out);
+void utf8_finish(struct utf8_state *u, struct strbuf *out);
+
+/** Write @p s as a JSON string literal (quotes included). */
+void json_write_string(FILE *f, const char *s, size_t len);
+
+/** Write @p v as a JSON number with 9 significant digits (null if not
+ *  finite). */
+void json_write_number(FILE *f, double v);
+
+enum out_status {
+	OUT_CONTINUE = 0,
+	OUT_STOP = 1,      /* a stop string was completed */
+	OUT_ERROR = -1,    /* writing failed (see errno / ferror) */
+};
+
+struct output {
+	FILE *f;
+	bool json;          /* JSON lines instead of text */
+	bool color;         /* colour the echoed prompt */
+	bool flush_each;    /* flush after every token */
+	bool newline_at_end; /* end the text with a newline if it has none */
+
+	/* state of one generation */
+	bool drop_space;    /* drop the leading space of the next piece */
+	struct utf8_state u8;
+	const struct strlist *stops;
+	size_t max_stop;
+	struct strbuf hold; /* text that may become a stop string */
+	struct strbuf tok;  /* text released by the current token */
+	bool wrote;         /* wrote text in this generation */
+	char last;          /* last byte of text written */
+};
+
+/** Set @p out up for stdout according to @p opts and the terminal. */
+void out_init(struct output *out, FILE *f, const struct txlgen_options *opts,
+	      bool newline_at_end);
+void out_free(struct output *out);
+
+/** Start a generation.  @p drop_space: the text starts here, so drop
+ *  the leading space of the first piece (SentencePiece's "▁"). */
+void out_begin(struct output *out, bool drop_space,
+	       const struct strlist *stops);
+
+/** Echo the prompt (as typed, made valid UTF-8). */
+enum out_status out_prompt(struct output *out, const char *text, size_t len);
+
+/** One generated token: its piece bytes and log-probability. */
+enum out_status out_token(struct output *out, int32_t id, const char *piece,
+			  size_t len, double logprob);
+
+/** End the generation: release held text (unless a stop string matched),
+ *  repair a cut character, add the final newline. */
+enum out_status out_end(struct output *out, bool stopped);
+
+#endif /* TXLGEN_OUTPUT_H */
