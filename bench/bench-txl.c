@@ -88,6 +88,7 @@ main(int argc, char **argv)
 			x ^= x << 17;
 			ids[i] = (int32_t)(x % (uint64_t)V);
 		}
+		float *lp = malloc(sizeof *lp * (size_t)V);
 		double sum = 0;
 		t0 = now();
 		for (int s0 = 0; s0 < n_score - 1; s0 += seg) {
@@ -97,21 +98,15 @@ main(int argc, char **argv)
 			/* the log-prob of each target, as scoring needs */
 			const float *lg = txl_session_logits(s);
 			for (int i = 0; i < len; i++) {
-				const float *row = lg + (size_t)i * V;
-				float mx = row[0];
-				double z = 0;
-				for (int k = 1; k < V; k++)
-					mx = row[k] > mx ? row[k] : mx;
-				for (int k = 0; k < V; k++)
-					z += __builtin_exp((double)row[k] - mx);
-				sum += row[ids[s0 + i + 1]] - mx -
-				       __builtin_log(z);
+				txl_log_softmax(lg + (size_t)i * V, lp, V);
+				sum += lp[ids[s0 + i + 1]];
 			}
 		}
 		double dt = now() - t0;
 		printf("score_tokens %d\nscore_s %.3f\nscore_tok_per_s %.1f\n",
 		       n_score - 1, dt, (n_score - 1) / dt);
 		printf("score_mean_nll %.4f\n", -sum / (n_score - 1));
+		free(lp);
 		free(ids);
 	}
 

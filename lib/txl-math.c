@@ -105,8 +105,10 @@ txl_log_softmax(const float *logits, float *out, int n)
 
 	for (int i = 0; i < n; i++)
 		max = logits[i] > max ? logits[i] : max;
+	/* expf is several times faster than exp and exact enough for terms
+	 * <= 1; the sum is kept in double */
 	for (int i = 0; i < n; i++)
-		sum += exp((double)logits[i] - max);
+		sum += expf(logits[i] - max);
 	float lse = (float)(max + log(sum));
 	for (int i = 0; i < n; i++)
 		out[i] = logits[i] - lse;

@@ -245,7 +245,7 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 		for (int i = 0; i < V; i++)
 			max = logits[i] > max ? logits[i] : max;
 		for (int i = 0; i < V; i++)
-			sum += exp((double)logits[i] - max);
+			sum += expf(logits[i] - max);
 		*logprob = (float)((double)logits[tok] - max - log(sum));
 	}
 	txl_sampler_accept(s, tok);

@@ -5,12 +5,15 @@
  * The original code (mem_transformer.py) keeps, per layer, the layer
  * inputs of the last mem_len positions and recomputes their keys and
  * values at every call.  Keys and values are pure per-position functions
- * of those inputs, so this session caches them instead: per layer, K and
- * V rows of the memory followed by the current segment, contiguous so
- * that BLAS can read them in one go.  The rows live in a buffer of
- * mem_len + seg_len + slack rows; when a segment would run past its end,
- * the memory rows are moved back to the start (at most once every `slack`
- * tokens).  The relative-position term R = r_net(sinusoid(distance))
+ * of those inputs, so this session caches them instead: per layer, the K
+ * and V of the memory followed by the current segment, contiguous so that
+ * BLAS can read them in one go.  They live in buffers of mem_len + seg_len
+ * + slack positions; when a segment would run past the end, the memory is
+ * moved back to the start (at most once every `slack` tokens).  K is
+ * position-major, V is stored transposed (one row per channel), so that
+ * both products of a single query are the row-major no-transpose sgemv:
+ * OpenBLAS's kernel for the other orientation is several times slower on
+ * these thin, strided matrices.  The relative-position term R = r_net(sinusoid(distance))
  * depends on the distance only and is computed once per session.  So the
  * cost of a token depends on mem_len and the model, never on how many
  * tokens came before it, and memory use is fixed.
@@ -34,11 +37,12 @@ struct txl_session {
 	int mem_len, seg_len, clamp_len;
 	bool same_length;
 
-	/* memory: rows [kv_start, kv_start + mlen) of k[l] and v[l] */
-	int cap;		/* rows per K/V buffer */
+	/* memory: positions [kv_start, kv_start + mlen) of k[l] and v[l] */
+	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
+	float **k;		/* (n_layer) x (cap, n_head * d_head) */
+	float **v;		/* (n_layer) x (n_head * d_head, cap) transposed */
 
 	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
 	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
@@ -338,7 +342,7 @@ attention(struct txl_session *s, int l, int n, int base)
 	const int n_bd = klen < s->n_dist ? klen : s->n_dist;
 	const float scale = 1.0f / sqrtf((float)D);
 	const float *K = s->k[l] + (size_t)base * hd;
-	const float *V = s->v[l] + (size_t)base * hd;
+	const float *Vt = s->v[l] + base;	/* row c: channel c over positions */
 
 	for (int h = 0; h < H; h++) {
 		/* rw_head_q = q + r_w_bias ; rr_head_q = q + r_r_bias */
@@ -387,8 +391,8 @@ attention(struct txl_session *s, int l, int n, int base)
 				sc[j] = 0.0f;
 		}
 		/* attn_vec[:, h] = prob . v */
-		txl_gemm_nn(s->attn + h * D, hd, s->score, klen, V + h * D, hd,
-			    n, klen, D);
+		txl_gemm_nt(s->attn + h * D, hd, s->score, klen,
+			    Vt + (size_t)h * D * s->cap, s->cap, n, klen, D);
 	}
 }
 
@@ -412,11 +416,11 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 	}
 	txl_matmul(s->qkv, src, ly->qkv_w, n, d, 3 * hd, false);
 	for (int i = 0; i < n; i++) {
-		size_t row = (size_t)(base + s->mlen + i) * hd;
-		memcpy(s->k[l] + row, s->qkv + (size_t)i * 3 * hd + hd,
-		       sizeof(float) * hd);
-		memcpy(s->v[l] + row, s->qkv + (size_t)i * 3 * hd + 2 * hd,
-		       sizeof(float) * hd);
+		const int pos = base + s->mlen + i;
+		const float *kv = s->qkv + (size_t)i * 3 * hd + hd;
+		memcpy(s->k[l] + (size_t)pos * hd, kv, sizeof(float) * hd);
+		for (int c = 0; c < hd; c++)
+			s->v[l][(size_t)c * s->cap + pos] = kv[hd + c];
 	}
 	attention(s, l, n, base);
 
@@ -471,12 +475,15 @@ eval_segment(struct txl_session *s, const int32_t *tok, int n,
 	const int hd = hp->n_head * hp->d_head;
 
 	if (s->kv_start + s->mlen + n > s->cap) {
-		/* move the memory rows to the front of every buffer */
+		/* move the memory to the front of every buffer */
 		for (int l = 0; l < hp->n_layer; l++) {
 			memmove(s->k[l], s->k[l] + (size_t)s->kv_start * hd,
 				sizeof(float) * (size_t)s->mlen * hd);
-			memmove(s->v[l], s->v[l] + (size_t)s->kv_start * hd,
-				sizeof(float) * (size_t)s->mlen * hd);
+			for (int c = 0; c < hd; c++) {
+				float *row = s->v[l] + (size_t)c * s->cap;
+				memmove(row, row + s->kv_start,
+					sizeof(float) * (size_t)s->mlen);
+			}
 		}
 		s->kv_start = 0;
 	}
@@ -557,6 +564,23 @@ fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+/* Memory position r (0 = oldest) of layer l's K (which 0) or V (1) into
+ * row[hd]; zeros past the fill. */
+static void
+get_row(const struct txl_session *s, int l, int which, int r, float *row)
+{
+	const int hd = s->model->hp.n_head * s->model->hp.d_head;
+	const int pos = s->kv_start + r;
+
+	if (r >= s->mlen)
+		memset(row, 0, sizeof(float) * hd);
+	else if (which == 0)
+		memcpy(row, s->k[l] + (size_t)pos * hd, sizeof(float) * hd);
+	else
+		for (int c = 0; c < hd; c++)
+			row[c] = s->v[l][(size_t)c * s->cap + pos];
+}
+
 static bool
 write_all(int fd, const void *p, size_t n, uint64_t *sum)
 {
@@ -584,7 +608,7 @@ txl_session_save(struct txl_session *s, const char *path)
 	uint64_t sum = 0xcbf29ce484222325ull;
 	size_t len = strlen(path);
 	char *tmp = malloc(len + 16);
-	float *zeros = NULL;
+	float *row = NULL;
 	bool ok = true;
 	int fd;
 
@@ -608,17 +632,16 @@ txl_session_save(struct txl_session *s, const char *path)
 		free(tmp);
 		return st;
 	}
-	/* fixed size: every layer stores mem_len rows, zeros past the fill */
-	zeros = alloc_floats(hd);
-	ok = zeros && write_all(fd, &hdr, sizeof hdr, &sum);
+	/* fixed size: per layer mem_len rows of K, then of V (position-major
+	 * both), zeros past the fill */
+	row = alloc_floats(hd);
+	ok = row && write_all(fd, &hdr, sizeof hdr, &sum);
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			const float *buf = which ? s->v[l] : s->k[l];
-			ok = write_all(fd, buf + (size_t)s->kv_start * hd,
-				       sizeof(float) * hd * (size_t)s->mlen, &sum);
-			for (int r = s->mlen; ok && r < s->mem_len; r++)
-				ok = write_all(fd, zeros, sizeof(float) * hd,
-					       &sum);
+			for (int r = 0; ok && r < s->mem_len; r++) {
+				get_row(s, l, which, r, row);
+				ok = write_all(fd, row, sizeof(float) * hd, &sum);
+			}
 		}
 	}
 	if (ok) {
@@ -628,7 +651,7 @@ txl_session_save(struct txl_session *s, const char *path)
 	ok = ok && fsync(fd) == 0;
 	int saved_errno = errno;
 	ok = close(fd) == 0 && ok;
-	free(zeros);
+	free(row);
 	if (ok && rename(tmp, path) == 0) {
 		free(tmp);
 		return TXL_OK;
@@ -724,7 +747,16 @@ txl_session_load(struct txl_session *s, const char *path)
 				break;
 			}
 			sum = fnv1a(sum, scratch, rows_bytes);
-			memcpy(buf, scratch, sizeof(float) * hd * hdr.fill);
+			for (uint32_t r = 0; r < hdr.fill; r++) {
+				const float *src = scratch + (size_t)r * hd;
+				if (which == 0)
+					memcpy(buf + (size_t)r * hd, src,
+					       sizeof(float) * hd);
+				else
+					for (size_t c = 0; c < hd; c++)
+						buf[c * (size_t)s->cap + r] =
+							src[c];
+			}
 			free(scratch);
 		}
 	}
