@@ -75,7 +75,7 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
         mem_len=mem_len, clamp_len=clamp_len, same_length=same_length)
 
 
-def randomize(model, seed=0, scale=1.0):
+def randomize(model, seed=0, scale=1.0, cfg=None):
     """Give every parameter random values, none zero or one-valued.
 
     Matrices get N(0, (g/sqrt(fan_in))^2) with gains chosen so that the
@@ -86,8 +86,10 @@ def randomize(model, seed=0, scale=1.0):
     With pre_lnorm the residual stream is never normalised, so the
     embeddings and the residual branches are smaller there, to keep logits
     in the range of trained models (a few units, not tens).
+    Parameter names are the original MemTransformerLM's, so this works on
+    the original code's model too (pass its TxlConfig as cfg).
     """
-    cfg = model.cfg
+    cfg = cfg or model.cfg
     g = torch.Generator().manual_seed(seed)
     M, E = cfg.d_model, cfg.d_embed
     emb_gain, res_gain = (1.0, 0.5) if cfg.pre_lnorm else (2.0, 1.2)
