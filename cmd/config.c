@@ -303,8 +303,18 @@ config_print(FILE *f, const struct txlgen_options *o,
 		case ST_LIST: {
 			const struct strlist *l = p;
 
-			v = cJSON_CreateStringArray((const char *const *)l->v,
-						    l->n);
+			/* (cJSON_CreateStringArray refuses an empty one) */
+			v = cJSON_CreateArray();
+			for (int k = 0; v && k < l->n; k++) {
+				cJSON *sv = cJSON_CreateString(l->v[k]);
+
+				if (!sv) {
+					cJSON_Delete(v);
+					v = NULL;
+				} else {
+					cJSON_AddItemToArray(v, sv);
+				}
+			}
 			break;
 		}
 		case ST_COLOR: {

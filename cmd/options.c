@@ -167,11 +167,11 @@ setting_check_range(const struct setting *s, double v, char *err,
 	bool low = s->min_exclusive ? !(v > s->min) : !(v >= s->min);
 
 	if (isnan(v) || low || v > s->max) {
-		if (s->max >= INT_MAX)
+		if (s->max == INT_MAX)
 			snprintf(err, errlen, "%g is out of range (must be %s %g)",
 				 v, s->min_exclusive ? ">" : ">=", s->min);
 		else
-			snprintf(err, errlen, "%g is out of range (%s%g .. %g)",
+			snprintf(err, errlen, "%g is out of range (%s%g .. %.15g)",
 				 v, s->min_exclusive ? "> " : "", s->min,
 				 s->max);
 		return false;
