@@ -186,17 +186,26 @@ class ParityCase(unittest.TestCase):
         return got
 
     def check_summary(self, summary, got, ids, cmd):
+        """The summary object: counts, mean NLL, perplexity, and bits per
+        byte consistent with the byte count it reports."""
         nll = -sum(got) / len(got)
-        mean_nll = summary_value(summary, "mean_nll", "nll", "loss")
-        self.assertAlmostEqual(mean_nll, nll, delta=1e-5 * max(1, nll),
+        mean_nll = summary_value(summary, "nll", "mean_nll")
+        self.assertAlmostEqual(mean_nll, nll, delta=1e-6 * max(1, nll),
                                msg=f"{cmd}: summary {summary}")
-        ppl = summary_value(summary, "perplexity", "ppl")
-        self.assertLess(abs(ppl - math.exp(nll)), 1e-4 * math.exp(nll),
+        ppl = summary_value(summary, "ppl", "perplexity")
+        self.assertLess(abs(ppl - math.exp(nll)), 1e-5 * math.exp(nll),
                         f"{cmd}: summary {summary}")
-        for key in ("n_tokens", "tokens", "n_predicted", "count"):
-            if key in summary:
-                self.assertIn(int(summary[key]), (len(ids), len(ids) - 1),
-                              f"{cmd}: summary {summary}")
+        self.assertEqual(summary_value(summary, "predicted"), len(ids) - 1,
+                         f"{cmd}: summary {summary}")
+        self.assertEqual(summary_value(summary, "tokens"), len(ids),
+                         f"{cmd}: summary {summary}")
+        nbytes = summary_value(summary, "bytes")
+        bpb = summary_value(summary, "bpb", "bits_per_byte")
+        self.assertGreater(nbytes, 0, f"{cmd}: summary {summary}")
+        want = nll * len(got) / math.log(2) / nbytes
+        self.assertAlmostEqual(bpb, want, delta=1e-6 * want,
+                               msg=f"{cmd}: summary {summary}")
+        return nbytes, bpb
 
 
 class TestModelFile(unittest.TestCase):
@@ -349,10 +358,10 @@ class TestSummary(ParityCase):
         _report.append(f"{'text_scoring':<34} {'base':<12} {diff:.2e}  "
                        f"({cmd})")
         self.assertLessEqual(diff, TOL, cmd)
-        self.check_summary(summary, got, ids, cmd)
-        bpb = summary_value(summary, "bits_per_byte", "bpb")
+        nbytes, bpb = self.check_summary(summary, got, ids, cmd)
+        self.assertEqual(nbytes, len(text.encode()), f"{cmd}: {summary}")
         want = -sum(got) / math.log(2) / len(text.encode())
-        self.assertAlmostEqual(bpb, want, delta=1e-5 * want,
+        self.assertAlmostEqual(bpb, want, delta=1e-6 * want,
                                msg=f"{cmd}: summary {summary}")
 
 
