@@ -1,0 +1,416 @@
+#!/usr/bin/python3
+"""Train a Transformer-XL language model (models/txl_ref.py, attn_type 0) on
+text files and export it as a txlgen model file.
+
+  OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 models/train.py \\
+      --train data/train.txt --valid data/valid.txt --vocab-size 8000 \\
+      --out runs/x --time-budget 60 --export m.bin
+
+Training follows the original code (kimiyoung/transformer-xl): the token
+stream is cut into --batch parallel streams (LMOrderedIterator), each step
+trains on the next --seg-len tokens of every stream, and the memory of each
+segment feeds the next one with its gradient stopped.  AdamW, linear warmup
+then cosine decay, gradient-norm clipping, bfloat16 autocast on the CPU.
+
+Run with OMP_WAIT_POLICY=PASSIVE and without OPENBLAS_CORETYPE (both cost a
+lot of speed on the CPUs this was written on).
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from txl_ref import MemTransformerLM, TxlConfig, score_ids   # noqa: E402
+
+# SentencePiece settings of txlgen's tokenizers (see models/README.md).
+SPM_OPTIONS = dict(
+    byte_fallback=True,                 # every UTF-8 input is representable
+    normalization_rule_name="identity",  # decode(encode(t)) == t, exactly
+    remove_extra_whitespaces=False,
+    max_sentence_length=100000,         # one paragraph per line in the corpus
+    character_coverage=0.9999,
+)
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- tokens
+
+def train_tokenizer(text_path, prefix, vocab_size, model_type):
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(
+        input=text_path, model_prefix=prefix, vocab_size=vocab_size,
+        model_type=model_type, num_threads=2, minloglevel=1, **SPM_OPTIONS)
+    return prefix + ".model"
+
+
+def load_tokenizer(path):
+    import sentencepiece as spm
+    with open(path, "rb") as f:
+        proto = f.read()
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(proto)
+    return sp, proto
+
+
+def read_text(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    return raw.decode("utf-8"), len(raw)
+
+
+def encode(sp, text):
+    return torch.tensor(sp.EncodeAsIds(text), dtype=torch.long)
+
+
+def batchify(ids, bsz):
+    """The original LMOrderedIterator layout: [n_step, bsz], stream b is the
+    b-th contiguous 1/bsz of the token stream."""
+    n_step = ids.numel() // bsz
+    return ids[:n_step * bsz].view(bsz, n_step).t().contiguous()
+
+
+# ---------------------------------------------------------------- evaluation
+
+def bits_per_byte(model, ids, nbytes, seg_len, mem_len):
+    """The original eval.py protocol (txl_ref.score_ids) in float32:
+    sum NLL / ln 2 / bytes of the text.  Returns (bpb, mean nll)."""
+    saved = model.mem_len, model.clamp_len, model.same_length
+    try:
+        lp = score_ids(model, ids, seg_len, mem_len=mem_len)
+    finally:
+        model.mem_len, model.clamp_len, model.same_length = saved
+    nll = -lp.sum().item()
+    return nll / math.log(2) / nbytes, nll / max(1, lp.numel())
+
+
+# ---------------------------------------------------------------- schedule
+
+def lr_at(a, step, progress):
+    """Linear warmup over --warmup steps, then cosine decay to
+    lr * min_lr_ratio as training progress (0..1) goes to 1."""
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    p = min(1.0, max(0.0, progress))
+    return a.lr * (a.min_lr_ratio + (1 - a.min_lr_ratio) *
+                   0.5 * (1 + math.cos(math.pi * p)))
+
+
+def progress_of(a, step, train_time):
+    """Fraction of the run done: by steps, or by training time when a time
+    budget is given (whichever is further along)."""
+    p = step / a.steps if a.steps else 0.0
+    if a.time_budget:
+        p = max(p, train_time / (a.time_budget * 60))
+    return p
+
+
+# ---------------------------------------------------------------- checkpoints
+
+def save_atomic(obj, path):
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def export(ckpt, path, dtype, description=None):
+    from convert import convert
+    cfg = TxlConfig.from_dict(ckpt["config"])
+    extra = {"description": description} if description else None
+    convert(cfg, ckpt["model"], ckpt["tokenizer"], path, dtype=dtype,
+            extra=extra)
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = ap.add_argument_group("data")
+    g.add_argument("--train", help="training text (UTF-8)")
+    g.add_argument("--valid", help="validation text (UTF-8)")
+    g.add_argument("--tokenizer", help="existing SentencePiece .model; "
+                   "without it one is trained on --train into --out")
+    g.add_argument("--vocab-size", type=int, default=8000)
+    g.add_argument("--spm-type", default="unigram",
+                   choices=["unigram", "bpe"])
+    g = ap.add_argument_group("model")
+    g.add_argument("--layers", type=int, default=6)
+    g.add_argument("--d-model", type=int, default=384)
+    g.add_argument("--heads", type=int, default=6)
+    g.add_argument("--d-head", type=int, default=None,
+                   help="default d_model / heads")
+    g.add_argument("--d-inner", type=int, default=1536)
+    g.add_argument("--seg-len", type=int, default=128)
+    g.add_argument("--mem-len", type=int, default=128)
+    g.add_argument("--eval-mem-len", type=int, default=None,
+                   help="memory for evaluation and the exported model "
+                   "(default --mem-len)")
+    g.add_argument("--dropout", type=float, default=0.1)
+    g.add_argument("--dropatt", type=float, default=0.0)
+    g.add_argument("--untie-r", action="store_true")
+    g = ap.add_argument_group("training")
+    g.add_argument("--batch", type=int, default=16)
+    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--min-lr-ratio", type=float, default=0.0)
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--warmup", type=int, default=200)
+    g.add_argument("--steps", type=int, default=0)
+    g.add_argument("--epochs", type=float, default=0,
+                   help="steps = epochs x segments per epoch")
+    g.add_argument("--time-budget", type=float, default=0,
+                   help="minutes of training (evaluation excluded); the "
+                   "cosine decay follows elapsed time")
+    g.add_argument("--clip", type=float, default=0.25)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--dtype-train", default="bf16", choices=["bf16", "f32"],
+                   help="autocast type of the forward pass")
+    g.add_argument("--threads", type=int, default=2)
+    g = ap.add_argument_group("evaluation and output")
+    g.add_argument("--out", required=True, help="run directory")
+    g.add_argument("--eval-every", type=int, default=500)
+    g.add_argument("--eval-tokens", type=int, default=20000,
+                   help="validation prefix scored every --eval-every steps "
+                   "(0: all); the final evaluation uses all of it")
+    g.add_argument("--save-every", type=int, default=250)
+    g.add_argument("--log-every", type=int, default=20)
+    g.add_argument("--stop-at", type=int, default=0,
+                   help="stop after this step as if interrupted "
+                   "(checkpointed, schedule unchanged)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its last.pt")
+    g.add_argument("--init", help="checkpoint to start from (fine-tuning: "
+                   "weights only, new optimizer and schedule)")
+    g.add_argument("--export", help="write the best (else last) model "
+                   "to this txlgen model file at the end")
+    g.add_argument("--export-only", action="store_true",
+                   help="only export (and evaluate) the checkpoint in --out")
+    g.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"],
+                   help="storage type of the exported weights")
+    g.add_argument("--description", default=None)
+    return ap.parse_args(argv)
+
+
+def build_model(a, n_token):
+    cfg = TxlConfig(n_token=n_token, n_layer=a.layers, n_head=a.heads,
+                    d_model=a.d_model, d_head=a.d_head or a.d_model // a.heads,
+                    d_inner=a.d_inner, tgt_len=a.seg_len,
+                    mem_len=a.eval_mem_len or a.mem_len, untie_r=a.untie_r,
+                    dropout=a.dropout, dropatt=a.dropatt)
+    return cfg
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    os.makedirs(a.out, exist_ok=True)
+    last_path = os.path.join(a.out, "last.pt")
+    best_path = os.path.join(a.out, "best.pt")
+
+    if a.export_only:
+        path = best_path if os.path.exists(best_path) else last_path
+        ckpt = torch.load(path, map_location="cpu")
+        if a.export:
+            export(ckpt, a.export, a.dtype, a.description)
+            log(f"exported {path} to {a.export} ({a.dtype})")
+        if a.valid:
+            final_eval(ckpt, a.valid, ckpt["config"]["tgt_len"])
+        return 0
+
+    ckpt = None
+    if a.resume:
+        ckpt = torch.load(last_path, map_location="cpu")
+        saved = ckpt["args"]
+        # The run's settings come from the checkpoint; only where to stop,
+        # how often to log/save and what to export may change.
+        keep = {k: getattr(a, k) for k in ("stop_at", "export", "dtype",
+                                           "description", "threads",
+                                           "log_every", "save_every")}
+        a = argparse.Namespace(**{**saved, **keep, "resume": True})
+        log(f"resuming {last_path} at step {ckpt['step']}")
+
+    # Tokenizer.
+    if a.tokenizer is None:
+        a.tokenizer = train_tokenizer(a.train, os.path.join(a.out, "spm"),
+                                      a.vocab_size, a.spm_type)
+        log(f"trained tokenizer {a.tokenizer}")
+    sp, proto = load_tokenizer(a.tokenizer)
+    if ckpt is not None:
+        proto = ckpt["tokenizer"]
+        sp.LoadFromSerializedProto(proto)
+
+    text, _ = read_text(a.train)
+    data = batchify(encode(sp, text), a.batch)
+    del text
+    n_step = data.size(0)
+    seg_per_epoch = math.ceil((n_step - 1) / a.seg_len)
+    if a.epochs and not a.steps:
+        a.steps = int(a.epochs * seg_per_epoch)
+    if not a.steps and not a.time_budget:
+        sys.exit("train.py: give --steps, --epochs or --time-budget")
+    valid = None
+    if a.valid:
+        vtext, vbytes = read_text(a.valid)
+        vids = encode(sp, vtext)
+        vpre = vids if a.eval_tokens <= 0 else vids[:a.eval_tokens]
+        # Bytes of the prefix: the decoded prefix's UTF-8 length.
+        pbytes = vbytes if vpre.numel() == vids.numel() else \
+            len(sp.DecodeIds(vpre.tolist()).encode("utf-8"))
+        valid = (vpre, pbytes)
+
+    torch.manual_seed(a.seed)
+    random.seed(a.seed)
+    cfg = build_model(a, sp.GetPieceSize())
+    model = MemTransformerLM(cfg)
+    model.init_weights(generator=torch.Generator().manual_seed(a.seed))
+    nparam = sum(p.numel() for p in model.parameters())
+    log(f"model: {nparam / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
+        f"d_model {cfg.d_model}, {cfg.n_head} heads x {cfg.d_head}, "
+        f"d_inner {cfg.d_inner}, vocab {cfg.n_token}; train "
+        f"{data.numel()} tokens = {n_step} x {a.batch} streams, "
+        f"{seg_per_epoch} segments per epoch")
+
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.dim() < 2 or "layer_norm" in name or "bias" in name
+         else decay).append(p)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.98), eps=1e-8)
+
+    step, pos, epoch, train_time, best = 0, 0, 0, 0.0, float("inf")
+    mems = None
+    if a.init and ckpt is None:
+        init = torch.load(a.init, map_location="cpu")
+        model.load_state_dict(init["model"])
+        log(f"initialized from {a.init}")
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        step, pos, epoch = ckpt["step"], ckpt["pos"], ckpt["epoch"]
+        train_time, best = ckpt["train_time"], ckpt["best_bpb"]
+        mems = ckpt["mems"]
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        random.setstate(ckpt["rng"]["python"])
+
+    def checkpoint():
+        return {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                "config": cfg.__dict__.copy(), "tokenizer": proto,
+                "args": vars(a), "step": step, "pos": pos, "epoch": epoch,
+                "mems": mems, "train_time": train_time, "best_bpb": best,
+                "rng": {"torch": torch.get_rng_state(),
+                        "python": random.getstate()}}
+
+    jlog = open(os.path.join(a.out, "train_log.jsonl"), "a")
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+                              enabled=a.dtype_train == "bf16")
+    model.train()
+    model.mem_len = a.mem_len
+    t_log, tok_log, loss_sum, loss_n = time.time(), 0, 0.0, 0
+    while True:
+        progress = progress_of(a, step, train_time)
+        if progress >= 1.0 or (a.stop_at and step >= a.stop_at):
+            break
+        t0 = time.time()
+        if pos >= n_step - 1:              # next epoch: restart the streams
+            pos, epoch, mems = 0, epoch + 1, None
+        seq = min(a.seg_len, n_step - 1 - pos)
+        x, y = data[pos:pos + seq], data[pos + 1:pos + 1 + seq]
+        lr = lr_at(a, step, progress)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with autocast:
+            nll, mems = model.nll(x, y, mems)
+            loss = nll.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+        opt.step()
+        pos += seq
+        step += 1
+        dt = time.time() - t0
+        train_time += dt
+        loss_sum += loss.item()
+        loss_n += 1
+        tok_log += seq * a.batch
+        jlog.write(json.dumps({"step": step, "loss": loss.item(),
+                               "lr": lr}) + "\n")
+        if step % a.log_every == 0:
+            now = time.time()
+            tps = tok_log / (now - t_log)
+            p = progress_of(a, step, train_time)
+            left = train_time * (1 - p) / p if p > 0 else 0
+            log(f"step {step} epoch {epoch} loss {loss_sum / loss_n:.4f} "
+                f"lr {lr:.2e} gnorm {gnorm:.2f} {tps:.0f} tok/s "
+                f"elapsed {train_time / 60:.1f}m left {left / 60:.1f}m")
+            jlog.flush()
+            t_log, tok_log, loss_sum, loss_n = now, 0, 0.0, 0
+        improved = False
+        if valid is not None and step % a.eval_every == 0:
+            te = time.time()
+            bpb, _ = bits_per_byte(model, valid[0], valid[1], a.seg_len,
+                                   a.eval_mem_len or a.mem_len)
+            model.train()
+            model.mem_len = a.mem_len
+            improved = bpb < best
+            best = min(best, bpb)
+            log(f"step {step} valid bpb {bpb:.4f} (best {best:.4f}) "
+                f"[{time.time() - te:.0f}s]")
+            jlog.write(json.dumps({"step": step, "valid_bpb": bpb}) + "\n")
+            t_log = time.time()
+        if improved:
+            save_atomic(checkpoint(), best_path)
+        if step % a.save_every == 0 or improved:
+            save_atomic(checkpoint(), last_path)
+    save_atomic(checkpoint(), last_path)
+    jlog.close()
+    log(f"stopped at step {step}, {train_time / 60:.1f} min of training")
+    if a.stop_at and step >= a.stop_at and progress_of(a, step,
+                                                       train_time) < 1:
+        return 0
+    if valid is None:
+        save_atomic(checkpoint(), best_path)
+    path = best_path if os.path.exists(best_path) else last_path
+    final = torch.load(path, map_location="cpu")
+    if a.export:
+        export(final, a.export, a.dtype, a.description)
+        log(f"exported {path} (step {final['step']}) to {a.export}")
+    if a.valid:
+        final_eval(final, a.valid, a.seg_len)
+    return 0
+
+
+def final_eval(ckpt, valid_path, seg_len):
+    """Bits per byte of the whole file, float32, like txlgen --score."""
+    sp, _ = load_tokenizer_proto(ckpt["tokenizer"])
+    cfg = TxlConfig.from_dict(ckpt["config"])
+    cfg.dropout = cfg.dropatt = 0.0
+    model = MemTransformerLM(cfg)
+    model.load_state_dict(ckpt["model"])
+    text, nbytes = read_text(valid_path)
+    bpb, nll = bits_per_byte(model, encode(sp, text), nbytes, seg_len,
+                             cfg.mem_len)
+    log(f"{valid_path}: step {ckpt['step']} bits per byte {bpb:.4f}, "
+        f"mean nll {nll:.4f}, ppl {math.exp(nll):.2f}")
+    return bpb
+
+
+def load_tokenizer_proto(proto):
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(proto)
+    return sp, proto
+
+
+if __name__ == "__main__":
+    sys.exit(main())
