@@ -36,6 +36,9 @@ SPM_OPTIONS = dict(
     byte_fallback=True,                 # every UTF-8 input is representable
     normalization_rule_name="identity",  # decode(encode(t)) == t, exactly
     remove_extra_whitespaces=False,
+    # txlgen tokenizes streams line by line; a dummy prefix would put a
+    # space that is not in the text at the start of every line.
+    add_dummy_prefix=False,
     max_sentence_length=100000,         # one paragraph per line in the corpus
     character_coverage=0.9999,
 )
@@ -71,7 +74,13 @@ def read_text(path):
 
 
 def encode(sp, text):
-    return torch.tensor(sp.EncodeAsIds(text), dtype=torch.long)
+    """Line by line, each line with its newline, as txlgen --score and
+    spm_encode read files (with this tokenizer's settings it gives the same
+    ids as encoding the whole text at once)."""
+    ids = []
+    for line in text.splitlines(keepends=True):
+        ids.extend(sp.EncodeAsIds(line))
+    return torch.tensor(ids, dtype=torch.long)
 
 
 def batchify(ids, bsz):
