@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""models/train.py on a tiny corpus: training lowers the loss, --resume
+continues the same run, and txlgen --score of the exported model gives the
+bits per byte of the PyTorch evaluation of the same checkpoint.
+
+Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
+     /usr/bin/python3 tests/test_train.py
+(without TXLGEN the txlgen comparison is skipped).
+"""
+
+import contextlib
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models"))
+import torch      # noqa: E402
+import train      # noqa: E402
+
+TMP = None
+TRAIN = VALID = TOK = None
+
+# A small model that trains in a few seconds; dropout on, so that resuming
+# must restore the random number generator too.
+SHAPE = ["--layers", "2", "--d-model", "32", "--heads", "2", "--d-head",
+         "16", "--d-inner", "64", "--seg-len", "16", "--mem-len", "16",
+         "--batch", "4", "--dropout", "0.1", "--lr", "3e-3", "--warmup",
+         "5", "--seed", "7", "--log-every", "10", "--threads", "1"]
+
+
+def make_text(rng, n):
+    """Sentences in the style of the corpus, from a small grammar."""
+    subj = ["The Congress", "Our nation", "The people", "This government",
+            "The Treasury", "Every citizen", "The army"]
+    verb = ["has provided", "will secure", "must protect", "shall consider",
+            "has increased", "will reduce", "must examine"]
+    obj = ["the public revenue", "the common defense", "our commerce",
+           "the national debt", "the rights of labor", "peace abroad",
+           "the welfare of all"]
+    paras = []
+    for _ in range(n):
+        paras.append(" ".join(f"{rng.choice(subj)} {rng.choice(verb)} "
+                              f"{rng.choice(obj)}." for _ in range(4)))
+    return "\n\n".join(paras) + "\n"
+
+
+def run(*args):
+    """train.main in this process, its stderr captured."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = train.main(list(args))
+    if rc:
+        raise AssertionError(f"train.py {args} exited {rc}:\n"
+                             f"{err.getvalue()}")
+    return err.getvalue()
+
+
+def losses(run_dir):
+    with open(os.path.join(run_dir, "train_log.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["step"], r["loss"]) for r in rows if "loss" in r]
+
+
+def setUpModule():
+    global TMP, TRAIN, VALID, TOK
+    torch.set_num_threads(1)
+    TMP = tempfile.mkdtemp(prefix="txl-train-")
+    rng = random.Random(3)
+    TRAIN = os.path.join(TMP, "train.txt")
+    VALID = os.path.join(TMP, "valid.txt")
+    with open(TRAIN, "w") as f:
+        f.write(make_text(rng, 150))
+    with open(VALID, "w") as f:
+        f.write(make_text(rng, 10) + "Fin — déjà vu.\n")   # bytes too
+    with contextlib.redirect_stderr(io.StringIO()):
+        TOK = train.train_tokenizer(TRAIN, os.path.join(TMP, "spm"), 320,
+                                    "unigram")
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+class TrainTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # One uninterrupted run of 40 steps, shared by the tests.
+        cls.full = os.path.join(TMP, "full")
+        run("--train", TRAIN, "--valid", VALID, "--tokenizer", TOK,
+            "--out", cls.full, "--steps", "40", "--eval-every", "20",
+            "--eval-tokens", "0", *SHAPE)
+
+    def test_tokenizer_round_trip(self):
+        sp, _ = train.load_tokenizer(TOK)
+        with open(VALID, encoding="utf-8") as f:
+            text = f.read()
+        ids = train.encode(sp, text).tolist()
+        self.assertEqual(sp.DecodeIds(ids), text)
+        self.assertNotIn(sp.unk_id(), ids)
+
+    def test_loss_goes_down(self):
+        ls = [loss for _, loss in losses(self.full)]
+        self.assertEqual(len(ls), 40)
+        first, last = sum(ls[:5]) / 5, sum(ls[-5:]) / 5
+        self.assertLess(last, first - 1.0, f"loss {first:.3f} -> {last:.3f}")
+
+    def test_resume_continues_the_same_run(self):
+        part = os.path.join(TMP, "part")
+        run("--train", TRAIN, "--valid", VALID, "--tokenizer", TOK,
+            "--out", part, "--steps", "40", "--eval-every", "20",
+            "--eval-tokens", "0", "--stop-at", "23", *SHAPE)
+        self.assertEqual(losses(part)[-1][0], 23)
+        run("--out", part, "--resume", "--log-every", "10")
+        got, want = losses(part), losses(self.full)
+        self.assertEqual([s for s, _ in got], [s for s, _ in want])
+        for (step, a), (_, b) in zip(got, want):
+            self.assertAlmostEqual(a, b, places=5, msg=f"step {step}")
+
+    def test_txlgen_score_matches_pytorch(self):
+        txlgen = os.environ.get("TXLGEN")
+        if not txlgen:
+            self.skipTest("TXLGEN is not set (path of the txlgen binary); "
+                          "txlgen --score comparison skipped")
+        out = os.path.join(TMP, "m.bin")
+        run("--out", self.full, "--export-only", "--export", out,
+            "--dtype", "F32")
+        ckpt = torch.load(os.path.join(self.full, "best.pt"),
+                          map_location="cpu")
+        with contextlib.redirect_stderr(io.StringIO()):
+            want = train.final_eval(ckpt, VALID, ckpt["config"]["tgt_len"])
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        env.pop("TXLGEN_MODEL", None)
+        p = subprocess.run([txlgen, "--model", out, "--score", VALID,
+                            "--json"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        summary = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertAlmostEqual(summary["bpb"], want, delta=1e-3,
+                               msg=f"txlgen {summary} vs PyTorch {want}")
+
+
+if __name__ == "__main__":
+    unittest.main()
