@@ -16,7 +16,9 @@ d_model (projections, tied or not), tied and untied output weights, and
 F16/BF16 storage.  For F16/BF16 the builder rounds the weights to that type
 before saving, so the reference computes with exactly the stored weights
 and the tolerance stays 1e-4.  The summary line (mean NLL, perplexity, bits
-per byte) is checked against values computed here.
+per byte) is checked against values computed here.  Generation
+(`txlgen --text P -n N --json`, greedy and sampled) is checked by letting
+the reference follow txlgen's tokens: same log-probs, greedy = argmax.
 
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
 Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
@@ -331,6 +333,96 @@ class TestParity(ParityCase):
 
     def test_bf16_token_by_token(self):
         self.compare("bf16", seg_len=1, mem_len=16)
+
+
+def txlgen_generate(model_path, prompt, n, seg_len, mem_len, clamp_len,
+                    same_length, temp):
+    """Generation with --json; return ([(id, logprob)], argv)."""
+    argv = [TXLGEN, "--model", model_path, "--text", prompt, "-n", str(n),
+            "--temp", str(temp), "--top-k", "0", "--top-p", "1",
+            "--min-p", "0", "--ignore-eos", "--json", "--seed", "1",
+            "--seg-len", str(seg_len), "--mem-len", str(mem_len),
+            "--clamp-len", str(clamp_len),
+            "--same-length" if same_length else "--no-same-length"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    if r.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} exited {r.returncode}: "
+                             f"{r.stderr.strip()[-2000:]}")
+    out = []
+    for line in r.stdout.splitlines():
+        obj = json.loads(line)
+        if "logprob" in obj and "id" in obj:
+            out.append((int(obj["id"]), float(obj["logprob"])))
+    return out, argv
+
+
+class TestGeneration(unittest.TestCase):
+    """Generation: the prompt fed in segments of seg_len, then one token at
+    a time through the memory ring, well past mem_len.  Given the same
+    history (the reference follows txlgen's tokens), every reported
+    log-prob (full distribution) is the reference's within TOL, and with
+    --temp 0 every token is the reference's argmax (within TOL of it; eos
+    is excluded by --ignore-eos).  Sampling (temp 2) gives varied tokens;
+    greedy random models tend to repeat one."""
+
+    def check(self, name, n=60, seg_len=8, mem_len=8, clamp_len=0,
+              same_length=False, temp=2.0):
+        import sentencepiece as spm
+        import torch
+        F = torch.nn.functional
+        m = _models[name]
+        sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
+        prompt = "The lighthouse keeper wrote in his log every evening"
+        pids = sp.encode(prompt)
+        gen, argv = txlgen_generate(m.path, prompt, n, seg_len, mem_len,
+                                    clamp_len, same_length, temp)
+        cmd = " ".join(argv[1:])
+        self.assertEqual(len(gen), n, cmd)
+        model, eos = m.model, sp.eos_id()
+        model.mem_len, model.clamp_len = mem_len, clamp_len
+        model.same_length = same_length
+        worst = 0.0
+        with torch.no_grad():
+            mems, h = None, None
+            for s0 in range(0, len(pids), seg_len):
+                x = torch.tensor(pids[s0:s0 + seg_len])[:, None]
+                h, mems = model.forward(x, mems)
+            for k, (tok, lp) in enumerate(gen):
+                ref = F.log_softmax(model.logits(h[-1, 0]).double(), -1)
+                best = ref.clone()
+                best[eos] = -math.inf
+                d = abs(float(ref[tok]) - lp)
+                worst = max(worst, d)
+                self.assertLessEqual(d, TOL, f"{cmd}: token {k}: logprob "
+                                     f"{lp} vs reference {float(ref[tok])}")
+                if temp == 0:
+                    self.assertGreaterEqual(
+                        float(ref[tok]), float(best.max()) - 2 * TOL,
+                        f"{cmd}: token {k} ({tok}) is not the argmax "
+                        f"({int(best.argmax())})")
+                h, mems = model.forward(torch.tensor([[tok]]), mems)
+        if temp > 0:
+            self.assertGreater(len(set(t for t, _ in gen)), n // 6,
+                               f"{cmd}: too few distinct tokens")
+        _report.append(f"{'generate ' + self._testMethodName:<34} "
+                       f"{name:<12} {worst:.2e}  ({cmd})")
+
+    def test_greedy(self):
+        self.check("base", temp=0)
+
+    def test_sampled(self):
+        self.check("base")
+
+    def test_sampled_same_length_clamp(self):
+        self.check("pre_untie", seg_len=5, mem_len=12, clamp_len=4,
+                   same_length=True)
+
+    def test_sampled_projection(self):
+        self.check("proj_tied", seg_len=16, mem_len=20)
+
+    def test_sampled_bf16(self):
+        self.check("bf16", seg_len=3, mem_len=6)
 
 
 class TestSummary(ParityCase):
