@@ -426,36 +426,44 @@ class TestGeneration(unittest.TestCase):
 
 
 class TestSummary(ParityCase):
-    def test_text_scoring(self):
+    def score_text(self, path, seg_len, mem_len):
         """Scoring text: the ids are SentencePiece's, the log-probs the
         reference's, bits per byte = sum NLL / ln 2 / bytes of the text."""
         import sentencepiece as spm
         m = _models["base"]
         sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
-        text = ("The keeper asked why the numbers mattered, and she said "
-                "that they changed: 12 degrees, café, naïve!")
-        path = os.path.join(_tmp, "one-line.txt")
-        with open(path, "w") as f:
-            f.write(text)
-        ids = sp.encode(text)
+        with open(path, "rb") as f:
+            raw = f.read()
+        ids = sp.encode(raw.decode())
         records, summary, argv = txlgen_score(m.path, path, ids=False,
-                                              seg_len=8, mem_len=16)
+                                              seg_len=seg_len,
+                                              mem_len=mem_len)
         cmd = " ".join(argv[1:])
         got_ids = [ids[0]] + [r["id"] for r in records]
         self.assertEqual(got_ids, ids, f"{cmd}: token ids differ from "
                          "SentencePiece's")
-        ref = m.score(ids, seg_len=8, mem_len=16)
+        ref = m.score(ids, seg_len=seg_len, mem_len=mem_len)
         got = [float(r["logprob"]) for r in records]
         diff = max(abs(a - b) for a, b in zip(got, ref))
-        _report.append(f"{'text_scoring':<34} {'base':<12} {diff:.2e}  "
-                       f"({cmd})")
+        _report.append(f"{self._testMethodName:<34} {'base':<12} "
+                       f"{diff:.2e}  ({cmd})")
         self.assertLessEqual(diff, TOL, cmd)
         nbytes, bpb = self.check_summary(summary, got, ids, cmd)
-        self.assertEqual(nbytes, len(text.encode()), f"{cmd}: {summary}")
-        want = -sum(got) / math.log(2) / len(text.encode())
+        self.assertEqual(nbytes, len(raw), f"{cmd}: {summary}")
+        want = -sum(got) / math.log(2) / len(raw)
         self.assertAlmostEqual(bpb, want, delta=1e-6 * want,
                                msg=f"{cmd}: summary {summary}")
 
+    def test_text_scoring(self):
+        path = os.path.join(_tmp, "one-line.txt")
+        with open(path, "w") as f:
+            f.write("The keeper asked why the numbers mattered, and she "
+                    "said that they changed: 12 degrees, café, naïve!")
+        self.score_text(path, 8, 16)
+
+    def test_text_file_scoring(self):
+        # 23 lines, 2145 bytes, 1622 tokens
+        self.score_text(os.path.join(mrm.DATA, "text.txt"), 16, 32)
 
 if __name__ == "__main__":
     unittest.main()
