@@ -30,6 +30,25 @@
 
 volatile sig_atomic_t interrupted;
 
+static void
+on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+void
+sigint_setup(bool restart)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigint;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	sigaction(SIGINT, &sa, NULL);
+}
+
 double
 now_s(void)
 {
@@ -323,7 +342,11 @@ reader_next(struct reader *r, const char **chunk, size_t *n)
 			memmove(r->buf, s, have);
 			r->start = 0;
 			r->end = have;
+			if (interrupted)
+				return -1;
+			sigint_setup(false);
 			got = read(r->fd, r->buf + r->end, r->cap - r->end);
+			sigint_setup(true);
 			if (got < 0) {
 				if (errno == EINTR && !interrupted)
 					continue;

@@ -19,6 +19,13 @@
 /* Set by the SIGINT handler; polled by the library and between tokens. */
 extern volatile sig_atomic_t interrupted;
 
+/**
+ * Install the SIGINT handler.  @p restart: system calls resume after it
+ * (while writing, so that output is never cut by EINTR); false around
+ * blocking reads of input, which must wake up on Ctrl-C.
+ */
+void sigint_setup(bool restart);
+
 enum gen_end {
 	GEN_LENGTH,       /* -n tokens generated */
 	GEN_EOS,          /* the model ended the text */

@@ -26,13 +26,6 @@
 
 #define DEFAULT_MODEL "sotu.bin"
 
-static void
-on_sigint(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
 /*
  * Give closed standard descriptors a harmless file, so that no file we
  * open later becomes "stdout".  A closed stdout gets a read-only one:
@@ -86,8 +79,16 @@ read_prompt(const char *path, size_t *len)
 		return NULL;
 	}
 	strbuf_add(&b, "", 0);
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+	sigint_setup(false);  /* Ctrl-C must end a read from a terminal */
+	while (!interrupted && (n = fread(buf, 1, sizeof(buf), f)) > 0)
 		strbuf_add(&b, buf, n);
+	sigint_setup(true);
+	if (interrupted) {
+		if (f != stdin)
+			fclose(f);
+		strbuf_free(&b);
+		return NULL;
+	}
 	if (ferror(f)) {
 		if (!interrupted)
 			errmsg("%s: %s", name, strerror(errno));
@@ -128,7 +129,6 @@ main(int argc, char **argv)
 	struct txlgen_options o;
 	struct engine e;
 	struct output out;
-	struct sigaction sa;
 	char *model = NULL, *prompt = NULL;
 	size_t prompt_len = 0;
 	bool done, repl;
@@ -152,10 +152,7 @@ main(int argc, char **argv)
 		return finish(rc);
 	}
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_sigint;  /* no SA_RESTART: reads must wake up */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
+	sigint_setup(true);
 
 	model = o.model ? strdup(o.model) : default_model();
 	if (!model) {

@@ -273,7 +273,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		*(double *)p = d;
 		return true;
 	case ST_STRING:
-		if (!*val) {
+		if (!*val && strcmp(s->key, "text")) {
 			snprintf(err, errlen, "must not be empty");
 			return false;
 		}

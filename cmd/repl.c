@@ -105,10 +105,10 @@ getc_fn(EditLine *el, wchar_t *wc)
 
 	memset(&st, 0, sizeof(st));
 	for (;;) {
-		ssize_t r = read(STDIN_FILENO, &b, 1);
+		ssize_t r = interrupted ? -1 : read(STDIN_FILENO, &b, 1);
 		size_t k;
 
-		if (r < 0 && errno == EINTR) {
+		if (interrupted || (r < 0 && errno == EINTR)) {
 			if (interrupted) {
 				const LineInfo *li = el_line(el);
 
@@ -195,10 +195,19 @@ repl_readline(struct repl *r, const char *prompt, size_t *len)
 	fflush(stdout);
 	r->prompt = prompt;
 	r->ctrl_c_empty = false;
+	if (interrupted) {
+		/* Ctrl-C between two prompts: as at an empty one */
+		r->ctrl_c_empty = true;
+		return READ_INTERRUPTED;
+	}
 #ifdef HAVE_LIBEDIT
 	if (r->el) {
 		int count;
-		const char *s = el_gets(r->el, &count);
+		const char *s;
+
+		sigint_setup(false);  /* wake up from read() on Ctrl-C */
+		s = el_gets(r->el, &count);
+		sigint_setup(true);
 
 		if (!s) {
 			if (count < 0 && interrupted)
@@ -224,7 +233,9 @@ repl_readline(struct repl *r, const char *prompt, size_t *len)
 		fflush(stdout);
 	}
 	errno = 0;
+	sigint_setup(false);
 	n = getline(&r->line, &r->line_cap, stdin);
+	sigint_setup(true);
 	if (n < 0) {
 		if (interrupted) {
 			clearerr(stdin);
@@ -475,7 +486,6 @@ repl_run(struct engine *e, struct output *out, const char *first,
 	for (;;) {
 		enum read_result rr;
 
-		interrupted = 0;
 		rr = read_input(&r, &in);
 		if (rr == READ_EOF) {
 			if (r.tty)
