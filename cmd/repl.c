@@ -387,6 +387,7 @@ cmd_set(struct repl *r, char *args)
 		engine_new_session(e);
 		return;
 	}
+	out_free(r->out);
 	out_init(r->out, stdout, e->opts, true);
 }
 
