@@ -128,10 +128,16 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 	dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
 	shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
 	offsets = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
-	if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) ||
-	    !cJSON_IsArray(offsets))
-		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' lacks dtype, "
-				"shape or data_offsets", p, name);
+	if (!cJSON_IsString(dtype))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s': \"dtype\" is "
+				"missing or not a string", p, name);
+	if (!cJSON_IsArray(shape))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s': \"shape\" is "
+				"missing or not an array", p, name);
+	if (!cJSON_IsArray(offsets))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s': "
+				"\"data_offsets\" is missing or not an array",
+				p, name);
 	if (!parse_dtype(dtype->valuestring, &t->dtype))
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
 				"dtype '%.32s' (expected F32, F16, BF16 or U8)",
@@ -208,9 +214,10 @@ parse_header(struct txl_file *f, const char *json, size_t len,
 	cJSON *root, *item;
 	enum txl_status st = TXL_OK;
 
-	if (len == 0 || json[0] != '{')
-		return txl_fail(TXL_ERR_FORMAT, "%s: header is not a JSON object",
-				f->path);
+	if (json[0] != '{')
+		return txl_fail(TXL_ERR_FORMAT, "%s: header is not a JSON "
+				"object (it does not start with '{'): not a "
+				"model file?", f->path);
 	/* Embedded NULs would silently shorten the parse: refuse them. */
 	if (memchr(json, '\0', len))
 		return txl_fail(TXL_ERR_FORMAT, "%s: header contains a NUL byte",
@@ -218,10 +225,11 @@ parse_header(struct txl_file *f, const char *json, size_t len,
 	root = cJSON_ParseWithLengthOpts(json, len, &end, false);
 	if (!root) {
 		const char *at = cJSON_GetErrorPtr();
-		size_t off = at && at >= json && at <= json + len
-			? (size_t)(at - json) : 0;
+		size_t off = at && at >= json && at < json + len
+			? (size_t)(at - json) : len;
 		return txl_fail(TXL_ERR_FORMAT, "%s: header is not valid JSON "
-				"(near byte %zu of %zu)", f->path, off + 8, len);
+				"(error at byte %zu of its %zu)", f->path, off,
+				len);
 	}
 	for (const char *q = end; q < json + len; q++) {
 		if (*q != ' ') {
@@ -333,7 +341,12 @@ txl_file_open(const char *path, struct txl_file *f)
 	f->map = map;
 
 	memcpy(&hlen, f->map, sizeof hlen);	/* little-endian host */
-	if (hlen == 0 || hlen > f->size - 8 || hlen > MAX_HEADER) {
+	if (hlen == 0) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: header length is 0 (not a "
+			      "model file)", path);
+		goto fail;
+	}
+	if (hlen > f->size - 8 || hlen > MAX_HEADER) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
 			      "fit a file of %zu bytes (not a model file, or "
 			      "truncated)", path, (unsigned long long)hlen,

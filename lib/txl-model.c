@@ -351,8 +351,12 @@ load_tokenizer(struct txl_model *m)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor 'tokenizer.model' "
 				"must be 1-D U8", f->path);
 	st = txl_spm_load(f->map + t->begin, t->end - t->begin, &m->spm);
-	if (st != TXL_OK)
-		return txl_fail(st, "%s: %s", f->path, txl_last_error());
+	if (st != TXL_OK) {
+		/* txl_fail formats into the buffer txl_last_error() returns */
+		char why[256];
+		snprintf(why, sizeof why, "%s", txl_last_error());
+		return txl_fail(st, "%s: %s", f->path, why);
+	}
 	if (txl_spm_vocab_size(m->spm) != m->hp.n_token)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d pieces, "
 				"the model n_token %d", f->path,

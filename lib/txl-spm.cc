@@ -53,11 +53,12 @@ txl_spm_load(const void *proto, size_t len, struct txl_spm **out)
 		auto st = spm->sp.LoadFromSerializedProto(
 			absl::string_view(static_cast<const char *>(proto), len));
 		if (!st.ok()) {
-			std::string msg = st.ToString();
+			// st.ToString() holds SentencePiece's source location,
+			// which tells the user nothing.
 			delete spm;
 			return txl_fail(TXL_ERR_FORMAT,
-					"tokenizer is not a valid SentencePiece "
-					"model: %s", msg.c_str());
+					"tensor 'tokenizer.model' is not a valid "
+					"SentencePiece model");
 		}
 		*out = spm;
 		return TXL_OK;
