@@ -131,6 +131,8 @@ void txl_add_bias(float *x, const float *b, int rows, int n);
 void txl_layer_norm(float *out, const float *x, const float *g,
 		    const float *b, int rows, int n);
 void txl_relu(float *x, size_t n);
+/* log(sum(exp(x[i]))), stable. */
+double txl_logsumexp(const float *x, int n);
 void txl_set_threads(int n);
 
 #endif /* TXL_INTERNAL_H */

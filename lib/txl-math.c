@@ -97,19 +97,26 @@ txl_relu(float *x, size_t n)
 		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void
-txl_log_softmax(const float *logits, float *out, int n)
+double
+txl_logsumexp(const float *x, int n)
 {
 	float max = -INFINITY;
 	double sum = 0;
 
 	for (int i = 0; i < n; i++)
-		max = logits[i] > max ? logits[i] : max;
+		max = x[i] > max ? x[i] : max;
 	/* expf is several times faster than exp and exact enough for terms
 	 * <= 1; the sum is kept in double */
 	for (int i = 0; i < n; i++)
-		sum += expf(logits[i] - max);
-	float lse = (float)(max + log(sum));
+		sum += expf(x[i] - max);
+	return max + log(sum);
+}
+
+void
+txl_log_softmax(const float *logits, float *out, int n)
+{
+	float lse = (float)txl_logsumexp(logits, n);
+
 	for (int i = 0; i < n; i++)
 		out[i] = logits[i] - lse;
 }

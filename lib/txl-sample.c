@@ -239,15 +239,8 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 			}
 		}
 	}
-	if (logprob) {
-		float max = -INFINITY;
-		double sum = 0;
-		for (int i = 0; i < V; i++)
-			max = logits[i] > max ? logits[i] : max;
-		for (int i = 0; i < V; i++)
-			sum += expf(logits[i] - max);
-		*logprob = (float)((double)logits[tok] - max - log(sum));
-	}
+	if (logprob)
+		*logprob = (float)(logits[tok] - txl_logsumexp(logits, V));
 	txl_sampler_accept(s, tok);
 	return tok;
 }

@@ -40,6 +40,24 @@ copy_out(const std::string &s, char *buf, size_t cap, bool nul)
 	return static_cast<int>(s.size());
 }
 
+// Run @p body, turning any exception into an error return (INT32_MIN)
+// and a message: nothing C++ may cross into C.
+template <class F>
+int
+guarded(F body) noexcept
+{
+	try {
+		return body();
+	} catch (const std::bad_alloc &) {
+		txl_fail(TXL_ERR_NOMEM, "tokenizer: out of memory");
+	} catch (const std::exception &e) {
+		txl_fail(TXL_ERR_INVALID, "tokenizer: %s", e.what());
+	} catch (...) {
+		txl_fail(TXL_ERR_INVALID, "tokenizer: unknown error");
+	}
+	return INT32_MIN;
+}
+
 } // namespace
 
 extern "C" {
@@ -87,12 +105,12 @@ int
 txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
 	       int32_t *ids, int n_max)
 {
-	try {
+	return guarded([&]() -> int {
 		std::vector<int> v;
 		auto st = spm->sp.Encode(absl::string_view(text, len), &v);
 		if (!st.ok()) {
 			txl_fail(TXL_ERR_INVALID, "tokenizer: %s",
-				 st.ToString().c_str());
+				 st.error_message());
 			return INT32_MIN;
 		}
 		if (v.size() > static_cast<size_t>(INT_MAX)) {
@@ -105,42 +123,30 @@ txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
 		for (int i = 0; i < n; i++)
 			ids[i] = v[i];
 		return n;
-	} catch (const std::exception &e) {
-		txl_fail(TXL_ERR_NOMEM, "tokenizer: %s", e.what());
-		return INT32_MIN;
-	} catch (...) {
-		txl_fail(TXL_ERR_INVALID, "tokenizer: unknown error");
-		return INT32_MIN;
-	}
+	});
 }
 
 int
 txl_spm_decode(const struct txl_spm *spm, const int32_t *ids, int n,
 	       char *buf, size_t cap)
 {
-	try {
+	return guarded([&]() -> int {
 		std::vector<int> v(ids, ids + n);
 		std::string s;
 		auto st = spm->sp.Decode(v, &s);
 		if (!st.ok()) {
 			txl_fail(TXL_ERR_INVALID, "tokenizer: %s",
-				 st.ToString().c_str());
+				 st.error_message());
 			return INT32_MIN;
 		}
 		return copy_out(s, buf, cap, true);
-	} catch (const std::exception &e) {
-		txl_fail(TXL_ERR_NOMEM, "tokenizer: %s", e.what());
-		return INT32_MIN;
-	} catch (...) {
-		txl_fail(TXL_ERR_INVALID, "tokenizer: unknown error");
-		return INT32_MIN;
-	}
+	});
 }
 
 int
 txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf, size_t cap)
 {
-	try {
+	return guarded([&]() -> int {
 		const auto &sp = spm->sp;
 		if (id < 0 || id >= sp.GetPieceSize())
 			return INT32_MIN;
@@ -167,9 +173,7 @@ txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf, size_t cap)
 			}
 		}
 		return copy_out(s, buf, cap, false);
-	} catch (...) {
-		return INT32_MIN;
-	}
+	});
 }
 
 int32_t
