@@ -130,7 +130,8 @@ void txl_add_bias(float *x, const float *b, int rows, int n);
 /* LayerNorm over the last dimension, eps 1e-5; out may equal x. */
 void txl_layer_norm(float *out, const float *x, const float *g,
 		    const float *b, int rows, int n);
-void txl_relu(float *x, size_t n);
+/* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
+void txl_add_bias_relu(float *x, const float *b, int rows, int n);
 /* log(sum(exp(x[i]))), stable. */
 double txl_logsumexp(const float *x, int n);
 void txl_set_threads(int n);

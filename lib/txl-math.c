@@ -91,10 +91,16 @@ txl_layer_norm(float *out, const float *x, const float *g, const float *b,
 }
 
 void
-txl_relu(float *x, size_t n)
+txl_add_bias_relu(float *x, const float *b, int rows, int n)
 {
-	for (size_t i = 0; i < n; i++)
-		x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+	/* x[rows, n] = max(x + b[n], 0), branch-free so that it vectorizes */
+	for (int r = 0; r < rows; r++) {
+		float *xr = x + (size_t)r * n;
+		for (int i = 0; i < n; i++) {
+			float v = xr[i] + b[i];
+			xr[i] = v > 0.0f ? v : 0.0f;
+		}
+	}
 }
 
 double

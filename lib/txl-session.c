@@ -438,8 +438,7 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 		src = s->xn;
 	}
 	txl_matmul(s->ff, src, ly->ff1_w, n, d, I, false);
-	txl_add_bias(s->ff, ly->ff1_b, n, I);
-	txl_relu(s->ff, (size_t)n * I);
+	txl_add_bias_relu(s->ff, ly->ff1_b, n, I);
 	txl_matmul(s->tmp, s->ff, ly->ff2_w, n, I, d, false);
 	txl_add_bias(s->tmp, ly->ff2_b, n, d);
 	for (size_t i = 0; i < nd; i++)
