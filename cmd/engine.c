@@ -268,6 +268,7 @@ struct reader {
 	size_t start, end, cap;
 	bool eof;
 	uint64_t bytes;     /* read so far */
+	uint64_t consumed;  /* handed out in chunks so far */
 	uint64_t size;      /* of a regular file, else 0 */
 };
 
@@ -363,6 +364,7 @@ reader_next(struct reader *r, const char **chunk, size_t *n)
 		}
 		*chunk = s;
 		r->start += *n;
+		r->consumed += *n;
 		return 1;
 	}
 }
@@ -491,7 +493,7 @@ engine_prime(struct engine *e, const char *path)
 				goto out;
 			tokvec_drop(&t, k);
 		}
-		progress_show(&pg, r.bytes, total, false);
+		progress_show(&pg, r.consumed, total, false);
 	}
 	if (got < 0) {
 		rc = interrupted ? EXIT_INTERRUPTED : EXIT_RUNTIME;
@@ -879,7 +881,7 @@ engine_score(struct engine *e, const char *path, FILE *out)
 			if (rc != EXIT_OK)
 				goto out;
 			tokvec_drop(&t, seg);
-			progress_show(&pg, r.bytes, sc.base, false);
+			progress_show(&pg, r.consumed, sc.base, false);
 		}
 	}
 	if (got < 0) {

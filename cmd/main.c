@@ -162,6 +162,21 @@ main(int argc, char **argv)
 
 	repl = !o.score && (o.interactive ||
 			    (isatty(STDIN_FILENO) && !o.prompt && !o.text));
+	for (int i = 0; i < o.prime.n; i++) {
+		bool prompt_stdin = !repl && !o.text &&
+			(!o.prompt || !strcmp(o.prompt, "-"));
+
+		if (!strcmp(o.prime.v[i], "-") &&
+		    (prompt_stdin || repl || (o.score && !strcmp(o.score, "-")))) {
+			errmsg("--prime - reads stdin, which is also the %s; "
+			       "give that with a file or --text", o.score ?
+			       "--score input" : repl ? "interactive input" :
+			       "prompt");
+			free(model);
+			options_free(&o);
+			return finish(EXIT_USAGE);
+		}
+	}
 	if (o.score) {
 		/* nothing to read before the model */
 	} else if (o.text) {
