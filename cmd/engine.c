@@ -607,7 +607,7 @@ engine_generate(struct engine *e, const char *text, size_t len,
 		e->started = true;
 	gs->t_prompt = now_s() - t0;
 
-	out_begin(out, drop_space, &o->stop);
+	out_begin(out, false, &o->stop);
 	if (o->echo && len && out_prompt(out, text, len) == OUT_ERROR) {
 		rc = EXIT_RUNTIME;
 		goto out;
@@ -658,7 +658,25 @@ engine_generate(struct engine *e, const char *text, size_t len,
 		}
 		if (plen < 0)
 			plen = 0;
-		os = out_token(out, tok, pbuf, (size_t)plen, logprob);
+		if (drop_space && plen > 0) {
+			/* as SentencePiece's decoder: it drops the leading
+			 * space of a text only for tokenizers that add one */
+			char d[8];
+			int dl = txl_detokenize(e->model, &tok, 1, d, sizeof(d));
+
+			if (pbuf[0] == ' ' && (e->trim_lead ||
+					       (dl >= 0 && dl < plen) ||
+					       (dl < 0 && dl != INT32_MIN &&
+						-dl < plen)))
+				os = out_token(out, tok, pbuf + 1,
+					       (size_t)plen - 1, logprob);
+			else
+				os = out_token(out, tok, pbuf, (size_t)plen,
+					       logprob);
+			drop_space = false;
+		} else {
+			os = out_token(out, tok, pbuf, (size_t)plen, logprob);
+		}
 		if (os == OUT_ERROR) {
 			rc = EXIT_RUNTIME;
 			break;
