@@ -185,7 +185,7 @@ engine_new_session(struct engine *e)
 		txl_session_free(e->session);
 	}
 	e->session = s;
-	e->have_logits = false;
+	e->have_logits = txl_session_n_logits(s) > 0;
 	return EXIT_OK;
 }
 
@@ -238,7 +238,9 @@ engine_load(struct engine *e, const char *path)
 		errmsg("%s", lib_error(st));
 		return st == TXL_ERR_IO ? EXIT_RUNTIME : EXIT_BADMODEL;
 	}
-	e->have_logits = false;
+	/* the state predicts the token after its text: an empty prompt
+	 * continues that text */
+	e->have_logits = txl_session_n_logits(e->session) > 0;
 	e->started = true;
 	return EXIT_OK;
 }

@@ -44,6 +44,10 @@ struct txl_session {
 	float **k;		/* (n_layer) x (cap, n_head * d_head) */
 	float **v;		/* (n_layer) x (n_head * d_head, cap) transposed */
 
+	float *last_h;		/* (d_model) output of the last position fed */
+	bool have_last;
+	int n_logits;		/* rows of logits valid now */
+
 	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
 	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
 
@@ -224,7 +228,8 @@ txl_session_new(const struct txl_model *m,
 	s->tmp = alloc_floats(S * hp->d_model);
 	s->ff = alloc_floats(S * hp->d_inner);
 	s->logits = alloc_floats(S * hp->n_token);
-	if (!s->h || !s->xn || !s->qkv || !s->qw || !s->qr || !s->score ||
+	s->last_h = alloc_floats((size_t)hp->d_model);
+	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->qw || !s->qr || !s->score ||
 	    !s->bd || !s->attn || !s->tmp || !s->ff || !s->logits)
 		goto nomem;
 	if ((st = build_r(s)) != TXL_OK) {
@@ -266,6 +271,7 @@ txl_session_free(struct txl_session *s)
 	free(s->tmp);
 	free(s->ff);
 	free(s->logits);
+	free(s->last_h);
 	free(s);
 }
 
@@ -281,12 +287,20 @@ txl_session_reset(struct txl_session *s)
 	s->kv_start = 0;
 	s->mlen = 0;
 	s->n_past = 0;
+	s->have_last = false;
+	s->n_logits = 0;
 }
 
 const float *
 txl_session_logits(const struct txl_session *s)
 {
 	return s->logits;
+}
+
+int
+txl_session_n_logits(const struct txl_session *s)
+{
+	return s->n_logits;
 }
 
 int
@@ -348,9 +362,12 @@ attention(struct txl_session *s, int l, int n, int base)
 		/* rw_head_q = q + r_w_bias ; rr_head_q = q + r_r_bias */
 		for (int i = 0; i < n; i++) {
 			const float *q = s->qkv + (size_t)i * 3 * hd + h * D;
+			/* in size_t: seg_len * d_head may pass INT_MAX (65536 * 65536) */
+			float *qw = s->qw + (size_t)i * D;
+			float *qr = s->qr + (size_t)i * D;
 			for (int c = 0; c < D; c++) {
-				s->qw[i * D + c] = q[c] + ly->r_w_bias[h * D + c];
-				s->qr[i * D + c] = q[c] + ly->r_r_bias[h * D + c];
+				qw[c] = q[c] + ly->r_w_bias[h * D + c];
+				qr[c] = q[c] + ly->r_r_bias[h * D + c];
 			}
 		}
 		/* AC[i, j] = rw_head_q_i . k_j */
@@ -499,6 +516,10 @@ eval_segment(struct txl_session *s, const int32_t *tok, int n,
 		output_logits(s, 0, n);
 	else if (want == TXL_LOGITS_LAST)
 		output_logits(s, n - 1, 1);
+	s->n_logits = want == TXL_LOGITS_ALL ? n : want == TXL_LOGITS_LAST;
+	memcpy(s->last_h, s->h + (size_t)(n - 1) * hp->d_model,
+	       sizeof(float) * hp->d_model);
+	s->have_last = true;
 
 	/* _update_mems: keep the last mem_len positions */
 	int total = s->mlen + n;
@@ -524,6 +545,7 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		if (tokens[i] < 0 || tokens[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "token id %d out of "
 					"range [0, %d)", tokens[i], V);
+	s->n_logits = 0;
 	for (int off = 0; off < n; off += s->seg_len) {
 		int len = n - off < s->seg_len ? n - off : s->seg_len;
 		bool last = off + len == n;
@@ -549,8 +571,11 @@ struct state_header {
 	uint32_t d_model, n_head, d_head;
 	uint32_t mem_len;	/* rows stored per layer, fill or not */
 	uint32_t fill;		/* rows that hold memory */
-	uint32_t reserved;
+	uint32_t have_last;	/* 1 if last_h below is the output of the
+				   last position fed */
 	int64_t n_past;
+	/* then per layer mem_len rows of K, then of V; d_model floats of
+	 * last_h; a 64-bit FNV-1a of everything before it */
 };
 
 static uint64_t
@@ -621,6 +646,7 @@ txl_session_save(struct txl_session *s, const char *path)
 	hdr.d_head = (uint32_t)hp->d_head;
 	hdr.mem_len = (uint32_t)s->mem_len;
 	hdr.fill = (uint32_t)s->mlen;
+	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
 
 	snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
@@ -643,6 +669,7 @@ txl_session_save(struct txl_session *s, const char *path)
 			}
 		}
 	}
+	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
 	if (ok) {
 		uint64_t final = sum;
 		ok = write_all(fd, &final, sizeof final, &sum);
@@ -671,7 +698,7 @@ txl_session_load(struct txl_session *s, const char *path)
 	struct state_header hdr;
 	uint64_t sum = 0xcbf29ce484222325ull, stored;
 	enum txl_status st = TXL_OK;
-	float **k = NULL, **v = NULL;
+	float **k = NULL, **v = NULL, *last = NULL;
 	size_t rows_bytes, want;
 	FILE *f;
 	long size;
@@ -700,7 +727,8 @@ txl_session_load(struct txl_session *s, const char *path)
 			      "another model", path);
 		goto out;
 	}
-	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20)) {
+	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
+	    hdr.have_last > 1) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
 			      "mem_len %u)", path, hdr.fill, hdr.mem_len);
 		goto out;
@@ -713,7 +741,8 @@ txl_session_load(struct txl_session *s, const char *path)
 		goto out;
 	}
 	rows_bytes = sizeof(float) * hd * hdr.mem_len;
-	want = sizeof hdr + 2 * rows_bytes * hp->n_layer + sizeof stored;
+	want = sizeof hdr + 2 * rows_bytes * hp->n_layer +
+		sizeof(float) * hp->d_model + sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
 	    (size_t)size != want || fseek(f, (long)sizeof hdr, SEEK_SET) != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state file has the wrong "
@@ -759,6 +788,13 @@ txl_session_load(struct txl_session *s, const char *path)
 			free(scratch);
 		}
 	}
+	last = alloc_floats((size_t)hp->d_model);
+	if (st == TXL_OK && (!last || fread(last, sizeof(float),
+					   (size_t)hp->d_model, f) !=
+			     (size_t)hp->d_model))
+		st = txl_fail(TXL_ERR_FORMAT, "%s: cannot read state", path);
+	if (st == TXL_OK)
+		sum = fnv1a(sum, last, sizeof(float) * hp->d_model);
 	if (st == TXL_OK && (fread(&stored, sizeof stored, 1, f) != 1 ||
 			     stored != sum))
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state checksum mismatch "
@@ -775,6 +811,15 @@ txl_session_load(struct txl_session *s, const char *path)
 		s->kv_start = 0;
 		s->mlen = (int)hdr.fill;
 		s->n_past = hdr.n_past;
+		s->have_last = hdr.have_last;
+		memcpy(s->last_h, last, sizeof(float) * hp->d_model);
+		s->n_logits = 0;
+		if (s->have_last) {
+			/* the prediction that follows the saved text */
+			memcpy(s->h, last, sizeof(float) * hp->d_model);
+			output_logits(s, 0, 1);
+			s->n_logits = 1;
+		}
 	}
 out:
 	for (int l = 0; l < hp->n_layer; l++) {
@@ -785,6 +830,7 @@ out:
 	}
 	free(k);
 	free(v);
+	free(last);
 	fclose(f);
 	return st;
 }

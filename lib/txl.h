@@ -239,10 +239,14 @@ TXL_API enum txl_status txl_session_eval(struct txl_session *session,
 
 /**
  * Logits (unnormalised, float[rows][n_token]) of the last eval: one row
- * for TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL.  Valid until the next
- * eval, reset or load on this session.
+ * for TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL; after a load, one row
+ * predicting the token after the saved text.  Valid until the next eval,
+ * reset or load on this session.
  */
 TXL_API const float *txl_session_logits(const struct txl_session *session);
+
+/** Rows txl_session_logits() holds now (0 = none). */
+TXL_API int txl_session_n_logits(const struct txl_session *session);
 
 /** Positions currently held in memory (0..mem_len). */
 TXL_API int txl_session_mem_fill(const struct txl_session *session);
@@ -252,16 +256,20 @@ TXL_API int64_t txl_session_n_past(const struct txl_session *session);
 
 /**
  * Save the memory to @p path (written to a temporary file in the same
- * directory, then renamed).  The file records the model's fingerprint
- * and the settings that shape the memory; its size depends only on them.
+ * directory, then renamed).  The file records the model's fingerprint,
+ * the settings that shape the memory, and the last position's output
+ * (so that a load can predict the next token); its size depends only on
+ * the model and mem_len, never on the amount of text fed.
  */
 TXL_API enum txl_status txl_session_save(struct txl_session *session,
 					 const char *path);
 
 /**
- * Replace the memory with the one saved in @p path.  A file of another
- * model, or of other settings (mem_len, ...), is TXL_ERR_INVALID; a
- * damaged one TXL_ERR_FORMAT; the session is unchanged on error.
+ * Replace the memory with the one saved in @p path, and the logits with
+ * the prediction that follows the saved text (if any was fed).  A file of
+ * another model, or holding more positions than this session's mem_len,
+ * is TXL_ERR_INVALID; a damaged one TXL_ERR_FORMAT; the session is
+ * unchanged on error.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);

@@ -471,6 +471,20 @@ class State(unittest.TestCase):
             "-p", "")
         self.assertEqual(os.path.getsize(st2), size)
 
+    def test_state_with_empty_prompt_continues_the_text(self):
+        # the state holds the prediction after its text: continuing it
+        # with no prompt equals generating right after that text
+        st = os.path.join(TMP, "cont.state")
+        prompt = "The state of the Union"
+        self.assertEqual(run("-p", prompt, "-n", "0", "--state-out",
+                             st)[0], 0)
+        a = run("-p", prompt, "-n", "20", "--seed", "5", "--ignore-eos")
+        b = run("--state-in", st, "-n", "20", "--seed", "5",
+                "--ignore-eos", input=b"")
+        self.assertEqual(a[0], 0)
+        self.assertEqual(a[1], b[1])
+        self.assertTrue(a[1])
+
     def test_incompatible_state_is_refused(self):
         st = os.path.join(TMP, "s.state")
         self.assertEqual(run("-p", "Hi", "-n", "30", "--mem-len", "12",

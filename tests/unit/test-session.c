@@ -118,14 +118,18 @@ test_save_load(void)
 	CHECK(la);
 	snprintf(path, sizeof path, "%s/state.bin", scratch);
 	snprintf(bad, sizeof bad, "%s/state-bad.bin", scratch);
-	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_NONE), TXL_OK);
-	CHECK_EQ(txl_session_save(a, path), TXL_OK);
-	CHECK_EQ(txl_session_eval(a, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
 	memcpy(la, txl_session_logits(a), sizeof(float) * V);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
 
 	CHECK_EQ(txl_session_load(b, path), TXL_OK);
 	CHECK_EQ(txl_session_n_past(b), 23);
 	CHECK_EQ(txl_session_mem_fill(b), 16);
+	/* the load predicts the token after the saved text, as a did */
+	CHECK_EQ(txl_session_n_logits(b), 1);
+	CHECK(max_diff(la, txl_session_logits(b), V) < 1e-6);
+	CHECK_EQ(txl_session_eval(a, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * V);
 	CHECK_EQ(txl_session_eval(b, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
 	CHECK(max_diff(la, txl_session_logits(b), V) == 0);
 
@@ -188,6 +192,7 @@ test_reset_and_abort(void)
 	CHECK_EQ(txl_session_eval(a, toks + 8, 20, TXL_LOGITS_NONE), TXL_OK);
 	txl_session_reset(a);
 	CHECK_EQ(txl_session_mem_fill(a), 0);
+	CHECK_EQ(txl_session_n_logits(a), 0);
 	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_LAST), TXL_OK);
 	CHECK(max_diff(lf, txl_session_logits(a), V) == 0);
 
@@ -197,6 +202,7 @@ test_reset_and_abort(void)
 	p.abort_data = &calls;
 	CHECK_EQ(txl_session_new(model, &p, &ab), TXL_OK);
 	CHECK_EQ(txl_session_eval(ab, toks, 8, TXL_LOGITS_LAST), TXL_ABORTED);
+	CHECK_EQ(txl_session_n_logits(ab), 0);
 	CHECK_EQ(txl_session_n_past(ab), 0);
 	CHECK_EQ(txl_session_mem_fill(ab), 0);
 	free(lf);
