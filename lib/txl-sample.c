@@ -184,6 +184,11 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 	/* each distinct recent token is penalised once, however often it
 	 * occurs: apply only where w[t] still holds the model's logit */
 	memcpy(w, logits, sizeof *w * (size_t)V);
+	/* A NaN logit (a model whose weights hold NaN or overflow) gets no
+	 * probability: as -inf it keeps every comparison below total. */
+	for (int i = 0; i < V; i++)
+		if (isnan(w[i]))
+			w[i] = -INFINITY;
 	if (s->p.repeat_penalty != 1.0f) {
 		for (int i = 0; i < s->n_hist; i++) {
 			int32_t t = s->history[i];
@@ -204,6 +209,18 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 
 		for (int i = 0; i < V; i++)
 			max = w[i] > max ? w[i] : max;
+		if (!isfinite(max)) {
+			/* +inf: those tokens hold all the mass, take the
+			 * first; all -inf: no distribution, token 0.  (exp
+			 * of inf - inf would be NaN, and every token would
+			 * be filtered out.) */
+			while (tok < V - 1 && w[tok] != max)
+				tok++;
+			goto done;
+		}
+		/* now w[i] - max is finite or -inf: every w[i] is in
+		 * [0, 1] and the first maximum is exactly 1, so min-p,
+		 * top-k and top-p each keep at least that one */
 		for (int i = 0; i < V; i++) {
 			w[i] = expf((w[i] - max) / s->p.temp);
 			idx[i] = i;
@@ -229,6 +246,7 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 			n = m;
 			mass = acc;
 		}
+		TXL_ASSERT(n > 0);
 		double coin = random_f32(s) * mass;
 		tok = idx[n - 1];
 		for (int i = 0; i < n; i++) {
@@ -239,6 +257,7 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 			}
 		}
 	}
+done:
 	if (logprob)
 		*logprob = (float)(logits[tok] - txl_logsumexp(logits, V));
 	txl_sampler_accept(s, tok);
