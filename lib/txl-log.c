@@ -47,6 +47,17 @@ txl_log_set(txl_log_fn fn, void *user_data, enum txl_log_level max_level)
 	log_max = max_level;
 }
 
+/* Messages quote names and values from files (tensor names, dtypes,
+ * metadata), which may hold newlines or terminal escape sequences: keep
+ * every message one line of printable text. */
+static void
+one_line(char *msg)
+{
+	for (unsigned char *p = (unsigned char *)msg; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 static void
 log_va(enum txl_log_level level, const char *fmt, va_list ap)
 {
@@ -55,6 +66,7 @@ log_va(enum txl_log_level level, const char *fmt, va_list ap)
 	if (level > log_max)
 		return;
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	one_line(msg);
 	if (log_fn)
 		log_fn(level, msg, log_data);
 	else
@@ -79,6 +91,7 @@ txl_fail(enum txl_status status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof last_error, fmt, ap);
 	va_end(ap);
+	one_line(last_error);
 	txl_log(TXL_LOG_DEBUG, "%s", last_error);
 	return status;
 }

@@ -314,6 +314,9 @@ CASES = {
     "tokenizer_missing": (_edit(lambda h, d: h.__setitem__(
         "__pad__.997", h.pop("tokenizer.model") | {"dtype": "U8"})),
         r"tokenizer"),
+    # a string quoted from the file (here a dtype holding a newline and a
+    # terminal escape) must not break the one-line error
+    "dtype_control_chars": (_edit(_dtype("F32\n\x1b[2J")), r"dtype|type"),
 }
 
 
