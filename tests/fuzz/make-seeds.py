@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Seed corpora for the libFuzzer harnesses of tests/fuzz (see README).
+
+    make-seeds.py -o DIR --txlgen BUILD/cmd/txlgen
+
+writes
+  DIR/model/      tiny valid models (n_layer 1, d_model 8: fast to load and
+                  run) in every variant the loader handles (F32/F16/BF16,
+                  pre_lnorm, untie_r, d_embed != d_model with and without
+                  tied projections, untied output, same_length, clamp_len,
+                  unaligned), and every broken file of tests/test_badfiles.py
+                  made from a tiny 2-layer model
+  DIR/state-model.bin  the model the state seeds belong to
+                  (TXL_FUZZ_STATE_MODEL for fuzz-state)
+  DIR/state/      memory states txlgen saved (txl_session_save) for it
+  DIR/config/     JSON configs: txlgen --print-config and a few by hand
+  DIR/sampler/    sampler settings and logits, finite, inf and NaN
+
+The models carry tests/data/spm.model without its 240 KB normalisation
+table (identity normalisation then), so that inputs stay ~20 KB and
+mutations land in what libtxl parses.  Run with Debian's /usr/bin/python3
+(python3-torch); nothing here is committed, it is made at run time.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+sys.path.insert(0, TESTS)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import make_random_model as mrm                       # noqa: E402
+import test_badfiles as tb                            # noqa: E402
+
+TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
+            tgt_len=4, mem_len=4)
+VARIANTS = {
+    "f32": {},
+    "f16": dict(dtype="F16"),
+    "bf16": dict(dtype="BF16"),
+    "pre_lnorm": dict(pre_lnorm=True),
+    "untie_r": dict(untie_r=True, n_layer=2),
+    "untied_out": dict(tie_weight=False),
+    "d_embed": dict(d_embed=4),
+    "d_embed_tie_projs": dict(d_embed=4, tie_projs=True),
+    "same_length": dict(same_length=True),
+    "clamp_len": dict(clamp_len=2, mem_len=6),
+    "no_mem": dict(mem_len=0),
+}
+
+
+def varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def enc_varint(v):
+    out = bytearray()
+    while True:
+        c = v & 0x7f
+        v >>= 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def fields(b):
+    """(field number, wire type, raw bytes of the whole field, payload)"""
+    i = 0
+    while i < len(b):
+        start = i
+        key, i = varint(b, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            _, i = varint(b, i)
+            payload = None
+        elif wt == 1:
+            i += 8
+            payload = None
+        elif wt == 5:
+            i += 4
+            payload = None
+        elif wt == 2:
+            n, i = varint(b, i)
+            payload = b[i:i + n]
+            i += n
+        else:
+            raise ValueError(f"wire type {wt}")
+        yield num, wt, b[start:i], payload
+
+
+def slim_tokenizer(src, dst):
+    """ModelProto without normalizer_spec.precompiled_charsmap (3.2) and
+    self_test_data (4)."""
+    with open(src, "rb") as f:
+        b = f.read()
+    out = bytearray()
+    for num, wt, raw, payload in fields(b):
+        if num == 4:
+            continue
+        if num == 3 and wt == 2:
+            inner = b"".join(r for n, _, r, _ in fields(payload) if n != 2)
+            out += enc_varint(3 << 3 | 2) + enc_varint(len(inner)) + inner
+        else:
+            out += raw
+    with open(dst, "wb") as f:
+        f.write(out)
+    if mrm.vocab_size(dst) != mrm.vocab_size(src):
+        raise RuntimeError("slimmed tokenizer lost pieces")
+
+
+def unaligned(blob):
+    """The file as other safetensors writers make it: no padding."""
+    header, data = tb.split(blob)
+    meta = header.pop("__metadata__")
+    new, chunks, pos = {"__metadata__": meta}, [], 0
+    for name, info in sorted(tb.tensors(header).items(),
+                             key=lambda kv: kv[1]["data_offsets"][0]):
+        if name.startswith("__pad__."):
+            continue
+        b, e = info["data_offsets"]
+        new[name] = dict(info, data_offsets=[pos, pos + e - b])
+        chunks.append(data[b:e])
+        pos += e - b
+    return tb.assemble(new, b"".join(chunks), align=None)
+
+
+def build(tmp, name, tok, **kw):
+    cfg = dict(TINY)
+    cfg.update(kw)
+    dtype = cfg.pop("dtype", "F32")
+    rm = mrm.build(os.path.join(tmp, name), dtype=dtype, tokenizer=tok,
+                   **cfg)
+    with open(rm.path, "rb") as f:
+        return f.read()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-o", "--outdir", required=True)
+    ap.add_argument("--txlgen", required=True, help="a built txlgen")
+    a = ap.parse_args()
+    out = a.outdir
+    for d in ("model", "state", "config", "sampler"):
+        os.makedirs(os.path.join(out, d), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="txl-fuzz-seeds-")
+    try:
+        tok = os.path.join(tmp, "tok.model")
+        slim_tokenizer(mrm.TOKENIZER, tok)
+
+        def put(sub, name, blob):
+            with open(os.path.join(out, sub, name), "wb") as f:
+                f.write(blob)
+
+        for name, kw in VARIANTS.items():
+            blob = build(tmp, name, tok, **kw)
+            put("model", name + ".bin", blob)
+            if name == "f32":
+                put("model", "unaligned.bin", unaligned(blob))
+                base = blob
+
+        # tests/test_badfiles.py's corpus (its cases name layers.1.*)
+        blob = build(tmp, "bad2", tok, n_layer=2)
+        tb._tmp = tmp
+        shutil.copy(os.path.join(tmp, "bad2", "m.bin"),
+                    os.path.join(tmp, "valid.bin"))
+        header, data = tb.split(blob)
+        for name, (make, _) in tb.CASES.items():
+            put("model", "bad-" + name + ".bin", make(blob, header, data))
+
+        # states of the f32 model, saved by txlgen (txl_session_save)
+        smodel = os.path.join(out, "state-model.bin")
+        with open(smodel, "wb") as f:
+            f.write(base)
+        runs = {"fill3": ["--mem-len", "8", "--text", "Hi", "-n", "1"],
+                "full": ["--mem-len", "8", "--text",
+                         "Hello world, a longer text.", "-n", "4"],
+                "mem4": ["--mem-len", "4", "--text", "Hello there", "-n",
+                         "2"]}
+        for name, args in runs.items():
+            r = subprocess.run([a.txlgen, "--model", smodel, "--seg-len", "4",
+                                "--seed", "1", "--state-out",
+                                os.path.join(out, "state", name + ".state")]
+                               + args, capture_output=True, text=True,
+                               stdin=subprocess.DEVNULL)
+            if r.returncode != 0:
+                raise RuntimeError(f"txlgen {args}: {r.stderr.strip()}")
+
+        # configs
+        r = subprocess.run([a.txlgen, "--model", smodel, "--print-config"],
+                           capture_output=True, text=True, check=True)
+        put("config", "print-config.json", r.stdout.encode())
+        hand = {
+            "sampling": {"temp": 0.7, "top_k": 10, "top_p": 0.9,
+                         "min_p": 0.1, "repeat_penalty": 1.2,
+                         "repeat_last_n": 32, "seed": 42},
+            "nulls": {"mem_len": None, "seg_len": None, "clamp_len": None,
+                      "same_length": None, "seed": None, "model": None},
+            "lists": {"stop": ["\n\n", "THE END"], "prime": "a.txt",
+                      "color": "always", "json": True},
+            "strings": {"model": "m.bin", "text": "h\u00e9llo \\ \"q\"",
+                        "state_in": "s", "state_out": "t",
+                        "n_predict": -1},
+        }
+        for name, obj in hand.items():
+            put("config", name + ".json", json.dumps(obj, indent=1).encode())
+
+        # sampler: temp (even first byte: not greedy), top_k, top_p, min_p,
+        # penalty, last_n, then the logits
+        inf, nan = float("inf"), float("nan")
+        logits = {"finite": [0.5, -1.0, 2.0, 0.0, 3.5, -7.0, 1.0, 0.25],
+                  "pos_inf": [0.5, inf, 2.0, inf, -1.0],
+                  "neg_inf": [-inf] * 6,
+                  "nan": [nan] * 5,
+                  "mixed": [nan, 1.0, -inf, inf, nan, 0.0, 3.0]}
+        for name, lg in logits.items():
+            put("sampler", name + ".bin",
+                struct.pack("<fifff", 0.75, 3, 0.9, 0.05, 1.3) +
+                struct.pack("<i", 8) + struct.pack(f"<{len(lg)}f", *lg))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    n = {d: len(os.listdir(os.path.join(out, d)))
+         for d in ("model", "state", "config", "sampler")}
+    print(f"seeds in {out}: {n}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
