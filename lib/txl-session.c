@@ -9,14 +9,11 @@
  * and V of the memory followed by the current segment, contiguous so that
  * BLAS can read them in one go.  They live in buffers of mem_len + seg_len
  * + slack positions; when a segment would run past the end, the memory is
- * moved back to the start (at most once every `slack` tokens).  K is
- * position-major, V is stored transposed (one row per channel), so that
- * both products of a single query are the row-major no-transpose sgemv:
- * OpenBLAS's kernel for the other orientation is several times slower on
- * these thin, strided matrices.  The relative-position term R = r_net(sinusoid(distance))
- * depends on the distance only and is computed once per session.  So the
- * cost of a token depends on mem_len and the model, never on how many
- * tokens came before it, and memory use is fixed.
+ * moved back to the start (at most once every `slack` tokens).  The
+ * relative-position term R = r_net(sinusoid(distance)) depends on the
+ * distance only and is computed once per session.  So the cost of a token
+ * depends on mem_len and the model, never on how many tokens came before
+ * it, and memory use is fixed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,8 +38,7 @@ struct txl_session {
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	float **k;		/* (n_layer) x (cap, n_head * d_head) */
-	float **v;		/* (n_layer) x (n_head * d_head, cap) transposed */
+	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
 
 	float *last_h;		/* (d_model) output of the last position fed */
 	bool have_last;
@@ -356,7 +352,7 @@ attention(struct txl_session *s, int l, int n, int base)
 	const int n_bd = klen < s->n_dist ? klen : s->n_dist;
 	const float scale = 1.0f / sqrtf((float)D);
 	const float *K = s->k[l] + (size_t)base * hd;
-	const float *Vt = s->v[l] + base;	/* row c: channel c over positions */
+	const float *V = s->v[l] + (size_t)base * hd;
 
 	for (int h = 0; h < H; h++) {
 		/* rw_head_q = q + r_w_bias ; rr_head_q = q + r_r_bias */
@@ -408,8 +404,8 @@ attention(struct txl_session *s, int l, int n, int base)
 				sc[j] = 0.0f;
 		}
 		/* attn_vec[:, h] = prob . v */
-		txl_gemm_nt(s->attn + h * D, hd, s->score, klen,
-			    Vt + (size_t)h * D * s->cap, s->cap, n, klen, D);
+		txl_gemm_nn(s->attn + h * D, hd, s->score, klen, V + h * D, hd,
+			    n, klen, D);
 	}
 }
 
@@ -433,11 +429,10 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 	}
 	txl_matmul(s->qkv, src, ly->qkv_w, n, d, 3 * hd, false);
 	for (int i = 0; i < n; i++) {
-		const int pos = base + s->mlen + i;
+		size_t row = (size_t)(base + s->mlen + i) * hd;
 		const float *kv = s->qkv + (size_t)i * 3 * hd + hd;
-		memcpy(s->k[l] + (size_t)pos * hd, kv, sizeof(float) * hd);
-		for (int c = 0; c < hd; c++)
-			s->v[l][(size_t)c * s->cap + pos] = kv[hd + c];
+		memcpy(s->k[l] + row, kv, sizeof(float) * hd);
+		memcpy(s->v[l] + row, kv + hd, sizeof(float) * hd);
 	}
 	attention(s, l, n, base);
 
@@ -495,11 +490,8 @@ eval_segment(struct txl_session *s, const int32_t *tok, int n,
 		for (int l = 0; l < hp->n_layer; l++) {
 			memmove(s->k[l], s->k[l] + (size_t)s->kv_start * hd,
 				sizeof(float) * (size_t)s->mlen * hd);
-			for (int c = 0; c < hd; c++) {
-				float *row = s->v[l] + (size_t)c * s->cap;
-				memmove(row, row + s->kv_start,
-					sizeof(float) * (size_t)s->mlen);
-			}
+			memmove(s->v[l], s->v[l] + (size_t)s->kv_start * hd,
+				sizeof(float) * (size_t)s->mlen * hd);
 		}
 		s->kv_start = 0;
 	}
@@ -588,23 +580,6 @@ fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* Memory position r (0 = oldest) of layer l's K (which 0) or V (1) into
- * row[hd]; zeros past the fill. */
-static void
-get_row(const struct txl_session *s, int l, int which, int r, float *row)
-{
-	const int hd = s->model->hp.n_head * s->model->hp.d_head;
-	const int pos = s->kv_start + r;
-
-	if (r >= s->mlen)
-		memset(row, 0, sizeof(float) * hd);
-	else if (which == 0)
-		memcpy(row, s->k[l] + (size_t)pos * hd, sizeof(float) * hd);
-	else
-		for (int c = 0; c < hd; c++)
-			row[c] = s->v[l][(size_t)c * s->cap + pos];
-}
-
 static bool
 write_all(int fd, const void *p, size_t n, uint64_t *sum)
 {
@@ -632,7 +607,7 @@ txl_session_save(struct txl_session *s, const char *path)
 	uint64_t sum = 0xcbf29ce484222325ull;
 	size_t len = strlen(path);
 	char *tmp = malloc(len + 16);
-	float *row = NULL;
+	float *zeros = NULL;
 	bool ok = true;
 	int fd;
 
@@ -657,16 +632,18 @@ txl_session_save(struct txl_session *s, const char *path)
 		free(tmp);
 		return st;
 	}
-	/* fixed size: per layer mem_len rows of K, then of V (position-major
-	 * both), zeros past the fill */
-	row = alloc_floats(hd);
-	ok = row && write_all(fd, &hdr, sizeof hdr, &sum);
+	/* fixed size: per layer mem_len rows of K, then of V, zeros past
+	 * the fill */
+	zeros = alloc_floats(hd);
+	ok = zeros && write_all(fd, &hdr, sizeof hdr, &sum);
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			for (int r = 0; ok && r < s->mem_len; r++) {
-				get_row(s, l, which, r, row);
-				ok = write_all(fd, row, sizeof(float) * hd, &sum);
-			}
+			const float *buf = which ? s->v[l] : s->k[l];
+			ok = write_all(fd, buf + (size_t)s->kv_start * hd,
+				       sizeof(float) * hd * (size_t)s->mlen, &sum);
+			for (int r = s->mlen; ok && r < s->mem_len; r++)
+				ok = write_all(fd, zeros, sizeof(float) * hd,
+					       &sum);
 		}
 	}
 	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
@@ -677,7 +654,7 @@ txl_session_save(struct txl_session *s, const char *path)
 	ok = ok && fsync(fd) == 0;
 	int saved_errno = errno;
 	ok = close(fd) == 0 && ok;
-	free(row);
+	free(zeros);
 	if (ok && rename(tmp, path) == 0) {
 		free(tmp);
 		return TXL_OK;
@@ -775,16 +752,7 @@ txl_session_load(struct txl_session *s, const char *path)
 				break;
 			}
 			sum = fnv1a(sum, scratch, rows_bytes);
-			for (uint32_t r = 0; r < hdr.fill; r++) {
-				const float *src = scratch + (size_t)r * hd;
-				if (which == 0)
-					memcpy(buf + (size_t)r * hd, src,
-					       sizeof(float) * hd);
-				else
-					for (size_t c = 0; c < hd; c++)
-						buf[c * (size_t)s->cap + r] =
-							src[c];
-			}
+			memcpy(buf, scratch, sizeof(float) * hd * hdr.fill);
 			free(scratch);
 		}
 	}
