@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -66,26 +67,24 @@ enum txl_status
 txl_spm_load(const void *proto, size_t len, struct txl_spm **out)
 {
 	*out = nullptr;
+	// st.ToString() and the exceptions SentencePiece throws for some
+	// malformed protos (darts: "zero-length key") hold its source
+	// location, which tells the user nothing.
+	static const char bad[] =
+		"tensor 'tokenizer.model' is not a valid SentencePiece model";
 	try {
-		auto *spm = new txl_spm;
+		// owned until handed out: an exception must not leak it
+		std::unique_ptr<txl_spm> spm(new txl_spm);
 		auto st = spm->sp.LoadFromSerializedProto(
 			absl::string_view(static_cast<const char *>(proto), len));
-		if (!st.ok()) {
-			// st.ToString() holds SentencePiece's source location,
-			// which tells the user nothing.
-			delete spm;
-			return txl_fail(TXL_ERR_FORMAT,
-					"tensor 'tokenizer.model' is not a valid "
-					"SentencePiece model");
-		}
-		*out = spm;
+		if (!st.ok())
+			return txl_fail(TXL_ERR_FORMAT, "%s", bad);
+		*out = spm.release();
 		return TXL_OK;
 	} catch (const std::bad_alloc &) {
 		return txl_fail(TXL_ERR_NOMEM, "out of memory loading tokenizer");
-	} catch (const std::exception &e) {
-		return txl_fail(TXL_ERR_FORMAT, "tokenizer: %s", e.what());
 	} catch (...) {
-		return txl_fail(TXL_ERR_FORMAT, "tokenizer: unknown error");
+		return txl_fail(TXL_ERR_FORMAT, "%s", bad);
 	}
 }
 
