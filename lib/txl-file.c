@@ -25,8 +25,9 @@
 
 #include "txl-internal.h"
 
-/* A header larger than this is hostile, not a model. */
-#define MAX_HEADER (256u << 20)
+/* A header larger than this is hostile, not a model: real ones hold a few
+ * hundred entries (kilobytes), and cJSON needs ~14 bytes per header byte. */
+#define MAX_HEADER (16u << 20)
 
 size_t
 txl_dtype_size(enum txl_dtype dt)
@@ -112,6 +113,13 @@ cmp_begin(const void *a, const void *b)
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
 	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int
+cmp_key(const void *a, const void *b)
+{
+	return strcmp(((const struct txl_meta_entry *)a)->key,
+		      ((const struct txl_meta_entry *)b)->key);
 }
 
 static int
@@ -210,6 +218,13 @@ parse_metadata(struct txl_file *f, const cJSON *meta)
 		if (!f->meta[n - 1].key || !f->meta[n - 1].value)
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	}
+	/* Sorted for lookups; a key given twice would mean one thing here
+	 * and another to a reader that keeps the last one. */
+	qsort(f->meta, (size_t)f->n_meta, sizeof *f->meta, cmp_key);
+	for (int i = 1; i < f->n_meta; i++)
+		if (strcmp(f->meta[i - 1].key, f->meta[i].key) == 0)
+			return txl_fail(TXL_ERR_FORMAT, "%s: duplicate metadata "
+					"'%s'", f->path, f->meta[i].key);
 	return TXL_OK;
 }
 
@@ -411,8 +426,12 @@ txl_file_find(const struct txl_file *f, const char *name)
 const char *
 txl_file_meta(const struct txl_file *f, const char *key)
 {
-	for (int i = 0; i < f->n_meta; i++)
-		if (strcmp(f->meta[i].key, key) == 0)
-			return f->meta[i].value;
-	return NULL;
+	/* f->meta is sorted by key (parse_metadata) */
+	const struct txl_meta_entry k = { .key = (char *)key };
+	const struct txl_meta_entry *e;
+
+	if (f->n_meta == 0)
+		return NULL;
+	e = bsearch(&k, f->meta, (size_t)f->n_meta, sizeof *f->meta, cmp_key);
+	return e ? e->value : NULL;
 }

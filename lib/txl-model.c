@@ -20,6 +20,7 @@
 #define MAX_DIM (1 << 20)
 #define MAX_TOKENS (1 << 24)
 #define MAX_LAYERS 1024
+#define MAX_SEG_LEN (1 << 16)	/* as txl_session_new allows */
 
 static bool
 parse_int(const char *s, long lo, long hi, long *out)
@@ -112,7 +113,7 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 	    (st = meta_int(f, "d_head", 1, MAX_DIM, &hp->d_head)) ||
 	    (st = meta_int(f, "d_inner", 1, MAX_DIM, &hp->d_inner)) ||
 	    (st = meta_int(f, "d_embed", 1, MAX_DIM, &hp->d_embed)) ||
-	    (st = meta_int(f, "tgt_len", 1, MAX_DIM, &hp->tgt_len)) ||
+	    (st = meta_int(f, "tgt_len", 1, MAX_SEG_LEN, &hp->tgt_len)) ||
 	    (st = meta_int(f, "mem_len", 0, MAX_DIM, &hp->mem_len)) ||
 	    (st = meta_int(f, "clamp_len", INT_MIN, MAX_DIM, &hp->clamp_len)) ||
 	    (st = meta_bool(f, "same_length", &hp->same_length)) ||
@@ -296,6 +297,16 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 	return TXL_OK;
 }
 
+/* The tensors of each layer, after "layers.N." */
+static const char *const layer_tensors[] = {
+	"dec_attn.qkv_net.weight", "dec_attn.r_net.weight",
+	"dec_attn.o_net.weight", "dec_attn.layer_norm.weight",
+	"dec_attn.layer_norm.bias", "pos_ff.CoreNet.0.weight",
+	"pos_ff.CoreNet.0.bias", "pos_ff.CoreNet.3.weight",
+	"pos_ff.CoreNet.3.bias", "pos_ff.layer_norm.weight",
+	"pos_ff.layer_norm.bias",
+};
+
 /* Every tensor in the file must be one the model uses: a stray one means
  * the file was written for another architecture. */
 static enum txl_status
@@ -323,8 +334,11 @@ check_no_strays(struct txl_model *m)
 		} else if (strcmp(n, "word_emb.emb_projs.0") == 0 ||
 			   strcmp(n, "crit.out_projs.0") == 0) {
 			ok = hp->d_embed != hp->d_model;
-		} else if (sscanf(n, "layers.%d.%n", &l, &len) == 1 && len > 0) {
-			ok = l >= 0 && l < hp->n_layer;
+		} else if (sscanf(n, "layers.%d.%n", &l, &len) == 1 && len > 0 &&
+			   l >= 0 && l < hp->n_layer) {
+			for (size_t k = 0; k < sizeof layer_tensors /
+				     sizeof layer_tensors[0] && !ok; k++)
+				ok = strcmp(n + len, layer_tensors[k]) == 0;
 		}
 		if (!ok)
 			return txl_fail(TXL_ERR_FORMAT, "%s: unexpected tensor "

@@ -75,13 +75,27 @@ txl_session_params_default(void)
 static float *
 alloc_floats(size_t n)
 {
-	/* 64-byte aligned, zeroed; n may be 0 */
+	/* 64-byte aligned, not cleared: pages are touched only when used;
+	 * n may be 0 */
 	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-	float *p = aligned_alloc(64, bytes ? bytes : 64);
 
-	if (p)
-		memset(p, 0, bytes ? bytes : 64);
-	return p;
+	return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* Bytes a session of these sizes allocates (in double: the settings come
+ * from files and need not be sane). */
+static double
+session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
+	      int n_dist)
+{
+	const double hd = (double)hp->n_head * hp->d_head;
+	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
+	const double per_row = 2.0 * hp->d_model + dx + 4 * hd +
+		2.0 * hp->d_head + klen_max + n_dist + hp->d_inner +
+		hp->n_token;
+
+	return 4.0 * (hp->n_layer * (2.0 * cap * hd + (double)n_dist * hd) +
+		      seg * per_row + hp->d_model);
 }
 
 /* sinusoid(pos)[k] = sin(pos f_k), [k + d/2] = cos(pos f_k) with
@@ -200,6 +214,21 @@ txl_session_new(const struct txl_model *m,
 	s->cap = klen_max + slack;
 	s->n_dist = s->clamp_len > 0 && s->clamp_len + 1 < klen_max
 		? s->clamp_len + 1 : klen_max;
+
+	/* Refuse what cannot fit rather than be killed while touching it
+	 * (a model file's mem_len or tgt_len can ask for terabytes). */
+	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
+				    s->n_dist);
+	double have = (double)sysconf(_SC_PHYS_PAGES) *
+		(double)sysconf(_SC_PAGESIZE);
+	if (have > 0 && need > have) {
+		txl_fail(TXL_ERR_NOMEM, "a session with mem_len %d and seg_len "
+			 "%d needs %.1f GiB, more than this machine's %.1f GiB",
+			 s->mem_len, s->seg_len, need / (1 << 30),
+			 have / (1 << 30));
+		free(s);
+		return TXL_ERR_NOMEM;
+	}
 
 	s->k = calloc((size_t)hp->n_layer, sizeof *s->k);
 	s->v = calloc((size_t)hp->n_layer, sizeof *s->v);
@@ -705,9 +734,11 @@ txl_session_load(struct txl_session *s, const char *path)
 		goto out;
 	}
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
-	    hdr.have_last > 1) {
+	    hdr.have_last > 1 || hdr.n_past < (int64_t)hdr.fill ||
+	    (hdr.have_last && hdr.n_past == 0)) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
-			      "mem_len %u)", path, hdr.fill, hdr.mem_len);
+			      "mem_len %u, %lld positions fed)", path, hdr.fill,
+			      hdr.mem_len, (long long)hdr.n_past);
 		goto out;
 	}
 	if (hdr.fill > (uint32_t)s->mem_len) {

@@ -218,6 +218,23 @@ def _duplicate_key(blob, header, data):
     return assemble(raw[:-1].encode() + b"," + entry.encode() + b"}", data)
 
 
+def _duplicate_meta(blob, header, data):
+    # the same metadata key twice, the second with another value: readers
+    # keeping the first or the last would see different models
+    raw = json.dumps(header, separators=(",", ":"))
+    meta = '"__metadata__":{'
+    assert meta in raw
+    raw = raw.replace(meta, meta + '"n_layer":"1",', 1)
+    return assemble(raw.encode(), data)
+
+
+def _stray_layer_tensor(h, data):
+    # a tensor the architecture does not have, inside a valid layer (empty,
+    # so that it overlaps nothing and nothing else is wrong)
+    h["layers.0.dec_attn.q_net.weight"] = {"dtype": "F32", "shape": [0],
+                                            "data_offsets": [0, 0]}
+
+
 def _header_len(value):
     def f(blob, header, data):
         return struct.pack("<Q", value) + blob[8:]
@@ -317,6 +334,9 @@ CASES = {
     # a string quoted from the file (here a dtype holding a newline and a
     # terminal escape) must not break the one-line error
     "dtype_control_chars": (_edit(_dtype("F32\n\x1b[2J")), r"dtype|type"),
+    "meta_duplicate": (_duplicate_meta, r"duplicate metadata 'n_layer'"),
+    "stray_layer_tensor": (_edit(_stray_layer_tensor),
+                           r"unexpected tensor 'layers.0.dec_attn.q_net"),
 }
 
 

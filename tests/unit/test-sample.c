@@ -185,6 +185,32 @@ test_seeded(void)
 }
 
 static void
+test_non_finite_logits(void)
+{
+	/* a model whose weights overflow gives NaN or inf logits: the
+	 * sampler still returns a valid token, and NaN never wins */
+	const float nan_one[] = { NAN, 1.0f, 2.0f };
+	const float pinf[] = { 0.0f, INFINITY, 1.0f };
+	const float all_nan[] = { NAN, NAN, NAN };
+	const float all_ninf[] = { -INFINITY, -INFINITY, -INFINITY };
+	struct txl_sampler *greedy = make(0, 0, 1, 0, 1, 0, 1, 3);
+	struct txl_sampler *hot = make(1, 2, 0.9f, 0.05f, 1.3f, 4, 1, 3);
+
+	CHECK_EQ(txl_sampler_sample(greedy, nan_one, NULL), 2);
+	CHECK_EQ(txl_sampler_sample(greedy, pinf, NULL), 1);
+	for (int i = 0; i < 50; i++) {
+		CHECK(txl_sampler_sample(hot, nan_one, NULL) != 0);
+		CHECK_EQ(txl_sampler_sample(hot, pinf, NULL), 1);
+		int32_t t = txl_sampler_sample(hot, all_nan, NULL);
+		CHECK(t >= 0 && t < 3);
+		t = txl_sampler_sample(hot, all_ninf, NULL);
+		CHECK(t >= 0 && t < 3);
+	}
+	txl_sampler_free(greedy);
+	txl_sampler_free(hot);
+}
+
+static void
 test_invalid(void)
 {
 	struct txl_sampler_params p = txl_sampler_params_default();
@@ -212,6 +238,7 @@ main(void)
 	RUN(test_filters);
 	RUN(test_repeat_penalty);
 	RUN(test_seeded);
+	RUN(test_non_finite_logits);
 	RUN(test_invalid);
 	return 0;
 }

@@ -236,6 +236,13 @@ test_invalid(void)
 	p = txl_session_params_default();
 	p.clamp_len = -3;
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	/* within range, but far beyond any machine's memory: refused up
+	 * front, not killed later */
+	p = txl_session_params_default();
+	p.mem_len = 1 << 20;
+	p.seg_len = 1 << 16;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_NOMEM);
+	CHECK(strstr(txl_last_error(), "GiB") != NULL);
 	txl_session_free(NULL);
 }
 
