@@ -58,7 +58,7 @@ one_line(char *msg)
 			*p = '?';
 }
 
-static void
+static void __attribute__((format(printf, 2, 0)))
 log_va(enum txl_log_level level, const char *fmt, va_list ap)
 {
 	char msg[1024];
