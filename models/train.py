@@ -245,6 +245,11 @@ def main(argv=None):
         keep = {k: getattr(a, k) for k in ("stop_at", "export", "dtype",
                                            "description", "threads",
                                            "log_every", "save_every")}
+        # A new length (--steps, --epochs or --time-budget) replaces the
+        # saved one; the schedule then follows the new length.
+        if a.steps or a.epochs or a.time_budget:
+            keep.update(steps=a.steps, epochs=a.epochs,
+                        time_budget=a.time_budget)
         a = argparse.Namespace(**{**saved, **keep, "resume": True})
         log(f"resuming {last_path} at step {ckpt['step']}")
 
@@ -381,6 +386,16 @@ def main(argv=None):
             save_atomic(checkpoint(), best_path)
         if step % a.save_every == 0 or improved:
             save_atomic(checkpoint(), last_path)
+    if valid is not None and step % a.eval_every and not (
+            a.stop_at and step >= a.stop_at):
+        # The last step counts too: the run may end between evaluations.
+        bpb, _ = bits_per_byte(model, valid[0], valid[1], a.seg_len,
+                               a.eval_mem_len or a.mem_len)
+        log(f"step {step} valid bpb {bpb:.4f} (best {min(best, bpb):.4f})")
+        jlog.write(json.dumps({"step": step, "valid_bpb": bpb}) + "\n")
+        if bpb < best:
+            best = bpb
+            save_atomic(checkpoint(), best_path)
     save_atomic(checkpoint(), last_path)
     jlog.close()
     log(f"stopped at step {step}, {train_time / 60:.1f} min of training")
