@@ -55,7 +55,79 @@ def train_tokenizer(text_path, prefix, vocab_size, model_type):
     spm.SentencePieceTrainer.train(
         input=text_path, model_prefix=prefix, vocab_size=vocab_size,
         model_type=model_type, num_threads=2, minloglevel=1, **SPM_OPTIONS)
-    return prefix + ".model"
+    path = prefix + ".model"
+    with open(path, "rb") as f:
+        proto = strip_paths(f.read())
+    with open(path, "wb") as f:
+        f.write(proto)
+    return path
+
+
+def _varint(buf, i):
+    val = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        val |= (b & 0x7f) << shift
+        shift += 7
+        if b < 0x80:
+            return val, i
+
+
+def _enc_varint(v):
+    out = bytearray()
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _fields(buf):
+    """(field number, wire type, payload, whole field bytes) of a protobuf
+    message."""
+    i = 0
+    while i < len(buf):
+        start = i
+        key, i = _varint(buf, i)
+        wt = key & 7
+        if wt == 0:
+            _, i = _varint(buf, i)
+            payload = None
+        elif wt == 1:
+            i += 8
+            payload = None
+        elif wt == 2:
+            n, i = _varint(buf, i)
+            payload, i = buf[i:i + n], i + n
+        elif wt == 5:
+            i += 4
+            payload = None
+        else:
+            raise ValueError(f"protobuf wire type {wt} not handled")
+        yield key >> 3, wt, payload, buf[start:i]
+
+
+def strip_paths(proto):
+    """The SentencePiece model with the training input and model_prefix
+    (TrainerSpec fields 1 and 2, inside ModelProto field 2) cut to their
+    base names: the model files we ship must not carry this machine's
+    paths."""
+    def ld(field, payload):
+        return _enc_varint(field << 3 | 2) + _enc_varint(len(payload)) + \
+            payload
+
+    out = bytearray()
+    for f, wt, payload, whole in _fields(proto):
+        if f == 2 and wt == 2:
+            spec = bytearray()
+            for g, wt2, p2, w2 in _fields(payload):
+                if g in (1, 2) and wt2 == 2:
+                    w2 = ld(g, os.path.basename(p2.decode()).encode())
+                spec += w2
+            whole = ld(2, bytes(spec))
+        out += whole
+    return bytes(out)
 
 
 def load_tokenizer(path):
@@ -137,7 +209,8 @@ def export(ckpt, path, dtype, description=None):
     from convert import convert
     cfg = TxlConfig.from_dict(ckpt["config"])
     extra = {"description": description} if description else None
-    convert(cfg, ckpt["model"], ckpt["tokenizer"], path, dtype=dtype,
+    convert(cfg, ckpt["model"], strip_paths(ckpt["tokenizer"]), path,
+            dtype=dtype,
             extra=extra)
 
 
