@@ -55,6 +55,16 @@ import txl_ref                                 # noqa: E402
 torch.set_num_threads(1)
 
 
+def find_program(env_var, *build_path):
+    """A program under test: $env_var (meson sets it), else
+    build/<build_path> of the source tree if it exists, else None."""
+    path = os.environ.get(env_var)
+    if path:
+        return path
+    path = os.path.join(ROOT, "build", *build_path)
+    return path if os.path.exists(path) else None
+
+
 def vocab_size(tokenizer=TOKENIZER):
     import sentencepiece as spm
     return spm.SentencePieceProcessor(model_file=tokenizer).get_piece_size()

@@ -43,15 +43,7 @@ import txlfile                                       # noqa: E402 (models/)
 EXIT_BADMODEL = 3
 
 
-def find_txlgen():
-    path = os.environ.get("TXLGEN")
-    if path:
-        return path
-    path = os.path.join(os.path.dirname(HERE), "build", "cmd", "txlgen")
-    return path if os.path.exists(path) else None
-
-
-TXLGEN = find_txlgen()
+TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 _tmp = None
 _valid = None          # RandomModel
 _text = None           # a text file to --score

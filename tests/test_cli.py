@@ -401,15 +401,14 @@ class Scoring(unittest.TestCase):
             self.assertAlmostEqual(x["logprob"], y["logprob"], places=5)
 
     def first_id(self):
-        try:
-            import sentencepiece as spm
-        except ImportError:
-            self.skipTest("python3-sentencepiece missing")
         sp = self.tokenizer()
         return sp.encode(TEXT)[0]
 
     def tokenizer(self):
-        import sentencepiece as spm
+        try:
+            import sentencepiece as spm
+        except ImportError:
+            self.skipTest("python3-sentencepiece missing")
         sys.path.insert(0, os.path.join(ROOT, "models"))
         import txlfile
         proto = txlfile.read(MODEL)[1]["tokenizer.model"]

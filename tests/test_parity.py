@@ -43,15 +43,7 @@ TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
 
 
-def find_txlgen():
-    path = os.environ.get("TXLGEN")
-    if path:
-        return path
-    path = os.path.join(os.path.dirname(HERE), "build", "cmd", "txlgen")
-    return path if os.path.exists(path) else None
-
-
-TXLGEN = find_txlgen()
+TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 
 # name -> make_config() arguments.  Small: d_model 32-64, 2-3 layers,
 # vocabulary 320 (tests/data/spm.model).

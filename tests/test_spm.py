@@ -26,15 +26,7 @@ sys.path.insert(0, HERE)
 import make_random_model as mrm                      # noqa: E402
 
 
-def find_helper():
-    path = os.environ.get("TEST_SPM")
-    if path:
-        return path
-    path = os.path.join(os.path.dirname(HERE), "build", "tests", "test-spm")
-    return path if os.path.exists(path) else None
-
-
-TEST_SPM = find_helper()
+TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
 
 
 def texts():
