@@ -519,19 +519,6 @@ static const char *const end_names[] = {
 	"length", "eos", "stop", "interrupted", "error"
 };
 
-static double
-logsumexp(const float *x, int n)
-{
-	double m = -INFINITY, s = 0;
-
-	for (int i = 0; i < n; i++)
-		if (x[i] > m)
-			m = x[i];
-	for (int i = 0; i < n; i++)
-		s += exp((double)x[i] - m);
-	return m + log(s);
-}
-
 /* The token a text starts from when there is no prompt: the end of a
  * previous text, as the original corpora separate texts; else BOS. */
 static int32_t
@@ -634,7 +621,7 @@ engine_generate(struct engine *e, const char *text, size_t len,
 			e->logits[eos] = -INFINITY;
 			tok = txl_sampler_sample(smp, e->logits, &lp);
 			logprob = o->json ? lg[tok] -
-				logsumexp(lg, e->hp->n_token) : lp;
+				txl_logsumexp(lg, e->hp->n_token) : lp;
 		} else {
 			tok = txl_sampler_sample(smp, lg, &lp);
 			logprob = lp;
@@ -774,11 +761,9 @@ score_segment(struct score *sc, const int32_t *t, int n)
 		return rc;
 	lg = txl_session_logits(e->session);
 	for (int i = 0; i < n; i++) {
-		double lp;
+		const float *row = lg + (size_t)i * e->hp->n_token;
+		double lp = row[t[i + 1]] - txl_logsumexp(row, e->hp->n_token);
 
-		txl_log_softmax(lg + (size_t)i * e->hp->n_token, e->logits,
-				e->hp->n_token);
-		lp = e->logits[t[i + 1]];
 		sc->sum_nll -= lp;
 		sc->n_pred++;
 		if (e->opts->json) {

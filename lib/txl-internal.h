@@ -132,8 +132,6 @@ void txl_layer_norm(float *out, const float *x, const float *g,
 		    const float *b, int rows, int n);
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
-/* log(sum(exp(x[i]))), stable. */
-double txl_logsumexp(const float *x, int n);
 void txl_set_threads(int n);
 
 #endif /* TXL_INTERNAL_H */

@@ -324,6 +324,12 @@ TXL_API void txl_sampler_reset(struct txl_sampler *sampler);
  */
 TXL_API void txl_log_softmax(const float *logits, float *out, int n);
 
+/**
+ * log(sum(exp(x[i]))) of @p n values, stable (the normaliser of
+ * txl_log_softmax: the log-probability of token t is x[t] minus this).
+ */
+TXL_API double txl_logsumexp(const float *x, int n);
+
 #ifdef __cplusplus
 }
 #endif
