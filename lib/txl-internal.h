@@ -46,6 +46,7 @@ struct txl_tensor_info {
 	int ndim;
 	int64_t shape[TXL_MAX_DIMS];
 	uint64_t begin, end;	/* byte offsets in the file (absolute) */
+	bool used;		/* bound to a weight by the model */
 };
 
 struct txl_meta_entry {

@@ -163,6 +163,7 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 	if (!t)
 		return txl_fail(TXL_ERR_FORMAT, "%s: missing tensor '%s'",
 				f->path, name);
+	m->file.tensors[t - f->tensors].used = true;
 	for (int i = 0; i < ndim; i++) {
 		numel *= shape[i];
 		snprintf(want + strlen(want), sizeof want - strlen(want),
@@ -297,53 +298,24 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 	return TXL_OK;
 }
 
-/* The tensors of each layer, after "layers.N." */
-static const char *const layer_tensors[] = {
-	"dec_attn.qkv_net.weight", "dec_attn.r_net.weight",
-	"dec_attn.o_net.weight", "dec_attn.layer_norm.weight",
-	"dec_attn.layer_norm.bias", "pos_ff.CoreNet.0.weight",
-	"pos_ff.CoreNet.0.bias", "pos_ff.CoreNet.3.weight",
-	"pos_ff.CoreNet.3.bias", "pos_ff.layer_norm.weight",
-	"pos_ff.layer_norm.bias",
-};
-
-/* Every tensor in the file must be one the model uses: a stray one means
- * the file was written for another architecture. */
+/* Every tensor in the file must be one the model uses (bind() marks
+ * them): a stray one means the file was written for another
+ * architecture. */
 static enum txl_status
-check_no_strays(struct txl_model *m)
+check_no_strays(const struct txl_model *m)
 {
-	const struct txl_hparams *hp = &m->hp;
 	const struct txl_file *f = &m->file;
 
 	for (int i = 0; i < f->n_tensors; i++) {
 		const struct txl_tensor_info *t = &f->tensors[i];
-		const char *n = t->name;
-		int l, len = 0;
-		bool ok = false;
+		bool ok = t->used || strcmp(t->name, "tokenizer.model") == 0;
 
-		if (strncmp(n, "__pad__.", 8) == 0) {
+		if (strncmp(t->name, "__pad__.", 8) == 0)
 			ok = t->dtype == TXL_U8 && t->ndim == 1;
-		} else if (strcmp(n, "tokenizer.model") == 0 ||
-			   strcmp(n, "word_emb.emb_layers.0.weight") == 0 ||
-			   strcmp(n, "crit.out_layers.0.bias") == 0 ||
-			   strcmp(n, "r_w_bias") == 0 ||
-			   strcmp(n, "r_r_bias") == 0) {
-			ok = true;
-		} else if (strcmp(n, "crit.out_layers.0.weight") == 0) {
-			ok = !hp->tie_weight;
-		} else if (strcmp(n, "word_emb.emb_projs.0") == 0 ||
-			   strcmp(n, "crit.out_projs.0") == 0) {
-			ok = hp->d_embed != hp->d_model;
-		} else if (sscanf(n, "layers.%d.%n", &l, &len) == 1 && len > 0 &&
-			   l >= 0 && l < hp->n_layer) {
-			for (size_t k = 0; k < sizeof layer_tensors /
-				     sizeof layer_tensors[0] && !ok; k++)
-				ok = strcmp(n + len, layer_tensors[k]) == 0;
-		}
 		if (!ok)
 			return txl_fail(TXL_ERR_FORMAT, "%s: unexpected tensor "
 					"'%s' for these hyperparameters",
-					f->path, n);
+					f->path, t->name);
 	}
 	return TXL_OK;
 }
@@ -431,8 +403,8 @@ txl_model_load(const char *path, struct txl_model **out)
 		goto fail;
 	}
 	/* Check everything first, then convert what cannot be used in place. */
-	if ((st = check_no_strays(m)) != TXL_OK ||
-	    (st = bind_all(m, NULL, &n_convert)) != TXL_OK ||
+	if ((st = bind_all(m, NULL, &n_convert)) != TXL_OK ||
+	    (st = check_no_strays(m)) != TXL_OK ||
 	    (st = load_tokenizer(m)) != TXL_OK)
 		goto fail;
 	if (n_convert > 0) {
