@@ -21,6 +21,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 
@@ -144,6 +145,58 @@ def read_text(path):
     return raw.decode("utf-8"), len(raw)
 
 
+def documents(text):
+    """The addresses of a corpus file: corpus.sh joins them by one blank
+    line, and paragraphs inside an address are single lines."""
+    return text.split("\n\n")
+
+
+def train_tail(text, fraction):
+    """The most recent `fraction` of a chronological corpus, cut at an
+    address boundary: the addresses from the first one that starts in the
+    last `fraction` of the text's characters."""
+    if fraction >= 1.0:
+        return text
+    docs = documents(text)
+    cut, start = len(text) * (1.0 - fraction), 0
+    for i, doc in enumerate(docs):
+        if start >= cut:
+            return "\n\n".join(docs[i:])
+        start += len(doc) + 2
+    return docs[-1]
+
+
+# Typographic punctuation, as modern transcripts write it: an opening
+# quote follows the start of a line, white space or an opening bracket or
+# dash; every other quote closes (or is an apostrophe).
+_OPEN_BEFORE = r"(^|(?<=[\s(\[{\u2014\u201c\u2018]))"
+
+
+def typographic(doc):
+    """One address rewritten with typographic punctuation: "..." becomes
+    \u201c...\u201d, ' becomes \u2018 where it opens and \u2019
+    (apostrophe, closing quote) elsewhere, and -- (with the spaces around
+    it) becomes an unspaced em dash."""
+    doc = re.sub(r" ?--+ ?", "\u2014", doc)
+    doc = re.sub(_OPEN_BEFORE + '"', "\u201c", doc, flags=re.M)
+    doc = doc.replace('"', "\u201d")
+    doc = re.sub(_OPEN_BEFORE + "'", "\u2018", doc, flags=re.M)
+    return doc.replace("'", "\u2019")
+
+
+def augment_typographic(text, fraction, seed):
+    """Rewrites a seeded random `fraction` of the addresses with
+    typographic punctuation.  The older transcripts of the corpus are
+    plain ASCII; later ones (and much text users bring) use \u2019 \u201c
+    \u201d \u2014, which a model trained on ASCII only can spell with byte
+    pieces but never learns to expect."""
+    if fraction <= 0:
+        return text
+    rng = random.Random(seed)
+    return "\n\n".join(typographic(d) if rng.random() < fraction else d
+                         for d in documents(text))
+
+
 def encode(sp, text):
     """Line by line, each line with its newline, as txlgen --score and
     spm_encode read files (with this tokenizer's settings it gives the same
@@ -222,6 +275,12 @@ def parse_args(argv=None):
     g.add_argument("--valid", help="validation text (UTF-8)")
     g.add_argument("--tokenizer", help="existing SentencePiece .model; "
                    "without it one is trained on --train into --out")
+    g.add_argument("--train-tail", type=float, default=1.0,
+                   help="train on the most recent fraction of --train "
+                   "(a chronological corpus), cut at an address boundary")
+    g.add_argument("--typographic", type=float, default=0.0,
+                   help="fraction of the training addresses rewritten with "
+                   "typographic quotes, apostrophes and dashes (seeded)")
     g.add_argument("--vocab-size", type=int, default=8000)
     g.add_argument("--spm-type", default="unigram",
                    choices=["unigram", "bpe"])
@@ -336,6 +395,8 @@ def main(argv=None):
         sp.LoadFromSerializedProto(proto)
 
     text, _ = read_text(a.train)
+    text = train_tail(text, getattr(a, "train_tail", 1.0))
+    text = augment_typographic(text, getattr(a, "typographic", 0.0), a.seed)
     data = batchify(encode(sp, text), a.batch)
     del text
     n_step = data.size(0)

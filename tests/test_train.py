@@ -146,5 +146,50 @@ class TrainTest(unittest.TestCase):
                                msg=f"txlgen {summary} vs PyTorch {want}")
 
 
+class DataTest(unittest.TestCase):
+    """--typographic and --train-tail, against hand-written results."""
+
+    def test_typographic_quotes_apostrophes_dashes(self):
+        cases = {
+            'He said "it\'s fine" -- and left.':
+                "He said \u201cit\u2019s fine\u201d\u2014and left.",
+            "\"Yes,\" (he wrote) 'no' in the '90s--twice":
+                "\u201cYes,\u201d (he wrote) \u2018no\u2019 in the "
+                "\u201890s\u2014twice",
+            'one\n"two" three\'\n\'four':
+                "one\n\u201ctwo\u201d three\u2019\n\u2018four",
+            "nothing to change": "nothing to change",
+        }
+        for src, want in cases.items():
+            self.assertEqual(train.typographic(src), want, repr(src))
+
+    def test_augment_rewrites_a_seeded_fraction_of_addresses(self):
+        docs = [f"Address {i}: the people's \"house\"." for i in range(200)]
+        text = "\n\n".join(docs) + "\n"
+        self.assertEqual(train.augment_typographic(text, 0.0, 1), text)
+        out = train.augment_typographic(text, 0.5, 1)
+        self.assertEqual(out, train.augment_typographic(text, 0.5, 1))
+        got = train.documents(out)
+        self.assertEqual(len(got), len(docs))
+        curly = sum(d == train.typographic(s) != s
+                    for d, s in zip(got, train.documents(text)))
+        plain = sum(d == s for d, s in zip(got, train.documents(text)))
+        self.assertEqual(curly + plain, len(docs))
+        self.assertTrue(70 <= curly <= 130, curly)
+        self.assertEqual(train.typographic(out), train.typographic(text))
+
+    def test_train_tail_cuts_at_an_address(self):
+        text = "\n\n".join(["a" * 10, "b" * 10, "c" * 10, "d" * 10])
+        self.assertEqual(train.train_tail(text, 1.0), text)
+        # 46 characters, the addresses start at 0, 12, 24 and 36.  The last
+        # half starts at 23: the tail is "c" and "d"; the last 30% starts
+        # at 32.2: "d" alone; the last 75% at 11.5: "b" to "d".
+        self.assertEqual(train.train_tail(text, 0.5), "c" * 10 + "\n\n" +
+                         "d" * 10)
+        self.assertEqual(train.train_tail(text, 0.3), "d" * 10)
+        self.assertEqual(train.train_tail(text, 0.75), text[12:])
+        self.assertEqual(train.train_tail(text, 0.01), "d" * 10)
+
+
 if __name__ == "__main__":
     unittest.main()
