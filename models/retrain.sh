@@ -4,10 +4,10 @@
 #   models/retrain.sh [RUN_DIR]          (default: models/runs/default)
 # Three stages on the train split only, each starting from the best
 # checkpoint of the one before (models/README.md says why):
-#   1-base         4 epochs from scratch                    ~80 minutes
-#   2-typographic  5 epochs, half the addresses rewritten    ~100 minutes
+#   1-base         4 epochs from scratch                       ~80 minutes
+#   2-typographic  5 epochs, half the addresses rewritten       ~85 minutes
 #                  with typographic quotes and dashes
-#   3-recent       4 epochs on the most recent 20% (1947-2005) ~20 minutes
+#   3-recent       4 epochs on the most recent 20% (1947-2005)  ~15 minutes
 # on 2 CPU cores (bfloat16 on AMX), plus a few minutes of evaluation and
 # export.  Extra train.py options are appended to every stage from
 # TRAIN_ARGS, e.g. TRAIN_ARGS="--steps 20" for a trial run.

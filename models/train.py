@@ -395,6 +395,7 @@ def main(argv=None):
         sp.LoadFromSerializedProto(proto)
 
     text, _ = read_text(a.train)
+    # getattr: checkpoints written before these options lack them.
     text = train_tail(text, getattr(a, "train_tail", 1.0))
     text = augment_typographic(text, getattr(a, "typographic", 0.0), a.seed)
     data = batchify(encode(sp, text), a.batch)
