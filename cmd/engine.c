@@ -121,7 +121,7 @@ engine_open(struct engine *e, struct txlgen_options *opts,
 		r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
 	e->seed = r;
 
-	return engine_new_session(e);
+	return engine_apply_settings(e);
 }
 
 void
@@ -134,33 +134,10 @@ engine_close(struct engine *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* Move the memory of @p from into @p to through a temporary state file;
- * false if the settings of @p to do not allow it. */
-static bool
-transfer_memory(struct txl_session *from, struct txl_session *to)
-{
-	const char *dir = getenv("TMPDIR");
-	char path[4096];
-	bool ok;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/txlgen-XXXXXX",
-		 dir && *dir ? dir : "/tmp");
-	fd = mkstemp(path);
-	if (fd < 0)
-		return false;
-	close(fd);
-	ok = txl_session_save(from, path) == TXL_OK &&
-		txl_session_load(to, path) == TXL_OK;
-	unlink(path);
-	return ok;
-}
-
 int
-engine_new_session(struct engine *e)
+engine_apply_settings(struct engine *e)
 {
 	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s = NULL;
 	enum txl_status st;
 
 	p.mem_len = e->opts->mem_len;
@@ -170,22 +147,17 @@ engine_new_session(struct engine *e)
 	p.n_threads = e->opts->threads;
 	p.abort_cb = abort_fn;
 	p.abort_data = NULL;
-	st = txl_session_new(e->model, &p, &s);
+	/* a live session keeps its memory (the most recent positions if
+	 * mem_len shrinks) */
+	if (e->session)
+		st = txl_session_set_params(e->session, &p);
+	else
+		st = txl_session_new(e->model, &p, &e->session);
 	if (st != TXL_OK) {
 		errmsg("%s", lib_error(st));
 		return st == TXL_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 	}
-	if (e->session) {
-		if (e->started && txl_session_n_past(e->session) > 0 &&
-		    !transfer_memory(e->session, s)) {
-			errmsg("the memory does not fit the new settings; "
-			       "it starts empty");
-			e->started = false;
-		}
-		txl_session_free(e->session);
-	}
-	e->session = s;
-	e->have_logits = txl_session_n_logits(s) > 0;
+	e->have_logits = txl_session_n_logits(e->session) > 0;
 	return EXIT_OK;
 }
 

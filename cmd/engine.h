@@ -66,9 +66,10 @@ int engine_open(struct engine *e, struct txlgen_options *opts,
 		const char *model_path);
 void engine_close(struct engine *e);
 
-/** (Re)create the session with the current settings; the memory is kept
- *  when the new settings allow it.  Returns an exit code. */
-int engine_new_session(struct engine *e);
+/** Create the session, or apply the current settings to the live one,
+ *  which keeps its memory (txl_session_set_params).  Returns an exit
+ *  code; on error the live session is unchanged. */
+int engine_apply_settings(struct engine *e);
 
 /** Forget the memory. */
 void engine_reset(struct engine *e);

@@ -382,9 +382,9 @@ cmd_set(struct repl *r, char *args)
 			return;
 		}
 	}
-	if (s->scope == SCOPE_SESSION && engine_new_session(e) != EXIT_OK) {
+	if (s->scope == SCOPE_SESSION && engine_apply_settings(e) != EXIT_OK) {
+		/* refused: the session kept its settings and memory */
 		*(int *)((char *)e->opts + s->offset) = old_int;
-		engine_new_session(e);
 		return;
 	}
 	out_free(r->out);

@@ -60,6 +60,8 @@ struct txl_session {
 	float *logits;		/* (seg_len, n_token) */
 };
 
+static void output_logits(struct txl_session *s, int first, int rows);
+
 struct txl_session_params
 txl_session_params_default(void)
 {
@@ -304,6 +306,47 @@ struct txl_session_params
 txl_session_get_params(const struct txl_session *s)
 {
 	return s->params;
+}
+
+enum txl_status
+txl_session_set_params(struct txl_session *s,
+		       const struct txl_session_params *params)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const size_t hd = (size_t)hp->n_head * hp->d_head;
+	struct txl_session *t, swap;
+	enum txl_status st;
+	int keep, from;
+
+	/* build the new buffers first, so that a refusal leaves s as it
+	 * was; then move the memory over: its K and V are per-position
+	 * values that no setting changes, and a smaller mem_len keeps the
+	 * most recent positions, as _update_mems would */
+	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
+		return st;
+	keep = s->mlen < t->mem_len ? s->mlen : t->mem_len;
+	from = s->kv_start + s->mlen - keep;
+	for (int l = 0; l < hp->n_layer; l++) {
+		memcpy(t->k[l], s->k[l] + (size_t)from * hd,
+		       sizeof(float) * hd * (size_t)keep);
+		memcpy(t->v[l], s->v[l] + (size_t)from * hd,
+		       sizeof(float) * hd * (size_t)keep);
+	}
+	t->mlen = keep;
+	t->n_past = s->n_past;
+	t->have_last = s->have_last;
+	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
+	if (t->have_last) {
+		/* the prediction of the next token, as after a load */
+		memcpy(t->h, t->last_h, sizeof(float) * hp->d_model);
+		output_logits(t, 0, 1);
+		t->n_logits = 1;
+	}
+	swap = *s;
+	*s = *t;
+	*t = swap;
+	txl_session_free(t);
+	return TXL_OK;
 }
 
 void

@@ -215,6 +215,17 @@ TXL_API void txl_session_free(struct txl_session *session);
 TXL_API struct txl_session_params txl_session_get_params(
 	const struct txl_session *session);
 
+/**
+ * Change the settings of a live session, keeping its memory: the positions
+ * it holds stay (only the most recent mem_len if mem_len shrinks), n_past
+ * is unchanged, and the logits become one row predicting the token after
+ * the text fed so far (none if nothing was fed).  The new settings apply
+ * to what is fed from now on.  On error (the same checks as
+ * txl_session_new) the session is unchanged.
+ */
+TXL_API enum txl_status txl_session_set_params(
+	struct txl_session *session, const struct txl_session_params *params);
+
 /** Forget the memory: the next token starts a new text. */
 TXL_API void txl_session_reset(struct txl_session *session);
 

@@ -539,6 +539,22 @@ class ScriptedRepl(unittest.TestCase):
         self.assertIn("'model' can only be set at start-up", err)
         self.assertIn("/set top_k: -1 is out of range", err)
 
+    def test_set_keeps_memory(self):
+        # /set mem_len keeps what the memory holds: the newest positions
+        # when it shrinks, all of them when it grows
+        rc, out, err = run("-i", "-n", "8", "--seed", "1", "--ignore-eos",
+                           "--mem-len", "32", input=(
+                               "Fellow citizens\n/mem\n/set mem_len 5\n"
+                               "/mem\n/set mem_len 40\n/mem\n"))
+        self.assertEqual((rc, err), (0, ""))
+        mems = re.findall(r"memory: (\d+)/(\d+) positions .*?, "
+                          r"(\d+) tokens consumed", out.decode())
+        self.assertEqual(len(mems), 3)
+        fill, consumed = int(mems[0][0]), mems[0][2]
+        self.assertGreaterEqual(fill, 9)        # 8 generated + the prompt
+        self.assertEqual(mems[1:], [("5", "5", consumed),
+                                    ("5", "40", consumed)])
+
 
 class PtyRepl(unittest.TestCase):
     """The REPL on a terminal, as a person uses it."""

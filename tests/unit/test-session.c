@@ -6,7 +6,8 @@
  * these are the invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
  *   - saving the memory and loading it into a new session continues
- *     exactly; reset equals a fresh session; abort leaves the memory;
+ *     exactly, and so does changing the settings of a live session;
+ *     reset equals a fresh session; abort leaves the memory;
  *   - the memory never holds more than mem_len positions;
  *   - bad arguments and bad state files are refused with the right code.
  */
@@ -170,6 +171,121 @@ test_save_load(void)
 	txl_session_free(small);
 }
 
+/* Feed @p n tokens to each session; true if both predict the same. */
+static bool
+same_continuation(struct txl_session *a, struct txl_session *b,
+		  const int32_t *t, int n, double tol)
+{
+	float *la = malloc(sizeof(float) * (size_t)V);
+	bool same;
+
+	CHECK(la);
+	CHECK_EQ(txl_session_eval(a, t, n, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(b, t, n, TXL_LOGITS_LAST), TXL_OK);
+	same = max_diff(la, txl_session_logits(b), V) <= tol;
+	free(la);
+	return same;
+}
+
+static void
+test_set_params(void)
+{
+	char path[4096];
+	struct txl_session *a = session(5, 4, 0), *b = session(5, 4, 0);
+	struct txl_session *big = session(7, 16, 0), *twin = session(5, 16, 0);
+	struct txl_session *ref;
+	struct txl_session_params p;
+	float *la = malloc(sizeof(float) * (size_t)V);
+
+	CHECK(la);
+	snprintf(path, sizeof path, "%s/state-set.bin", scratch);
+
+	/* growing: the same as saving the memory and loading it into a
+	 * session with the new settings */
+	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * V);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	CHECK_EQ(txl_session_load(big, path), TXL_OK);
+	p = txl_session_get_params(a);
+	p.seg_len = 7;
+	p.mem_len = 16;
+	CHECK_EQ(txl_session_set_params(a, &p), TXL_OK);
+	CHECK_EQ(txl_session_get_params(a).mem_len, 16);
+	CHECK_EQ(txl_session_mem_fill(a), 4);
+	CHECK_EQ(txl_session_n_past(a), 23);
+	/* still predicting the token after the text fed */
+	CHECK_EQ(txl_session_n_logits(a), 1);
+	CHECK(max_diff(la, txl_session_logits(a), V) == 0);
+	CHECK(same_continuation(a, big, toks + 23, 7, 0));
+	CHECK_EQ(txl_session_mem_fill(a), 11);
+
+	/* shrinking to the fill changes nothing for the next segment
+	 * (the twin keeps more positions only after it) */
+	txl_session_free(b);
+	b = session(5, 16, 0);
+	CHECK_EQ(txl_session_eval(b, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(twin, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	p = txl_session_get_params(b);
+	p.mem_len = 10;
+	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(b), 10);
+	CHECK(same_continuation(b, twin, toks + 10, 5, 1e-5));
+
+	/* shrinking below it keeps the most recent positions: those that a
+	 * session with the smaller memory keeps after one segment of the
+	 * same text */
+	txl_session_free(b);
+	b = session(10, 16, 0);
+	ref = session(10, 3, 0);
+	CHECK_EQ(txl_session_eval(b, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(ref, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	p = txl_session_get_params(b);
+	p.mem_len = 3;
+	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(b), 3);
+	CHECK_EQ(txl_session_n_past(b), 10);
+	CHECK(same_continuation(b, ref, toks + 10, 5, 1e-5));
+	/* and the memory did lose something */
+	CHECK(!same_continuation(b, twin, toks + 15, 5, 1e-4));
+
+	/* mem_len 0 keeps nothing: the same as a new session */
+	txl_session_free(twin);
+	twin = session(5, 0, 0);
+	p.mem_len = 0;
+	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(b), 0);
+	CHECK(same_continuation(b, twin, toks, 5, 0));
+
+	/* refused settings leave the session as it was */
+	p = txl_session_get_params(a);
+	p.seg_len = 0;
+	CHECK_EQ(txl_session_set_params(a, &p), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "seg_len") != NULL);
+	p = txl_session_get_params(a);
+	p.same_length = 1;
+	p.mem_len = 0;
+	CHECK_EQ(txl_session_set_params(a, &p), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_get_params(a).mem_len, 16);
+	CHECK_EQ(txl_session_get_params(a).seg_len, 7);
+	CHECK(same_continuation(a, big, toks + 30, 7, 0));
+
+	/* nothing fed: no logits before or after */
+	txl_session_free(twin);
+	twin = session(5, 4, 0);
+	CHECK_EQ(txl_session_set_params(twin, NULL), TXL_OK);
+	CHECK_EQ(txl_session_n_logits(twin), 0);
+	CHECK_EQ(txl_session_n_past(twin), 0);
+
+	unlink(path);
+	free(la);
+	txl_session_free(a);
+	txl_session_free(b);
+	txl_session_free(big);
+	txl_session_free(twin);
+	txl_session_free(ref);
+}
+
 static bool
 abort_now(void *data)
 {
@@ -301,6 +417,7 @@ main(int argc, char **argv)
 	RUN(test_same_length_segmentation);
 	RUN(test_last_equals_all);
 	RUN(test_save_load);
+	RUN(test_set_params);
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
 	RUN(test_tokenizer);
