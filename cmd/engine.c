@@ -392,6 +392,24 @@ progress_done(struct progress *p)
 		fputs("\r\033[K", stderr);
 }
 
+/* With --adapt, learn from the n rows of logits just computed, whose
+ * next tokens are targets[0..n-1].  Returns an exit code. */
+static int
+adapt(struct engine *e, const int32_t *targets, int n)
+{
+	enum txl_status st;
+
+	if (e->opts->adapt <= 0)
+		return EXIT_OK;
+	st = txl_session_adapt(e->session, targets, n, (float)e->opts->adapt);
+	e->have_logits = false;
+	if (st != TXL_OK) {
+		errmsg("%s", lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
 /* Feed @p n tokens; reports errors.  Returns an exit code. */
 static int
 feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
@@ -460,7 +478,17 @@ engine_prime(struct engine *e, const char *path)
 		}
 		tokvec_add(&t, e->ids, k);
 		total += k;
-		if (t.n > seg) {
+		if (t.n > seg && e->opts->adapt > 0) {
+			/* learn from each segment: its next tokens are read */
+			for (k = 0; t.n - k > seg; k += seg) {
+				rc = feed(e, t.v + k, seg, TXL_LOGITS_ALL);
+				if (rc == EXIT_OK)
+					rc = adapt(e, t.v + k + 1, seg);
+				if (rc != EXIT_OK)
+					goto out;
+			}
+			tokvec_drop(&t, k);
+		} else if (t.n > seg) {
 			k = (t.n - 1) / seg * seg;
 			rc = feed(e, t.v, k, TXL_LOGITS_NONE);
 			if (rc != EXIT_OK)
@@ -747,6 +775,9 @@ score_segment(struct score *sc, const int32_t *t, int n)
 		}
 	}
 	sc->base += n;
+	rc = adapt(e, t + 1, n);
+	if (rc != EXIT_OK)
+		return rc;
 	if (ferror(sc->out)) {
 		errmsg("writing output failed: %s", strerror(errno));
 		return EXIT_RUNTIME;

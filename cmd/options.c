@@ -46,6 +46,7 @@ const struct setting settings[] = {
 	{ "clamp_len",     "--clamp-len",     ST_INT,     OFF(clamp_len),    true,  false, 0,    INT_MAX,     SCOPE_SESSION },
 	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,           SCOPE_SESSION },
 	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,        SCOPE_SESSION },
+	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    1000,        SCOPE_START },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,           SCOPE_TURN },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,           SCOPE_TURN },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,           SCOPE_TURN },
@@ -406,6 +407,7 @@ static const struct cli_opt cli_opts[] = {
 	{ "same-length",    no_argument,       0,   OPT_TRUE,    "same_length" },
 	{ "no-same-length", no_argument,       0,   OPT_FALSE,   "same_length" },
 	{ "threads",        required_argument, 't', OPT_SETTING, "threads" },
+	{ "adapt",          required_argument, 0,   OPT_SETTING, "adapt" },
 	{ "json",           no_argument,       0,   OPT_TRUE,    "json" },
 	{ "no-json",        no_argument,       0,   OPT_FALSE,   "json" },
 	{ "stats",          no_argument,       0,   OPT_TRUE,    "stats" },
@@ -472,6 +474,9 @@ options_usage(FILE *f)
 "      --score FILE        print NLL, perplexity and bits per byte of FILE\n"
 "                          ('-' = stdin), read as a stream\n"
 "      --ids               --score input is whitespace-separated token ids\n"
+"      --adapt LR          learn from --score and --prime text as it is read:\n"
+"                          a gradient step on the output layer after each\n"
+"                          segment, learning rate LR (default 0 = off)\n"
 "\n"
 "Output:\n"
 "      --json              JSON lines: one object per token, then a summary\n"

@@ -58,6 +58,15 @@ txl_gemm_nn(float *out, int ldo, const float *a, int lda, const float *b,
 }
 
 void
+txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda, const float *b,
+		int ldb, int M, int K, int N, float alpha)
+{
+	/* out[M,N] += alpha * a[K,M]^T . b[K,N] */
+	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, alpha,
+		    a, lda, b, ldb, 1.0f, out, ldo);
+}
+
+void
 txl_add_bias(float *x, const float *b, int rows, int n)
 {
 	/* x[rows, n] += b[n] */

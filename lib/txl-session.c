@@ -40,9 +40,16 @@ struct txl_session {
 	int64_t n_past;
 	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
 
+	/* the output layer: the model's, or the session's own copy once
+	 * txl_session_adapt() has changed it */
+	float *own_out_w, *own_out_b;	/* NULL until the first adapt */
+	const float *out_w, *out_b;
+
 	float *last_h;		/* (d_model) output of the last position fed */
 	bool have_last;
 	int n_logits;		/* rows of logits valid now */
+	const float *logits_src; /* their output-layer inputs (rows of h or
+				    xn), NULL if not from an eval */
 
 	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
 	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
@@ -199,6 +206,8 @@ txl_session_new(const struct txl_model *m,
 	if (!s)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	s->model = m;
+	s->out_w = m->out_w;
+	s->out_b = m->out_b;
 	if ((st = resolve_params(m, params, s)) != TXL_OK) {
 		free(s);
 		return st;
@@ -299,6 +308,8 @@ txl_session_free(struct txl_session *s)
 	free(s->ff);
 	free(s->logits);
 	free(s->last_h);
+	free(s->own_out_w);
+	free(s->own_out_b);
 	free(s);
 }
 
@@ -334,6 +345,12 @@ txl_session_set_params(struct txl_session *s,
 	}
 	t->mlen = keep;
 	t->n_past = s->n_past;
+	/* the adapted output layer moves too */
+	t->own_out_w = s->own_out_w;
+	t->own_out_b = s->own_out_b;
+	t->out_w = s->out_w;
+	t->out_b = s->out_b;
+	s->own_out_w = s->own_out_b = NULL;
 	t->have_last = s->have_last;
 	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
 	if (t->have_last) {
@@ -357,6 +374,13 @@ txl_session_reset(struct txl_session *s)
 	s->n_past = 0;
 	s->have_last = false;
 	s->n_logits = 0;
+	s->logits_src = NULL;
+	/* back to the model's output layer */
+	free(s->own_out_w);
+	free(s->own_out_b);
+	s->own_out_w = s->own_out_b = NULL;
+	s->out_w = s->model->out_w;
+	s->out_b = s->model->out_b;
 }
 
 const float *
@@ -545,8 +569,9 @@ output_logits(struct txl_session *s, int first, int rows)
 		txl_gemm_nn(s->xn, e, src, d, m->out_proj, e, rows, d, e);
 		src = s->xn;
 	}
-	txl_matmul(s->logits, src, m->out_w, rows, e, V, false);
-	txl_add_bias(s->logits, m->out_b, rows, V);
+	txl_matmul(s->logits, src, s->out_w, rows, e, V, false);
+	txl_add_bias(s->logits, s->out_b, rows, V);
+	s->logits_src = src;
 }
 
 /* One segment of n <= seg_len tokens. */
@@ -622,6 +647,61 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		if (st != TXL_OK)
 			return st;
 	}
+	return TXL_OK;
+}
+
+enum txl_status
+txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
+		  float lr)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const int V = hp->n_token, E = hp->d_embed;
+
+	if (!(lr >= 0.0f && lr <= 1e6f))
+		return txl_fail(TXL_ERR_INVALID, "adapt: learning rate %g is "
+				"not a number in [0, 1e6]", (double)lr);
+	if (n < 1 || !targets || n != s->n_logits)
+		return txl_fail(TXL_ERR_INVALID, "adapt: %d targets for %d "
+				"rows of logits", n, s->n_logits);
+	for (int i = 0; i < n; i++)
+		if (targets[i] < 0 || targets[i] >= V)
+			return txl_fail(TXL_ERR_INVALID, "adapt: token id %d "
+					"out of range [0, %d)", targets[i], V);
+	if (!s->own_out_w) {
+		/* the session's own copy, never the model's (shared) one;
+		 * with tied weights the input embedding stays as it is */
+		s->own_out_w = alloc_floats((size_t)V * E);
+		s->own_out_b = alloc_floats((size_t)V);
+		if (!s->own_out_w || !s->own_out_b) {
+			free(s->own_out_w);
+			free(s->own_out_b);
+			s->own_out_w = s->own_out_b = NULL;
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+		}
+		memcpy(s->own_out_w, s->out_w, sizeof(float) * (size_t)V * E);
+		memcpy(s->own_out_b, s->out_b, sizeof(float) * (size_t)V);
+		s->out_w = s->own_out_w;
+		s->out_b = s->own_out_b;
+	}
+	/* d(mean NLL)/d logits = softmax - onehot, in place of the logits */
+	for (int i = 0; i < n; i++) {
+		float *g = s->logits + (size_t)i * V;
+		const float lse = (float)txl_logsumexp(g, V);
+
+		for (int j = 0; j < V; j++)
+			g[j] = expf(g[j] - lse);
+		g[targets[i]] -= 1.0f;
+	}
+	/* W -= lr/n G^T X,  b -= lr/n sum_i G_i */
+	const float alpha = -lr / (float)n;
+	txl_gemm_tn_acc(s->own_out_w, E, s->logits, V, s->logits_src, E, V, n,
+			E, alpha);
+	for (int i = 0; i < n; i++) {
+		const float *g = s->logits + (size_t)i * V;
+		for (int j = 0; j < V; j++)
+			s->own_out_b[j] += alpha * g[j];
+	}
+	s->n_logits = 0;
 	return TXL_OK;
 }
 

@@ -259,6 +259,26 @@ TXL_API const float *txl_session_logits(const struct txl_session *session);
 /** Rows txl_session_logits() holds now (0 = none). */
 TXL_API int txl_session_n_logits(const struct txl_session *session);
 
+/**
+ * Dynamic evaluation of the output layer (Krause et al., 2018): one step of
+ * gradient descent, learning rate @p lr, on the mean negative
+ * log-likelihood of @p targets under the txl_session_logits() rows now
+ * held (n must equal txl_session_n_logits(); row i predicts targets[i]).
+ * Only the output layer's weight and bias change, in a copy that the
+ * session owns (the model, and a tied input embedding, stay as they are);
+ * later logits of this session use it.  Fed one segment at a time with
+ * the text's own next tokens, the session adapts to the text as it reads
+ * it, each prediction made before its token is learned from.  The logits
+ * are used up (n_logits becomes 0).  txl_session_reset() returns to the
+ * model's output layer; txl_session_set_params() keeps the adapted one;
+ * state files hold the memory only, not the adaptation.
+ * @return TXL_OK; TXL_ERR_INVALID for a bad lr (NaN, < 0, > 1e6), an id
+ * out of range or n != n_logits; TXL_ERR_NOMEM.
+ */
+TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
+					  const int32_t *targets, int n,
+					  float lr);
+
 /** Positions currently held in memory (0..mem_len). */
 TXL_API int txl_session_mem_fill(const struct txl_session *session);
 

@@ -300,10 +300,15 @@ class MemTransformerLM(nn.Module):
 
 @torch.no_grad()
 def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
-              same_length=None):
+              same_length=None, adapt_lr=0.0):
     """The original eval.py protocol on one stream of token ids:
     segments ids[s:s+seg_len] predicting ids[s+1:s+1+seg_len], memory
-    carried.  Returns a float64 tensor of len(ids)-1 log-probs."""
+    carried.  Returns a float64 tensor of len(ids)-1 log-probs.
+
+    adapt_lr > 0 is dynamic evaluation of the output layer (txlgen
+    --adapt): after scoring each segment, one gradient-descent step on its
+    mean NLL changes a copy of the output weight and bias (the model, and
+    a tied input embedding, stay as they are)."""
     model.eval()
     if mem_len is not None:
         model.mem_len = mem_len
@@ -312,12 +317,24 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
     if same_length is not None:
         model.same_length = same_length
     ids = torch.as_tensor(ids, dtype=torch.long)
+    out_layer = model.crit.out_layers[0]
+    weight, bias = out_layer.weight.clone(), out_layer.bias.clone()
     out, mems = [], None
     for s in range(0, len(ids) - 1, seg_len):
         x = ids[s:s + seg_len]
         y = ids[s + 1:s + 1 + seg_len]
         x = x[:len(y)]
         hidden, mems = model.forward(x[:, None], mems)
-        lp = F.log_softmax(model.logits(hidden).double(), dim=-1)
-        out.append(lp[:, 0].gather(1, y[:, None])[:, 0])
+        h = hidden[:, 0]
+        if len(model.crit.out_projs):
+            h = F.linear(h, model.crit.out_projs[0].t())
+        logits = F.linear(h, weight, bias)
+        lp = F.log_softmax(logits.double(), dim=-1)
+        out.append(lp.gather(1, y[:, None])[:, 0])
+        if adapt_lr > 0:
+            g = torch.softmax(logits.float(), dim=-1)
+            g[torch.arange(len(y)), y] -= 1.0
+            g *= adapt_lr / len(y)
+            weight -= g.t() @ h
+            bias -= g.sum(0)
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)

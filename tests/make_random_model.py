@@ -212,11 +212,13 @@ class RandomModel:
                 c.same_length if same_length is None else same_length)
 
     def score(self, ids, seg_len=None, mem_len=None, clamp_len=None,
-              same_length=None):
+              same_length=None, adapt=0.0):
         """Reference log-probs (float64 list, len(ids)-1) of ids[1:] under
-        the eval.py protocol with these settings."""
+        the eval.py protocol with these settings (and dynamic evaluation
+        of the output layer with learning rate adapt)."""
         s = self.settings(seg_len, mem_len, clamp_len, same_length)
-        return txl_ref.score_ids(self.model, ids, *s).tolist()
+        return txl_ref.score_ids(self.model, ids, *s,
+                                 adapt_lr=adapt).tolist()
 
     def attention_stats(self, ids, **kw):
         return attention_stats(self.model, ids,

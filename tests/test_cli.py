@@ -114,7 +114,7 @@ class Options(unittest.TestCase):
                          "--threads"):
                 argv.append("3")
             elif opt in ("--temp", "--top-p", "--min-p",
-                         "--repeat-penalty"):
+                         "--repeat-penalty", "--adapt"):
                 argv.append("0.5")
             rc, out, err = run(*argv, "--print-config", model=False)
             self.assertEqual(rc, 0, f"{argv}: {err}")
@@ -460,6 +460,40 @@ class Scoring(unittest.TestCase):
         big = tmpfile("big.txt", TEXT * 20)
         rc, out, err = run("--score", big)
         self.assertEqual((rc, err), (0, ""))
+
+    def test_adapt(self):
+        # --adapt learns while reading: --prime text adapts exactly as
+        # --score of the same tokens does, so the next token's log-prob
+        # after --prime equals the last one --score gives
+        sp = self.tokenizer()
+        text = TEXT + "\nAnd a second paragraph follows the first.\n"
+        prime = tmpfile("adapt.txt", text)
+        ids = [i for line in text.splitlines(keepends=True)
+               for i in sp.encode(line)]
+        self.assertGreater(len(ids), 24)     # several segments of 8
+        last = {}
+        for lr in ("0", "0.5"):
+            rc, out, err = run("--prime", prime, "--adapt", lr, "-p", "",
+                               "-n", "1", "--temp", "1", "--top-k", "0",
+                               "--top-p", "1", "--min-p", "0", "--seed",
+                               "4", "--json", "--seg-len", "8")
+            self.assertEqual((rc, err), (0, ""))
+            tok = jsonl(out)[0]
+            path = tmpfile("adapt.ids", " ".join(map(str, ids +
+                                                     [tok["id"]])))
+            toks, _ = self.score("--score", path, "--ids", "--adapt", lr,
+                                 "--seg-len", "8")
+            self.assertEqual(toks[-1]["id"], tok["id"])
+            self.assertAlmostEqual(toks[-1]["logprob"], tok["logprob"],
+                                   places=5)
+            last[lr] = toks
+        # and it changed the predictions
+        self.assertGreater(max(abs(a["logprob"] - b["logprob"])
+                               for a, b in zip(last["0"], last["0.5"])),
+                           0.01)
+        rc, out, err = run("--score", prime, "--adapt", "-1")
+        self.assertEqual((rc, out), (2, b""))
+        self.assertIn("--adapt", err)
 
 
 class State(unittest.TestCase):

@@ -94,7 +94,7 @@ def tearDownModule():
 
 def txlgen_score(model_path, input_path, ids=True, seg_len=None,
                  mem_len=None, clamp_len=None, same_length=None,
-                 extra=()):
+                 adapt=None, extra=()):
     """Run txlgen --score --json; return (records, summary, argv)."""
     argv = [TXLGEN, "--model", model_path, "--score", input_path, "--json"]
     if ids:
@@ -107,6 +107,8 @@ def txlgen_score(model_path, input_path, ids=True, seg_len=None,
         argv += ["--clamp-len", str(clamp_len)]
     if same_length is not None:
         argv.append("--same-length" if same_length else "--no-same-length")
+    if adapt is not None:
+        argv += ["--adapt", repr(adapt)]
     argv += list(extra)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
@@ -325,6 +327,40 @@ class TestParity(ParityCase):
 
     def test_bf16_token_by_token(self):
         self.compare("bf16", seg_len=1, mem_len=16)
+
+
+class TestAdapt(ParityCase):
+    """--adapt: dynamic evaluation of the output layer, against
+    txl_ref.score_ids(adapt_lr=...)."""
+
+    def adapted(self, name, lr, **settings):
+        got = self.compare(name, n=300, adapt=lr, **settings)
+        plain = _models[name].score(
+            mrm.random_ids(300, _models[name].cfg.n_token, 0), **settings)
+        # the adaptation changed the predictions well beyond TOL
+        self.assertGreater(max(abs(a - b) for a, b in zip(got, plain)),
+                           100 * TOL)
+        return got
+
+    def test_tied(self):
+        # the output layer shares its weight with the input embedding:
+        # only the output's copy may change
+        self.adapted("base", 0.5, seg_len=8, mem_len=8)
+
+    def test_projection(self):
+        self.adapted("proj_untied", 0.5, seg_len=8, mem_len=16)
+
+    def test_projection_tied(self):
+        self.adapted("proj_tied", 0.5, seg_len=5, mem_len=10,
+                     same_length=True)
+
+    def test_token_by_token(self):
+        self.adapted("base", 0.2, seg_len=1, mem_len=16)
+
+    def test_zero_is_off(self):
+        self.assertEqual(self.compare("base", seg_len=8, mem_len=8,
+                                      adapt=0.0),
+                         self.compare("base", seg_len=8, mem_len=8))
 
 
 def txlgen_generate(model_path, prompt, n, seg_len, mem_len, clamp_len,

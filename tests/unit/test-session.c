@@ -9,6 +9,8 @@
  *     exactly, and so does changing the settings of a live session;
  *     reset equals a fresh session; abort leaves the memory;
  *   - the memory never holds more than mem_len positions;
+ *   - an adapt step makes what it learned from more likely, and reset
+ *     undoes it;
  *   - bad arguments and bad state files are refused with the right code.
  */
 #include <stdbool.h>
@@ -286,6 +288,73 @@ test_set_params(void)
 	txl_session_free(ref);
 }
 
+static double
+log_prob(const float *row, int t)
+{
+	double max = row[0], sum = 0;
+
+	for (int j = 1; j < V; j++)
+		max = fmax(max, row[j]);
+	for (int j = 0; j < V; j++)
+		sum += exp(row[j] - max);
+	return row[t] - max - log(sum);
+}
+
+static void
+test_adapt(void)
+{
+	struct txl_session *a = session(8, 8, 0), *b = session(8, 8, 0);
+	struct txl_session_params p;
+	float *first = malloc(sizeof(float) * (size_t)V * 8);
+	int32_t bad = V;
+	double gain = 0;
+
+	CHECK(first);
+	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_ALL), TXL_OK);
+	memcpy(first, txl_session_logits(a), sizeof(float) * V * 8);
+
+	/* refused: no step taken, the logits still there */
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 7, 0.05f), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 8, -1.0f), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 8, NAN), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_adapt(a, &bad, 1, 0.05f), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_n_logits(a), 8);
+
+	/* a step uses the logits up and leaves the memory alone */
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 8, 0.05f), TXL_OK);
+	CHECK_EQ(txl_session_n_logits(a), 0);
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 8, 0.05f), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_mem_fill(a), 8);
+
+	/* with the memory dropped (set_params keeps the adapted layer), the
+	 * same tokens give the same hidden states as before the step, and
+	 * the targets it learned from are more likely: the loss is convex in
+	 * the output layer and the step small */
+	p = txl_session_get_params(a);
+	p.mem_len = 0;
+	CHECK_EQ(txl_session_set_params(a, &p), TXL_OK);
+	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_ALL), TXL_OK);
+	CHECK_EQ(txl_session_eval(b, toks, 8, TXL_LOGITS_ALL), TXL_OK);
+	CHECK(max_diff(first, txl_session_logits(b), V * 8) < 1e-5);
+	for (int i = 0; i < 8; i++)
+		gain += log_prob(txl_session_logits(a) + (size_t)i * V,
+				 toks[i + 1]) -
+			log_prob(txl_session_logits(b) + (size_t)i * V,
+				 toks[i + 1]);
+	CHECK(gain > 1e-3);
+
+	/* reset returns to the model's output layer */
+	txl_session_reset(a);
+	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_ALL), TXL_OK);
+	CHECK(max_diff(txl_session_logits(b), txl_session_logits(a),
+		       V * 8) == 0);
+
+	free(first);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
 static bool
 abort_now(void *data)
 {
@@ -418,6 +487,7 @@ main(int argc, char **argv)
 	RUN(test_last_equals_all);
 	RUN(test_save_load);
 	RUN(test_set_params);
+	RUN(test_adapt);
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
 	RUN(test_tokenizer);
