@@ -429,6 +429,26 @@ feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
 	return EXIT_OK;
 }
 
+/* With --adapt, feed the segments of ids[0..n) whose next token is in ids
+ * too, one at a time, learning from each; *fed tells how many tokens
+ * that was (a multiple of seg_len, so the segments are where one feed()
+ * would put them).  Returns an exit code. */
+static int
+feed_adapting(struct engine *e, const int32_t *ids, int n, int *fed)
+{
+	int seg = txl_session_get_params(e->session).seg_len, k, rc = EXIT_OK;
+
+	for (k = 0; e->opts->adapt > 0 && n - k > seg; k += seg) {
+		rc = feed(e, ids + k, seg, TXL_LOGITS_ALL);
+		if (rc == EXIT_OK)
+			rc = adapt(e, ids + k + 1, seg);
+		if (rc != EXIT_OK)
+			break;
+	}
+	*fed = k;
+	return rc;
+}
+
 struct tokvec {
 	int32_t *v;
 	int n, cap;
@@ -478,17 +498,11 @@ engine_prime(struct engine *e, const char *path)
 		}
 		tokvec_add(&t, e->ids, k);
 		total += k;
-		if (t.n > seg && e->opts->adapt > 0) {
-			/* learn from each segment: its next tokens are read */
-			for (k = 0; t.n - k > seg; k += seg) {
-				rc = feed(e, t.v + k, seg, TXL_LOGITS_ALL);
-				if (rc == EXIT_OK)
-					rc = adapt(e, t.v + k + 1, seg);
-				if (rc != EXIT_OK)
-					goto out;
-			}
-			tokvec_drop(&t, k);
-		} else if (t.n > seg) {
+		rc = feed_adapting(e, t.v, t.n, &k);
+		if (rc != EXIT_OK)
+			goto out;
+		tokvec_drop(&t, k);
+		if (t.n > seg) {
 			k = (t.n - 1) / seg * seg;
 			rc = feed(e, t.v, k, TXL_LOGITS_NONE);
 			if (rc != EXIT_OK)
@@ -587,7 +601,11 @@ engine_generate(struct engine *e, const char *text, size_t len,
 
 	t0 = now_s();
 	if (n > 0) {
-		rc = feed(e, e->ids, n, TXL_LOGITS_LAST);
+		int k;
+
+		rc = feed_adapting(e, e->ids, n, &k);
+		if (rc == EXIT_OK)
+			rc = feed(e, e->ids + k, n - k, TXL_LOGITS_LAST);
 		gs->n_prompt = n;
 		if (rc != EXIT_OK)
 			goto out;

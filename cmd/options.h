@@ -59,7 +59,7 @@ struct txlgen_options {
 	int same_length;      /* -1 = the model's, 0, 1 */
 	int threads;          /* 0 = OpenBLAS's default */
 	double adapt;         /* output-layer learning rate while reading
-				 --score and --prime text; 0 = off */
+				 --score, --prime and prompt text; 0 = off */
 	bool json;            /* NDJSON events instead of text */
 	bool stats;           /* statistics on stderr */
 	int color;            /* enum color_mode */

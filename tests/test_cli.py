@@ -462,9 +462,9 @@ class Scoring(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
 
     def test_adapt(self):
-        # --adapt learns while reading: --prime text adapts exactly as
-        # --score of the same tokens does, so the next token's log-prob
-        # after --prime equals the last one --score gives
+        # --adapt learns while reading: --prime and prompt text adapt
+        # exactly as --score of the same tokens does, so the next token's
+        # log-prob after them equals the last one --score gives
         sp = self.tokenizer()
         text = TEXT + "\nAnd a second paragraph follows the first.\n"
         prime = tmpfile("adapt.txt", text)
@@ -472,8 +472,10 @@ class Scoring(unittest.TestCase):
                for i in sp.encode(line)]
         self.assertGreater(len(ids), 24)     # several segments of 8
         last = {}
-        for lr in ("0", "0.5"):
-            rc, out, err = run("--prime", prime, "--adapt", lr, "-p", "",
+        for lr, how in (("0", ["--prime", prime, "-p", ""]),
+                        ("0.5", ["--prime", prime, "-p", ""]),
+                        ("0.5", ["-f", prime])):
+            rc, out, err = run(*how, "--adapt", lr,
                                "-n", "1", "--temp", "1", "--top-k", "0",
                                "--top-p", "1", "--min-p", "0", "--seed",
                                "4", "--json", "--seg-len", "8")
