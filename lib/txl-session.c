@@ -49,7 +49,7 @@ struct txl_session {
 	bool have_last;
 	int n_logits;		/* rows of logits valid now */
 	const float *logits_src; /* their output-layer inputs (rows of h or
-				    xn), NULL if not from an eval */
+				    xn), for txl_session_adapt() */
 
 	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
 	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */

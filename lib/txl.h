@@ -252,7 +252,7 @@ TXL_API enum txl_status txl_session_eval(struct txl_session *session,
  * Logits (unnormalised, float[rows][n_token]) of the last eval: one row
  * for TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL; after a load, one row
  * predicting the token after the saved text.  Valid until the next eval,
- * reset or load on this session.
+ * reset, load, set_params or adapt on this session.
  */
 TXL_API const float *txl_session_logits(const struct txl_session *session);
 
