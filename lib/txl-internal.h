@@ -129,6 +129,8 @@ void txl_gemm_nn(float *out, int ldo, const float *a, int lda,
 /* out[M,N] (ldo) += alpha * a[K,M]^T (lda) . b[K,N] (ldb). */
 void txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda,
 		     const float *b, int ldb, int M, int K, int N, float alpha);
+/* x[n] = softmax(x)[n]. */
+void txl_softmax_inplace(float *x, int n);
 /* x[n] += b[n] for each of rows rows. */
 void txl_add_bias(float *x, const float *b, int rows, int n);
 /* LayerNorm over the last dimension, eps 1e-5; out may equal x. */

@@ -128,6 +128,25 @@ txl_logsumexp(const float *x, int n)
 }
 
 void
+txl_softmax_inplace(float *x, int n)
+{
+	float max = -INFINITY, inv;
+	double sum = 0;
+
+	/* one expf per element: txl_logsumexp() then exp(x - lse) would
+	 * take two */
+	for (int i = 0; i < n; i++)
+		max = x[i] > max ? x[i] : max;
+	for (int i = 0; i < n; i++) {
+		x[i] = expf(x[i] - max);
+		sum += x[i];
+	}
+	inv = (float)(1.0 / sum);
+	for (int i = 0; i < n; i++)
+		x[i] *= inv;
+}
+
+void
 txl_log_softmax(const float *logits, float *out, int n)
 {
 	float lse = (float)txl_logsumexp(logits, n);

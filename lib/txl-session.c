@@ -683,22 +683,11 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 		s->out_w = s->own_out_w;
 		s->out_b = s->own_out_b;
 	}
-	/* d(mean NLL)/d logits = softmax - onehot, in place of the logits
-	 * (one expf per logit: they are most of the cost) */
+	/* d(mean NLL)/d logits = softmax - onehot, in place of the logits */
 	for (int i = 0; i < n; i++) {
 		float *g = s->logits + (size_t)i * V;
-		float max = -INFINITY, inv;
-		double sum = 0;
 
-		for (int j = 0; j < V; j++)
-			max = g[j] > max ? g[j] : max;
-		for (int j = 0; j < V; j++) {
-			g[j] = expf(g[j] - max);
-			sum += g[j];
-		}
-		inv = (float)(1.0 / sum);
-		for (int j = 0; j < V; j++)
-			g[j] *= inv;
+		txl_softmax_inplace(g, V);
 		g[targets[i]] -= 1.0f;
 	}
 	/* W -= lr/n G^T X,  b -= lr/n sum_i G_i */
