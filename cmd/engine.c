@@ -429,23 +429,27 @@ feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
 	return EXIT_OK;
 }
 
-/* With --adapt, feed the segments of ids[0..n) whose next token is in ids
- * too, one at a time, learning from each; *fed tells how many tokens
- * that was (a multiple of seg_len, so the segments are where one feed()
- * would put them).  Returns an exit code. */
+/* Feed the whole segments of ids[0..n) that leave at least one token
+ * over, so that each one's next token is known: *fed of them, a multiple
+ * of seg_len, so the segments are where one feed() of all n would put
+ * them.  With --adapt one at a time, learning from each.  Returns an
+ * exit code. */
 static int
-feed_adapting(struct engine *e, const int32_t *ids, int n, int *fed)
+feed_segments(struct engine *e, const int32_t *ids, int n, int *fed)
 {
-	int seg = txl_session_get_params(e->session).seg_len, k, rc = EXIT_OK;
+	int seg = txl_session_get_params(e->session).seg_len, rc = EXIT_OK;
+	int k = n > 0 ? (n - 1) / seg * seg : 0;
 
-	for (k = 0; e->opts->adapt > 0 && n - k > seg; k += seg) {
-		rc = feed(e, ids + k, seg, TXL_LOGITS_ALL);
-		if (rc == EXIT_OK)
-			rc = adapt(e, ids + k + 1, seg);
-		if (rc != EXIT_OK)
-			break;
-	}
 	*fed = k;
+	if (k == 0)
+		return EXIT_OK;
+	if (e->opts->adapt <= 0)
+		return feed(e, ids, k, TXL_LOGITS_NONE);
+	for (int i = 0; i < k && rc == EXIT_OK; i += seg) {
+		rc = feed(e, ids + i, seg, TXL_LOGITS_ALL);
+		if (rc == EXIT_OK)
+			rc = adapt(e, ids + i + 1, seg);
+	}
 	return rc;
 }
 
@@ -475,7 +479,6 @@ tokvec_drop(struct tokvec *t, int n)
 int
 engine_prime(struct engine *e, const char *path)
 {
-	int seg = txl_session_get_params(e->session).seg_len;
 	struct tokvec t = { 0 };
 	struct progress pg;
 	struct reader r;
@@ -498,17 +501,10 @@ engine_prime(struct engine *e, const char *path)
 		}
 		tokvec_add(&t, e->ids, k);
 		total += k;
-		rc = feed_adapting(e, t.v, t.n, &k);
+		rc = feed_segments(e, t.v, t.n, &k);
 		if (rc != EXIT_OK)
 			goto out;
 		tokvec_drop(&t, k);
-		if (t.n > seg) {
-			k = (t.n - 1) / seg * seg;
-			rc = feed(e, t.v, k, TXL_LOGITS_NONE);
-			if (rc != EXIT_OK)
-				goto out;
-			tokvec_drop(&t, k);
-		}
 		progress_show(&pg, r.consumed, total, false);
 	}
 	if (got < 0) {
@@ -603,7 +599,7 @@ engine_generate(struct engine *e, const char *text, size_t len,
 	if (n > 0) {
 		int k;
 
-		rc = feed_adapting(e, e->ids, n, &k);
+		rc = feed_segments(e, e->ids, n, &k);
 		if (rc == EXIT_OK)
 			rc = feed(e, e->ids + k, n - k, TXL_LOGITS_LAST);
 		gs->n_prompt = n;
