@@ -40,6 +40,20 @@ session(int seg, int mem, int same)
 	return s;
 }
 
+/*
+ * Two different computations of the same numbers (another session's
+ * buffers, K and V rows at other addresses, another segmentation) may sum
+ * in another order: OpenBLAS picks its kernels by CPU and by size and
+ * alignment, so the results differ by float32 rounding.  A logit of the
+ * test model is a sum over the layers of dot products of a few hundred
+ * terms of size ~1 (|logit| < 10): each rounding is ~6e-8 relative, and a
+ * few hundred of them accumulate to ~1e-6.  TOL_REORDER leaves a margin of
+ * ten above that and stays ten times below the smallest real change the
+ * tests detect (losing memory positions moves logits by > 1e-4).  Exact
+ * equality is asserted only where one computation is repeated.
+ */
+#define TOL_REORDER 1e-5
+
 static double
 max_diff(const float *a, const float *b, int n)
 {
@@ -99,7 +113,7 @@ test_last_equals_all(void)
 	CHECK_EQ(txl_session_eval(a, toks, 16, TXL_LOGITS_ALL), TXL_OK);
 	memcpy(all, txl_session_logits(a), sizeof(float) * V * 16);
 	CHECK_EQ(txl_session_eval(b, toks, 16, TXL_LOGITS_LAST), TXL_OK);
-	CHECK(max_diff(all + (size_t)15 * V, txl_session_logits(b), V) < 1e-5);
+	CHECK(max_diff(all + (size_t)15 * V, txl_session_logits(b), V) <= TOL_REORDER);
 	/* more tokens than seg_len are split into segments */
 	CHECK_EQ(txl_session_eval(a, toks, N_TOK, TXL_LOGITS_LAST), TXL_OK);
 	CHECK_EQ(txl_session_n_past(a), 16 + N_TOK);
@@ -130,11 +144,11 @@ test_save_load(void)
 	CHECK_EQ(txl_session_mem_fill(b), 16);
 	/* the load predicts the token after the saved text, as a did */
 	CHECK_EQ(txl_session_n_logits(b), 1);
-	CHECK(max_diff(la, txl_session_logits(b), V) < 1e-6);
+	CHECK(max_diff(la, txl_session_logits(b), V) <= TOL_REORDER);
 	CHECK_EQ(txl_session_eval(a, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
 	memcpy(la, txl_session_logits(a), sizeof(float) * V);
 	CHECK_EQ(txl_session_eval(b, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
-	CHECK(max_diff(la, txl_session_logits(b), V) == 0);
+	CHECK(max_diff(la, txl_session_logits(b), V) <= TOL_REORDER);
 
 	/* 16 positions do not fit a memory of 4 */
 	CHECK_EQ(txl_session_load(small, path), TXL_ERR_INVALID);
@@ -218,8 +232,8 @@ test_set_params(void)
 	CHECK_EQ(txl_session_n_past(a), 23);
 	/* still predicting the token after the text fed */
 	CHECK_EQ(txl_session_n_logits(a), 1);
-	CHECK(max_diff(la, txl_session_logits(a), V) == 0);
-	CHECK(same_continuation(a, big, toks + 23, 7, 0));
+	CHECK(max_diff(la, txl_session_logits(a), V) <= TOL_REORDER);
+	CHECK(same_continuation(a, big, toks + 23, 7, TOL_REORDER));
 	CHECK_EQ(txl_session_mem_fill(a), 11);
 
 	/* shrinking to the fill changes nothing for the next segment
@@ -232,7 +246,7 @@ test_set_params(void)
 	p.mem_len = 10;
 	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
 	CHECK_EQ(txl_session_mem_fill(b), 10);
-	CHECK(same_continuation(b, twin, toks + 10, 5, 1e-5));
+	CHECK(same_continuation(b, twin, toks + 10, 5, TOL_REORDER));
 
 	/* shrinking below it keeps the most recent positions: those that a
 	 * session with the smaller memory keeps after one segment of the
@@ -247,7 +261,7 @@ test_set_params(void)
 	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
 	CHECK_EQ(txl_session_mem_fill(b), 3);
 	CHECK_EQ(txl_session_n_past(b), 10);
-	CHECK(same_continuation(b, ref, toks + 10, 5, 1e-5));
+	CHECK(same_continuation(b, ref, toks + 10, 5, TOL_REORDER));
 	/* and the memory did lose something */
 	CHECK(!same_continuation(b, twin, toks + 15, 5, 1e-4));
 
@@ -257,7 +271,7 @@ test_set_params(void)
 	p.mem_len = 0;
 	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
 	CHECK_EQ(txl_session_mem_fill(b), 0);
-	CHECK(same_continuation(b, twin, toks, 5, 0));
+	CHECK(same_continuation(b, twin, toks, 5, TOL_REORDER));
 
 	/* refused settings leave the session as it was */
 	p = txl_session_get_params(a);
@@ -270,7 +284,7 @@ test_set_params(void)
 	CHECK_EQ(txl_session_set_params(a, &p), TXL_ERR_INVALID);
 	CHECK_EQ(txl_session_get_params(a).mem_len, 16);
 	CHECK_EQ(txl_session_get_params(a).seg_len, 7);
-	CHECK(same_continuation(a, big, toks + 30, 7, 0));
+	CHECK(same_continuation(a, big, toks + 30, 7, TOL_REORDER));
 
 	/* nothing fed: no logits before or after */
 	txl_session_free(twin);
@@ -336,7 +350,7 @@ test_adapt(void)
 	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
 	CHECK_EQ(txl_session_eval(a, toks, 8, TXL_LOGITS_ALL), TXL_OK);
 	CHECK_EQ(txl_session_eval(b, toks, 8, TXL_LOGITS_ALL), TXL_OK);
-	CHECK(max_diff(first, txl_session_logits(b), V * 8) < 1e-5);
+	CHECK(max_diff(first, txl_session_logits(b), V * 8) <= TOL_REORDER);
 	for (int i = 0; i < 8; i++)
 		gain += log_prob(txl_session_logits(a) + (size_t)i * V,
 				 toks[i + 1]) -
