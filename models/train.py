@@ -259,6 +259,23 @@ def load_checkpoint(path):
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
+def load_init(path):
+    """The weights to fine-tune from: a checkpoint of this program, or a
+    txlgen model file (its hyperparameters must match the run's)."""
+    with open(path, "rb") as f:
+        magic = f.read(16)
+    if magic[:2] == b"PK" or magic[:1] == b"\x80":   # zip or pickle
+        return load_checkpoint(path)
+    import txlfile
+    meta, tensors = txlfile.read(path)
+    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()
+             if k != "tokenizer.model"}
+    if meta.get("tie_weight") == "true":
+        state["crit.out_layers.0.weight"] = \
+            state["word_emb.emb_layers.0.weight"]
+    return {"model": state, "from_txlgen": True}
+
+
 def save_atomic(obj, path):
     tmp = path + ".tmp"
     torch.save(obj, tmp)
@@ -339,7 +356,8 @@ def parse_args(argv=None):
                    "(checkpointed, schedule unchanged)")
     g.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its last.pt")
-    g.add_argument("--init", help="checkpoint to start from (fine-tuning: "
+    g.add_argument("--init", help="checkpoint or txlgen model file to start "
+                   "from (fine-tuning: "
                    "weights only, new optimizer and schedule)")
     g.add_argument("--export", help="write the best (else last) model "
                    "to this txlgen model file at the end")
@@ -452,8 +470,16 @@ def main(argv=None):
     step, pos, epoch, train_time, best = 0, 0, 0, 0.0, float("inf")
     mems = None
     if a.init and ckpt is None:
-        init = load_checkpoint(a.init)
-        model.load_state_dict(init["model"])
+        init = load_init(a.init)
+        # a model file holds no buffers computed from the shape
+        # (pos_emb.inv_freq): those keep the values the model was built with
+        missing, unexpected = model.load_state_dict(
+            init["model"], strict=not init.get("from_txlgen"))
+        buffers = {n for n, _ in model.named_buffers()}
+        if set(missing) - buffers or unexpected:
+            sys.exit("train.py: %s: does not fit this shape (missing %s, "
+                     "unexpected %s)" % (a.init, sorted(set(missing) - buffers),
+                                         sorted(unexpected)))
         log(f"initialized from {a.init}")
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
