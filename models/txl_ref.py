@@ -355,10 +355,12 @@ class AdaptiveEmbedding(nn.Module):
         self.emb_scale = cfg.d_model ** 0.5
 
     def forward(self, x):
+        # The residual stream stays in the weights' type under autocast
+        # (the LayerNorms want it so).
         if self.cfg.div_val == 1:
             e = self.emb_layers[0](x)
             if len(self.emb_projs):
-                e = F.linear(e, self.emb_projs[0])
+                e = F.linear(e, self.emb_projs[0]).to(e.dtype)
             return e * self.emb_scale
         w = self.emb_layers[0].weight
         e = torch.zeros(*x.shape, self.cfg.d_model, dtype=w.dtype,
