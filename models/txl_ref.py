@@ -703,33 +703,36 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
 
+def windows(n, seg_len, stride):
+    """The windows of the sliding-window protocol over n ids, as
+    (beg, start, end): the window ids[beg:end] is computed from scratch
+    (no memory) and its outputs for the inputs ids[start:end] give the
+    log-probs of ids[start+1:end+1].  The inputs are taken in groups of
+    `stride` from ids[0] (the last group shorter); a group's window is
+    the group after the up to seg_len - stride ids before it."""
+    if not 1 <= stride <= seg_len:
+        raise ValueError(f"stride {stride} must be in 1..seg_len {seg_len}")
+    for start in range(0, n - 1, stride):
+        end = min(start + stride, n - 1)
+        yield max(0, start - (seg_len - stride)), start, end
+
+
 @torch.no_grad()
 def score_windows(model, ids, seg_len, stride=1, clamp_len=None):
     """Sliding-window scoring without memory, the way the Transformer-XL
     paper evaluates the vanilla Transformer (attn_type 2 and 3; it works
-    for any model).  Windows end at e = seg_len, seg_len + stride,
-    seg_len + 2 stride, ... (the last at len(ids) - 1); the window ending
-    at e is ids[max(0, e-seg_len):e], computed from scratch, and predicts
-    the targets after the previous window's end up to ids[e] (the first
-    window all of its own, the others their last `stride`, the last one
-    what is left).  stride 1: every target from the seg_len tokens before
-    it (fewer at the start), the paper's protocol; stride seg_len: the
-    segments of score_ids with mem_len 0, except that the last window is
-    a full one.  Returns float64 log-probs of ids[1:]."""
-    if not 1 <= stride <= seg_len:
-        raise ValueError(f"stride {stride} must be in 1..seg_len {seg_len}")
+    for any model): see windows().  stride 1: every target predicted from
+    the up to seg_len ids before it, each in its own window, as
+    token-by-token generation computes it (the paper's protocol); stride
+    seg_len: independent segments, eval.py with mem_len 0.  Returns
+    float64 log-probs of ids[1:]."""
     _set_run(model, 0, clamp_len, False)
     ids = torch.as_tensor(ids, dtype=torch.long)
-    n = len(ids)
-    out, done = [], 0             # targets 1..done are scored
-    while done < n - 1:
-        end = min(seg_len if done == 0 else done + stride, n - 1)
-        beg = max(0, end - seg_len)
+    out = []
+    for beg, start, end in windows(len(ids), seg_len, stride):
         hidden, _ = model.forward(ids[beg:end, None])
-        new = end - done          # the window's last `new` targets
-        out.append(model.crit.log_prob(hidden[-new:, 0],
-                                       ids[done + 1:end + 1], torch.float64))
-        done = end
+        out.append(model.crit.log_prob(hidden[start - beg:, 0],
+                                       ids[start + 1:end + 1], torch.float64))
     return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
 

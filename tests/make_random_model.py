@@ -25,8 +25,9 @@ Helpers for the tests of the variants:
     rm.score(ids, seg_len=W, stride=S)
                                the sliding-window protocol of the vanilla
                                Transformer (txl_ref.score_windows: no
-                               memory, each window of W tokens predicts its
-                               last S targets)
+                               memory, the ids in groups of S from the
+                               first, each group computed after the up to
+                               W - S ids before it)
     rm.log_probs(hidden)       the full distribution after
                                rm.model.forward() for any output layer
                                (rm.model.logits() is the full softmax only)
@@ -291,8 +292,8 @@ class RandomModel:
         the eval.py protocol with these settings (and dynamic evaluation
         of the output layer with learning rate adapt).  stride: the
         sliding-window protocol instead (txl_ref.score_windows: no memory,
-        windows of seg_len moving by stride, each predicting its last
-        stride targets)."""
+        groups of stride ids, each after the up to seg_len - stride ids
+        before it)."""
         s = self.settings(seg_len, mem_len, clamp_len, same_length)
         if stride is not None:
             return txl_ref.score_windows(self.model, ids, s[0], stride,

@@ -20,7 +20,8 @@ clamp_len set on the model, as the original eval.py does: over several
 segments with memory, token by token (T = 1), and without memory.  For
 attn_type 2 and 3 it also compares the sliding-window protocol of the
 vanilla Transformer (txl_ref.score_windows, stride S: the original's loss
-on every window, its last S tokens kept).  txlgen is run as
+on every window, its last S tokens kept; stride 1 is the paper's
+protocol).  txlgen is run as
 
   txlgen --model m.bin --score IDS --ids --json --seg-len T --mem-len M
          --clamp-len C --same-length|--no-same-length [--score-stride S]
@@ -183,22 +184,20 @@ def original_logprobs(model, cfg, ids, seg_len, mem_len, clamp_len,
 
 @torch.no_grad()
 def original_windows(model, cfg, ids, seg_len, clamp_len, stride):
-    """The sliding windows of txl_ref.score_windows, each computed by the
-    original's forward without memory: the losses of its new targets."""
+    """The sliding windows of txl_ref.score_windows (txl_ref.windows),
+    each computed by the original's forward without memory: the losses of
+    its last end - start targets."""
     model.eval()
     model.reset_length(seg_len, 0, 0)
     model.clamp_len = clamp_len
     model.same_length = False
     ids = torch.as_tensor(ids, dtype=torch.long)
-    out, done, n = [], 0, len(ids)
-    while done < n - 1:
-        end = min(seg_len if done == 0 else done + stride, n - 1)
-        beg = max(0, end - seg_len)
+    out = []
+    for beg, start, end in txl_ref.windows(len(ids), seg_len, stride):
         target = ids[beg + 1:end + 1]
         loss = model(ids[beg:end, None], target[:, None])[0][:, 0]
-        out.append(-in_token_order(loss, target, cfg)[-(end - done):]
+        out.append(-in_token_order(loss, target, cfg)[start - beg:]
                    .double())
-        done = end
     return torch.cat(out).tolist()
 
 
