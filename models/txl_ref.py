@@ -675,7 +675,8 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
         raise ValueError("adapt_lr: dynamic evaluation adapts a full "
                          "softmax; this model has an adaptive softmax "
                          f"(cutoffs {model.cfg.cutoffs})")
-    ids = torch.as_tensor(ids, dtype=torch.long)
+    device = next(model.parameters()).device
+    ids = torch.as_tensor(ids, dtype=torch.long, device=device)
     if not adaptive:
         weight, bias, proj = model.crit.cluster(0)
         weight, bias = weight.clone(), bias.clone()
@@ -700,7 +701,7 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
             g *= adapt_lr / len(y)
             weight -= g.t() @ h
             bias -= g.sum(0)
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+    return torch.cat(out).cpu() if out else torch.zeros(0, dtype=torch.float64)
 
 
 def windows(n, seg_len, stride):
@@ -727,13 +728,14 @@ def score_windows(model, ids, seg_len, stride=1, clamp_len=None):
     seg_len: independent segments, eval.py with mem_len 0.  Returns
     float64 log-probs of ids[1:]."""
     _set_run(model, 0, clamp_len, False)
-    ids = torch.as_tensor(ids, dtype=torch.long)
+    device = next(model.parameters()).device
+    ids = torch.as_tensor(ids, dtype=torch.long, device=device)
     out = []
     for beg, start, end in windows(len(ids), seg_len, stride):
         hidden, _ = model.forward(ids[beg:end, None])
         out.append(model.crit.log_prob(hidden[start - beg:, 0],
                                        ids[start + 1:end + 1], torch.float64))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+    return torch.cat(out).cpu() if out else torch.zeros(0, dtype=torch.float64)
 
 
 def load_model_file(path):

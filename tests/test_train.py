@@ -201,8 +201,7 @@ class VariantTest(unittest.TestCase):
             for t in want_tensors[name]:
                 self.assertIn(t, tensors, name)
             self.assertNotIn("crit.out_projs.1", tensors, name)  # tied
-            ckpt = torch.load(os.path.join(out, "best.pt"),
-                              map_location="cpu")
+            ckpt = train.load_checkpoint(os.path.join(out, "best.pt"))
             cfg = train.TxlConfig.from_dict(ckpt["config"])
             cfg.dropout = 0.0
             model = train.MemTransformerLM(cfg)
@@ -244,8 +243,7 @@ class VariantTest(unittest.TestCase):
                 refused.append(f"{name}: {p.stderr.strip()}")
                 continue
             self.assertEqual(p.returncode, 0, p.stderr)
-            ckpt = torch.load(os.path.join(out, "best.pt"),
-                              map_location="cpu")
+            ckpt = train.load_checkpoint(os.path.join(out, "best.pt"))
             with contextlib.redirect_stderr(io.StringIO()):
                 want = train.final_eval(ckpt, VALID,
                                         ckpt["config"]["tgt_len"])
