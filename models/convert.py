@@ -78,6 +78,46 @@ def describe(cfg):
     return f"attn_type {cfg.attn_type}, {out}, d_embed {cfg.d_embed}"
 
 
+class _State:
+    """A state_dict being mapped: tensors taken by name with their shapes
+    checked, and a record of which were used."""
+
+    def __init__(self, state, wpath, hint):
+        self.state, self.wpath, self.hint = state, wpath, f" ({hint})"
+        self.used = set(IGNORED)
+
+    def take(self, name, shape):
+        if name not in self.state:
+            raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
+                               f"{self.hint}")
+        self.used.add(name)
+        t = self.state[name].detach().float().cpu()
+        if tuple(t.shape) != tuple(shape):
+            raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "
+                               f"{list(t.shape)}, expected {list(shape)}"
+                               f"{self.hint}")
+        return t
+
+    def tied(self, name, to, tensor, why):
+        """name is stored as `to` (tensor): a copy in the state must equal
+        it."""
+        import torch
+        if name not in self.state:
+            return
+        self.used.add(name)
+        if not torch.equal(self.state[name].detach().float().cpu(), tensor):
+            raise ConvertError(f"{self.wpath}: tensor {name!r} differs from "
+                               f"{to!r}, which the config ties it to "
+                               f"({why})")
+
+    def check_all_used(self):
+        extra = [k for k in self.state if k not in self.used]
+        if extra:
+            raise ConvertError(f"{self.wpath}: tensor {extra[0]!r} has no "
+                               f"place in this configuration{self.hint}: "
+                               "the config does not fit the checkpoint")
+
+
 def gather_tensors(cfg, state, wpath):
     """Map a state_dict onto the tensors a txlgen file stores: those the
     configuration calls for, with the original's names, each shape
@@ -85,119 +125,115 @@ def gather_tensors(cfg, state, wpath):
     tensor it is tied to); a tensor the configuration has no place for is
     refused (the config does not fit the checkpoint).  See
     man/txlgen-model.5."""
-    used = set(IGNORED)
+    st = _State(state, wpath, f"{describe(cfg)}, {cfg.n_layer} layers")
+    out = input_tensors(cfg, st)
+    out.update(output_tensors(cfg, st, out))
+    out.update(position_tensors(cfg, st))
+    out.update(layer_tensors(cfg, st))
+    st.check_all_used()
+    return out
 
-    def take(name, shape, hint=""):
-        if name not in state:
-            raise ConvertError(f"{wpath}: missing tensor {name!r}{hint}")
-        used.add(name)
-        t = state[name].detach().float().cpu()
-        if tuple(t.shape) != tuple(shape):
-            raise ConvertError(f"{wpath}: tensor {name!r} has shape "
-                               f"{list(t.shape)}, expected {list(shape)}"
-                               f"{hint}")
-        return t
 
-    def tied(name, to, why):
-        """name is stored as `to`: a copy in the state must equal it."""
-        if name in state:
-            used.add(name)
-            if not torch.equal(state[name].detach().float().cpu(), out[to]):
-                raise ConvertError(f"{wpath}: tensor {name!r} differs from "
-                                   f"{to!r}, which the config ties it to "
-                                   f"({why})")
+def emb_shapes(cfg):
+    """[rows, columns] of the embedding tables: one with div_val 1, else
+    one per cluster."""
+    if cfg.div_val == 1:
+        return [(cfg.n_token, cfg.d_embed)]
+    return [(hi - lo, cfg.d_emb(i))
+            for i, (lo, hi) in enumerate(cfg.cluster_bounds())]
 
-    import torch
-    L, H, D = cfg.n_layer, cfg.n_head, cfg.d_head
-    M, E, I, K = cfg.d_model, cfg.d_embed, cfg.d_inner, cfg.max_klen
-    hint = f" ({describe(cfg)})"
+
+def input_tensors(cfg, st):
     out = {}
-
-    # Adaptive input: one table (and projection) with div_val 1, else one
-    # of each per cluster.
-    emb = [(cfg.n_token, E)] if cfg.div_val == 1 else \
-        [(hi - lo, cfg.d_emb(i)) for i, (lo, hi) in
-         enumerate(cfg.cluster_bounds())]
-    for i, shape in enumerate(emb):
+    for i, shape in enumerate(emb_shapes(cfg)):
         name = f"word_emb.emb_layers.{i}.weight"
-        out[name] = take(name, shape, hint)
+        out[name] = st.take(name, shape)
         if cfg.has_proj():
             name = f"word_emb.emb_projs.{i}"
-            out[name] = take(name, (M, shape[1]), hint)
+            out[name] = st.take(name, (cfg.d_model, shape[1]))
+    return out
 
-    # Output layer: the weights follow the input's shapes.
+
+def output_tensors(cfg, st, inputs):
+    """The adaptive softmax: its weights have the input's shapes (tied
+    ones are the input's), a projection per cluster where the input has
+    them, cluster logits with cutoffs."""
+    out = {}
     if cfg.cutoffs:
-        out["crit.cluster_weight"] = take("crit.cluster_weight",
-                                          (len(cfg.cutoffs), E), hint)
-        out["crit.cluster_bias"] = take("crit.cluster_bias",
-                                        (len(cfg.cutoffs),), hint)
-    for i, shape in enumerate(emb):
-        name = f"crit.out_layers.{i}.weight"
+        out["crit.cluster_weight"] = st.take("crit.cluster_weight",
+                                             (len(cfg.cutoffs), cfg.d_embed))
+        out["crit.cluster_bias"] = st.take("crit.cluster_bias",
+                                           (len(cfg.cutoffs),))
+    for i, shape in enumerate(emb_shapes(cfg)):
+        name, emb = f"crit.out_layers.{i}.weight", \
+            f"word_emb.emb_layers.{i}.weight"
         if cfg.tie_weight:
-            tied(name, f"word_emb.emb_layers.{i}.weight", "tie_weight")
+            st.tied(name, emb, inputs[emb], "tie_weight")
         else:
-            out[name] = take(name, shape, hint)
-        out[f"crit.out_layers.{i}.bias"] = take(f"crit.out_layers.{i}.bias",
-                                                shape[:1], hint)
+            out[name] = st.take(name, shape)
+        name = f"crit.out_layers.{i}.bias"
+        out[name] = st.take(name, shape[:1])
     if cfg.has_proj():
         for i in range(cfg.n_clusters):
             name = f"crit.out_projs.{i}"
             if cfg.tie_projs[i]:
-                j = 0 if cfg.div_val == 1 else i
-                tied(name, f"word_emb.emb_projs.{j}", f"tie_projs[{i}]")
+                emb = f"word_emb.emb_projs.{0 if cfg.div_val == 1 else i}"
+                st.tied(name, emb, inputs[emb], f"tie_projs[{i}]")
             else:
-                out[name] = take(name, (M, cfg.d_emb(i)), hint)
+                out[name] = st.take(name, (cfg.d_model, cfg.d_emb(i)))
+    return out
 
-    # Positions.
+
+def position_tensors(cfg, st):
+    import torch
+    L, H, D, K = cfg.n_layer, cfg.n_head, cfg.d_head, cfg.max_klen
+    out = {}
     if cfg.attn_type == 0:
         for b in ("r_w_bias", "r_r_bias"):
             per_layer = [f"layers.{i}.dec_attn.{b}" for i in range(L)]
             if cfg.untie_r:
-                if b in state:
-                    out[b] = take(b, (L, H, D))
+                if b in st.state:
+                    out[b] = st.take(b, (L, H, D))
                 else:
-                    out[b] = torch.stack([take(n, (H, D)) for n in per_layer])
+                    out[b] = torch.stack([st.take(n, (H, D))
+                                          for n in per_layer])
+                st.used.update(per_layer)
             else:
-                if b not in state and per_layer[0] in state:
-                    raise ConvertError(f"{wpath}: per-layer {b} found: set "
-                                       "\"untie_r\": true in the config")
-                out[b] = take(b, (H, D))
+                if b not in st.state and per_layer[0] in st.state:
+                    raise ConvertError(f"{st.wpath}: per-layer {b} found: "
+                                       "set \"untie_r\": true in the config")
+                out[b] = st.take(b, (H, D))
     if cfg.attn_type in (1, 3):
-        r = state.get("r_emb")
+        r = st.state.get("r_emb")
         if r is not None and r.dim() == 4 and r.shape[1] != K:
             raise ConvertError(
-                f"{wpath}: r_emb has {r.shape[1]} rows per layer, the config "
-                f"max_klen {K} (by default tgt_len + ext_len + mem_len, as "
-                f"the original sizes the tables): set \"max_klen\": "
-                f"{r.shape[1]} in the config if the model was built with "
-                "other lengths")
-        out["r_emb"] = take("r_emb", (L, K, H, D), hint)
+                f"{st.wpath}: r_emb has {r.shape[1]} rows per layer, the "
+                f"config max_klen {K} (by default tgt_len + ext_len + "
+                f"mem_len, as the original sizes the tables): set "
+                f"\"max_klen\": {r.shape[1]} in the config if the model "
+                "was built with other lengths")
+        out["r_emb"] = st.take("r_emb", (L, K, H, D))
     if cfg.attn_type == 1:
-        out["r_w_bias"] = take("r_w_bias", (L, H, D), hint)
-        out["r_bias"] = take("r_bias", (L, K, H), hint)
+        out["r_w_bias"] = st.take("r_w_bias", (L, H, D))
+        out["r_bias"] = st.take("r_bias", (L, K, H))
+    return out
 
-    shapes = {"qkv_net": (3 * H * D, M), "r_net": (H * D, M),
-              "q_net": (H * D, M), "kv_net": (2 * H * D, M),
-              "o_net": (M, H * D),
+
+def layer_tensors(cfg, st):
+    M, I, HD = cfg.d_model, cfg.d_inner, cfg.n_head * cfg.d_head
+    shapes = {"qkv_net": (3 * HD, M), "r_net": (HD, M), "q_net": (HD, M),
+              "kv_net": (2 * HD, M), "o_net": (M, HD),
               "pos_ff.CoreNet.0.weight": (I, M), "pos_ff.CoreNet.0.bias": (I,),
               "pos_ff.CoreNet.3.weight": (M, I)}
-    for i in range(L):
+    out = {}
+    for i in range(cfg.n_layer):
         for net in ATTN_TENSORS[cfg.attn_type]:
             name = f"layers.{i}.dec_attn.{net}.weight"
-            out[name] = take(name, shapes[net], hint)
+            out[name] = st.take(name, shapes[net])
         for t in ("dec_attn.layer_norm.weight", "dec_attn.layer_norm.bias",
                   *FF_TENSORS):
             name = f"layers.{i}.{t}"
-            out[name] = take(name, shapes.get(t, (M,)))
-
-    if cfg.attn_type == 0 and cfg.untie_r:
-        used.update(f"layers.{i}.dec_attn.{b}" for i in range(L)
-                    for b in ("r_w_bias", "r_r_bias"))
-    extra = [k for k in state if k not in used]
-    if extra:
-        raise ConvertError(f"{wpath}: tensor {extra[0]!r} has no place in "
-                           f"this configuration ({describe(cfg)}, {L} "
-                           "layers): the config does not fit the checkpoint")
+            out[name] = st.take(name, shapes.get(t, (M,)))
     return out
 
 
