@@ -4,13 +4,17 @@ the train split for the same number of epochs (the same token budget) and
 compare their bits per byte on the validation addresses.
 
   /usr/bin/python3 models/sweep.py --out runs/sweep --tokenizer spm.model \\
-      [--device cuda] [--epochs 10] [--jobs 4] [--only NAME ...]
+      [--device cuda] [--epochs 8] [--batch 64] [--jobs 4] [--only NAME ...]
+      [--max-minutes M]
 
 Each shape is one models/train.py run (--out OUT/NAME), run --jobs at a
 time; every run evaluates the whole validation file every --eval-every
-steps.  At the end it writes OUT/sweep.json (per run: shape, parameters,
-the validation curve, the best and final bits per byte, minutes) and
-prints a Markdown table, best first.  The shapes are SHAPES below; the
+steps.  At the end (or after --max-minutes, when the runs still going are
+stopped and reported as they stand) it writes OUT/sweep.json (per run:
+shape, parameters, the validation curve, the best and final bits per byte,
+minutes) and prints a Markdown table, best first, with every run's figure
+at the last evaluation step that all runs reached (the fair comparison
+when some were stopped early).  The shapes are SHAPES below; the
 training recipe (data, schedule, typographic augmentation) is COMMON, the
 one the default model is trained with (models/retrain.sh).
 """
@@ -32,19 +36,15 @@ SHAPES = {
                     "--dropout 0.2 --mem-len 128",
     "L8-d384-p0.3": "--layers 8 --d-model 384 --heads 6 --d-inner 1536 "
                     "--dropout 0.3 --mem-len 128",
-    "L8-d384-p0.2-m256": "--layers 8 --d-model 384 --heads 6 "
-                         "--d-inner 1536 --dropout 0.2 --mem-len 256",
-    "L12-d384-p0.25": "--layers 12 --d-model 384 --heads 6 --d-inner 1536 "
-                      "--dropout 0.25 --mem-len 128",
-    "L12-d384-p0.3-m256": "--layers 12 --d-model 384 --heads 6 "
-                          "--d-inner 1536 --dropout 0.3 --mem-len 256",
-    "L8-d512-p0.3": "--layers 8 --d-model 512 --heads 8 --d-inner 2048 "
-                    "--dropout 0.3 --mem-len 128",
-    "L16-d256-p0.15": "--layers 16 --d-model 256 --heads 4 --d-inner 1024 "
-                      "--dropout 0.15 --mem-len 128",
+    "L8-d384-p0.3-m256": "--layers 8 --d-model 384 --heads 6 "
+                         "--d-inner 1536 --dropout 0.3 --mem-len 256",
+    "L12-d384-p0.3": "--layers 12 --d-model 384 --heads 6 --d-inner 1536 "
+                     "--dropout 0.3 --mem-len 128",
+    "L16-d256-p0.2": "--layers 16 --d-model 256 --heads 4 --d-inner 1024 "
+                     "--dropout 0.2 --mem-len 128",
 }
 
-COMMON = ("--seg-len 128 --batch 32 --lr 1e-3 --warmup 200 --dropatt 0.0 "
+COMMON = ("--seg-len 128 --lr 1e-3 --warmup 200 --dropatt 0.0 "
           "--weight-decay 0.01 --clip 0.25 --typographic 0.5 --seed 1 "
           "--eval-tokens 0 --save-every 100000")
 
@@ -59,7 +59,8 @@ def start(a, name):
     cmd = [sys.executable, os.path.join(HERE, "train.py"),
            "--train", a.train, "--valid", a.valid, "--tokenizer", a.tokenizer,
            "--out", d, "--device", a.device, "--epochs", str(a.epochs),
-           "--eval-every", str(a.eval_every), "--threads", str(a.threads)]
+           "--eval-every", str(a.eval_every), "--threads", str(a.threads),
+           "--batch", str(a.batch)]
     cmd += (SHAPES[name] + " " + COMMON).split()
     log = open(os.path.join(d, "stderr.log"), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -97,7 +98,10 @@ def main():
     ap.add_argument("--train", default=os.path.join(HERE, "data/train.txt"))
     ap.add_argument("--valid", default=os.path.join(HERE, "data/valid.txt"))
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--epochs", type=float, default=10)
+    ap.add_argument("--epochs", type=float, default=8)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="stop the runs still going after this long")
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
@@ -106,7 +110,12 @@ def main():
 
     names = a.only or list(SHAPES)
     pending, running, results = list(names), {}, []
+    t_start = time.time()
     while pending or running:
+        if a.max_minutes and time.time() - t_start > a.max_minutes * 60:
+            pending = []
+            for p, _ in running.values():
+                p.terminate()
         while pending and len(running) < a.jobs:
             name = pending.pop(0)
             running[name] = (start(a, name), time.time())
@@ -116,19 +125,28 @@ def main():
                 del running[name]
                 r = collect(a, name, (time.time() - t0) / 60)
                 r["exit"] = p.returncode
+                r["stopped_early"] = p.returncode < 0
                 results.append(r)
                 print(f"sweep: {name}: exit {p.returncode}, best "
                       f"{r['best_bpb']} in {r['minutes']} min", flush=True)
     results.sort(key=lambda r: (r["best_bpb"] is None, r["best_bpb"]))
+    common = min((r["curve"][-1][0] for r in results if r["curve"]),
+                  default=0)
+    for r in results:
+        r["bpb_at_common"] = min((b for s, b in r["curve"] if s <= common),
+                                 default=None)
     with open(os.path.join(a.out, "sweep.json"), "w") as f:
-        json.dump({"epochs": a.epochs, "common": COMMON, "device": a.device,
+        json.dump({"epochs": a.epochs, "batch": a.batch, "common": COMMON,
+                   "device": a.device, "common_step": common,
                    "runs": results}, f, indent=1)
-    print("| shape | parameters | valid bpb (best) | final | minutes |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| shape | parameters | valid bpb at step {common} | best "
+          "| last step | minutes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         p = f"{r['params'] / 1e6:.1f}M" if r["params"] else "?"
-        print(f"| {r['name']} | {p} | {r['best_bpb']} | {r['final_bpb']} "
-              f"| {r['minutes']} |")
+        last = r["curve"][-1][0] if r["curve"] else 0
+        print(f"| {r['name']} | {p} | {r['bpb_at_common']} | "
+              f"{r['best_bpb']} | {last} | {r['minutes']} |")
     return 0 if all(r["exit"] == 0 for r in results) else 1
 
 
