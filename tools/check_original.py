@@ -26,6 +26,10 @@ protocol).  txlgen is run as
   txlgen --model m.bin --score IDS --ids --json --seg-len T --mem-len M
          --clamp-len C --same-length|--no-same-length [--score-stride S]
 
+(for attn_type 2 and 3 always with --score-stride: S = T for eval.py's
+segments; for S = 1 without it where txlgen does not know the option,
+libtxl's default stride being 1)
+
 and a model of a variant this txlgen refuses (exit 3), or an option it
 does not know (exit 2), is reported as "txlgen: not supported yet", not
 as a failure.  Exit
@@ -213,9 +217,14 @@ def txlgen_logprobs(txlgen, path, ids_path, ids, seg, mem, clamp, same,
             "--same-length" if same else "--no-same-length"]
     if stride is not None:
         argv += ["--score-stride", str(stride)]
-    r = subprocess.run(argv, capture_output=True, text=True,
-                       env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
     err = r.stderr.strip()
+    if stride == 1 and r.returncode == 2 and "unknown option" in err:
+        # libtxl's default stride is 1 (txl.h): without the option
+        argv = argv[:-2]
+        r = subprocess.run(argv, capture_output=True, text=True, env=env)
+        err = r.stderr.strip()
     # A model of a variant refused as a bad model (exit 3), or an option
     # refused as unknown (exit 2): what this txlgen does not load yet.
     if (r.returncode == 3 and (variant or "not supported" in err)) or \
@@ -303,8 +312,12 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
         txl = "txlgen: not supported yet"
         if "model" not in unsupported:
             try:
+                # models without memory score in windows: eval.py's
+                # segments are windows of stride seg_len
+                txl_stride = stride if stride is not None else \
+                    seg if cfg.attn_type in (2, 3) else None
                 got, cmd = txlgen_logprobs(a.txlgen, mbin, ids_path, ids,
-                                           seg, mem, clamp, same, stride,
+                                           seg, mem, clamp, same, txl_stride,
                                            variant)
                 dtxl = max(abs(x - y) for x, y in zip(got, want))
                 worst_txl = max(worst_txl or 0.0, dtxl)
@@ -313,8 +326,8 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
                     flag += "   <-- FAIL (txlgen)"
                     failures.append(f"{name}: {cmd}: max diff {dtxl:.3g}")
             except NotSupported as e:
-                unsupported["model" if stride is None else "windows"] = \
-                    str(e)
+                unsupported["model" if "option" not in str(e) else
+                            "windows"] = str(e)
                 txl = f"txlgen: not supported yet ({e})"
             except (RuntimeError, AssertionError, OSError) as e:
                 failures.append(f"{name} {what}: {e}")
