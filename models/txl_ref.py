@@ -90,8 +90,7 @@ class TxlConfig:
 
     def cluster_bounds(self):
         """[(lo, hi)] token ids of each cluster, hi exclusive."""
-        b = [0] + self.cutoffs + [self.n_token]
-        return list(zip(b[:-1], b[1:]))
+        return cluster_bounds([0] + self.cutoffs + [self.n_token])
 
     def d_emb(self, i):
         """Embedding size of cluster i: d_embed // div_val**i."""
@@ -331,15 +330,25 @@ class DecoderLayer(nn.Module):
 
 # ---------------------------------------------------------------- adaptive input and softmax
 
+def cluster_bounds(cutoff_ends):
+    """[(lo, hi)] token ids of each cluster from [0, c0, ..., n_token]."""
+    return list(zip(cutoff_ends[:-1], cutoff_ends[1:]))
+
+
 class AdaptiveEmbedding(nn.Module):
     """div_val 1: one table [n_token, d_embed], projected to d_model (P.e)
     when d_embed != d_model.  div_val > 1: cluster i has its own table
     [size_i, d_embed // div_val**i] and projection [d_model, d_emb_i].
-    Scaled by sqrt(d_model)."""
+    Scaled by sqrt(d_model).  Attributes as the original's (cutoffs with
+    n_token, cutoff_ends with 0 too)."""
 
     def __init__(self, cfg):
         super().__init__()
-        self.cfg = cfg
+        self.n_token, self.d_embed, self.d_proj = \
+            cfg.n_token, cfg.d_embed, cfg.d_model
+        self.div_val = cfg.div_val
+        self.cutoffs = cfg.cutoffs + [cfg.n_token]
+        self.cutoff_ends = [0] + self.cutoffs
         self.emb_layers = nn.ModuleList()
         self.emb_projs = nn.ParameterList()
         if cfg.div_val == 1:
@@ -357,15 +366,15 @@ class AdaptiveEmbedding(nn.Module):
     def forward(self, x):
         # The residual stream stays in the weights' type under autocast
         # (the LayerNorms want it so).
-        if self.cfg.div_val == 1:
+        if self.div_val == 1:
             e = self.emb_layers[0](x)
             if len(self.emb_projs):
                 e = F.linear(e, self.emb_projs[0]).to(e.dtype)
             return e * self.emb_scale
         w = self.emb_layers[0].weight
-        e = torch.zeros(*x.shape, self.cfg.d_model, dtype=w.dtype,
+        e = torch.zeros(*x.shape, self.d_proj, dtype=w.dtype,
                         device=w.device)
-        for i, (lo, hi) in enumerate(self.cfg.cluster_bounds()):
+        for i, (lo, hi) in enumerate(cluster_bounds(self.cutoff_ends)):
             m = (x >= lo) & (x < hi)
             if m.any():
                 e[m] = F.linear(self.emb_layers[i](x[m] - lo),
@@ -386,15 +395,23 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
     div_val 1 too: every cluster has its own projection), and with div_val
     1 its weight and bias are rows lo_i..hi_i of out_layers[0]; the head
     weight is cat(cluster 0's weight, cluster_weight) with d_embed columns.
+    Attributes as the original's: cutoffs with n_token, n_clusters the
+    number of TAIL clusters.
     """
 
     def __init__(self, cfg):
         super().__init__()
-        self.cfg = cfg
-        if cfg.cutoffs:
+        self.n_token, self.d_embed, self.d_proj = \
+            cfg.n_token, cfg.d_embed, cfg.d_model
+        self.div_val = cfg.div_val
+        self.cutoffs = cfg.cutoffs + [cfg.n_token]
+        self.cutoff_ends = [0] + self.cutoffs
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(cfg.cutoffs)
+        if self.n_clusters:
             self.cluster_weight = nn.Parameter(
-                torch.zeros(len(cfg.cutoffs), cfg.d_embed))
-            self.cluster_bias = nn.Parameter(torch.zeros(len(cfg.cutoffs)))
+                torch.zeros(self.n_clusters, cfg.d_embed))
+            self.cluster_bias = nn.Parameter(torch.zeros(self.n_clusters))
         self.out_layers = nn.ModuleList()
         self.out_projs = nn.ParameterList()
         if cfg.div_val == 1:
@@ -410,13 +427,13 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
     def cluster(self, i):
         """(weight, bias, projection or None) of cluster i's own tokens."""
         proj = self.out_projs[i] if len(self.out_projs) else None
-        if self.cfg.div_val == 1:
-            lo, hi = self.cfg.cluster_bounds()[i]
-            layer = self.out_layers[0]
-            if not self.cfg.cutoffs:
-                return layer.weight, layer.bias, proj
-            return layer.weight[lo:hi], layer.bias[lo:hi], proj
-        return self.out_layers[i].weight, self.out_layers[i].bias, proj
+        if self.div_val > 1:
+            return self.out_layers[i].weight, self.out_layers[i].bias, proj
+        layer = self.out_layers[0]
+        if not self.n_clusters:
+            return layer.weight, layer.bias, proj
+        lo, hi = self.cutoff_ends[i], self.cutoff_ends[i + 1]
+        return layer.weight[lo:hi], layer.bias[lo:hi], proj
 
     @staticmethod
     def project_logits(h, weight, bias, proj):
@@ -426,7 +443,7 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
 
     def logits(self, hidden):
         """The logits of the full softmax (no cutoffs only)."""
-        if self.cfg.cutoffs:
+        if self.n_clusters:
             raise ValueError("an adaptive softmax has no single logit "
                              "vector: use log_probs()")
         return self.project_logits(hidden, *self.cluster(0))
@@ -446,11 +463,11 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
         """Log-probabilities of every token [..., n_token]; logits in the
         weights' type, the log-softmax in dtype (default that type)."""
         dtype = dtype or hidden.dtype
-        if not self.cfg.cutoffs:
+        if not self.n_clusters:
             return F.log_softmax(self.logits(hidden).to(dtype), dim=-1)
         head = self.head_log_probs(hidden, dtype)
-        parts = [head[..., :self.cfg.cutoffs[0]]]
-        for i in range(1, self.cfg.n_clusters):
+        parts = [head[..., :self.shortlist_size]]
+        for i in range(1, self.n_clusters + 1):
             parts.append(head[..., -i, None] +
                          self.tail_log_probs(hidden, i, dtype))
         return torch.cat(parts, -1)
@@ -460,12 +477,12 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
         -> [n].  With cutoffs it computes the head and the target's own
         cluster only, as the original and txlgen --score do."""
         dtype = dtype or hidden.dtype
-        if not self.cfg.cutoffs:
+        if not self.n_clusters:
             return self.log_probs(hidden, dtype).gather(
                 1, target[:, None])[:, 0]
         head = self.head_log_probs(hidden, dtype)
         lp = torch.zeros(target.shape, dtype=head.dtype, device=head.device)
-        for i, (lo, hi) in enumerate(self.cfg.cluster_bounds()):
+        for i, (lo, hi) in enumerate(cluster_bounds(self.cutoff_ends)):
             m = (target >= lo) & (target < hi)
             if not m.any():
                 continue
