@@ -9,8 +9,12 @@ d_model d_head d_inner d_embed div_val cutoffs tie_weight tie_projs
 pre_lnorm attn_type tgt_len ext_len mem_len clamp_len same_length, and
 untie_r when the weights have per-layer relative biases).  STATE.pt is
 torch.save(model.state_dict()) of the original MemTransformerLM (or of
-models/txl_ref.py, which uses the same names).  Supported: attn_type 0,
-div_val 1 without cutoffs; anything else is refused with a message.
+models/txl_ref.py, which uses the same names).  Every model the original
+code builds: attn_type 0 to 3, adaptive input and softmax (cutoffs,
+div_val, tie_projs); attn_type 1 and 3 also take "max_klen", the rows of
+their position tables, when the model was built with other lengths than
+tgt_len + ext_len + mem_len.  attn_type 2 and 3 run without memory: their
+model file says mem_len 0.  What does not fit is refused with a message.
 Exit status: 0 ok, 1 error (the message names the file and the problem).
 """
 
@@ -24,12 +28,16 @@ import txlfile                                   # noqa: E402
 from txl_ref import HPARAM_NAMES, TxlConfig      # noqa: E402
 
 REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
-LAYER_TENSORS = ("dec_attn.qkv_net.weight dec_attn.r_net.weight "
-                 "dec_attn.o_net.weight dec_attn.layer_norm.weight "
-                 "dec_attn.layer_norm.bias pos_ff.CoreNet.0.weight "
-                 "pos_ff.CoreNet.0.bias pos_ff.CoreNet.3.weight "
-                 "pos_ff.CoreNet.3.bias pos_ff.layer_norm.weight "
-                 "pos_ff.layer_norm.bias").split()
+FF_TENSORS = ("pos_ff.CoreNet.0.weight pos_ff.CoreNet.0.bias "
+              "pos_ff.CoreNet.3.weight pos_ff.CoreNet.3.bias "
+              "pos_ff.layer_norm.weight pos_ff.layer_norm.bias").split()
+# The attention's tensors of each layer, by attn_type (plus
+# dec_attn.layer_norm.weight and .bias for every type).
+ATTN_TENSORS = {0: ("qkv_net", "r_net", "o_net"), 1: ("qkv_net", "o_net"),
+                2: ("q_net", "kv_net", "o_net"), 3: ("q_net", "kv_net",
+                                                     "o_net")}
+# Buffers of a state_dict that a model file does not store.
+IGNORED = {"pos_emb.inv_freq"}
 
 
 class ConvertError(Exception):
@@ -55,62 +63,177 @@ def load_config(path):
         raise ConvertError(f"{path}: sample_softmax is not supported")
     if raw.get("d_embed") in (None, -1):
         raw["d_embed"] = raw["d_model"]
-    cfg = TxlConfig.from_dict(raw)
     try:
+        cfg = TxlConfig.from_dict(raw)
         cfg.check_supported()
-    except ValueError as e:
+    except (TypeError, ValueError) as e:
         raise ConvertError(f"{path}: {e}")
     return cfg
 
 
-def gather_tensors(cfg, state, wpath):
-    """Map a state_dict onto the tensors a txlgen file stores."""
-    def take(name, shape):
-        if name not in state:
-            raise ConvertError(f"{wpath}: missing tensor {name!r}")
-        t = state[name].detach().float().cpu()
+def describe(cfg):
+    """The configuration's output layer and attention, in words."""
+    out = (f"cutoffs {cfg.cutoffs}, div_val {cfg.div_val}" if cfg.cutoffs
+           else f"no cutoffs, div_val {cfg.div_val}")
+    return f"attn_type {cfg.attn_type}, {out}, d_embed {cfg.d_embed}"
+
+
+class _State:
+    """A state_dict being mapped: tensors taken by name with their shapes
+    checked, and a record of which were used."""
+
+    def __init__(self, state, wpath, hint):
+        self.state, self.wpath, self.hint = state, wpath, f" ({hint})"
+        self.used = set(IGNORED)
+
+    def take(self, name, shape):
+        if name not in self.state:
+            raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
+                               f"{self.hint}")
+        self.used.add(name)
+        t = self.state[name].detach().float().cpu()
         if tuple(t.shape) != tuple(shape):
-            raise ConvertError(f"{wpath}: tensor {name!r} has shape "
-                               f"{list(t.shape)}, expected {list(shape)}")
+            raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "
+                               f"{list(t.shape)}, expected {list(shape)}"
+                               f"{self.hint}")
         return t
 
-    import torch
-    V, L, H, D = cfg.n_token, cfg.n_layer, cfg.n_head, cfg.d_head
-    M, E, I = cfg.d_model, cfg.d_embed, cfg.d_inner
-    out = {"word_emb.emb_layers.0.weight":
-           take("word_emb.emb_layers.0.weight", (V, E))}
-    if E != M:
-        out["word_emb.emb_projs.0"] = take("word_emb.emb_projs.0", (M, E))
-    if not cfg.tie_weight:
-        out["crit.out_layers.0.weight"] = take("crit.out_layers.0.weight",
-                                               (V, E))
-    out["crit.out_layers.0.bias"] = take("crit.out_layers.0.bias", (V,))
-    tie_proj = bool(cfg.tie_projs and cfg.tie_projs[0])
-    if E != M and not tie_proj:
-        out["crit.out_projs.0"] = take("crit.out_projs.0", (M, E))
+    def tied(self, name, to, tensor, why):
+        """name is stored as `to` (tensor): a copy in the state must equal
+        it."""
+        import torch
+        if name not in self.state:
+            return
+        self.used.add(name)
+        if not torch.equal(self.state[name].detach().float().cpu(), tensor):
+            raise ConvertError(f"{self.wpath}: tensor {name!r} differs from "
+                               f"{to!r}, which the config ties it to "
+                               f"({why})")
 
-    for b in ("r_w_bias", "r_r_bias"):
-        per_layer = [f"layers.{i}.dec_attn.{b}" for i in range(L)]
-        if cfg.untie_r:
-            if b in state:
-                out[b] = take(b, (L, H, D))
-            else:
-                out[b] = torch.stack([take(n, (H, D)) for n in per_layer])
+    def check_all_used(self):
+        extra = [k for k in self.state if k not in self.used]
+        if extra:
+            raise ConvertError(f"{self.wpath}: tensor {extra[0]!r} has no "
+                               f"place in this configuration{self.hint}: "
+                               "the config does not fit the checkpoint")
+
+
+def gather_tensors(cfg, state, wpath):
+    """Map a state_dict onto the tensors a txlgen file stores: those the
+    configuration calls for, with the original's names, each shape
+    checked; tied tensors once (a tied copy in the state must equal the
+    tensor it is tied to); a tensor the configuration has no place for is
+    refused (the config does not fit the checkpoint).  See
+    man/txlgen-model.5."""
+    st = _State(state, wpath, f"{describe(cfg)}, {cfg.n_layer} layers")
+    out = input_tensors(cfg, st)
+    out.update(output_tensors(cfg, st, out))
+    out.update(position_tensors(cfg, st))
+    out.update(layer_tensors(cfg, st))
+    st.check_all_used()
+    return out
+
+
+def emb_shapes(cfg):
+    """[rows, columns] of the embedding tables: one with div_val 1, else
+    one per cluster."""
+    if cfg.div_val == 1:
+        return [(cfg.n_token, cfg.d_embed)]
+    return [(hi - lo, cfg.d_emb(i))
+            for i, (lo, hi) in enumerate(cfg.cluster_bounds())]
+
+
+def input_tensors(cfg, st):
+    out = {}
+    for i, shape in enumerate(emb_shapes(cfg)):
+        name = f"word_emb.emb_layers.{i}.weight"
+        out[name] = st.take(name, shape)
+        if cfg.has_proj():
+            name = f"word_emb.emb_projs.{i}"
+            out[name] = st.take(name, (cfg.d_model, shape[1]))
+    return out
+
+
+def output_tensors(cfg, st, inputs):
+    """The adaptive softmax: its weights have the input's shapes (tied
+    ones are the input's), a projection per cluster where the input has
+    them, cluster logits with cutoffs."""
+    out = {}
+    if cfg.cutoffs:
+        out["crit.cluster_weight"] = st.take("crit.cluster_weight",
+                                             (len(cfg.cutoffs), cfg.d_embed))
+        out["crit.cluster_bias"] = st.take("crit.cluster_bias",
+                                           (len(cfg.cutoffs),))
+    for i, shape in enumerate(emb_shapes(cfg)):
+        name, emb = f"crit.out_layers.{i}.weight", \
+            f"word_emb.emb_layers.{i}.weight"
+        if cfg.tie_weight:
+            st.tied(name, emb, inputs[emb], "tie_weight")
         else:
-            if b not in state and per_layer[0] in state:
-                raise ConvertError(f"{wpath}: per-layer {b} found: set "
-                                   "\"untie_r\": true in the config")
-            out[b] = take(b, (H, D))
+            out[name] = st.take(name, shape)
+        name = f"crit.out_layers.{i}.bias"
+        out[name] = st.take(name, shape[:1])
+    if cfg.has_proj():
+        for i in range(cfg.n_clusters):
+            name = f"crit.out_projs.{i}"
+            if cfg.tie_projs[i]:
+                emb = f"word_emb.emb_projs.{0 if cfg.div_val == 1 else i}"
+                st.tied(name, emb, inputs[emb], f"tie_projs[{i}]")
+            else:
+                out[name] = st.take(name, (cfg.d_model, cfg.d_emb(i)))
+    return out
 
-    shapes = {"dec_attn.qkv_net.weight": (3 * H * D, M),
-              "dec_attn.r_net.weight": (H * D, M),
-              "dec_attn.o_net.weight": (M, H * D),
+
+def position_tensors(cfg, st):
+    import torch
+    L, H, D, K = cfg.n_layer, cfg.n_head, cfg.d_head, cfg.max_klen
+    out = {}
+    if cfg.attn_type == 0:
+        for b in ("r_w_bias", "r_r_bias"):
+            per_layer = [f"layers.{i}.dec_attn.{b}" for i in range(L)]
+            if cfg.untie_r:
+                if b in st.state:
+                    out[b] = st.take(b, (L, H, D))
+                else:
+                    out[b] = torch.stack([st.take(n, (H, D))
+                                          for n in per_layer])
+                st.used.update(per_layer)
+            else:
+                if b not in st.state and per_layer[0] in st.state:
+                    raise ConvertError(f"{st.wpath}: per-layer {b} found: "
+                                       "set \"untie_r\": true in the config")
+                out[b] = st.take(b, (H, D))
+    if cfg.attn_type in (1, 3):
+        r = st.state.get("r_emb")
+        if r is not None and r.dim() == 4 and r.shape[1] != K:
+            raise ConvertError(
+                f"{st.wpath}: r_emb has {r.shape[1]} rows per layer, the "
+                f"config max_klen {K} (by default tgt_len + ext_len + "
+                f"mem_len, as the original sizes the tables): set "
+                f"\"max_klen\": {r.shape[1]} in the config if the model "
+                "was built with other lengths")
+        out["r_emb"] = st.take("r_emb", (L, K, H, D))
+    if cfg.attn_type == 1:
+        out["r_w_bias"] = st.take("r_w_bias", (L, H, D))
+        out["r_bias"] = st.take("r_bias", (L, K, H))
+    return out
+
+
+def layer_tensors(cfg, st):
+    M, I, HD = cfg.d_model, cfg.d_inner, cfg.n_head * cfg.d_head
+    shapes = {"qkv_net": (3 * HD, M), "r_net": (HD, M), "q_net": (HD, M),
+              "kv_net": (2 * HD, M), "o_net": (M, HD),
               "pos_ff.CoreNet.0.weight": (I, M), "pos_ff.CoreNet.0.bias": (I,),
               "pos_ff.CoreNet.3.weight": (M, I)}
-    for i in range(L):
-        for t in LAYER_TENSORS:
+    out = {}
+    for i in range(cfg.n_layer):
+        for net in ATTN_TENSORS[cfg.attn_type]:
+            name = f"layers.{i}.dec_attn.{net}.weight"
+            out[name] = st.take(name, shapes[net])
+        for t in ("dec_attn.layer_norm.weight", "dec_attn.layer_norm.bias",
+                  *FF_TENSORS):
             name = f"layers.{i}.{t}"
-            out[name] = take(name, shapes.get(t, (M,)))
+            out[name] = st.take(name, shapes.get(t, (M,)))
     return out
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Train a Transformer-XL language model (models/txl_ref.py, attn_type 0) on
-text files and export it as a txlgen model file.
+"""Train a Transformer-XL language model (models/txl_ref.py, any attn_type,
+full or adaptive softmax) on text files and export it as a txlgen model
+file.
 
   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 models/train.py \\
       --train data/train.txt --valid data/valid.txt --vocab-size 8000 \\
@@ -317,13 +318,32 @@ def parse_args(argv=None):
                    help="default d_model / heads")
     g.add_argument("--d-inner", type=int, default=1536)
     g.add_argument("--seg-len", type=int, default=128)
-    g.add_argument("--mem-len", type=int, default=128)
+    g.add_argument("--mem-len", type=int, default=None,
+                   help="default 128; 0 (and only 0) for --attn-type 2, 3")
     g.add_argument("--eval-mem-len", type=int, default=None,
                    help="memory for evaluation and the exported model "
                    "(default --mem-len)")
     g.add_argument("--dropout", type=float, default=0.1)
     g.add_argument("--dropatt", type=float, default=0.0)
     g.add_argument("--untie-r", action="store_true")
+    g.add_argument("--attn-type", type=int, default=0, choices=range(4),
+                   help="0 relative (Transformer-XL, default), 1 learnable "
+                   "relative (Shaw et al.), 2 absolute sinusoids, 3 learned "
+                   "absolute positions (2 and 3 without memory)")
+    g.add_argument("--d-embed", type=int, default=None,
+                   help="embedding size (default d_model; else projected)")
+    g.add_argument("--cutoffs", type=_int_list, default=[],
+                   help="adaptive input and softmax: comma-separated token "
+                   "ids where the tail clusters start (a unigram "
+                   "SentencePiece numbers pieces by score, roughly the most "
+                   "frequent first)")
+    g.add_argument("--div-val", type=int, default=1,
+                   help="cluster i embeds in d_embed / div_val**i")
+    g.add_argument("--tie-projs", type=_bool_list, default=None,
+                   help="per cluster, comma-separated: share the output "
+                   "projection with the input's (default false for the "
+                   "first cluster, true for the others, as the original "
+                   "for WikiText-103)")
     g = ap.add_argument_group("training")
     g.add_argument("--batch", type=int, default=16)
     g.add_argument("--lr", type=float, default=1e-3)
@@ -366,15 +386,49 @@ def parse_args(argv=None):
     g.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"],
                    help="storage type of the exported weights")
     g.add_argument("--description", default=None)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.mem_len is None:
+        a.mem_len = 0 if a.attn_type in (2, 3) else 128
+    if a.attn_type in (2, 3) and (a.mem_len or a.eval_mem_len):
+        ap.error(f"--attn-type {a.attn_type} trains and runs without memory: "
+                 "give --mem-len 0")
+    return a
+
+
+def _int_list(s):
+    return [int(x) for x in s.split(",") if x.strip()]
+
+
+def _bool_list(s):
+    words = {"1": True, "true": True, "0": False, "false": False}
+    try:
+        return [words[x.strip().lower()] for x in s.split(",")]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"not booleans: {s!r}")
 
 
 def build_model(a, n_token):
+    # getattr: checkpoints written before these options lack them.
+    cutoffs = getattr(a, "cutoffs", [])
+    tie_projs = getattr(a, "tie_projs", None)
+    if tie_projs is None:
+        tie_projs = [False] + [True] * len(cutoffs)
+    # attn_type 1 and 3: position tables of seg_len + mem_len rows, the
+    # distances training sees (the original's max_klen), whatever
+    # --eval-mem-len is.
     cfg = TxlConfig(n_token=n_token, n_layer=a.layers, n_head=a.heads,
                     d_model=a.d_model, d_head=a.d_head or a.d_model // a.heads,
                     d_inner=a.d_inner, tgt_len=a.seg_len,
                     mem_len=a.eval_mem_len or a.mem_len, untie_r=a.untie_r,
-                    dropout=a.dropout, dropatt=a.dropatt)
+                    dropout=a.dropout, dropatt=a.dropatt,
+                    attn_type=getattr(a, "attn_type", 0),
+                    d_embed=getattr(a, "d_embed", None), cutoffs=cutoffs,
+                    div_val=getattr(a, "div_val", 1), tie_projs=tie_projs,
+                    max_klen=a.seg_len + a.mem_len)
+    try:
+        cfg.check_supported()
+    except ValueError as e:
+        sys.exit(f"train.py: {e}")
     return cfg
 
 

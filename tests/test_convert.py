@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""models/convert.py on every variant of the model (tests/make_random_model
+VARIANTS): the file it writes holds the model (read back into txl_ref, the
+same log-probs as the model it came from, tied tensors stored once), and a
+checkpoint that does not fit its configuration is refused, naming what
+does not fit.
+
+Run: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/test_convert.py
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_random_model as mrm                      # noqa: E402
+import torch                                         # noqa: E402
+import txl_ref                                       # noqa: E402
+import txlfile                                       # noqa: E402
+import convert                                       # noqa: E402
+
+TMP = None
+
+
+def setUpModule():
+    global TMP
+    TMP = tempfile.mkdtemp(prefix="txl-convert-")
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def build(name, **kw):
+    kw = dict(mrm.VARIANTS[name], **kw) if name in mrm.VARIANTS else kw
+    return mrm.build(os.path.join(TMP, name), do_convert=False, **kw)
+
+
+def convert_state(rm, hp, state):
+    """convert.py's mapping of state under the configuration hp."""
+    path = os.path.join(TMP, "cfg.json")
+    with open(path, "w") as f:
+        json.dump(hp, f)
+    cfg = convert.load_config(path)
+    return convert.gather_tensors(cfg, state, "state.pt")
+
+
+def convert_file(rm):
+    """convert.py's work in this process (the CLI is slow to start)."""
+    cfg = convert.load_config(rm.config)
+    with open(rm.tokenizer, "rb") as f:
+        proto = f.read()
+    convert.convert(cfg, torch.load(rm.state), proto, rm.path,
+                    wpath=rm.state)
+
+
+class RoundTrip(unittest.TestCase):
+    def test_every_variant_reads_back(self):
+        for name in mrm.VARIANTS:
+            rm = build(name)
+            convert_file(rm)
+            meta, tensors = txlfile.read(rm.path)
+            cfg = rm.cfg
+            self.assertEqual(json.loads(meta["attn_type"]), cfg.attn_type)
+            self.assertEqual(json.loads(meta["cutoffs"]), cfg.cutoffs)
+            self.assertEqual(len(json.loads(meta["tie_projs"])),
+                             len(cfg.cutoffs) + 1, name)
+            self.assertEqual("max_klen" in meta, cfg.attn_type in (1, 3))
+            if cfg.tie_weight:
+                self.assertNotIn("crit.out_layers.0.weight", tensors, name)
+            for i, tied in enumerate(cfg.tie_projs):
+                self.assertEqual(f"crit.out_projs.{i}" in tensors,
+                                 cfg.has_proj() and not tied, f"{name} {i}")
+            back = txl_ref.load_model_file(rm.path)
+            ids = mrm.random_ids(60, cfg.n_token, 2)
+            want = rm.score(ids)
+            got = txl_ref.score_ids(back, ids, *rm.settings()).tolist()
+            self.assertEqual(got, want, name)     # the same weights
+
+    def test_vanilla_transformer_file_has_no_memory(self):
+        # built with mem_len 6: tables of tgt_len + 6 rows, run without
+        rm = build("a3mem", attn_type=3, tgt_len=8, mem_len=6)
+        mrm.convert(rm.config, rm.state, rm.tokenizer, rm.path)   # the CLI
+        meta, tensors = txlfile.read(rm.path)
+        self.assertEqual(meta["mem_len"], "0")
+        self.assertEqual(meta["max_klen"], "14")
+        self.assertEqual(list(tensors["r_emb"].shape), [2, 14, 2, 16])
+        with self.assertRaisesRegex(ValueError, "mem_len 0 only"):
+            txl_ref.score_ids(rm.model, [1, 2, 3], 2, mem_len=4)
+
+
+class Refusals(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.div2 = build("div2")
+        cls.adaptive = build("adaptive")
+        cls.attn1 = build("attn1")
+
+    def refused(self, rm, pattern, state=None, hp=None, **changes):
+        """rm's checkpoint (or state) under its configuration (or hp) with
+        changes is refused with a message matching pattern."""
+        state = torch.load(rm.state) if state is None else state
+        hp = dict(hp or rm.cfg.hparams(), **changes)
+        with self.assertRaisesRegex(convert.ConvertError, pattern):
+            convert_state(rm, hp, state)
+
+    def test_config_without_the_checkpoints_clusters(self):
+        self.refused(self.div2, r"'word_emb.emb_layers.0.weight' has shape "
+                     r"\[40, 48\], expected \[320, 48\].*div_val 1",
+                     div_val=1)
+        self.refused(self.adaptive, "'crit.cluster_weight' has no place",
+                     cutoffs=[], tie_projs=[False])
+
+    def test_tied_copy_must_equal(self):
+        state = torch.load(self.div2.state)       # tied: one tensor
+        state["crit.out_layers.1.weight"] = \
+            state["crit.out_layers.1.weight"] + 1
+        self.refused(self.div2, "'crit.out_layers.1.weight' differs from "
+                     "'word_emb.emb_layers.1.weight'.*tie_weight", state)
+        self.refused(self.div2, r"'crit.out_projs.0' differs from "
+                     r"'word_emb.emb_projs.0'.*tie_projs\[0\]",
+                     tie_projs=[True, True, True])
+
+    def test_position_tables_must_fit(self):
+        hp = self.attn1.cfg.hparams()
+        del hp["max_klen"]
+        self.refused(self.attn1, r"r_emb has 16 rows per layer, the config "
+                     r"max_klen 28.*\"max_klen\": 16", hp=hp, mem_len=20)
+        self.refused(self.attn1, r"'r_w_bias' has shape \[2, 2, 16\], "
+                     r"expected \[2, 16\].*attn_type 0", attn_type=0)
+        self.refused(self.attn1, "'r_emb' has no place.*attn_type 0",
+                     attn_type=0, untie_r=True,
+                     state=dict(torch.load(self.attn1.state),
+                                r_r_bias=torch.zeros(2, 2, 16),
+                                **{f"layers.{i}.dec_attn.r_net.weight":
+                                   torch.zeros(32, 32) for i in range(2)}))
+
+    def test_impossible_configs(self):
+        for hp, pattern in [
+                (dict(cutoffs=[40, 20]), "must increase strictly"),
+                (dict(cutoffs=[40, 320]), "must increase strictly"),
+                (dict(attn_type=4), "attn_type 4 does not exist"),
+                (dict(attn_type=3, d_head=10), "must equal d_model"),
+                (dict(div_val=8, cutoffs=[10, 20], d_embed=32),
+                 r"8\*\*2 is 0"),
+                (dict(tie_projs=[False, True], cutoffs=[]),
+                 "2 entries, the model has 1 clusters"),
+                (dict(attn_type=2, same_length=True, mem_len=0),
+                 "masks every key")]:
+            self.refused(self.attn1, pattern, **dict(dict(attn_type=0),
+                                                     **hp))
+
+
+if __name__ == "__main__":
+    unittest.main()
