@@ -215,24 +215,30 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	int r = 0;
 
 	for (; r + 4 <= n; r += 4) {
-		const struct txl_block_q8_0 *q[4];
-		__m256 acc[4];
+		/* four rows, each with its own accumulator, written out:
+		 * GCC keeps arrays of them in memory */
+		const struct txl_block_q8_0 *q0 = (const void *)(base +
+								 (size_t)r * ld);
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
-		for (int i = 0; i < 4; i++) {
-			q[i] = (const void *)(base + (size_t)(r + i) * ld);
-			acc[i] = _mm256_setzero_ps();
-		}
 		for (int b = 0; b < nb; b++) {
 			const float *xb = x + b * TXL_QK;
 			__m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
 			__m256 x2 = _mm256_loadu_ps(xb + 16);
 			__m256 x3 = _mm256_loadu_ps(xb + 24);
-			for (int i = 0; i < 4; i++)
-				acc[i] = _mm256_fmadd_ps(
-					q8_block_dot(q[i] + b, x0, x1, x2, x3),
-					q8_scale(q[i] + b), acc[i]);
+			a0 = _mm256_fmadd_ps(q8_block_dot(q0 + b, x0, x1, x2, x3),
+					     q8_scale(q0 + b), a0);
+			a1 = _mm256_fmadd_ps(q8_block_dot(q1 + b, x0, x1, x2, x3),
+					     q8_scale(q1 + b), a1);
+			a2 = _mm256_fmadd_ps(q8_block_dot(q2 + b, x0, x1, x2, x3),
+					     q8_scale(q2 + b), a2);
+			a3 = _mm256_fmadd_ps(q8_block_dot(q3 + b, x0, x1, x2, x3),
+					     q8_scale(q3 + b), a3);
 		}
-		_mm_storeu_ps(y + r, hsum4(acc[0], acc[1], acc[2], acc[3]));
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
 	}
 	for (; r < n; r++) {
 		const struct txl_block_q8_0 *q = (const void *)(base +

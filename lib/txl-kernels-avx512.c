@@ -173,24 +173,31 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	int r = 0;
 
 	for (; r + 4 <= n; r += 4) {
-		const struct txl_block_q8_0 *q[4];
-		__m512 acc[4];
+		/* four rows, each with its own accumulator, written out:
+		 * GCC keeps arrays of them in memory */
+		const struct txl_block_q8_0 *q0 = (const void *)(base +
+								 (size_t)r * ld);
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
-		for (int i = 0; i < 4; i++) {
-			q[i] = (const void *)(base + (size_t)(r + i) * ld);
-			acc[i] = _mm512_setzero_ps();
-		}
 		for (int b = 0; b < nb; b++) {
 			__m512 x0 = _mm512_loadu_ps(x + b * TXL_QK);
 			__m512 x1 = _mm512_loadu_ps(x + b * TXL_QK + 16);
-			for (int i = 0; i < 4; i++) {
-				const struct txl_block_q8_0 *qb = q[i] + b;
-				__m512 t = _mm512_mul_ps(q8_load16(qb->qs), x0);
-				t = _mm512_fmadd_ps(q8_load16(qb->qs + 16), x1, t);
-				acc[i] = _mm512_fmadd_ps(t, q8_scale(qb), acc[i]);
-			}
+#define ROW(q, a)                                                            \
+			do {                                                 \
+				__m512 t = _mm512_mul_ps(q8_load16(q[b].qs), x0); \
+				t = _mm512_fmadd_ps(q8_load16(q[b].qs + 16), x1, t); \
+				a = _mm512_fmadd_ps(t, q8_scale(q + b), a);  \
+			} while (0)
+			ROW(q0, a0);
+			ROW(q1, a1);
+			ROW(q2, a2);
+			ROW(q3, a3);
+#undef ROW
 		}
-		_mm_storeu_ps(y + r, hsum4(acc[0], acc[1], acc[2], acc[3]));
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
 	}
 	for (; r < n; r++) {
 		const struct txl_block_q8_0 *q = (const void *)(base +

@@ -33,9 +33,13 @@ txl_set_threads(int n)
 {
 	if (n <= 0)
 		n = txl_n_cpus();
+	if (n == txl_pool_threads() && n > 1)
+		return;
 	/* one thread for OpenBLAS: the pool splits the sgemm calls */
 	openblas_set_num_threads(1);
 	txl_pool_set_threads(n);
+	txl_log(TXL_LOG_INFO, "kernels: %s, %d thread%s", txl_kernels()->name,
+		txl_pool_threads(), txl_pool_threads() == 1 ? "" : "s");
 }
 
 /* ---- a thread's scratch buffer (widened weights, partial sums) ---- */

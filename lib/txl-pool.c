@@ -13,11 +13,13 @@
  * threads of ours at any time: no oversubscription, one setting.
  *
  * Tasks split their work themselves (txl-math.c hands out chunks of rows
- * through an atomic counter, so a thread that was descheduled on a
- * shared machine delays nobody).  A second thread calling
- * txl_pool_run() while the pool is busy runs its task alone.
+ * through an atomic counter), and a worker joins a task only while it is
+ * open: the caller closes it when its own share is done and waits only
+ * for the workers inside.  So a worker that the system has not scheduled
+ * yet (a busy machine) delays nobody; it finds the task closed and goes
+ * back to waiting.  A second thread calling txl_pool_run() while the pool
+ * is busy runs its task alone.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -39,7 +41,25 @@
  * are tens of microseconds at most. */
 #define SPIN_NS 200000
 
+/* Spinning waits give the CPU away (sched_yield) after this many rounds:
+ * on a machine with more runnable threads than CPUs, the thread waited
+ * for may be the one that needs it. */
+#define SPIN_YIELD 4096
+
+static inline void
+spin_wait(unsigned i)
+{
+	if (i < SPIN_YIELD)
+		cpu_relax();
+	else
+		sched_yield();
+}
+
 #define MAX_THREADS 256
+
+/* pool.state: the workers inside the current task, plus CLOSED when no
+ * worker may join it */
+#define CLOSED (1u << 30)
 
 static struct {
 	pthread_mutex_t busy;	/* held while a task runs */
@@ -48,16 +68,19 @@ static struct {
 	int n;			/* threads, the caller included */
 	pthread_t workers[MAX_THREADS];
 	atomic_uint gen;	/* bumped for every task (and to quit) */
-	atomic_int pending;	/* workers still running the task */
+	atomic_uint state;	/* see CLOSED */
 	atomic_int sleeping;	/* workers waiting on `wake` */
 	atomic_bool quit;
+	/* the current task: written while it is closed and drained */
 	txl_task_fn fn;
 	void *ctx;
+	unsigned task;		/* its number */
 } pool = {
 	.busy = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.wake = PTHREAD_COND_INITIALIZER,
 	.n = 1,
+	.state = CLOSED,
 };
 
 static uint64_t
@@ -76,11 +99,11 @@ wait_task(unsigned seen)
 	unsigned g;
 	uint64_t t0 = 0;
 
-	for (int i = 0;; i++) {
+	for (unsigned i = 0;; i++) {
 		g = atomic_load_explicit(&pool.gen, memory_order_acquire);
 		if (g != seen)
 			return g;
-		cpu_relax();
+		spin_wait(i);
 		if ((i & 63) == 63) {
 			uint64_t t = now_ns();
 			if (t0 == 0)
@@ -107,15 +130,22 @@ static void *
 worker(void *p)
 {
 	struct worker_arg a = *(struct worker_arg *)p;
+	unsigned done = pool.task;	/* the last task this worker ran */
 
 	free(p);
 	for (;;) {
 		a.gen = wait_task(a.gen);
 		if (atomic_load_explicit(&pool.quit, memory_order_acquire))
 			return NULL;
-		pool.fn(pool.ctx, a.ith, pool.n);
-		atomic_fetch_sub_explicit(&pool.pending, 1,
-					  memory_order_release);
+		/* join the task if it is still open; while we are inside,
+		 * the caller leaves fn, ctx and task alone */
+		unsigned st = atomic_fetch_add_explicit(&pool.state, 1,
+							memory_order_acquire);
+		if (!(st & CLOSED) && pool.task != done) {
+			done = pool.task;
+			pool.fn(pool.ctx, a.ith, pool.n);
+		}
+		atomic_fetch_sub_explicit(&pool.state, 1, memory_order_release);
 	}
 }
 
@@ -147,11 +177,22 @@ txl_pool_run(txl_task_fn fn, void *ctx)
 	}
 	pool.fn = fn;
 	pool.ctx = ctx;
-	atomic_store_explicit(&pool.pending, pool.n - 1, memory_order_relaxed);
+	pool.task++;
+	/* open it: from closed with nobody inside (a late worker of the
+	 * last task may be passing through) */
+	for (unsigned i = 0, closed = CLOSED;
+	     !atomic_compare_exchange_weak_explicit(&pool.state, &closed, 0,
+						    memory_order_release,
+						    memory_order_relaxed);
+	     closed = CLOSED)
+		spin_wait(i++);
 	publish();
 	fn(ctx, 0, pool.n);
-	while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0)
-		cpu_relax();
+	/* close it and wait for the workers that joined */
+	atomic_fetch_or_explicit(&pool.state, CLOSED, memory_order_relaxed);
+	for (unsigned i = 0; atomic_load_explicit(&pool.state,
+						  memory_order_acquire) != CLOSED;)
+		spin_wait(i++);
 	pthread_mutex_unlock(&pool.busy);
 }
 
@@ -224,6 +265,7 @@ after_fork_child(void)
 	pthread_mutex_init(&pool.lock, NULL);
 	pthread_cond_init(&pool.wake, NULL);
 	atomic_store(&pool.sleeping, 0);
+	atomic_store(&pool.state, CLOSED);
 	pool.n = 1;
 }
 
