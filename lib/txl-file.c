@@ -14,6 +14,7 @@
  * Transformer-XL is txl-model.c's business.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,40 @@ txl_f16_to_f32(uint16_t h)
 	}
 	memcpy(&f, &bits, sizeof f);
 	return f;
+}
+
+uint16_t
+txl_f32_to_f16(float f)
+{
+	uint32_t x, sign, abs;
+
+	memcpy(&x, &f, sizeof x);
+	sign = (x >> 16) & 0x8000;
+	abs = x & 0x7fffffff;
+	if (abs > 0x7f800000)			/* NaN, kept quiet */
+		return (uint16_t)(sign | 0x7e00 | ((abs >> 13) & 0x3ff));
+	if (abs >= 0x477ff000)			/* >= 65520: infinity */
+		return (uint16_t)(sign | 0x7c00);
+	if (abs < 0x38800000) {			/* below 2^-14: subnormal */
+		float a;
+		memcpy(&a, &abs, sizeof a);
+		return (uint16_t)(sign | (uint32_t)lrintf(a * 0x1p24f));
+	}
+	/* rebias the exponent (127 - 15), round the 13 bits dropped to
+	 * nearest even; a carry into the exponent is right */
+	abs -= 112u << 23;
+	return (uint16_t)(sign | ((abs + 0xfff + ((abs >> 13) & 1)) >> 13));
+}
+
+uint16_t
+txl_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, sizeof x);
+	if ((x & 0x7fffffff) > 0x7f800000)	/* NaN, kept quiet */
+		return (uint16_t)((x >> 16) | 0x40);
+	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
 float

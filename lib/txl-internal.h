@@ -85,6 +85,9 @@ size_t txl_dtype_size(enum txl_dtype dt);
 const char *txl_dtype_name(enum txl_dtype dt);
 float txl_f16_to_f32(uint16_t h);
 float txl_bf16_to_f32(uint16_t h);
+/* Rounded to nearest even (NaNs stay NaNs). */
+uint16_t txl_f32_to_f16(float f);
+uint16_t txl_f32_to_bf16(float f);
 
 /* ---- weights ---- */
 
@@ -133,6 +136,16 @@ void txl_gemm_nt(float *out, int ldo, const float *a, int lda,
 /* out[M,N] (ldo) = a[M,K] (lda) . b[K,N] (ldb). */
 void txl_gemm_nn(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
+/* The same with b in dtype dt (F32, F16 or BF16; ldb in values): the
+ * attention's products with a compact K, V or R. */
+void txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda,
+		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
+		    int N);
+void txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda,
+		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
+		    int N);
+/* dst[n] = src rounded to dt (F32, F16 or BF16; nearest even). */
+void txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n);
 /* out[M,N] (ldo) += alpha * a[K,M]^T (lda) . b[K,N] (ldb). */
 void txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda,
 		     const float *b, int ldb, int M, int K, int N, float alpha);

@@ -272,38 +272,97 @@ widen_q8_0(float *dst, const void *src, size_t n)
 }
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
-static void
-axpy_rows(float *y, const float *a, const float *w, size_t ld, int n, int K)
-{
-	int k0 = 0;
+#define AXPY_ROWS(name, size, load8, load1)                                  \
+static void                                                                  \
+name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	int k0 = 0;                                                          \
+                                                                             \
+	for (; k0 + 64 <= K; k0 += 64) {                                     \
+		__m256 acc[8];                                               \
+		for (int j = 0; j < 8; j++)                                  \
+			acc[j] = _mm256_loadu_ps(y + k0 + 8 * j);            \
+		for (int r = 0; r < n; r++) {                                \
+			const uint8_t *wr = base + (size_t)r * ld + k0 * size; \
+			__m256 ar = _mm256_broadcast_ss(a + r);              \
+			for (int j = 0; j < 8; j++)                          \
+				acc[j] = _mm256_fmadd_ps(ar, load8(wr + 8 * j * size), \
+							 acc[j]);            \
+		}                                                            \
+		for (int j = 0; j < 8; j++)                                  \
+			_mm256_storeu_ps(y + k0 + 8 * j, acc[j]);            \
+	}                                                                    \
+	for (; k0 + 8 <= K; k0 += 8) {                                       \
+		__m256 acc = _mm256_loadu_ps(y + k0);                        \
+		for (int r = 0; r < n; r++)                                  \
+			acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r),    \
+					      load8(base + (size_t)r * ld + k0 * size), \
+					      acc);                          \
+		_mm256_storeu_ps(y + k0, acc);                               \
+	}                                                                    \
+	for (; k0 < K; k0++) {                                               \
+		float acc = y[k0];                                           \
+		for (int r = 0; r < n; r++)                                  \
+			acc += a[r] * load1(base + (size_t)r * ld + k0 * size); \
+		y[k0] = acc;                                                 \
+	}                                                                    \
+}
 
-	for (; k0 + 64 <= K; k0 += 64) {
-		__m256 acc[8];
-		for (int j = 0; j < 8; j++)
-			acc[j] = _mm256_loadu_ps(y + k0 + 8 * j);
-		for (int r = 0; r < n; r++) {
-			const float *wr = w + (size_t)r * ld + k0;
-			__m256 ar = _mm256_broadcast_ss(a + r);
-			for (int j = 0; j < 8; j++)
-				acc[j] = _mm256_fmadd_ps(ar, _mm256_loadu_ps(wr + 8 * j),
-							 acc[j]);
-		}
-		for (int j = 0; j < 8; j++)
-			_mm256_storeu_ps(y + k0 + 8 * j, acc[j]);
+AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
+AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
+AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
+
+static void
+narrow_f32(void *dst, const float *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+						 _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++) {
+		uint16_t h = txl_f32_to_f16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
 	}
-	for (; k0 + 8 <= K; k0 += 8) {
-		__m256 acc = _mm256_loadu_ps(y + k0);
-		for (int r = 0; r < n; r++)
-			acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r),
-					      _mm256_loadu_ps(w + (size_t)r * ld + k0),
-					      acc);
-		_mm256_storeu_ps(y + k0, acc);
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+	const __m256i inf = _mm256_set1_epi32(0x7f800000);
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+	uint8_t *d = dst;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i x = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+		/* nearest even: add 0x7fff + the lowest bit kept */
+		__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+		__m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias),
+							       lsb), 16);
+		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+		__m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16),
+					    _mm256_set1_epi32(0x40));
+		r = _mm256_blendv_epi8(r, q, nan);
+		/* 8 x 32 -> 8 x 16 bits: pack within lanes, then gather the
+		 * two lanes' halves */
+		r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i),
+				 _mm256_castsi256_si128(r));
 	}
-	for (; k0 < K; k0++) {
-		float acc = y[k0];
-		for (int r = 0; r < n; r++)
-			acc += a[r] * w[(size_t)r * ld + k0];
-		y[k0] = acc;
+	for (; i < n; i++) {
+		uint16_t h = txl_f32_to_bf16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
 	}
 }
 
@@ -387,7 +446,14 @@ const struct txl_kernels txl_kernels_avx2 = {
 		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
 		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
 	},
-	.axpy_rows = axpy_rows,
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
 	.exp_sum = exp_sum,
 	.max = max_of,
 };

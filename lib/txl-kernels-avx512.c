@@ -229,29 +229,87 @@ widen_q8_0(float *dst, const void *src, size_t n)
 }
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
-static void
-axpy_rows(float *y, const float *a, const float *w, size_t ld, int n, int K)
-{
-	for (int k0 = 0; k0 < K; k0 += 64) {
-		__mmask16 m[4];
-		__m512 acc[4];
+#define AXPY_ROWS(name, size, load16)                                        \
+static void                                                                  \
+name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+                                                                             \
+	for (int k0 = 0; k0 < K; k0 += 64) {                                 \
+		__mmask16 m0, m1, m2, m3;                                    \
+		__m512 acc0, acc1, acc2, acc3;                               \
+		m0 = mask_of(K - k0);                                        \
+		m1 = mask_of(K - k0 - 16);                                   \
+		m2 = mask_of(K - k0 - 32);                                   \
+		m3 = mask_of(K - k0 - 48);                                   \
+		acc0 = _mm512_maskz_loadu_ps(m0, y + k0);                    \
+		acc1 = _mm512_maskz_loadu_ps(m1, y + k0 + 16);               \
+		acc2 = _mm512_maskz_loadu_ps(m2, y + k0 + 32);               \
+		acc3 = _mm512_maskz_loadu_ps(m3, y + k0 + 48);               \
+		for (int r = 0; r < n; r++) {                                \
+			const uint8_t *wr = base + (size_t)r * ld + k0 * size; \
+			__m512 ar = _mm512_set1_ps(a[r]);                    \
+			acc0 = _mm512_fmadd_ps(ar, load16(wr, m0), acc0);    \
+			acc1 = _mm512_fmadd_ps(ar, load16(wr + 16 * size, m1), acc1); \
+			acc2 = _mm512_fmadd_ps(ar, load16(wr + 32 * size, m2), acc2); \
+			acc3 = _mm512_fmadd_ps(ar, load16(wr + 48 * size, m3), acc3); \
+		}                                                            \
+		_mm512_mask_storeu_ps(y + k0, m0, acc0);                     \
+		_mm512_mask_storeu_ps(y + k0 + 16, m1, acc1);                \
+		_mm512_mask_storeu_ps(y + k0 + 32, m2, acc2);                \
+		_mm512_mask_storeu_ps(y + k0 + 48, m3, acc3);                \
+	}                                                                    \
+}
 
-		for (int j = 0; j < 4; j++) {
-			int left = K - k0 - 16 * j;
-			m[j] = left >= 16 ? FULL : left <= 0 ? 0 :
-				(__mmask16)((1u << left) - 1);
-			acc[j] = _mm512_maskz_loadu_ps(m[j], y + k0 + 16 * j);
-		}
-		for (int r = 0; r < n; r++) {
-			const float *wr = w + (size_t)r * ld + k0;
-			__m512 ar = _mm512_set1_ps(a[r]);
-			for (int j = 0; j < 4; j++)
-				acc[j] = _mm512_fmadd_ps(
-					ar, _mm512_maskz_loadu_ps(m[j], wr + 16 * j),
-					acc[j]);
-		}
-		for (int j = 0; j < 4; j++)
-			_mm512_mask_storeu_ps(y + k0 + 16 * j, m[j], acc[j]);
+/* The lanes of a tail of `left` values (all 16 if left >= 16). */
+static inline __mmask16
+mask_of(int left)
+{
+	return left >= 16 ? FULL : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
+AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
+AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
+
+static void
+narrow_f32(void *dst, const float *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? FULL : mask_of((int)(n - i));
+		_mm256_mask_storeu_epi16(d + 2 * i, m,
+			_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+					_MM_FROUND_TO_NEAREST_INT));
+	}
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? FULL : mask_of((int)(n - i));
+		__m512i x = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i));
+		/* nearest even: add 0x7fff + the lowest bit kept; NaNs quiet */
+		__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+		__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias),
+							       lsb), 16);
+		__mmask16 nan = _mm512_cmpgt_epi32_mask(
+			_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+			_mm512_set1_epi32(0x7f800000));
+		r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16),
+					 _mm512_set1_epi32(0x40));
+		_mm256_mask_storeu_epi16(d + 2 * i, m, _mm512_cvtepi32_epi16(r));
 	}
 }
 
@@ -316,7 +374,14 @@ const struct txl_kernels txl_kernels_avx512 = {
 		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
 		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
 	},
-	.axpy_rows = axpy_rows,
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
 	.exp_sum = exp_sum,
 	.max = max_of,
 };

@@ -115,11 +115,69 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 }
 
 static void
-axpy_rows(float *y, const float *a, const float *w, size_t ld, int n, int K)
+narrow_f32(void *dst, const float *src, size_t n)
 {
-	for (int r = 0; r < n; r++)
-		for (int k = 0; k < K; k++)
-			y[k] += a[r] * w[(size_t)r * ld + k];
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = txl_f32_to_f16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = txl_f32_to_bf16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+static void
+axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+	       const float *a, const void *w, size_t ld, int n, int K)
+{
+	float buf[ROW_CHUNK];
+
+	for (int k0 = 0; k0 < K; k0 += ROW_CHUNK) {
+		int len = K - k0 < ROW_CHUNK ? K - k0 : ROW_CHUNK;
+		for (int r = 0; r < n; r++) {
+			widen(buf, (const uint8_t *)w + (size_t)r * ld +
+			      txl_row_bytes(dt, k0), (size_t)len);
+			for (int k = 0; k < len; k++)
+				y[k0 + k] += a[r] * buf[k];
+		}
+	}
+}
+
+static void
+axpy_rows_f32(float *y, const float *a, const void *w, size_t ld, int n,
+	      int K)
+{
+	axpy_rows_with(widen_f32, TXL_F32, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_f16(float *y, const float *a, const void *w, size_t ld, int n,
+	      int K)
+{
+	axpy_rows_with(widen_f16, TXL_F16, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_with(widen_bf16, TXL_BF16, y, a, w, ld, n, K);
 }
 
 static double
@@ -156,7 +214,14 @@ static const struct txl_kernels kernels_scalar = {
 		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
 		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
 	},
-	.axpy_rows = axpy_rows,
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
 	.exp_sum = exp_sum,
 	.max = max_of,
 };

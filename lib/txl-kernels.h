@@ -27,15 +27,19 @@ typedef void (*txl_dot_rows_fn)(float *y, const void *w, size_t ld,
 /* dst[n] = src widened to floats (exactly: every stored value is a
  * float); n is a multiple of TXL_QK for Q8_0. */
 typedef void (*txl_widen_fn)(float *dst, const void *src, size_t n);
+/* dst[n] = src rounded to the dtype (nearest even; F32, F16, BF16). */
+typedef void (*txl_narrow_fn)(void *dst, const float *src, size_t n);
+/* y[K] += sum_{r < n} a[r] * w_r, rows of w `ld` bytes apart (F32, F16,
+ * BF16): attention's probabilities times V. */
+typedef void (*txl_axpy_rows_fn)(float *y, const float *a, const void *w,
+				 size_t ld, int n, int K);
 
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avx512" */
 	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_widen_fn widen[TXL_N_DTYPES];
-	/* y[K] += sum_{r < n} a[r] * w[r * ld .. + K): F32 rows, ld floats
-	 * apart (attention's probabilities times V) */
-	void (*axpy_rows)(float *y, const float *a, const float *w, size_t ld,
-			  int n, int K);
+	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8, Q8_0 */
+	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8, Q8_0 */
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);

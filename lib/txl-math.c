@@ -44,7 +44,12 @@ txl_set_threads(int n)
 
 /* ---- a thread's scratch buffer (widened weights, partial sums) ---- */
 
-static pthread_key_t scratch_key;
+/* Two buffers per thread: TASK for the work of pool tasks (widened
+ * weights, partial sums), OPERAND for an operand widened before a task
+ * runs (a compact V). */
+enum { SCRATCH_TASK, SCRATCH_OPERAND, N_SCRATCH };
+
+static pthread_key_t scratch_key[N_SCRATCH];
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 struct scratch {
@@ -55,23 +60,24 @@ struct scratch {
 static void
 scratch_init(void)
 {
-	pthread_key_create(&scratch_key, free);
+	for (int i = 0; i < N_SCRATCH; i++)
+		pthread_key_create(&scratch_key[i], free);
 }
 
-/* n floats of this thread's buffer, 64-byte aligned, kept for the next
- * call; NULL if out of memory. */
+/* n floats of this thread's buffer `which`, 64-byte aligned, kept for the
+ * next call; NULL if out of memory. */
 static float *
-thread_scratch(size_t n)
+thread_scratch(int which, size_t n)
 {
 	struct scratch *s;
 
 	pthread_once(&scratch_once, scratch_init);
-	s = pthread_getspecific(scratch_key);
+	s = pthread_getspecific(scratch_key[which]);
 	if (!s || s->n < n) {
 		free(s);
 		/* the header takes 64 bytes so that f stays aligned */
 		s = aligned_alloc(64, 64 + (n * sizeof(float) + 63) / 64 * 64);
-		pthread_setspecific(scratch_key, s);
+		pthread_setspecific(scratch_key[which], s);
 		if (!s)
 			return NULL;
 		s->n = n;
@@ -212,7 +218,7 @@ gemm_cols(const struct gemm *g, int lo, int hi)
 			    g->ldo);
 		return;
 	}
-	buf = thread_scratch((size_t)(hi - lo) * g->K);
+	buf = thread_scratch(SCRATCH_TASK, (size_t)(hi - lo) * g->K);
 	if (!buf) {
 		/* out of memory for the buffer: one dot product at a time */
 		for (int m = 0; m < g->M; m++) {
@@ -285,14 +291,18 @@ gemm(float *out, int ldo, const float *a, int lda, const void *w,
 	run(gemm_task, &g, macs);
 }
 
-/* ---- y[N] = a[K] . b[K, N] (ldb): the weighted sum of rows ---- */
+/* ---- y[N] = a[K] . b[K, N] (rows ldb bytes apart): the weighted sum
+ * of rows ---- */
 
 #define MAX_PARTS 256
 
 struct axpy {
 	struct chunks rows;
-	const float *a, *b;
-	int ldb, N;
+	txl_axpy_rows_fn fn;
+	const float *a;
+	const uint8_t *b;
+	size_t ldb;
+	int N;
 	float *y;
 	float *part[MAX_PARTS];	/* each thread's sum (thread 0's is y) */
 };
@@ -301,23 +311,29 @@ static void
 axpy_task(void *p, int ith, int nth)
 {
 	struct axpy *x = p;
-	float *acc = ith == 0 ? x->y : thread_scratch((size_t)x->N);
+	float *acc;
 	int lo, hi;
 
-	x->part[ith] = acc;
-	if (!acc || ith >= MAX_PARTS)
+	if (ith >= MAX_PARTS)
 		return;		/* the others take the rows */
+	acc = ith == 0 ? x->y : thread_scratch(SCRATCH_TASK, (size_t)x->N);
+	x->part[ith] = acc;
+	if (!acc)
+		return;
 	memset(acc, 0, sizeof(float) * (size_t)x->N);
 	while (chunks_take(&x->rows, &lo, &hi))
-		txl_kernels()->axpy_rows(acc, x->a + lo,
-					 x->b + (size_t)lo * x->ldb,
-					 (size_t)x->ldb, hi - lo, x->N);
+		x->fn(acc, x->a + lo, x->b + (size_t)lo * x->ldb, x->ldb,
+		      hi - lo, x->N);
 }
 
 static void
-axpy(float *y, const float *a, const float *b, int ldb, int K, int N)
+axpy(float *y, const float *a, const void *b, enum txl_dtype dt, size_t ldb,
+     int K, int N)
 {
-	struct axpy x = { .a = a, .b = b, .ldb = ldb, .N = N, .y = y };
+	struct axpy x = {
+		.fn = txl_kernels()->axpy_rows[dt], .a = a, .b = b, .ldb = ldb,
+		.N = N, .y = y,
+	};
 	double macs = (double)K * N;
 	int nth = threads_for(macs);
 
@@ -366,16 +382,29 @@ txl_widen(float *dst, const void *src, enum txl_dtype dt, size_t n)
 }
 
 void
+txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n)
+{
+	txl_kernels()->narrow[dt](dst, src, n);
+}
+
+void
 txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {
+	txl_gemm_nt_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
+}
+
+void
+txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda, const void *b,
+	       enum txl_dtype dt, int ldb, int M, int K, int N)
+{
 	/* out[M,N] = a[M,K] . b[N,K]^T */
-	const size_t ld = (size_t)ldb * sizeof(float);
+	const size_t ld = txl_row_bytes(dt, ldb);
 
 	if (M == 1)
-		gemv(out, b, TXL_F32, ld, a, N, K, false);
+		gemv(out, b, dt, ld, a, N, K, false);
 	else
-		gemm(out, ldo, a, lda, b, TXL_F32, ld, M, N, K, false);
+		gemm(out, ldo, a, lda, b, dt, ld, M, N, K, false);
 }
 
 struct gemm_nn {
@@ -423,11 +452,37 @@ void
 txl_gemm_nn(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {
+	txl_gemm_nn_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
+}
+
+void
+txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda, const void *b,
+	       enum txl_dtype dt, int ldb, int M, int K, int N)
+{
 	/* out[M,N] = a[M,K] . b[K,N] */
-	if (M == 1)
-		axpy(out, a, b, ldb, K, N);
-	else
-		gemm_rows(out, ldo, a, lda, false, b, ldb, M, K, N, 1.0f, 0.0f);
+	const size_t ld = txl_row_bytes(dt, ldb);
+	const float *bf = b;
+
+	if (M == 1) {
+		axpy(out, a, b, dt, ld, K, N);
+		return;
+	}
+	if (dt != TXL_F32) {
+		/* K rows of N values, widened once for all the rows of a */
+		float *buf = thread_scratch(SCRATCH_OPERAND, (size_t)K * N);
+		if (!buf) {
+			for (int m = 0; m < M; m++)
+				axpy(out + (size_t)m * ldo, a + (size_t)m * lda,
+				     b, dt, ld, K, N);
+			return;
+		}
+		for (int k = 0; k < K; k++)
+			txl_widen(buf + (size_t)k * N, (const uint8_t *)b +
+				  (size_t)k * ld, dt, (size_t)N);
+		bf = buf;
+		ldb = N;
+	}
+	gemm_rows(out, ldo, a, lda, false, bf, ldb, M, K, N, 1.0f, 0.0f);
 }
 
 void

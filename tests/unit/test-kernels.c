@@ -252,27 +252,88 @@ test_axpy(const struct txl_kernels *kt)
 {
 	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
 
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		int K = Ks[i], n = 37, ld = K + 5;
-		float *w = malloc(sizeof(float) * n * ld), a[37], y[130],
-		      col[37], wcol[37];
-		CHECK(w);
-		for (int j = 0; j < n * ld; j++)
-			w[j] = uniform();
-		for (int r = 0; r < n; r++)
-			a[r] = uniform();
-		for (int k = 0; k < K; k++)
-			y[k] = 0.0f;
-		kt->axpy_rows(y, a, w, (size_t)ld, n, K);
-		for (int k = 0; k < K; k++) {
-			for (int r = 0; r < n; r++) {
-				col[r] = a[r];
-				wcol[r] = w[(size_t)r * ld + k];
+	for (size_t d = 0; d < 3; d++) {	/* F32, F16, BF16 */
+		enum txl_dtype dt = dtypes[d];
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+			int K = Ks[i], n = 37, ld = K + 5;
+			float *e = malloc(sizeof(float) * n * ld), a[37], y[130],
+			      col[37], wcol[37];
+			CHECK(e);
+			void *w = make_weights(dt, n, ld,
+					       txl_row_bytes(dt, ld), e);
+			for (int r = 0; r < n; r++)
+				a[r] = uniform();
+			for (int k = 0; k < K; k++)
+				y[k] = 0.0f;
+			kt->axpy_rows[dt](y, a, w, txl_row_bytes(dt, ld), n, K);
+			for (int k = 0; k < K; k++) {
+				for (int r = 0; r < n; r++) {
+					col[r] = a[r];
+					wcol[r] = e[(size_t)r * ld + k];
+				}
+				check_dot(y[k], wcol, col, n, kt->name);
 			}
-			check_dot(y[k], wcol, col, n, kt->name);
+			free(w);
+			free(e);
 		}
-		free(w);
 	}
+}
+
+/* Rounding floats to F16 and BF16: the scalar conversions against the
+ * compiler's (_Float16) and against bit patterns worked out by hand; the
+ * table's against the scalar ones, bit for bit. */
+static void
+test_narrow(const struct txl_kernels *kt)
+{
+	static const struct { float f; uint16_t h, b; } known[] = {
+		{ 1.0f, 0x3c00, 0x3f80 }, { -2.0f, 0xc000, 0xc000 },
+		{ 65504.0f, 0x7bff, 0x4780 }, { 65520.0f, 0x7c00, 0x4780 },
+		{ 0x1p-24f, 0x0001, 0x3380 }, { 0x1p-25f, 0x0000, 0x3300 },
+		{ 1.0f + 0x1p-11f, 0x3c00, 0x3f80 },	/* tie: to even */
+		{ 1.0f + 3 * 0x1p-11f, 0x3c02, 0x3f80 },	/* tie: up */
+		{ 1.00390625f, 0x3c04, 0x3f80 },	/* bf16 tie: to even */
+		{ 1.01171875f, 0x3c0c, 0x3f82 },	/* bf16 tie: up */
+		{ INFINITY, 0x7c00, 0x7f80 }, { -0.0f, 0x8000, 0x8000 },
+	};
+	enum { N = 4099 };
+	float *x = malloc(sizeof(float) * N);
+	uint16_t got[N + 1], want[N];
+
+	CHECK(x);
+	for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+		CHECK_EQ(txl_f32_to_f16(known[i].f), known[i].h);
+		CHECK_EQ(txl_f32_to_bf16(known[i].f), known[i].b);
+	}
+	CHECK((txl_f32_to_f16(NAN) & 0x7e00) == 0x7e00);
+	CHECK((txl_f32_to_bf16(NAN) & 0x7fc0) == 0x7fc0);
+	for (int i = 0; i < N; i++) {
+		/* every exponent F16 has and some it has not, random bits */
+		uint32_t u = next_u32();
+		u = (u & 0x807fffff) | ((uint32_t)(95 + next_u32() % 50) << 23);
+		memcpy(&x[i], &u, sizeof u);
+		if (i % 97 == 0)
+			x[i] = known[i / 97 % (sizeof known / sizeof *known)].f;
+		if (i % 101 == 50) {
+			/* NaNs, some signalling, with payloads */
+			u = 0x7f800001u | (next_u32() & 0x807fffff);
+			memcpy(&x[i], &u, sizeof u);
+			continue;
+		}
+		CHECK_EQ(txl_f32_to_f16(x[i]), f32_to_f16(x[i]));
+	}
+	for (int dt = TXL_F16; dt <= TXL_BF16; dt++) {
+		for (int i = 0; i < N; i++)
+			want[i] = dt == TXL_F16 ? txl_f32_to_f16(x[i]) :
+				txl_f32_to_bf16(x[i]);
+		/* odd lengths and offsets: the tails */
+		for (int len = N; len > N - 20; len -= 7) {
+			memset(got, 0xa5, sizeof got);
+			kt->narrow[dt](got, x, (size_t)len);
+			CHECK(memcmp(got, want, 2 * (size_t)len) == 0);
+			CHECK_EQ(got[len], 0xa5a5);
+		}
+	}
+	free(x);
 }
 
 static void
@@ -386,6 +447,30 @@ test_gemm(void)
 					  K, "gemm_nn");
 			}
 	}
+	/* the same with b in F16 and BF16 (K, V and R of a compact memory) */
+	for (int dt = TXL_F16; dt <= TXL_BF16; dt++) {
+		float *e = malloc(sizeof(float) * N * ld);
+		CHECK(e);
+		void *bc = make_weights(dt, N, ld, txl_row_bytes(dt, ld), e);
+		for (int M = 1; M <= M0; M += M0 - 1) {
+			txl_gemm_nt_dt(out, N, a, ld, bc, dt, ld, M, K, N);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++)
+					check_dot(out[m * N + n], e + (size_t)n * ld,
+						  a + (size_t)m * ld, K, "gemm_nt_dt");
+			/* b as K rows of N (ldb = ld >= N? no: K rows of ld) */
+			txl_gemm_nn_dt(out, N, a, ld, bc, dt, ld, M, K, 60);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < 60; n++) {
+					for (int k = 0; k < K; k++)
+						col[k] = e[(size_t)k * ld + n];
+					check_dot(out[m * N + n], col,
+						  a + (size_t)m * ld, K, "gemm_nn_dt");
+				}
+		}
+		free(bc);
+		free(e);
+	}
 	/* out[M,N] += alpha a[K,M]^T b[K,N]: a as K rows of M0 */
 	const int M = 33;
 	for (int i = 0; i < M * N; i++)
@@ -480,6 +565,7 @@ main(void)
 		RUN_ON(test_f16_all, kt);
 		RUN_ON(test_q8_0_block, kt);
 		RUN_ON(test_axpy, kt);
+		RUN_ON(test_narrow, kt);
 		RUN_ON(test_exp, kt);
 	}
 	CHECK(n_isa >= 1);
