@@ -1,30 +1,42 @@
 #!/usr/bin/python3
 """Benchmark txlgen's library against PyTorch on one Transformer-XL model.
 
-  bench/bench.py [--orig DIR] [--build build] [--layers 6 --d-model 384 ...]
+  env -u OPENBLAS_CORETYPE bench/bench.py --orig DIR [--threads N]
 
-Builds a random model of the requested shape (default: about 15M
-parameters, 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
-converts it with models/convert.py, then measures on the same weights, in
-the same run:
-  scoring    tokens/s, segments of --seg-len (128) with memory --mem-len
-             (256), the original eval.py protocol;
-  generation tokens/s, one token at a time with memory --mem-len (256),
-             greedy, logits of every step;
-for libtxl (build/bench/bench-txl) and for PyTorch: the original code's
-MemTransformerLM if --orig names its pytorch/ folder (a checkout of
-kimiyoung/transformer-xl), else models/txl_ref.py, which computes the same
-thing the same way (both recompute the keys and values of the whole memory
-at every call).  --long N adds a txlgen run of N generated tokens with
-tokens/s per window, to show that the cost per token stays flat.
+Builds a random model of the requested shape (default: the 14.6M shape of
+issue 12: 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
+converts it with models/convert.py to every storage type (F32, F16, BF16,
+Q8_0), and measures in one run, on the same weights:
 
-The environment is passed through unchanged: on machines where
-OPENBLAS_CORETYPE forces slower kernels, run `env -u OPENBLAS_CORETYPE
-bench/bench.py` for both sides.  OMP_WAIT_POLICY=PASSIVE is set for PyTorch
-unless already set (its spinning threads otherwise fight OpenBLAS's).
+  machine    the CPU, the kernels libtxl chose, the read bandwidth of
+             memory (bench-txl --dram) and the generation floor it sets:
+             the tokens/s at which generation would read, for every token,
+             every weight and the memory's K, V and R from DRAM once;
+  PyTorch    the original code's MemTransformerLM if --orig names its
+             pytorch/ folder (a checkout of kimiyoung/transformer-xl), else
+             models/txl_ref.py (computes the same way): scoring tokens/s
+             (segments of --seg-len 128, memory --mem-len 256, eval.py's
+             protocol) and generation tokens/s (one token at a time);
+  formats    for each storage type: file size, scoring and generation
+             tokens/s, and the bits per byte of the default model
+             (models/sotu.bin re-stored in that type) on --bpb-text
+             (models/data/test.txt, made by models/corpus.sh) if present;
+  memory     generation tokens/s against the length of the memory (the
+             memory filled first), for F32 and Q8_0;
+  XL         the time to recompute a --context (3800) token window from
+             scratch, as a model without memory must for every token,
+             against the time of a token with that memory cached.
+
+Every libtxl figure is the best of --reps runs (a shared machine only ever
+slows a run down); still, run it on an idle machine.  The environment is
+passed through: on machines where OPENBLAS_CORETYPE forces slower kernels,
+run `env -u OPENBLAS_CORETYPE bench/bench.py` for both sides.
+OMP_WAIT_POLICY=PASSIVE is set for PyTorch unless already set (its
+spinning threads otherwise fight OpenBLAS's).
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -40,8 +52,9 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 import torch                                     # noqa: E402
 import torch.nn.functional as F                  # noqa: E402
 import txl_ref                                   # noqa: E402
+import txlfile                                   # noqa: E402
 
-torch.set_num_threads(os.cpu_count() or 1)
+FORMATS = txlfile.DTYPES
 
 
 def make_tokenizer(path_prefix, n_token):
@@ -62,26 +75,37 @@ def make_tokenizer(path_prefix, n_token):
     return sp.get_piece_size()
 
 
-def build_model(work, a):
-    n_token = make_tokenizer(os.path.join(work, "tok"), a.n_token)
-    cfg = txl_ref.TxlConfig(n_token=n_token, n_layer=a.layers,
-                            n_head=a.heads, d_model=a.d_model,
-                            d_head=a.d_model // a.heads, d_inner=a.d_inner,
-                            tgt_len=a.seg_len, mem_len=a.mem_len)
-    torch.manual_seed(0)
-    model = txl_ref.MemTransformerLM(cfg)
-    model.init_weights(std=0.02)
+def build_models(work, a):
+    """The random model, its state_dict and config, and one file per
+    storage type; kept in --work between runs."""
     state = os.path.join(work, "state.pt")
-    torch.save(model.state_dict(), state)
-    import json
-    with open(os.path.join(work, "cfg.json"), "w") as f:
-        json.dump(cfg.hparams(), f)
-    out = os.path.join(work, "bench.bin")
-    subprocess.run([sys.executable, os.path.join(ROOT, "models", "convert.py"),
-                    "--config", os.path.join(work, "cfg.json"),
-                    "--weights", state, "--tokenizer",
-                    os.path.join(work, "tok.model"), "-o", out], check=True)
-    return cfg, state, out
+    cfg_path = os.path.join(work, "cfg.json")
+    tok = os.path.join(work, "tok.model")
+    if not os.path.exists(cfg_path):
+        n_token = make_tokenizer(os.path.join(work, "tok"), a.n_token)
+        cfg = txl_ref.TxlConfig(n_token=n_token, n_layer=a.layers,
+                                n_head=a.heads, d_model=a.d_model,
+                                d_head=a.d_model // a.heads,
+                                d_inner=a.d_inner, tgt_len=a.seg_len,
+                                mem_len=a.mem_len)
+        torch.manual_seed(0)
+        model = txl_ref.MemTransformerLM(cfg)
+        model.init_weights(std=0.02)
+        torch.save(model.state_dict(), state)
+        with open(cfg_path, "w") as f:
+            json.dump(cfg.hparams(), f)
+    with open(cfg_path) as f:
+        cfg = txl_ref.TxlConfig.from_dict(json.load(f))
+    paths = {}
+    for dt in FORMATS:
+        paths[dt] = os.path.join(work, f"bench-{dt}.bin")
+        if not os.path.exists(paths[dt]):
+            subprocess.run([sys.executable,
+                            os.path.join(ROOT, "models", "convert.py"),
+                            "--config", cfg_path, "--weights", state,
+                            "--tokenizer", tok, "--dtype", dt,
+                            "-o", paths[dt]], check=True)
+    return cfg, state, paths
 
 
 def pseudo_random_ids(n, V):
@@ -164,26 +188,71 @@ def bench_torch(step, init, ids, seg, n_gen):
             "score_mean_nll": nll / (len(ids) - 1)}
 
 
-def run_txl(exe, model, a, n_gen, window=0):
-    cmd = [exe, model, "--score", str(a.score_tokens), "--gen", str(n_gen),
-           "--seg-len", str(a.seg_len), "--mem-len", str(a.mem_len)]
-    if window:
-        cmd += ["--window", str(window)]
+def bench_txl(exe, model, *args):
+    """Run bench-txl; return its "key value" lines as a dict (gen_window
+    lines as a list of (tokens, tok/s))."""
+    cmd = [exe, model] + [str(x) for x in args]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    res, windows = {}, []
+    res = {"gen_window": []}
     for line in out.stdout.splitlines():
-        k, *v = line.split()
+        k, *v = line.split(maxsplit=1)
         if k == "gen_window":
-            windows.append((int(v[0]), float(v[1])))
+            n, r = v[0].split()
+            res[k].append((int(n), float(r)))
+        elif k == "kernels":
+            res[k] = v[0]
         else:
             res[k] = float(v[0])
-    return res, windows
+    return res
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def bytes_per_token(cfg, dtype, mem):
+    """What generating one token reads: the weight matrices of every layer
+    and the output layer in dtype (r_net is used once per session, the
+    embedding one row), the vectors in F32, and the K, V (mem + 1
+    positions) and R (as many distances) of every layer in F32."""
+    L, M, HD, I = cfg.n_layer, cfg.d_model, cfg.n_head * cfg.d_head, \
+        cfg.d_inner
+    per_value = {"F32": 4, "F16": 2, "BF16": 2, "Q8_0": 34 / 32}[dtype]
+    mats = L * (3 * HD * M + M * HD + 2 * I * M) + cfg.n_token * cfg.d_embed
+    vecs = L * (4 * M + I + M) + cfg.n_token
+    kvr = L * 3 * (mem + 1) * HD * 4
+    return mats * per_value + vecs * 4, kvr
+
+
+def default_model_bpb(txlgen, model, text, dtype, work):
+    """Bits per byte of the default model re-stored as dtype on text."""
+    path = os.path.join(work, f"sotu-{dtype}.bin")
+    if not os.path.exists(path):
+        txlfile.restore(model, path, dtype)
+    out = subprocess.run([txlgen, "--model", path, "--score", text,
+                          "--json"], check=True, capture_output=True,
+                         text=True)
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(summary.get("bpb", summary.get("bits_per_byte"))), \
+        os.path.getsize(path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--orig", help="the original code's pytorch/ folder")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--work", help="keep the models here between runs "
+                    "(default: a temporary folder)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both sides (default: every CPU)")
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--d-model", type=int, default=384)
     ap.add_argument("--heads", type=int, default=6)
@@ -194,46 +263,146 @@ def main():
     ap.add_argument("--score-tokens", type=int, default=4097)
     ap.add_argument("--gen-tokens", type=int, default=1000)
     ap.add_argument("--torch-gen-tokens", type=int, default=200)
+    ap.add_argument("--context", type=int, default=3800,
+                    help="the long memory of the memory and XL figures")
+    ap.add_argument("--mem-lens", default="256,1024,2048,3800")
+    ap.add_argument("--bpb-model", default=os.path.join(ROOT, "models",
+                                                        "sotu.bin"))
+    ap.add_argument("--bpb-text", default=os.path.join(ROOT, "models",
+                                                       "data", "test.txt"))
+    ap.add_argument("--no-bpb", action="store_true")
     ap.add_argument("--long", type=int, default=0,
-                    help="also generate this many tokens with txlgen and "
-                         "print tokens/s per window")
+                    help="also generate this many tokens (F32) and print "
+                         "tokens/s per window")
     a = ap.parse_args()
 
     exe = os.path.join(a.build, "bench", "bench-txl")
+    txlgen = os.path.join(a.build, "cmd", "txlgen")
     if not os.path.exists(exe):
         sys.exit(f"bench.py: {exe}: not built (meson setup build && "
                  "ninja -C build)")
+    threads = a.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    common = ["--threads", threads, "--reps", a.reps]
+
+    tmp = None
+    if a.work:
+        os.makedirs(a.work, exist_ok=True)
+        work = a.work
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="txl-bench-")
+        work = tmp.name
+    cfg, state, paths = build_models(work, a)
+    n_params = sum(p.numel() for p in
+                   txl_ref.MemTransformerLM(cfg).parameters())
+
+    # ---- the machine
+    dram = bench_txl(exe, paths["F32"], "--score", 0, "--gen", 0, "--dram",
+                     *common)
+    bw = dram["dram_read_GBps"]
+    print(f"CPU: {cpu_model()}, {threads} threads; libtxl kernels: "
+          f"{dram.get('kernels', '?')}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
-          f" OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
-          f" torch threads={torch.get_num_threads()} cpus={os.cpu_count()}")
-    with tempfile.TemporaryDirectory(prefix="txl-bench-") as work:
-        cfg, state, model = build_model(work, a)
-        n_params = sum(p.numel() for p in
-                       txl_ref.MemTransformerLM(cfg).parameters())
-        print(f"model: {cfg.n_layer} layers, d_model {cfg.d_model}, "
-              f"{cfg.n_head} heads, d_inner {cfg.d_inner}, {cfg.n_token} "
-              f"tokens, {n_params / 1e6:.1f}M parameters; seg_len "
-              f"{a.seg_len}, mem_len {a.mem_len}")
-        txl, _ = run_txl(exe, model, a, a.gen_tokens)
-        step, init, name = torch_model(cfg, state, a.orig)
-        ids = pseudo_random_ids(a.score_tokens, cfg.n_token)
-        pt = bench_torch(step, init, ids, a.seg_len, a.torch_gen_tokens)
-        print(f"{'':34} {'score tok/s':>12} {'gen tok/s':>10} "
-              f"{'mean NLL':>9}")
-        print(f"{'txlgen (libtxl)':34} {txl['score_tok_per_s']:12.0f} "
-              f"{txl['gen_tok_per_s']:10.1f} {txl['score_mean_nll']:9.4f}")
-        print(f"{'PyTorch: ' + name:34} {pt['score_tok_per_s']:12.0f} "
-              f"{pt['gen_tok_per_s']:10.1f} {pt['score_mean_nll']:9.4f}")
-        print(f"speed-up: scoring x{txl['score_tok_per_s'] / pt['score_tok_per_s']:.2f}"
-              f", generation x{txl['gen_tok_per_s'] / pt['gen_tok_per_s']:.1f}")
-        if a.long:
-            window = max(a.long // 10, 1)
-            _, windows = run_txl(exe, model, argparse.Namespace(
-                score_tokens=0, seg_len=a.seg_len, mem_len=a.mem_len),
-                a.long, window)
-            print(f"txlgen generating {a.long} tokens, tokens/s per "
-                  f"{window}-token window:")
-            print("  " + "  ".join(f"{n}:{r:.0f}" for n, r in windows))
+          f" OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(f"model: {cfg.n_layer} layers, d_model {cfg.d_model}, "
+          f"{cfg.n_head} heads, d_inner {cfg.d_inner}, {cfg.n_token} "
+          f"tokens, {n_params / 1e6:.1f}M parameters; seg_len "
+          f"{a.seg_len}, mem_len {a.mem_len}")
+    w32, kvr = bytes_per_token(cfg, "F32", a.mem_len)
+    floor = bw * 1e9 / (w32 + kvr)
+    print(f"memory read bandwidth: {bw:.1f} GB/s ({threads} threads, "
+          f"{dram['dram_buffer_bytes'] / 2**30:.1f} GiB buffer)")
+    print(f"F32 generation reads {w32 / 1e6:.1f} MB of weights and "
+          f"{kvr / 1e6:.1f} MB of K, V, R per token: DRAM floor "
+          f"{floor:.0f} tokens/s ({bw * 1e9 / w32:.0f} counting the "
+          f"weights alone)")
+
+    # ---- PyTorch, F32
+    step, init, name = torch_model(cfg, state, a.orig)
+    ids = pseudo_random_ids(a.score_tokens, cfg.n_token)
+    pt = bench_torch(step, init, ids, a.seg_len, a.torch_gen_tokens)
+
+    # ---- each format
+    res = {}
+    for dt in FORMATS:
+        res[dt] = bench_txl(exe, paths[dt], "--score", a.score_tokens,
+                            "--gen", a.gen_tokens, "--seg-len", a.seg_len,
+                            "--mem-len", a.mem_len, *common)
+    bpb = {}
+    if not a.no_bpb and os.path.exists(a.bpb_model) and \
+            os.path.exists(a.bpb_text) and os.path.exists(txlgen):
+        for dt in FORMATS:
+            bpb[dt] = default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
+                                        work)
+    print()
+    print(f"{'':24} {'file MB':>8} {'score tok/s':>12} {'gen tok/s':>10} "
+          f"{'mean NLL':>9} {'bpb':>9} {'bpb MB':>7}")
+    print(f"{'PyTorch ' + ('original' if a.orig else 'txl_ref') + ' F32':24}"
+          f" {os.path.getsize(paths['F32']) / 1e6:8.1f} "
+          f"{pt['score_tok_per_s']:12.0f} {pt['gen_tok_per_s']:10.1f} "
+          f"{pt['score_mean_nll']:9.4f}")
+    for dt in FORMATS:
+        r = res[dt]
+        b, size = bpb.get(dt, (float("nan"), 0))
+        print(f"{'txlgen ' + dt:24} {os.path.getsize(paths[dt]) / 1e6:8.1f} "
+              f"{r['score_tok_per_s']:12.0f} {r['gen_tok_per_s']:10.1f} "
+              f"{r['score_mean_nll']:9.4f} {b:9.5f} {size / 1e6:7.1f}")
+    f32, q8 = res["F32"], res["Q8_0"]
+    print(f"PyTorch: {name}")
+    if bpb:
+        print(f"bpb: the default model ({os.path.basename(a.bpb_model)}) "
+              f"on {os.path.relpath(a.bpb_text, ROOT)}, each type minus F32: "
+              + ", ".join(f"{dt} {bpb[dt][0] - bpb['F32'][0]:+.6f}"
+                          for dt in FORMATS[1:]))
+    print(f"scoring: x{f32['score_tok_per_s'] / pt['score_tok_per_s']:.2f} "
+          f"the PyTorch code (F32), best format x"
+          f"{max(r['score_tok_per_s'] for r in res.values()) / pt['score_tok_per_s']:.2f}")
+    print(f"generation: F32 x{f32['gen_tok_per_s'] / pt['gen_tok_per_s']:.1f}"
+          f" the PyTorch code, {100 * f32['gen_tok_per_s'] / floor:.0f}% of "
+          f"the DRAM floor; Q8_0 x{q8['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}"
+          f" F32")
+
+    # ---- generation against memory length
+    mem_lens = [int(x) for x in a.mem_lens.split(",")]
+    n_gen = 300
+    print()
+    print(f"generation tokens/s against memory length (memory filled first, "
+          f"{n_gen} tokens):")
+    print(f"{'mem_len':>8} " + " ".join(f"{dt:>9}" for dt in FORMATS))
+    long_rate = {}
+    for mem in mem_lens:
+        row = []
+        for dt in FORMATS:
+            r = bench_txl(exe, paths[dt], "--score", 0, "--gen", n_gen,
+                          "--prime", mem, "--seg-len", a.seg_len,
+                          "--mem-len", mem, *common)
+            row.append(r["gen_tok_per_s"])
+            if mem == a.context:
+                long_rate[dt] = r["gen_tok_per_s"]
+        print(f"{mem:8d} " + " ".join(f"{x:9.1f}" for x in row))
+
+    # ---- XL memory against recomputing the window
+    if long_rate:
+        print()
+        for dt in ("F32", "Q8_0"):
+            r = bench_txl(exe, paths[dt], "--score", 0, "--gen", 0,
+                          "--recompute", a.context, *common)
+            per_tok = 1 / long_rate[dt]
+            print(f"XL memory vs recomputing the {a.context}-token window "
+                  f"({dt}): {r['recompute_s']:.2f} s per window vs "
+                  f"{per_tok * 1e3:.2f} ms per token with the memory "
+                  f"cached: x{r['recompute_s'] / per_tok:.0f}")
+
+    if a.long:
+        window = max(a.long // 10, 1)
+        r = bench_txl(exe, paths["F32"], "--score", 0, "--gen", a.long,
+                      "--window", window, "--seg-len", a.seg_len,
+                      "--mem-len", a.mem_len, "--threads", threads)
+        print(f"txlgen generating {a.long} tokens, tokens/s per "
+              f"{window}-token window:")
+        print("  " + "  ".join(f"{n}:{x:.0f}" for n, x in r["gen_window"]))
+    if tmp:
+        tmp.cleanup()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
  * Transformer-XL is txl-model.c's business.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,28 +30,39 @@
  * hundred entries (kilobytes), and cJSON needs ~14 bytes per header byte. */
 #define MAX_HEADER (16u << 20)
 
+static const struct {
+	const char *name;
+	enum txl_dtype dt;
+	size_t size;		/* bytes per value; 0: per row */
+} dtypes[] = {
+	{ "F32", TXL_F32, 4 }, { "F16", TXL_F16, 2 }, { "BF16", TXL_BF16, 2 },
+	{ "U8", TXL_U8, 1 }, { "Q8_0", TXL_Q8_0, 0 },
+};
+
 size_t
 txl_dtype_size(enum txl_dtype dt)
 {
-	switch (dt) {
-	case TXL_F32: return 4;
-	case TXL_F16: return 2;
-	case TXL_BF16: return 2;
-	case TXL_U8: return 1;
-	}
+	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+		if (dtypes[i].dt == dt)
+			return dtypes[i].size;
 	return 0;
+}
+
+const char *
+txl_dtype_name(enum txl_dtype dt)
+{
+	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+		if (dtypes[i].dt == dt)
+			return dtypes[i].name;
+	return "?";
 }
 
 static bool
 parse_dtype(const char *s, enum txl_dtype *dt)
 {
-	static const struct { const char *name; enum txl_dtype dt; } names[] = {
-		{ "F32", TXL_F32 }, { "F16", TXL_F16 },
-		{ "BF16", TXL_BF16 }, { "U8", TXL_U8 },
-	};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		if (strcmp(s, names[i].name) == 0) {
-			*dt = names[i].dt;
+	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+		if (strcmp(s, dtypes[i].name) == 0) {
+			*dt = dtypes[i].dt;
 			return true;
 		}
 	}
@@ -77,6 +89,40 @@ txl_f16_to_f32(uint16_t h)
 	}
 	memcpy(&f, &bits, sizeof f);
 	return f;
+}
+
+uint16_t
+txl_f32_to_f16(float f)
+{
+	uint32_t x, sign, abs;
+
+	memcpy(&x, &f, sizeof x);
+	sign = (x >> 16) & 0x8000;
+	abs = x & 0x7fffffff;
+	if (abs > 0x7f800000)			/* NaN, kept quiet */
+		return (uint16_t)(sign | 0x7e00 | ((abs >> 13) & 0x3ff));
+	if (abs >= 0x477ff000)			/* >= 65520: infinity */
+		return (uint16_t)(sign | 0x7c00);
+	if (abs < 0x38800000) {			/* below 2^-14: subnormal */
+		float a;
+		memcpy(&a, &abs, sizeof a);
+		return (uint16_t)(sign | (uint32_t)lrintf(a * 0x1p24f));
+	}
+	/* rebias the exponent (127 - 15), round the 13 bits dropped to
+	 * nearest even; a carry into the exponent is right */
+	abs -= 112u << 23;
+	return (uint16_t)(sign | ((abs + 0xfff + ((abs >> 13) & 1)) >> 13));
+}
+
+uint16_t
+txl_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, sizeof x);
+	if ((x & 0x7fffffff) > 0x7f800000)	/* NaN, kept quiet */
+		return (uint16_t)((x >> 16) | 0x40);
+	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
 float
@@ -155,8 +201,8 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 				p, name);
 	if (!parse_dtype(dtype->valuestring, &t->dtype))
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
-				"dtype '%.32s' (expected F32, F16, BF16 or U8)",
-				p, name, dtype->valuestring);
+				"dtype '%.32s' (expected F32, F16, BF16, Q8_0 "
+				"or U8)", p, name, dtype->valuestring);
 	t->ndim = cJSON_GetArraySize(shape);
 	if (t->ndim > TXL_MAX_DIMS)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %d "
@@ -184,12 +230,21 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
-	if (e - b != numel * txl_dtype_size(t->dtype))
+	/* Q8_0 (not a safetensors dtype: txlgen's own) is blocks of 32
+	 * values along the last dimension, 34 bytes each */
+	uint64_t need = numel * txl_dtype_size(t->dtype);
+	if (t->dtype == TXL_Q8_0) {
+		if (t->ndim == 0 || t->shape[t->ndim - 1] % TXL_QK != 0)
+			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is "
+					"Q8_0 but its last dimension is not a "
+					"multiple of %d", p, name, TXL_QK);
+		need = numel / TXL_QK * sizeof(struct txl_block_q8_0);
+	}
+	if (e - b != need)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %llu bytes, "
 				"its shape and dtype need %llu", p, name,
 				(unsigned long long)(e - b),
-				(unsigned long long)(numel *
-						     txl_dtype_size(t->dtype)));
+				(unsigned long long)need);
 	t->begin = data_start + b;
 	t->end = data_start + e;
 	t->name = strdup(name);

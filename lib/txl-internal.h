@@ -36,7 +36,16 @@ _Noreturn void txl_abort(const char *file, int line, const char *what);
 
 /* ---- the model file (txl-file.c) ---- */
 
-enum txl_dtype { TXL_F32, TXL_F16, TXL_BF16, TXL_U8 };
+/* Tensor storage types.  Q8_0 is a block type (below): one F16 scale per
+ * 32 int8 values along the last dimension, as GGUF's block_q8_0. */
+enum txl_dtype { TXL_F32, TXL_F16, TXL_BF16, TXL_U8, TXL_Q8_0, TXL_N_DTYPES };
+
+#define TXL_QK 32		/* values per Q8_0 block */
+struct txl_block_q8_0 {
+	uint16_t d;		/* the scale, IEEE half */
+	int8_t qs[TXL_QK];	/* value i = qs[i] * d */
+};
+_Static_assert(sizeof(struct txl_block_q8_0) == 34, "block_q8_0 is packed");
 
 #define TXL_MAX_DIMS 4
 
@@ -71,15 +80,30 @@ void txl_file_close(struct txl_file *f);
 const struct txl_tensor_info *txl_file_find(const struct txl_file *f,
 					    const char *name);
 const char *txl_file_meta(const struct txl_file *f, const char *key);
+/* Bytes per value; 0 for Q8_0, whose size is per row (txl_row_bytes). */
 size_t txl_dtype_size(enum txl_dtype dt);
+const char *txl_dtype_name(enum txl_dtype dt);
 float txl_f16_to_f32(uint16_t h);
 float txl_bf16_to_f32(uint16_t h);
+/* Rounded to nearest even (NaNs stay NaNs). */
+uint16_t txl_f32_to_f16(float f);
+uint16_t txl_f32_to_bf16(float f);
 
 /* ---- weights ---- */
 
+/* The bytes of one row of K values (K a multiple of TXL_QK for Q8_0). */
+static inline size_t
+txl_row_bytes(enum txl_dtype dt, int K)
+{
+	if (dt == TXL_Q8_0)
+		return (size_t)K / TXL_QK * sizeof(struct txl_block_q8_0);
+	return (size_t)K * txl_dtype_size(dt);
+}
+
 /* A weight matrix as the file stores it, in PyTorch's (out_features,
- * in_features) row-major layout: rows x cols.  Only TXL_F32 so far; the
- * loader converts other dtypes to it. */
+ * in_features) row-major layout: rows x cols, in F32, F16, BF16 or Q8_0,
+ * used in place (the mapped file) and computed as stored: the kernels
+ * widen each value to float exactly and accumulate in float. */
 struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;
@@ -97,17 +121,31 @@ txl_mat_f32(const struct txl_mat *w)
 /* ---- math (txl-math.c): the only place that calls BLAS ---- */
 
 /* out[M, w.rows] = a[M, w.cols] . w^T (+ out if accumulate): a linear
- * layer without bias.  sgemv when M == 1. */
+ * layer without bias, in any weight dtype.  M == 1: the kernels of
+ * txl-kernels.h, rows split over the thread pool; M > 1: sgemm (compact
+ * weights widened to F32 a block of rows at a time). */
 void txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 		 bool accumulate);
 /* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
 void txl_mat_row(float *out, const struct txl_mat *w, int row);
+/* dst[n] = n values of dtype dt at src, as floats (exact). */
+void txl_widen(float *dst, const void *src, enum txl_dtype dt, size_t n);
 /* General strided form: out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb). */
 void txl_gemm_nt(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
 /* out[M,N] (ldo) = a[M,K] (lda) . b[K,N] (ldb). */
 void txl_gemm_nn(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
+/* The same with b in dtype dt (F32, F16 or BF16; ldb in values): the
+ * attention's products with a compact K, V or R. */
+void txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda,
+		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
+		    int N);
+void txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda,
+		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
+		    int N);
+/* dst[n] = src rounded to dt (F32, F16 or BF16; nearest even). */
+void txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n);
 /* out[M,N] (ldo) += alpha * a[K,M]^T (lda) . b[K,N] (ldb). */
 void txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda,
 		     const float *b, int ldb, int M, int K, int N, float alpha);
@@ -120,7 +158,28 @@ void txl_layer_norm(float *out, const float *x, const float *g,
 		    const float *b, int rows, int n);
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
+/* out[n] = exp(x[n] - max) (out may be x or NULL); returns the sum,
+ * added in double: the core of softmax and logsumexp. */
+double txl_exp_sum(float *out, const float *x, int n, float max);
+/* Threads of the kernels (the pool) and of OpenBLAS together; n <= 0:
+ * one per CPU this process may run on. */
 void txl_set_threads(int n);
+
+/* ---- the thread pool (txl-pool.c) ---- */
+
+/* A task runs on every thread of the pool at once: ith in [0, nth), the
+ * caller being thread 0.  It splits the work itself. */
+typedef void (*txl_task_fn)(void *ctx, int ith, int nth);
+/* Run fn on the pool's threads and return when all have finished.  If
+ * another thread is using the pool, fn runs on the caller alone
+ * (ith 0, nth 1). */
+void txl_pool_run(txl_task_fn fn, void *ctx);
+/* The number of threads txl_pool_run() uses (the caller included). */
+int txl_pool_threads(void);
+/* Start or stop workers to have n threads in all (n >= 1). */
+void txl_pool_set_threads(int n);
+/* CPUs this process may run on (at least 1). */
+int txl_n_cpus(void);
 
 /* ---- the model (txl-model.c) ---- */
 
@@ -153,8 +212,8 @@ struct txl_model {
 	const float *out_b;	/* (n_token) */
 	struct txl_mat out_proj; /* (d_model, d_embed) or absent */
 	struct txl_layer *layers; /* (n_layer) */
-	float *converted;	/* weights not usable in place (F16, BF16,
-				   unaligned F32), owned */
+	void *converted;	/* weights not usable in place (vectors in
+				   F16 or BF16, unaligned data), owned */
 	int64_t n_params;
 	struct txl_spm *spm;
 	struct txl_piece *pieces; /* (n_token) running-text bytes per token */

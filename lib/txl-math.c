@@ -1,23 +1,355 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-math.c - the kernels of the forward pass.  All matrix products go
- * through OpenBLAS here and nowhere else: sgemm for segments, sgemv for a
- * single row (generation is bound by reading the weights once per token).
- * Weights stay in PyTorch's (out_features, in_features) row-major layout.
+ * txl-math.c - the math of the forward pass: matrix products and the
+ * element-wise kernels.  The only place that calls BLAS.
+ *
+ * Weights stay in PyTorch's (out_features, in_features) row-major layout
+ * and in the dtype of the file.  A matrix-vector product (generation: one
+ * row of activations, bound by reading the weights once per token) runs
+ * the kernels of txl-kernels.h, rows split over the thread pool.  A
+ * matrix-matrix product (segments: scoring, prompts) is sgemm, its output
+ * columns split over the pool, OpenBLAS itself kept to one thread (see
+ * txl-pool.c); compact weights are widened to F32 a block of rows at a
+ * time into the thread's own buffer first, which costs one pass over the
+ * weights per segment, against the M-fold reuse of sgemm.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
 #include "txl-internal.h"
+#include "txl-kernels.h"
+
+/* Below this many multiply-adds a product runs on the calling thread:
+ * handing it to the pool costs about a microsecond. */
+#define PARALLEL_MIN 32768
 
 void
 txl_set_threads(int n)
 {
-	if (n > 0)
-		openblas_set_num_threads(n);
+	if (n <= 0)
+		n = txl_n_cpus();
+	if (n == txl_pool_threads() && n > 1)
+		return;
+	/* one thread for OpenBLAS: the pool splits the sgemm calls */
+	openblas_set_num_threads(1);
+	txl_pool_set_threads(n);
+	txl_log(TXL_LOG_INFO, "kernels: %s, %d thread%s", txl_kernels()->name,
+		txl_pool_threads(), txl_pool_threads() == 1 ? "" : "s");
 }
+
+/* ---- a thread's scratch buffer (widened weights, partial sums) ---- */
+
+/* Two buffers per thread: TASK for the work of pool tasks (widened
+ * weights, partial sums), OPERAND for an operand widened before a task
+ * runs (a compact V). */
+enum { SCRATCH_TASK, SCRATCH_OPERAND, N_SCRATCH };
+
+static pthread_key_t scratch_key[N_SCRATCH];
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+struct scratch {
+	size_t n;
+	float f[];
+};
+
+static void
+scratch_init(void)
+{
+	for (int i = 0; i < N_SCRATCH; i++)
+		pthread_key_create(&scratch_key[i], free);
+}
+
+/* n floats of this thread's buffer `which`, 64-byte aligned, kept for the
+ * next call; NULL if out of memory. */
+static float *
+thread_scratch(int which, size_t n)
+{
+	struct scratch *s;
+
+	pthread_once(&scratch_once, scratch_init);
+	s = pthread_getspecific(scratch_key[which]);
+	if (!s || s->n < n) {
+		free(s);
+		/* the header takes 64 bytes so that f stays aligned */
+		s = aligned_alloc(64, 64 + (n * sizeof(float) + 63) / 64 * 64);
+		pthread_setspecific(scratch_key[which], s);
+		if (!s)
+			return NULL;
+		s->n = n;
+	}
+	return (float *)(void *)((char *)s + 64);
+}
+
+/* ---- splitting work ---- */
+
+/* Chunks of `align` items, about four per thread, handed out in order. */
+struct chunks {
+	atomic_int next;
+	int n, size;
+};
+
+static void
+chunks_init(struct chunks *c, int n, int align, int nth_hint)
+{
+	int size = (n + 4 * nth_hint - 1) / (4 * nth_hint);
+
+	size = (size + align - 1) / align * align;
+	atomic_init(&c->next, 0);
+	c->n = n;
+	c->size = size > 0 ? size : align;
+}
+
+/* The next chunk [*lo, *hi), or false when none is left. */
+static bool
+chunks_take(struct chunks *c, int *lo, int *hi)
+{
+	int i = atomic_fetch_add_explicit(&c->next, c->size,
+					  memory_order_relaxed);
+	if (i >= c->n)
+		return false;
+	*lo = i;
+	*hi = i + c->size < c->n ? i + c->size : c->n;
+	return true;
+}
+
+static int
+threads_for(double macs)
+{
+	return macs < PARALLEL_MIN ? 1 : txl_pool_threads();
+}
+
+/* Run fn on the pool, or on the caller alone for small work. */
+static void
+run(txl_task_fn fn, void *ctx, double macs)
+{
+	if (threads_for(macs) > 1)
+		txl_pool_run(fn, ctx);
+	else
+		fn(ctx, 0, 1);
+}
+
+/* ---- matrix-vector: y[N] = W[N, K] . x (rows `ld` bytes apart) ---- */
+
+struct gemv {
+	struct chunks rows;
+	txl_dot_rows_fn dot;
+	float *y;
+	const uint8_t *w;
+	size_t ld;
+	const float *x;
+	int K;
+	bool accumulate;
+};
+
+static void
+gemv_task(void *p, int ith, int nth)
+{
+	struct gemv *g = p;
+	float part[256];
+	int lo, hi;
+
+	while (chunks_take(&g->rows, &lo, &hi)) {
+		if (!g->accumulate) {
+			g->dot(g->y + lo, g->w + (size_t)lo * g->ld, g->ld,
+			       g->x, hi - lo, g->K);
+			continue;
+		}
+		for (int r = lo; r < hi; r += 256) {
+			int n = hi - r < 256 ? hi - r : 256;
+			g->dot(part, g->w + (size_t)r * g->ld, g->ld, g->x, n,
+			       g->K);
+			for (int i = 0; i < n; i++)
+				g->y[r + i] += part[i];
+		}
+	}
+}
+
+static void
+gemv(float *y, const void *w, enum txl_dtype dt, size_t ld, const float *x,
+     int N, int K, bool accumulate)
+{
+	struct gemv g = {
+		.dot = txl_kernels()->dot_rows[dt], .y = y, .w = w, .ld = ld,
+		.x = x, .K = K, .accumulate = accumulate,
+	};
+	double macs = (double)N * K;
+
+	/* rows in multiples of 4 (the kernels' unit), enough of them to
+	 * be worth a chunk */
+	chunks_init(&g.rows, N, 16, threads_for(macs));
+	run(gemv_task, &g, macs);
+}
+
+/* ---- matrix-matrix: out[M, N] (ldo) = a[M, K] (lda) . W[N, K]^T
+ * (+ out if beta is 1) ---- */
+
+struct gemm {
+	struct chunks part;	/* of N (rows of W), or of M if split_m */
+	bool split_m;
+	float *out;
+	int ldo;
+	const float *a;
+	int lda;
+	const uint8_t *w;	/* rows ldw bytes apart */
+	enum txl_dtype dt;
+	size_t ldw;
+	int M, N, K;
+	float beta;
+};
+
+/* Rows [lo, hi) of W, widened into this thread's buffer if compact. */
+static void
+gemm_cols(const struct gemm *g, int lo, int hi)
+{
+	const struct txl_kernels *k = txl_kernels();
+	const uint8_t *w = g->w + (size_t)lo * g->ldw;
+	float *buf;
+
+	if (g->dt == TXL_F32) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M,
+			    hi - lo, g->K, 1.0f, g->a, g->lda,
+			    (const float *)(const void *)w,
+			    (int)(g->ldw / sizeof(float)), g->beta, g->out + lo,
+			    g->ldo);
+		return;
+	}
+	buf = thread_scratch(SCRATCH_TASK, (size_t)(hi - lo) * g->K);
+	if (!buf) {
+		/* out of memory for the buffer: one dot product at a time */
+		for (int m = 0; m < g->M; m++) {
+			for (int r = lo; r < hi; r++) {
+				float v, *o = g->out + (size_t)m * g->ldo + r;
+				k->dot_rows[g->dt](&v, g->w + (size_t)r * g->ldw,
+						   g->ldw, g->a + (size_t)m * g->lda,
+						   1, g->K);
+				*o = g->beta * *o + v;
+			}
+		}
+		return;
+	}
+	for (int r = 0; r < hi - lo; r++)
+		k->widen[g->dt](buf + (size_t)r * g->K, w + (size_t)r * g->ldw,
+				(size_t)g->K);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, hi - lo,
+		    g->K, 1.0f, g->a, g->lda, buf, g->K, g->beta, g->out + lo,
+		    g->ldo);
+}
+
+static void
+gemm_task(void *p, int ith, int nth)
+{
+	struct gemm *g = p;
+	int lo, hi;
+
+	while (chunks_take(&g->part, &lo, &hi)) {
+		if (!g->split_m) {
+			gemm_cols(g, lo, hi);
+			continue;
+		}
+		/* rows [lo, hi) of a and out; W is F32 */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hi - lo,
+			    g->N, g->K, 1.0f, g->a + (size_t)lo * g->lda,
+			    g->lda, (const float *)(const void *)g->w,
+			    (int)(g->ldw / sizeof(float)), g->beta,
+			    g->out + (size_t)lo * g->ldo, g->ldo);
+	}
+}
+
+static void
+gemm(float *out, int ldo, const float *a, int lda, const void *w,
+     enum txl_dtype dt, size_t ldw, int M, int N, int K, bool accumulate)
+{
+	struct gemm g = {
+		.out = out, .ldo = ldo, .a = a, .lda = lda, .w = w, .dt = dt,
+		.ldw = ldw, .M = M, .N = N, .K = K,
+		.beta = accumulate ? 1.0f : 0.0f,
+	};
+	double macs = (double)M * N * K;
+	int nth = threads_for(macs);
+
+	/* split the longer side; compact weights always by their rows, so
+	 * that each is widened once */
+	g.split_m = dt == TXL_F32 && M > N;
+	if (g.split_m) {
+		chunks_init(&g.part, M, 16, nth);
+	} else {
+		/* compact: blocks of rows small enough to stay in cache */
+		chunks_init(&g.part, N, 16, nth);
+		if (dt != TXL_F32) {
+			int cap = (65536 / (K > 0 ? K : 1)) / 16 * 16;
+			if (cap < 16)
+				cap = 16;
+			if (g.part.size > cap)
+				g.part.size = cap;
+		}
+	}
+	run(gemm_task, &g, macs);
+}
+
+/* ---- y[N] = a[K] . b[K, N] (rows ldb bytes apart): the weighted sum
+ * of rows ---- */
+
+#define MAX_PARTS 256
+
+struct axpy {
+	struct chunks rows;
+	txl_axpy_rows_fn fn;
+	const float *a;
+	const uint8_t *b;
+	size_t ldb;
+	int N;
+	float *y;
+	float *part[MAX_PARTS];	/* each thread's sum (thread 0's is y) */
+};
+
+static void
+axpy_task(void *p, int ith, int nth)
+{
+	struct axpy *x = p;
+	float *acc;
+	int lo, hi;
+
+	if (ith >= MAX_PARTS)
+		return;		/* the others take the rows */
+	acc = ith == 0 ? x->y : thread_scratch(SCRATCH_TASK, (size_t)x->N);
+	x->part[ith] = acc;
+	if (!acc)
+		return;
+	memset(acc, 0, sizeof(float) * (size_t)x->N);
+	while (chunks_take(&x->rows, &lo, &hi))
+		x->fn(acc, x->a + lo, x->b + (size_t)lo * x->ldb, x->ldb,
+		      hi - lo, x->N);
+}
+
+static void
+axpy(float *y, const float *a, const void *b, enum txl_dtype dt, size_t ldb,
+     int K, int N)
+{
+	struct axpy x = {
+		.fn = txl_kernels()->axpy_rows[dt], .a = a, .b = b, .ldb = ldb,
+		.N = N, .y = y,
+	};
+	double macs = (double)K * N;
+	int nth = threads_for(macs);
+
+	chunks_init(&x.rows, K, 16, nth);
+	if (nth == 1) {
+		axpy_task(&x, 0, 1);
+		return;
+	}
+	txl_pool_run(axpy_task, &x);
+	for (int t = 1; t < nth && t < MAX_PARTS; t++)
+		if (x.part[t])
+			for (int i = 0; i < N; i++)
+				y[i] += x.part[t][i];
+}
+
+/* ---- the entry points ---- */
 
 void
 txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
@@ -25,48 +357,132 @@ txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 {
 	/* out[M, N] = a[M, K] . w[N, K]^T */
 	const int N = w->rows, K = w->cols;
-	const float *wf = txl_mat_f32(w);
+	const size_t ld = txl_row_bytes(w->dtype, K);
 
 	if (M == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, wf, K, a,
-			    1, accumulate ? 1.0f : 0.0f, out, 1);
+		gemv(out, w->data, w->dtype, ld, a, N, K, accumulate);
 	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
-			    1.0f, a, K, wf, K, accumulate ? 1.0f : 0.0f, out, N);
+		gemm(out, N, a, K, w->data, w->dtype, ld, M, N, K, accumulate);
 }
 
 void
 txl_mat_row(float *out, const struct txl_mat *w, int row)
 {
+	const size_t ld = txl_row_bytes(w->dtype, w->cols);
+
 	TXL_ASSERT(row >= 0 && row < w->rows);
-	memcpy(out, txl_mat_f32(w) + (size_t)row * w->cols,
-	       sizeof(float) * (size_t)w->cols);
+	txl_kernels()->widen[w->dtype](out, (const uint8_t *)w->data +
+				       (size_t)row * ld, (size_t)w->cols);
+}
+
+void
+txl_widen(float *dst, const void *src, enum txl_dtype dt, size_t n)
+{
+	txl_kernels()->widen[dt](dst, src, n);
+}
+
+void
+txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n)
+{
+	txl_kernels()->narrow[dt](dst, src, n);
 }
 
 void
 txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {
+	txl_gemm_nt_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
+}
+
+void
+txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda, const void *b,
+	       enum txl_dtype dt, int ldb, int M, int K, int N)
+{
 	/* out[M,N] = a[M,K] . b[N,K]^T */
+	const size_t ld = txl_row_bytes(dt, ldb);
+
 	if (M == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, b, ldb, a,
-			    1, 0.0f, out, 1);
+		gemv(out, b, dt, ld, a, N, K, false);
 	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
-			    1.0f, a, lda, b, ldb, 0.0f, out, ldo);
+		gemm(out, ldo, a, lda, b, dt, ld, M, N, K, false);
+}
+
+struct gemm_nn {
+	struct chunks part;	/* of M */
+	float *out;
+	const float *a, *b;
+	int ldo, lda, ldb, K, N;
+	float alpha, beta;
+	bool trans_a;		/* a is [K, M] */
+};
+
+static void
+gemm_nn_task(void *p, int ith, int nth)
+{
+	struct gemm_nn *g = p;
+	int lo, hi;
+
+	while (chunks_take(&g->part, &lo, &hi))
+		cblas_sgemm(CblasRowMajor,
+			    g->trans_a ? CblasTrans : CblasNoTrans,
+			    CblasNoTrans, hi - lo, g->N, g->K, g->alpha,
+			    g->trans_a ? g->a + lo : g->a + (size_t)lo * g->lda,
+			    g->lda, g->b, g->ldb, g->beta,
+			    g->out + (size_t)lo * g->ldo, g->ldo);
+}
+
+/* out[M,N] = alpha op(a) . b + beta out, rows of out split over the pool */
+static void
+gemm_rows(float *out, int ldo, const float *a, int lda, bool trans_a,
+	  const float *b, int ldb, int M, int K, int N, float alpha,
+	  float beta)
+{
+	struct gemm_nn g = {
+		.out = out, .a = a, .b = b, .ldo = ldo, .lda = lda, .ldb = ldb,
+		.K = K, .N = N, .alpha = alpha, .beta = beta,
+		.trans_a = trans_a,
+	};
+	double macs = (double)M * N * K;
+
+	chunks_init(&g.part, M, 16, threads_for(macs));
+	run(gemm_nn_task, &g, macs);
 }
 
 void
 txl_gemm_nn(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {
+	txl_gemm_nn_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
+}
+
+void
+txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda, const void *b,
+	       enum txl_dtype dt, int ldb, int M, int K, int N)
+{
 	/* out[M,N] = a[M,K] . b[K,N] */
-	if (M == 1)
-		cblas_sgemv(CblasRowMajor, CblasTrans, K, N, 1.0f, b, ldb, a, 1,
-			    0.0f, out, 1);
-	else
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K,
-			    1.0f, a, lda, b, ldb, 0.0f, out, ldo);
+	const size_t ld = txl_row_bytes(dt, ldb);
+	const float *bf = b;
+
+	if (M == 1) {
+		axpy(out, a, b, dt, ld, K, N);
+		return;
+	}
+	if (dt != TXL_F32) {
+		/* K rows of N values, widened once for all the rows of a */
+		float *buf = thread_scratch(SCRATCH_OPERAND, (size_t)K * N);
+		if (!buf) {
+			for (int m = 0; m < M; m++)
+				axpy(out + (size_t)m * ldo, a + (size_t)m * lda,
+				     b, dt, ld, K, N);
+			return;
+		}
+		for (int k = 0; k < K; k++)
+			txl_widen(buf + (size_t)k * N, (const uint8_t *)b +
+				  (size_t)k * ld, dt, (size_t)N);
+		bf = buf;
+		ldb = N;
+	}
+	gemm_rows(out, ldo, a, lda, false, bf, ldb, M, K, N, 1.0f, 0.0f);
 }
 
 void
@@ -74,9 +490,10 @@ txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda, const float *b,
 		int ldb, int M, int K, int N, float alpha)
 {
 	/* out[M,N] += alpha * a[K,M]^T . b[K,N] */
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, alpha,
-		    a, lda, b, ldb, 1.0f, out, ldo);
+	gemm_rows(out, ldo, a, lda, true, b, ldb, M, K, N, alpha, 1.0f);
 }
+
+/* ---- element-wise ---- */
 
 void
 txl_add_bias(float *x, const float *b, int rows, int n)
@@ -125,35 +542,30 @@ txl_add_bias_relu(float *x, const float *b, int rows, int n)
 }
 
 double
+txl_exp_sum(float *out, const float *x, int n, float max)
+{
+	return txl_kernels()->exp_sum(out, x, n, max);
+}
+
+double
 txl_logsumexp(const float *x, int n)
 {
-	float max = -INFINITY;
-	double sum = 0;
+	const struct txl_kernels *k = txl_kernels();
+	float max = k->max(x, n);
 
-	for (int i = 0; i < n; i++)
-		max = x[i] > max ? x[i] : max;
-	/* expf is several times faster than exp and exact enough for terms
-	 * <= 1; the sum is kept in double */
-	for (int i = 0; i < n; i++)
-		sum += expf(x[i] - max);
-	return max + log(sum);
+	/* the terms are <= 1, their sum is kept in double */
+	return max + log(k->exp_sum(NULL, x, n, max));
 }
 
 void
 txl_softmax_inplace(float *x, int n)
 {
-	float max = -INFINITY, inv;
-	double sum = 0;
+	const struct txl_kernels *k = txl_kernels();
+	float max = k->max(x, n), inv;
 
-	/* one expf per element: txl_logsumexp() then exp(x - lse) would
+	/* one exp per element: txl_logsumexp() then exp(x - lse) would
 	 * take two */
-	for (int i = 0; i < n; i++)
-		max = x[i] > max ? x[i] : max;
-	for (int i = 0; i < n; i++) {
-		x[i] = expf(x[i] - max);
-		sum += x[i];
-	}
-	inv = (float)(1.0 / sum);
+	inv = (float)(1.0 / k->exp_sum(x, x, n, max));
 	for (int i = 0; i < n; i++)
 		x[i] *= inv;
 }

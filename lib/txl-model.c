@@ -2,8 +2,8 @@
 /*
  * txl-model.c - a Transformer-XL model from a validated container: the
  * hyperparameters from "__metadata__", every tensor checked against them
- * by name, shape and dtype, the weights used in place where they are
- * 64-byte aligned F32 (converted to F32 otherwise), and the tokenizer.
+ * by name, shape and dtype, the weights used in place (weight matrices in
+ * the dtype they are stored in), and the tokenizer.
  */
 #include <errno.h>
 #include <limits.h>
@@ -149,11 +149,18 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 	return TXL_OK;
 }
 
-/* Bind one float tensor: check its shape, use it in place if it is
- * aligned F32, else convert it into *arena (advancing it). */
+/* Bind one tensor: check its shape and dtype, and point *out at its data.
+ * A weight matrix (as_floats false) is used in the dtype it is stored in
+ * (F32, F16, BF16 or Q8_0: the kernels compute with it as stored);
+ * anything else as floats (stored as F32, F16 or BF16).  In place needs
+ * 64-byte aligned F32 (for BLAS) or 2-byte aligned compact data; the rest
+ * is copied or widened into *arena (advancing it).  With arena NULL (the
+ * sizing pass) it only checks, adding the bytes the arena will need to
+ * *need. */
 static enum txl_status
 bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
-     const float **out, float **arena)
+     bool as_floats, const void **out, enum txl_dtype *dtype,
+     uint8_t **arena, size_t *need)
 {
 	const struct txl_file *f = &m->file;
 	const struct txl_tensor_info *t = txl_file_find(f, name);
@@ -176,47 +183,43 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 				      (size_t)ndim) != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has shape [%s], "
 				"expected [%s]", f->path, name, got, want);
-	if (t->dtype == TXL_U8)
-		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has dtype U8, "
-				"expected F32, F16 or BF16", f->path, name);
+	if (t->dtype == TXL_U8 || (as_floats && t->dtype == TXL_Q8_0))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has dtype %s, "
+				"expected F32, F16 or BF16%s", f->path, name,
+				txl_dtype_name(t->dtype),
+				as_floats ? "" : " or Q8_0");
 
 	const uint8_t *src = f->map + t->begin;
-	if (t->dtype == TXL_F32 && (uintptr_t)src % 64 == 0) {
-		*out = (const float *)(const void *)src;
+	const size_t bytes = t->end - t->begin;
+	const bool floats = as_floats || t->dtype == TXL_F32;
+	const size_t align = floats ? 64 : 2;
+
+	*dtype = floats ? TXL_F32 : t->dtype;
+	if ((!floats || t->dtype == TXL_F32) && (uintptr_t)src % align == 0) {
+		*out = src;
 		return TXL_OK;
 	}
-	if (!arena)		/* sizing pass */
+	/* every copy 64-byte aligned as well */
+	const size_t len = floats ? (size_t)numel * sizeof(float) : bytes;
+	if (!arena) {
+		*need += (len + 63) / 64 * 64;
 		return TXL_OK;
-	float *dst = *arena;
-	for (int64_t i = 0; i < numel; i++) {
-		uint16_t h;
-		switch (t->dtype) {
-		case TXL_F32:
-			memcpy(&dst[i], src + 4 * i, 4);
-			break;
-		case TXL_F16:
-			memcpy(&h, src + 2 * i, 2);
-			dst[i] = txl_f16_to_f32(h);
-			break;
-		case TXL_BF16:
-			memcpy(&h, src + 2 * i, 2);
-			dst[i] = txl_bf16_to_f32(h);
-			break;
-		case TXL_U8:
-			break;
-		}
 	}
-	*out = dst;
-	/* keep every converted tensor 64-byte aligned as well */
-	*arena += (numel + 15) / 16 * 16;
+	if (floats)
+		txl_widen((float *)(void *)*arena, src, t->dtype,
+			  (size_t)numel);
+	else
+		memcpy(*arena, src, bytes);
+	*out = *arena;
+	*arena += (len + 63) / 64 * 64;
 	return TXL_OK;
 }
 
 /* Visit every weight tensor the hyperparameters call for, binding it.
- * With arena NULL it only checks them and counts the floats that need
- * converting (*n_convert) and the parameters (m->n_params). */
+ * With arena NULL it only checks them and counts the bytes of the weights
+ * that need copying (*n_copy) and the parameters (m->n_params). */
 static enum txl_status
-bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
+bind_all(struct txl_model *m, uint8_t **arena, size_t *n_copy)
 {
 	const struct txl_hparams *hp = &m->hp;
 	const int64_t V = hp->n_token, M = hp->d_model, E = hp->d_embed;
@@ -225,38 +228,47 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 	const float *rwb = NULL, *rrb = NULL;
 	enum txl_status st;
 	char name[96];
-	int64_t count = 0, convert = 0;
+	int64_t count = 0;
 
+/* a tensor of floats, any shape */
 #define BIND(nm, ptr, ...)                                                   \
 	do {                                                                 \
 		const int64_t shp_[] = { __VA_ARGS__ };                      \
 		const int nd_ = (int)(sizeof shp_ / sizeof shp_[0]);         \
+		const void *p_ = NULL;                                       \
+		enum txl_dtype dt_;                                          \
 		int64_t n_ = 1;                                              \
-		const float *p_ = NULL;                                      \
 		for (int k_ = 0; k_ < nd_; k_++)                             \
 			n_ *= shp_[k_];                                      \
-		st = bind(m, (nm), nd_, shp_, &p_, arena);                   \
+		st = bind(m, (nm), nd_, shp_, true, &p_, &dt_, arena, n_copy); \
 		if (st != TXL_OK)                                            \
 			return st;                                           \
-		if (!p_)                                                     \
-			convert += (n_ + 15) / 16 * 16;                      \
 		count += n_;                                                 \
 		(ptr) = p_;                                                  \
 	} while (0)
-/* a weight matrix (rows, cols) */
-#define BINDM(nm, mat, rows_, cols_)                                         \
+/* a weight matrix (rows, cols) in its stored dtype; BINDP: as floats (the
+ * output projection, which BLAS reads transposed, and its tied input
+ * projection) */
+#define BINDM_(nm, mat, rows_, cols_, as_floats)                             \
 	do {                                                                 \
-		const float *d_;                                             \
-		BIND(nm, d_, rows_, cols_);                                  \
-		(mat) = (struct txl_mat){ .dtype = TXL_F32,                  \
-					  .rows = (int)(rows_),              \
-					  .cols = (int)(cols_), .data = d_ }; \
+		const int64_t shp_[] = { (rows_), (cols_) };                 \
+		const void *p_ = NULL;                                       \
+		enum txl_dtype dt_;                                          \
+		st = bind(m, (nm), 2, shp_, (as_floats), &p_, &dt_, arena,   \
+			  n_copy);                                           \
+		if (st != TXL_OK)                                            \
+			return st;                                           \
+		count += shp_[0] * shp_[1];                                  \
+		(mat) = (struct txl_mat){ .dtype = dt_, .rows = (int)(rows_), \
+					  .cols = (int)(cols_), .data = p_ }; \
 	} while (0)
+#define BINDM(nm, mat, rows_, cols_) BINDM_(nm, mat, rows_, cols_, false)
+#define BINDP(nm, mat, rows_, cols_) BINDM_(nm, mat, rows_, cols_, true)
 
 	BINDM("word_emb.emb_layers.0.weight", m->word_emb, V, E);
 	m->emb_proj = m->out_proj = (struct txl_mat){ 0 };
 	if (E != M)
-		BINDM("word_emb.emb_projs.0", m->emb_proj, M, E);
+		BINDP("word_emb.emb_projs.0", m->emb_proj, M, E);
 	if (hp->tie_weight) {
 		m->out_w = m->word_emb;
 	} else {
@@ -265,7 +277,7 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 	BIND("crit.out_layers.0.bias", m->out_b, V);
 	if (E != M) {
 		if (txl_file_find(&m->file, "crit.out_projs.0"))
-			BINDM("crit.out_projs.0", m->out_proj, M, E);
+			BINDP("crit.out_projs.0", m->out_proj, M, E);
 		else
 			m->out_proj = m->emb_proj;	/* tie_projs */
 	}
@@ -308,9 +320,10 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 		}
 	}
 #undef BIND
+#undef BINDM_
 #undef BINDM
+#undef BINDP
 	m->n_params = count;
-	*n_convert = convert;
 	return TXL_OK;
 }
 
@@ -341,8 +354,8 @@ txl_model_load(const char *path, struct txl_model **out)
 {
 	struct txl_model *m;
 	enum txl_status st;
-	int64_t n_convert = 0;
-	float *arena;
+	size_t n_copy = 0;
+	uint8_t *arena;
 
 	*out = NULL;
 	if (!path)
@@ -362,20 +375,20 @@ txl_model_load(const char *path, struct txl_model **out)
 		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
 		goto fail;
 	}
-	/* Check everything first, then convert what cannot be used in place. */
-	if ((st = bind_all(m, NULL, &n_convert)) != TXL_OK ||
+	/* Check everything first, then copy what cannot be used in place. */
+	if ((st = bind_all(m, NULL, &n_copy)) != TXL_OK ||
 	    (st = check_no_strays(m)) != TXL_OK ||
 	    (st = txl_tokenizer_load(m)) != TXL_OK)
 		goto fail;
-	if (n_convert > 0) {
-		m->converted = aligned_alloc(64, (size_t)n_convert * 4);
+	if (n_copy > 0) {
+		m->converted = aligned_alloc(64, n_copy);
 		if (!m->converted) {
-			st = txl_fail(TXL_ERR_NOMEM, "%s: out of memory for %lld "
-				      "weights", path, (long long)n_convert);
+			st = txl_fail(TXL_ERR_NOMEM, "%s: out of memory for %zu "
+				      "bytes of weights", path, n_copy);
 			goto fail;
 		}
 		arena = m->converted;
-		if ((st = bind_all(m, &arena, &n_convert)) != TXL_OK)
+		if ((st = bind_all(m, &arena, &n_copy)) != TXL_OK)
 			goto fail;
 	}
 	*out = m;

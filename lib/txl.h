@@ -191,7 +191,8 @@ struct txl_session_params {
 	int clamp_len;     /* relative distances clamped to this; 0 = none;
 			      TXL_FROM_MODEL */
 	int same_length;   /* 0 off, 1 on; TXL_FROM_MODEL */
-	int n_threads;     /* OpenBLAS threads; 0 = OpenBLAS's default */
+	int n_threads;     /* threads of the kernels and of OpenBLAS, one
+			      setting for the whole process; 0 = one per CPU */
 	txl_abort_fn abort_cb; /* NULL = never abort */
 	void *abort_data;  /* passed to abort_cb */
 };

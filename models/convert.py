@@ -269,8 +269,10 @@ def main():
     ap.add_argument("--weights", required=True)
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"],
-                    help="storage type of the weights (default F32)")
+    ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
+                    help="storage type of the weight matrices (default "
+                    "F32; F16, BF16 and Q8_0 are computed as stored, "
+                    "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
     a = ap.parse_args()
     try:

@@ -32,6 +32,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from txl_ref import MemTransformerLM, TxlConfig, score_ids   # noqa: E402
+import txlfile                                               # noqa: E402
 
 # SentencePiece settings of txlgen's tokenizers (see models/README.md).
 SPM_OPTIONS = dict(
@@ -383,8 +384,9 @@ def parse_args(argv=None):
                    "to this txlgen model file at the end")
     g.add_argument("--export-only", action="store_true",
                    help="only export (and evaluate) the checkpoint in --out")
-    g.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"],
-                   help="storage type of the exported weights")
+    g.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
+                   help="storage type of the exported weight matrices "
+                   "(models/txlfile.py says which are compact)")
     g.add_argument("--description", default=None)
     a = ap.parse_args(argv)
     if a.mem_len is None:

@@ -11,6 +11,22 @@ a multiple of 64 bytes; the gaps are covered by U8 tensors named
 The SentencePiece model proto is the U8 tensor "tokenizer.model".
 Tensor names are those of the original PyTorch state_dict; tied weights
 are stored once (the output weight is absent when tie_weight is true).
+
+Storage types (write(dtype=...)): F32, or a compact type for the weight
+matrices, which txlgen computes with as stored: F16, BF16, or Q8_0 (blocks
+of 32 int8 values along a row with one F16 scale, as GGUF's block_q8_0;
+34 bytes per 32 weights).  Only the matrices that hold the parameters and
+the time are compact: the 2-D "*.weight" tensors (embedding, output layer,
+qkv_net, r_net, o_net, the two feed-forward layers).  Everything else stays
+F32: biases, LayerNorm gains, r_w_bias and r_r_bias (a few thousand
+values, and precision-sensitive: they shift every activation), and the
+d_embed != d_model projections, which are small and which txlgen reads
+transposed.  A Q8_0 matrix whose rows are not a multiple of 32 long is
+stored as F16.
+
+As a program, it re-stores a model file in another type:
+
+  txlfile.py --dtype Q8_0 IN.bin OUT.bin
 """
 
 import json
@@ -22,7 +38,77 @@ FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 ALIGN = 64
 
+DTYPES = ("F32", "F16", "BF16", "Q8_0")
+QK = 32                 # values per Q8_0 block
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
+_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
+
+
+def stored_dtype(name, shape, dtype):
+    """The type tensor `name` of this shape is stored in when a file is
+    written with `dtype` (see the module's docstring)."""
+    if dtype == "F32" or len(shape) != 2 or not name.endswith(".weight"):
+        return "F32"
+    if dtype == "Q8_0" and shape[-1] % QK != 0:
+        return "F16"
+    return dtype
+
+
+def quantize_q8_0(arr):
+    """Q8_0 blocks of a float array whose last dimension is a multiple of
+    32: d = max|x| / 127 rounded to F16, q = x / d rounded half away from
+    zero (as GGUF's quantize_row_q8_0, but dividing by the stored d, so
+    that q * d is the nearest value the block can hold)."""
+    x = np.asarray(arr, np.float32).reshape(-1, QK)
+    d = (np.abs(x).max(axis=1) / 127).astype(np.float16)
+    if not np.isfinite(d).all():
+        raise ValueError("Q8_0: a weight is too large for an F16 scale")
+    df = d.astype(np.float32)
+    inv = np.divide(1.0, df, out=np.zeros_like(df), where=df > 0)
+    v = x * inv[:, None]
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127)
+    blocks = np.empty(len(x), _Q8_0)
+    blocks["d"] = d
+    blocks["qs"] = q.astype(np.int8)
+    return blocks
+
+
+def dequantize_q8_0(raw, shape):
+    """The float32 values of Q8_0 bytes (exact: q * d needs at most 18
+    significant bits)."""
+    blocks = np.frombuffer(raw, _Q8_0)
+    x = blocks["qs"].astype(np.float32) * \
+        blocks["d"].astype(np.float32)[:, None]
+    return x.reshape(shape)
+
+
+def stored_values(name, arr, dtype):
+    """The float32 values txlgen will compute with after writing arr as
+    tensor `name` with `dtype`: what a reference must use to agree."""
+    a = _as_numpy(arr)
+    dt = stored_dtype(name, a.shape, dtype)
+    if dt == "Q8_0":
+        return dequantize_q8_0(quantize_q8_0(a).tobytes(), a.shape)
+    if dt == "BF16":
+        return _from_bytes(_to_bytes(a, dt), dt, a.shape)
+    return a.astype(_NP_DTYPES[dt]).astype(np.float32)
+
+
+def _as_numpy(arr):
+    if hasattr(arr, "detach"):
+        return arr.detach().cpu().float().numpy()
+    return np.asarray(arr, np.float32)
+
+
+def _from_bytes(raw, dtype, shape):
+    if dtype == "Q8_0":
+        return dequantize_q8_0(raw, shape)
+    if dtype == "BF16":
+        u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+        return u.view(np.float32).reshape(shape)
+    return np.frombuffer(raw, np.dtype(_NP_DTYPES[dtype])
+                         .newbyteorder("<")).astype(np.float32) \
+        .reshape(shape)
 
 
 def _to_bytes(arr, dtype):
@@ -35,6 +121,8 @@ def _to_bytes(arr, dtype):
                     .numpy().astype("<i2").tobytes()
         arr = t.numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
     arr = np.asarray(arr)
+    if dtype == "Q8_0":
+        return quantize_q8_0(arr).tobytes()
     if dtype == "BF16":
         f = arr.astype("<f4")
         bits = f.view("<u4").astype(np.uint64)
@@ -59,10 +147,13 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
 
     hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
     torch tensor (float); tokenizer_proto: bytes of a SentencePiece model;
-    dtype: storage type of float tensors (F32, F16 or BF16); extra: more
-    metadata strings (e.g. description).  Written to a temporary file, then
-    renamed, so that a reader never sees half a file.
+    dtype: storage type of the weight matrices (DTYPES; stored_dtype()
+    says which tensors); extra: more metadata strings (e.g. description).
+    Written to a temporary file, then renamed, so that a reader never sees
+    half a file.
     """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
     import os
     import tempfile
 
@@ -70,9 +161,12 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
     meta.update({k: meta_value(v) for k, v in hparams.items()})
     meta.update({k: str(v) for k, v in (extra or {}).items()})
 
-    blobs = [(name, dtype, list(np.shape(t) if not hasattr(t, "shape")
-                                else tuple(t.shape)), _to_bytes(t, dtype))
-             for name, t in tensors.items()]
+    blobs = []
+    for name, t in tensors.items():
+        shape = list(np.shape(t) if not hasattr(t, "shape")
+                     else tuple(t.shape))
+        dt = stored_dtype(name, shape, dtype)
+        blobs.append((name, dt, shape, _to_bytes(t, dt)))
     blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
                   bytes(tokenizer_proto)))
 
@@ -125,11 +219,38 @@ def read(path):
         dt = info["dtype"]
         if name == "tokenizer.model":
             out[name] = raw
-        elif dt == "BF16":
-            u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-            out[name] = u.view(np.float32).reshape(info["shape"])
         else:
-            out[name] = np.frombuffer(raw, np.dtype(_NP_DTYPES[dt])
-                                      .newbyteorder("<")) \
-                .astype(np.float32).reshape(info["shape"])
+            out[name] = _from_bytes(raw, dt, info["shape"])
     return meta, out
+
+
+def restore(src, dst, dtype):
+    """Re-store model file src as dst with the weight matrices in dtype
+    (from the values src holds: F32 to anything is one rounding)."""
+    meta, tensors = read(src)
+    proto = tensors.pop("tokenizer.model")
+    hp = {k: v for k, v in meta.items()
+          if k not in ("format", "format_version")}
+    write(dst, hp, tensors, proto, dtype=dtype)
+
+
+def main():
+    import argparse
+    import sys
+    ap = argparse.ArgumentParser(description="Re-store a txlgen model file "
+                                 "with its weight matrices in another type.")
+    ap.add_argument("--dtype", required=True, choices=DTYPES)
+    ap.add_argument("input")
+    ap.add_argument("output")
+    a = ap.parse_args()
+    try:
+        restore(a.input, a.output, a.dtype)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"txlfile.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

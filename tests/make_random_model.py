@@ -83,6 +83,7 @@ sys.path.insert(0, MODELS)
 
 import torch                                   # noqa: E402
 import txl_ref                                 # noqa: E402
+import txlfile                                 # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -195,13 +196,12 @@ def randomize(model, seed=0, scale=1.0, cfg=None):
 
 
 def round_weights(model, dtype):
-    """Round every parameter to the storage type (in place)."""
-    tt = {"F32": None, "F16": torch.float16, "BF16": torch.bfloat16}[dtype]
-    if tt is None:
-        return
+    """Give every parameter the value it will have in a file written with
+    dtype (in place), so that the reference computes with exactly the
+    stored weights."""
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(p.to(tt).float())
+        for name, p in model.named_parameters():
+            p.copy_(torch.from_numpy(txlfile.stored_values(name, p, dtype)))
 
 
 def check_params(model):
@@ -421,7 +421,7 @@ def main(argv=None):
                           ("untie-r", False), ("same-length", False)):
         ap.add_argument("--" + name, type=_bool, default=default,
                         metavar="BOOL")
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--tokenizer", default=TOKENIZER)

@@ -13,9 +13,9 @@ Every per-token log-prob must be within TOL = 1e-4 of the reference's
 the memory carried, token by token, with a memory longer than training,
 same_length on and off, clamp_len, pre_lnorm, per-layer biases, d_embed !=
 d_model (projections, tied or not), tied and untied output weights, and
-F16/BF16 storage.  For F16/BF16 the builder rounds the weights to that type
-before saving, so the reference computes with exactly the stored weights
-and the tolerance stays 1e-4.  The summary line (mean NLL, perplexity, bits
+F16/BF16/Q8_0 storage.  For those the builder rounds the weights to their
+stored values before saving, so the reference computes with exactly the
+stored weights and the tolerance stays 1e-4 (TestFormats argues it).  The summary line (mean NLL, perplexity, bits
 per byte) is checked against values computed here.  Generation
 (`txlgen --text P -n N --json`, greedy and sampled) is checked by letting
 the reference follow txlgen's tokens: same log-probs, greedy = argmax.
@@ -58,6 +58,12 @@ CONFIGS = {
     "f16": dict(dtype="F16", seed=1),
     "bf16": dict(dtype="BF16", pre_lnorm=True, untie_r=True, d_embed=40,
                  tie_weight=False, seed=2),
+    # compact formats (TestFormats below); d_embed 40 is not a multiple
+    # of 32: that embedding is stored F16, the projections F32
+    "q8_0": dict(dtype="Q8_0", seed=4),
+    "q8_0_proj": dict(dtype="Q8_0", d_model=64, n_head=2, d_head=32,
+                      d_inner=64, d_embed=40, tie_weight=False,
+                      pre_lnorm=True, seed=5),
 }
 
 _tmp = None
@@ -451,6 +457,79 @@ class TestGeneration(unittest.TestCase):
 
     def test_sampled_bf16(self):
         self.check("bf16", seg_len=3, mem_len=6)
+
+    def test_sampled_q8_0(self):
+        self.check("q8_0_proj", seg_len=4, mem_len=10)
+
+
+class TestFormats(ParityCase):
+    """Compact weight formats (F16, BF16, Q8_0), computed as stored.
+
+    Tolerance: the builder gives the reference exactly the values the file
+    stores (txlfile.stored_values: F16 and BF16 values and Q8_0's q * d
+    are all floats), and txlgen widens each stored value to float exactly
+    and accumulates in float as it does for F32.  So the two compute the
+    same function of the same numbers, and differ only by the order of
+    float32 additions: the same TOL as F32 (1e-4 on log-probs) holds, with
+    no allowance for the format.  The formats' own error (against the
+    unrounded F32 weights) is what bits per byte on held-out text measures
+    (README); test_rounding_matters shows that it is far above TOL here,
+    so that agreeing within TOL means txlgen computed with the stored
+    values.  Segments run the matrix-matrix path (blocks of rows widened
+    for sgemm), one token at a time the matrix-vector kernels."""
+
+    def test_q8_0(self):
+        self.compare("q8_0", seg_len=8, mem_len=16)
+
+    def test_q8_0_token_by_token(self):
+        self.compare("q8_0", seg_len=1, mem_len=16, same_length=True)
+
+    def test_q8_0_projection(self):
+        self.compare("q8_0_proj", seg_len=6, mem_len=12, clamp_len=5)
+
+    def test_q8_0_projection_token_by_token(self):
+        self.compare("q8_0_proj", seg_len=1, mem_len=9)
+
+    def test_storage(self):
+        """Which tensors are compact: the 2-D *.weight matrices, in the
+        file's type (F16 where Q8_0 rows are not a multiple of 32 long);
+        everything else F32."""
+        import struct
+        for name in ("f16", "bf16", "q8_0", "q8_0_proj"):
+            m = _models[name]
+            with open(m.path, "rb") as f:
+                (n,) = struct.unpack("<Q", f.read(8))
+                header = json.loads(f.read(n))
+            compact = 0
+            for t, info in header.items():
+                if t == "__metadata__" or t.startswith("__pad__.") or \
+                        t == "tokenizer.model":
+                    continue
+                shape = info["shape"]
+                want = "F32"
+                if len(shape) == 2 and t.endswith(".weight"):
+                    want = "F16" if m.dtype == "Q8_0" and shape[1] % 32 \
+                        else m.dtype
+                    compact += 1
+                self.assertEqual(info["dtype"], want, f"{name}: {t}")
+            self.assertGreaterEqual(compact, 5, name)
+        hdr = header["word_emb.emb_layers.0.weight"]
+        self.assertEqual(hdr["dtype"], "F16")           # q8_0_proj, E = 40
+
+    def test_rounding_matters(self):
+        """The stored values differ from the model's F32 weights enough to
+        move the log-probs well beyond TOL."""
+        for name in ("f16", "bf16", "q8_0"):
+            m = _models[name]
+            kw = dict(CONFIGS[name])
+            kw.pop("dtype")
+            f32 = mrm.build(os.path.join(_tmp, name + "-f32"),
+                            do_convert=False, **kw)
+            ids = mrm.random_ids(60, m.cfg.n_token)
+            a = m.score(ids, seg_len=8, mem_len=16)
+            b = f32.score(ids, seg_len=8, mem_len=16)
+            self.assertGreater(max(abs(x - y) for x, y in zip(a, b)),
+                               10 * TOL, name)
 
 
 class TestSummary(ParityCase):

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-kernels-avx2.c - the kernels for AVX2 + FMA + F16C (x86-64-v3:
+ * Haswell, Zen and later).  Compiled with -mavx2 -mfma -mf16c and called
+ * only after txl_kernels_for() has seen those features.
+ *
+ * Matrix-vector products take four rows at a time, so that each vector of
+ * x is loaded once for four rows, with two accumulators per row to hide
+ * the FMA latency.  Compact weights are widened in registers, exactly:
+ * F16 by vcvtph2ps, BF16 by a 16-bit shift, Q8_0 by sign extension and
+ * vcvtdq2ps, with the block's scale applied to the block's partial sum.
+ * Generation reads each weight once per token, so these kernels are bound
+ * by memory (F32) or by the conversions (compact weights in cache).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "txl-kernels.h"
+
+/* [sum(a), sum(b), sum(c), sum(d)] */
+static inline __m128
+hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256 ab = _mm256_hadd_ps(a, b);
+	__m256 cd = _mm256_hadd_ps(c, d);
+	__m256 abcd = _mm256_hadd_ps(ab, cd);
+
+	return _mm_add_ps(_mm256_castps256_ps128(abcd),
+			  _mm256_extractf128_ps(abcd, 1));
+}
+
+static inline float
+hsum(__m256 a)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(a),
+			      _mm256_extractf128_ps(a, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* Eight values of each dtype as floats, and one value (for tails). */
+static inline __m256
+load8_f32(const uint8_t *p)
+{
+	return _mm256_loadu_ps((const float *)(const void *)p);
+}
+
+static inline __m256
+load8_f16(const uint8_t *p)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+static inline __m256
+load8_bf16(const uint8_t *p)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h),
+						     16));
+}
+
+static inline float
+load1_f32(const uint8_t *p)
+{
+	float f;
+
+	memcpy(&f, p, sizeof f);
+	return f;
+}
+
+static inline float
+load1_f16(const uint8_t *p)
+{
+	uint16_t h;
+
+	memcpy(&h, p, sizeof h);
+	return _cvtsh_ss(h);
+}
+
+static inline float
+load1_bf16(const uint8_t *p)
+{
+	uint16_t h;
+
+	memcpy(&h, p, sizeof h);
+	return txl_bf16_to_f32(h);
+}
+
+/* dot_rows and widen for a dtype of `size` bytes per value: the body is
+ * the same for F32, F16 and BF16, only the loads differ. */
+#define DOT_ROWS(name, size, load8, load1)                                   \
+static void                                                                  \
+name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int K8 = K & ~7, K16 = K & ~15;                                \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
+		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
+		__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   \
+		int k = 0;                                                   \
+		for (; k < K16; k += 16) {                                   \
+			__m256 x0 = _mm256_loadu_ps(x + k);                  \
+			__m256 x1 = _mm256_loadu_ps(x + k + 8);              \
+			a0 = _mm256_fmadd_ps(load8(w0 + k * size), x0, a0);  \
+			a1 = _mm256_fmadd_ps(load8(w1 + k * size), x0, a1);  \
+			a2 = _mm256_fmadd_ps(load8(w2 + k * size), x0, a2);  \
+			a3 = _mm256_fmadd_ps(load8(w3 + k * size), x0, a3);  \
+			b0 = _mm256_fmadd_ps(load8(w0 + (k + 8) * size), x1, b0); \
+			b1 = _mm256_fmadd_ps(load8(w1 + (k + 8) * size), x1, b1); \
+			b2 = _mm256_fmadd_ps(load8(w2 + (k + 8) * size), x1, b2); \
+			b3 = _mm256_fmadd_ps(load8(w3 + (k + 8) * size), x1, b3); \
+		}                                                            \
+		for (; k < K8; k += 8) {                                     \
+			__m256 x0 = _mm256_loadu_ps(x + k);                  \
+			a0 = _mm256_fmadd_ps(load8(w0 + k * size), x0, a0);  \
+			a1 = _mm256_fmadd_ps(load8(w1 + k * size), x0, a1);  \
+			a2 = _mm256_fmadd_ps(load8(w2 + k * size), x0, a2);  \
+			a3 = _mm256_fmadd_ps(load8(w3 + k * size), x0, a3);  \
+		}                                                            \
+		__m128 s = hsum4(_mm256_add_ps(a0, b0), _mm256_add_ps(a1, b1), \
+				 _mm256_add_ps(a2, b2), _mm256_add_ps(a3, b3)); \
+		float t[4];                                                  \
+		_mm_storeu_ps(t, s);                                         \
+		for (; k < K; k++) {                                         \
+			t[0] += load1(w0 + k * size) * x[k];                 \
+			t[1] += load1(w1 + k * size) * x[k];                 \
+			t[2] += load1(w2 + k * size) * x[k];                 \
+			t[3] += load1(w3 + k * size) * x[k];                 \
+		}                                                            \
+		memcpy(y + r, t, sizeof t);                                  \
+	}                                                                    \
+	for (; r < n; r++) {                                                 \
+		const uint8_t *w0 = base + (size_t)r * ld;                   \
+		__m256 a0 = _mm256_setzero_ps();                             \
+		int k = 0;                                                   \
+		for (; k < K8; k += 8)                                       \
+			a0 = _mm256_fmadd_ps(load8(w0 + k * size),           \
+					     _mm256_loadu_ps(x + k), a0);    \
+		float t = hsum(a0);                                          \
+		for (; k < K; k++)                                           \
+			t += load1(w0 + k * size) * x[k];                    \
+		y[r] = t;                                                    \
+	}                                                                    \
+}
+
+DOT_ROWS(dot_rows_f32, 4, load8_f32, load1_f32)
+DOT_ROWS(dot_rows_f16, 2, load8_f16, load1_f16)
+DOT_ROWS(dot_rows_bf16, 2, load8_bf16, load1_bf16)
+
+#define WIDEN(name, size, load8, load1)                                      \
+static void                                                                  \
+name(float *dst, const void *src, size_t n)                                  \
+{                                                                            \
+	const uint8_t *s = src;                                              \
+	size_t i = 0;                                                        \
+                                                                             \
+	for (; i + 8 <= n; i += 8)                                           \
+		_mm256_storeu_ps(dst + i, load8(s + i * size));              \
+	for (; i < n; i++)                                                   \
+		dst[i] = load1(s + i * size);                                \
+}
+
+WIDEN(widen_f16, 2, load8_f16, load1_f16)
+WIDEN(widen_bf16, 2, load8_bf16, load1_bf16)
+
+static void
+widen_f32(float *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+/* Q8_0: eight int8 values of a block as floats. */
+static inline __m256
+q8_load8(const int8_t *q)
+{
+	__m128i b = _mm_loadl_epi64((const __m128i *)(const void *)q);
+
+	return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+
+/* The block's 32 values . x[32], unscaled. */
+static inline __m256
+q8_block_dot(const struct txl_block_q8_0 *b, __m256 x0, __m256 x1, __m256 x2,
+	     __m256 x3)
+{
+	__m256 t = _mm256_mul_ps(q8_load8(b->qs), x0);
+
+	t = _mm256_fmadd_ps(q8_load8(b->qs + 8), x1, t);
+	t = _mm256_fmadd_ps(q8_load8(b->qs + 16), x2, t);
+	return _mm256_fmadd_ps(q8_load8(b->qs + 24), x3, t);
+}
+
+static inline __m256
+q8_scale(const struct txl_block_q8_0 *b)
+{
+	uint16_t d;
+
+	memcpy(&d, &b->d, sizeof d);
+	return _mm256_set1_ps(_cvtsh_ss(d));
+}
+
+static void
+dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
+{
+	const uint8_t *base = w;
+	const int nb = K / TXL_QK;
+	int r = 0;
+
+	for (; r + 4 <= n; r += 4) {
+		/* four rows, each with its own accumulator, written out:
+		 * GCC keeps arrays of them in memory */
+		const struct txl_block_q8_0 *q0 = (const void *)(base +
+								 (size_t)r * ld);
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+
+		for (int b = 0; b < nb; b++) {
+			const float *xb = x + b * TXL_QK;
+			__m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);
+			__m256 x2 = _mm256_loadu_ps(xb + 16);
+			__m256 x3 = _mm256_loadu_ps(xb + 24);
+			a0 = _mm256_fmadd_ps(q8_block_dot(q0 + b, x0, x1, x2, x3),
+					     q8_scale(q0 + b), a0);
+			a1 = _mm256_fmadd_ps(q8_block_dot(q1 + b, x0, x1, x2, x3),
+					     q8_scale(q1 + b), a1);
+			a2 = _mm256_fmadd_ps(q8_block_dot(q2 + b, x0, x1, x2, x3),
+					     q8_scale(q2 + b), a2);
+			a3 = _mm256_fmadd_ps(q8_block_dot(q3 + b, x0, x1, x2, x3),
+					     q8_scale(q3 + b), a3);
+		}
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
+	}
+	for (; r < n; r++) {
+		const struct txl_block_q8_0 *q = (const void *)(base +
+								(size_t)r * ld);
+		__m256 acc = _mm256_setzero_ps();
+
+		for (int b = 0; b < nb; b++) {
+			const float *xb = x + b * TXL_QK;
+			acc = _mm256_fmadd_ps(
+				q8_block_dot(q + b, _mm256_loadu_ps(xb),
+					     _mm256_loadu_ps(xb + 8),
+					     _mm256_loadu_ps(xb + 16),
+					     _mm256_loadu_ps(xb + 24)),
+				q8_scale(q + b), acc);
+		}
+		y[r] = hsum(acc);
+	}
+}
+
+static void
+widen_q8_0(float *dst, const void *src, size_t n)
+{
+	const struct txl_block_q8_0 *q = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
+		__m256 d = q8_scale(q + b);
+		for (int i = 0; i < TXL_QK; i += 8)
+			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q8_load8(q[b].qs + i),
+							       d));
+	}
+}
+
+/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
+#define AXPY_ROWS(name, size, load8, load1)                                  \
+static void                                                                  \
+name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	int k0 = 0;                                                          \
+                                                                             \
+	for (; k0 + 64 <= K; k0 += 64) {                                     \
+		__m256 acc[8];                                               \
+		for (int j = 0; j < 8; j++)                                  \
+			acc[j] = _mm256_loadu_ps(y + k0 + 8 * j);            \
+		for (int r = 0; r < n; r++) {                                \
+			const uint8_t *wr = base + (size_t)r * ld + k0 * size; \
+			__m256 ar = _mm256_broadcast_ss(a + r);              \
+			for (int j = 0; j < 8; j++)                          \
+				acc[j] = _mm256_fmadd_ps(ar, load8(wr + 8 * j * size), \
+							 acc[j]);            \
+		}                                                            \
+		for (int j = 0; j < 8; j++)                                  \
+			_mm256_storeu_ps(y + k0 + 8 * j, acc[j]);            \
+	}                                                                    \
+	for (; k0 + 8 <= K; k0 += 8) {                                       \
+		__m256 acc = _mm256_loadu_ps(y + k0);                        \
+		for (int r = 0; r < n; r++)                                  \
+			acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r),    \
+					      load8(base + (size_t)r * ld + k0 * size), \
+					      acc);                          \
+		_mm256_storeu_ps(y + k0, acc);                               \
+	}                                                                    \
+	for (; k0 < K; k0++) {                                               \
+		float acc = y[k0];                                           \
+		for (int r = 0; r < n; r++)                                  \
+			acc += a[r] * load1(base + (size_t)r * ld + k0 * size); \
+		y[k0] = acc;                                                 \
+	}                                                                    \
+}
+
+AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
+AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
+AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
+
+static void
+narrow_f32(void *dst, const float *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+						 _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++) {
+		uint16_t h = txl_f32_to_f16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+	const __m256i inf = _mm256_set1_epi32(0x7f800000);
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+	uint8_t *d = dst;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256i x = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+		/* nearest even: add 0x7fff + the lowest bit kept */
+		__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+		__m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, bias),
+							       lsb), 16);
+		__m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+		__m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16),
+					    _mm256_set1_epi32(0x40));
+		r = _mm256_blendv_epi8(r, q, nan);
+		/* 8 x 32 -> 8 x 16 bits: pack within lanes, then gather the
+		 * two lanes' halves */
+		r = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i),
+				 _mm256_castsi256_si128(r));
+	}
+	for (; i < n; i++) {
+		uint16_t h = txl_f32_to_bf16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+/* exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a degree
+ * 6 polynomial for exp(r), times 2^n; about 1 ulp); 0 below -87.3, where
+ * expf's results are subnormal. */
+static inline __m256
+exp8(__m256 x)
+{
+	const __m256 lo = _mm256_set1_ps(-87.33654f);
+	__m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+	x = _mm256_max_ps(x, lo);
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+						       _mm256_set1_epi32(127)), 23);
+	p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+	return _mm256_andnot_ps(under, p);
+}
+
+static double
+exp_sum(float *out, const float *x, int n, float max)
+{
+	const __m256 m = _mm256_set1_ps(max);
+	__m256d s0 = _mm256_setzero_pd(), s1 = s0;
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+		if (out)
+			_mm256_storeu_ps(out + i, e);
+		s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+		s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+	}
+	double t[4], sum;
+	_mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
+	sum = (t[0] + t[1]) + (t[2] + t[3]);
+	for (; i < n; i++) {
+		float e = expf(x[i] - max);
+		if (out)
+			out[i] = e;
+		sum += e;
+	}
+	return sum;
+}
+
+static float
+max_of(const float *x, int n)
+{
+	__m256 m = _mm256_set1_ps(-INFINITY);
+	float r;
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	r = _mm_cvtss_f32(h);
+	for (; i < n; i++)
+		r = x[i] > r ? x[i] : r;
+	return r;
+}
+
+const struct txl_kernels txl_kernels_avx2 = {
+	.name = "avx2",
+	.dot_rows = {
+		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
+		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
+	},
+	.widen = {
+		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
+		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
+	},
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
+	.exp_sum = exp_sum,
+	.max = max_of,
+};

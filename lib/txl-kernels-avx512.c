@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-kernels-avx512.c - the kernels for AVX-512 (F, BW, VL, DQ:
+ * x86-64-v4: Skylake-X, Ice Lake, Sapphire Rapids, Zen 4 and later).
+ * Compiled with those flags and called only after txl_kernels_for() has
+ * seen the features.  The same scheme as txl-kernels-avx2.c with 16 lanes
+ * and masked loads for the tails.
+ *
+ * AVX-512 BF16 (vdpbf16ps), VNNI and AMX multiply in bf16 or int8: they
+ * would round the activations, which the weights' formats do not ask for
+ * (the weights are computed as stored, against float activations), and
+ * the matrix-vector products of generation are bound by memory, not by
+ * multiplies.  So they are not used here; see bench/README.md.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "txl-kernels.h"
+
+/* [sum(a), sum(b), sum(c), sum(d)] */
+static inline __m128
+hsum4(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+	/* fold 512 -> 256 bits, then as AVX2 does */
+	__m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(a),
+				  _mm512_extractf32x8_ps(a, 1));
+	__m256 b8 = _mm256_add_ps(_mm512_castps512_ps256(b),
+				  _mm512_extractf32x8_ps(b, 1));
+	__m256 c8 = _mm256_add_ps(_mm512_castps512_ps256(c),
+				  _mm512_extractf32x8_ps(c, 1));
+	__m256 d8 = _mm256_add_ps(_mm512_castps512_ps256(d),
+				  _mm512_extractf32x8_ps(d, 1));
+	__m256 ab = _mm256_hadd_ps(a8, b8);
+	__m256 cd = _mm256_hadd_ps(c8, d8);
+	__m256 abcd = _mm256_hadd_ps(ab, cd);
+
+	return _mm_add_ps(_mm256_castps256_ps128(abcd),
+			  _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Sixteen values of each dtype as floats; the masked forms load only the
+ * lanes of m (the tail of a row) and give 0 in the others. */
+static inline __m512
+load16_f32(const uint8_t *p, __mmask16 m)
+{
+	return _mm512_maskz_loadu_ps(m, p);
+}
+
+static inline __m512
+load16_f16(const uint8_t *p, __mmask16 m)
+{
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+static inline __m512
+load16_bf16(const uint8_t *p, __mmask16 m)
+{
+	__m256i h = _mm256_maskz_loadu_epi16(m, p);
+
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h),
+						     16));
+}
+
+#define FULL ((__mmask16)0xffff)
+
+#define DOT_ROWS(name, size, load16)                                         \
+static void                                                                  \
+name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int K16 = K & ~15, K32 = K & ~31;                              \
+	const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);           \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
+		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
+		__m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   \
+		int k = 0;                                                   \
+		for (; k < K32; k += 32) {                                   \
+			__m512 x0 = _mm512_loadu_ps(x + k);                  \
+			__m512 x1 = _mm512_loadu_ps(x + k + 16);             \
+			const int o0 = k * size, o1 = (k + 16) * size;       \
+			a0 = _mm512_fmadd_ps(load16(w0 + o0, FULL), x0, a0); \
+			a1 = _mm512_fmadd_ps(load16(w1 + o0, FULL), x0, a1); \
+			a2 = _mm512_fmadd_ps(load16(w2 + o0, FULL), x0, a2); \
+			a3 = _mm512_fmadd_ps(load16(w3 + o0, FULL), x0, a3); \
+			b0 = _mm512_fmadd_ps(load16(w0 + o1, FULL), x1, b0); \
+			b1 = _mm512_fmadd_ps(load16(w1 + o1, FULL), x1, b1); \
+			b2 = _mm512_fmadd_ps(load16(w2 + o1, FULL), x1, b2); \
+			b3 = _mm512_fmadd_ps(load16(w3 + o1, FULL), x1, b3); \
+		}                                                            \
+		for (; k < K; k += 16) {                                     \
+			__mmask16 m = k < K16 ? FULL : tail;                 \
+			__m512 x0 = _mm512_maskz_loadu_ps(m, x + k);         \
+			const int o0 = k * size;                             \
+			a0 = _mm512_fmadd_ps(load16(w0 + o0, m), x0, a0);    \
+			a1 = _mm512_fmadd_ps(load16(w1 + o0, m), x0, a1);    \
+			a2 = _mm512_fmadd_ps(load16(w2 + o0, m), x0, a2);    \
+			a3 = _mm512_fmadd_ps(load16(w3 + o0, m), x0, a3);    \
+		}                                                            \
+		_mm_storeu_ps(y + r, hsum4(_mm512_add_ps(a0, b0),            \
+					   _mm512_add_ps(a1, b1),            \
+					   _mm512_add_ps(a2, b2),            \
+					   _mm512_add_ps(a3, b3)));          \
+	}                                                                    \
+	for (; r < n; r++) {                                                 \
+		const uint8_t *w0 = base + (size_t)r * ld;                   \
+		__m512 a0 = _mm512_setzero_ps();                             \
+		for (int k = 0; k < K; k += 16) {                            \
+			__mmask16 m = k < K16 ? FULL : tail;                 \
+			a0 = _mm512_fmadd_ps(load16(w0 + k * size, m),       \
+					     _mm512_maskz_loadu_ps(m, x + k), a0); \
+		}                                                            \
+		y[r] = _mm512_reduce_add_ps(a0);                             \
+	}                                                                    \
+}
+
+DOT_ROWS(dot_rows_f32, 4, load16_f32)
+DOT_ROWS(dot_rows_f16, 2, load16_f16)
+DOT_ROWS(dot_rows_bf16, 2, load16_bf16)
+
+#define WIDEN(name, size, load16)                                            \
+static void                                                                  \
+name(float *dst, const void *src, size_t n)                                  \
+{                                                                            \
+	const uint8_t *s = src;                                              \
+	size_t i = 0;                                                        \
+                                                                             \
+	for (; i + 16 <= n; i += 16)                                         \
+		_mm512_storeu_ps(dst + i, load16(s + i * size, FULL));       \
+	if (i < n) {                                                         \
+		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);              \
+		_mm512_mask_storeu_ps(dst + i, m, load16(s + i * size, m));  \
+	}                                                                    \
+}
+
+WIDEN(widen_f16, 2, load16_f16)
+WIDEN(widen_bf16, 2, load16_bf16)
+
+static void
+widen_f32(float *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+/* Q8_0: sixteen int8 values of a block as floats. */
+static inline __m512
+q8_load16(const int8_t *q)
+{
+	__m128i b = _mm_loadu_si128((const __m128i *)(const void *)q);
+
+	return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+}
+
+static inline __m512
+q8_scale(const struct txl_block_q8_0 *b)
+{
+	uint16_t d;
+
+	memcpy(&d, &b->d, sizeof d);
+	return _mm512_set1_ps(_cvtsh_ss(d));
+}
+
+static void
+dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
+{
+	const uint8_t *base = w;
+	const int nb = K / TXL_QK;
+	int r = 0;
+
+	for (; r + 4 <= n; r += 4) {
+		/* four rows, each with its own accumulator, written out:
+		 * GCC keeps arrays of them in memory */
+		const struct txl_block_q8_0 *q0 = (const void *)(base +
+								 (size_t)r * ld);
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+
+		for (int b = 0; b < nb; b++) {
+			__m512 x0 = _mm512_loadu_ps(x + b * TXL_QK);
+			__m512 x1 = _mm512_loadu_ps(x + b * TXL_QK + 16);
+#define ROW(q, a)                                                            \
+			do {                                                 \
+				__m512 t = _mm512_mul_ps(q8_load16(q[b].qs), x0); \
+				t = _mm512_fmadd_ps(q8_load16(q[b].qs + 16), x1, t); \
+				a = _mm512_fmadd_ps(t, q8_scale(q + b), a);  \
+			} while (0)
+			ROW(q0, a0);
+			ROW(q1, a1);
+			ROW(q2, a2);
+			ROW(q3, a3);
+#undef ROW
+		}
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
+	}
+	for (; r < n; r++) {
+		const struct txl_block_q8_0 *q = (const void *)(base +
+								(size_t)r * ld);
+		__m512 acc = _mm512_setzero_ps();
+
+		for (int b = 0; b < nb; b++) {
+			__m512 t = _mm512_mul_ps(q8_load16(q[b].qs),
+						 _mm512_loadu_ps(x + b * TXL_QK));
+			t = _mm512_fmadd_ps(q8_load16(q[b].qs + 16),
+					    _mm512_loadu_ps(x + b * TXL_QK + 16), t);
+			acc = _mm512_fmadd_ps(t, q8_scale(q + b), acc);
+		}
+		y[r] = _mm512_reduce_add_ps(acc);
+	}
+}
+
+static void
+widen_q8_0(float *dst, const void *src, size_t n)
+{
+	const struct txl_block_q8_0 *q = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
+		__m512 d = q8_scale(q + b);
+		_mm512_storeu_ps(dst, _mm512_mul_ps(q8_load16(q[b].qs), d));
+		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q8_load16(q[b].qs + 16),
+							 d));
+	}
+}
+
+/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
+#define AXPY_ROWS(name, size, load16)                                        \
+static void                                                                  \
+name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+                                                                             \
+	for (int k0 = 0; k0 < K; k0 += 64) {                                 \
+		__mmask16 m0, m1, m2, m3;                                    \
+		__m512 acc0, acc1, acc2, acc3;                               \
+		m0 = mask_of(K - k0);                                        \
+		m1 = mask_of(K - k0 - 16);                                   \
+		m2 = mask_of(K - k0 - 32);                                   \
+		m3 = mask_of(K - k0 - 48);                                   \
+		acc0 = _mm512_maskz_loadu_ps(m0, y + k0);                    \
+		acc1 = _mm512_maskz_loadu_ps(m1, y + k0 + 16);               \
+		acc2 = _mm512_maskz_loadu_ps(m2, y + k0 + 32);               \
+		acc3 = _mm512_maskz_loadu_ps(m3, y + k0 + 48);               \
+		for (int r = 0; r < n; r++) {                                \
+			const uint8_t *wr = base + (size_t)r * ld + k0 * size; \
+			__m512 ar = _mm512_set1_ps(a[r]);                    \
+			acc0 = _mm512_fmadd_ps(ar, load16(wr, m0), acc0);    \
+			acc1 = _mm512_fmadd_ps(ar, load16(wr + 16 * size, m1), acc1); \
+			acc2 = _mm512_fmadd_ps(ar, load16(wr + 32 * size, m2), acc2); \
+			acc3 = _mm512_fmadd_ps(ar, load16(wr + 48 * size, m3), acc3); \
+		}                                                            \
+		_mm512_mask_storeu_ps(y + k0, m0, acc0);                     \
+		_mm512_mask_storeu_ps(y + k0 + 16, m1, acc1);                \
+		_mm512_mask_storeu_ps(y + k0 + 32, m2, acc2);                \
+		_mm512_mask_storeu_ps(y + k0 + 48, m3, acc3);                \
+	}                                                                    \
+}
+
+/* The lanes of a tail of `left` values (all 16 if left >= 16). */
+static inline __mmask16
+mask_of(int left)
+{
+	return left >= 16 ? FULL : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+}
+
+AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
+AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
+AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
+
+static void
+narrow_f32(void *dst, const float *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? FULL : mask_of((int)(n - i));
+		_mm256_mask_storeu_epi16(d + 2 * i, m,
+			_mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i),
+					_MM_FROUND_TO_NEAREST_INT));
+	}
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? FULL : mask_of((int)(n - i));
+		__m512i x = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i));
+		/* nearest even: add 0x7fff + the lowest bit kept; NaNs quiet */
+		__m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+		__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias),
+							       lsb), 16);
+		__mmask16 nan = _mm512_cmpgt_epi32_mask(
+			_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)),
+			_mm512_set1_epi32(0x7f800000));
+		r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16),
+					 _mm512_set1_epi32(0x40));
+		_mm256_mask_storeu_epi16(d + 2 * i, m, _mm512_cvtepi32_epi16(r));
+	}
+}
+
+/* exp(x) for x <= 0, as exp8() of txl-kernels-avx2.c. */
+static inline __m512
+exp16(__m512 x)
+{
+	const __m512 lo = _mm512_set1_ps(-87.33654f);
+	__mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+	__m512 p = _mm512_set1_ps(1.9875691500e-4f);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+	p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	/* p * 2^n, exactly (n >= -126 wherever ok) */
+	return _mm512_maskz_scalef_ps(ok, p, n);
+}
+
+static double
+exp_sum(float *out, const float *x, int n, float max)
+{
+	const __m512 m = _mm512_set1_ps(max);
+	__m512d s0 = _mm512_setzero_pd(), s1 = s0;
+
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? FULL : (__mmask16)((1u << (n - i)) - 1);
+		__m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m));
+		e = _mm512_maskz_mov_ps(k, e);
+		if (out)
+			_mm512_mask_storeu_ps(out + i, k, e);
+		s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+		s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+	}
+	return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+}
+
+static float
+max_of(const float *x, int n)
+{
+	__m512 m = _mm512_set1_ps(-INFINITY);
+
+	for (int i = 0; i < n; i += 16) {
+		__mmask16 k = n - i >= 16 ? FULL : (__mmask16)((1u << (n - i)) - 1);
+		m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+	}
+	return _mm512_reduce_max_ps(m);
+}
+
+const struct txl_kernels txl_kernels_avx512 = {
+	.name = "avx512",
+	.dot_rows = {
+		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
+		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
+	},
+	.widen = {
+		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
+		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
+	},
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
+	.exp_sum = exp_sum,
+	.max = max_of,
+};

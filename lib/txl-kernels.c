@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-kernels.c - the scalar reference kernels, and the choice of the
+ * kernel table by CPU feature.
+ *
+ * The scalar kernels are the definition the vector ones are tested
+ * against (tests/unit/test-kernels.c), and what runs on CPUs without
+ * AVX2.  They are written plainly: one accumulator per row, values
+ * widened exactly (every F16, BF16 and Q8_0 value is a float), memcpy for
+ * loads so that no alignment is assumed.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "txl-kernels.h"
+
+static inline uint16_t
+load_u16(const uint8_t *p)
+{
+	uint16_t h;
+
+	memcpy(&h, p, sizeof h);
+	return h;
+}
+
+static void
+widen_f32(float *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+widen_f16(float *dst, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = txl_f16_to_f32(load_u16(s + 2 * i));
+}
+
+static void
+widen_bf16(float *dst, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = txl_bf16_to_f32(load_u16(s + 2 * i));
+}
+
+static void
+widen_q8_0(float *dst, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++, s += 34) {
+		const float d = txl_f16_to_f32(load_u16(s));
+		for (int i = 0; i < TXL_QK; i++)
+			dst[b * TXL_QK + i] = (float)(int8_t)s[2 + i] * d;
+	}
+}
+
+/* The dot products widen a row at a time into a buffer: the definition,
+ * not the fast way (the vector kernels fuse the two). */
+#define ROW_CHUNK 256
+
+static void
+dot_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+	      const void *w, size_t ld, const float *x, int n, int K)
+{
+	float buf[ROW_CHUNK];
+	const size_t chunk_bytes = txl_row_bytes(dt, ROW_CHUNK);
+
+	for (int r = 0; r < n; r++) {
+		const uint8_t *row = (const uint8_t *)w + (size_t)r * ld;
+		float acc = 0.0f;
+
+		for (int k0 = 0; k0 < K; k0 += ROW_CHUNK) {
+			int len = K - k0 < ROW_CHUNK ? K - k0 : ROW_CHUNK;
+
+			widen(buf, row + (size_t)k0 / ROW_CHUNK * chunk_bytes,
+			      (size_t)len);
+			for (int k = 0; k < len; k++)
+				acc += buf[k] * x[k0 + k];
+		}
+		y[r] = acc;
+	}
+}
+
+static void
+dot_rows_f32(float *y, const void *w, size_t ld, const float *x, int n, int K)
+{
+	dot_rows_with(widen_f32, TXL_F32, y, w, ld, x, n, K);
+}
+
+static void
+dot_rows_f16(float *y, const void *w, size_t ld, const float *x, int n, int K)
+{
+	dot_rows_with(widen_f16, TXL_F16, y, w, ld, x, n, K);
+}
+
+static void
+dot_rows_bf16(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
+{
+	dot_rows_with(widen_bf16, TXL_BF16, y, w, ld, x, n, K);
+}
+
+static void
+dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
+{
+	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
+}
+
+static void
+narrow_f32(void *dst, const float *src, size_t n)
+{
+	memcpy(dst, src, n * sizeof(float));
+}
+
+static void
+narrow_f16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = txl_f32_to_f16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+static void
+narrow_bf16(void *dst, const float *src, size_t n)
+{
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < n; i++) {
+		uint16_t h = txl_f32_to_bf16(src[i]);
+		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+static void
+axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+	       const float *a, const void *w, size_t ld, int n, int K)
+{
+	float buf[ROW_CHUNK];
+
+	for (int k0 = 0; k0 < K; k0 += ROW_CHUNK) {
+		int len = K - k0 < ROW_CHUNK ? K - k0 : ROW_CHUNK;
+		for (int r = 0; r < n; r++) {
+			widen(buf, (const uint8_t *)w + (size_t)r * ld +
+			      txl_row_bytes(dt, k0), (size_t)len);
+			for (int k = 0; k < len; k++)
+				y[k0 + k] += a[r] * buf[k];
+		}
+	}
+}
+
+static void
+axpy_rows_f32(float *y, const float *a, const void *w, size_t ld, int n,
+	      int K)
+{
+	axpy_rows_with(widen_f32, TXL_F32, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_f16(float *y, const float *a, const void *w, size_t ld, int n,
+	      int K)
+{
+	axpy_rows_with(widen_f16, TXL_F16, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_with(widen_bf16, TXL_BF16, y, a, w, ld, n, K);
+}
+
+static double
+exp_sum(float *out, const float *x, int n, float max)
+{
+	double sum = 0;
+
+	for (int i = 0; i < n; i++) {
+		float e = expf(x[i] - max);
+		if (out)
+			out[i] = e;
+		sum += e;
+	}
+	return sum;
+}
+
+static float
+max_of(const float *x, int n)
+{
+	float m = -INFINITY;
+
+	for (int i = 0; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	return m;
+}
+
+static const struct txl_kernels kernels_scalar = {
+	.name = "scalar",
+	.dot_rows = {
+		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
+		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
+	},
+	.widen = {
+		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
+		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
+	},
+	.narrow = {
+		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
+		[TXL_BF16] = narrow_bf16,
+	},
+	.axpy_rows = {
+		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
+		[TXL_BF16] = axpy_rows_bf16,
+	},
+	.exp_sum = exp_sum,
+	.max = max_of,
+};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_X86_KERNELS 1
+#endif
+
+const struct txl_kernels *
+txl_kernels_for(enum txl_isa isa)
+{
+	switch (isa) {
+	case TXL_ISA_SCALAR:
+		return &kernels_scalar;
+#ifdef HAVE_X86_KERNELS
+	case TXL_ISA_AVX2:
+		/* __builtin_cpu_supports checks that the OS saves the
+		 * registers (XGETBV) as well */
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx2") &&
+		    __builtin_cpu_supports("fma") &&
+		    __builtin_cpu_supports("f16c"))
+			return &txl_kernels_avx2;
+		return NULL;
+	case TXL_ISA_AVX512:
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f") &&
+		    __builtin_cpu_supports("avx512bw") &&
+		    __builtin_cpu_supports("avx512vl") &&
+		    __builtin_cpu_supports("avx512dq") &&
+		    __builtin_cpu_supports("fma") &&
+		    __builtin_cpu_supports("f16c"))
+			return &txl_kernels_avx512;
+		return NULL;
+#endif
+	default:
+		return NULL;
+	}
+}
+
+static const struct txl_kernels *chosen;
+
+static void
+choose(void)
+{
+	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avx512" };
+	const char *want = getenv("TXL_ISA");
+	int top = TXL_N_ISA - 1;
+
+	/* TXL_ISA caps the choice (an unknown name is ignored: a library
+	 * has nowhere to report it) */
+	for (int i = 0; want && i < TXL_N_ISA; i++)
+		if (strcmp(want, names[i]) == 0)
+			top = i;
+	for (int i = top; i >= 0 && !chosen; i--)
+		chosen = txl_kernels_for((enum txl_isa)i);
+	txl_log(TXL_LOG_DEBUG, "kernels: %s", chosen->name);
+}
+
+const struct txl_kernels *
+txl_kernels(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, choose);
+	return chosen;
+}

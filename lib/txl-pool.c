@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-pool.c - a small persistent thread pool for libtxl's kernels.
+ *
+ * One pool per process, like OpenBLAS's own (whose thread count is
+ * process-wide too): n - 1 workers plus the thread that calls
+ * txl_pool_run(), which takes part as thread 0.  A task is published by
+ * bumping a generation counter; workers spin on it for a short while
+ * (generation calls tasks a few microseconds apart, far less than a
+ * sleep and wake-up costs) and then sleep on a condition variable, so an
+ * idle pool costs nothing.  OpenBLAS is kept to one thread and called
+ * from inside tasks (txl-math.c), so that the machine runs exactly n
+ * threads of ours at any time: no oversubscription, one setting.
+ *
+ * Tasks split their work themselves (txl-math.c hands out chunks of rows
+ * through an atomic counter), and a worker joins a task only while it is
+ * open: the caller closes it when its own share is done and waits only
+ * for the workers inside.  So a worker that the system has not scheduled
+ * yet (a busy machine) delays nobody; it finds the task closed and goes
+ * back to waiting.  A second thread calling txl_pool_run() while the pool
+ * is busy runs its task alone.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "txl-internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long an idle worker spins before it sleeps.  Generation runs a
+ * task every few microseconds; between tokens (sampling, output) there
+ * are tens of microseconds at most. */
+#define SPIN_NS 200000
+
+/* Spinning waits give the CPU away (sched_yield) after this many rounds:
+ * on a machine with more runnable threads than CPUs, the thread waited
+ * for may be the one that needs it. */
+#define SPIN_YIELD 4096
+
+static inline void
+spin_wait(unsigned i)
+{
+	if (i < SPIN_YIELD)
+		cpu_relax();
+	else
+		sched_yield();
+}
+
+#define MAX_THREADS 256
+
+/* pool.state: the workers inside the current task, plus CLOSED when no
+ * worker may join it */
+#define CLOSED (1u << 30)
+
+static struct {
+	pthread_mutex_t busy;	/* held while a task runs */
+	pthread_mutex_t lock;	/* for sleeping and waking */
+	pthread_cond_t wake;
+	int n;			/* threads, the caller included */
+	pthread_t workers[MAX_THREADS];
+	atomic_uint gen;	/* bumped for every task (and to quit) */
+	atomic_uint state;	/* see CLOSED */
+	atomic_int sleeping;	/* workers waiting on `wake` */
+	atomic_bool quit;
+	/* the current task: written while it is closed and drained */
+	txl_task_fn fn;
+	void *ctx;
+	unsigned task;		/* its number */
+} pool = {
+	.busy = PTHREAD_MUTEX_INITIALIZER,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.wake = PTHREAD_COND_INITIALIZER,
+	.n = 1,
+	.state = CLOSED,
+};
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait until the generation differs from `seen`; return it. */
+static unsigned
+wait_task(unsigned seen)
+{
+	unsigned g;
+	uint64_t t0 = 0;
+
+	for (unsigned i = 0;; i++) {
+		g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+		if (g != seen)
+			return g;
+		spin_wait(i);
+		if ((i & 63) == 63) {
+			uint64_t t = now_ns();
+			if (t0 == 0)
+				t0 = t;
+			else if (t - t0 > SPIN_NS)
+				break;
+		}
+	}
+	pthread_mutex_lock(&pool.lock);
+	atomic_fetch_add(&pool.sleeping, 1);	/* seq_cst: see txl_pool_run */
+	while ((g = atomic_load(&pool.gen)) == seen)
+		pthread_cond_wait(&pool.wake, &pool.lock);
+	atomic_fetch_sub(&pool.sleeping, 1);
+	pthread_mutex_unlock(&pool.lock);
+	return g;
+}
+
+struct worker_arg {
+	int ith;
+	unsigned gen;
+};
+
+static void *
+worker(void *p)
+{
+	struct worker_arg a = *(struct worker_arg *)p;
+	unsigned done = pool.task;	/* the last task this worker ran */
+
+	free(p);
+	for (;;) {
+		a.gen = wait_task(a.gen);
+		if (atomic_load_explicit(&pool.quit, memory_order_acquire))
+			return NULL;
+		/* join the task if it is still open; while we are inside,
+		 * the caller leaves fn, ctx and task alone */
+		unsigned st = atomic_fetch_add_explicit(&pool.state, 1,
+							memory_order_acquire);
+		if (!(st & CLOSED) && pool.task != done) {
+			done = pool.task;
+			pool.fn(pool.ctx, a.ith, pool.n);
+		}
+		atomic_fetch_sub_explicit(&pool.state, 1, memory_order_release);
+	}
+}
+
+/* Publish a new generation and wake the sleepers. */
+static void
+publish(void)
+{
+	/* seq_cst, as the sleeper's increment of `sleeping` before its
+	 * last look at `gen`: one of the two sees the other */
+	atomic_fetch_add(&pool.gen, 1);
+	if (atomic_load(&pool.sleeping) > 0) {
+		pthread_mutex_lock(&pool.lock);
+		pthread_cond_broadcast(&pool.wake);
+		pthread_mutex_unlock(&pool.lock);
+	}
+}
+
+void
+txl_pool_run(txl_task_fn fn, void *ctx)
+{
+	if (pool.n == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+		fn(ctx, 0, 1);
+		return;
+	}
+	if (pool.n == 1) {	/* shrunk meanwhile */
+		pthread_mutex_unlock(&pool.busy);
+		fn(ctx, 0, 1);
+		return;
+	}
+	pool.fn = fn;
+	pool.ctx = ctx;
+	pool.task++;
+	/* open it: from closed with nobody inside (a late worker of the
+	 * last task may be passing through) */
+	for (unsigned i = 0, closed = CLOSED;
+	     !atomic_compare_exchange_weak_explicit(&pool.state, &closed, 0,
+						    memory_order_release,
+						    memory_order_relaxed);
+	     closed = CLOSED)
+		spin_wait(i++);
+	publish();
+	fn(ctx, 0, pool.n);
+	/* close it and wait for the workers that joined */
+	atomic_fetch_or_explicit(&pool.state, CLOSED, memory_order_relaxed);
+	for (unsigned i = 0; atomic_load_explicit(&pool.state,
+						  memory_order_acquire) != CLOSED;)
+		spin_wait(i++);
+	pthread_mutex_unlock(&pool.busy);
+}
+
+int
+txl_pool_threads(void)
+{
+	return pool.n;
+}
+
+static void
+stop_workers(void)
+{
+	if (pool.n == 1)
+		return;
+	atomic_store(&pool.quit, true);
+	publish();
+	for (int i = 1; i < pool.n; i++)
+		pthread_join(pool.workers[i], NULL);
+	atomic_store(&pool.quit, false);
+	pool.n = 1;
+}
+
+void
+txl_pool_set_threads(int n)
+{
+	if (n < 1)
+		n = 1;
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	pthread_mutex_lock(&pool.busy);
+	if (n != pool.n) {
+		stop_workers();
+		for (int i = 1; i < n; i++) {
+			struct worker_arg *a = malloc(sizeof *a);
+			if (!a)
+				break;
+			a->ith = i;
+			a->gen = atomic_load(&pool.gen);
+			if (pthread_create(&pool.workers[i], NULL, worker, a)) {
+				free(a);
+				break;
+			}
+			pool.n = i + 1;
+		}
+		if (pool.n != n)
+			txl_log(TXL_LOG_WARN, "thread pool: started %d of %d "
+				"threads", pool.n, n);
+	}
+	pthread_mutex_unlock(&pool.busy);
+}
+
+int
+txl_n_cpus(void)
+{
+#ifdef CPU_COUNT
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+#endif
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
+/* A forked child has the caller's thread only. */
+static void
+after_fork_child(void)
+{
+	pthread_mutex_init(&pool.busy, NULL);
+	pthread_mutex_init(&pool.lock, NULL);
+	pthread_cond_init(&pool.wake, NULL);
+	atomic_store(&pool.sleeping, 0);
+	atomic_store(&pool.state, CLOSED);
+	pool.n = 1;
+}
+
+__attribute__((constructor)) static void
+pool_init(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* Join the workers before the library goes away (dlclose, exit). */
+__attribute__((destructor)) static void
+pool_fini(void)
+{
+	if (pthread_mutex_trylock(&pool.busy) == 0) {
+		stop_workers();
+		pthread_mutex_unlock(&pool.busy);
+	}
+}

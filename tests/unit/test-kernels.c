@@ -1,0 +1,581 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-kernels.c - the SIMD kernels against the scalar reference and
+ * against sums computed here in double, on every instruction set this
+ * CPU runs (txl_kernels_for()); the matrix products of txl-math.c with
+ * 1, 2 and 3 pool threads; the thread pool itself.
+ *
+ * Tolerances: a float dot product of K terms, whatever the order of its
+ * additions, is within gamma_K * sum|w_i x_i| of the exact one, gamma_K =
+ * K u / (1 - K u), u = 2^-24 (Higham, Accuracy and Stability of Numerical
+ * Algorithms, 3.1).  Each result is checked against the double-precision
+ * sum with that bound (plus a tiny absolute term for subnormal inputs);
+ * widening (F16, BF16, Q8_0 to float) is exact and checked bit for bit.
+ *
+ * Run under meson with TXL_ISA=scalar, avx2 and unset, so that the
+ * products (which use the chosen table) run on each instruction set too.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "txl-internal.h"
+#include "txl-kernels.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t
+next_u32(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 32);
+}
+
+/* uniform in [-1, 1) */
+static float
+uniform(void)
+{
+	return (float)next_u32() / 2147483648.0f - 1.0f;
+}
+
+static uint16_t
+f32_to_f16(float f)
+{
+	/* round to nearest even through the float16 arithmetic of the
+	 * compiler, if any; else truncate carefully enough for tests */
+	_Float16 h = (_Float16)f;
+	uint16_t u;
+
+	memcpy(&u, &h, sizeof u);
+	return u;
+}
+
+static uint16_t
+f32_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof u);
+	u += 0x7fff + ((u >> 16) & 1);	/* nearest even (no NaNs here) */
+	return (uint16_t)(u >> 16);
+}
+
+/* Weights of n rows of K values of dtype dt, rows ld bytes apart, and
+ * their exact float values (n x K). */
+static void *
+make_weights(enum txl_dtype dt, int n, int K, size_t ld, float *exact)
+{
+	uint8_t *w = calloc((size_t)n * ld + 64, 1);
+
+	CHECK(w);
+	for (int r = 0; r < n; r++) {
+		uint8_t *row = w + (size_t)r * ld;
+		float *e = exact + (size_t)r * K;
+		for (int k = 0; k < K; k++) {
+			float v = uniform() * (r % 3 == 1 ? 100.0f : 1.0f);
+			uint16_t h;
+			switch (dt) {
+			case TXL_F32:
+				memcpy(row + 4 * k, &v, 4);
+				e[k] = v;
+				break;
+			case TXL_F16:
+				h = f32_to_f16(v);
+				memcpy(row + 2 * k, &h, 2);
+				e[k] = txl_f16_to_f32(h);
+				break;
+			case TXL_BF16:
+				h = f32_to_bf16(v);
+				memcpy(row + 2 * k, &h, 2);
+				e[k] = txl_bf16_to_f32(h);
+				break;
+			case TXL_Q8_0: {
+				struct txl_block_q8_0 *b = (void *)row;
+				b += k / TXL_QK;
+				if (k % TXL_QK == 0) {
+					/* scales from 2^-20 to 2^4 */
+					h = f32_to_f16(ldexpf(1.0f + uniform() / 2,
+							      -20 + (int)(next_u32() % 25)));
+					memcpy(&b->d, &h, 2);
+				}
+				b->qs[k % TXL_QK] = (int8_t)(next_u32() % 255 - 127);
+				memcpy(&h, &b->d, 2);
+				e[k] = b->qs[k % TXL_QK] * txl_f16_to_f32(h);
+				break;
+			}
+			default:
+				CHECK(!"dtype");
+			}
+		}
+	}
+	return w;
+}
+
+/* |got - sum w x| <= gamma_K sum |w x| (twice: slack for the final
+ * additions of the partial sums) */
+static void
+check_dot(float got, const float *w, const float *x, int K, const char *what)
+{
+	double exact = 0, mag = 0;
+
+	for (int k = 0; k < K; k++) {
+		exact += (double)w[k] * x[k];
+		mag += fabs((double)w[k] * x[k]);
+	}
+	double u = ldexp(1.0, -24), tol = 2 * K * u / (1 - K * u) * mag + 1e-37;
+	if (!(fabs(got - exact) <= tol)) {
+		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
+			what, K, got, exact, tol);
+		exit(1);
+	}
+}
+
+#define RUN_ON(test, kt)                                                     \
+	do {                                                                 \
+		test(kt);                                                    \
+		fprintf(stderr, "ok %s %s\n", #test, (kt)->name);            \
+	} while (0)
+
+static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
+					 TXL_Q8_0 };
+
+static void
+test_dot_rows(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 1, 7, 8, 12, 15, 16, 17, 31, 32, 33, 64, 96,
+				  100, 384, 1536 };
+	static const int ns[] = { 1, 3, 4, 5, 9, 17 };
+
+	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
+		enum txl_dtype dt = dtypes[d];
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+			int K = Ks[i];
+			if (dt == TXL_Q8_0 && K % TXL_QK)
+				continue;
+			for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+				int n = ns[j];
+				/* rows packed, then further apart (attention reads
+				 * one head's slice of wider rows) */
+				for (int pad = 0; pad < 2; pad++) {
+					size_t ld = txl_row_bytes(dt, K) +
+						(size_t)pad * 68;
+					float *e = malloc(sizeof(float) * n * K);
+					float *x = malloc(sizeof(float) * K);
+					float y[17], w1[1536];
+					CHECK(e && x);
+					void *w = make_weights(dt, n, K, ld, e);
+					for (int k = 0; k < K; k++)
+						x[k] = uniform();
+					kt->dot_rows[dt](y, w, ld, x, n, K);
+					for (int r = 0; r < n; r++) {
+						char what[64];
+						snprintf(what, sizeof what, "%s %s dot row %d",
+							 kt->name, txl_dtype_name(dt), r);
+						check_dot(y[r], e + (size_t)r * K, x, K, what);
+						/* widen is exact */
+						kt->widen[dt](w1, (uint8_t *)w + (size_t)r * ld,
+							      (size_t)K);
+						CHECK(memcmp(w1, e + (size_t)r * K,
+							     sizeof(float) * K) == 0);
+					}
+					free(w);
+					free(e);
+					free(x);
+				}
+			}
+		}
+	}
+}
+
+/* Every half, widened by the table, is txl_f16_to_f32 of it (NaNs: a
+ * NaN; vcvtph2ps quiets signalling ones). */
+static void
+test_f16_all(const struct txl_kernels *kt)
+{
+	uint16_t *h = malloc(65536 * 2);
+	float *f = malloc(65536 * 4);
+
+	CHECK(h && f);
+	for (int i = 0; i < 65536; i++)
+		h[i] = (uint16_t)i;
+	kt->widen[TXL_F16](f, h, 65536);
+	for (int i = 0; i < 65536; i++) {
+		float want = txl_f16_to_f32((uint16_t)i);
+		if (isnan(want))
+			CHECK(isnan(f[i]));
+		else
+			CHECK(memcmp(&f[i], &want, 4) == 0);
+	}
+	kt->widen[TXL_BF16](f, h, 65536);
+	for (int i = 0; i < 65536; i++) {
+		float want = txl_bf16_to_f32((uint16_t)i);
+		CHECK(memcmp(&f[i], &want, 4) == 0);
+	}
+	free(h);
+	free(f);
+}
+
+/* A Q8_0 block by hand: d = 0.5 (0x3800), values -127 .. 127. */
+static void
+test_q8_0_block(const struct txl_kernels *kt)
+{
+	struct txl_block_q8_0 b[2];
+	float out[64], x[64], y;
+
+	for (int k = 0; k < 2; k++) {
+		b[k].d = k ? 0x3800 : 0xbc00;	/* 0.5, -1.0 */
+		for (int i = 0; i < TXL_QK; i++)
+			b[k].qs[i] = (int8_t)(i * 8 - 127);
+	}
+	kt->widen[TXL_Q8_0](out, b, 64);
+	for (int i = 0; i < 64; i++) {
+		float want = (float)((i % 32) * 8 - 127) * (i < 32 ? -1.0f : 0.5f);
+		CHECK(out[i] == want);
+		x[i] = i < 32 ? 1.0f : 2.0f;
+	}
+	/* sum(-q) + sum(q * 0.5 * 2) = 0 exactly (all integers) */
+	kt->dot_rows[TXL_Q8_0](&y, b, sizeof b, x, 1, 64);
+	CHECK(y == 0.0f);
+	x[0] = 3.0f;		/* -(-127) * 3 instead of * 1: +254 */
+	kt->dot_rows[TXL_Q8_0](&y, b, sizeof b, x, 1, 64);
+	CHECK(y == 254.0f);
+}
+
+static void
+test_axpy(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
+
+	for (size_t d = 0; d < 3; d++) {	/* F32, F16, BF16 */
+		enum txl_dtype dt = dtypes[d];
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+			int K = Ks[i], n = 37, ld = K + 5;
+			float *e = malloc(sizeof(float) * n * ld), a[37], y[130],
+			      col[37], wcol[37];
+			CHECK(e);
+			void *w = make_weights(dt, n, ld,
+					       txl_row_bytes(dt, ld), e);
+			for (int r = 0; r < n; r++)
+				a[r] = uniform();
+			for (int k = 0; k < K; k++)
+				y[k] = 0.0f;
+			kt->axpy_rows[dt](y, a, w, txl_row_bytes(dt, ld), n, K);
+			for (int k = 0; k < K; k++) {
+				for (int r = 0; r < n; r++) {
+					col[r] = a[r];
+					wcol[r] = e[(size_t)r * ld + k];
+				}
+				check_dot(y[k], wcol, col, n, kt->name);
+			}
+			free(w);
+			free(e);
+		}
+	}
+}
+
+/* Rounding floats to F16 and BF16: the scalar conversions against the
+ * compiler's (_Float16) and against bit patterns worked out by hand; the
+ * table's against the scalar ones, bit for bit. */
+static void
+test_narrow(const struct txl_kernels *kt)
+{
+	static const struct { float f; uint16_t h, b; } known[] = {
+		{ 1.0f, 0x3c00, 0x3f80 }, { -2.0f, 0xc000, 0xc000 },
+		{ 65504.0f, 0x7bff, 0x4780 }, { 65520.0f, 0x7c00, 0x4780 },
+		{ 0x1p-24f, 0x0001, 0x3380 }, { 0x1p-25f, 0x0000, 0x3300 },
+		{ 1.0f + 0x1p-11f, 0x3c00, 0x3f80 },	/* tie: to even */
+		{ 1.0f + 3 * 0x1p-11f, 0x3c02, 0x3f80 },	/* tie: up */
+		{ 1.00390625f, 0x3c04, 0x3f80 },	/* bf16 tie: to even */
+		{ 1.01171875f, 0x3c0c, 0x3f82 },	/* bf16 tie: up */
+		{ INFINITY, 0x7c00, 0x7f80 }, { -0.0f, 0x8000, 0x8000 },
+	};
+	enum { N = 4099 };
+	float *x = malloc(sizeof(float) * N);
+	uint16_t got[N + 1], want[N];
+
+	CHECK(x);
+	for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+		CHECK_EQ(txl_f32_to_f16(known[i].f), known[i].h);
+		CHECK_EQ(txl_f32_to_bf16(known[i].f), known[i].b);
+	}
+	CHECK((txl_f32_to_f16(NAN) & 0x7e00) == 0x7e00);
+	CHECK((txl_f32_to_bf16(NAN) & 0x7fc0) == 0x7fc0);
+	for (int i = 0; i < N; i++) {
+		/* every exponent F16 has and some it has not, random bits */
+		uint32_t u = next_u32();
+		u = (u & 0x807fffff) | ((uint32_t)(95 + next_u32() % 50) << 23);
+		memcpy(&x[i], &u, sizeof u);
+		if (i % 97 == 0)
+			x[i] = known[i / 97 % (sizeof known / sizeof *known)].f;
+		if (i % 101 == 50) {
+			/* NaNs, some signalling, with payloads */
+			u = 0x7f800001u | (next_u32() & 0x807fffff);
+			memcpy(&x[i], &u, sizeof u);
+			continue;
+		}
+		CHECK_EQ(txl_f32_to_f16(x[i]), f32_to_f16(x[i]));
+	}
+	for (int dt = TXL_F16; dt <= TXL_BF16; dt++) {
+		for (int i = 0; i < N; i++)
+			want[i] = dt == TXL_F16 ? txl_f32_to_f16(x[i]) :
+				txl_f32_to_bf16(x[i]);
+		/* odd lengths and offsets: the tails */
+		for (int len = N; len > N - 20; len -= 7) {
+			memset(got, 0xa5, sizeof got);
+			kt->narrow[dt](got, x, (size_t)len);
+			CHECK(memcmp(got, want, 2 * (size_t)len) == 0);
+			CHECK_EQ(got[len], 0xa5a5);
+		}
+	}
+	free(x);
+}
+
+static void
+test_exp(const struct txl_kernels *kt)
+{
+	static const int ns[] = { 0, 1, 7, 8, 15, 16, 17, 100, 8000 };
+	float x[8000], out[8000];
+
+	for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+		int n = ns[i];
+		double sum = 0;
+		float max = -INFINITY;
+
+		for (int j = 0; j < n; j++)
+			/* from far below expf's range up to the max */
+			x[j] = j % 11 == 0 ? -200.0f : uniform() * 60.0f;
+		if (n > 2)
+			x[1] = -INFINITY;	/* a masked logit */
+		for (int j = 0; j < n; j++)
+			max = x[j] > max ? x[j] : max;
+		CHECK(kt->max(x, n) == max);
+		double got = kt->exp_sum(out, x, n, max);
+		for (int j = 0; j < n; j++) {
+			/* of the float difference, as the kernels take it */
+			double want = exp((double)(x[j] - max));
+			sum += (float)want;
+			/* 4 ulp, and nothing above expf's subnormal range */
+			CHECK(fabs(out[j] - want) <= 4 * ldexp(1.0, -24) * want +
+			      ldexp(1.0, -126));
+		}
+		CHECK(fabs(got - sum) <= 1e-6 * sum);
+		CHECK(kt->exp_sum(NULL, x, n, max) == got);
+	}
+}
+
+/* ---- the products of txl-math.c (chosen table, the pool) ---- */
+
+static void
+test_mat_mul(void)
+{
+	static const int Ms[] = { 1, 2, 5, 33 };
+	const int N = 70, K = 96;
+
+	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
+		enum txl_dtype dt = dtypes[d];
+		float *e = malloc(sizeof(float) * N * K);
+		CHECK(e);
+		struct txl_mat w = {
+			.dtype = dt, .rows = N, .cols = K,
+			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
+		};
+		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+			int M = Ms[i];
+			float *a = malloc(sizeof(float) * M * K);
+			float *out = malloc(sizeof(float) * M * N);
+			float row[96];
+			CHECK(a && out);
+			for (int j = 0; j < M * K; j++)
+				a[j] = uniform();
+			for (int acc = 0; acc < 2; acc++) {
+				for (int j = 0; j < M * N; j++)
+					out[j] = 1.0f;
+				txl_mat_mul(out, a, M, &w, acc);
+				for (int m = 0; m < M; m++)
+					for (int r = 0; r < N; r++)
+						check_dot(out[m * N + r] - acc,
+							  e + (size_t)r * K,
+							  a + (size_t)m * K, K,
+							  txl_dtype_name(dt));
+			}
+			free(a);
+			free(out);
+			txl_mat_row(row, &w, N - 1);
+			CHECK(memcmp(row, e + (size_t)(N - 1) * K, sizeof row) == 0);
+		}
+		free((void *)w.data);
+		free(e);
+	}
+}
+
+/* The strided BLAS-shaped products, against loops in double. */
+static void
+test_gemm(void)
+{
+	/* big enough to be split over the pool */
+	const int M0 = 40, K = 70, N = 300, ld = 80;
+	float *a = malloc(sizeof(float) * M0 * ld);
+	float *b = malloc(sizeof(float) * N * ld);	/* N x K or K x N */
+	float *out = malloc(sizeof(float) * M0 * N);
+	float col[300], brow[300];
+
+	CHECK(a && b && out);
+	for (int i = 0; i < M0 * ld; i++)
+		a[i] = uniform();
+	for (int i = 0; i < N * ld; i++)
+		b[i] = uniform();
+	for (int M = 1; M <= M0; M += M0 - 1) {
+		/* out[M,N] = a[M,K] . b[N,K]^T */
+		txl_gemm_nt(out, N, a, ld, b, ld, M, K, N);
+		for (int m = 0; m < M; m++)
+			for (int n = 0; n < N; n++)
+				check_dot(out[m * N + n], b + (size_t)n * ld,
+					  a + (size_t)m * ld, K, "gemm_nt");
+		/* out[M,N] = a[M,K] . b[K,N] (b as K rows of ld >= N) */
+		txl_gemm_nn(out, N, a, ld, b, N + 3, M, K, N);
+		for (int m = 0; m < M; m++)
+			for (int n = 0; n < N; n++) {
+				for (int k = 0; k < K; k++)
+					col[k] = b[(size_t)k * (N + 3) + n];
+				check_dot(out[m * N + n], col, a + (size_t)m * ld,
+					  K, "gemm_nn");
+			}
+	}
+	/* the same with b in F16 and BF16 (K, V and R of a compact memory) */
+	for (int dt = TXL_F16; dt <= TXL_BF16; dt++) {
+		float *e = malloc(sizeof(float) * N * ld);
+		CHECK(e);
+		void *bc = make_weights(dt, N, ld, txl_row_bytes(dt, ld), e);
+		for (int M = 1; M <= M0; M += M0 - 1) {
+			txl_gemm_nt_dt(out, N, a, ld, bc, dt, ld, M, K, N);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < N; n++)
+					check_dot(out[m * N + n], e + (size_t)n * ld,
+						  a + (size_t)m * ld, K, "gemm_nt_dt");
+			/* b as K rows of N (ldb = ld >= N? no: K rows of ld) */
+			txl_gemm_nn_dt(out, N, a, ld, bc, dt, ld, M, K, 60);
+			for (int m = 0; m < M; m++)
+				for (int n = 0; n < 60; n++) {
+					for (int k = 0; k < K; k++)
+						col[k] = e[(size_t)k * ld + n];
+					check_dot(out[m * N + n], col,
+						  a + (size_t)m * ld, K, "gemm_nn_dt");
+				}
+		}
+		free(bc);
+		free(e);
+	}
+	/* out[M,N] += alpha a[K,M]^T b[K,N]: a as K rows of M0 */
+	const int M = 33;
+	for (int i = 0; i < M * N; i++)
+		out[i] = 1.0f;
+	txl_gemm_tn_acc(out, N, a, M0, b, N, M, K, N, -0.5f);
+	for (int m = 0; m < M; m++)
+		for (int n = 0; n < N; n++) {
+			for (int k = 0; k < K; k++) {
+				col[k] = a[(size_t)k * M0 + m] * -0.5f;
+				brow[k] = b[(size_t)k * N + n];
+			}
+			check_dot(out[m * N + n] - 1.0f, col, brow, K, "gemm_tn");
+		}
+	free(a);
+	free(b);
+	free(out);
+}
+
+/* ---- the pool ---- */
+
+struct count {
+	atomic_int calls, mask;
+	int nth;
+};
+
+static void
+count_task(void *p, int ith, int nth)
+{
+	struct count *c = p;
+
+	atomic_fetch_add(&c->calls, 1);
+	atomic_fetch_or(&c->mask, 1 << ith);
+	c->nth = nth;
+}
+
+/* Each thread at most once, the caller always; workers that were not
+ * scheduled in time may miss a task (it is closed when the caller's share
+ * is done). */
+static void
+check_count(const struct count *c)
+{
+	CHECK(c->mask & 1);
+	CHECK(c->mask < (1 << c->nth));
+	CHECK_EQ(c->calls, __builtin_popcount((unsigned)c->mask));
+}
+
+static void *
+run_many(void *p)
+{
+	for (int i = 0; i < 2000; i++) {
+		struct count c = { 0 };
+		txl_pool_run(count_task, &c);
+		check_count(&c);
+	}
+	return p;
+}
+
+static void
+test_pool(void)
+{
+	for (int n = 1; n <= 4; n++) {
+		txl_pool_set_threads(n);
+		CHECK_EQ(txl_pool_threads(), n);
+		for (int i = 0; i < 1000; i++) {
+			struct count c = { 0 };
+			txl_pool_run(count_task, &c);
+			check_count(&c);
+			CHECK_EQ(c.nth, n);
+		}
+	}
+	/* two threads using the pool at once: one of them runs alone */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, run_many, NULL) == 0);
+	run_many(NULL);
+	pthread_join(t, NULL);
+}
+
+int
+main(void)
+{
+	int n_isa = 0;
+
+	for (int i = 0; i < TXL_N_ISA; i++) {
+		const struct txl_kernels *kt = txl_kernels_for((enum txl_isa)i);
+		if (!kt) {
+			fprintf(stderr, "skip: instruction set %d not on this CPU\n",
+				i);
+			continue;
+		}
+		n_isa++;
+		RUN_ON(test_dot_rows, kt);
+		RUN_ON(test_f16_all, kt);
+		RUN_ON(test_q8_0_block, kt);
+		RUN_ON(test_axpy, kt);
+		RUN_ON(test_narrow, kt);
+		RUN_ON(test_exp, kt);
+	}
+	CHECK(n_isa >= 1);
+	fprintf(stderr, "products with the %s kernels\n", txl_kernels()->name);
+	RUN(test_pool);
+	for (int n = 1; n <= 3; n++) {
+		txl_set_threads(n);
+		CHECK_EQ(txl_pool_threads(), n);
+		RUN(test_mat_mul);
+		RUN(test_gemm);
+	}
+	return 0;
+}
