@@ -312,7 +312,10 @@ CASES = {
     "format_name": (_edit(_meta("format", "gguf")), r"format"),
     "format_missing": (_edit(_meta("format", None)), r"format"),
     "format_version": (_edit(_meta("format_version", "99")), r"version"),
-    "attn_type": (_edit(_meta("attn_type", "2")), r"attn_type"),
+    "attn_type": (_edit(_meta("attn_type", "4")), r"attn_type"),
+    # attn_type 2 wants other tensors than the file's (type 0) ones
+    "attn_type_tensors": (_edit(_meta("attn_type", "2")),
+                          r"missing tensor 'layers.0.dec_attn.q_net"),
     # tokenizer
     "vocab_mismatch": (_vocab_mismatch,
                        r"vocab|n_token|piece|tokenizer"),
