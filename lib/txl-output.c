@@ -99,22 +99,68 @@ txl_output_tail(struct txl_session *s, int r, int c, float *lp)
 	txl_log_softmax(lp, lp, oc->hi - oc->lo);
 }
 
-/* Row r of an adaptive softmax in full: log p(t) for every token. */
+/* An adaptive softmax in full: log p(t) for every token of every row. */
 static void
-adaptive_row(struct txl_session *s, int r)
+adaptive_logits(struct txl_session *s)
 {
 	const struct txl_model *m = s->model;
-	float *out = s->logits + (size_t)r * m->hp.n_token;
-	float clus_lp[TXL_MAX_CLUSTERS];
+	const int V = m->hp.n_token, n = s->n_logits;
+	const int nc = m->n_out - 1, c0 = m->out[0].hi;
 
-	txl_output_head(s, r, out, clus_lp);
-	for (int c = 1; c < m->n_out; c++) {
+	if (n == 1) {
+		/* one row, as txl_session_sample() computes it */
+		float clus_lp[TXL_MAX_CLUSTERS];
+
+		txl_output_head(s, 0, s->logits, clus_lp);
+		for (int c = 1; c <= nc; c++) {
+			const struct txl_out_cluster *oc = &m->out[c];
+			float *lp = s->logits + oc->lo;
+
+			txl_output_tail(s, 0, c, lp);
+			for (int j = 0; j < oc->hi - oc->lo; j++)
+				lp[j] = clus_lp[c - 1] + lp[j];
+		}
+		return;
+	}
+	/* the heads of all rows at once, the shortlist's log-probs copied
+	 * out; the cluster entries stay in s->head after the shortlists */
+	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
+	const float *x = project(s, 0, s->rows, n);
+
+	txl_mat_mul(shortl, x, n, &s->out_w, false);
+	txl_add_bias(shortl, s->out_b, n, c0);
+	txl_mat_mul(clus, x, n, &m->cluster_w, false);
+	txl_add_bias(clus, m->cluster_b, n, nc);
+	for (int i = 0; i < n; i++) {
+		log_softmax2(shortl + (size_t)i * c0, c0, clus + (size_t)i * nc,
+			     nc);
+		memcpy(s->logits + (size_t)i * V, shortl + (size_t)i * c0,
+		       sizeof(float) * c0);
+	}
+	/* each tail for blocks of rows, in the room of the shortlists */
+	for (int c = 1; c <= nc; c++) {
 		const struct txl_out_cluster *oc = &m->out[c];
-		float *lp = out + oc->lo;
+		const int size = oc->hi - oc->lo, e = oc->w.cols;
+		const int block = (int)((size_t)n * c0 / (size_t)size);
 
-		txl_output_tail(s, r, c, lp);
-		for (int j = 0; j < oc->hi - oc->lo; j++)
-			lp[j] = clus_lp[c - 1] + lp[j];
+		x = project(s, c, s->rows, n);
+		for (int i0 = 0; i0 < n; i0 += block > 1 ? block : 1) {
+			const int b = block <= 1 ? 1 : n - i0 < block ? n - i0
+				: block;
+			float *dst = s->logits + (size_t)i0 * V + oc->lo;
+			float *t = b == 1 ? dst : shortl;
+
+			txl_mat_mul(t, x + (size_t)i0 * e, b, &oc->w, false);
+			txl_add_bias(t, oc->b, b, size);
+			for (int i = 0; i < b; i++, dst += V) {
+				const float *lt = t + (size_t)i * size;
+				const float head = clus[(size_t)(i0 + i) * nc +
+							nc - c];
+				const float lse = (float)txl_logsumexp(lt, size);
+				for (int j = 0; j < size; j++)
+					dst[j] = head + (lt[j] - lse);
+			}
+		}
 	}
 }
 
@@ -126,8 +172,7 @@ txl_output_logits(struct txl_session *s)
 	if (s->logits_valid || rows == 0)
 		return;
 	if (s->model->n_out > 1) {
-		for (int r = 0; r < rows; r++)
-			adaptive_row(s, r);
+		adaptive_logits(s);
 		s->logits_src = NULL;
 	} else {
 		/* out_layer(h . P) (_compute_logit) */
