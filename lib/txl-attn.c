@@ -1,14 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-attn.c - Transformer-XL's relative multi-head attention
- * (attn_type 0): scores of content (q + r_w_bias).k and position
- * (q + r_r_bias).R[distance], causal masking (with same_length, exactly
- * the last mem_len positions), softmax and the weighted sum of values.
+ * txl-attn.c - the attentions of mem_transformer.py, one per attn_type:
+ *
+ *   0  RelPartialLearnableMultiHeadAttn, Transformer-XL's own: scores of
+ *      content (q + r_w_bias).k and position (q + r_r_bias).R[distance],
+ *      R = r_net(sinusoid(distance));
+ *   1  RelLearnableMultiHeadAttn (Shaw et al.): content (q + r_w_bias).k,
+ *      position q.r_emb[distance] + r_bias[distance], learned tables;
+ *   2  MultiHeadAttn of the vanilla Transformer, absolute sinusoids added
+ *      to the input of the first layer;
+ *   3  MultiHeadAttn, learned absolute positions (r_emb) added to the
+ *      input of every layer.
+ *
+ * Then causal masking (with same_length, exactly the last mem_len
+ * positions), softmax and the weighted sum of values.  Keys and values go
+ * to the session's cache, so that the memory's are computed once.
+ * Adding an attention means adding its case here (and its tensors to
+ * bind_attention() in txl-model.c).
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "txl-internal.h"
+
+static bool
+relative(const struct txl_hparams *hp)
+{
+	return hp->attn_type <= 1;
+}
 
 /* sinusoid(pos)[k] = sin(pos f_k), [k + d/2] = cos(pos f_k) with
  * f_k = 1 / 10000^(2k/d), in float like the original's PositionalEmbedding
@@ -28,21 +48,47 @@ sinusoid(float *out, float pos, int d)
 	}
 }
 
-/* R[l] = r_net_l(sinusoid(distance)), distances 0 .. n_dist-1: the
- * relative-position term depends on the distance only, so it is computed
- * once per session. */
-enum txl_status
-txl_attn_init(struct txl_session *s)
+bool
+txl_attn_has_memory(const struct txl_hparams *hp)
+{
+	/* the original runs the vanilla attentions with mem_len 0 only */
+	return relative(hp);
+}
+
+int
+txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len, int klen_max)
+{
+	int rows;
+
+	switch (hp->attn_type) {
+	case 0:
+		/* distances 0 .. clamp_len: pos_seq.clamp_(max=clamp_len) */
+		rows = clamp_len > 0 ? clamp_len + 1 : klen_max;
+		break;
+	case 1:
+		/* the table cut to its last clamp_len rows (r_emb[-clamp_len:]);
+		 * distances past its end use its first row */
+		rows = clamp_len > 0 && clamp_len < hp->max_klen ? clamp_len
+			: hp->max_klen;
+		break;
+	default:
+		return 0;
+	}
+	return rows < klen_max ? rows : klen_max;
+}
+
+/* attn_type 0: R[l] = r_net_l(sinusoid(distance)), distances 0 ..
+ * n_dist-1: the relative-position term depends on the distance only, so
+ * it is computed once per session. */
+static enum txl_status
+init_sinusoid_r(struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const int d = hp->d_model, hd = hp->n_head * hp->d_head;
 	float *pe = txl_alloc_floats((size_t)s->n_dist * (size_t)d);
 
-	s->r = calloc((size_t)hp->n_layer, sizeof *s->r);
-	if (!pe || !s->r) {
-		free(pe);
+	if (!pe)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	}
 	for (int t = 0; t < s->n_dist; t++)
 		sinusoid(pe + (size_t)t * d, (float)t, d);
 	for (int l = 0; l < hp->n_layer; l++) {
@@ -58,20 +104,228 @@ txl_attn_init(struct txl_session *s)
 	return TXL_OK;
 }
 
+/* attn_type 1: the rows of r_emb and r_bias by distance.  After the cut
+ * to the last clamp_len rows and the padding with the first row
+ * (RelLearnableMultiHeadAttn.forward), distance t is row max_klen-1-t of
+ * the model's table, and every distance from n_dist-1 on is row
+ * max_klen - n_dist when the cut table is shorter than the window. */
+static enum txl_status
+init_learned_r(struct txl_session *s)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const int H = hp->n_head, hd = H * hp->d_head, K = hp->max_klen;
+
+	s->r_bias = calloc((size_t)hp->n_layer, sizeof *s->r_bias);
+	if (!s->r_bias)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int l = 0; l < hp->n_layer; l++) {
+		const struct txl_layer *ly = &s->model->layers[l];
+
+		s->r[l] = txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
+		s->r_bias[l] = txl_alloc_floats((size_t)s->n_dist * (size_t)H);
+		if (!s->r[l] || !s->r_bias[l])
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+		for (int t = 0; t < s->n_dist; t++) {
+			size_t row = (size_t)(K - 1 - t);
+			memcpy(s->r[l] + (size_t)t * hd, ly->r_emb + row * hd,
+			       sizeof(float) * hd);
+			memcpy(s->r_bias[l] + (size_t)t * H,
+			       ly->r_bias + row * H, sizeof(float) * H);
+		}
+	}
+	return TXL_OK;
+}
+
+/* attn_type 2: sinusoids of positions 0 .. n_pos-1 (clamped to clamp_len
+ * like pos_seq), added to the input. */
+static enum txl_status
+init_absolute(struct txl_session *s)
+{
+	const int d = s->model->hp.d_model;
+
+	s->n_pos = s->clamp_len > 0 && s->clamp_len < s->seg_len
+		? s->clamp_len + 1 : s->seg_len;
+	s->pos = txl_alloc_floats((size_t)s->n_pos * (size_t)d);
+	if (!s->pos)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int p = 0; p < s->n_pos; p++)
+		sinusoid(s->pos + (size_t)p * d, (float)p, d);
+	return TXL_OK;
+}
+
+enum txl_status
+txl_attn_init(struct txl_session *s)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+
+	if (relative(hp)) {
+		s->r = calloc((size_t)hp->n_layer, sizeof *s->r);
+		if (!s->r)
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
+	switch (hp->attn_type) {
+	case 0:
+		return init_sinusoid_r(s);
+	case 1:
+		return init_learned_r(s);
+	case 2:
+		return init_absolute(s);
+	default:
+		return TXL_OK;
+	}
+}
+
 void
 txl_attn_free(struct txl_session *s)
 {
-	if (!s->r)
-		return;
-	for (int l = 0; l < s->model->hp.n_layer; l++)
-		free(s->r[l]);
+	for (int l = 0; l < s->model->hp.n_layer; l++) {
+		if (s->r)
+			free(s->r[l]);
+		if (s->r_bias)
+			free(s->r_bias[l]);
+	}
 	free(s->r);
-	s->r = NULL;
+	free(s->r_bias);
+	free(s->pos);
+	s->r = s->r_bias = NULL;
+	s->pos = NULL;
 }
 
-/* Multi-head attention of the n rows of s->qkv (queries) over the window
- * rows [base, base + mlen + n) of layer l's K and V, into s->attn
- * (RelPartialLearnableMultiHeadAttn after qkv_net). */
+void
+txl_attn_positions(struct txl_session *s, int l, int n)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const int d = hp->d_model;
+
+	if (hp->attn_type == 2 && l == 0) {
+		/* word_emb + pos_emb[-qlen:]: the last token is position 0 */
+		for (int i = 0; i < n; i++) {
+			int p = n - 1 - i < s->n_pos ? n - 1 - i : s->n_pos - 1;
+			const float *pe = s->pos + (size_t)p * d;
+			float *h = s->h + (size_t)i * d;
+			for (int c = 0; c < d; c++)
+				h[c] += pe[c];
+		}
+	} else if (hp->attn_type == 3) {
+		/* core_out += r_emb[l][-qlen:] (n <= max_klen: the session
+		 * refuses longer segments, as the original fails on them) */
+		const float *pe = s->model->layers[l].r_emb +
+			(size_t)(hp->max_klen - n) * d;
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			s->h[i] += pe[i];
+	}
+}
+
+/* The queries of the n new rows into s->qkv (row stride returned) and
+ * their keys and values into rows [base + mlen, base + mlen + n) of the
+ * cache.  Relative attentions: qkv_net of the layer input, layer-normed
+ * with pre_lnorm.  MultiHeadAttn: q_net of the input as it is (even with
+ * pre_lnorm, as the original does), kv_net of the normed input. */
+static int
+project(struct txl_session *s, int l, int n, int base)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_layer *ly = &s->model->layers[l];
+	const int d = hp->d_model, hd = hp->n_head * hp->d_head;
+	const float *src = s->h;
+	const float *kv;
+	int q_stride, kv_stride;
+
+	if (hp->pre_lnorm) {
+		txl_layer_norm(s->xn, s->h, ly->ln_attn_g, ly->ln_attn_b, n, d);
+		src = s->xn;
+	}
+	if (relative(hp)) {
+		/* w_heads = qkv_net(cat): q, k, v side by side */
+		txl_mat_mul(s->qkv, src, n, &ly->qkv, false);
+		q_stride = kv_stride = 3 * hd;
+		kv = s->qkv + hd;
+	} else {
+		float *kvbuf = s->qkv + (size_t)n * hd;
+		txl_mat_mul(s->qkv, s->h, n, &ly->q_net, false);
+		txl_mat_mul(kvbuf, src, n, &ly->kv_net, false);
+		q_stride = hd;
+		kv_stride = 2 * hd;
+		kv = kvbuf;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t row = (size_t)(base + s->mlen + i) * hd;
+		const float *k = kv + (size_t)i * kv_stride;
+		memcpy(s->k[l] + row, k, sizeof(float) * hd);
+		memcpy(s->v[l] + row, k + hd, sizeof(float) * hd);
+	}
+	return q_stride;
+}
+
+/* The position scores of head h for the n queries q (row stride qs):
+ * bd[i, t] for distances t < n_bd, into s->bd. */
+static void
+position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
+		const float *q, int qs)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_layer *ly = &s->model->layers[l];
+	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+
+	if (hp->attn_type == 0) {
+		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
+		for (int i = 0; i < n; i++) {
+			const float *qi = q + (size_t)i * qs;
+			float *qr = s->qr + (size_t)i * D;
+			for (int c = 0; c < D; c++)
+				qr[c] = qi[c] + ly->r_r_bias[h * D + c];
+		}
+		txl_gemm_nt(s->bd, n_bd, s->qr, D, s->r[l] + h * D, hd, n, D,
+			    n_bd);
+		return;
+	}
+	/* attn_type 1: B_ + D_ = q_i . r_emb[t] + r_bias[t] */
+	txl_gemm_nt(s->bd, n_bd, q, qs, s->r[l] + h * D, hd, n, D, n_bd);
+	for (int i = 0; i < n; i++) {
+		float *bd = s->bd + (size_t)i * n_bd;
+		for (int t = 0; t < n_bd; t++)
+			bd[t] += s->r_bias[l][(size_t)t * H + h];
+	}
+}
+
+/* Row i of the scores (query at window index mlen + i): add the position
+ * term (bd, NULL for absolute attentions), scale, mask, softmax. */
+static void
+softmax_row(struct txl_session *s, float *sc, const float *bd, int qpos,
+	    int klen, float scale)
+{
+	/* causal; with same_length exactly the last mem_len positions, the
+	 * query's own included */
+	int lo = s->same_length ? qpos - s->mem_len + 1 : 0;
+	float max = -INFINITY;
+	double sum = 0;
+
+	if (lo < 0)
+		lo = 0;
+	for (int j = lo; j <= qpos; j++) {
+		if (bd) {
+			int t = qpos - j;	/* _rel_shift */
+			if (t >= s->n_dist)
+				t = s->n_dist - 1;	/* clamp_len */
+			sc[j] = (sc[j] + bd[t]) * scale;
+		} else {
+			sc[j] *= scale;
+		}
+		max = sc[j] > max ? sc[j] : max;
+	}
+	for (int j = lo; j <= qpos; j++) {
+		sc[j] = expf(sc[j] - max);
+		sum += sc[j];
+	}
+	const float inv = (float)(1.0 / sum);
+	for (int j = 0; j < lo; j++)
+		sc[j] = 0.0f;
+	for (int j = lo; j <= qpos; j++)
+		sc[j] *= inv;
+	for (int j = qpos + 1; j < klen; j++)
+		sc[j] = 0.0f;
+}
+
 void
 txl_attn_forward(struct txl_session *s, int l, int n, int base)
 {
@@ -83,59 +337,35 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 	const float scale = 1.0f / sqrtf((float)D);
 	const float *K = s->k[l] + (size_t)base * hd;
 	const float *V = s->v[l] + (size_t)base * hd;
+	const int qs = project(s, l, n, base);
 
 	for (int h = 0; h < H; h++) {
-		/* rw_head_q = q + r_w_bias ; rr_head_q = q + r_r_bias */
-		for (int i = 0; i < n; i++) {
-			const float *q = s->qkv + (size_t)i * 3 * hd + h * D;
-			/* in size_t: seg_len * d_head may pass INT_MAX (65536 * 65536) */
-			float *qw = s->qw + (size_t)i * D;
-			float *qr = s->qr + (size_t)i * D;
-			for (int c = 0; c < D; c++) {
-				qw[c] = q[c] + ly->r_w_bias[h * D + c];
-				qr[c] = q[c] + ly->r_r_bias[h * D + c];
-			}
-		}
-		/* AC[i, j] = rw_head_q_i . k_j */
-		txl_gemm_nt(s->score, klen, s->qw, D, K + h * D, hd, n, D, klen);
-		/* BD[i, t] = rr_head_q_i . R[t], t = clamped distance */
-		txl_gemm_nt(s->bd, n_bd, s->qr, D, s->r[l] + h * D, hd, n, D,
-			    n_bd);
+		const float *q = s->qkv + h * D;
 
-		for (int i = 0; i < n; i++) {
-			float *sc = s->score + (size_t)i * klen;
-			const float *bd = s->bd + (size_t)i * n_bd;
-			const int qpos = mlen + i;
-			/* causal; with same_length exactly the last mem_len
-			 * positions, the query's own included */
-			int lo = s->same_length ? qpos - s->mem_len + 1 : 0;
-			float max = -INFINITY;
-			double sum = 0;
-
-			if (lo < 0)
-				lo = 0;
-			for (int j = lo; j <= qpos; j++) {
-				int t = qpos - j;	/* _rel_shift */
-				if (t >= s->n_dist)
-					t = s->n_dist - 1;	/* clamp_len */
-				sc[j] = (sc[j] + bd[t]) * scale;
-				max = sc[j] > max ? sc[j] : max;
+		if (relative(hp)) {
+			/* AC[i, j] = (q_i + r_w_bias) . k_j */
+			for (int i = 0; i < n; i++) {
+				/* in size_t: seg_len * d_head may pass INT_MAX
+				 * (65536 * 65536) */
+				const float *qi = q + (size_t)i * qs;
+				float *qw = s->qw + (size_t)i * D;
+				for (int c = 0; c < D; c++)
+					qw[c] = qi[c] + ly->r_w_bias[h * D + c];
 			}
-			for (int j = lo; j <= qpos; j++) {
-				sc[j] = expf(sc[j] - max);
-				sum += sc[j];
-			}
-			const float inv = (float)(1.0 / sum);
-			for (int j = 0; j < lo; j++)
-				sc[j] = 0.0f;
-			for (int j = lo; j <= qpos; j++)
-				sc[j] *= inv;
-			for (int j = qpos + 1; j < klen; j++)
-				sc[j] = 0.0f;
+			txl_gemm_nt(s->score, klen, s->qw, D, K + h * D, hd, n,
+				    D, klen);
+			position_scores(s, l, h, n, n_bd, q, qs);
+		} else {
+			/* q_i . k_j */
+			txl_gemm_nt(s->score, klen, q, qs, K + h * D, hd, n, D,
+				    klen);
 		}
+		for (int i = 0; i < n; i++)
+			softmax_row(s, s->score + (size_t)i * klen,
+				    relative(hp) ? s->bd + (size_t)i * n_bd
+				    : NULL, mlen + i, klen, scale);
 		/* attn_vec[:, h] = prob . v */
 		txl_gemm_nn(s->attn + h * D, hd, s->score, klen, V + h * D, hd,
 			    n, klen, D);
 	}
 }
-

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-forward.c - the forward pass of one segment: the embedding, the
- * decoder layers (attention, then the position-wise feed-forward, with
- * post- or pre-LayerNorm), the logits asked for, and the memory update
+ * txl-forward.c - the forward pass of one segment: the adaptive input,
+ * the decoder layers (the attention of txl-attn.c, then the position-wise
+ * feed-forward, with post- or pre-LayerNorm), and the memory update
  * (_update_mems: the last mem_len positions).  Only the new rows are
  * computed: the K and V of the memory are cached (txl-session.c says how).
  */
@@ -11,55 +11,66 @@
 
 #include "txl-internal.h"
 
-/* Embedding of n tokens into s->h: adaptive input with div_val 1, then
- * times sqrt(d_model) (AdaptiveEmbedding.forward). */
+/* Embedding of n tokens into s->h (AdaptiveEmbedding.forward): each
+ * token's row of its cluster's table, projected to d_model where the
+ * cluster has a projection, times sqrt(d_model). */
 static void
 embed(struct txl_session *s, const int32_t *tok, int n)
 {
 	const struct txl_model *m = s->model;
-	const int d = m->hp.d_model, e = m->hp.d_embed;
+	const int d = m->hp.d_model;
 	const float scale = sqrtf((float)d);
 
-	if (m->emb_proj.data) {
+	for (int c = 0; c < m->n_emb; c++) {
+		const struct txl_emb_cluster *ec = &m->emb[c];
+		const int e = ec->table.cols;
+		int k = 0;
+
+		if (!ec->proj.data) {
+			for (int i = 0; i < n; i++)
+				if (tok[i] >= ec->lo && tok[i] < ec->hi)
+					txl_mat_row(s->h + (size_t)i * d,
+						    &ec->table, tok[i] - ec->lo);
+			continue;
+		}
+		/* gather the cluster's rows, project them together, scatter */
 		for (int i = 0; i < n; i++)
-			txl_mat_row(s->xn + (size_t)i * e, &m->word_emb, tok[i]);
-		txl_mat_mul(s->h, s->xn, n, &m->emb_proj, false);
-	} else {
+			if (tok[i] >= ec->lo && tok[i] < ec->hi)
+				txl_mat_row(s->xn + (size_t)k++ * e,
+					    &ec->table, tok[i] - ec->lo);
+		if (k == n) {
+			txl_mat_mul(s->h, s->xn, n, &ec->proj, false);
+			continue;
+		}
+		if (k == 0)
+			continue;
+		txl_mat_mul(s->tmp, s->xn, k, &ec->proj, false);
+		k = 0;
 		for (int i = 0; i < n; i++)
-			txl_mat_row(s->h + (size_t)i * d, &m->word_emb, tok[i]);
+			if (tok[i] >= ec->lo && tok[i] < ec->hi)
+				memcpy(s->h + (size_t)i * d,
+				       s->tmp + (size_t)k++ * d,
+				       sizeof(float) * d);
 	}
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		s->h[i] *= scale;
 }
 
-/* One decoder layer on the n rows of s->h (RelPartialLearnableDecoderLayer:
- * attention, then the position-wise feed-forward). */
+/* One decoder layer on the n rows of s->h: the attention block, then the
+ * position-wise feed-forward (RelPartialLearnableDecoderLayer and its
+ * siblings: they differ in the attention only). */
 static void
 layer_forward(struct txl_session *s, int l, int n, int base)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
-	const int d = hp->d_model, hd = hp->n_head * hp->d_head;
-	const int I = hp->d_inner;
+	const int d = hp->d_model, I = hp->d_inner;
 	const size_t nd = (size_t)n * d;
-	const float *src = s->h;
+	const float *src;
 
-	/* w_heads = qkv_net(layer_norm(cat) if pre_lnorm else cat); only the
-	 * new rows are computed, memory rows are cached */
-	if (hp->pre_lnorm) {
-		txl_layer_norm(s->xn, s->h, ly->ln_attn_g, ly->ln_attn_b, n, d);
-		src = s->xn;
-	}
-	txl_mat_mul(s->qkv, src, n, &ly->qkv, false);
-	for (int i = 0; i < n; i++) {
-		size_t row = (size_t)(base + s->mlen + i) * hd;
-		const float *kv = s->qkv + (size_t)i * 3 * hd + hd;
-		memcpy(s->k[l] + row, kv, sizeof(float) * hd);
-		memcpy(s->v[l] + row, kv + hd, sizeof(float) * hd);
-	}
+	/* attn_out = o_net(attention(h, memory)); residual, post- or
+	 * pre-LayerNorm */
 	txl_attn_forward(s, l, n, base);
-
-	/* attn_out = o_net(attn_vec); residual, post- or pre-LayerNorm */
 	txl_mat_mul(s->tmp, s->attn, n, &ly->o_net, false);
 	for (size_t i = 0; i < nd; i++)
 		s->h[i] += s->tmp[i];
@@ -83,8 +94,7 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 }
 
 enum txl_status
-txl_forward_segment(struct txl_session *s, const int32_t *tok, int n,
-		    enum txl_logits want)
+txl_forward_segment(struct txl_session *s, const int32_t *tok, int n)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const int hd = hp->n_head * hp->d_head;
@@ -106,13 +116,9 @@ txl_forward_segment(struct txl_session *s, const int32_t *tok, int n,
 		/* the memory stays as it was until the segment completes */
 		if (txl_aborted(s))
 			return TXL_ABORTED;
+		txl_attn_positions(s, l, n);
 		layer_forward(s, l, n, s->kv_start);
 	}
-	if (want == TXL_LOGITS_ALL)
-		txl_output_logits(s, 0, n);
-	else if (want == TXL_LOGITS_LAST)
-		txl_output_logits(s, n - 1, 1);
-	s->n_logits = want == TXL_LOGITS_ALL ? n : want == TXL_LOGITS_LAST;
 	memcpy(s->last_h, s->h + (size_t)(n - 1) * hp->d_model,
 	       sizeof(float) * hp->d_model);
 	s->have_last = true;
@@ -122,7 +128,5 @@ txl_forward_segment(struct txl_session *s, const int32_t *tok, int n,
 	int keep = total < s->mem_len ? total : s->mem_len;
 	s->kv_start += total - keep;
 	s->mlen = keep;
-	s->n_past += n;
 	return TXL_OK;
 }
-

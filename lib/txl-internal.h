@@ -110,6 +110,19 @@ struct txl_mat {
 	const void *data;	/* NULL: absent (e.g. no projection) */
 };
 
+/* Rows [first, first + n) of w as a matrix of its own (a cluster of an
+ * output layer). */
+static inline struct txl_mat
+txl_mat_rows(const struct txl_mat *w, int first, int n)
+{
+	const size_t row = txl_row_bytes(w->dtype, w->cols);
+
+	TXL_ASSERT(first >= 0 && n >= 0 && first + n <= w->rows);
+	return (struct txl_mat){ .dtype = w->dtype, .rows = n, .cols = w->cols,
+				 .data = w->data ? (const uint8_t *)w->data +
+					 row * (size_t)first : NULL };
+}
+
 /* The matrix as F32 floats, for the BLAS calls that need them. */
 static inline const float *
 txl_mat_f32(const struct txl_mat *w)
@@ -183,9 +196,14 @@ int txl_n_cpus(void);
 
 /* ---- the model (txl-model.c) ---- */
 
+/* One decoder layer.  The attention's input projections depend on
+ * attn_type: qkv_net for the relative ones (0, 1), q_net and kv_net for
+ * the vanilla MultiHeadAttn (2, 3); the rest is common to all. */
 struct txl_layer {
-	struct txl_mat qkv;	/* (3 * n_head * d_head, d_model) qkv_net */
-	struct txl_mat r_net;	/* (n_head * d_head, d_model) */
+	struct txl_mat qkv;	/* 0, 1: (3 * n_head * d_head, d_model) qkv_net */
+	struct txl_mat r_net;	/* 0: (n_head * d_head, d_model) */
+	struct txl_mat q_net;	/* 2, 3: (n_head * d_head, d_model) */
+	struct txl_mat kv_net;	/* 2, 3: (2 * n_head * d_head, d_model) */
 	struct txl_mat o_net;	/* (d_model, n_head * d_head) */
 	const float *ln_attn_g, *ln_attn_b; /* (d_model) */
 	struct txl_mat ff1;	/* (d_inner, d_model) pos_ff.CoreNet.0 */
@@ -193,8 +211,35 @@ struct txl_layer {
 	struct txl_mat ff2;	/* (d_model, d_inner) pos_ff.CoreNet.3 */
 	const float *ff2_b;	/* (d_model) */
 	const float *ln_ff_g, *ln_ff_b; /* (d_model) */
-	const float *r_w_bias;	/* (n_head, d_head) this layer's or shared */
-	const float *r_r_bias;	/* (n_head, d_head) */
+	const float *r_w_bias;	/* 0, 1: (n_head, d_head) this layer's or
+				   shared */
+	const float *r_r_bias;	/* 0: (n_head, d_head) */
+	const float *r_emb;	/* 1, 3: (max_klen, n_head, d_head) */
+	const float *r_bias;	/* 1: (max_klen, n_head) */
+};
+
+/* A cluster of the adaptive input (AdaptiveEmbedding): the embedding of
+ * id t in [lo, hi) is proj . table[t - lo] (just the row without a
+ * projection), times sqrt(d_model).  With div_val 1 there is one cluster
+ * of all ids, whatever the cutoffs. */
+struct txl_emb_cluster {
+	int lo, hi;
+	struct txl_mat table;	/* (hi - lo, d_emb) emb_layers.i */
+	struct txl_mat proj;	/* (d_model, d_emb) emb_projs.i, or absent */
+};
+
+/* A cluster of the output layer (ProjectedAdaptiveLogSoftmax): the logits
+ * of ids [lo, hi) are (h . proj) . w^T + b.  Cluster 0 is the shortlist,
+ * computed with the cluster logits as the head; a full softmax is cluster
+ * 0 alone. */
+struct txl_out_cluster {
+	int lo, hi;
+	struct txl_mat w;	/* (hi - lo, d_emb): out_layers.i, rows of
+				   out_layers.0 with div_val 1, the input's
+				   table with tie_weight */
+	const float *b;		/* (hi - lo) */
+	struct txl_mat proj;	/* (d_model, d_emb), absent: h as it is;
+				   the input's with tie_projs */
 };
 
 struct txl_piece {
@@ -205,12 +250,14 @@ struct txl_piece {
 struct txl_model {
 	struct txl_file file;
 	struct txl_hparams hp;
-	struct txl_mat word_emb; /* (n_token, d_embed) */
-	struct txl_mat emb_proj; /* (d_model, d_embed); absent if d_embed ==
-				    d_model */
-	struct txl_mat out_w;	/* (n_token, d_embed), word_emb when tied */
-	const float *out_b;	/* (n_token) */
-	struct txl_mat out_proj; /* (d_model, d_embed) or absent */
+	int n_emb;		/* clusters of the input: 1 with div_val 1 */
+	struct txl_emb_cluster emb[TXL_MAX_CLUSTERS];
+	int n_out;		/* clusters of the output: n_cutoffs + 1 */
+	struct txl_out_cluster out[TXL_MAX_CLUSTERS];
+	struct txl_mat cluster_w; /* (n_out - 1, d_embed) the head's logits
+				     of the tail clusters, in reverse: tail
+				     i is row n_out - 1 - i */
+	const float *cluster_b;	/* (n_out - 1) */
 	struct txl_layer *layers; /* (n_layer) */
 	void *converted;	/* weights not usable in place (vectors in
 				   F16 or BF16, unaligned data), owned */
@@ -237,6 +284,7 @@ struct txl_session {
 	struct txl_session_params params;	/* resolved */
 	int mem_len, seg_len, clamp_len;
 	bool same_length;
+	int stride;		/* models without memory: tokens per window */
 
 	/* memory: positions [kv_start, kv_start + mlen) of k[l] and v[l] */
 	int cap;		/* positions per K/V buffer */
@@ -244,20 +292,34 @@ struct txl_session {
 	int64_t n_past;
 	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
 
-	/* the output layer: the model's, or the session's own copy once
-	 * txl_session_adapt() has changed it */
+	/* models without memory (attn_type 2, 3): the last seg_len tokens
+	 * fed, the context of the next window */
+	int32_t *window;	/* (2 * seg_len): n_window, then a group */
+	int n_window;
+
+	/* the output layer: the model's, or the session's own copy of a
+	 * full softmax once txl_session_adapt() has changed it */
 	float *own_out_w, *own_out_b;	/* NULL until the first adapt */
 	struct txl_mat out_w;
 	const float *out_b;
 
 	float *last_h;		/* (d_model) output of the last position fed */
 	bool have_last;
-	int n_logits;		/* rows of logits valid now */
-	const float *logits_src; /* their output-layer inputs (rows of h or
-				    xn), for txl_session_adapt() */
+	/* the output rows of the last eval: the last layer's outputs, from
+	 * which logits, scores and samples are computed on demand */
+	float *rows;		/* (seg_len, d_model) */
+	int n_logits;		/* rows held */
+	bool logits_valid;	/* logits computed for them */
+	const float *logits_src; /* the logits' output-layer inputs (rows of
+				    `rows` or xn), for txl_session_adapt() */
 
-	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
+	/* position tables of the relative attentions (txl-attn.c):
+	 * per layer, row t is the term of distance t */
+	int n_dist;		/* rows: distances 0 .. n_dist-1 */
 	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
+	float **r_bias;		/* attn_type 1: (n_layer) x (n_dist, n_head) */
+	int n_pos;		/* attn_type 2: rows of pos */
+	float *pos;		/* attn_type 2: (n_pos, d_model) sinusoids */
 
 	/* scratch, sized for seg_len rows */
 	float *h;		/* (seg_len, d_model) the residual stream */
@@ -270,6 +332,7 @@ struct txl_session {
 	float *tmp;		/* (seg_len, d_model) */
 	float *ff;		/* (seg_len, d_inner) */
 	float *logits;		/* (seg_len, n_token) */
+	float *head;		/* adaptive softmax: (seg_len, head size) */
 };
 
 /* true if the session's abort callback asks to stop */
@@ -283,23 +346,45 @@ txl_aborted(const struct txl_session *s)
  * n may be 0. */
 float *txl_alloc_floats(size_t n);
 
-/* Attention (txl-attn.c): the session's relative-position tables, and the
- * multi-head attention of the n rows of s->qkv (queries) over the window
- * rows [base, base + mlen + n) of layer l's K and V, into s->attn. */
+/* Attention (txl-attn.c), every attn_type behind one interface:
+ *   txl_attn_has_memory whether sessions keep a memory (the relative
+ *                      attentions) or recompute windows (the absolute);
+ *   txl_attn_n_dist    rows of the relative-position tables (0 for the
+ *                      absolute attentions);
+ *   txl_attn_init      the session's position tables (once per session);
+ *   txl_attn_positions absolute positions added to the input of layer l
+ *                      (attn_type 2 and 3; nothing for the relative ones);
+ *   txl_attn_forward   the multi-head attention of the n rows of s->h
+ *                      (layer l's input) over the window rows [base, base
+ *                      + mlen + n) of its K and V (whose last n rows it
+ *                      computes), into s->attn, before o_net. */
+bool txl_attn_has_memory(const struct txl_hparams *hp);
+int txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len,
+		    int klen_max);
 enum txl_status txl_attn_init(struct txl_session *s);
 void txl_attn_free(struct txl_session *s);
+void txl_attn_positions(struct txl_session *s, int l, int n);
 void txl_attn_forward(struct txl_session *s, int l, int n, int base);
 
 /* The forward pass of one segment of n <= seg_len tokens (txl-forward.c):
- * updates the memory, fills the logits asked for. */
+ * the last layer's outputs into s->h, the memory updated. */
 enum txl_status txl_forward_segment(struct txl_session *s,
-				    const int32_t *tok, int n,
-				    enum txl_logits want);
+				    const int32_t *tok, int n);
 
-/* Logits of `rows` rows of s->h starting at row `first` (txl-output.c). */
-void txl_output_logits(struct txl_session *s, int first, int rows);
-
-/* The session's output layer back to the model's (txl-output.c). */
+/* The output layer (txl-output.c). */
+/* Append `rows` last-layer outputs to the rows of the output. */
+void txl_output_keep(struct txl_session *s, const float *h, int rows);
+/* The logits of every row held (s->logits), if not computed yet. */
+void txl_output_logits(struct txl_session *s);
+/* An adaptive softmax, one row at a time (for the sampler): the head's
+ * log-probabilities of row r, the shortlist into short_lp[cutoffs[0]] and
+ * the tail clusters into clus_lp[n_out - 1] (clus_lp[c - 1] = log p(the
+ * token is in cluster c)); and the log-probabilities within cluster c of
+ * row r into lp[hi - lo]. */
+void txl_output_head(struct txl_session *s, int r, float *short_lp,
+		     float *clus_lp);
+void txl_output_tail(struct txl_session *s, int r, int c, float *lp);
+/* The session's output layer back to the model's. */
 void txl_output_reset(struct txl_session *s);
 
 /* A streaming 64-bit FNV-1a over 8-byte little-endian words (txl-state.c):

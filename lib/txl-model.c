@@ -7,9 +7,12 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cJSON.h>
 
 #include "txl-internal.h"
 
@@ -85,13 +88,127 @@ meta_bool(const struct txl_file *f, const char *key, bool *out)
 	return TXL_OK;
 }
 
+/* A metadata list of integers (cutoffs) or of booleans (tie_projs): JSON
+ * text, e.g. "[20000, 40000, 200000]" or "[false, true]".  Absent: empty.
+ * Integers must lie in [lo, hi]; at most max entries. */
+static enum txl_status
+meta_list(const struct txl_file *f, const char *key, bool bools, long lo,
+	  long hi, int max, int *vals, bool *flags, int *n)
+{
+	const char *s = txl_file_meta(f, key);
+	enum txl_status st = TXL_OK;
+	const cJSON *item;
+	cJSON *arr;
+	int k = 0;
+
+	*n = 0;
+	if (!s)
+		return TXL_OK;
+	arr = cJSON_Parse(s);
+	if (!cJSON_IsArray(arr)) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: metadata '%s' is '%.40s', "
+			      "expected a JSON list of %s", f->path, key, s,
+			      bools ? "true/false" : "integers");
+		goto out;
+	}
+	cJSON_ArrayForEach(item, arr) {
+		if (k == max) {
+			st = txl_fail(TXL_ERR_FORMAT, "%s: metadata '%s' has "
+				      "more than %d entries", f->path, key, max);
+			goto out;
+		}
+		if (bools && cJSON_IsBool(item)) {
+			flags[k++] = cJSON_IsTrue(item);
+		} else if (!bools && cJSON_IsNumber(item) &&
+			   item->valuedouble >= (double)lo &&
+			   item->valuedouble <= (double)hi &&
+			   item->valuedouble == (double)(long)item->valuedouble) {
+			vals[k++] = (int)item->valuedouble;
+		} else {
+			st = txl_fail(TXL_ERR_FORMAT, "%s: metadata '%s' is "
+				      "'%.40s': entry %d is not %s", f->path,
+				      key, s, k, bools ? "true or false" :
+				      "an integer in range");
+			goto out;
+		}
+	}
+	*n = k;
+out:
+	cJSON_Delete(arr);
+	return st;
+}
+
+/* The adaptive input and softmax: cutoffs, div_val, tie_projs. */
+static enum txl_status
+read_clusters(const struct txl_file *f, struct txl_hparams *hp)
+{
+	enum txl_status st;
+	int n_ties;
+
+	if ((st = meta_int(f, "div_val", 1, MAX_DIM, &hp->div_val)) ||
+	    (st = meta_list(f, "cutoffs", false, 1, hp->n_token - 1,
+			    TXL_MAX_CLUSTERS - 1, hp->cutoffs, NULL,
+			    &hp->n_cutoffs)) ||
+	    (st = meta_list(f, "tie_projs", true, 0, 0, TXL_MAX_CLUSTERS,
+			    NULL, hp->tie_projs, &n_ties)))
+		return st;
+	for (int i = 1; i < hp->n_cutoffs; i++)
+		if (hp->cutoffs[i] <= hp->cutoffs[i - 1])
+			return txl_fail(TXL_ERR_FORMAT, "%s: cutoffs %d and %d "
+					"are not increasing", f->path,
+					hp->cutoffs[i - 1], hp->cutoffs[i]);
+	/* the original ties the projections it has an entry for; the file
+	 * has one per cluster (absent: none tied) */
+	if (txl_file_meta(f, "tie_projs") && n_ties != hp->n_cutoffs + 1)
+		return txl_fail(TXL_ERR_FORMAT, "%s: tie_projs has %d entries, "
+				"expected one per cluster (%d)", f->path, n_ties,
+				hp->n_cutoffs + 1);
+	/* d_embed / div_val^i dimensions for cluster i, none of them 0 */
+	long d = hp->d_embed;
+	for (int i = 1; i <= hp->n_cutoffs && hp->div_val > 1; i++) {
+		d /= hp->div_val;
+		if (d < 1)
+			return txl_fail(TXL_ERR_FORMAT, "%s: div_val %d leaves "
+					"cluster %d of d_embed %d no dimension",
+					f->path, hp->div_val, i, hp->d_embed);
+	}
+	return TXL_OK;
+}
+
+/* The attention: attn_type and the size of its position tables. */
+static enum txl_status
+read_attention(const struct txl_file *f, struct txl_hparams *hp)
+{
+	enum txl_status st;
+
+	if ((st = meta_int(f, "attn_type", 0, 3, &hp->attn_type)))
+		return st;
+	hp->max_klen = 0;
+	if (hp->attn_type == 1 || hp->attn_type == 3) {
+		if ((st = meta_int(f, "max_klen", 1, MAX_SEG_LEN * 32,
+				   &hp->max_klen)))
+			return st;
+		if ((double)hp->n_layer * hp->max_klen * hp->n_head *
+		    hp->d_head > (double)INT32_MAX)
+			return txl_fail(TXL_ERR_FORMAT, "%s: max_klen %d makes "
+					"r_emb too large", f->path,
+					hp->max_klen);
+	}
+	/* attn_type 3 adds r_emb rows (n_head x d_head) to the layer input */
+	if (hp->attn_type == 3 && hp->n_head * hp->d_head != hp->d_model)
+		return txl_fail(TXL_ERR_FORMAT, "%s: attn_type 3 needs n_head * "
+				"d_head (%d x %d) equal to d_model %d", f->path,
+				hp->n_head, hp->d_head, hp->d_model);
+	return TXL_OK;
+}
+
 static enum txl_status
 read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 {
 	const char *fmt = txl_file_meta(f, "format");
 	const char *s;
 	enum txl_status st;
-	int version, v;
+	int version;
 
 	if (!fmt || strcmp(fmt, FORMAT_NAME) != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen model (metadata "
@@ -129,19 +246,8 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 	if (txl_file_meta(f, "untie_r") &&
 	    (st = meta_bool(f, "untie_r", &hp->untie_r)))
 		return st;
-
-	/* What this library implements; refuse the rest by name. */
-	if ((st = meta_int(f, "attn_type", 0, 3, &v)))
+	if ((st = read_attention(f, hp)) || (st = read_clusters(f, hp)))
 		return st;
-	if (v != 0)
-		return txl_fail(TXL_ERR_FORMAT, "%s: attn_type %d is not "
-				"supported (only 0)", f->path, v);
-	if ((st = meta_int(f, "div_val", 1, 1, &v)))
-		return st;
-	s = txl_file_meta(f, "cutoffs");
-	if (s && strcmp(s, "[]") != 0)
-		return txl_fail(TXL_ERR_FORMAT, "%s: adaptive softmax (cutoffs "
-				"%.40s) is not supported", f->path, s);
 	s = txl_file_meta(f, "ext_len");
 	if (s && strcmp(s, "0") != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: ext_len %.20s is not "
@@ -215,115 +321,323 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 	return TXL_OK;
 }
 
+/* The state of binding every tensor the hyperparameters call for.  With
+ * arena NULL it only checks them and counts the bytes the arena will need
+ * (need) and the parameters (count). */
+struct binder {
+	struct txl_model *m;
+	uint8_t **arena;
+	size_t need;
+	int64_t count;
+};
+
+/* Bind the tensor named by the printf-style fmt, of shape shape[ndim]:
+ * as floats, or (as_floats false) a matrix in its stored dtype. */
+static enum txl_status
+bind_v(struct binder *b, const void **out, enum txl_dtype *dtype,
+       bool as_floats, int ndim, const int64_t *shape, const char *fmt,
+       va_list ap)
+{
+	char name[128];
+	enum txl_status st;
+	int64_t n = 1;
+
+	vsnprintf(name, sizeof name, fmt, ap);
+	for (int k = 0; k < ndim; k++)
+		n *= shape[k];
+	if ((st = bind(b->m, name, ndim, shape, as_floats, out, dtype,
+		       b->arena, &b->need)) != TXL_OK)
+		return st;
+	b->count += n;
+	return TXL_OK;
+}
+
+/* A tensor of floats, any shape. */
+static enum txl_status __attribute__((format(printf, 5, 6)))
+bind_floats(struct binder *b, const float **out, int ndim,
+	    const int64_t *shape, const char *fmt, ...)
+{
+	const void *p = NULL;
+	enum txl_dtype dt;
+	enum txl_status st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	st = bind_v(b, &p, &dt, true, ndim, shape, fmt, ap);
+	va_end(ap);
+	*out = p;
+	return st;
+}
+
+#define SHAPE(...) (int)(sizeof((const int64_t[]){ __VA_ARGS__ }) /        \
+			 sizeof(int64_t)), (const int64_t[]){ __VA_ARGS__ }
+
+static enum txl_status
+bind_mat_v(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
+	   bool as_floats, const char *fmt, va_list ap)
+{
+	const void *p = NULL;
+	enum txl_dtype dt;
+	enum txl_status st;
+
+	if ((st = bind_v(b, &p, &dt, as_floats, SHAPE(rows, cols), fmt, ap)))
+		return st;
+	*out = (struct txl_mat){ .dtype = dt, .rows = (int)rows,
+				 .cols = (int)cols, .data = p };
+	return TXL_OK;
+}
+
+/* A weight matrix (rows, cols) in its stored dtype, multiplied through
+ * txl_mat_mul(). */
+static enum txl_status __attribute__((format(printf, 5, 6)))
+bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
+	 const char *fmt, ...)
+{
+	enum txl_status st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	st = bind_mat_v(b, out, rows, cols, false, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+/* A projection (d_model, d_emb), as floats: used as P . e at the input and
+ * as h . P at the output, which BLAS reads transposed. */
+static enum txl_status __attribute__((format(printf, 5, 6)))
+bind_proj(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
+	  const char *fmt, ...)
+{
+	enum txl_status st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	st = bind_mat_v(b, out, rows, cols, true, fmt, ap);
+	va_end(ap);
+	return st;
+}
+
+/* The adaptive input (AdaptiveEmbedding): one table for all ids with
+ * div_val 1 (projected only when d_embed != d_model), else one table and
+ * one projection per cluster. */
+static enum txl_status
+bind_input(struct binder *b)
+{
+	struct txl_model *m = b->m;
+	const struct txl_hparams *hp = &m->hp;
+	const int64_t M = hp->d_model, E = hp->d_embed;
+	enum txl_status st;
+
+	if (hp->div_val == 1) {
+		struct txl_emb_cluster *c = &m->emb[0];
+
+		m->n_emb = 1;
+		c->lo = 0;
+		c->hi = hp->n_token;
+		c->proj = (struct txl_mat){ 0 };
+		if ((st = bind_mat(b, &c->table, hp->n_token, E,
+				   "word_emb.emb_layers.0.weight")))
+			return st;
+		if (E != M && (st = bind_proj(b, &c->proj, M, E,
+					      "word_emb.emb_projs.0")))
+			return st;
+		return TXL_OK;
+	}
+	m->n_emb = hp->n_cutoffs + 1;
+	for (int i = 0, d = hp->d_embed; i < m->n_emb; i++, d /= hp->div_val) {
+		struct txl_emb_cluster *c = &m->emb[i];
+
+		c->lo = i ? hp->cutoffs[i - 1] : 0;
+		c->hi = i < hp->n_cutoffs ? hp->cutoffs[i] : hp->n_token;
+		if ((st = bind_mat(b, &c->table, c->hi - c->lo, d,
+				   "word_emb.emb_layers.%d.weight", i)) ||
+		    (st = bind_proj(b, &c->proj, M, d, "word_emb.emb_projs.%d",
+				    i)))
+			return st;
+	}
+	return TXL_OK;
+}
+
+/* The output layer (ProjectedAdaptiveLogSoftmax), tied to the input as
+ * MemTransformerLM ties it: tie_weight shares the tables (div_val 1: the
+ * one table, of which cluster i is rows [lo, hi)), tie_projs[i] the
+ * projection of cluster i (div_val 1: emb_projs.0, if there is one). */
+static enum txl_status
+bind_output(struct binder *b)
+{
+	struct txl_model *m = b->m;
+	const struct txl_hparams *hp = &m->hp;
+	const int64_t M = hp->d_model, E = hp->d_embed;
+	struct txl_mat w1 = { 0 };
+	const float *b1 = NULL;
+	enum txl_status st;
+
+	m->n_out = hp->n_cutoffs + 1;
+	if (hp->div_val == 1) {
+		if (hp->tie_weight)
+			w1 = m->emb[0].table;
+		else if ((st = bind_mat(b, &w1, hp->n_token, E,
+					"crit.out_layers.0.weight")))
+			return st;
+		if ((st = bind_floats(b, &b1, SHAPE(hp->n_token),
+				      "crit.out_layers.0.bias")))
+			return st;
+	}
+	for (int i = 0, d = hp->d_embed; i < m->n_out; i++, d /= hp->div_val) {
+		struct txl_out_cluster *c = &m->out[i];
+		const struct txl_emb_cluster *e = &m->emb[hp->div_val == 1 ? 0 : i];
+
+		c->lo = i ? hp->cutoffs[i - 1] : 0;
+		c->hi = i < hp->n_cutoffs ? hp->cutoffs[i] : hp->n_token;
+		c->proj = (struct txl_mat){ 0 };
+		if (hp->div_val == 1) {
+			c->w = txl_mat_rows(&w1, c->lo, c->hi - c->lo);
+			c->b = b1 ? b1 + c->lo : NULL;
+			if (E == M)
+				continue;
+			if (hp->tie_projs[i])
+				c->proj = e->proj;
+			else if ((st = bind_proj(b, &c->proj, M, E,
+						 "crit.out_projs.%d", i)))
+				return st;
+			continue;
+		}
+		if (hp->tie_weight)
+			c->w = e->table;
+		else if ((st = bind_mat(b, &c->w, c->hi - c->lo, d,
+					"crit.out_layers.%d.weight", i)))
+			return st;
+		if ((st = bind_floats(b, &c->b, SHAPE(c->hi - c->lo),
+				      "crit.out_layers.%d.bias", i)))
+			return st;
+		if (hp->tie_projs[i])
+			c->proj = e->proj;
+		else if ((st = bind_proj(b, &c->proj, M, d,
+					 "crit.out_projs.%d", i)))
+			return st;
+	}
+	m->cluster_w = (struct txl_mat){ 0 };
+	m->cluster_b = NULL;
+	if (hp->n_cutoffs > 0 &&
+	    ((st = bind_mat(b, &m->cluster_w, hp->n_cutoffs, E,
+			    "crit.cluster_weight")) ||
+	     (st = bind_floats(b, &m->cluster_b, SHAPE(hp->n_cutoffs),
+			       "crit.cluster_bias"))))
+		return st;
+	return TXL_OK;
+}
+
+/* The attention's own tensors, shared by the layers or per layer:
+ * attn_type 0: r_w_bias, r_r_bias ([n_layer] x n_head x d_head with
+ * untie_r) and per layer qkv_net, r_net; 1: r_emb, r_w_bias, r_bias and
+ * qkv_net; 2: q_net, kv_net; 3: r_emb, q_net, kv_net. */
+static enum txl_status
+bind_attention(struct binder *b)
+{
+	struct txl_model *m = b->m;
+	const struct txl_hparams *hp = &m->hp;
+	const int64_t L = hp->n_layer, H = hp->n_head, D = hp->d_head;
+	const int64_t M = hp->d_model, K = hp->max_klen, HD = H * D;
+	const float *rwb = NULL, *rrb = NULL, *remb = NULL, *rb = NULL;
+	bool per_layer = hp->untie_r || hp->attn_type == 1;
+	enum txl_status st = TXL_OK;
+
+	const int64_t bias[] = { L, H, D };	/* [L] x H x D */
+	const int nb = per_layer ? 3 : 2;
+
+	switch (hp->attn_type) {
+	case 0:
+		if ((st = bind_floats(b, &rwb, nb, bias + 3 - nb, "r_w_bias")) ||
+		    (st = bind_floats(b, &rrb, nb, bias + 3 - nb, "r_r_bias")))
+			return st;
+		break;
+	case 1:
+		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")) ||
+		    (st = bind_floats(b, &rwb, SHAPE(L, H, D), "r_w_bias")) ||
+		    (st = bind_floats(b, &rb, SHAPE(L, K, H), "r_bias")))
+			return st;
+		break;
+	case 3:
+		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")))
+			return st;
+		break;
+	}
+	for (int l = 0; l < hp->n_layer; l++) {
+		struct txl_layer *ly = &m->layers[l];
+		size_t off = per_layer ? (size_t)l * (size_t)HD : 0;
+
+		ly->r_w_bias = rwb ? rwb + off : NULL;
+		ly->r_r_bias = rrb ? rrb + off : NULL;
+		ly->r_emb = remb ? remb + (size_t)l * (size_t)(K * HD) : NULL;
+		ly->r_bias = rb ? rb + (size_t)l * (size_t)(K * H) : NULL;
+		if (hp->attn_type <= 1 &&
+		    (st = bind_mat(b, &ly->qkv, 3 * HD, M,
+				   "layers.%d.dec_attn.qkv_net.weight", l)))
+			return st;
+		if (hp->attn_type == 0 &&
+		    (st = bind_mat(b, &ly->r_net, HD, M,
+				   "layers.%d.dec_attn.r_net.weight", l)))
+			return st;
+		if (hp->attn_type >= 2 &&
+		    ((st = bind_mat(b, &ly->q_net, HD, M,
+				    "layers.%d.dec_attn.q_net.weight", l)) ||
+		     (st = bind_mat(b, &ly->kv_net, 2 * HD, M,
+				    "layers.%d.dec_attn.kv_net.weight", l))))
+			return st;
+	}
+	return TXL_OK;
+}
+
+/* What every layer has: o_net and the attention's LayerNorm, and the
+ * position-wise feed-forward. */
+static enum txl_status
+bind_layer(struct binder *b, int l)
+{
+	const struct txl_hparams *hp = &b->m->hp;
+	struct txl_layer *ly = &b->m->layers[l];
+	const int64_t M = hp->d_model, I = hp->d_inner;
+	const int64_t HD = (int64_t)hp->n_head * hp->d_head;
+	enum txl_status st;
+
+	if ((st = bind_mat(b, &ly->o_net, M, HD,
+			   "layers.%d.dec_attn.o_net.weight", l)) ||
+	    (st = bind_floats(b, &ly->ln_attn_g, SHAPE(M),
+			      "layers.%d.dec_attn.layer_norm.weight", l)) ||
+	    (st = bind_floats(b, &ly->ln_attn_b, SHAPE(M),
+			      "layers.%d.dec_attn.layer_norm.bias", l)) ||
+	    (st = bind_mat(b, &ly->ff1, I, M,
+			   "layers.%d.pos_ff.CoreNet.0.weight", l)) ||
+	    (st = bind_floats(b, &ly->ff1_b, SHAPE(I),
+			      "layers.%d.pos_ff.CoreNet.0.bias", l)) ||
+	    (st = bind_mat(b, &ly->ff2, M, I,
+			   "layers.%d.pos_ff.CoreNet.3.weight", l)) ||
+	    (st = bind_floats(b, &ly->ff2_b, SHAPE(M),
+			      "layers.%d.pos_ff.CoreNet.3.bias", l)) ||
+	    (st = bind_floats(b, &ly->ln_ff_g, SHAPE(M),
+			      "layers.%d.pos_ff.layer_norm.weight", l)) ||
+	    (st = bind_floats(b, &ly->ln_ff_b, SHAPE(M),
+			      "layers.%d.pos_ff.layer_norm.bias", l)))
+		return st;
+	return TXL_OK;
+}
+
 /* Visit every weight tensor the hyperparameters call for, binding it.
  * With arena NULL it only checks them and counts the bytes of the weights
  * that need copying (*n_copy) and the parameters (m->n_params). */
 static enum txl_status
 bind_all(struct txl_model *m, uint8_t **arena, size_t *n_copy)
 {
-	const struct txl_hparams *hp = &m->hp;
-	const int64_t V = hp->n_token, M = hp->d_model, E = hp->d_embed;
-	const int64_t H = hp->n_head, D = hp->d_head, I = hp->d_inner;
-	const int64_t L = hp->n_layer, HD = H * D;
-	const float *rwb = NULL, *rrb = NULL;
+	struct binder b = { .m = m, .arena = arena };
 	enum txl_status st;
-	char name[96];
-	int64_t count = 0;
 
-/* a tensor of floats, any shape */
-#define BIND(nm, ptr, ...)                                                   \
-	do {                                                                 \
-		const int64_t shp_[] = { __VA_ARGS__ };                      \
-		const int nd_ = (int)(sizeof shp_ / sizeof shp_[0]);         \
-		const void *p_ = NULL;                                       \
-		enum txl_dtype dt_;                                          \
-		int64_t n_ = 1;                                              \
-		for (int k_ = 0; k_ < nd_; k_++)                             \
-			n_ *= shp_[k_];                                      \
-		st = bind(m, (nm), nd_, shp_, true, &p_, &dt_, arena, n_copy); \
-		if (st != TXL_OK)                                            \
-			return st;                                           \
-		count += n_;                                                 \
-		(ptr) = p_;                                                  \
-	} while (0)
-/* a weight matrix (rows, cols) in its stored dtype; BINDP: as floats (the
- * output projection, which BLAS reads transposed, and its tied input
- * projection) */
-#define BINDM_(nm, mat, rows_, cols_, as_floats)                             \
-	do {                                                                 \
-		const int64_t shp_[] = { (rows_), (cols_) };                 \
-		const void *p_ = NULL;                                       \
-		enum txl_dtype dt_;                                          \
-		st = bind(m, (nm), 2, shp_, (as_floats), &p_, &dt_, arena,   \
-			  n_copy);                                           \
-		if (st != TXL_OK)                                            \
-			return st;                                           \
-		count += shp_[0] * shp_[1];                                  \
-		(mat) = (struct txl_mat){ .dtype = dt_, .rows = (int)(rows_), \
-					  .cols = (int)(cols_), .data = p_ }; \
-	} while (0)
-#define BINDM(nm, mat, rows_, cols_) BINDM_(nm, mat, rows_, cols_, false)
-#define BINDP(nm, mat, rows_, cols_) BINDM_(nm, mat, rows_, cols_, true)
-
-	BINDM("word_emb.emb_layers.0.weight", m->word_emb, V, E);
-	m->emb_proj = m->out_proj = (struct txl_mat){ 0 };
-	if (E != M)
-		BINDP("word_emb.emb_projs.0", m->emb_proj, M, E);
-	if (hp->tie_weight) {
-		m->out_w = m->word_emb;
-	} else {
-		BINDM("crit.out_layers.0.weight", m->out_w, V, E);
-	}
-	BIND("crit.out_layers.0.bias", m->out_b, V);
-	if (E != M) {
-		if (txl_file_find(&m->file, "crit.out_projs.0"))
-			BINDP("crit.out_projs.0", m->out_proj, M, E);
-		else
-			m->out_proj = m->emb_proj;	/* tie_projs */
-	}
-	if (hp->untie_r) {
-		BIND("r_w_bias", rwb, L, H, D);
-		BIND("r_r_bias", rrb, L, H, D);
-	} else {
-		BIND("r_w_bias", rwb, H, D);
-		BIND("r_r_bias", rrb, H, D);
-	}
-	for (int l = 0; l < hp->n_layer; l++) {
-		struct txl_layer *ly = &m->layers[l];
-#define LBIND(suffix, field, ...)                                            \
-		do {                                                         \
-			snprintf(name, sizeof name, "layers.%d.%s", l, suffix); \
-			BIND(name, ly->field, __VA_ARGS__);                  \
-		} while (0)
-#define LBINDM(suffix, field, rows_, cols_)                                  \
-		do {                                                         \
-			snprintf(name, sizeof name, "layers.%d.%s", l, suffix); \
-			BINDM(name, ly->field, rows_, cols_);                \
-		} while (0)
-		LBINDM("dec_attn.qkv_net.weight", qkv, 3 * HD, M);
-		LBINDM("dec_attn.r_net.weight", r_net, HD, M);
-		LBINDM("dec_attn.o_net.weight", o_net, M, HD);
-		LBIND("dec_attn.layer_norm.weight", ln_attn_g, M);
-		LBIND("dec_attn.layer_norm.bias", ln_attn_b, M);
-		LBINDM("pos_ff.CoreNet.0.weight", ff1, I, M);
-		LBIND("pos_ff.CoreNet.0.bias", ff1_b, I);
-		LBINDM("pos_ff.CoreNet.3.weight", ff2, M, I);
-		LBIND("pos_ff.CoreNet.3.bias", ff2_b, M);
-		LBIND("pos_ff.layer_norm.weight", ln_ff_g, M);
-		LBIND("pos_ff.layer_norm.bias", ln_ff_b, M);
-#undef LBIND
-#undef LBINDM
-		if (rwb) {
-			size_t off = hp->untie_r ? (size_t)l * (size_t)HD : 0;
-			ly->r_w_bias = rwb + off;
-			ly->r_r_bias = rrb + off;
-		}
-	}
-#undef BIND
-#undef BINDM_
-#undef BINDM
-#undef BINDP
-	m->n_params = count;
+	if ((st = bind_input(&b)) || (st = bind_output(&b)) ||
+	    (st = bind_attention(&b)))
+		return st;
+	for (int l = 0; l < m->hp.n_layer; l++)
+		if ((st = bind_layer(&b, l)))
+			return st;
+	m->n_params = b.count;
+	*n_copy = b.need;
 	return TXL_OK;
 }
 

@@ -1,32 +1,277 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-output.c - the output layer: logits of the final hidden states
- * (ProjectedAdaptiveLogSoftmax without clusters), and dynamic evaluation
- * (txl_session_adapt), which trains the session's own copy of it.
+ * txl-output.c - the output layer (ProjectedAdaptiveLogSoftmax): a full
+ * softmax, or an adaptive one, whose head holds the shortlist and one
+ * logit per tail cluster, each tail cluster a softmax of its own; and
+ * dynamic evaluation (txl_session_adapt), which trains the session's own
+ * copy of a full softmax.
+ *
+ * An eval keeps the last layer's outputs (the rows); logits are computed
+ * from them only when asked for.  Scoring a token with an adaptive softmax
+ * needs the head and the token's own cluster, never the full distribution:
+ * txl_session_score() computes just that.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "txl-internal.h"
 
-/* Logits of `rows` rows of s->h starting at row `first`:
- * out_layer(h . P) (ProjectedAdaptiveLogSoftmax._compute_logit). */
 void
-txl_output_logits(struct txl_session *s, int first, int rows)
+txl_output_keep(struct txl_session *s, const float *h, int rows)
+{
+	const int d = s->model->hp.d_model;
+
+	TXL_ASSERT(s->n_logits + rows <= s->seg_len);
+	memcpy(s->rows + (size_t)s->n_logits * d, h,
+	       sizeof(float) * (size_t)rows * d);
+	s->n_logits += rows;
+	s->logits_valid = false;
+}
+
+/* h[rows, d_model] . P of output cluster c (_compute_logit's proj_hid)
+ * into s->xn; h itself when the cluster has no projection. */
+static const float *
+project(struct txl_session *s, int c, const float *h, int rows)
+{
+	const struct txl_out_cluster *oc = &s->model->out[c];
+	const int d = s->model->hp.d_model, e = oc->w.cols;
+
+	if (!oc->proj.data)
+		return h;
+	/* proj_hid[e] = h[d] . P[d, e] */
+	txl_gemm_nn(s->xn, e, h, d, txl_mat_f32(&oc->proj), e, rows, d, e);
+	return s->xn;
+}
+
+/* log-softmax of the union of a[na] and b[nb] in place */
+static void
+log_softmax2(float *a, int na, float *b, int nb)
+{
+	float max = -INFINITY;
+	double sum = 0;
+
+	for (int i = 0; i < na; i++)
+		max = a[i] > max ? a[i] : max;
+	for (int i = 0; i < nb; i++)
+		max = b[i] > max ? b[i] : max;
+	for (int i = 0; i < na; i++)
+		sum += expf(a[i] - max);
+	for (int i = 0; i < nb; i++)
+		sum += expf(b[i] - max);
+	const float lse = (float)(max + log(sum));
+	for (int i = 0; i < na; i++)
+		a[i] -= lse;
+	for (int i = 0; i < nb; i++)
+		b[i] -= lse;
+}
+
+void
+txl_output_head(struct txl_session *s, int r, float *short_lp,
+		float *clus_lp)
 {
 	const struct txl_model *m = s->model;
-	const int d = m->hp.d_model, e = m->hp.d_embed, V = m->hp.n_token;
-	const float *src = s->h + (size_t)first * d;
+	const int nc = m->n_out - 1, c0 = m->out[0].hi;
+	const float *x = project(s, 0, s->rows + (size_t)r * m->hp.d_model,
+				 1);
+	float head[TXL_MAX_CLUSTERS];
 
-	if (m->out_proj.data) {
-		/* proj_hid[e] = h[d] . P[d, e] */
-		txl_gemm_nn(s->xn, e, src, d, txl_mat_f32(&m->out_proj), e,
-			    rows, d, e);
-		src = s->xn;
+	/* head = [shortlist logits, cluster logits] */
+	txl_mat_mul(short_lp, x, 1, &s->out_w, false);
+	txl_add_bias(short_lp, s->out_b, 1, c0);
+	txl_mat_mul(head, x, 1, &m->cluster_w, false);
+	txl_add_bias(head, m->cluster_b, 1, nc);
+	log_softmax2(short_lp, c0, head, nc);
+	/* tail cluster c is head_logprob[-c] */
+	for (int c = 1; c <= nc; c++)
+		clus_lp[c - 1] = head[nc - c];
+}
+
+void
+txl_output_tail(struct txl_session *s, int r, int c, float *lp)
+{
+	const struct txl_out_cluster *oc = &s->model->out[c];
+	const float *x = project(s, c, s->rows + (size_t)r *
+				 s->model->hp.d_model, 1);
+
+	txl_mat_mul(lp, x, 1, &oc->w, false);
+	txl_add_bias(lp, oc->b, 1, oc->hi - oc->lo);
+	txl_log_softmax(lp, lp, oc->hi - oc->lo);
+}
+
+/* An adaptive softmax in full: log p(t) for every token of every row. */
+static void
+adaptive_logits(struct txl_session *s)
+{
+	const struct txl_model *m = s->model;
+	const int V = m->hp.n_token, n = s->n_logits;
+	const int nc = m->n_out - 1, c0 = m->out[0].hi;
+
+	if (n == 1) {
+		/* one row, as txl_session_sample() computes it */
+		float clus_lp[TXL_MAX_CLUSTERS];
+
+		txl_output_head(s, 0, s->logits, clus_lp);
+		for (int c = 1; c <= nc; c++) {
+			const struct txl_out_cluster *oc = &m->out[c];
+			float *lp = s->logits + oc->lo;
+
+			txl_output_tail(s, 0, c, lp);
+			for (int j = 0; j < oc->hi - oc->lo; j++)
+				lp[j] = clus_lp[c - 1] + lp[j];
+		}
+		return;
 	}
-	txl_mat_mul(s->logits, src, rows, &s->out_w, false);
-	txl_add_bias(s->logits, s->out_b, rows, V);
-	s->logits_src = src;
+	/* the heads of all rows at once, the shortlist's log-probs copied
+	 * out; the cluster entries stay in s->head after the shortlists */
+	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
+	const float *x = project(s, 0, s->rows, n);
+
+	txl_mat_mul(shortl, x, n, &s->out_w, false);
+	txl_add_bias(shortl, s->out_b, n, c0);
+	txl_mat_mul(clus, x, n, &m->cluster_w, false);
+	txl_add_bias(clus, m->cluster_b, n, nc);
+	for (int i = 0; i < n; i++) {
+		log_softmax2(shortl + (size_t)i * c0, c0, clus + (size_t)i * nc,
+			     nc);
+		memcpy(s->logits + (size_t)i * V, shortl + (size_t)i * c0,
+		       sizeof(float) * c0);
+	}
+	/* each tail for blocks of rows, in the room of the shortlists */
+	for (int c = 1; c <= nc; c++) {
+		const struct txl_out_cluster *oc = &m->out[c];
+		const int size = oc->hi - oc->lo, e = oc->w.cols;
+		const int block = (int)((size_t)n * c0 / (size_t)size);
+
+		x = project(s, c, s->rows, n);
+		for (int i0 = 0; i0 < n; i0 += block > 1 ? block : 1) {
+			const int b = block <= 1 ? 1 : n - i0 < block ? n - i0
+				: block;
+			float *dst = s->logits + (size_t)i0 * V + oc->lo;
+			float *t = b == 1 ? dst : shortl;
+
+			txl_mat_mul(t, x + (size_t)i0 * e, b, &oc->w, false);
+			txl_add_bias(t, oc->b, b, size);
+			for (int i = 0; i < b; i++, dst += V) {
+				const float *lt = t + (size_t)i * size;
+				const float head = clus[(size_t)(i0 + i) * nc +
+							nc - c];
+				const float lse = (float)txl_logsumexp(lt, size);
+				for (int j = 0; j < size; j++)
+					dst[j] = head + (lt[j] - lse);
+			}
+		}
+	}
+}
+
+void
+txl_output_logits(struct txl_session *s)
+{
+	const int V = s->model->hp.n_token, rows = s->n_logits;
+
+	if (s->logits_valid || rows == 0)
+		return;
+	if (s->model->n_out > 1) {
+		adaptive_logits(s);
+		s->logits_src = NULL;
+	} else {
+		/* out_layer(h . P) (_compute_logit) */
+		const float *src = project(s, 0, s->rows, rows);
+
+		txl_mat_mul(s->logits, src, rows, &s->out_w, false);
+		txl_add_bias(s->logits, s->out_b, rows, V);
+		s->logits_src = src;
+	}
+	s->logits_valid = true;
+}
+
+const float *
+txl_session_logits(struct txl_session *s)
+{
+	txl_output_logits(s);
+	return s->logits;
+}
+
+/* The log-probabilities of targets[i] under rows i < n of an adaptive
+ * softmax, computing the head of every row and, per tail cluster, the
+ * rows whose target lies in it (ProjectedAdaptiveLogSoftmax.forward). */
+static void
+score_adaptive(struct txl_session *s, const int32_t *targets, int n,
+	       double *lp)
+{
+	const struct txl_model *m = s->model;
+	const int d = m->hp.d_model, nc = m->n_out - 1, c0 = m->out[0].hi;
+	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
+	const float *x = project(s, 0, s->rows, n);
+
+	txl_mat_mul(shortl, x, n, &s->out_w, false);
+	txl_add_bias(shortl, s->out_b, n, c0);
+	txl_mat_mul(clus, x, n, &m->cluster_w, false);
+	txl_add_bias(clus, m->cluster_b, n, nc);
+	for (int i = 0; i < n; i++) {
+		float *a = shortl + (size_t)i * c0, *b = clus + (size_t)i * nc;
+		int t = targets[i], c = 0;
+
+		log_softmax2(a, c0, b, nc);
+		while (t >= m->out[c].hi)
+			c++;
+		lp[i] = c == 0 ? a[t] : b[nc - c];	/* head_logprob[-c] */
+	}
+	for (int c = 1; c <= nc; c++) {
+		const struct txl_out_cluster *oc = &m->out[c];
+		const int size = oc->hi - oc->lo;
+		int k = 0;
+
+		/* gather the rows of this cluster's targets into s->tmp; the
+		 * tail logits into s->logits, free while not valid */
+		for (int i = 0; i < n; i++)
+			if (targets[i] >= oc->lo && targets[i] < oc->hi)
+				memcpy(s->tmp + (size_t)k++ * d,
+				       s->rows + (size_t)i * d,
+				       sizeof(float) * d);
+		if (k == 0)
+			continue;
+		x = project(s, c, s->tmp, k);
+		txl_mat_mul(s->logits, x, k, &oc->w, false);
+		txl_add_bias(s->logits, oc->b, k, size);
+		k = 0;
+		for (int i = 0; i < n; i++) {
+			if (targets[i] < oc->lo || targets[i] >= oc->hi)
+				continue;
+			const float *row = s->logits + (size_t)k++ * size;
+			lp[i] += row[targets[i] - oc->lo] -
+				txl_logsumexp(row, size);
+		}
+	}
+}
+
+enum txl_status
+txl_session_score(struct txl_session *s, const int32_t *targets, int n,
+		  double *logprobs)
+{
+	const int V = s->model->hp.n_token;
+
+	if (n < 0 || n > s->n_logits || (n > 0 && (!targets || !logprobs)))
+		return txl_fail(TXL_ERR_INVALID, "score: %d targets for %d rows "
+				"of output", n, s->n_logits);
+	for (int i = 0; i < n; i++)
+		if (targets[i] < 0 || targets[i] >= V)
+			return txl_fail(TXL_ERR_INVALID, "score: token id %d "
+					"out of range [0, %d)", targets[i], V);
+	if (n == 0)
+		return TXL_OK;
+	if (s->model->n_out > 1 && !s->logits_valid) {
+		score_adaptive(s, targets, n, logprobs);
+		return TXL_OK;
+	}
+	txl_output_logits(s);
+	for (int i = 0; i < n; i++) {
+		const float *row = s->logits + (size_t)i * V;
+		/* an adaptive softmax's logits are log-probabilities */
+		logprobs[i] = s->model->n_out > 1 ? row[targets[i]]
+			: row[targets[i]] - txl_logsumexp(row, V);
+	}
+	return TXL_OK;
 }
 
 void
@@ -35,8 +280,8 @@ txl_output_reset(struct txl_session *s)
 	free(s->own_out_w);
 	free(s->own_out_b);
 	s->own_out_w = s->own_out_b = NULL;
-	s->out_w = s->model->out_w;
-	s->out_b = s->model->out_b;
+	s->out_w = s->model->out[0].w;
+	s->out_b = s->model->out[0].b;
 }
 
 enum txl_status
@@ -46,6 +291,10 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 	const struct txl_hparams *hp = &s->model->hp;
 	const int V = hp->n_token, E = hp->d_embed;
 
+	if (s->model->n_out > 1)
+		return txl_fail(TXL_ERR_INVALID, "adapt: dynamic evaluation "
+				"needs a full softmax; this model's is "
+				"adaptive (%d clusters)", s->model->n_out);
 	if (!(lr >= 0.0f && lr <= 1e6f))
 		return txl_fail(TXL_ERR_INVALID, "adapt: learning rate %g is "
 				"not a number in [0, 1e6]", (double)lr);
@@ -56,6 +305,7 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 		if (targets[i] < 0 || targets[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "adapt: token id %d "
 					"out of range [0, %d)", targets[i], V);
+	txl_output_logits(s);
 	if (!s->own_out_w) {
 		/* the session's own copy, never the model's (shared) one;
 		 * with tied weights the input embedding stays as it is */
@@ -91,6 +341,6 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 			s->own_out_b[j] += alpha * g[j];
 	}
 	s->n_logits = 0;
+	s->logits_valid = false;
 	return TXL_OK;
 }
-

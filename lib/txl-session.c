@@ -31,6 +31,7 @@ txl_session_params_default(void)
 		.clamp_len = TXL_FROM_MODEL,
 		.same_length = TXL_FROM_MODEL,
 		.n_threads = 0,
+		.stride = TXL_FROM_MODEL,
 	};
 }
 
@@ -42,6 +43,13 @@ txl_alloc_floats(size_t n)
 	return aligned_alloc(64, bytes ? bytes : 64);
 }
 
+/* Floats of the head of an adaptive softmax per row (0: none). */
+static int
+head_size(const struct txl_hparams *hp)
+{
+	return hp->n_cutoffs ? hp->cutoffs[0] + hp->n_cutoffs : 0;
+}
+
 /* Bytes a session of these sizes allocates (in double: the settings come
  * from files and need not be sane). */
 static double
@@ -50,11 +58,12 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
-	const double per_row = 2.0 * hp->d_model + dx + 4 * hd +
+	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
 		2.0 * hp->d_head + klen_max + n_dist + hp->d_inner +
-		hp->n_token;
+		hp->n_token + head_size(hp) + 2.0;
 
-	return 4.0 * (hp->n_layer * (2.0 * cap * hd + (double)n_dist * hd) +
+	return 4.0 * (hp->n_layer * (2.0 * cap * hd + (double)n_dist *
+				     (hd + hp->n_head)) +
 		      seg * per_row + hp->d_model);
 }
 
@@ -64,21 +73,34 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 {
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session_params p = in ? *in : txl_session_params_default();
+	const bool memory = txl_attn_has_memory(hp);
 
 	if (p.mem_len == TXL_FROM_MODEL)
-		p.mem_len = hp->mem_len;
+		p.mem_len = memory ? hp->mem_len : 0;
 	if (p.seg_len == TXL_FROM_MODEL)
 		p.seg_len = hp->tgt_len;
 	if (p.clamp_len == TXL_FROM_MODEL)
 		p.clamp_len = hp->clamp_len;
 	if (p.same_length == TXL_FROM_MODEL)
-		p.same_length = hp->same_length;
+		p.same_length = memory && hp->same_length;
+	if (p.stride == TXL_FROM_MODEL && !memory)
+		p.stride = 1;
 	if (p.mem_len < 0 || p.mem_len > (1 << 20))
 		return txl_fail(TXL_ERR_INVALID, "mem_len %d out of range "
 				"[0, 1048576]", p.mem_len);
+	if (p.mem_len > 0 && !memory)
+		return txl_fail(TXL_ERR_INVALID, "mem_len %d: a model of "
+				"attn_type %d has no memory (the original code "
+				"runs it with mem_len 0 only); it recomputes a "
+				"window of seg_len tokens instead", p.mem_len,
+				hp->attn_type);
 	if (p.seg_len < 1 || p.seg_len > (1 << 16))
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d out of range "
 				"[1, 65536]", p.seg_len);
+	if (hp->attn_type == 3 && p.seg_len > hp->max_klen)
+		return txl_fail(TXL_ERR_INVALID, "seg_len %d is longer than "
+				"the model's position table (max_klen %d)",
+				p.seg_len, hp->max_klen);
 	if (p.clamp_len < 0)
 		return txl_fail(TXL_ERR_INVALID, "clamp_len %d is negative "
 				"(0 = no clamping)", p.clamp_len);
@@ -87,6 +109,13 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (p.same_length && p.mem_len == 0)
 		return txl_fail(TXL_ERR_INVALID, "same_length with mem_len 0 "
 				"would mask every position");
+	if (memory && p.stride != TXL_FROM_MODEL)
+		return txl_fail(TXL_ERR_INVALID, "stride %d: only models "
+				"without memory (attn_type 2, 3) evaluate "
+				"windows", p.stride);
+	if (!memory && (p.stride < 1 || p.stride > p.seg_len))
+		return txl_fail(TXL_ERR_INVALID, "stride %d out of range "
+				"[1, seg_len %d]", p.stride, p.seg_len);
 	if (p.n_threads < 0)
 		return txl_fail(TXL_ERR_INVALID, "n_threads %d is negative",
 				p.n_threads);
@@ -95,6 +124,7 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	s->seg_len = p.seg_len;
 	s->clamp_len = p.clamp_len;
 	s->same_length = p.same_length;
+	s->stride = memory ? 0 : p.stride;
 	return TXL_OK;
 }
 
@@ -114,8 +144,8 @@ txl_session_new(const struct txl_model *m,
 	if (!s)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	s->model = m;
-	s->out_w = m->out_w;
-	s->out_b = m->out_b;
+	s->out_w = m->out[0].w;
+	s->out_b = m->out[0].b;
 	if ((st = resolve_params(m, params, s)) != TXL_OK) {
 		free(s);
 		return st;
@@ -131,8 +161,7 @@ txl_session_new(const struct txl_model *m,
 	if (slack < 16)
 		slack = 16;
 	s->cap = klen_max + slack;
-	s->n_dist = s->clamp_len > 0 && s->clamp_len + 1 < klen_max
-		? s->clamp_len + 1 : klen_max;
+	s->n_dist = txl_attn_n_dist(hp, s->clamp_len, klen_max);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
@@ -172,8 +201,15 @@ txl_session_new(const struct txl_model *m,
 	s->ff = txl_alloc_floats(S * hp->d_inner);
 	s->logits = txl_alloc_floats(S * hp->n_token);
 	s->last_h = txl_alloc_floats((size_t)hp->d_model);
-	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->qw || !s->qr || !s->score ||
-	    !s->bd || !s->attn || !s->tmp || !s->ff || !s->logits)
+	s->rows = txl_alloc_floats(S * hp->d_model);
+	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->qw || !s->qr ||
+	    !s->score || !s->bd || !s->attn || !s->tmp || !s->ff ||
+	    !s->logits || !s->rows)
+		goto nomem;
+	if (head_size(hp) &&
+	    !(s->head = txl_alloc_floats(S * (size_t)head_size(hp))))
+		goto nomem;
+	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
 	if ((st = txl_attn_init(s)) != TXL_OK) {
 		txl_session_free(s);
@@ -212,6 +248,9 @@ txl_session_free(struct txl_session *s)
 	free(s->tmp);
 	free(s->ff);
 	free(s->logits);
+	free(s->head);
+	free(s->rows);
+	free(s->window);
 	free(s->last_h);
 	free(s->own_out_w);
 	free(s->own_out_b);
@@ -222,6 +261,24 @@ struct txl_session_params
 txl_session_get_params(const struct txl_session *s)
 {
 	return s->params;
+}
+
+/* Models without memory: the prediction of the token after the text fed,
+ * as a group of one token after its window (the rows of a stride-1 eval). */
+static enum txl_status
+predict_last(struct txl_session *s)
+{
+	const int d = s->model->hp.d_model;
+	int ctx = s->n_window - 1;
+	enum txl_status st;
+
+	if (ctx > s->seg_len - s->stride)
+		ctx = s->seg_len - s->stride;
+	st = txl_forward_segment(s, s->window + s->n_window - 1 - ctx,
+				 ctx + 1);
+	if (st == TXL_OK)
+		txl_output_keep(s, s->h + (size_t)ctx * d, 1);
+	return st;
 }
 
 enum txl_status
@@ -249,6 +306,11 @@ txl_session_set_params(struct txl_session *s,
 		       sizeof(float) * hd * (size_t)keep);
 	}
 	t->mlen = keep;
+	/* without memory, the last tokens are the context */
+	t->n_window = s->n_window < t->seg_len ? s->n_window : t->seg_len;
+	if (t->n_window)
+		memcpy(t->window, s->window + s->n_window - t->n_window,
+		       sizeof *t->window * (size_t)t->n_window);
 	t->n_past = s->n_past;
 	/* the adapted output layer moves too */
 	t->own_out_w = s->own_out_w;
@@ -258,11 +320,14 @@ txl_session_set_params(struct txl_session *s,
 	s->own_out_w = s->own_out_b = NULL;
 	t->have_last = s->have_last;
 	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
-	if (t->have_last) {
-		/* the prediction of the next token, as after a load */
-		memcpy(t->h, t->last_h, sizeof(float) * hp->d_model);
-		txl_output_logits(t, 0, 1);
-		t->n_logits = 1;
+	/* the prediction of the next token, as after a load */
+	if (t->window && t->n_window) {
+		if ((st = predict_last(t)) != TXL_OK) {
+			txl_session_free(t);
+			return st;
+		}
+	} else if (t->have_last) {
+		txl_output_keep(t, t->last_h, 1);
 	}
 	swap = *s;
 	*s = *t;
@@ -276,17 +341,13 @@ txl_session_reset(struct txl_session *s)
 {
 	s->kv_start = 0;
 	s->mlen = 0;
+	s->n_window = 0;
 	s->n_past = 0;
 	s->have_last = false;
 	s->n_logits = 0;
+	s->logits_valid = false;
 	s->logits_src = NULL;
 	txl_output_reset(s);
-}
-
-const float *
-txl_session_logits(const struct txl_session *s)
-{
-	return s->logits;
 }
 
 int
@@ -307,6 +368,62 @@ txl_session_n_past(const struct txl_session *s)
 	return s->n_past;
 }
 
+/* Keep the output rows asked for of the n rows the forward pass left. */
+static void
+keep_rows(struct txl_session *s, int n, enum txl_logits want)
+{
+	const int d = s->model->hp.d_model;
+
+	if (want == TXL_LOGITS_ALL)
+		txl_output_keep(s, s->h, n);
+	else if (want == TXL_LOGITS_LAST)
+		txl_output_keep(s, s->h + (size_t)(n - 1) * d, 1);
+}
+
+/* Models without memory: groups of `stride` tokens, each computed after
+ * the up to seg_len - stride tokens before it.  Without memory a group
+ * changes nothing but the context of later ones, so only the groups whose
+ * output is asked for are computed. */
+static enum txl_status
+eval_windows(struct txl_session *s, const int32_t *tokens, int n,
+	     enum txl_logits want)
+{
+	const int W = s->seg_len, S = s->stride;
+
+	for (int off = 0; off < n; off += S) {
+		const int g = n - off < S ? n - off : S;
+		const bool last = off + g == n;
+		const int ctx = s->n_window < W - S ? s->n_window : W - S;
+		int32_t *win = s->window + s->n_window - ctx;
+		enum txl_status st;
+
+		if (off > 0 && txl_aborted(s))
+			return TXL_ABORTED;
+		memcpy(s->window + s->n_window, tokens + off,
+		       sizeof *tokens * (size_t)g);
+		if (want == TXL_LOGITS_ALL || (want == TXL_LOGITS_LAST && last)) {
+			if ((st = txl_forward_segment(s, win, ctx + g)))
+				return st;
+			if (want == TXL_LOGITS_ALL)
+				txl_output_keep(s, s->h + (size_t)ctx *
+						s->model->hp.d_model, g);
+			else
+				keep_rows(s, ctx + g, want);
+		}
+		/* the window: the last seg_len tokens */
+		s->n_window += g;
+		if (s->n_window > W) {
+			memmove(s->window, s->window + s->n_window - W,
+				sizeof *s->window * (size_t)W);
+			s->n_window = W;
+		}
+		s->n_past += g;
+	}
+	if (want == TXL_LOGITS_NONE)
+		s->have_last = false;	/* nothing computed */
+	return TXL_OK;
+}
+
 enum txl_status
 txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		 enum txl_logits want)
@@ -323,18 +440,20 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 			return txl_fail(TXL_ERR_INVALID, "token id %d out of "
 					"range [0, %d)", tokens[i], V);
 	s->n_logits = 0;
+	s->logits_valid = false;
+	if (s->window)
+		return eval_windows(s, tokens, n, want);
 	for (int off = 0; off < n; off += s->seg_len) {
 		int len = n - off < s->seg_len ? n - off : s->seg_len;
-		bool last = off + len == n;
 		enum txl_status st;
 
 		if (off > 0 && txl_aborted(s))
 			return TXL_ABORTED;
-		st = txl_forward_segment(s, tokens + off, len,
-				  last ? want : TXL_LOGITS_NONE);
-		if (st != TXL_OK)
+		if ((st = txl_forward_segment(s, tokens + off, len)))
 			return st;
+		s->n_past += len;
+		if (off + len == n)
+			keep_rows(s, len, want);
 	}
 	return TXL_OK;
 }
-

@@ -130,6 +130,13 @@ txl_session_save(struct txl_session *s, const char *path)
 
 	if (!tmp)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	if (s->window) {
+		free(tmp);
+		return txl_fail(TXL_ERR_INVALID, "%s: a model of attn_type %d "
+				"has no memory to save (its context is the "
+				"last seg_len tokens: feed them again)", path,
+				hp->attn_type);
+	}
 	txl_hash_init(&sum);
 	memcpy(hdr.magic, STATE_MAGIC, 8);
 	hdr.n_layer = (uint32_t)hp->n_layer;
@@ -304,12 +311,9 @@ txl_session_load(struct txl_session *s, const char *path)
 		s->have_last = hdr.have_last;
 		memcpy(s->last_h, last, sizeof(float) * hp->d_model);
 		s->n_logits = 0;
-		if (s->have_last) {
-			/* the prediction that follows the saved text */
-			memcpy(s->h, last, sizeof(float) * hp->d_model);
-			txl_output_logits(s, 0, 1);
-			s->n_logits = 1;
-		}
+		s->logits_valid = false;
+		if (s->have_last)	/* the prediction after the saved text */
+			txl_output_keep(s, last, 1);
 	}
 out:
 	for (int l = 0; l < hp->n_layer; l++) {

@@ -101,6 +101,9 @@ TXL_API enum txl_status txl_model_load(const char *path,
 /** Free a model; NULL is a no-op.  Every session must be freed first. */
 TXL_API void txl_model_free(struct txl_model *model);
 
+/** Clusters of an adaptive softmax at most (cutoffs + 1). */
+#define TXL_MAX_CLUSTERS 16
+
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
 struct txl_hparams {
 	int n_token;     /* vocabulary size */
@@ -117,6 +120,30 @@ struct txl_hparams {
 	bool pre_lnorm;
 	bool tie_weight;
 	bool untie_r;    /* per-layer r_w_bias / r_r_bias */
+	/* The attention (attn_type):
+	 *   0  Transformer-XL: relative positions, sinusoids through r_net,
+	 *      learned biases r_w_bias and r_r_bias;
+	 *   1  learnable relative positions in the manner of Shaw et al.:
+	 *      per layer r_emb, r_w_bias and r_bias, max_klen rows;
+	 *   2  the vanilla Transformer: absolute sinusoids added to the input;
+	 *   3  the vanilla Transformer with learned absolute positions
+	 *      (r_emb) added to every layer's input.
+	 * Types 2 and 3 have no memory: sessions recompute a window of the
+	 * last seg_len tokens instead (see txl_session_params.stride). */
+	int attn_type;
+	int max_klen;    /* rows of the position tables of attn_type 1 and 3
+			    (tgt_len + ext_len + mem_len at training); 0 for
+			    the others */
+	/* Adaptive input and softmax: cluster 0 is ids [0, cutoffs[0]),
+	 * cluster i is [cutoffs[i-1], cutoffs[i]), the last one ends at
+	 * n_token.  n_cutoffs 0 is a full softmax.  With div_val > 1,
+	 * cluster i has embeddings of d_embed / div_val^i dimensions and
+	 * its own projections; with div_val 1 one table serves all. */
+	int div_val;
+	int n_cutoffs;
+	int cutoffs[TXL_MAX_CLUSTERS - 1];
+	bool tie_projs[TXL_MAX_CLUSTERS]; /* output projection of cluster i
+					     is the input's (tie_projs) */
 };
 
 /** The model's hyperparameters (a pointer into the model). */
@@ -195,6 +222,10 @@ struct txl_session_params {
 			      setting for the whole process; 0 = one per CPU */
 	txl_abort_fn abort_cb; /* NULL = never abort */
 	void *abort_data;  /* passed to abort_cb */
+	int stride;        /* models without memory (attn_type 2, 3): the
+			      tokens predicted per window, 1 .. seg_len;
+			      TXL_FROM_MODEL = 1.  See txl_session_eval().
+			      Must be TXL_FROM_MODEL for the others. */
 };
 
 /** The defaults: everything from the model, no abort callback. */
@@ -204,6 +235,10 @@ TXL_API struct txl_session_params txl_session_params_default(void);
  * Create a session with an empty memory.  The session borrows @p model,
  * which must outlive it.  Settings may exceed those the model was trained
  * with.  same_length with mem_len 0 is rejected (it masks every key).
+ * Models of attn_type 2 and 3 have no memory (the original code runs them
+ * with mem_len 0 only): mem_len TXL_FROM_MODEL is 0 for them and any
+ * other value is rejected; attn_type 3 also rejects a seg_len longer than
+ * its position table (max_klen).
  */
 TXL_API enum txl_status txl_session_new(const struct txl_model *model,
 					const struct txl_session_params *params,
@@ -240,7 +275,19 @@ enum txl_logits {
  * Feed @p n tokens.  They are processed in segments of at most seg_len
  * tokens, each one attending to the memory left by the one before, as the
  * original code's evaluation does; the memory then holds the last mem_len
- * positions.  Logits row i predicts the token after tokens[i].
+ * positions.  Row i of the output (txl_session_logits(),
+ * txl_session_score()) predicts the token after tokens[i].
+ *
+ * Models without memory (attn_type 2, 3) see a window instead: the tokens
+ * are taken in groups of `stride`, counted from tokens[0] (the last group
+ * may be shorter), and each group is computed in one forward pass together
+ * with the up to seg_len - stride tokens fed before it (from this call or
+ * earlier ones).  So stride 1 recomputes a window of the last seg_len
+ * tokens for every token, the vanilla Transformer's evaluation in the
+ * Transformer-XL paper (and its way of generating); stride seg_len
+ * computes independent segments of seg_len tokens, as the original
+ * eval.py does with mem_len 0 when fed the whole text at once.
+ *
  * @return TXL_OK; TXL_ABORTED if the abort callback fired (the memory then
  * holds every segment completed); TXL_ERR_INVALID for a bad id or
  * TXL_LOGITS_ALL with n > seg_len.
@@ -250,15 +297,34 @@ TXL_API enum txl_status txl_session_eval(struct txl_session *session,
 					 enum txl_logits want);
 
 /**
- * Logits (unnormalised, float[rows][n_token]) of the last eval: one row
- * for TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL; after a load, one row
- * predicting the token after the saved text.  Valid until the next eval,
- * reset, load, set_params or adapt on this session.
+ * Logits (float[rows][n_token]) of the last eval: one row for
+ * TXL_LOGITS_LAST, n rows for TXL_LOGITS_ALL; after a load or set_params,
+ * one row predicting the token after the text fed.  With a full softmax
+ * they are unnormalised; with an adaptive softmax (n_cutoffs > 0) they
+ * are log-probabilities (valid logits too).  Computed on the first call
+ * after an eval: the eval keeps only the last layer's outputs, so that
+ * txl_session_score() and txl_session_sample() need not compute every
+ * token's logit.  Valid until the next eval, reset, load, set_params or
+ * adapt on this session.
  */
-TXL_API const float *txl_session_logits(const struct txl_session *session);
+TXL_API const float *txl_session_logits(struct txl_session *session);
 
-/** Rows txl_session_logits() holds now (0 = none). */
+/** Rows of output the last eval kept (0 = none): the rows of
+ *  txl_session_logits(), txl_session_score() and txl_session_sample(). */
 TXL_API int txl_session_n_logits(const struct txl_session *session);
+
+/**
+ * The log-probability (natural log) of targets[i] under row i of the last
+ * eval's output, into @p logprobs[i], for i < @p n <= txl_session_n_logits().
+ * With an adaptive softmax only the head and the targets' own clusters are
+ * computed (the original ProjectedAdaptiveLogSoftmax's numbers), not the
+ * full distribution; with a full softmax, the logits and their normaliser.
+ * The rows stay: txl_session_logits() and a later score still work.
+ * @return TXL_OK; TXL_ERR_INVALID for n out of range or an id out of range.
+ */
+TXL_API enum txl_status txl_session_score(struct txl_session *session,
+					  const int32_t *targets, int n,
+					  double *logprobs);
 
 /**
  * Dynamic evaluation of the output layer (Krause et al., 2018): one step of
@@ -272,9 +338,11 @@ TXL_API int txl_session_n_logits(const struct txl_session *session);
  * it, each prediction made before its token is learned from.  The logits
  * are used up (n_logits becomes 0).  txl_session_reset() returns to the
  * model's output layer; txl_session_set_params() keeps the adapted one;
- * state files hold the memory only, not the adaptation.
+ * state files hold the memory only, not the adaptation.  Only a full
+ * softmax adapts: a model with an adaptive softmax (n_cutoffs > 0) is
+ * refused, as there is no one output layer to copy and train.
  * @return TXL_OK; TXL_ERR_INVALID for a bad lr (NaN, < 0, > 1e6), an id
- * out of range or n != n_logits; TXL_ERR_NOMEM.
+ * out of range, n != n_logits or an adaptive softmax; TXL_ERR_NOMEM.
  */
 TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
 					  const int32_t *targets, int n,
@@ -340,6 +408,24 @@ TXL_API void txl_sampler_free(struct txl_sampler *sampler);
  */
 TXL_API int32_t txl_sampler_sample(struct txl_sampler *sampler,
 				   const float *logits, float *logprob);
+
+/**
+ * Pick the token that follows the text fed to @p session, from the last row
+ * of its output: the same distribution and the same rules as
+ * txl_sampler_sample() on that row of txl_session_logits().  With an
+ * adaptive softmax, greedy choice and plain temperature sampling (no top-k,
+ * top-p, min-p or repeat penalty) go cluster by cluster: the head first,
+ * then only the clusters that can hold the token chosen, never the full
+ * distribution (temperature sampling draws from the same distribution
+ * with other random numbers than txl_sampler_sample() would).  With a full
+ * softmax, or other settings, it is txl_sampler_sample() on the row.
+ * @p logprob as in txl_sampler_sample().
+ * @return the token; -1 if the session holds no output row (see
+ * txl_last_error()).
+ */
+TXL_API int32_t txl_session_sample(struct txl_session *session,
+				   struct txl_sampler *sampler,
+				   float *logprob);
 
 /** Record a token that was not sampled (a prompt token) in the history. */
 TXL_API void txl_sampler_accept(struct txl_sampler *sampler, int32_t token);

@@ -213,6 +213,12 @@ def _meta(key, value):
     return f
 
 
+def _metas(**kv):
+    def f(h, data):
+        h["__metadata__"].update(kv)
+    return f
+
+
 def _no_metadata(h, data):
     del h["__metadata__"]
 
@@ -338,7 +344,48 @@ CASES = {
     "format_name": (_edit(_meta("format", "gguf")), r"format"),
     "format_missing": (_edit(_meta("format", None)), r"format"),
     "format_version": (_edit(_meta("format_version", "99")), r"version"),
-    "attn_type": (_edit(_meta("attn_type", "2")), r"attn_type"),
+    "attn_type": (_edit(_meta("attn_type", "4")), r"attn_type"),
+    # attn_type 2 wants other tensors than the file's (type 0) ones
+    "attn_type_tensors": (_edit(_meta("attn_type", "2")),
+                          r"missing tensor 'layers.0.dec_attn.q_net"),
+    # the variants' hyperparameters (issue 10); the file is attn_type 0
+    # with a full softmax, n_token 320, d_model 32, n_head 2, d_head 8
+    "max_klen_missing": (_edit(_meta("attn_type", "1")),
+                         r"metadata lacks 'max_klen'"),
+    "max_klen_zero": (_edit(_metas(attn_type="3", max_klen="0")),
+                      r"metadata 'max_klen' is '0'"),
+    "attn3_width": (_edit(_metas(attn_type="3", max_klen="16")),
+                    r"attn_type 3 needs n_head \* d_head"),
+    "attn1_tables": (_edit(_metas(attn_type="1", max_klen="16")),
+                     r"missing tensor 'r_emb'"),
+    "cutoffs_unsorted": (_edit(_meta("cutoffs", "[100, 50]")),
+                         r"cutoffs 100 and 50 are not increasing"),
+    "cutoffs_equal": (_edit(_meta("cutoffs", "[100, 100]")),
+                      r"cutoffs 100 and 100 are not increasing"),
+    "cutoffs_zero": (_edit(_meta("cutoffs", "[0, 100]")),
+                     r"'cutoffs'.*entry 0 is not an integer in range"),
+    "cutoffs_n_token": (_edit(_meta("cutoffs", "[100, 320]")),
+                        r"'cutoffs'.*entry 1 is not an integer in range"),
+    "cutoffs_fraction": (_edit(_meta("cutoffs", "[100.5]")),
+                         r"'cutoffs'.*entry 0 is not an integer"),
+    "cutoffs_not_list": (_edit(_meta("cutoffs", "100")),
+                         r"'cutoffs' is '100', expected a JSON list"),
+    "cutoffs_too_many": (_edit(_meta("cutoffs", json.dumps(
+        list(range(10, 170, 10))))), r"'cutoffs' has more than 15"),
+    "cutoffs_tensors": (_edit(_metas(cutoffs="[100]",
+                                     tie_projs="[false, false]")),
+                        r"missing tensor 'crit.cluster_weight'"),
+    "tie_projs_length": (_edit(_meta("tie_projs", "[false, true]")),
+                         r"tie_projs has 2 entries, expected one per "
+                         r"cluster \(1\)"),
+    "tie_projs_not_bool": (_edit(_meta("tie_projs", "[0]")),
+                           r"'tie_projs'.*entry 0 is not true or false"),
+    "div_val_zero": (_edit(_meta("div_val", "0")), r"'div_val' is '0'"),
+    "div_val_no_dims": (_edit(_metas(div_val="64", cutoffs="[100]",
+                                     tie_projs="[false, false]")),
+                        r"div_val 64 leaves cluster 1 .* no dimension"),
+    "div_val_tensors": (_edit(_meta("div_val", "2")),
+                        r"missing tensor 'word_emb.emb_projs.0'"),
     # tokenizer
     "vocab_mismatch": (_vocab_mismatch,
                        r"vocab|n_token|piece|tokenizer"),

@@ -20,6 +20,15 @@ per byte) is checked against values computed here.  Generation
 (`txlgen --text P -n N --json`, greedy and sampled) is checked by letting
 the reference follow txlgen's tokens: same log-probs, greedy = argmax.
 
+Every other model the original code builds (issue 10, the variants of
+make_random_model.VARIANTS: adaptive input and softmax with div_val 1, 2
+and 4 and tie_projs mixed, attn_type 1 with memory, attn_type 2 and 3
+without) is held to the same 1e-4: with memory over many segments and
+token by token; without memory in eval.py's segments and in windows
+recomputed for every token (--score-stride 1) or every few, against the
+window protocol as libtxl defines it (reference_windows below); and in
+generation, where an adaptive softmax is sampled cluster by cluster.
+
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
 Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
 Set TXL_PARITY_REPORT=1 to print the max difference of every case.
@@ -65,6 +74,16 @@ CONFIGS = {
                       d_inner=64, d_embed=40, tie_weight=False,
                       pre_lnorm=True, seed=5),
 }
+# Every other model the original code builds (issue 10): the adaptive
+# input and softmax (div_val 1 with and without projection, 2 and 4 with
+# tie_projs mixed, with same_length and clamp_len), attn_type 1 with
+# memory, attn_type 2 and 3 without: make_random_model.VARIANTS.
+VARIANTS = getattr(mrm, "VARIANTS", {})
+CONFIGS.update(VARIANTS)
+MEMORY_VARIANTS = [k for k, v in VARIANTS.items()
+                   if v.get("attn_type", 0) <= 1]
+VANILLA_VARIANTS = [k for k, v in VARIANTS.items()
+                    if v.get("attn_type", 0) >= 2]
 
 _tmp = None
 _models = {}
@@ -100,11 +119,13 @@ def tearDownModule():
 
 def txlgen_score(model_path, input_path, ids=True, seg_len=None,
                  mem_len=None, clamp_len=None, same_length=None,
-                 adapt=None, extra=()):
+                 adapt=None, stride=None, extra=()):
     """Run txlgen --score --json; return (records, summary, argv)."""
     argv = [TXLGEN, "--model", model_path, "--score", input_path, "--json"]
     if ids:
         argv.append("--ids")
+    if stride is not None:
+        argv += ["--score-stride", str(stride)]
     if seg_len is not None:
         argv += ["--seg-len", str(seg_len)]
     if mem_len is not None:
@@ -142,6 +163,30 @@ def txlgen_score(model_path, input_path, ids=True, seg_len=None,
     return records, summary, argv
 
 
+def reference_windows(m, ids, seg_len=None, stride=1, clamp_len=None):
+    """The window protocol of models without memory as libtxl defines it
+    (txl_session_params.stride, txlgen --score-stride): the targets in
+    groups of `stride` from the start, each group computed in one forward
+    pass (no memory) after the up to seg_len - stride tokens before it.
+    stride 1 is what token-by-token generation computes; stride seg_len
+    the segments of eval.py with mem_len 0.  Float64 log-probs of
+    ids[1:]."""
+    import torch
+    seg_len, _, clamp_len, _ = m.settings(seg_len, 0, clamp_len, False)
+    model = m.model
+    model.mem_len, model.clamp_len, model.same_length = 0, clamp_len, False
+    x = torch.as_tensor(ids)
+    out = []
+    with torch.no_grad():
+        for off in range(0, len(ids) - 1, stride):
+            g = min(stride, len(ids) - 1 - off)
+            lo = max(0, off - (seg_len - stride))
+            h, _ = model.forward(x[lo:off + g, None])
+            out += model.crit.log_prob(h[-g:, 0], x[off + 1:off + g + 1],
+                                       torch.float64).tolist()
+    return out
+
+
 def summary_value(summary, *names):
     for n in names:
         if n in summary:
@@ -165,7 +210,12 @@ class ParityCase(unittest.TestCase):
         ids = mrm.random_ids(n, m.cfg.n_token, seed)
         path = self.write_ids(ids)
         records, summary, argv = txlgen_score(m.path, path, **settings)
-        ref = m.score(ids, **settings)
+        if settings.get("stride") is not None:
+            ref = reference_windows(m, ids, settings.get("seg_len"),
+                                    settings["stride"],
+                                    settings.get("clamp_len"))
+        else:
+            ref = m.score(ids, **settings)
         cmd = " ".join(argv[1:])
         self.assertEqual(len(records), len(ids) - 1,
                          f"{cmd}: {len(records)} records for {len(ids)} ids")
@@ -369,15 +419,107 @@ class TestAdapt(ParityCase):
                          self.compare("base", seg_len=8, mem_len=8))
 
 
+class TestVariants(ParityCase):
+    """Every variant of issue 10 against txl_ref (which
+    tools/check_original.py holds against the original code): with memory
+    over many segments, token by token, with settings other than the
+    model's; without memory (attn_type 2, 3) segment by segment as eval.py
+    does with mem_len 0, and in windows of seg_len tokens recomputed for
+    every token (--score-stride 1, the vanilla Transformer's evaluation in
+    the Transformer-XL paper) or every few."""
+
+    def setUp(self):
+        if not VARIANTS:
+            self.skipTest("tests/make_random_model.py builds no variants")
+
+    def each(self, names, **settings):
+        for name in names:
+            with self.subTest(name):
+                self.compare(name, **settings)
+
+    def test_memory_model_defaults(self):
+        self.each(MEMORY_VARIANTS)
+
+    def test_memory_segments(self):
+        self.each(MEMORY_VARIANTS, seg_len=5, mem_len=7, same_length=False)
+
+    def test_memory_token_by_token(self):
+        self.each(MEMORY_VARIANTS, seg_len=1, mem_len=12)
+
+    def test_memory_same_length_clamp(self):
+        self.each(MEMORY_VARIANTS, seg_len=6, mem_len=10, same_length=True,
+                  clamp_len=4)
+
+    def test_learnable_past_the_table(self):
+        # keys beyond max_klen positions: the table's first row
+        attn1 = [k for k in MEMORY_VARIANTS if
+                 VARIANTS[k].get("attn_type") == 1]
+        self.assertTrue(attn1)
+        for name in attn1:
+            mem = 3 * _models[name].cfg.max_klen
+            with self.subTest(name):
+                self.compare(name, seg_len=8, mem_len=mem, clamp_len=0)
+
+    def test_tails_matter(self):
+        """The targets fall into tail clusters and the clusters' head
+        entries differ, so that a wrong cluster order cannot hide."""
+        for name in MEMORY_VARIANTS + VANILLA_VARIANTS:
+            m = _models[name]
+            if not m.cfg.cutoffs:
+                continue
+            ids = mrm.random_ids(64, m.cfg.n_token)
+            tails = sum(t >= m.cfg.cutoffs[0] for t in ids)
+            self.assertGreater(tails, len(ids) // 3, name)
+            _, spread = mrm.cluster_stats(m.model, ids, 8)
+            self.assertGreater(spread, 1000 * TOL, name)
+
+    def vanilla(self):
+        """Skip until txlgen scores models without memory as they are
+        evaluated (--score-stride, the CLI side of issue 10)."""
+        r = subprocess.run([TXLGEN, "--help"], capture_output=True,
+                           text=True, timeout=60)
+        if "--score-stride" not in r.stdout:
+            self.skipTest("txlgen has no --score-stride yet")
+
+    def test_vanilla_segments(self):
+        self.vanilla()
+        # no flags: eval.py's segments, no memory
+        self.each(VANILLA_VARIANTS)
+        self.each(VANILLA_VARIANTS, seg_len=6)
+
+    def test_vanilla_windows(self):
+        self.vanilla()
+        self.each(VANILLA_VARIANTS, stride=1)
+        self.each(VANILLA_VARIANTS, seg_len=6, stride=4)
+
+    def test_vanilla_windows_clamp(self):
+        self.vanilla()
+        self.each(VANILLA_VARIANTS, stride=2, clamp_len=3)
+
+    def test_vanilla_refuses_memory(self):
+        self.vanilla()
+        m = _models[VANILLA_VARIANTS[0]]
+        path = self.write_ids(mrm.random_ids(20, m.cfg.n_token))
+        r = subprocess.run([TXLGEN, "--model", m.path, "--score", path,
+                            "--ids", "--mem-len", "4"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("no memory", r.stderr)
+
+
 def txlgen_generate(model_path, prompt, n, seg_len, mem_len, clamp_len,
-                    same_length, temp):
+                    same_length, temp, eos=True):
     """Generation with --json; return ([(id, logprob)], argv)."""
     argv = [TXLGEN, "--model", model_path, "--text", prompt, "-n", str(n),
             "--temp", str(temp), "--top-k", "0", "--top-p", "1",
-            "--min-p", "0", "--ignore-eos", "--json", "--seed", "1",
-            "--seg-len", str(seg_len), "--mem-len", str(mem_len),
-            "--clamp-len", str(clamp_len),
-            "--same-length" if same_length else "--no-same-length"]
+            "--min-p", "0", "--json", "--seed", "1",
+            "--seg-len", str(seg_len), "--clamp-len", str(clamp_len)]
+    if mem_len is not None:     # models without memory refuse one
+        argv += ["--mem-len", str(mem_len),
+                 "--same-length" if same_length else "--no-same-length"]
+    if eos:
+        argv.append("--ignore-eos")
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
     if r.returncode != 0:
@@ -401,31 +543,48 @@ class TestGeneration(unittest.TestCase):
     greedy random models tend to repeat one."""
 
     def check(self, name, n=60, seg_len=8, mem_len=8, clamp_len=0,
-              same_length=False, temp=2.0):
+              same_length=False, temp=2.0, ignore_eos=True):
         import sentencepiece as spm
         import torch
-        F = torch.nn.functional
         m = _models[name]
+        memory = m.cfg.attn_type <= 1
         sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
         prompt = "The lighthouse keeper wrote in his log every evening"
         pids = sp.encode(prompt)
-        gen, argv = txlgen_generate(m.path, prompt, n, seg_len, mem_len,
-                                    clamp_len, same_length, temp)
+        gen, argv = txlgen_generate(m.path, prompt, n, seg_len,
+                                    mem_len if memory else None, clamp_len,
+                                    same_length, temp, ignore_eos)
         cmd = " ".join(argv[1:])
-        self.assertEqual(len(gen), n, cmd)
-        model, eos = m.model, sp.eos_id()
-        model.mem_len, model.clamp_len = mem_len, clamp_len
-        model.same_length = same_length
+        eos = sp.eos_id()
+        if ignore_eos:
+            self.assertEqual(len(gen), n, cmd)
+        else:                       # eos ends it
+            self.assertTrue(0 < len(gen) <= n, cmd)
+        model = m.model
+        model.mem_len = mem_len if memory else 0
+        model.clamp_len, model.same_length = clamp_len, same_length
         worst = 0.0
+
+        def log_probs(h):
+            """the full distribution after the last position of h"""
+            return m.log_probs(h[-1:])[0, 0] if m.cfg.cutoffs else \
+                torch.nn.functional.log_softmax(
+                    model.logits(h[-1, 0]).double(), -1)
+
         with torch.no_grad():
-            mems, h = None, None
-            for s0 in range(0, len(pids), seg_len):
-                x = torch.tensor(pids[s0:s0 + seg_len])[:, None]
-                h, mems = model.forward(x, mems)
+            hist, mems, h = list(pids), None, None
+            if memory:
+                for s0 in range(0, len(pids), seg_len):
+                    x = torch.tensor(pids[s0:s0 + seg_len])[:, None]
+                    h, mems = model.forward(x, mems)
             for k, (tok, lp) in enumerate(gen):
-                ref = F.log_softmax(model.logits(h[-1, 0]).double(), -1)
+                if not memory:      # the window of the last seg_len tokens
+                    h, _ = model.forward(torch.tensor(hist[-seg_len:])
+                                         [:, None])
+                ref = log_probs(h)
                 best = ref.clone()
-                best[eos] = -math.inf
+                if ignore_eos:
+                    best[eos] = -math.inf
                 d = abs(float(ref[tok]) - lp)
                 worst = max(worst, d)
                 self.assertLessEqual(d, TOL, f"{cmd}: token {k}: logprob "
@@ -435,8 +594,10 @@ class TestGeneration(unittest.TestCase):
                         float(ref[tok]), float(best.max()) - 2 * TOL,
                         f"{cmd}: token {k} ({tok}) is not the argmax "
                         f"({int(best.argmax())})")
-                h, mems = model.forward(torch.tensor([[tok]]), mems)
-        if temp > 0:
+                hist.append(tok)
+                if memory:
+                    h, mems = model.forward(torch.tensor([[tok]]), mems)
+        if temp > 0 and ignore_eos:
             self.assertGreater(len(set(t for t, _ in gen)), n // 6,
                                f"{cmd}: too few distinct tokens")
         _report.append(f"{'generate ' + self._testMethodName:<34} "
@@ -460,6 +621,24 @@ class TestGeneration(unittest.TestCase):
 
     def test_sampled_q8_0(self):
         self.check("q8_0_proj", seg_len=4, mem_len=10)
+
+
+    def variants(self, **kw):
+        if not VARIANTS:
+            self.skipTest("tests/make_random_model.py builds no variants")
+        for name in VARIANTS:
+            with self.subTest(name):
+                self.check(name, n=40, **kw)
+
+    def test_variants_greedy(self):
+        # an adaptive softmax goes cluster by cluster, eos allowed
+        self.variants(temp=0, ignore_eos=False)
+
+    def test_variants_sampled(self):
+        self.variants(temp=1.3, ignore_eos=False)
+
+    def test_variants_sampled_ignore_eos(self):
+        self.variants(temp=2.0, seg_len=5, mem_len=9)
 
 
 class TestFormats(ParityCase):
