@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-file.c - map a safetensors file and validate its container.
+ * txl-file.c - map (or read) a safetensors file and validate its
+ * container.
  *
  *   u64 (little-endian) N | N bytes of JSON | tensor data
  *
@@ -385,8 +386,82 @@ check_overlaps(struct txl_file *f)
 	return st;
 }
 
+const char *
+txl_file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a plain file";
+}
+
 enum txl_status
-txl_file_open(const char *path, struct txl_file *f)
+txl_open_regular(const char *path, int *fd, struct stat *sb)
+{
+	/* O_NONBLOCK: opening a FIFO with no writer, or a device, must not
+	 * wait; nothing is read before fstat() says it is a regular file. */
+	*fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (*fd < 0)
+		return txl_fail(TXL_ERR_IO, "%s: %s", path, strerror(errno));
+	if (fstat(*fd, sb) < 0) {
+		int e = errno;
+		close(*fd);
+		*fd = -1;
+		return txl_fail(TXL_ERR_IO, "%s: %s", path, strerror(e));
+	}
+	if (!S_ISREG(sb->st_mode)) {
+		close(*fd);
+		*fd = -1;
+		return txl_fail(TXL_ERR_IO, "%s: not a regular file (%s)", path,
+				txl_file_kind(sb->st_mode));
+	}
+	/* blocking again: regular files never wait, but be plain about it */
+	fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+	return TXL_OK;
+}
+
+/* The whole file into 64-byte aligned memory (TXL_LOAD_NO_MMAP): the
+ * weights are then used in place as from a mapping, and nothing that
+ * happens to the file later can reach them. */
+static enum txl_status
+read_whole(struct txl_file *f, int fd)
+{
+	uint8_t *buf = aligned_alloc(64, (f->size + 63) / 64 * 64);
+	size_t got = 0;
+
+	if (!buf)
+		return txl_fail(TXL_ERR_NOMEM, "%s: out of memory reading %zu "
+				"bytes", f->path, f->size);
+	while (got < f->size) {
+		ssize_t r = pread(fd, buf + got, f->size - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			enum txl_status st = r < 0
+				? txl_fail(TXL_ERR_IO, "%s: %s", f->path,
+					   strerror(errno))
+				: txl_fail(TXL_ERR_IO, "%s: the file shrank "
+					   "while it was read (replaced in "
+					   "place?)", f->path);
+			free(buf);
+			return st;
+		}
+		got += (size_t)r;
+	}
+	f->map = buf;
+	f->owned = true;
+	return TXL_OK;
+}
+
+enum txl_status
+txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 {
 	struct stat sb;
 	uint64_t hlen;
@@ -399,16 +474,9 @@ txl_file_open(const char *path, struct txl_file *f)
 	if (!f->path)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		st = txl_fail(TXL_ERR_IO, "%s: %s", path, strerror(errno));
+	st = txl_open_regular(path, &fd, &sb);
+	if (st != TXL_OK)
 		goto fail;
-	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		st = txl_fail(TXL_ERR_IO, "%s: not a regular file", path);
-		close(fd);
-		goto fail;
-	}
 	if ((uint64_t)sb.st_size < 8) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: file too short (%lld bytes) "
 			      "to be a model", path, (long long)sb.st_size);
@@ -416,14 +484,21 @@ txl_file_open(const char *path, struct txl_file *f)
 		goto fail;
 	}
 	f->size = (size_t)sb.st_size;
-	map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED) {
-		st = txl_fail(TXL_ERR_IO, "%s: cannot map: %s", path,
-			      strerror(errno));
-		goto fail;
+	if (flags & TXL_LOAD_NO_MMAP) {
+		st = read_whole(f, fd);
+		close(fd);
+		if (st != TXL_OK)
+			goto fail;
+	} else {
+		map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+		close(fd);
+		if (map == MAP_FAILED) {
+			st = txl_fail(TXL_ERR_IO, "%s: cannot map: %s", path,
+				      strerror(errno));
+			goto fail;
+		}
+		f->map = map;
 	}
-	f->map = map;
 
 	memcpy(&hlen, f->map, sizeof hlen);	/* little-endian host */
 	if (hlen == 0) {
@@ -452,7 +527,9 @@ fail:
 void
 txl_file_close(struct txl_file *f)
 {
-	if (f->map)
+	if (f->owned)
+		free((void *)f->map);
+	else if (f->map)
 		munmap((void *)f->map, f->size);
 	for (int i = 0; i < f->n_tensors; i++)
 		free(f->tensors[i].name);

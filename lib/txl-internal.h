@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "txl.h"
 #include "txl-spm.h"
@@ -62,20 +63,30 @@ struct txl_meta_entry {
 	char *key, *value;
 };
 
-/* A validated, memory-mapped safetensors file. */
+/* A validated safetensors file, memory-mapped or read into memory. */
 struct txl_file {
 	char *path;
 	const uint8_t *map;	/* the whole file, read-only */
 	size_t size;
+	bool owned;		/* map is a malloc'd copy (TXL_LOAD_NO_MMAP) */
 	struct txl_tensor_info *tensors;
 	int n_tensors;
 	struct txl_meta_entry *meta;
 	int n_meta;
 };
 
-/* Map and validate the container (header length, JSON, dtypes, offsets
- * inside the data and not overlapping, sizes matching shapes). */
-enum txl_status txl_file_open(const char *path, struct txl_file *f);
+/* Open @p path for reading if it is a regular file: opened with O_NONBLOCK
+ * and checked with fstat() before anything can wait (a FIFO, a terminal,
+ * a device or a directory is refused with a one-line error).  On success
+ * *fd is the descriptor (blocking) and *sb its stat. */
+enum txl_status txl_open_regular(const char *path, int *fd, struct stat *sb);
+/* "a directory", "a FIFO", ... for messages about what is not a file */
+const char *txl_file_kind(mode_t mode);
+/* Map (or with TXL_LOAD_NO_MMAP in @p flags, read) and validate the
+ * container (header length, JSON, dtypes, offsets inside the data and not
+ * overlapping, sizes matching shapes). */
+enum txl_status txl_file_open(const char *path, unsigned flags,
+			      struct txl_file *f);
 void txl_file_close(struct txl_file *f);
 const struct txl_tensor_info *txl_file_find(const struct txl_file *f,
 					    const char *name);
@@ -386,6 +397,27 @@ void txl_output_head(struct txl_session *s, int r, float *short_lp,
 void txl_output_tail(struct txl_session *s, int r, int c, float *lp);
 /* The session's output layer back to the model's. */
 void txl_output_reset(struct txl_session *s);
+
+/* State files (txl-state.c): this header, then per layer mem_len rows of
+ * K, then of V (n_head * d_head floats each, zeros past the fill); d_model
+ * floats of last_h; the txl_hash of everything before it (u64).  Fields
+ * are fixed-size and naturally aligned (no padding: the struct is the
+ * file's bytes); a new field goes at the end, with a new version. */
+#define TXL_STATE_MAGIC "TXLSTATE"
+#define TXL_STATE_VERSION 2u	/* 2: the checksum is txl_hash */
+
+struct txl_state_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t n_layer;
+	uint64_t fingerprint;	/* of the model file */
+	uint32_t d_model, n_head, d_head;
+	uint32_t mem_len;	/* rows stored per layer, fill or not */
+	uint32_t fill;		/* rows that hold memory */
+	uint32_t have_last;	/* 1 if last_h is the output of the last
+				   position fed */
+	int64_t n_past;
+};
 
 /* A streaming 64-bit FNV-1a over 8-byte little-endian words (txl-state.c):
  * the content hash of model fingerprints and state-file checksums.  The

@@ -666,6 +666,12 @@ check_no_strays(const struct txl_model *m)
 enum txl_status
 txl_model_load(const char *path, struct txl_model **out)
 {
+	return txl_model_load_flags(path, 0, out);
+}
+
+enum txl_status
+txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
+{
 	struct txl_model *m;
 	enum txl_status st;
 	size_t n_copy = 0;
@@ -674,10 +680,13 @@ txl_model_load(const char *path, struct txl_model **out)
 	*out = NULL;
 	if (!path)
 		return txl_fail(TXL_ERR_INVALID, "no model path given");
+	if (flags & ~TXL_LOAD_NO_MMAP)
+		return txl_fail(TXL_ERR_INVALID, "%s: unknown load flags 0x%x",
+				path, flags & ~TXL_LOAD_NO_MMAP);
 	m = calloc(1, sizeof *m);
 	if (!m)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	st = txl_file_open(path, &m->file);
+	st = txl_file_open(path, flags, &m->file);
 	if (st != TXL_OK) {
 		free(m);
 		return st;

@@ -6,17 +6,19 @@
  * continues the text exactly; it records the fingerprint of the model it
  * belongs to and ends with a checksum.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "txl-internal.h"
 
-#define STATE_MAGIC "TXLSTATE"
-#define STATE_VERSION 2u	/* 2: the checksum is txl_hash */
 
 /* FNV-1a with 8-byte words as its units (eight times fewer steps than
  * bytes; a content identity, not a cryptographic hash). */
@@ -82,21 +84,6 @@ txl_model_fingerprint(struct txl_model *m)
 	return m->fingerprint;
 }
 
-struct state_header {
-	char magic[8];
-	uint32_t version;
-	uint32_t n_layer;
-	uint64_t fingerprint;	/* of the model file */
-	uint32_t d_model, n_head, d_head;
-	uint32_t mem_len;	/* rows stored per layer, fill or not */
-	uint32_t fill;		/* rows that hold memory */
-	uint32_t have_last;	/* 1 if last_h below is the output of the
-				   last position fed */
-	int64_t n_past;
-	/* then per layer mem_len rows of K, then of V; d_model floats of
-	 * last_h; the txl_hash of everything before it */
-};
-
 static bool
 write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
 {
@@ -107,38 +94,30 @@ write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
 		ssize_t w = write(fd, c, n);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
 			return false;
+		}
 		c += w;
 		n -= (size_t)w;
 	}
 	return true;
 }
 
-enum txl_status
-txl_session_save(struct txl_session *s, const char *path)
+/* The whole state into fd; false with errno set. */
+static bool
+write_state(struct txl_session *s, int fd)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const size_t hd = (size_t)hp->n_head * hp->d_head;
-	struct state_header hdr = { .version = STATE_VERSION };
+	struct txl_state_header hdr = { .version = TXL_STATE_VERSION };
 	struct txl_hash sum;
-	size_t len = strlen(path);
-	char *tmp = malloc(len + 16);
-	float *zeros = NULL;
-	bool ok = true;
-	int fd;
+	uint64_t final;
+	float *zeros;
+	bool ok;
 
-	if (!tmp)
-		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	if (s->window) {
-		free(tmp);
-		return txl_fail(TXL_ERR_INVALID, "%s: a model of attn_type %d "
-				"has no memory to save (its context is the "
-				"last seg_len tokens: feed them again)", path,
-				hp->attn_type);
-	}
-	txl_hash_init(&sum);
-	memcpy(hdr.magic, STATE_MAGIC, 8);
+	memcpy(hdr.magic, TXL_STATE_MAGIC, 8);
 	hdr.n_layer = (uint32_t)hp->n_layer;
 	hdr.fingerprint = txl_model_fingerprint((struct txl_model *)s->model);
 	hdr.d_model = (uint32_t)hp->d_model;
@@ -149,18 +128,15 @@ txl_session_save(struct txl_session *s, const char *path)
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
 
-	snprintf(tmp, len + 16, "%s.tmpXXXXXX", path);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		enum txl_status st = txl_fail(TXL_ERR_IO, "%s: %s", path,
-					      strerror(errno));
-		free(tmp);
-		return st;
+	txl_hash_init(&sum);
+	zeros = txl_alloc_floats(hd);
+	if (!zeros) {
+		errno = ENOMEM;
+		return false;
 	}
+	ok = write_all(fd, &hdr, sizeof hdr, &sum);
 	/* fixed size: per layer mem_len rows of K, then of V, zeros past
 	 * the fill */
-	zeros = txl_alloc_floats(hd);
-	ok = zeros && write_all(fd, &hdr, sizeof hdr, &sum);
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
 			const float *buf = which ? s->v[l] : s->k[l];
@@ -171,25 +147,254 @@ txl_session_save(struct txl_session *s, const char *path)
 					       &sum);
 		}
 	}
-	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
-	if (ok) {
-		uint64_t final = txl_hash_final(&sum);
-		ok = write_all(fd, &final, sizeof final, &sum);
-	}
-	ok = ok && fsync(fd) == 0;
-	int saved_errno = errno;
-	ok = close(fd) == 0 && ok;
 	free(zeros);
-	if (ok && rename(tmp, path) == 0) {
-		free(tmp);
-		return TXL_OK;
+	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
+	final = txl_hash_final(&sum);
+	ok = ok && write_all(fd, &final, sizeof final, &sum);
+	return ok && fsync(fd) == 0;
+}
+
+/*
+ * Saving: the state is written to a temporary file in the target's
+ * directory, synced, and renamed over the target, so that the target is
+ * either the old file or the complete new one.  The temporary file is an
+ * unnamed O_TMPFILE, given a name (PATH.tmpXXXXXX) only once complete,
+ * just before the rename: a process killed while writing leaves nothing.
+ * Where the filesystem has no O_TMPFILE it is a named mkstemp() file from
+ * the start.  Either way it is flock()ed by its writer for its whole life,
+ * and a save first removes the PATH.tmpXXXXXX files no live writer holds
+ * (left by a process killed between link and rename, or on such a
+ * filesystem), so none outlives its process for longer than the next
+ * save.
+ */
+
+#define TMP_SUFFIX ".tmp"
+#define TMP_RANDOM 6		/* the XXXXXX of mkstemp() */
+
+/* "DIR/BASE.tmpXXXXXX" with the X still to be filled */
+static char *
+temp_name(const char *path)
+{
+	size_t n = strlen(path) + sizeof TMP_SUFFIX + TMP_RANDOM;
+	char *t = malloc(n);
+
+	if (t)
+		snprintf(t, n, "%s" TMP_SUFFIX "XXXXXX", path);
+	return t;
+}
+
+/* The directory part of path ("." if none), as a new string. */
+static char *
+dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, (size_t)(slash - path));
+}
+
+/* Remove BASE.tmpXXXXXX files in dir that no writer holds: unlocked, and
+ * either not empty (a writer locks its file before writing to it) or
+ * older than a minute (one killed right after creating it). */
+static void
+remove_stale_temps(const char *dir, const char *base)
+{
+	size_t blen = strlen(base), slen = strlen(TMP_SUFFIX);
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		const char *n = de->d_name;
+		struct stat sb;
+		int fd;
+
+		if (strlen(n) != blen + slen + TMP_RANDOM ||
+		    memcmp(n, base, blen) != 0 ||
+		    memcmp(n + blen, TMP_SUFFIX, slen) != 0)
+			continue;
+		fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+			    O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+		    (sb.st_size > 0 || time(NULL) - sb.st_mtime > 60) &&
+		    flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(dirfd(d), n, 0);
+		close(fd);
 	}
-	if (!saved_errno)
-		saved_errno = errno;
-	unlink(tmp);
+	closedir(d);
+}
+
+/* Give the complete unnamed file fd a free name PATH.tmpXXXXXX (in tmp).
+ * False with errno set if this system cannot link it. */
+static bool
+link_unnamed(int fd, char *tmp)
+{
+	static const char digits[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	char proc[64];
+	char *x = tmp + strlen(tmp) - TMP_RANDOM;
+	uint64_t r = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^
+		     (uint64_t)time(NULL) ^ (uintptr_t)tmp;
+
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	for (int tries = 0; tries < 100; tries++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		for (int i = 0; i < TMP_RANDOM; i++)
+			x[i] = digits[(r >> (10 + 6 * i)) % 62];
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+			return true;
+		if (errno != EEXIST)
+			return false;
+	}
+	return false;
+}
+
+/* Create the temporary file for PATH with the target's mode, locked:
+ * unnamed if try_unnamed and the filesystem can, else named (in tmp);
+ * -1 with errno set. */
+static int
+create_temp(const char *dir, char *tmp, mode_t mode, bool try_unnamed,
+	    bool *unnamed)
+{
+	int fd = try_unnamed ? open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC,
+				    mode) : -1;
+
+	*unnamed = fd >= 0;
+	if (fd < 0) {
+		/* EISDIR: a kernel without O_TMPFILE; EOPNOTSUPP: a
+		 * filesystem without */
+		if (try_unnamed && errno != EOPNOTSUPP && errno != EISDIR &&
+		    errno != EINVAL)
+			return -1;
+		fd = mkostemp(tmp, O_CLOEXEC);
+		if (fd < 0)
+			return -1;
+	}
+	/* for remove_stale_temps(): held until close */
+	if (flock(fd, LOCK_EX) != 0 || fchmod(fd, mode) != 0) {
+		int e = errno;
+		if (!*unnamed)
+			unlink(tmp);
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Where a state goes: a symbolic link is followed (the file it names is
+ * replaced, the link stays); what exists there must be a regular file,
+ * whose mode the new one keeps (new files: 0600, the memory of a text is
+ * as private as the text). */
+static enum txl_status
+resolve_target(const char *path, char **real, mode_t *mode)
+{
+	struct stat sb;
+
+	*real = NULL;
+	*mode = 0600;
+	if (lstat(path, &sb) != 0) {
+		if (errno != ENOENT)
+			return txl_fail(TXL_ERR_IO, "%s: %s", path,
+					strerror(errno));
+		*real = strdup(path);
+	} else {
+		if (S_ISLNK(sb.st_mode) && stat(path, &sb) != 0)
+			return txl_fail(TXL_ERR_IO, "%s: %s", path,
+					strerror(errno));
+		if (!S_ISREG(sb.st_mode))
+			return txl_fail(TXL_ERR_IO, "%s: not a regular file "
+					"(%s): a state is saved only over a "
+					"regular file", path,
+					txl_file_kind(sb.st_mode));
+		*mode = sb.st_mode & 07777;
+		*real = realpath(path, NULL);
+		if (!*real)
+			return txl_fail(TXL_ERR_IO, "%s: %s", path,
+					strerror(errno));
+	}
+	return *real ? TXL_OK : txl_fail(TXL_ERR_NOMEM, "out of memory");
+}
+
+enum txl_status
+txl_session_save(struct txl_session *s, const char *path)
+{
+	char *real = NULL, *dir = NULL, *tmp = NULL;
+	const char *step = "cannot write state";
+	enum txl_status st;
+	bool unnamed, named = false, ok = false;
+	mode_t mode;
+	int fd = -1, dfd, err = 0;
+
+	if (s->window)
+		return txl_fail(TXL_ERR_INVALID, "%s: a model of attn_type %d "
+				"has no memory to save (its context is the "
+				"last seg_len tokens: feed them again)", path,
+				s->model->hp.attn_type);
+	st = resolve_target(path, &real, &mode);
+	if (st != TXL_OK)
+		goto out;
+	dir = dir_of(real);
+	tmp = temp_name(real);
+	if (!dir || !tmp) {
+		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	remove_stale_temps(dir, strrchr(real, '/') ? strrchr(real, '/') + 1
+			   : real);
+	/* an unnamed file first; a named one where it cannot be linked (no
+	 * /proc): written again then */
+	for (int attempt = 0;; attempt++) {
+		fd = create_temp(dir, tmp, mode, attempt == 0, &unnamed);
+		if (fd < 0) {
+			err = errno;
+			step = "cannot create a temporary file";
+			goto fail;
+		}
+		named = !unnamed;
+		if (!write_state(s, fd)) {
+			err = errno;
+			goto fail;
+		}
+		if (!unnamed || (named = link_unnamed(fd, tmp)))
+			break;
+		close(fd);
+		fd = -1;
+		memcpy(tmp + strlen(tmp) - TMP_RANDOM, "XXXXXX", TMP_RANDOM);
+	}
+	if (rename(tmp, real) != 0) {
+		err = errno;
+		step = "cannot rename the temporary file over it";
+		goto fail;
+	}
+	named = false;
+	ok = true;
+	/* the rename itself on disk (best effort: not every filesystem
+	 * syncs directories) */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+fail:
+	if (named)
+		unlink(tmp);
+	if (fd >= 0 && close(fd) != 0 && !ok && !err)
+		err = errno;
+	if (!ok)
+		st = txl_fail(TXL_ERR_IO, "%s: %s: %s", path, step,
+			      strerror(err ? err : EIO));
+out:
+	free(real);
+	free(dir);
 	free(tmp);
-	return txl_fail(TXL_ERR_IO, "%s: cannot write state: %s", path,
-			strerror(saved_errno ? saved_errno : EIO));
+	return st;
 }
 
 enum txl_status
@@ -197,27 +402,33 @@ txl_session_load(struct txl_session *s, const char *path)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const size_t hd = (size_t)hp->n_head * hp->d_head;
-	struct state_header hdr;
+	struct txl_state_header hdr;
 	struct txl_hash sum;
 	uint64_t stored;
 	enum txl_status st = TXL_OK;
 	float **k = NULL, **v = NULL, *last = NULL;
 	size_t rows_bytes, want;
+	struct stat sb;
 	FILE *f;
 	long size;
+	int fd;
 
-	f = fopen(path, "rb");
-	if (!f)
-		return txl_fail(TXL_ERR_IO, "%s: %s", path, strerror(errno));
+	if ((st = txl_open_regular(path, &fd, &sb)) != TXL_OK)
+		return st;
+	f = fdopen(fd, "rb");
+	if (!f) {
+		close(fd);
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
 	if (fread(&hdr, sizeof hdr, 1, f) != 1 ||
-	    memcmp(hdr.magic, STATE_MAGIC, 8) != 0) {
+	    memcmp(hdr.magic, TXL_STATE_MAGIC, 8) != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen state file",
 			      path);
 		goto out;
 	}
-	if (hdr.version != STATE_VERSION) {
+	if (hdr.version != TXL_STATE_VERSION) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state format version %u, "
-			      "expected %u", path, hdr.version, STATE_VERSION);
+			      "expected %u", path, hdr.version, TXL_STATE_VERSION);
 		goto out;
 	}
 	if (hdr.fingerprint !=

@@ -9,7 +9,8 @@
  * numbers of the original PyTorch code (kimiyoung/transformer-xl).
  *
  * Objects:
- *   struct txl_model    immutable weights (memory-mapped); shareable by
+ *   struct txl_model    immutable weights (memory-mapped, or read into
+ *                       memory with TXL_LOAD_NO_MMAP); shareable by
  *                       any number of sessions, read-only after loading.
  *   struct txl_session  one stream of text: the per-layer key/value memory
  *                       (fixed size, whatever the amount of text fed) and
@@ -93,10 +94,35 @@ struct txl_model;
  * Load the model file @p path (memory-mapped, validated completely
  * before any weight is used).  On success *@p out owns the model; free it
  * with txl_model_free().  On failure *@p out is NULL and
- * txl_last_error() names the file and the first problem found.
+ * txl_last_error() names the file and the first problem found.  Only a
+ * regular file is read (a FIFO or a device is refused without waiting).
+ *
+ * The file stays mapped while the model lives: its pages are read when
+ * first used and shared with every process that maps it.  It must not be
+ * changed in place meanwhile: if it shrinks (`cp` over it, `truncate`),
+ * the next access to a page past its new end raises SIGBUS, and bytes
+ * rewritten in place become the model's weights.  Replace a model file by
+ * renaming a new one over it (`mv`, `install`, `cp --remove-destination`),
+ * or load with TXL_LOAD_NO_MMAP.
  */
 TXL_API enum txl_status txl_model_load(const char *path,
 				       struct txl_model **out);
+
+/** Flags of txl_model_load_flags(). */
+#define TXL_LOAD_NO_MMAP 0x1u /* read the whole file into memory instead
+				 of mapping it: the model then owns a
+				 private copy, safe from any later change
+				 to the file, at the cost of reading it
+				 all at load and of memory not shared with
+				 other processes */
+
+/**
+ * txl_model_load() with @p flags (0 or TXL_LOAD_NO_MMAP); an unknown flag
+ * is TXL_ERR_INVALID.
+ */
+TXL_API enum txl_status txl_model_load_flags(const char *path,
+					     unsigned flags,
+					     struct txl_model **out);
 
 /** Free a model; NULL is a no-op.  Every session must be freed first. */
 TXL_API void txl_model_free(struct txl_model *model);
@@ -360,6 +386,13 @@ TXL_API int64_t txl_session_n_past(const struct txl_session *session);
  * the settings that shape the memory, and the last position's output
  * (so that a load can predict the next token); its size depends only on
  * the model and mem_len, never on the amount of text fed.
+ * What exists at @p path must be a regular file (or a symbolic link to
+ * one, which stays a link): anything else is refused before anything is
+ * written (TXL_ERR_IO).  A replaced file keeps its mode; a new one is
+ * created 0600.  On failure the old file is unchanged.  The temporary
+ * file has no name until it is complete (O_TMPFILE), so a process killed
+ * while saving leaves none behind; where the filesystem cannot do that,
+ * the next save removes the PATH.tmpXXXXXX files no live process holds.
  */
 TXL_API enum txl_status txl_session_save(struct txl_session *session,
 					 const char *path);
@@ -368,8 +401,9 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * Replace the memory with the one saved in @p path, and the logits with
  * the prediction that follows the saved text (if any was fed).  A file of
  * another model, or holding more positions than this session's mem_len,
- * is TXL_ERR_INVALID; a damaged one TXL_ERR_FORMAT; the session is
- * unchanged on error.
+ * is TXL_ERR_INVALID; a damaged one TXL_ERR_FORMAT; one that cannot be
+ * read, or is not a regular file (a FIFO or a device is refused without
+ * waiting), TXL_ERR_IO; the session is unchanged on error.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);

@@ -86,13 +86,3 @@ fuzz_check_error(enum txl_status st, const char *path)
 	if (path && !strstr(e, path))
 		fuzz_fail("error does not name the file %s: %s", path, e);
 }
-
-uint64_t
-fuzz_fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}

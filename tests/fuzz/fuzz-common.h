@@ -33,7 +33,4 @@ _Noreturn void fuzz_fail(const char *fmt, ...)
  * non-empty line; when @p path is not NULL, naming that file. */
 void fuzz_check_error(enum txl_status st, const char *path);
 
-/* FNV-1a 64, as txl-session.c checksums state files. */
-uint64_t fuzz_fnv1a(uint64_t h, const void *p, size_t n);
-
 #endif

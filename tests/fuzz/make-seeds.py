@@ -17,8 +17,9 @@ writes
   DIR/sampler/    sampler settings and logits, finite, inf and NaN
 
 The models carry tests/data/spm.model without its 240 KB normalisation
-table (identity normalisation then), so that inputs stay ~20 KB and
-mutations land in what libtxl parses.  Run with Debian's /usr/bin/python3
+table (identity normalisation then) and, but for one, without its 256 byte
+pieces, so that inputs stay ~5 KB and mutations land in what libtxl
+parses.  Run with Debian's /usr/bin/python3
 (python3-torch); nothing here is committed, it is made at run time.
 """
 
@@ -122,6 +123,30 @@ def slim_tokenizer(src, dst):
         raise RuntimeError("slimmed tokenizer lost pieces")
 
 
+def tiny_tokenizer(src, dst):
+    """The slimmed ModelProto without its 256 byte pieces (type BYTE, 6)
+    and without byte fallback (TrainerSpec field 35): 64 pieces, so that a
+    model's embedding and output layer are 5 times smaller, and the
+    committed corpus with them."""
+    with open(src, "rb") as f:
+        b = f.read()
+    out = bytearray()
+    for num, wt, raw, payload in fields(b):
+        if num == 1 and wt == 2 and any(
+                n == 3 and r[1:] == b"\x06"
+                for n, _, r, _ in fields(payload)):
+            continue
+        if num == 2 and wt == 2:
+            inner = b"".join(r for n, _, r, _ in fields(payload) if n != 35)
+            out += enc_varint(2 << 3 | 2) + enc_varint(len(inner)) + inner
+        else:
+            out += raw
+    with open(dst, "wb") as f:
+        f.write(out)
+    if mrm.vocab_size(dst) != mrm.vocab_size(src) - 256:
+        raise RuntimeError("tiny tokenizer: unexpected vocabulary")
+
+
 def unaligned(blob):
     """The file as other safetensors writers make it: no padding."""
     header, data = tb.split(blob)
@@ -158,8 +183,10 @@ def main():
         os.makedirs(os.path.join(out, d), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="txl-fuzz-seeds-")
     try:
-        tok = os.path.join(tmp, "tok.model")
-        slim_tokenizer(mrm.TOKENIZER, tok)
+        full = os.path.join(tmp, "tok.model")
+        slim_tokenizer(mrm.TOKENIZER, full)
+        tok = os.path.join(tmp, "tiny.model")
+        tiny_tokenizer(full, tok)
 
         def put(sub, name, blob):
             with open(os.path.join(out, sub, name), "wb") as f:
@@ -171,6 +198,8 @@ def main():
             if name == "f32":
                 put("model", "unaligned.bin", unaligned(blob))
                 base = blob
+        # the byte pieces (<0xNN>) and byte fallback, in one model
+        put("model", "byte_pieces.bin", build(tmp, "bytes", full))
 
         # tests/test_badfiles.py's corpus (its cases name layers.1.*)
         blob = build(tmp, "bad2", tok, n_layer=2)

@@ -11,10 +11,25 @@
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
  *     undoes it;
- *   - bad arguments and bad state files are refused with the right code.
+ *   - bad arguments and bad state files are refused with the right code;
+ *   - state files: a FIFO, a device or a directory is refused (for
+ *     reading without waiting, for writing before anything is written),
+ *     a replaced file keeps its mode, a symbolic link stays one, a failed
+ *     save says why and leaves the old file, and no temporary file
+ *     outlives a save killed with SIGKILL;
+ *   - a model read into memory (TXL_LOAD_NO_MMAP) computes what the
+ *     mapped one does and survives its file being truncated.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "txl.h"
@@ -172,8 +187,13 @@ test_save_load(void)
 	CHECK(f && fwrite(buf, 1, n - 9, f) == n - 9);
 	fclose(f);
 	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
-	/* not a state file at all, and a missing one */
-	CHECK_EQ(txl_session_load(b, "/dev/null"), TXL_ERR_FORMAT);
+	/* not a state file at all (empty), not a file, and a missing one */
+	f = fopen(bad, "wb");
+	CHECK(f);
+	fclose(f);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK_EQ(txl_session_load(b, "/dev/null"), TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "character device") != NULL);
 	CHECK_EQ(txl_session_load(b, "/nonexistent/state"), TXL_ERR_IO);
 	CHECK(strstr(txl_last_error(), "/nonexistent/state") != NULL);
 	/* unwritable destination: error, nothing left behind */
@@ -445,6 +465,241 @@ test_invalid(void)
 	txl_session_free(NULL);
 }
 
+/* Files in the scratch directory whose name starts with @p prefix. */
+static int
+count_files(const char *prefix)
+{
+	DIR *d = opendir(scratch);
+	struct dirent *de;
+	int n = 0;
+
+	CHECK(d);
+	while ((de = readdir(d)) != NULL)
+		n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+
+	CHECK(f && fputs(text, f) >= 0);
+	CHECK(fclose(f) == 0);
+}
+
+static void
+on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: a state file operation hung\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof msg - 1);
+	_exit(1);
+}
+
+static void
+test_state_targets(void)
+{
+	char path[4096], fifo[4096], dir[4096], link[4096];
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0);
+	struct stat sb;
+
+	snprintf(path, sizeof path, "%s/tgt.state", scratch);
+	snprintf(fifo, sizeof fifo, "%s/tgt-fifo.state", scratch);
+	snprintf(dir, sizeof dir, "%s/tgt-dir.state", scratch);
+	snprintf(link, sizeof link, "%s/tgt-link.state", scratch);
+	unlink(path);
+	unlink(fifo);
+	unlink(link);
+	rmdir(dir);
+	CHECK_EQ(txl_session_eval(a, toks, 12, TXL_LOGITS_LAST), TXL_OK);
+
+	/* a FIFO is neither read (it would wait for a writer forever) nor
+	 * replaced */
+	CHECK(mkfifo(fifo, 0600) == 0);
+	signal(SIGALRM, on_alarm);
+	alarm(20);
+	CHECK_EQ(txl_session_load(b, fifo), TXL_ERR_IO);
+	alarm(0);
+	CHECK(strstr(txl_last_error(), "FIFO") != NULL);
+	CHECK(strstr(txl_last_error(), fifo) != NULL);
+	CHECK_EQ(txl_session_save(a, fifo), TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "not a regular file (a FIFO)") != NULL);
+	CHECK(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode));
+
+	/* a directory: the real reason, and nothing written beside it */
+	CHECK(mkdir(dir, 0700) == 0);
+	CHECK_EQ(txl_session_load(b, dir), TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "directory") != NULL);
+	CHECK_EQ(txl_session_save(a, dir), TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "not a regular file (a directory)") !=
+	      NULL);
+	CHECK(lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
+	CHECK_EQ(count_files("tgt-dir.state."), 0);
+
+	/* a new file is private; a replaced one keeps its mode */
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0600);
+	CHECK(chmod(path, 0640) == 0);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0640);
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 12);
+
+	/* through a symbolic link: the file it names is replaced, the link
+	 * stays */
+	CHECK(symlink("tgt.state", link) == 0);
+	CHECK(chmod(path, 0604) == 0);
+	CHECK_EQ(txl_session_eval(a, toks + 12, 3, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, link), TXL_OK);
+	CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0604);
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 15);
+	CHECK_EQ(count_files("tgt.state."), 0);
+
+	unlink(path);
+	unlink(fifo);
+	unlink(link);
+	rmdir(dir);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
+static void
+test_state_failed_save(void)
+{
+	char path[4096];
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0);
+	int status;
+	pid_t pid;
+
+	snprintf(path, sizeof path, "%s/full.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	/* a write that fails half-way (a file size limit, as a full disk
+	 * would): the reason, the old file intact, no temporary left */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { 100, 100 };
+		signal(SIGXFSZ, SIG_IGN);
+		CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+		CHECK_EQ(txl_session_eval(a, toks, 5, TXL_LOGITS_LAST), TXL_OK);
+		CHECK_EQ(txl_session_save(a, path), TXL_ERR_IO);
+		CHECK(strstr(txl_last_error(), "File too large") != NULL);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 9);
+	CHECK_EQ(count_files("full.state."), 0);
+	unlink(path);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
+static void
+test_state_killed_save(void)
+{
+	char path[4096], stale[4200], live[4200];
+	struct txl_session *a = session(5, 64, 0), *b = session(5, 64, 0);
+	int status, fd;
+	pid_t pid;
+
+	snprintf(path, sizeof path, "%s/kill.state", scratch);
+	unlink(path);
+	CHECK_EQ(txl_session_eval(a, toks, 40, TXL_LOGITS_LAST), TXL_OK);
+	/* a child saving again and again, killed at some point of a save
+	 * (it spends nearly all its time in one) */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		for (;;)
+			CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	}
+	for (int i = 0; i < 200 && access(path, F_OK) != 0; i++)
+		usleep(10000);
+	usleep(20000);
+	CHECK(kill(pid, SIGKILL) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFSIGNALED(status));
+	/* the target is whole, nothing else is left (an unnamed temporary
+	 * file dies with its process; a named one is removed by the next
+	 * save: there is one) */
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 40);
+
+	/* what the next save removes, and what it leaves: a temporary file
+	 * of this name that no process holds goes, one that a live writer
+	 * holds (locked) stays, other names stay */
+	snprintf(stale, sizeof stale, "%s.tmpAbC123", path);
+	snprintf(live, sizeof live, "%s.tmpLiVe99", path);
+	write_file(stale, "partial");
+	write_file(live, "being written");
+	fd = open(live, O_RDONLY);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	CHECK_EQ(txl_session_save(b, path), TXL_OK);
+	CHECK(access(stale, F_OK) != 0);
+	CHECK(access(live, F_OK) == 0);
+	close(fd);
+	unlink(live);
+	CHECK_EQ(count_files("kill.state."), 0);
+	unlink(path);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
+static void
+test_no_mmap(const char *model_path)
+{
+	char copy[4096], buf[1 << 16];
+	struct txl_model *m, *dev;
+	struct txl_session *s, *ref = session(8, 8, 0);
+	struct txl_session_params p = txl_session_params_default();
+	float *want = malloc(sizeof(float) * (size_t)V);
+	FILE *in, *out;
+	size_t n;
+
+	CHECK(want);
+	snprintf(copy, sizeof copy, "%s/no-mmap.bin", scratch);
+	in = fopen(model_path, "rb");
+	out = fopen(copy, "wb");
+	CHECK(in && out);
+	while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+		CHECK(fwrite(buf, 1, n, out) == n);
+	fclose(in);
+	CHECK(fclose(out) == 0);
+
+	CHECK_EQ(txl_model_load_flags(copy, 0x80, &m), TXL_ERR_INVALID);
+	CHECK(m == NULL);
+	CHECK_EQ(txl_model_load_flags(copy, TXL_LOAD_NO_MMAP, &m), TXL_OK);
+	/* the file cut to nothing under it, as `cp` over it does first: a
+	 * mapped model would die of SIGBUS at the next page it reads */
+	CHECK(truncate(copy, 0) == 0);
+	p.seg_len = 8;
+	p.mem_len = 8;
+	CHECK_EQ(txl_session_new(m, &p, &s), TXL_OK);
+	CHECK_EQ(txl_session_eval(ref, toks, 16, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(want, txl_session_logits(ref), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(s, toks, 16, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(want, txl_session_logits(s), V) <= TOL_REORDER);
+	CHECK(txl_model_fingerprint(m) ==
+	      txl_model_fingerprint((struct txl_model *)model));
+	/* a FIFO or a device is refused without waiting */
+	CHECK_EQ(txl_model_load_flags("/dev/zero", TXL_LOAD_NO_MMAP, &dev),
+		 TXL_ERR_IO);
+	CHECK(strstr(txl_last_error(), "not a regular file") != NULL);
+	txl_session_free(s);
+	txl_model_free(m);
+	unlink(copy);
+	free(want);
+	txl_session_free(ref);
+}
+
 static void
 test_tokenizer(void)
 {
@@ -505,6 +760,11 @@ main(int argc, char **argv)
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
 	RUN(test_tokenizer);
+	RUN(test_state_targets);
+	RUN(test_state_failed_save);
+	RUN(test_state_killed_save);
+	test_no_mmap(argv[1]);
+	fprintf(stderr, "ok test_no_mmap\n");
 	txl_model_free(model);
 	return 0;
 }
