@@ -165,12 +165,12 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 		p.clamp_len = hp->clamp_len;
 	if (p.same_length == TXL_FROM_MODEL)
 		p.same_length = hp->same_length;
-	if (p.mem_len < 0 || p.mem_len > (1 << 20))
+	if (p.mem_len < 0 || p.mem_len > TXL_MEM_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "mem_len %d out of range "
-				"[0, 1048576]", p.mem_len);
-	if (p.seg_len < 1 || p.seg_len > (1 << 16))
+				"[0, %d]", p.mem_len, TXL_MEM_LEN_MAX);
+	if (p.seg_len < 1 || p.seg_len > TXL_SEG_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d out of range "
-				"[1, 65536]", p.seg_len);
+				"[1, %d]", p.seg_len, TXL_SEG_LEN_MAX);
 	if (p.clamp_len < 0)
 		return txl_fail(TXL_ERR_INVALID, "clamp_len %d is negative "
 				"(0 = no clamping)", p.clamp_len);
@@ -190,6 +190,39 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	return TXL_OK;
 }
 
+/* The buffer sizes of a session with resolved settings: s->cap and
+ * s->n_dist; returns the most keys a position attends to. */
+static int
+session_shape(struct txl_session *s)
+{
+	int klen_max = s->mem_len + s->seg_len;
+	/* Move the memory back at most once every `slack` tokens. */
+	int slack = s->seg_len;
+
+	if (slack < s->mem_len / 4)
+		slack = s->mem_len / 4;
+	if (slack < 16)
+		slack = 16;
+	s->cap = klen_max + slack;
+	s->n_dist = s->clamp_len > 0 && s->clamp_len + 1 < klen_max
+		? s->clamp_len + 1 : klen_max;
+	return klen_max;
+}
+
+int64_t
+txl_session_bytes(const struct txl_model *m,
+		  const struct txl_session_params *params)
+{
+	struct txl_session s = { .model = m };
+	int klen_max;
+
+	if (resolve_params(m, params, &s) != TXL_OK)
+		return -1;
+	klen_max = session_shape(&s);
+	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
+				      s.n_dist);
+}
+
 enum txl_status
 txl_session_new(const struct txl_model *m,
 		const struct txl_session_params *params,
@@ -198,7 +231,7 @@ txl_session_new(const struct txl_model *m,
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session *s;
 	enum txl_status st;
-	int hd = hp->n_head * hp->d_head, klen_max, slack;
+	int hd = hp->n_head * hp->d_head, klen_max;
 	size_t S;
 
 	*out = NULL;
@@ -215,16 +248,7 @@ txl_session_new(const struct txl_model *m,
 	txl_set_threads(s->params.n_threads);
 
 	S = (size_t)s->seg_len;
-	klen_max = s->mem_len + s->seg_len;
-	/* Move the memory back at most once every `slack` tokens. */
-	slack = s->seg_len;
-	if (slack < s->mem_len / 4)
-		slack = s->mem_len / 4;
-	if (slack < 16)
-		slack = 16;
-	s->cap = klen_max + slack;
-	s->n_dist = s->clamp_len > 0 && s->clamp_len + 1 < klen_max
-		? s->clamp_len + 1 : klen_max;
+	klen_max = session_shape(s);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
@@ -657,9 +681,10 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 	const struct txl_hparams *hp = &s->model->hp;
 	const int V = hp->n_token, E = hp->d_embed;
 
-	if (!(lr >= 0.0f && lr <= 1e6f))
+	if (!(lr >= 0.0f && lr <= (float)TXL_ADAPT_LR_MAX))
 		return txl_fail(TXL_ERR_INVALID, "adapt: learning rate %g is "
-				"not a number in [0, 1e6]", (double)lr);
+				"not a number in [0, %g]", (double)lr,
+				TXL_ADAPT_LR_MAX);
 	if (n < 1 || !targets || n != s->n_logits)
 		return txl_fail(TXL_ERR_INVALID, "adapt: %d targets for %d "
 				"rows of logits", n, s->n_logits);

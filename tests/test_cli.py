@@ -192,9 +192,18 @@ class Config(unittest.TestCase):
         self.assertEqual(got["stop"], ["\n\n", "END"])
         self.assertEqual((got["prompt"], got["text"]), ("p.txt", None))
         self.assertIsNone(got["seg_len"])              # the model's
+        self.assertEqual(got["sources"]["temp"], "config file")
+        self.assertEqual(got["sources"]["top_k"], "command line")
+        self.assertEqual(got["sources"]["top_p"], "default")
+        # what --print-config writes, --config reads back (its "sources"
+        # then say "config file")
         again = tmpfile("again.json", out)
         rc, out2, _ = run("--config", again, "--print-config", model=False)
-        self.assertEqual((rc, out2), (0, out))
+        self.assertEqual(rc, 0)
+        got2 = json.loads(out2)
+        self.assertEqual({k: v for k, v in got2.items() if k != "sources"},
+                         {k: v for k, v in got.items() if k != "sources"})
+        self.assertEqual(set(got2["sources"].values()), {"config file"})
         rc, out3, _ = run("-c", cfg, "--stop", "X", "--no-same-length",
                           "--print-config", model=False)
         got = json.loads(out3)
@@ -551,7 +560,8 @@ class ScriptedRepl(unittest.TestCase):
         rc, out, err = run("-i", "-n", "8", "--seed", "1", input=(
             "Hello\n/mem\n/set n_predict 4\nagain\n/bogus\n"
             f"/save {st}\nnext\n"))
-        self.assertEqual(rc, 0)
+        # the session goes on after an error, but a script learns of it
+        self.assertEqual(rc, 2)
         self.assertIn("unknown command '/bogus'", err)
         lines = out.decode().split("\n")
         self.assertRegex(lines[1], r"^memory: \d+/\d+ positions")
@@ -565,7 +575,7 @@ class ScriptedRepl(unittest.TestCase):
         rc, out, err = run("-i", "-n", "3", "--seed", "1", input=(
             "/set temp 0\n/set mem_len 20\n/show\n/reset\n/mem\n"
             "/set model x\n/set top_k -1\n/set stop \\n\n/quit\nignored\n"))
-        self.assertEqual(rc, 0)
+        self.assertEqual(rc, 2)                 # the /set errors
         text = out.decode()
         shown = json.loads(text[:text.rindex("}") + 1])
         self.assertEqual((shown["temp"], shown["mem_len"]), (0, 20))
@@ -667,15 +677,19 @@ class PtyRepl(unittest.TestCase):
         self.send(b"and then\r")
         self.read_until(rb"and then\r\n")
         self.assertEqual(self.read_until(rb"\r\n> "), first)
-        # text typed, then Ctrl-C: the line is dropped, the session goes on
+        # text typed, then Ctrl-C: the line is dropped, on a line of its
+        # own, and the session goes on
         self.send(b"abc")
         self.read_until(rb"abc")
         self.send(b"\x03")
-        self.read_until(rb"> ")
+        self.read_until(rb"^\^C\r\n> ")
         self.send(b"/mem\r")
         self.read_until(rb"memory: ")
         self.read_until(rb"> ")
-        # Ctrl-C at an empty prompt ends the program
+        # Ctrl-C at an empty prompt asks for a second one, which ends the
+        # program
+        self.send(b"\x03")
+        self.read_until(rb"Ctrl-C again or Ctrl-D to quit\)\r\n> ")
         self.send(b"\x03")
         self.assertEqual(self.wait(), 130)
 
