@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* The longest chunk: a longer line is cut (see input_next). */
-#define INPUT_CHUNK_MAX (1 << 20)
+#define INPUT_CHUNK_MAX (1 << 16)
 
 struct input {
 	int fd;                 /* -1 for text in memory */
