@@ -133,11 +133,18 @@ distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The error for the long option @p arg ("--name" or "--name=value"). */
 static void
 bad_long_option(const struct getopt_table *t, const char *arg)
 {
-	char name[64], norm[64], list[512];
+	char name[64], norm[64], list[1024];
+	const char *match[MAX_LONG];
 	const char *eq = strchr(arg, '=');
 	size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 	int n_match = 0, best = -1, best_d = 99, at = 0;
@@ -148,7 +155,6 @@ bad_long_option(const struct getopt_table *t, const char *arg)
 	name[len] = '\0';
 
 	/* an abbreviation of several: getopt calls it unknown */
-	list[0] = '\0';
 	for (int i = 0; i < t->n; i++) {
 		if (!strncmp(t->names[i], name, len)) {
 			if (!strcmp(t->names[i], name)) {
@@ -157,13 +163,14 @@ bad_long_option(const struct getopt_table *t, const char *arg)
 					    name);
 				return;
 			}
-			n_match++;
-			at += snprintf(list + at, sizeof(list) - (size_t)at,
-				       "%s--%s", at ? ", " : "", t->names[i]);
-			if (at >= (int)sizeof(list))
-				at = (int)sizeof(list) - 1;
+			match[n_match++] = t->names[i];
 		}
 	}
+	qsort(match, (size_t)n_match, sizeof(match[0]), cmp_str);
+	list[0] = '\0';
+	for (int i = 0; i < n_match && at < (int)sizeof(list); i++)
+		at += snprintf(list + at, sizeof(list) - (size_t)at, "%s--%s",
+			       i ? ", " : "", match[i]);
 	if (n_match > 1 && len) {
 		usage_error("option '--%s' is ambiguous: %s", name, list);
 		return;

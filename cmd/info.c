@@ -360,7 +360,7 @@ describe(struct engine *e, cJSON *root)
 	const struct txl_hparams *hp = e->hp;
 	struct file_view fv = { 0 };
 	uint64_t size = 0;
-	cJSON *file, *arch, *att, *voc, *rec;
+	cJSON *file, *arch, *att, *voc, *rec, *version;
 	cJSON *attn = meta_json(e, "attn_type");
 	int at = cJSON_IsNumber(attn) ? attn->valueint : 0;
 	int32_t special[3] = {
@@ -378,8 +378,9 @@ describe(struct engine *e, cJSON *root)
 
 	file = obj(root, "file");
 	str(file, "format", txl_model_meta(e->model, "format"));
-	str(file, "format_version", txl_model_meta(e->model,
-						   "format_version"));
+	version = meta_json(e, "format_version");
+	cJSON_AddItemToObject(file, "format_version", version ? version :
+			      cJSON_CreateNull());
 	if (!read_header(e->model_path, &fv, &size))
 		return EXIT_BADMODEL;
 	num(file, "bytes", (double)size);
@@ -427,16 +428,23 @@ describe(struct engine *e, cJSON *root)
 /* ------------------------------------------------------------------ */
 /* Text                                                                */
 
-/* "28.9 MB", "7.2M" */
+/* " (28.9 MB)", " (7.2M)" after a size or a count */
 static void
 human(const char *key, double v, FILE *out)
 {
+	static const char *const units[] = { "k", "M", "G", "T" };
 	size_t kl = strlen(key);
+	bool bytes = kl >= 5 && !strcmp(key + kl - 5, "bytes");
+	int u = -1;
 
-	if (kl >= 5 && !strcmp(key + kl - 5, "bytes") && v >= 1e4)
-		fprintf(out, " (%.1f MB)", v / 1e6);
-	else if (!strcmp(key, "parameters") && v >= 1e4)
-		fprintf(out, " (%.1fM)", v / 1e6);
+	if (!bytes && strcmp(key, "parameters"))
+		return;
+	while (v >= 1000 && u < 3) {
+		v /= 1000;
+		u++;
+	}
+	if (u >= 0)
+		fprintf(out, " (%.1f %s%s)", v, units[u], bytes ? "B" : "");
 }
 
 static void
@@ -472,9 +480,6 @@ print_text(const cJSON *o, int depth, FILE *out)
 	cJSON_ArrayForEach(v, o) {
 		char *key = xstrdup(v->string);
 
-		for (char *k = key; *k; k++)
-			if (*k == '_')
-				*k = ' ';
 		text_clean_line(key);
 		fprintf(out, "%*s%s:", 2 * depth, "", key);
 		free(key);

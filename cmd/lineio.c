@@ -229,7 +229,10 @@ lineio_echo(struct lineio *l, bool on)
 	if (!on && !l->echo_off && tcgetattr(STDIN_FILENO, &l->saved) == 0) {
 		t = l->saved;
 		t.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
-		/* TCSANOW: what was typed ahead stays in the input */
+		/* what is typed meanwhile stays in the input: TCSANOW
+		 * flushes nothing, and NOFLSH keeps it when Ctrl-C stops the
+		 * generation */
+		t.c_lflag |= NOFLSH;
 		l->echo_off = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
 	} else if (on && l->echo_off) {
 		tcsetattr(STDIN_FILENO, TCSANOW, &l->saved);

@@ -47,8 +47,9 @@ add_tokens(struct score *sc, const int32_t *ids, int n, double from,
 		sc->end = xrealloc(sc->end, (size_t)sc->end_cap *
 				   sizeof(double));
 	}
+	/* whole bytes, so that a partial summary's bpb is its bytes' */
 	for (int i = 0; i < n; i++)
-		sc->end[sc->t.n + i] = from + (to - from) * (i + 1) / n;
+		sc->end[sc->t.n + i] = floor(from + (to - from) * (i + 1) / n);
 	tokvec_add(&sc->t, ids, n);
 	sc->total += n;
 }
