@@ -158,7 +158,8 @@ class Options(unittest.TestCase):
             self.assertIn(opt, man, f"{opt} missing from txlgen(1)")
             if opt in ("--help", "--version", "--print-config", "--score",
                        "--ids", "--interactive", "--prompt", "--config",
-                       "--prime", "--state-in", "--state-out", "--model"):
+                       "--prime", "--state-in", "--state-out", "--model",
+                       "--tokenize", "--info"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -171,7 +172,7 @@ class Options(unittest.TestCase):
             elif opt in ("--temp", "--top-p", "--min-p",
                          "--repeat-penalty", "--adapt"):
                 argv.append("0.5")
-            rc, out, err = run(*argv, "--print-config", model=False)
+            rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
 
@@ -238,7 +239,7 @@ class Config(unittest.TestCase):
             {"temp": 0.5, "top_k": 7, "stop": ["\n\n", "END"],
              "mem_len": 16, "same_length": True, "text": "from config"}))
         rc, out, err = run("--config", cfg, "--top-k", "9", "-f", "p.txt",
-                           "--print-config", model=False)
+                           "--print-config")
         self.assertEqual((rc, err), (0, ""))
         got = json.loads(out)
         self.assertEqual(got["temp"], 0.5)             # config
@@ -253,14 +254,15 @@ class Config(unittest.TestCase):
         # what --print-config writes, --config reads back (its "sources"
         # then say "config file")
         again = tmpfile("again.json", out)
-        rc, out2, _ = run("--config", again, "--print-config", model=False)
+        rc, out2, _ = run("--config", again, "--print-config")
         self.assertEqual(rc, 0)
         got2 = json.loads(out2)
         self.assertEqual({k: v for k, v in got2.items() if k != "sources"},
                          {k: v for k, v in got.items() if k != "sources"})
-        self.assertEqual(set(got2["sources"].values()), {"config file"})
+        self.assertEqual({v for k, v in got2["sources"].items()
+                          if k != "model"}, {"config file"})   # -m MODEL
         rc, out3, _ = run("-c", cfg, "--stop", "X", "--no-same-length",
-                          "--print-config", model=False)
+                          "--print-config")
         got = json.loads(out3)
         self.assertEqual(got["stop"], ["X"])
         self.assertIs(got["same_length"], False)
@@ -1348,23 +1350,57 @@ class ReplPolish(PtyBase):
 
 
 class Manual(unittest.TestCase):
-    def test_man_page_has_no_warnings(self):
+    def render(self, page):
         if not shutil.which("man"):
             self.skipTest("man-db is not installed")
         p = subprocess.run(["man", "--warnings", "-l",
-                            os.path.join(ROOT, "man", "txlgen.1")],
+                            os.path.join(ROOT, "man", page)],
                            capture_output=True, timeout=60,
                            env=dict(os.environ, MANWIDTH="80",
                                     MAN_KEEP_FORMATTING="0"))
         self.assertEqual(p.returncode, 0)
-        self.assertEqual(p.stderr.decode(), "")
-        text = re.sub(r".\x08", "", p.stdout.decode())
+        # groff warns of lines (tables) wider than the 80 columns
+        self.assertEqual(p.stderr.decode(), "", page)
+        return re.sub(r".\x08", "", p.stdout.decode())
+
+    def test_man_page_has_no_warnings(self):
+        text = self.render("txlgen.1")
         for section in ("EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES",
-                        "CONFIGURATION FILE", "INTERACTIVE SESSION"):
+                        "CONFIGURATION FILE", "INTERACTIVE SESSION",
+                        "RECOMMENDED SETTINGS", "READING FILES"):
             self.assertIn(section, text)
         for cmd in ("/help", "/reset", "/set", "/show", "/mem", "/save",
                     "/load", "/quit"):
             self.assertIn(cmd, text)
+        for code in ("0", "1", "2", "3", "130", "143"):
+            self.assertRegex(text, rf"(?m)^ +{code} ")
+
+    def test_model_page_and_dates(self):
+        self.assertIn("recommended", self.render("txlgen-model.5"))
+        dates = set()
+        for page in ("txlgen.1", "txlgen-model.5"):
+            with open(os.path.join(ROOT, "man", page)) as f:
+                th = next(line for line in f if line.startswith(".TH"))
+            dates.add(th.split()[3])
+        self.assertEqual(len(dates), 1, dates)
+
+    def test_exit_codes_agree(self):
+        # --help, txlgen(1) and README list the same exit codes
+        _, out, _ = run("--help", model=False)
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        for code in ("0 ok", "1 runtime error", "2 usage", "3 bad model",
+                     "130 interrupted", "143 terminated"):
+            self.assertIn(code, " ".join(out.decode().split()))
+            self.assertIn(code, " ".join(readme.split()))
+
+
+class Stats(unittest.TestCase):
+    def test_counts_agree_with_their_nouns(self):
+        rc, out, err = run("-p", "Hi", "-n", "1", "--stats", "--seed", "1")
+        self.assertEqual(rc, 0)
+        self.assertIn("generated: 1 token in", err)
+        self.assertRegex(err, r"prompt: \d+ tokens? in")
 
 
 if __name__ == "__main__":
