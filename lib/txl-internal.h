@@ -75,51 +75,33 @@ size_t txl_dtype_size(enum txl_dtype dt);
 float txl_f16_to_f32(uint16_t h);
 float txl_bf16_to_f32(uint16_t h);
 
-/* ---- the model (txl-model.c) ---- */
+/* ---- weights ---- */
 
-struct txl_layer {
-	const float *qkv_w;	/* (3 * n_head * d_head, d_model) */
-	const float *r_w;	/* (n_head * d_head, d_model) r_net */
-	const float *o_w;	/* (d_model, n_head * d_head) */
-	const float *ln_attn_g, *ln_attn_b; /* (d_model) */
-	const float *ff1_w;	/* (d_inner, d_model) */
-	const float *ff1_b;	/* (d_inner) */
-	const float *ff2_w;	/* (d_model, d_inner) */
-	const float *ff2_b;	/* (d_model) */
-	const float *ln_ff_g, *ln_ff_b; /* (d_model) */
-	const float *r_w_bias;	/* (n_head, d_head) this layer's or shared */
-	const float *r_r_bias;	/* (n_head, d_head) */
+/* A weight matrix as the file stores it, in PyTorch's (out_features,
+ * in_features) row-major layout: rows x cols.  Only TXL_F32 so far; the
+ * loader converts other dtypes to it. */
+struct txl_mat {
+	enum txl_dtype dtype;
+	int rows, cols;
+	const void *data;	/* NULL: absent (e.g. no projection) */
 };
 
-struct txl_piece {
-	uint32_t off;		/* into txl_model.piece_bytes */
-	uint32_t len;
-};
-
-struct txl_model {
-	struct txl_file file;
-	struct txl_hparams hp;
-	const float *word_emb;	/* (n_token, d_embed) */
-	const float *emb_proj;	/* (d_model, d_embed), NULL if d_embed == d_model */
-	const float *out_w;	/* (n_token, d_embed), word_emb when tied */
-	const float *out_b;	/* (n_token) */
-	const float *out_proj;	/* (d_model, d_embed) or NULL */
-	struct txl_layer *layers; /* (n_layer) */
-	float *converted;	/* weights not usable in place (F16, BF16,
-				   unaligned F32), owned */
-	int64_t n_params;
-	struct txl_spm *spm;
-	struct txl_piece *pieces; /* (n_token) running-text bytes per token */
-	char *piece_bytes;
-	uint64_t fingerprint;	/* 0 until computed */
-};
+/* The matrix as F32 floats, for the BLAS calls that need them. */
+static inline const float *
+txl_mat_f32(const struct txl_mat *w)
+{
+	TXL_ASSERT(w->dtype == TXL_F32);
+	return (const float *)w->data;
+}
 
 /* ---- math (txl-math.c): the only place that calls BLAS ---- */
 
-/* out[M,N] = a[M,K] . w[N,K]^T (+ out if accumulate); w in PyTorch's
- * (out_features, in_features) layout.  sgemv when M == 1. */
-void txl_matmul(float *out, const float *a, const float *w, int M, int K,
-		int N, bool accumulate);
+/* out[M, w.rows] = a[M, w.cols] . w^T (+ out if accumulate): a linear
+ * layer without bias.  sgemv when M == 1. */
+void txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
+		 bool accumulate);
+/* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
+void txl_mat_row(float *out, const struct txl_mat *w, int row);
 /* General strided form: out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb). */
 void txl_gemm_nt(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
@@ -139,5 +121,138 @@ void txl_layer_norm(float *out, const float *x, const float *g,
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
 void txl_set_threads(int n);
+
+/* ---- the model (txl-model.c) ---- */
+
+struct txl_layer {
+	struct txl_mat qkv;	/* (3 * n_head * d_head, d_model) qkv_net */
+	struct txl_mat r_net;	/* (n_head * d_head, d_model) */
+	struct txl_mat o_net;	/* (d_model, n_head * d_head) */
+	const float *ln_attn_g, *ln_attn_b; /* (d_model) */
+	struct txl_mat ff1;	/* (d_inner, d_model) pos_ff.CoreNet.0 */
+	const float *ff1_b;	/* (d_inner) */
+	struct txl_mat ff2;	/* (d_model, d_inner) pos_ff.CoreNet.3 */
+	const float *ff2_b;	/* (d_model) */
+	const float *ln_ff_g, *ln_ff_b; /* (d_model) */
+	const float *r_w_bias;	/* (n_head, d_head) this layer's or shared */
+	const float *r_r_bias;	/* (n_head, d_head) */
+};
+
+struct txl_piece {
+	uint32_t off;		/* into txl_model.piece_bytes */
+	uint32_t len;
+};
+
+struct txl_model {
+	struct txl_file file;
+	struct txl_hparams hp;
+	struct txl_mat word_emb; /* (n_token, d_embed) */
+	struct txl_mat emb_proj; /* (d_model, d_embed); absent if d_embed ==
+				    d_model */
+	struct txl_mat out_w;	/* (n_token, d_embed), word_emb when tied */
+	const float *out_b;	/* (n_token) */
+	struct txl_mat out_proj; /* (d_model, d_embed) or absent */
+	struct txl_layer *layers; /* (n_layer) */
+	float *converted;	/* weights not usable in place (F16, BF16,
+				   unaligned F32), owned */
+	int64_t n_params;
+	struct txl_spm *spm;
+	struct txl_piece *pieces; /* (n_token) running-text bytes per token */
+	char *piece_bytes;
+	uint64_t fingerprint;	/* 0 until computed */
+};
+
+/* ---- the tokenizer (txl-tokenizer.c) ---- */
+
+/* Load the SentencePiece model of the file's "tokenizer.model" tensor and
+ * the running-text bytes of every token. */
+enum txl_status txl_tokenizer_load(struct txl_model *m);
+void txl_tokenizer_free(struct txl_model *m);
+
+/* ---- sessions: life (txl-session.c), forward pass (txl-forward.c),
+ * attention (txl-attn.c), output layer (txl-output.c), state files
+ * (txl-state.c) ---- */
+
+struct txl_session {
+	const struct txl_model *model;
+	struct txl_session_params params;	/* resolved */
+	int mem_len, seg_len, clamp_len;
+	bool same_length;
+
+	/* memory: positions [kv_start, kv_start + mlen) of k[l] and v[l] */
+	int cap;		/* positions per K/V buffer */
+	int kv_start, mlen;
+	int64_t n_past;
+	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
+
+	/* the output layer: the model's, or the session's own copy once
+	 * txl_session_adapt() has changed it */
+	float *own_out_w, *own_out_b;	/* NULL until the first adapt */
+	struct txl_mat out_w;
+	const float *out_b;
+
+	float *last_h;		/* (d_model) output of the last position fed */
+	bool have_last;
+	int n_logits;		/* rows of logits valid now */
+	const float *logits_src; /* their output-layer inputs (rows of h or
+				    xn), for txl_session_adapt() */
+
+	int n_dist;		/* rows of r: distances 0 .. n_dist-1 */
+	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
+
+	/* scratch, sized for seg_len rows */
+	float *h;		/* (seg_len, d_model) the residual stream */
+	float *xn;		/* (seg_len, max(d_model, d_embed)) */
+	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
+	float *qw, *qr;		/* (seg_len, d_head) q + r_w_bias, q + r_r_bias */
+	float *score;		/* (seg_len, mem_len + seg_len) */
+	float *bd;		/* (seg_len, n_dist) */
+	float *attn;		/* (seg_len, n_head * d_head) */
+	float *tmp;		/* (seg_len, d_model) */
+	float *ff;		/* (seg_len, d_inner) */
+	float *logits;		/* (seg_len, n_token) */
+};
+
+/* true if the session's abort callback asks to stop */
+static inline bool
+txl_aborted(const struct txl_session *s)
+{
+	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
+}
+
+/* 64-byte aligned floats, not cleared (pages are touched only when used);
+ * n may be 0. */
+float *txl_alloc_floats(size_t n);
+
+/* Attention (txl-attn.c): the session's relative-position tables, and the
+ * multi-head attention of the n rows of s->qkv (queries) over the window
+ * rows [base, base + mlen + n) of layer l's K and V, into s->attn. */
+enum txl_status txl_attn_init(struct txl_session *s);
+void txl_attn_free(struct txl_session *s);
+void txl_attn_forward(struct txl_session *s, int l, int n, int base);
+
+/* The forward pass of one segment of n <= seg_len tokens (txl-forward.c):
+ * updates the memory, fills the logits asked for. */
+enum txl_status txl_forward_segment(struct txl_session *s,
+				    const int32_t *tok, int n,
+				    enum txl_logits want);
+
+/* Logits of `rows` rows of s->h starting at row `first` (txl-output.c). */
+void txl_output_logits(struct txl_session *s, int first, int rows);
+
+/* The session's output layer back to the model's (txl-output.c). */
+void txl_output_reset(struct txl_session *s);
+
+/* A streaming 64-bit FNV-1a over 8-byte little-endian words (txl-state.c):
+ * the content hash of model fingerprints and state-file checksums.  The
+ * result depends only on the bytes, not on how they are split. */
+struct txl_hash {
+	uint64_t h;
+	uint8_t buf[8];
+	unsigned nbuf;
+};
+void txl_hash_init(struct txl_hash *hs);
+void txl_hash_update(struct txl_hash *hs, const void *p, size_t n);
+uint64_t txl_hash_final(const struct txl_hash *hs);
 
 #endif /* TXL_INTERNAL_H */

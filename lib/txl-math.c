@@ -6,6 +6,7 @@
  * Weights stay in PyTorch's (out_features, in_features) row-major layout.
  */
 #include <math.h>
+#include <string.h>
 
 #include <cblas.h>
 
@@ -19,16 +20,27 @@ txl_set_threads(int n)
 }
 
 void
-txl_matmul(float *out, const float *a, const float *w, int M, int K, int N,
-	   bool accumulate)
+txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
+	    bool accumulate)
 {
-	/* out[M,N] = a[M,K] . w[N,K]^T */
+	/* out[M, N] = a[M, K] . w[N, K]^T */
+	const int N = w->rows, K = w->cols;
+	const float *wf = txl_mat_f32(w);
+
 	if (M == 1)
-		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, w, K, a, 1,
-			    accumulate ? 1.0f : 0.0f, out, 1);
+		cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, 1.0f, wf, K, a,
+			    1, accumulate ? 1.0f : 0.0f, out, 1);
 	else
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K,
-			    1.0f, a, K, w, K, accumulate ? 1.0f : 0.0f, out, N);
+			    1.0f, a, K, wf, K, accumulate ? 1.0f : 0.0f, out, N);
+}
+
+void
+txl_mat_row(float *out, const struct txl_mat *w, int row)
+{
+	TXL_ASSERT(row >= 0 && row < w->rows);
+	memcpy(out, txl_mat_f32(w) + (size_t)row * w->cols,
+	       sizeof(float) * (size_t)w->cols);
 }
 
 void

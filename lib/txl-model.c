@@ -243,20 +243,29 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 		count += n_;                                                 \
 		(ptr) = p_;                                                  \
 	} while (0)
+/* a weight matrix (rows, cols) */
+#define BINDM(nm, mat, rows_, cols_)                                         \
+	do {                                                                 \
+		const float *d_;                                             \
+		BIND(nm, d_, rows_, cols_);                                  \
+		(mat) = (struct txl_mat){ .dtype = TXL_F32,                  \
+					  .rows = (int)(rows_),              \
+					  .cols = (int)(cols_), .data = d_ }; \
+	} while (0)
 
-	BIND("word_emb.emb_layers.0.weight", m->word_emb, V, E);
-	m->emb_proj = m->out_proj = NULL;
+	BINDM("word_emb.emb_layers.0.weight", m->word_emb, V, E);
+	m->emb_proj = m->out_proj = (struct txl_mat){ 0 };
 	if (E != M)
-		BIND("word_emb.emb_projs.0", m->emb_proj, M, E);
+		BINDM("word_emb.emb_projs.0", m->emb_proj, M, E);
 	if (hp->tie_weight) {
 		m->out_w = m->word_emb;
 	} else {
-		BIND("crit.out_layers.0.weight", m->out_w, V, E);
+		BINDM("crit.out_layers.0.weight", m->out_w, V, E);
 	}
 	BIND("crit.out_layers.0.bias", m->out_b, V);
 	if (E != M) {
 		if (txl_file_find(&m->file, "crit.out_projs.0"))
-			BIND("crit.out_projs.0", m->out_proj, M, E);
+			BINDM("crit.out_projs.0", m->out_proj, M, E);
 		else
 			m->out_proj = m->emb_proj;	/* tie_projs */
 	}
@@ -274,18 +283,24 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 			snprintf(name, sizeof name, "layers.%d.%s", l, suffix); \
 			BIND(name, ly->field, __VA_ARGS__);                  \
 		} while (0)
-		LBIND("dec_attn.qkv_net.weight", qkv_w, 3 * HD, M);
-		LBIND("dec_attn.r_net.weight", r_w, HD, M);
-		LBIND("dec_attn.o_net.weight", o_w, M, HD);
+#define LBINDM(suffix, field, rows_, cols_)                                  \
+		do {                                                         \
+			snprintf(name, sizeof name, "layers.%d.%s", l, suffix); \
+			BINDM(name, ly->field, rows_, cols_);                \
+		} while (0)
+		LBINDM("dec_attn.qkv_net.weight", qkv, 3 * HD, M);
+		LBINDM("dec_attn.r_net.weight", r_net, HD, M);
+		LBINDM("dec_attn.o_net.weight", o_net, M, HD);
 		LBIND("dec_attn.layer_norm.weight", ln_attn_g, M);
 		LBIND("dec_attn.layer_norm.bias", ln_attn_b, M);
-		LBIND("pos_ff.CoreNet.0.weight", ff1_w, I, M);
+		LBINDM("pos_ff.CoreNet.0.weight", ff1, I, M);
 		LBIND("pos_ff.CoreNet.0.bias", ff1_b, I);
-		LBIND("pos_ff.CoreNet.3.weight", ff2_w, M, I);
+		LBINDM("pos_ff.CoreNet.3.weight", ff2, M, I);
 		LBIND("pos_ff.CoreNet.3.bias", ff2_b, M);
 		LBIND("pos_ff.layer_norm.weight", ln_ff_g, M);
 		LBIND("pos_ff.layer_norm.bias", ln_ff_b, M);
 #undef LBIND
+#undef LBINDM
 		if (rwb) {
 			size_t off = hp->untie_r ? (size_t)l * (size_t)HD : 0;
 			ly->r_w_bias = rwb + off;
@@ -293,6 +308,7 @@ bind_all(struct txl_model *m, float **arena, int64_t *n_convert)
 		}
 	}
 #undef BIND
+#undef BINDM
 	m->n_params = count;
 	*n_convert = convert;
 	return TXL_OK;
@@ -316,62 +332,6 @@ check_no_strays(const struct txl_model *m)
 			return txl_fail(TXL_ERR_FORMAT, "%s: unexpected tensor "
 					"'%s' for these hyperparameters",
 					f->path, t->name);
-	}
-	return TXL_OK;
-}
-
-static enum txl_status
-load_tokenizer(struct txl_model *m)
-{
-	const struct txl_file *f = &m->file;
-	const struct txl_tensor_info *t = txl_file_find(f, "tokenizer.model");
-	enum txl_status st;
-	size_t total = 0;
-	char buf[256];
-
-	if (!t)
-		return txl_fail(TXL_ERR_FORMAT, "%s: missing tensor "
-				"'tokenizer.model' (the SentencePiece model)",
-				f->path);
-	if (t->dtype != TXL_U8 || t->ndim != 1)
-		return txl_fail(TXL_ERR_FORMAT, "%s: tensor 'tokenizer.model' "
-				"must be 1-D U8", f->path);
-	st = txl_spm_load(f->map + t->begin, t->end - t->begin, &m->spm);
-	if (st != TXL_OK) {
-		/* txl_fail formats into the buffer txl_last_error() returns */
-		char why[256];
-		snprintf(why, sizeof why, "%s", txl_last_error());
-		return txl_fail(st, "%s: %s", f->path, why);
-	}
-	if (txl_spm_vocab_size(m->spm) != m->hp.n_token)
-		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d pieces, "
-				"the model n_token %d", f->path,
-				txl_spm_vocab_size(m->spm), m->hp.n_token);
-
-	/* The running-text bytes of every token, once, for streaming. */
-	m->pieces = calloc((size_t)m->hp.n_token, sizeof *m->pieces);
-	if (!m->pieces)
-		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	for (int id = 0; id < m->hp.n_token; id++) {
-		int n = txl_spm_piece_bytes(m->spm, id, buf, sizeof buf);
-		if (n < 0)
-			return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer piece %d "
-					"is invalid or too long", f->path, id);
-		total += (size_t)n;
-	}
-	if (total > UINT32_MAX)
-		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer too large",
-				f->path);
-	m->piece_bytes = malloc(total + 1);
-	if (!m->piece_bytes)
-		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	total = 0;
-	for (int id = 0; id < m->hp.n_token; id++) {
-		int n = txl_spm_piece_bytes(m->spm, id, m->piece_bytes + total,
-					    sizeof buf);
-		m->pieces[id].off = (uint32_t)total;
-		m->pieces[id].len = (uint32_t)n;
-		total += (size_t)n;
 	}
 	return TXL_OK;
 }
@@ -405,7 +365,7 @@ txl_model_load(const char *path, struct txl_model **out)
 	/* Check everything first, then convert what cannot be used in place. */
 	if ((st = bind_all(m, NULL, &n_convert)) != TXL_OK ||
 	    (st = check_no_strays(m)) != TXL_OK ||
-	    (st = load_tokenizer(m)) != TXL_OK)
+	    (st = txl_tokenizer_load(m)) != TXL_OK)
 		goto fail;
 	if (n_convert > 0) {
 		m->converted = aligned_alloc(64, (size_t)n_convert * 4);
@@ -430,9 +390,7 @@ txl_model_free(struct txl_model *m)
 {
 	if (!m)
 		return;
-	txl_spm_free(m->spm);
-	free(m->pieces);
-	free(m->piece_bytes);
+	txl_tokenizer_free(m);
 	free(m->converted);
 	free(m->layers);
 	txl_file_close(&m->file);
@@ -457,70 +415,3 @@ txl_model_meta(const struct txl_model *m, const char *key)
 	return txl_file_meta(&m->file, key);
 }
 
-uint64_t
-txl_model_fingerprint(struct txl_model *m)
-{
-	/* FNV-1a over 8-byte words (and the tail): a content identity for
-	 * state files, not a cryptographic hash. */
-	if (m->fingerprint == 0) {
-		const uint8_t *p = m->file.map;
-		size_t n = m->file.size, i = 0;
-		uint64_t h = 0xcbf29ce484222325ull, w;
-
-		for (; i + 8 <= n; i += 8) {
-			memcpy(&w, p + i, 8);
-			h = (h ^ w) * 0x100000001b3ull;
-		}
-		for (; i < n; i++)
-			h = (h ^ p[i]) * 0x100000001b3ull;
-		m->fingerprint = h ? h : 1;
-	}
-	return m->fingerprint;
-}
-
-int
-txl_tokenize(const struct txl_model *m, const char *text, size_t len,
-	     int32_t *ids, int n_max)
-{
-	return txl_spm_encode(m->spm, text, len, ids, n_max);
-}
-
-int
-txl_token_piece(const struct txl_model *m, int32_t id, char *buf, size_t cap)
-{
-	if (id < 0 || id >= m->hp.n_token)
-		return INT32_MIN;
-	const struct txl_piece *p = &m->pieces[id];
-	if (p->len > cap)
-		return -(int)p->len;
-	memcpy(buf, m->piece_bytes + p->off, p->len);
-	return (int)p->len;
-}
-
-int
-txl_detokenize(const struct txl_model *m, const int32_t *ids, int n,
-	       char *buf, size_t cap)
-{
-	for (int i = 0; i < n; i++)
-		if (ids[i] < 0 || ids[i] >= m->hp.n_token)
-			return INT32_MIN;
-	return txl_spm_decode(m->spm, ids, n, buf, cap);
-}
-
-int32_t
-txl_token_bos(const struct txl_model *m)
-{
-	return txl_spm_bos_id(m->spm);
-}
-
-int32_t
-txl_token_eos(const struct txl_model *m)
-{
-	return txl_spm_eos_id(m->spm);
-}
-
-int32_t
-txl_token_unk(const struct txl_model *m)
-{
-	return txl_spm_unk_id(m->spm);
-}
