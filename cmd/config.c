@@ -88,17 +88,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 			snprintf(err, errlen, "expected an integer, got %g", d);
 			return false;
 		}
-		if (s->type == ST_SEED && d == -1) {
-			*(int64_t *)p = SEED_RANDOM;
-			return true;
-		}
-		if (!setting_check_range(s, d, err, errlen))
-			return false;
-		if (s->type == ST_INT)
-			*(int *)p = (int)d;
-		else
-			*(int64_t *)p = (int64_t)d;
-		return true;
+		return setting_set_integer(s, o, d, err, errlen);
 	case ST_FLOAT:
 		if (!cJSON_IsNumber(v)) {
 			want = "a number";

@@ -219,6 +219,24 @@ setting_set_bool(const struct setting *s, struct txlgen_options *o, bool v)
 		*(int *)setting_ptr(s, o) = v;
 }
 
+bool
+setting_set_integer(const struct setting *s, struct txlgen_options *o,
+		    double v, char *err, size_t errlen)
+{
+	if (s->type == ST_SEED && v == -1) {
+		/* llama.cpp's habit: -1 is a random seed */
+		*(int64_t *)setting_ptr(s, o) = SEED_RANDOM;
+		return true;
+	}
+	if (!setting_check_range(s, v, err, errlen))
+		return false;
+	if (s->type == ST_INT)
+		*(int *)setting_ptr(s, o) = (int)v;
+	else
+		*(int64_t *)setting_ptr(s, o) = (int64_t)v;
+	return true;
+}
+
 /* Reset a setting to null; false if it has none. */
 static bool
 setting_reset(const struct setting *s, struct txlgen_options *o)
@@ -284,18 +302,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 			snprintf(err, errlen, "'%s' is not an integer", val);
 			return false;
 		}
-		if (s->type == ST_SEED && d == -1) {
-			/* llama.cpp's habit: -1 is a random seed */
-			*(int64_t *)p = SEED_RANDOM;
-			return true;
-		}
-		if (!setting_check_range(s, d, err, errlen))
-			return false;
-		if (s->type == ST_INT)
-			*(int *)p = (int)d;
-		else
-			*(int64_t *)p = strtoll(val, NULL, 10);
-		return true;
+		return setting_set_integer(s, o, d, err, errlen);
 	case ST_FLOAT:
 		errno = 0;
 		d = strtod(val, &end);

@@ -143,6 +143,11 @@ const char *origin_name(enum origin from);
 bool setting_parse(const struct setting *s, struct txlgen_options *o,
 		   const char *val, char *err, size_t errlen);
 
+/** Set an integer setting (ST_INT, ST_SEED: -1 is a random seed) to the
+ *  whole number @p v, range checked; reason in @p err. */
+bool setting_set_integer(const struct setting *s, struct txlgen_options *o,
+			 double v, char *err, size_t errlen);
+
 /** Set a boolean (or tri-state) setting. */
 void setting_set_bool(const struct setting *s, struct txlgen_options *o,
 		      bool v);
