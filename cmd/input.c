@@ -147,6 +147,10 @@ cut_point(const char *s)
 int
 input_next(struct input *in, const char **chunk, size_t *n)
 {
+	if (!in->buf) {
+		in->cap = INPUT_CHUNK_MAX + 65536;
+		in->buf = xrealloc(NULL, in->cap);
+	}
 	for (;;) {
 		char *s = in->buf + in->start;
 		size_t have = in->end - in->start;
@@ -162,11 +166,6 @@ input_next(struct input *in, const char **chunk, size_t *n)
 				return 0;
 			*n = have;
 		} else {
-			if (!in->cap) {
-				in->cap = INPUT_CHUNK_MAX + 65536;
-				in->buf = xrealloc(NULL, in->cap);
-				s = in->buf;
-			}
 			memmove(in->buf, s, have);
 			in->start = 0;
 			in->end = have;
