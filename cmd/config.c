@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config.c - the JSON config file, parsed with cJSON onto the settings
- * table of options.c.
+ * config.c - settings as JSON, parsed with cJSON onto the settings table
+ * of settings.c: the config file, a model's recommended settings, and
+ * --print-config.
  *
- * The file is one JSON object whose keys are the settings' names
+ * The config file is one JSON object whose keys are the settings' names
  * ("top_k", "mem_len", ...).  null resets a setting to its default (the
  * model's value for the Transformer-XL settings).  Anything else that is
  * not exactly right is an error naming the file, the key and the reason:
  * a config that silently does less than it says is worse than none.
+ *
+ * A model file may recommend settings in its metadata key "recommended",
+ * a JSON object of the same form, checked the same way; they apply where
+ * the user gave no value.  Only the settings of generation may be
+ * recommended (settings[].model_may_set): a model file must not choose
+ * files to read or write.  A key this version does not know, or one a
+ * model may not set, is ignored with a warning, so that newer model
+ * files still run; a bad value is an error.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,50 +29,14 @@
 #include "txl.h"
 
 #include "config.h"
-#include "options.h"
+#include "errors.h"
+#include "input.h"
+#include "settings.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL, *nb;
-	size_t cap = 0, n = 0, r;
-
-	if (!f)
-		return NULL;
-	do {
-		if (n + 4096 > cap) {
-			cap = cap ? 2 * cap : 8192;
-			if (cap > MAX_CONFIG_BYTES + 8192) {
-				errno = EFBIG;
-				goto fail;
-			}
-			nb = realloc(buf, cap + 1);
-			if (!nb)
-				goto fail;
-			buf = nb;
-		}
-		r = fread(buf + n, 1, cap - n, f);
-		n += r;
-	} while (r > 0);
-	if (ferror(f))
-		goto fail;
-	fclose(f);
-	buf[n] = '\0';
-	*len = n;
-	return buf;
-fail:
-	{
-		int e = errno ? errno : EIO;
-
-		free(buf);
-		fclose(f);
-		errno = e;
-		return NULL;
-	}
-}
+/* The key --print-config adds, which a config file may hold. */
+#define SOURCES_KEY "sources"
 
 static const char *
 json_type_name(const cJSON *v)
@@ -85,7 +58,7 @@ static bool
 set_from_json(const struct setting *s, struct txlgen_options *o,
 	      const cJSON *v, char *err, size_t errlen)
 {
-	void *p = (char *)o + s->offset;
+	void *p = setting_ptr(s, o);
 	const char *want = NULL;
 	double d;
 
@@ -102,10 +75,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 			want = "a boolean";
 			break;
 		}
-		if (s->type == ST_BOOL)
-			*(bool *)p = cJSON_IsTrue(v);
-		else
-			*(int *)p = cJSON_IsTrue(v);
+		setting_set_bool(s, o, cJSON_IsTrue(v));
 		return true;
 	case ST_INT:
 	case ST_SEED:
@@ -118,13 +88,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 			snprintf(err, errlen, "expected an integer, got %g", d);
 			return false;
 		}
-		if (!setting_check_range(s, d, err, errlen))
-			return false;
-		if (s->type == ST_INT)
-			*(int *)p = (int)d;
-		else
-			*(int64_t *)p = (int64_t)d;
-		return true;
+		return setting_set_integer(s, o, d, err, errlen);
 	case ST_FLOAT:
 		if (!cJSON_IsNumber(v)) {
 			want = "a number";
@@ -184,23 +148,27 @@ line_col(const char *text, const char *at, int *line, int *col)
 	}
 }
 
-int
-config_load(struct txlgen_options *o, const char *path)
+/* How settings from one JSON object are taken. */
+struct json_source {
+	const char *name;     /* for messages: the file, or "FILE: key
+				 'recommended'" */
+	enum origin origin;
+	bool from_model;      /* a model's recommended settings */
+};
+
+/* Parse @p text (of @p len bytes) as a JSON object and apply it to @p o.
+ * Returns an exit code after printing any error. */
+static int
+apply_json(struct txlgen_options *o, const char *text, size_t len,
+	   const struct json_source *src)
 {
-	size_t len = 0;
-	char *text = read_file(path, &len);
 	const char *end = NULL;
 	char err[256];
 	cJSON *root;
 	int line, col, rc = EXIT_BADMODEL;
 
-	if (!text) {
-		errmsg("%s: %s", path, strerror(errno));
-		return EXIT_BADMODEL;
-	}
 	if (strlen(text) != len) {
-		errmsg("%s: not a JSON file (it holds a NUL byte)", path);
-		free(text);
+		errmsg("%s: not JSON (it holds a NUL byte)", src->name);
 		return EXIT_BADMODEL;
 	}
 	root = cJSON_ParseWithOpts(text, &end, true);
@@ -208,12 +176,12 @@ config_load(struct txlgen_options *o, const char *path)
 		const char *at = cJSON_GetErrorPtr();
 
 		line_col(text, at ? at : text + len, &line, &col);
-		errmsg("%s: line %d, column %d: malformed JSON", path, line,
-		       col);
+		errmsg("%s: line %d, column %d: malformed JSON", src->name,
+		       line, col);
 		goto out;
 	}
 	if (!cJSON_IsObject(root)) {
-		errmsg("%s: expected a JSON object, got %s", path,
+		errmsg("%s: expected a JSON object, got %s", src->name,
 		       json_type_name(root));
 		goto out;
 	}
@@ -223,122 +191,176 @@ config_load(struct txlgen_options *o, const char *path)
 		for (int i = 0; i < n_settings; i++)
 			if (!strcmp(settings[i].key, v->string))
 				s = &settings[i];
-		if (!s) {
-			errmsg("%s: unknown key '%s'", path, v->string);
-			goto out;
-		}
 		for (const cJSON *w = root->child; w != v; w = w->next) {
 			if (!strcmp(w->string, v->string)) {
-				errmsg("%s: key '%s': given twice", path,
+				errmsg("%s: key '%s': given twice", src->name,
 				       v->string);
 				goto out;
 			}
 		}
-		if (!set_from_json(s, o, v, err, sizeof(err))) {
-			errmsg("%s: key '%s': %s", path, v->string, err);
+		if (!s && !src->from_model && !strcmp(v->string, SOURCES_KEY) &&
+		    cJSON_IsObject(v))
+			continue;  /* what --print-config adds */
+		if (!s && !src->from_model) {
+			errmsg("%s: unknown key '%s'", src->name, v->string);
 			goto out;
 		}
+		if (src->from_model && (!s || !s->model_may_set)) {
+			errmsg("warning: %s: key '%s' ignored (%s)", src->name,
+			       v->string, s ? "not a setting a model may "
+			       "choose" : "not a setting of this version");
+			continue;
+		}
+		if (src->from_model && setting_origin(s, o) != ORIGIN_DEFAULT)
+			continue;  /* the user's choice stands */
+		if (!set_from_json(s, o, v, err, sizeof(err))) {
+			errmsg("%s: key '%s': %s", src->name, v->string, err);
+			goto out;
+		}
+		setting_set_origin(s, o, src->origin);
 	}
 	if (o->prompt && o->text) {
 		errmsg("%s: keys 'prompt' and 'text' cannot be used together",
-		       path);
+		       src->name);
 		goto out;
 	}
 	rc = EXIT_OK;
 out:
 	cJSON_Delete(root);
+	return rc;
+}
+
+int
+config_load(struct txlgen_options *o, const char *path)
+{
+	struct json_source src = { path, ORIGIN_CONFIG, false };
+	size_t len = 0;
+	char *text = input_slurp(path, MAX_CONFIG_BYTES, &len);
+	int rc;
+
+	if (!text)
+		return EXIT_BADMODEL;
+	rc = apply_json(o, text, len, &src);
 	free(text);
 	return rc;
 }
 
-bool
-config_print(FILE *f, const struct txlgen_options *o,
+int
+config_apply_recommended(struct txlgen_options *o,
+			 const struct txl_model *model, const char *model_path)
+{
+	const char *text = txl_model_meta(model, "recommended");
+	struct json_source src = { NULL, ORIGIN_MODEL, true };
+	char name[1024];
+
+	if (!text)
+		return EXIT_OK;
+	snprintf(name, sizeof(name), "%s: metadata 'recommended'", model_path);
+	src.name = name;
+	return apply_json(o, text, strlen(text), &src);
+}
+
+/* The value of setting @p st as JSON; resolved from @p session if the
+ * model gives it. */
+static cJSON *
+setting_json(const struct setting *st, const struct txlgen_options *o,
 	     const struct txl_session *session)
 {
-	struct txl_session_params sp;
-	cJSON *root = cJSON_CreateObject();
-	char *s;
-	bool ok;
+	const void *p = setting_ptr(st, o);
+	struct txl_session_params sp = { 0 };
+	cJSON *v;
+	int iv;
 
 	if (session)
 		sp = txl_session_get_params(session);
+	switch (st->type) {
+	case ST_BOOL:
+		return cJSON_CreateBool(*(const bool *)p);
+	case ST_TRIBOOL:
+		iv = *(const int *)p;
+		if (session && !strcmp(st->key, "same_length"))
+			iv = sp.same_length;
+		return iv < 0 ? cJSON_CreateNull() : cJSON_CreateBool(iv);
+	case ST_INT:
+		iv = *(const int *)p;
+		if (session && !strcmp(st->key, "mem_len"))
+			iv = sp.mem_len;
+		else if (session && !strcmp(st->key, "seg_len"))
+			iv = sp.seg_len;
+		else if (session && !strcmp(st->key, "clamp_len"))
+			iv = sp.clamp_len;
+		return st->nullable && iv < 0 ? cJSON_CreateNull() :
+			cJSON_CreateNumber(iv);
+	case ST_SEED:
+		return *(const int64_t *)p < 0 ? cJSON_CreateNull() :
+			cJSON_CreateNumber((double)*(const int64_t *)p);
+	case ST_FLOAT:
+		return cJSON_CreateNumber(*(const double *)p);
+	case ST_STRING:
+		return *(char *const *)p ?
+			cJSON_CreateString(*(char *const *)p) :
+			cJSON_CreateNull();
+	case ST_LIST:
+		/* (cJSON_CreateStringArray refuses an empty one) */
+		v = cJSON_CreateArray();
+		for (int k = 0; v && k < ((const struct strlist *)p)->n; k++) {
+			cJSON *sv = cJSON_CreateString(
+				((const struct strlist *)p)->v[k]);
+
+			if (!sv) {
+				cJSON_Delete(v);
+				return NULL;
+			}
+			cJSON_AddItemToArray(v, sv);
+		}
+		return v;
+	case ST_COLOR:
+		return cJSON_CreateString(color_names[*(const int *)p]);
+	}
+	return NULL;
+}
+
+char *
+config_value(const struct setting *s, const struct txlgen_options *o,
+	     const struct txl_session *session)
+{
+	cJSON *v = setting_json(s, o, session);
+	char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+
+	cJSON_Delete(v);
+	if (!text)
+		die_oom();
+	return text;
+}
+
+bool
+config_print(FILE *f, const struct txlgen_options *o,
+	     const struct txl_session *session, bool sources)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *from = sources ? cJSON_CreateObject() : NULL;
+	char *s;
+	bool ok;
+
+	if (!root || (sources && !from))
+		die_oom();
 	for (int i = 0; i < n_settings; i++) {
 		const struct setting *st = &settings[i];
-		const void *p = (const char *)o + st->offset;
-		cJSON *v = NULL;
-		int iv;
+		cJSON *v = setting_json(st, o, session);
 
-		switch (st->type) {
-		case ST_BOOL:
-			v = cJSON_CreateBool(*(const bool *)p);
-			break;
-		case ST_TRIBOOL:
-			iv = *(const int *)p;
-			if (session && !strcmp(st->key, "same_length"))
-				iv = sp.same_length;
-			v = iv < 0 ? cJSON_CreateNull() : cJSON_CreateBool(iv);
-			break;
-		case ST_INT:
-			iv = *(const int *)p;
-			if (session && !strcmp(st->key, "mem_len"))
-				iv = sp.mem_len;
-			else if (session && !strcmp(st->key, "seg_len"))
-				iv = sp.seg_len;
-			else if (session && !strcmp(st->key, "clamp_len"))
-				iv = sp.clamp_len;
-			v = st->nullable && iv < 0 ? cJSON_CreateNull() :
-				cJSON_CreateNumber(iv);
-			break;
-		case ST_SEED:
-			v = *(const int64_t *)p < 0 ? cJSON_CreateNull() :
-				cJSON_CreateNumber((double)*(const int64_t *)p);
-			break;
-		case ST_FLOAT:
-			v = cJSON_CreateNumber(*(const double *)p);
-			break;
-		case ST_STRING:
-			v = *(char *const *)p ? cJSON_CreateString(
-				*(char *const *)p) : cJSON_CreateNull();
-			break;
-		case ST_LIST: {
-			const struct strlist *l = p;
-
-			/* (cJSON_CreateStringArray refuses an empty one) */
-			v = cJSON_CreateArray();
-			for (int k = 0; v && k < l->n; k++) {
-				cJSON *sv = cJSON_CreateString(l->v[k]);
-
-				if (!sv) {
-					cJSON_Delete(v);
-					v = NULL;
-				} else {
-					cJSON_AddItemToArray(v, sv);
-				}
-			}
-			break;
-		}
-		case ST_COLOR: {
-			static const char *const names[] = {
-				"auto", "always", "never"
-			};
-
-			v = cJSON_CreateString(names[*(const int *)p]);
-			break;
-		}
-		}
-		if (!v) {
-			cJSON_Delete(root);
-			errno = ENOMEM;
-			return false;
-		}
+		if (!v)
+			die_oom();
 		cJSON_AddItemToObject(root, st->key, v);
+		if (from && !cJSON_AddStringToObject(from, st->key,
+				origin_name(setting_origin(st, o))))
+			die_oom();
 	}
+	if (from)
+		cJSON_AddItemToObject(root, SOURCES_KEY, from);
 	s = cJSON_Print(root);
 	cJSON_Delete(root);
-	if (!s) {
-		errno = ENOMEM;
-		return false;
-	}
+	if (!s)
+		die_oom();
 	ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
 	free(s);
 	return ok;

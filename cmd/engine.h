@@ -1,41 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine.h - what txlgen does with a model: feeding text into the
- * session's memory (prompts, --prime), generating, scoring, and the
- * statistics.  Shared by batch mode (main.c) and the REPL (repl.c).
+ * engine.h - txlgen's use of libtxl: the model and its session, and
+ * feeding text into the memory (prompts, --prime) segment by segment.
+ * Generation (generate.c), scoring (score.c), token listings
+ * (tokenize.c) and the model description (info.c) build on it; so do
+ * batch mode (main.c) and the REPL (repl.c).
  */
 #ifndef TXLGEN_ENGINE_H
 #define TXLGEN_ENGINE_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "txl.h"
 
-#include "options.h"
-#include "output.h"
+#include "errors.h"
+#include "input.h"
+#include "settings.h"
 
-/* Set by the SIGINT handler; polled by the library and between tokens. */
-extern volatile sig_atomic_t interrupted;
-
-/**
- * Install the SIGINT handler.  @p restart: system calls resume after it
- * (while writing, so that output is never cut by EINTR); false around
- * blocking reads of input, which must wake up on Ctrl-C.
- */
-void sigint_setup(bool restart);
+struct output;
 
 enum gen_end {
 	GEN_LENGTH,       /* -n tokens generated */
 	GEN_EOS,          /* the model ended the text */
 	GEN_STOP,         /* a stop string */
-	GEN_INTERRUPTED,  /* Ctrl-C */
+	GEN_INTERRUPTED,  /* Ctrl-C or SIGTERM */
 	GEN_ERROR,        /* an error, already reported */
 };
 
 struct gen_stats {
-	int n_prompt;         /* tokens fed before generating */
+	int64_t n_prompt;     /* tokens fed before generating */
 	int n_gen;            /* tokens generated */
 	double t_prompt;      /* seconds */
 	double t_gen;
@@ -57,11 +52,26 @@ struct engine {
 	int32_t *ids;          /* tokenizer scratch */
 	int ids_cap;
 	float *logits;         /* n_token scratch */
+	char *piece;           /* engine_piece() */
+	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
 };
 
-/** Load the model and create the session; prints errors, returns an exit
- *  code. */
+/* A growing array of token ids. */
+struct tokvec {
+	int32_t *v;
+	int n, cap;
+};
+
+void tokvec_add(struct tokvec *t, const int32_t *ids, int n);
+void tokvec_drop(struct tokvec *t, int n);  /* the first n */
+
+/** Load the model and apply its recommended settings to the settings
+ *  that have their defaults; prints errors, returns an exit code. */
+int engine_load_model(struct engine *e, struct txlgen_options *opts,
+		      const char *model_path);
+
+/** engine_load_model(), then the session. */
 int engine_open(struct engine *e, struct txlgen_options *opts,
 		const char *model_path);
 void engine_close(struct engine *e);
@@ -74,35 +84,88 @@ int engine_apply_settings(struct engine *e);
 /** Forget the memory. */
 void engine_reset(struct engine *e);
 
+/** The library's reason for the last failure, or a generic one. */
+const char *engine_lib_error(enum txl_status st);
+
 /** Tokenize @p text; returns the count (ids in e->ids) or -1. */
 int engine_tokenize(struct engine *e, const char *text, size_t len);
 
-/** Feed the file @p path ('-' = stdin) into the memory (--prime).
- *  Returns an exit code. */
-int engine_prime(struct engine *e, const char *path);
+/** The bytes token @p id stands for (txl_token_piece), in a buffer of
+ *  the engine's valid until the next call; *@p len their number.  NULL
+ *  for an invalid id. */
+const char *engine_piece(struct engine *e, int32_t id, int *len);
+
+/** Does SentencePiece's decoder drop the leading space of token @p id's
+ *  piece @p p when it starts a text?  (Only for tokenizers that add a
+ *  space to every text.) */
+bool engine_drops_space(struct engine *e, int32_t id, const char *p,
+			int len);
+
+/** Feed @p n tokens; reports errors.  Returns an exit code. */
+int engine_feed(struct engine *e, const int32_t *ids, int n,
+		enum txl_logits want);
+
+/** With --adapt, learn from the n rows of logits just computed, whose
+ *  next tokens are targets[0..n-1].  Returns an exit code. */
+int engine_adapt(struct engine *e, const int32_t *targets, int n);
+
+/* How engine_feed_input() treats a text. */
+struct feed_opts {
+	bool drop_final_newlines;  /* as $(cat FILE): prompt files */
+	struct txl_sampler *sampler; /* gets every token (repeat penalty) */
+	struct output *echo;       /* gets the text read */
+	bool progress;             /* progress line on a terminal */
+};
 
 /**
- * Generate a continuation of the memory and @p text to @p out.
- * Returns an exit code (EXIT_INTERRUPTED after Ctrl-C); e->last holds
- * the statistics.
+ * Feed the text of @p in into the memory in constant memory: tokenized
+ * chunk by chunk, in whole segments aligned at its start (with --adapt
+ * learning from each), the last segment giving the logits of the next
+ * token.  *@p n_tokens gets the tokens fed, *@p bytes the bytes read
+ * (either may be NULL).  Returns an exit code (EXIT_INTERRUPTED after a
+ * signal).
  */
-int engine_generate(struct engine *e, const char *text, size_t len,
-		    struct output *out);
+int engine_feed_input(struct engine *e, struct input *in,
+		      const struct feed_opts *fo, int64_t *n_tokens,
+		      uint64_t *bytes);
 
-/** Print the statistics of the last generation (--stats) to stderr. */
-void engine_print_stats(struct engine *e);
-
-/** Score @p path ('-' = stdin) (--score).  Returns an exit code. */
-int engine_score(struct engine *e, const char *path, FILE *out);
+/** Feed the file @p in (--prime).  Returns an exit code. */
+int engine_prime(struct engine *e, struct input *in);
 
 /** Save / load the memory; print errors; return an exit code. */
 int engine_save(struct engine *e, const char *path);
 int engine_load(struct engine *e, const char *path);
 
-/** Seconds on a monotonic clock. */
-double now_s(void);
-
 /** Print "memory: ..." lines (REPL /mem, --stats) to @p f. */
 void engine_print_mem(struct engine *e, FILE *f, const char *prefix);
+
+/* ---- the jobs, one file each ---- */
+
+/**
+ * Generate a continuation of the memory and @p prompt (NULL: none) to
+ * @p out.  Returns an exit code (EXIT_INTERRUPTED after a signal);
+ * e->last holds the statistics.
+ */
+int engine_generate(struct engine *e, struct input *prompt,
+		    struct output *out);
+
+/** Print the statistics of the last generation (--stats) to stderr. */
+void engine_print_stats(struct engine *e);
+
+/** Score the text (or with --ids the token ids) of @p in (--score). */
+int engine_score(struct engine *e, struct input *in, FILE *out);
+
+/** Text to ids, or with --ids ids to text (--tokenize). */
+int engine_list_tokens(struct engine *e, struct input *in, FILE *out);
+
+/**
+ * Parse the token ids in @p s (whitespace-separated) into @p t; @p line
+ * counts lines for messages.  Returns an exit code.
+ */
+int engine_parse_ids(struct engine *e, const char *name, int64_t *line,
+		     const char *s, size_t len, struct tokvec *t);
+
+/** Describe the model (--info), as text or JSON.  Returns an exit code. */
+int engine_info(struct engine *e, FILE *out);
 
 #endif /* TXLGEN_ENGINE_H */

@@ -5,10 +5,14 @@
  * stdout carries only the generated text (or JSON, or the scores);
  * everything else goes to stderr.  SIGPIPE keeps its default action, so
  * that `txlgen | head` ends quietly; other write errors (a full disk, a
- * closed stdout) are reported and give exit status 1.
+ * closed stdout) are reported and give exit status 1.  SIGINT and SIGTERM
+ * end a run cleanly (signals.c): what was generated is written, no state
+ * file is left half-written, exit status 130 or 143.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,11 +22,15 @@
 
 #include "txl.h"
 
+#include "cli.h"
 #include "config.h"
 #include "engine.h"
-#include "options.h"
+#include "errors.h"
+#include "input.h"
 #include "output.h"
 #include "repl.h"
+#include "settings.h"
+#include "signals.h"
 
 #define DEFAULT_MODEL "sotu.bin"
 
@@ -39,70 +47,54 @@ fix_std_fds(void)
 			open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
 }
 
-/* The default model: $TXLGEN_MODEL, else sotu.bin installed or in the
- * source tree.  NULL (reported) if there is none. */
+/* PREFIX/share/txlgen of the prefix this program is installed in, found
+ * from its own path (bin/txlgen), so that an installation works wherever
+ * it is moved or staged (DESTDIR). */
+static char *
+own_datadir(void)
+{
+	char exe[PATH_MAX], *dir, *path;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return NULL;
+	exe[n] = '\0';
+	dir = dirname(exe);
+	if (asprintf(&path, "%s/%s", dir, TXLGEN_BIN_TO_DATADIR) < 0)
+		return NULL;
+	return path;
+}
+
+/* The default model: $TXLGEN_MODEL, else sotu.bin installed beside this
+ * program, in the configured data directory, or in the source tree.
+ * NULL (reported) if there is none. */
 static char *
 default_model(void)
 {
 	const char *env = getenv("TXLGEN_MODEL");
-	const char *dirs[] = { TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS };
+	char *own = own_datadir();
+	const char *dirs[] = { own, TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS };
 	char *path;
 
-	if (env && *env)
-		return strdup(env);
+	if (env && *env) {
+		free(own);
+		return xstrdup(env);
+	}
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (asprintf(&path, "%s/%s", dirs[i], DEFAULT_MODEL) < 0)
-			return NULL;
-		if (access(path, R_OK) == 0)
+		if (!dirs[i] || asprintf(&path, "%s/%s", dirs[i],
+					 DEFAULT_MODEL) < 0)
+			continue;
+		if (access(path, R_OK) == 0) {
+			free(own);
 			return path;
+		}
 		free(path);
 	}
+	free(own);
 	errmsg("no model: the default model %s is in neither %s nor %s; "
 	       "pass --model FILE or set TXLGEN_MODEL", DEFAULT_MODEL,
-	       dirs[0], dirs[1]);
+	       TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS);
 	return NULL;
-}
-
-/* The whole prompt file ('-' = stdin), without its final newlines (as
- * the shell's $(cat FILE) has it). */
-static char *
-read_prompt(const char *path, size_t *len)
-{
-	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-	const char *name = strcmp(path, "-") ? path : "(stdin)";
-	struct strbuf b = { 0 };
-	char buf[65536];
-	size_t n;
-
-	if (!f) {
-		errmsg("%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	strbuf_add(&b, "", 0);
-	sigint_setup(false);  /* Ctrl-C must end a read from a terminal */
-	while (!interrupted && (n = fread(buf, 1, sizeof(buf), f)) > 0)
-		strbuf_add(&b, buf, n);
-	sigint_setup(true);
-	if (interrupted) {
-		if (f != stdin)
-			fclose(f);
-		strbuf_free(&b);
-		return NULL;
-	}
-	if (ferror(f)) {
-		if (!interrupted)
-			errmsg("%s: %s", name, strerror(errno));
-		if (f != stdin)
-			fclose(f);
-		strbuf_free(&b);
-		return NULL;
-	}
-	if (f != stdin)
-		fclose(f);
-	while (b.len && (b.s[b.len - 1] == '\n' || b.s[b.len - 1] == '\r'))
-		b.s[--b.len] = '\0';
-	*len = b.len;
-	return b.s;
 }
 
 /* Flush and close stdout; a failure is an error unless one was already
@@ -120,6 +112,129 @@ finish(int rc)
 		errmsg("writing output failed: %s", strerror(e));
 		rc = EXIT_RUNTIME;
 	}
+	return rc == EXIT_INTERRUPTED ? signals_exit_code() : rc;
+}
+
+/* Everything a run reads, opened (and checked) before the model loads. */
+struct inputs {
+	struct input prompt;
+	bool have_prompt;
+	struct input stream;   /* --score or --tokenize */
+	struct input *prime;
+	int n_prime;
+};
+
+static int
+check_stdin_users(const struct txlgen_options *o, bool repl)
+{
+	bool prompt_stdin = !repl && !o->text && !o->score && !o->tokenize &&
+		(!o->prompt || !strcmp(o->prompt, "-"));
+	const char *stream = o->score ? o->score : o->tokenize;
+
+	for (int i = 0; i < o->prime.n; i++) {
+		if (!strcmp(o->prime.v[i], "-") && (prompt_stdin || repl ||
+		    (stream && !strcmp(stream, "-")))) {
+			errmsg("--prime - reads stdin, which is also the %s; "
+			       "give that with a file or --text", stream ?
+			       (o->score ? "--score input" :
+				"--tokenize input") : repl ?
+			       "interactive input" : "prompt");
+			return EXIT_USAGE;
+		}
+	}
+	return EXIT_OK;
+}
+
+static int
+open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
+{
+	const char *stream = o->score ? o->score : o->tokenize;
+
+	memset(in, 0, sizeof(*in));
+	in->prompt.fd = in->stream.fd = -1;
+	if (stream) {
+		if (!input_open(&in->stream, stream, NULL))
+			return EXIT_RUNTIME;
+	} else if (o->text) {
+		input_open_text(&in->prompt, o->text, strlen(o->text),
+				"--text");
+		in->have_prompt = true;
+	} else if (o->prompt || !repl) {
+		if (!input_open(&in->prompt, o->prompt ? o->prompt : "-",
+				"--prompt reads a file; use -p/--text for a "
+				"string"))
+			return EXIT_RUNTIME;
+		in->have_prompt = true;
+	}
+	in->prime = xrealloc(NULL, (size_t)o->prime.n * sizeof(*in->prime));
+	for (; in->n_prime < o->prime.n; in->n_prime++)
+		if (!input_open(&in->prime[in->n_prime],
+				o->prime.v[in->n_prime], NULL))
+			return EXIT_RUNTIME;
+	return EXIT_OK;
+}
+
+static void
+close_inputs(struct inputs *in)
+{
+	input_close(&in->prompt);
+	input_close(&in->stream);
+	for (int i = 0; i < in->n_prime; i++)
+		input_close(&in->prime[i]);
+	free(in->prime);
+}
+
+/* --print-config and --info: the model's recommended settings count. */
+static int
+describe(struct txlgen_options *o, const char *model)
+{
+	struct engine e;
+	int rc = engine_load_model(&e, o, model);
+
+	if (rc == EXIT_OK && o->info)
+		rc = engine_info(&e, stdout);
+	else if (rc == EXIT_OK && !config_print(stdout, o, NULL, true) &&
+		 !ferror(stdout))
+		rc = EXIT_RUNTIME;
+	if (e.model)
+		engine_close(&e);
+	return rc;
+}
+
+/* The run proper: the model is loaded, the inputs are open. */
+static int
+run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
+{
+	struct output out;
+	int rc = EXIT_OK;
+
+	e->keep_memory = o->state_out != NULL;
+	if (o->state_in && (rc = engine_load(e, o->state_in)) != EXIT_OK)
+		return rc;
+	for (int i = 0; i < in->n_prime; i++)
+		if ((rc = engine_prime(e, &in->prime[i])) != EXIT_OK)
+			return rc;
+
+	if (o->score) {
+		rc = engine_score(e, &in->stream, stdout);
+	} else if (repl) {
+		out_init(&out, stdout, o, true);
+		rc = repl_run(e, &out, in->have_prompt ? &in->prompt : NULL);
+		out_free(&out);
+	} else {
+		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
+		rc = engine_generate(e, &in->prompt, &out);
+		out_free(&out);
+		if (o->stats && e->last.end != GEN_ERROR)
+			engine_print_stats(e);
+	}
+	/* the REPL's memory is whole even after Ctrl-C at the prompt */
+	if (o->state_out && (rc == EXIT_OK || (repl && rc == EXIT_INTERRUPTED))) {
+		int src = engine_save(e, o->state_out);
+
+		if (src != EXIT_OK)
+			rc = src;
+	}
 	return rc;
 }
 
@@ -127,10 +242,9 @@ int
 main(int argc, char **argv)
 {
 	struct txlgen_options o;
-	struct engine e;
-	struct output out;
-	char *model = NULL, *prompt = NULL;
-	size_t prompt_len = 0;
+	struct engine e = { 0 };
+	struct inputs in = { 0 };
+	char *model = NULL;
 	bool done, repl;
 	int rc;
 
@@ -145,89 +259,41 @@ main(int argc, char **argv)
 		options_free(&o);
 		return finish(rc);
 	}
-	if (o.print_config) {
-		if (!config_print(stdout, &o, NULL) && !ferror(stdout))
-			rc = EXIT_RUNTIME;
-		options_free(&o);
-		return finish(rc);
-	}
+	signals_setup(true);
 
-	sigint_setup(true);
-
-	model = o.model ? strdup(o.model) : default_model();
+	model = o.model ? xstrdup(o.model) : default_model();
 	if (!model) {
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
-
-	repl = !o.score && (o.interactive ||
-			    (isatty(STDIN_FILENO) && !o.prompt && !o.text));
-	for (int i = 0; i < o.prime.n; i++) {
-		bool prompt_stdin = !repl && !o.text &&
-			(!o.prompt || !strcmp(o.prompt, "-"));
-
-		if (!strcmp(o.prime.v[i], "-") &&
-		    (prompt_stdin || repl || (o.score && !strcmp(o.score, "-")))) {
-			errmsg("--prime - reads stdin, which is also the %s; "
-			       "give that with a file or --text", o.score ?
-			       "--score input" : repl ? "interactive input" :
-			       "prompt");
-			free(model);
-			options_free(&o);
-			return finish(EXIT_USAGE);
-		}
-	}
-	if (o.score) {
-		/* nothing to read before the model */
-	} else if (o.text) {
-		prompt = strdup(o.text);
-		prompt_len = strlen(prompt);
-	} else if (o.prompt || !repl) {
-		prompt = read_prompt(o.prompt ? o.prompt : "-", &prompt_len);
-		if (!prompt) {
-			rc = interrupted ? EXIT_INTERRUPTED : EXIT_RUNTIME;
-			free(model);
-			options_free(&o);
-			return finish(rc);
-		}
+	if (o.print_config || o.info) {
+		rc = describe(&o, model);
+		goto out;
 	}
 
-	rc = engine_open(&e, &o, model);
+	repl = !o.score && !o.tokenize && (o.interactive ||
+		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
+	rc = check_stdin_users(&o, repl);
+	if (rc == EXIT_OK)
+		rc = open_inputs(&in, &o, repl);
 	if (rc != EXIT_OK)
 		goto out;
-	e.keep_memory = o.state_out != NULL;
-	if (o.state_in && (rc = engine_load(&e, o.state_in)) != EXIT_OK)
-		goto out;
-	for (int i = 0; i < o.prime.n; i++)
-		if ((rc = engine_prime(&e, o.prime.v[i])) != EXIT_OK)
-			goto out;
 
-	if (o.score) {
-		rc = engine_score(&e, o.score, stdout);
-	} else if (repl) {
-		out_init(&out, stdout, &o, true);
-		rc = repl_run(&e, &out, prompt, prompt_len);
-		out_free(&out);
+	if (o.tokenize) {
+		rc = engine_load_model(&e, &o, model);
+		if (rc == EXIT_OK)
+			rc = engine_list_tokens(&e, &in.stream, stdout);
 	} else {
-		out_init(&out, stdout, &o, isatty(STDOUT_FILENO));
-		rc = engine_generate(&e, prompt, prompt_len, &out);
-		out_free(&out);
-		if (o.stats && e.last.end != GEN_ERROR)
-			engine_print_stats(&e);
+		rc = engine_open(&e, &o, model);
+		if (rc == EXIT_OK)
+			rc = run(&e, &o, &in, repl);
 	}
-	/* the REPL's memory is whole even after Ctrl-C at the prompt */
-	if (o.state_out && (rc == EXIT_OK || (repl && rc == EXIT_INTERRUPTED))) {
-		int src = engine_save(&e, o.state_out);
-
-		if (src != EXIT_OK)
-			rc = src;
-	}
-	if (rc == EXIT_INTERRUPTED && !repl)
-		errmsg("interrupted");
+	if (rc == EXIT_INTERRUPTED && (!repl || interrupted == SIGTERM))
+		errmsg("%s", signals_word());
 out:
 	if (e.model)
 		engine_close(&e);
-	free(prompt);
+	close_inputs(&in);
 	free(model);
 	options_free(&o);
 	return finish(rc);

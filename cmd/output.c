@@ -9,176 +9,15 @@
  * in text mode the text that could still turn into a stop string is held
  * back, so that a stop string is never printed.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "output.h"
 
-#define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
 #define COLOR_PROMPT "\033[1m"
+#define COLOR_TEXT "\033[36m"
 #define COLOR_RESET "\033[0m"
-
-void
-strbuf_add(struct strbuf *b, const char *s, size_t len)
-{
-	if (b->len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		char *n;
-
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		n = realloc(b->s, cap);
-		if (!n) {
-			errmsg("out of memory");
-			exit(EXIT_RUNTIME);
-		}
-		b->s = n;
-		b->cap = cap;
-	}
-	memcpy(b->s + b->len, s, len);
-	b->len += len;
-	b->s[b->len] = '\0';
-}
-
-void
-strbuf_free(struct strbuf *b)
-{
-	free(b->s);
-	memset(b, 0, sizeof(*b));
-}
-
-/* Start a character with lead byte @p c; false if @p c cannot lead. */
-static bool
-utf8_lead(struct utf8_state *u, unsigned char c)
-{
-	u->lo = 0x80;
-	u->hi = 0xbf;
-	if (c >= 0xc2 && c <= 0xdf) {
-		u->need = 1;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		u->need = 2;
-		if (c == 0xe0)
-			u->lo = 0xa0;   /* no overlong forms */
-		else if (c == 0xed)
-			u->hi = 0x9f;   /* no surrogates */
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		u->need = 3;
-		if (c == 0xf0)
-			u->lo = 0x90;
-		else if (c == 0xf4)
-			u->hi = 0x8f;   /* nothing above U+10FFFF */
-	} else {
-		return false;
-	}
-	u->buf[0] = c;
-	u->len = 1;
-	return true;
-}
-
-void
-utf8_feed(struct utf8_state *u, const char *s, size_t len, struct strbuf *out)
-{
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (u->need) {
-			if (c >= u->lo && c <= u->hi) {
-				u->buf[u->len++] = c;
-				u->lo = 0x80;
-				u->hi = 0xbf;
-				if (--u->need == 0) {
-					strbuf_add(out, (char *)u->buf,
-						   (size_t)u->len);
-					u->len = 0;
-				}
-				continue;
-			}
-			/* cut short: replace what was held, retry c */
-			strbuf_add(out, REPLACEMENT, 3);
-			u->need = 0;
-			u->len = 0;
-		}
-		if (c < 0x80)
-			strbuf_add(out, (char *)&c, 1);
-		else if (!utf8_lead(u, c))
-			strbuf_add(out, REPLACEMENT, 3);
-	}
-}
-
-void
-utf8_finish(struct utf8_state *u, struct strbuf *out)
-{
-	if (u->need)
-		strbuf_add(out, REPLACEMENT, 3);
-	u->need = 0;
-	u->len = 0;
-}
-
-bool
-utf8_valid(const char *s, size_t len)
-{
-	struct utf8_state u = { 0 };
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (u.need) {
-			if (c < u.lo || c > u.hi)
-				return false;
-			u.lo = 0x80;
-			u.hi = 0xbf;
-			u.need--;
-		} else if (c >= 0x80 && !utf8_lead(&u, c)) {
-			return false;
-		}
-	}
-	return u.need == 0;
-}
-
-void
-json_write_string(FILE *f, const char *s, size_t len)
-{
-	putc('"', f);
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		switch (c) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			if (c < 0x20 || c == 0x7f)
-				fprintf(f, "\\u%04x", c);
-			else
-				putc(c, f);
-		}
-	}
-	putc('"', f);
-}
-
-void
-json_write_number(FILE *f, double v)
-{
-	if (isfinite(v))
-		fprintf(f, "%.9g", v);
-	else
-		fputs("null", f);
-}
 
 void
 out_init(struct output *out, FILE *f, const struct txlgen_options *opts,
@@ -227,8 +66,23 @@ out_begin(struct output *out, bool drop_space, const struct strlist *stops)
 			out->max_stop = strlen(stops->v[i]);
 	out->hold.len = 0;
 	out->tok.len = 0;
+	out->in_prompt = false;
+	out->in_color = false;
 	out->wrote = false;
 	out->last = 0;
+}
+
+/* Switch the colour to @p code (NULL: none). */
+static void
+set_color(struct output *out, const char *code)
+{
+	if (!out->color || out->json)
+		return;
+	if (out->in_color)
+		fputs(COLOR_RESET, out->f);
+	out->in_color = code != NULL;
+	if (code)
+		fputs(code, out->f);
 }
 
 static void
@@ -236,6 +90,8 @@ write_text(struct output *out, const char *s, size_t len)
 {
 	if (!len)
 		return;
+	if (!out->in_prompt && out->color_text && !out->in_color)
+		set_color(out, COLOR_TEXT);
 	fwrite(s, 1, len, out->f);
 	out->wrote = true;
 	out->last = s[len - 1];
@@ -249,25 +105,46 @@ check(struct output *out)
 	return ferror(out->f) ? OUT_ERROR : OUT_CONTINUE;
 }
 
+/* Close the echo of the prompt. */
+static void
+end_prompt(struct output *out)
+{
+	struct strbuf b = { 0 };
+
+	if (!out->in_prompt)
+		return;
+	utf8_finish(&out->u8, &b);
+	if (out->json) {
+		json_write_chars(out->f, b.s, b.len);
+		fputs("\"}\n", out->f);
+	} else {
+		write_text(out, b.s, b.len);
+		set_color(out, NULL);
+	}
+	strbuf_free(&b);
+	out->in_prompt = false;
+	memset(&out->u8, 0, sizeof(out->u8));
+}
+
 enum out_status
 out_prompt(struct output *out, const char *text, size_t len)
 {
 	struct strbuf b = { 0 };
-	struct utf8_state u = { 0 };
 
-	utf8_feed(&u, text, len, &b);
-	utf8_finish(&u, &b);
-	if (out->json) {
-		fputs("{\"prompt\": ", out->f);
-		json_write_string(out->f, b.s ? b.s : "", b.len);
-		fputs("}\n", out->f);
-	} else {
-		if (out->color && b.len)
-			fputs(COLOR_PROMPT, out->f);
-		write_text(out, b.s, b.len);
-		if (out->color && b.len)
-			fputs(COLOR_RESET, out->f);
+	if (!len)
+		return OUT_CONTINUE;
+	if (!out->in_prompt) {
+		out->in_prompt = true;
+		if (out->json)
+			fputs("{\"prompt\": \"", out->f);
+		else
+			set_color(out, COLOR_PROMPT);
 	}
+	utf8_feed(&out->u8, text, len, &b);
+	if (out->json)
+		json_write_chars(out->f, b.s, b.len);
+	else
+		write_text(out, b.s, b.len);
 	strbuf_free(&b);
 	return check(out);
 }
@@ -312,6 +189,7 @@ out_token(struct output *out, int32_t id, const char *piece, size_t len,
 	size_t keep;
 	long at;
 
+	end_prompt(out);
 	if (out->drop_space && len) {
 		if (piece[0] == ' ') {
 			piece++;
@@ -359,6 +237,7 @@ out_token(struct output *out, int32_t id, const char *piece, size_t len,
 enum out_status
 out_end(struct output *out, bool stopped)
 {
+	end_prompt(out);
 	out->tok.len = 0;
 	utf8_finish(&out->u8, &out->tok);
 	if (!out->json) {
@@ -366,8 +245,11 @@ out_end(struct output *out, bool stopped)
 			write_text(out, out->hold.s, out->hold.len);
 			write_text(out, out->tok.s, out->tok.len);
 		}
-		if (out->newline_at_end && out->wrote && out->last != '\n')
-			write_text(out, "\n", 1);
+		set_color(out, NULL);
+		if (out->newline_at_end && out->wrote && out->last != '\n') {
+			fputc('\n', out->f);
+			out->last = '\n';
+		}
 	}
 	out->hold.len = 0;
 	fflush(out->f);

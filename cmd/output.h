@@ -13,38 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "options.h"
-
-struct strbuf {
-	char *s;
-	size_t len, cap;
-};
-
-void strbuf_add(struct strbuf *b, const char *s, size_t len);
-void strbuf_free(struct strbuf *b);
-
-/** Is @p s (of @p len bytes) valid UTF-8? */
-bool utf8_valid(const char *s, size_t len);
-
-/* Incremental UTF-8 repair: complete characters pass, a byte that cannot
- * continue or start one becomes U+FFFD, as SentencePiece's decoder does. */
-struct utf8_state {
-	unsigned char buf[4];
-	int len;                /* bytes held */
-	int need;               /* continuation bytes still expected */
-	unsigned char lo, hi;   /* range of the next continuation byte */
-};
-
-void utf8_feed(struct utf8_state *u, const char *s, size_t len,
-	       struct strbuf *out);
-void utf8_finish(struct utf8_state *u, struct strbuf *out);
-
-/** Write @p s as a JSON string literal (quotes included). */
-void json_write_string(FILE *f, const char *s, size_t len);
-
-/** Write @p v as a JSON number with 9 significant digits (null if not
- *  finite). */
-void json_write_number(FILE *f, double v);
+#include "settings.h"
+#include "text.h"
 
 enum out_status {
 	OUT_CONTINUE = 0,
@@ -55,7 +25,8 @@ enum out_status {
 struct output {
 	FILE *f;
 	bool json;          /* JSON lines instead of text */
-	bool color;         /* colour the echoed prompt */
+	bool color;         /* colour is on: the echoed prompt in bold */
+	bool color_text;    /* and the generated text in colour (REPL) */
 	bool flush_each;    /* flush after every token */
 	bool newline_at_end; /* end the text with a newline if it has none */
 
@@ -66,6 +37,8 @@ struct output {
 	size_t max_stop;
 	struct strbuf hold; /* text that may become a stop string */
 	struct strbuf tok;  /* text released by the current token */
+	bool in_prompt;     /* the echo of the prompt is open */
+	bool in_color;      /* a colour is on in the output */
 	bool wrote;         /* wrote text in this generation */
 	char last;          /* last byte of text written */
 };
@@ -80,7 +53,8 @@ void out_free(struct output *out);
 void out_begin(struct output *out, bool drop_space,
 	       const struct strlist *stops);
 
-/** Echo the prompt (as typed, made valid UTF-8). */
+/** Echo the next part of the prompt (as typed, made valid UTF-8); the
+ *  echo ends at the first token or at out_end(). */
 enum out_status out_prompt(struct output *out, const char *text, size_t len);
 
 /** One generated token: its piece bytes and log-probability. */

@@ -9,252 +9,36 @@
  * continues on the next line, and lines between two '"""' lines form one
  * input.
  *
- * On a terminal, libedit provides line editing and history; Ctrl-C stops
- * a generation (the abort callback in engine.c polls the flag), and at
- * an empty prompt it ends the program like Ctrl-D.  Without a terminal
- * the same loop reads plain lines, with no prompt and no history, so it
- * can be scripted.
+ * Ctrl-C stops a generation (the abort callback in engine.c polls the
+ * flag) or drops the line being typed; at an empty prompt it asks for a
+ * second Ctrl-C (or Ctrl-D) before quitting, so that one pressed just as
+ * a generation ends does not end the session.  SIGTERM ends it.
  */
-#include <errno.h>
-#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <wchar.h>
-
-#ifdef HAVE_LIBEDIT
-#include <histedit.h>
-#endif
 
 #include "config.h"
+#include "lineio.h"
 #include "repl.h"
-
-#define HISTORY_SIZE 1000
+#include "signals.h"
+#include "text.h"
 
 struct repl {
 	struct engine *e;
 	struct output *out;
-	bool tty;              /* stdin and stdout are terminals */
-	bool ctrl_c_empty;     /* the interrupted line was empty */
-	const char *prompt;
-	char *histfile;        /* NULL: no history */
-#ifdef HAVE_LIBEDIT
-	EditLine *el;
-	History *hist;
-#endif
-	char *line;            /* getline buffer */
-	size_t line_cap;
+	struct lineio io;
+	bool quit_armed;       /* Ctrl-C at an empty prompt: again to quit */
+	int first_error;       /* exit code of the first error (scripts) */
 };
 
-enum read_result {
-	READ_LINE,
-	READ_EOF,
-	READ_INTERRUPTED,
-};
-
-/* $TXLGEN_HISTFILE, or $XDG_STATE_HOME/txlgen/history; NULL if empty. */
-static char *
-history_path(void)
-{
-	const char *env = getenv("TXLGEN_HISTFILE");
-	const char *state = getenv("XDG_STATE_HOME");
-	const char *home = getenv("HOME");
-	char dir[PATH_MAX], *path;
-
-	if (env)
-		return *env ? strdup(env) : NULL;
-	if (state && *state == '/')
-		snprintf(dir, sizeof(dir), "%s/txlgen", state);
-	else if (home && *home)
-		snprintf(dir, sizeof(dir), "%s/.local/state/txlgen", home);
-	else
-		return NULL;
-	/* create the directory and its parents, private to the user */
-	for (char *p = dir + 1; *p; p++) {
-		if (*p == '/') {
-			*p = '\0';
-			mkdir(dir, 0700);
-			*p = '/';
-		}
-	}
-	mkdir(dir, 0700);
-	if (asprintf(&path, "%s/history", dir) < 0)
-		return NULL;
-	return path;
-}
-
-#ifdef HAVE_LIBEDIT
-static struct repl *the_repl; /* for the libedit callbacks */
-
-static char *
-prompt_fn(EditLine *el)
-{
-	(void)el;
-	return (char *)the_repl->prompt;
-}
-
-/* libedit's character reader, but one that notices Ctrl-C while the line
- * is still there to look at. */
-static int
-getc_fn(EditLine *el, wchar_t *wc)
-{
-	mbstate_t st;
-	char b;
-
-	memset(&st, 0, sizeof(st));
-	for (;;) {
-		ssize_t r = interrupted ? -1 : read(STDIN_FILENO, &b, 1);
-		size_t k;
-
-		if (interrupted || (r < 0 && errno == EINTR)) {
-			if (interrupted) {
-				const LineInfo *li = el_line(el);
-
-				the_repl->ctrl_c_empty =
-					li->lastchar == li->buffer;
-				return -1;
-			}
-			continue;
-		}
-		if (r <= 0)
-			return (int)r;
-		k = mbrtowc(wc, &b, 1, &st);
-		if (k == (size_t)-2)
-			continue;
-		if (k == (size_t)-1)
-			*wc = (unsigned char)b;
-		return 1;
-	}
-}
-#endif
-
+/* Remember an error of a command or turn: scripts exit with it. */
 static void
-repl_open(struct repl *r)
+failed(struct repl *r, int rc)
 {
-	r->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-	r->histfile = r->tty ? history_path() : NULL;
-#ifdef HAVE_LIBEDIT
-	if (r->tty) {
-		HistEvent ev;
-
-		the_repl = r;
-		r->hist = history_init();
-		history(r->hist, &ev, H_SETSIZE, HISTORY_SIZE);
-		history(r->hist, &ev, H_SETUNIQUE, 1);
-		if (r->histfile)
-			history(r->hist, &ev, H_LOAD, r->histfile);
-		r->el = el_init("txlgen", stdin, stdout, stderr);
-		el_set(r->el, EL_EDITOR, "emacs");
-		el_set(r->el, EL_PROMPT, prompt_fn);
-		el_set(r->el, EL_HIST, history, r->hist);
-		el_set(r->el, EL_SIGNAL, 0);
-		el_set(r->el, EL_GETCFN, getc_fn);
-		el_source(r->el, NULL); /* ~/.editrc */
-	}
-#endif
-}
-
-static void
-repl_add_history(struct repl *r, const char *text)
-{
-#ifdef HAVE_LIBEDIT
-	HistEvent ev;
-
-	if (!r->hist || !*text)
-		return;
-	history(r->hist, &ev, H_ENTER, text);
-	if (r->histfile)
-		history(r->hist, &ev, H_SAVE, r->histfile);
-#else
-	(void)r;
-	(void)text;
-#endif
-}
-
-static void
-repl_close(struct repl *r)
-{
-#ifdef HAVE_LIBEDIT
-	if (r->el)
-		el_end(r->el);
-	if (r->hist)
-		history_end(r->hist);
-#endif
-	free(r->histfile);
-	free(r->line);
-}
-
-/* One line without its newline into r->line. */
-static enum read_result
-repl_readline(struct repl *r, const char *prompt, size_t *len)
-{
-	ssize_t n;
-
-	fflush(stdout);
-	r->prompt = prompt;
-	r->ctrl_c_empty = false;
-	if (interrupted) {
-		/* Ctrl-C between two prompts: as at an empty one */
-		r->ctrl_c_empty = true;
-		return READ_INTERRUPTED;
-	}
-#ifdef HAVE_LIBEDIT
-	if (r->el) {
-		int count;
-		const char *s;
-
-		sigint_setup(false);  /* wake up from read() on Ctrl-C */
-		s = el_gets(r->el, &count);
-		sigint_setup(true);
-
-		if (!s) {
-			if (count < 0 && interrupted)
-				return READ_INTERRUPTED;
-			return READ_EOF;
-		}
-		n = (ssize_t)strlen(s);
-		if ((size_t)n + 1 > r->line_cap) {
-			free(r->line);
-			r->line_cap = (size_t)n + 1;
-			r->line = malloc(r->line_cap);
-			if (!r->line) {
-				errmsg("out of memory");
-				exit(EXIT_RUNTIME);
-			}
-		}
-		memcpy(r->line, s, (size_t)n + 1);
-		goto got;
-	}
-#endif
-	if (r->tty) {
-		fputs(prompt, stdout);
-		fflush(stdout);
-	}
-	errno = 0;
-	sigint_setup(false);
-	n = getline(&r->line, &r->line_cap, stdin);
-	sigint_setup(true);
-	if (n < 0) {
-		if (interrupted) {
-			clearerr(stdin);
-			r->ctrl_c_empty = true;
-			return READ_INTERRUPTED;
-		}
-		if (ferror(stdin))
-			errmsg("reading stdin: %s", strerror(errno));
-		return READ_EOF;
-	}
-#ifdef HAVE_LIBEDIT
-got:
-#endif
-	if (n > 0 && r->line[n - 1] == '\n')
-		r->line[--n] = '\0';
-	if (n > 0 && r->line[n - 1] == '\r')
-		r->line[--n] = '\0';
-	*len = (size_t)n;
-	return READ_LINE;
+	if (rc != EXIT_OK && !r->first_error)
+		r->first_error = rc;
 }
 
 /* One input, perhaps of several lines, into @p in. */
@@ -267,28 +51,28 @@ read_input(struct repl *r, struct strbuf *in)
 
 	in->len = 0;
 	strbuf_add(in, "", 0);
-	rr = repl_readline(r, "> ", &len);
+	rr = lineio_read(&r->io, "> ", &len);
 	if (rr != READ_LINE)
 		return rr;
-	block = !strcmp(r->line, "\"\"\"");
+	block = !strcmp(r->io.line, "\"\"\"");
 	if (!block)
-		strbuf_add(in, r->line, len);
+		strbuf_add(in, r->io.line, len);
 	/* a '\' at the end of a line: the input goes on */
 	while (block || (in->len && in->s[in->len - 1] == '\\')) {
 		if (!block)
 			in->s[--in->len] = '\0';
-		rr = repl_readline(r, "... ", &len);
+		rr = lineio_read(&r->io, "... ", &len);
 		if (rr == READ_INTERRUPTED) {
-			r->ctrl_c_empty = false; /* only drop this input */
+			r->io.cut_empty = false; /* only drop this input */
 			return rr;
 		}
 		if (rr == READ_EOF)
 			break;
-		if (block && !strcmp(r->line, "\"\"\""))
+		if (block && !strcmp(r->io.line, "\"\"\""))
 			break;
 		if (in->len || block)
 			strbuf_add(in, "\n", in->len ? 1 : 0);
-		strbuf_add(in, r->line, len);
+		strbuf_add(in, r->io.line, len);
 	}
 	return READ_LINE;
 }
@@ -300,8 +84,8 @@ print_help(void)
 "Type text and press Enter: the model continues it, remembering the\n"
 "earlier turns.  An empty line continues the text without new input.\n"
 "End a line with \\ to go on on the next one, or put the input between\n"
-"two lines of \"\"\".  Ctrl-C stops the generation; Ctrl-C at an empty\n"
-"prompt or Ctrl-D quits.\n"
+"two lines of \"\"\".  Ctrl-C stops the generation or drops the line;\n"
+"Ctrl-C twice at an empty prompt, or Ctrl-D, quits.\n"
 "\n"
 "  /help              this help\n"
 "  /reset             clear the memory: the next input starts a new text\n"
@@ -333,13 +117,28 @@ unescape(char *s)
 	*d = '\0';
 }
 
+/* "(temp = 0.5)": the value now in effect, as JSON. */
 static void
+show_setting(struct repl *r, const struct setting *s)
+{
+	char *v;
+
+	if (!r->io.tty)
+		return;
+	v = config_value(s, r->e->opts, r->e->session);
+	text_clean_line(v);
+	printf("(%s = %s)\n", s->key, v);
+	free(v);
+}
+
+static int
 cmd_set(struct repl *r, char *args)
 {
 	struct engine *e = r->e;
 	const struct setting *s;
 	char *key = args, *val, err[256];
 	int old_int = 0;
+	enum origin old_origin;
 
 	while (*key == ' ')
 		key++;
@@ -351,52 +150,63 @@ cmd_set(struct repl *r, char *args)
 	}
 	if (!*key) {
 		errmsg("/set needs a KEY and a VALUE; /show lists the keys");
-		return;
+		return EXIT_USAGE;
 	}
 	s = setting_find(key);
 	if (!s) {
 		errmsg("/set: unknown key '%s'; /show lists the keys", key);
-		return;
+		return EXIT_USAGE;
 	}
 	if (s->scope == SCOPE_START) {
 		errmsg("/set: '%s' can only be set at start-up", s->key);
-		return;
+		return EXIT_USAGE;
 	}
 	if (s->type == ST_INT || s->type == ST_TRIBOOL || s->type == ST_COLOR)
-		old_int = *(int *)((char *)e->opts + s->offset);
+		old_int = *(int *)setting_ptr(s, e->opts);
+	old_origin = setting_origin(s, e->opts);
 	if (!strcmp(val, "null") || !strcmp(val, "default")) {
 		if (!setting_parse(s, e->opts, NULL, err, sizeof(err))) {
 			errmsg("/set %s: %s", s->key, err);
-			return;
+			return EXIT_USAGE;
 		}
 	} else {
 		if (!*val) {
 			errmsg("/set %s: needs a value", s->key);
-			return;
+			return EXIT_USAGE;
 		}
 		unescape(val);
 		if (s->type == ST_LIST)
-			strlist_clear((void *)((char *)e->opts + s->offset));
+			strlist_clear(setting_ptr(s, e->opts));
 		if (!setting_parse(s, e->opts, val, err, sizeof(err))) {
 			errmsg("/set %s: %s", s->key, err);
-			return;
+			return EXIT_USAGE;
 		}
 	}
-	if (s->scope == SCOPE_SESSION && engine_apply_settings(e) != EXIT_OK) {
-		/* refused: the session kept its settings and memory */
-		*(int *)((char *)e->opts + s->offset) = old_int;
-		return;
+	setting_set_origin(s, e->opts, ORIGIN_SET);
+	if (s->scope == SCOPE_SESSION) {
+		int rc = engine_apply_settings(e);
+
+		if (rc != EXIT_OK) {
+			/* refused: the session kept its settings and memory */
+			*(int *)setting_ptr(s, e->opts) = old_int;
+			setting_set_origin(s, e->opts, old_origin);
+			return rc;
+		}
 	}
 	out_free(r->out);
 	out_init(r->out, stdout, e->opts, true);
+	r->out->color_text = r->out->color;
+	show_setting(r, s);
+	return EXIT_OK;
 }
 
-/* Returns false for /quit. */
+/* Run the command in @p line; returns false for /quit. */
 static bool
 command(struct repl *r, char *line)
 {
 	struct engine *e = r->e;
 	char *cmd = line + 1, *arg = cmd + strcspn(cmd, " \t");
+	int rc = EXIT_OK;
 
 	if (*arg) {
 		*arg++ = '\0';
@@ -413,40 +223,54 @@ command(struct repl *r, char *line)
 		print_help();
 	} else if (!strcmp(cmd, "reset")) {
 		engine_reset(e);
-		if (r->tty)
+		if (r->io.tty)
 			fputs("(memory cleared)\n", stdout);
 	} else if (!strcmp(cmd, "set")) {
-		cmd_set(r, arg);
+		rc = cmd_set(r, arg);
 	} else if (!strcmp(cmd, "show")) {
-		config_print(stdout, e->opts, e->session);
+		config_print(stdout, e->opts, e->session, false);
 	} else if (!strcmp(cmd, "mem")) {
 		engine_print_mem(e, stdout, "");
 	} else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
-		if (!*arg)
+		if (!*arg) {
 			errmsg("/%s needs a FILE", cmd);
-		else if (cmd[0] == 's' && engine_save(e, arg) == EXIT_OK &&
-			 r->tty)
-			printf("(memory saved to %s)\n", arg);
-		else if (cmd[0] == 'l' && engine_load(e, arg) == EXIT_OK &&
-			 r->tty)
-			printf("(memory loaded from %s)\n", arg);
+			rc = EXIT_USAGE;
+		} else {
+			rc = cmd[0] == 's' ? engine_save(e, arg) :
+				engine_load(e, arg);
+			if (rc == EXIT_OK && r->io.tty) {
+				char *name = xstrdup(arg);
+
+				text_clean_line(name);
+				printf("(memory %s %s)\n", cmd[0] == 's' ?
+				       "saved to" : "loaded from", name);
+				free(name);
+			}
+		}
 	} else {
 		errmsg("unknown command '/%s'; /help lists the commands", cmd);
+		rc = EXIT_USAGE;
 	}
+	failed(r, rc);
 	fflush(stdout);
 	return true;
 }
 
-/* Generate a continuation of @p text; returns an exit code for errors
- * that end the loop (EXIT_OK otherwise). */
+/* Generate a continuation of @p in; returns an exit code for what ends
+ * the loop (EXIT_OK otherwise). */
 static int
-turn(struct repl *r, const char *text, size_t len)
+turn(struct repl *r, struct input *in)
 {
-	int rc = engine_generate(r->e, text, len, r->out);
+	int rc;
 
+	lineio_echo(&r->io, false);
+	rc = engine_generate(r->e, in, r->out);
+	lineio_echo(&r->io, true);
 	if (rc == EXIT_INTERRUPTED) {
+		if (interrupted == SIGTERM)
+			return rc;
 		interrupted = 0;
-		if (r->tty)
+		if (r->io.tty)
 			fputs("(stopped)\n", stderr);
 		rc = EXIT_OK;
 	}
@@ -455,12 +279,63 @@ turn(struct repl *r, const char *text, size_t len)
 	if (ferror(stdout))
 		return EXIT_RUNTIME;  /* already reported */
 	/* a bad setting or input spoils one turn, not the session */
+	failed(r, rc);
 	return EXIT_OK;
 }
 
+/* The banner, each line cut to the terminal's width. */
+static void
+banner(struct repl *r)
+{
+	const char *desc = txl_model_meta(r->e->model, "description");
+	int width = lineio_width();
+	char line[1024];
+
+	snprintf(line, sizeof(line), "txlgen %s: %s%s%s%s", TXLGEN_VERSION,
+		 r->e->model_path, desc ? " (" : "", desc ? desc : "",
+		 desc ? ")" : "");
+	text_clean_line(line);
+	text_fit(line, width - 1);
+	fprintf(stderr, "%s\n", line);
+	snprintf(line, sizeof(line), "%lld parameters, memory %d positions",
+		 (long long)txl_model_n_params(r->e->model),
+		 txl_session_get_params(r->e->session).mem_len);
+	text_fit(line, width - 1);
+	fprintf(stderr, "%s\n", line);
+	snprintf(line, sizeof(line), "/help for help, Ctrl-D to quit.");
+	text_fit(line, width - 1);
+	fprintf(stderr, "%s\n", line);
+}
+
+/* A signal at the prompt.  Returns false to end the loop. */
+static bool
+on_signal(struct repl *r, int *rc)
+{
+	bool empty = r->io.cut_empty;
+
+	if (interrupted == SIGTERM) {
+		*rc = EXIT_INTERRUPTED;
+		return false;
+	}
+	interrupted = 0;
+	if (r->io.tty)
+		fputs(empty ? "\n" : "^C\n", stdout);
+	if (!empty) {
+		r->quit_armed = false;
+		return true;        /* the line is dropped */
+	}
+	if (r->quit_armed || !r->io.tty) {
+		*rc = EXIT_INTERRUPTED;
+		return false;
+	}
+	r->quit_armed = true;
+	fflush(stdout);
+	fputs("(Ctrl-C again or Ctrl-D to quit)\n", stderr);
+	return true;
+}
+
 int
-repl_run(struct engine *e, struct output *out, const char *first,
-	 size_t first_len)
+repl_run(struct engine *e, struct output *out, struct input *first)
 {
 	struct repl r = { .e = e, .out = out };
 	struct strbuf in = { 0 };
@@ -468,42 +343,31 @@ repl_run(struct engine *e, struct output *out, const char *first,
 
 	e->keep_memory = true;
 	e->trim_lead = true;
-	repl_open(&r);
-	if (r.tty) {
-		const char *desc = txl_model_meta(e->model, "description");
-
-		fprintf(stderr, "txlgen %s: %s%s%s%s (%lld parameters, memory "
-			"%d positions)\n/help for help, Ctrl-D to quit.\n",
-			TXLGEN_VERSION, e->model_path, desc ? " (" : "",
-			desc ? desc : "", desc ? ")" : "",
-			(long long)txl_model_n_params(e->model),
-			txl_session_get_params(e->session).mem_len);
-	}
+	out->color_text = out->color;
+	lineio_open(&r.io);
+	if (r.io.tty)
+		banner(&r);
 	if (first) {
-		rc = turn(&r, first, first_len);
+		rc = turn(&r, first);
 		if (rc != EXIT_OK)
 			goto out;
 	}
 	for (;;) {
-		enum read_result rr;
+		enum read_result rr = read_input(&r, &in);
+		struct input text;
 
-		rr = read_input(&r, &in);
 		if (rr == READ_EOF) {
-			if (r.tty)
+			if (r.io.tty)
 				fputc('\n', stdout);
 			break;
 		}
 		if (rr == READ_INTERRUPTED) {
-			interrupted = 0;
-			if (r.ctrl_c_empty) {
-				if (r.tty)
-					fputc('\n', stdout);
-				rc = EXIT_INTERRUPTED;
+			if (!on_signal(&r, &rc))
 				break;
-			}
 			continue;
 		}
-		repl_add_history(&r, in.s);
+		r.quit_armed = false;
+		lineio_add_history(&r.io, in.s);
 		if (in.s[0] == '/' && in.s[1] != '/') {
 			if (!command(&r, in.s))
 				break;
@@ -513,14 +377,17 @@ repl_run(struct engine *e, struct output *out, const char *first,
 			}
 			continue;
 		}
-		rc = turn(&r, in.s[0] == '/' ? in.s + 1 : in.s,
-			  in.len - (in.s[0] == '/'));
+		input_open_text(&text, in.s + (in.s[0] == '/'),
+				in.len - (in.s[0] == '/'), "(input)");
+		rc = turn(&r, &text);
 		if (rc != EXIT_OK)
 			break;
 	}
 out:
 	fflush(stdout);
 	strbuf_free(&in);
-	repl_close(&r);
+	lineio_close(&r.io);
+	if (rc == EXIT_OK && !r.io.tty)
+		rc = r.first_error;
 	return rc;
 }

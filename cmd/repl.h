@@ -6,18 +6,16 @@
 #ifndef TXLGEN_REPL_H
 #define TXLGEN_REPL_H
 
-#include <stddef.h>
-
 #include "engine.h"
 #include "output.h"
 
 /**
- * Run the loop on stdin until /quit, end of input, or Ctrl-C at an empty
- * prompt.  @p first (may be NULL) is a first turn (the --prompt/--text
- * of -i).  Line editing and history only when stdin is a terminal.
- * Returns an exit code.
+ * Run the loop on stdin until /quit, end of input, two Ctrl-C at an empty
+ * prompt, or SIGTERM.  @p first (may be NULL) is a first turn (the
+ * --prompt/--text of -i).  Returns an exit code: without a terminal, the
+ * code of the first error (an unknown command, a bad /set...), so that
+ * scripts notice.
  */
-int repl_run(struct engine *e, struct output *out, const char *first,
-	     size_t first_len);
+int repl_run(struct engine *e, struct output *out, struct input *first);
 
 #endif /* TXLGEN_REPL_H */

@@ -23,7 +23,7 @@
 #define MAX_DIM (1 << 20)
 #define MAX_TOKENS (1 << 24)
 #define MAX_LAYERS 1024
-#define MAX_SEG_LEN (1 << 16)	/* as txl_session_new allows */
+#define MAX_SEG_LEN TXL_SEG_LEN_MAX	/* as txl_session_new allows */
 
 static bool
 parse_int(const char *s, long lo, long hi, long *out)

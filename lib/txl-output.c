@@ -295,9 +295,10 @@ txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 		return txl_fail(TXL_ERR_INVALID, "adapt: dynamic evaluation "
 				"needs a full softmax; this model's is "
 				"adaptive (%d clusters)", s->model->n_out);
-	if (!(lr >= 0.0f && lr <= 1e6f))
+	if (!(lr >= 0.0f && lr <= (float)TXL_ADAPT_LR_MAX))
 		return txl_fail(TXL_ERR_INVALID, "adapt: learning rate %g is "
-				"not a number in [0, 1e6]", (double)lr);
+				"not a number in [0, %g]", (double)lr,
+				TXL_ADAPT_LR_MAX);
 	if (n < 1 || !targets || n != s->n_logits)
 		return txl_fail(TXL_ERR_INVALID, "adapt: %d targets for %d "
 				"rows of logits", n, s->n_logits);

@@ -72,7 +72,7 @@ txl_sampler_new(const struct txl_sampler_params *params, int n_vocab)
 	    p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) ||
 	    !(p.min_p >= 0 && p.min_p <= 1) ||
 	    !(p.repeat_penalty > 0) || !isfinite(p.repeat_penalty) ||
-	    p.repeat_last_n < 0 || p.repeat_last_n > (1 << 20)) {
+	    p.repeat_last_n < 0 || p.repeat_last_n > TXL_REPEAT_LAST_N_MAX) {
 		txl_fail(TXL_ERR_INVALID, "sampler setting out of range");
 		return NULL;
 	}

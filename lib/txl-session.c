@@ -85,18 +85,18 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 		p.same_length = memory && hp->same_length;
 	if (p.stride == TXL_FROM_MODEL && !memory)
 		p.stride = 1;
-	if (p.mem_len < 0 || p.mem_len > (1 << 20))
+	if (p.mem_len < 0 || p.mem_len > TXL_MEM_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "mem_len %d out of range "
-				"[0, 1048576]", p.mem_len);
+				"[0, %d]", p.mem_len, TXL_MEM_LEN_MAX);
 	if (p.mem_len > 0 && !memory)
 		return txl_fail(TXL_ERR_INVALID, "mem_len %d: a model of "
 				"attn_type %d has no memory (the original code "
 				"runs it with mem_len 0 only); it recomputes a "
 				"window of seg_len tokens instead", p.mem_len,
 				hp->attn_type);
-	if (p.seg_len < 1 || p.seg_len > (1 << 16))
+	if (p.seg_len < 1 || p.seg_len > TXL_SEG_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d out of range "
-				"[1, 65536]", p.seg_len);
+				"[1, %d]", p.seg_len, TXL_SEG_LEN_MAX);
 	if (hp->attn_type == 3 && p.seg_len > hp->max_klen)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d is longer than "
 				"the model's position table (max_klen %d)",
@@ -128,6 +128,38 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	return TXL_OK;
 }
 
+/* The buffer sizes of a session with resolved settings: s->cap and
+ * s->n_dist; returns the most keys a position attends to. */
+static int
+session_shape(struct txl_session *s)
+{
+	int klen_max = s->mem_len + s->seg_len;
+	/* Move the memory back at most once every `slack` tokens. */
+	int slack = s->seg_len;
+
+	if (slack < s->mem_len / 4)
+		slack = s->mem_len / 4;
+	if (slack < 16)
+		slack = 16;
+	s->cap = klen_max + slack;
+	s->n_dist = txl_attn_n_dist(&s->model->hp, s->clamp_len, klen_max);
+	return klen_max;
+}
+
+int64_t
+txl_session_bytes(const struct txl_model *m,
+		  const struct txl_session_params *params)
+{
+	struct txl_session s = { .model = m };
+	int klen_max;
+
+	if (resolve_params(m, params, &s) != TXL_OK)
+		return -1;
+	klen_max = session_shape(&s);
+	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
+				      s.n_dist);
+}
+
 enum txl_status
 txl_session_new(const struct txl_model *m,
 		const struct txl_session_params *params,
@@ -136,7 +168,7 @@ txl_session_new(const struct txl_model *m,
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session *s;
 	enum txl_status st;
-	int hd = hp->n_head * hp->d_head, klen_max, slack;
+	int hd = hp->n_head * hp->d_head, klen_max;
 	size_t S;
 
 	*out = NULL;
@@ -153,15 +185,7 @@ txl_session_new(const struct txl_model *m,
 	txl_set_threads(s->params.n_threads);
 
 	S = (size_t)s->seg_len;
-	klen_max = s->mem_len + s->seg_len;
-	/* Move the memory back at most once every `slack` tokens. */
-	slack = s->seg_len;
-	if (slack < s->mem_len / 4)
-		slack = s->mem_len / 4;
-	if (slack < 16)
-		slack = 16;
-	s->cap = klen_max + slack;
-	s->n_dist = txl_attn_n_dist(hp, s->clamp_len, klen_max);
+	klen_max = session_shape(s);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */

@@ -238,6 +238,12 @@ typedef bool (*txl_abort_fn)(void *data);
 
 #define TXL_FROM_MODEL (-1) /* a setting that takes the model's value */
 
+/* The ranges the library accepts (and txlgen's options use). */
+#define TXL_MEM_LEN_MAX (1 << 20)       /* mem_len 0 .. this */
+#define TXL_SEG_LEN_MAX (1 << 16)       /* seg_len 1 .. this */
+#define TXL_REPEAT_LAST_N_MAX (1 << 20) /* repeat_last_n 0 .. this */
+#define TXL_ADAPT_LR_MAX 1e6            /* txl_session_adapt() lr 0 .. this */
+
 struct txl_session_params {
 	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
 	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
@@ -269,6 +275,15 @@ TXL_API struct txl_session_params txl_session_params_default(void);
 TXL_API enum txl_status txl_session_new(const struct txl_model *model,
 					const struct txl_session_params *params,
 					struct txl_session **out);
+
+/**
+ * The bytes a session of @p model with @p params (NULL: the defaults)
+ * allocates, whatever the text fed; -1 if the settings are refused (as
+ * txl_session_new() would refuse them; txl_last_error() says why).
+ * txl_session_adapt() adds a copy of the output layer.
+ */
+TXL_API int64_t txl_session_bytes(const struct txl_model *model,
+				  const struct txl_session_params *params);
 
 /** Free a session; NULL is a no-op. */
 TXL_API void txl_session_free(struct txl_session *session);
@@ -367,8 +382,9 @@ TXL_API enum txl_status txl_session_score(struct txl_session *session,
  * state files hold the memory only, not the adaptation.  Only a full
  * softmax adapts: a model with an adaptive softmax (n_cutoffs > 0) is
  * refused, as there is no one output layer to copy and train.
- * @return TXL_OK; TXL_ERR_INVALID for a bad lr (NaN, < 0, > 1e6), an id
- * out of range, n != n_logits or an adaptive softmax; TXL_ERR_NOMEM.
+ * @return TXL_OK; TXL_ERR_INVALID for a bad lr (NaN, < 0,
+ * > TXL_ADAPT_LR_MAX), an id out of range, n != n_logits or an adaptive
+ * softmax; TXL_ERR_NOMEM.
  */
 TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
 					  const int32_t *targets, int n,

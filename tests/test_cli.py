@@ -8,6 +8,7 @@ pseudo-terminal (pty) as a person would, and as a script through a pipe.
 Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
+import fcntl
 import json
 import math
 import os
@@ -16,9 +17,11 @@ import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import unittest
 
@@ -82,6 +85,63 @@ def jsonl(out):
     return [json.loads(line) for line in out.decode().splitlines()]
 
 
+def with_metadata(src, dst, **meta):
+    """Copy the model file src to dst with extra __metadata__ strings:
+    the safetensors header rewritten, padded with spaces so that the data
+    still starts at a multiple of 64 bytes (offsets are relative to it)."""
+    with open(src, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    header["__metadata__"].update(meta)
+    text = json.dumps(header).encode()
+    text += b" " * (-(8 + len(text)) % 64)
+    with open(dst, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+    return dst
+
+
+def model_header(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n))
+
+
+def max_rss_kb(argv, input_path):
+    """Run argv with stdin from input_path; (rc, peak RSS in KiB).  Under
+    AddressSanitizer, freed memory is reused at once (no quarantine), so
+    that the peak is that of live memory there too."""
+    e = env()
+    e["ASAN_OPTIONS"] = (e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"
+                         ":thread_local_quarantine_size_kb=0").lstrip(":")
+    with open(input_path, "rb") as f:
+        p = subprocess.Popen(argv, stdin=f, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=e)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, usage.ru_maxrss
+
+
+def one_line_text(nbytes):
+    words = TEXT.split()
+    out, n, i = [], 0, 0
+    while n < nbytes:
+        w = words[i % len(words)]
+        out.append(w)
+        n += len(w) + 1
+        i += 1
+    return " ".join(out)[:nbytes]
+
+
+def wait_for_size(path, size, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path) and os.path.getsize(path) >= size:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never reached {size} bytes")
+
+
 class Options(unittest.TestCase):
     def test_help_and_version(self):
         rc, out, err = run("--help", model=False)
@@ -103,7 +163,8 @@ class Options(unittest.TestCase):
             self.assertIn(opt, man, f"{opt} missing from txlgen(1)")
             if opt in ("--help", "--version", "--print-config", "--score",
                        "--ids", "--interactive", "--prompt", "--config",
-                       "--prime", "--state-in", "--state-out", "--model"):
+                       "--prime", "--state-in", "--state-out", "--model",
+                       "--tokenize", "--info"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -116,7 +177,7 @@ class Options(unittest.TestCase):
             elif opt in ("--temp", "--top-p", "--min-p",
                          "--repeat-penalty", "--adapt"):
                 argv.append("0.5")
-            rc, out, err = run(*argv, "--print-config", model=False)
+            rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
 
@@ -183,7 +244,7 @@ class Config(unittest.TestCase):
             {"temp": 0.5, "top_k": 7, "stop": ["\n\n", "END"],
              "mem_len": 16, "same_length": True, "text": "from config"}))
         rc, out, err = run("--config", cfg, "--top-k", "9", "-f", "p.txt",
-                           "--print-config", model=False)
+                           "--print-config")
         self.assertEqual((rc, err), (0, ""))
         got = json.loads(out)
         self.assertEqual(got["temp"], 0.5)             # config
@@ -192,11 +253,21 @@ class Config(unittest.TestCase):
         self.assertEqual(got["stop"], ["\n\n", "END"])
         self.assertEqual((got["prompt"], got["text"]), ("p.txt", None))
         self.assertIsNone(got["seg_len"])              # the model's
+        self.assertEqual(got["sources"]["temp"], "config file")
+        self.assertEqual(got["sources"]["top_k"], "command line")
+        self.assertEqual(got["sources"]["top_p"], "default")
+        # what --print-config writes, --config reads back (its "sources"
+        # then say "config file")
         again = tmpfile("again.json", out)
-        rc, out2, _ = run("--config", again, "--print-config", model=False)
-        self.assertEqual((rc, out2), (0, out))
+        rc, out2, _ = run("--config", again, "--print-config")
+        self.assertEqual(rc, 0)
+        got2 = json.loads(out2)
+        self.assertEqual({k: v for k, v in got2.items() if k != "sources"},
+                         {k: v for k, v in got.items() if k != "sources"})
+        self.assertEqual({v for k, v in got2["sources"].items()
+                          if k != "model"}, {"config file"})   # -m MODEL
         rc, out3, _ = run("-c", cfg, "--stop", "X", "--no-same-length",
-                          "--print-config", model=False)
+                          "--print-config")
         got = json.loads(out3)
         self.assertEqual(got["stop"], ["X"])
         self.assertIs(got["same_length"], False)
@@ -551,7 +622,8 @@ class ScriptedRepl(unittest.TestCase):
         rc, out, err = run("-i", "-n", "8", "--seed", "1", input=(
             "Hello\n/mem\n/set n_predict 4\nagain\n/bogus\n"
             f"/save {st}\nnext\n"))
-        self.assertEqual(rc, 0)
+        # the session goes on after an error, but a script learns of it
+        self.assertEqual(rc, 2)
         self.assertIn("unknown command '/bogus'", err)
         lines = out.decode().split("\n")
         self.assertRegex(lines[1], r"^memory: \d+/\d+ positions")
@@ -565,7 +637,7 @@ class ScriptedRepl(unittest.TestCase):
         rc, out, err = run("-i", "-n", "3", "--seed", "1", input=(
             "/set temp 0\n/set mem_len 20\n/show\n/reset\n/mem\n"
             "/set model x\n/set top_k -1\n/set stop \\n\n/quit\nignored\n"))
-        self.assertEqual(rc, 0)
+        self.assertEqual(rc, 2)                 # the /set errors
         text = out.decode()
         shown = json.loads(text[:text.rindex("}") + 1])
         self.assertEqual((shown["temp"], shown["mem_len"]), (0, 20))
@@ -592,12 +664,14 @@ class ScriptedRepl(unittest.TestCase):
                                     ("5", "40", consumed)])
 
 
-class PtyRepl(unittest.TestCase):
-    """The REPL on a terminal, as a person uses it."""
+class PtyBase(unittest.TestCase):
+    """Drives txlgen on a pseudo-terminal, as a person uses it."""
 
-    def spawn(self, *args, environ=None):
+    def spawn(self, *args, environ=None, cols=80):
         pid, fd = pty.fork()
         if pid == 0:
+            fcntl.ioctl(0, termios.TIOCSWINSZ,
+                        struct.pack("HHHH", 24, cols, 0, 0))
             os.execve(TXLGEN, [TXLGEN, "-m", MODEL] + list(args),
                       environ or env())
         self.pid, self.fd, self.buf = pid, fd, b""
@@ -628,6 +702,10 @@ class PtyRepl(unittest.TestCase):
         _, status = os.waitpid(self.pid, 0)
         os.close(self.fd)
         return os.waitstatus_to_exitcode(status)
+
+
+class PtyRepl(PtyBase):
+    """The REPL on a terminal, as a person uses it."""
 
     def test_session(self):
         hist = os.path.join(TMP, "hist")
@@ -667,15 +745,19 @@ class PtyRepl(unittest.TestCase):
         self.send(b"and then\r")
         self.read_until(rb"and then\r\n")
         self.assertEqual(self.read_until(rb"\r\n> "), first)
-        # text typed, then Ctrl-C: the line is dropped, the session goes on
+        # text typed, then Ctrl-C: the line is dropped, on a line of its
+        # own, and the session goes on
         self.send(b"abc")
         self.read_until(rb"abc")
         self.send(b"\x03")
-        self.read_until(rb"> ")
+        self.read_until(rb"^\^C\r\n> ")
         self.send(b"/mem\r")
         self.read_until(rb"memory: ")
         self.read_until(rb"> ")
-        # Ctrl-C at an empty prompt ends the program
+        # Ctrl-C at an empty prompt asks for a second one, which ends the
+        # program
+        self.send(b"\x03")
+        self.read_until(rb"Ctrl-C again or Ctrl-D to quit\)\r\n> ")
         self.send(b"\x03")
         self.assertEqual(self.wait(), 130)
 
@@ -691,24 +773,639 @@ class PtyRepl(unittest.TestCase):
         self.assertNotIn(b"\033[", out)
 
 
+class Signals(unittest.TestCase):
+    """SIGTERM ends a run as SIGINT does: output flushed, exit 143."""
+
+    def test_sigterm_flushes_what_was_generated(self):
+        # a file is written through stdio's buffer: killed by SIGTERM,
+        # the end of it (and the summary) used to be lost mid-line
+        out = os.path.join(TMP, "term.jsonl")
+        with open(out, "wb") as f:
+            p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                                  "--ignore-eos", "--json"], stdout=f,
+                                 stderr=subprocess.PIPE, env=env())
+            wait_for_size(out, 3 * 4096)
+            p.send_signal(signal.SIGTERM)
+            _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 143)
+        self.assertEqual(err.decode(), "txlgen: terminated\n")
+        with open(out, "rb") as f:
+            events = jsonl(f.read())
+        self.assertEqual(events[-1]["end"], "interrupted")
+        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+
+    def test_sigterm_into_a_pipe(self):
+        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                              "--ignore-eos", "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env())
+        got = b""
+        while len(got) < 2 * 4096:
+            got += os.read(p.stdout.fileno(), 65536)
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 143)
+        events = jsonl(got + rest)     # every line whole
+        self.assertEqual(events[-1]["end"], "interrupted")
+
+    def test_sigterm_ends_the_repl_and_saves_its_memory(self):
+        st = os.path.join(TMP, "term.state")
+        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-i", "-n", "5",
+                              "--seed", "1", "--state-out", st],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env())
+        p.stdin.write(b"Hello\n")
+        p.stdin.flush()
+        line = p.stdout.readline()          # the turn is done
+        self.assertTrue(line.endswith(b"\n"))
+        p.send_signal(signal.SIGTERM)       # waiting for the next line
+        _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 143)
+        self.assertIn(b"terminated", err)
+        # the memory was saved whole: it continues the text
+        rc, out, err = run("--state-in", st, "-n", "3", "--seed", "1",
+                           "-p", "")
+        self.assertEqual((rc, err), (0, ""))
+
+    def test_sigint_during_prime_says_so(self):
+        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--prime", "-", "-p",
+                              "x"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env())
+        p.stdin.write(TEXT.encode())    # and no end: still reading
+        p.stdin.flush()
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, out), (130, b""))
+        self.assertEqual(err, b"txlgen: interrupted\n")
+
+
+class SpecialFiles(unittest.TestCase):
+    """Files that could block are refused before anything reads them."""
+
+    def test_fifos_and_devices_are_refused(self):
+        fifo = os.path.join(TMP, "fifo")
+        if not os.path.exists(fifo):
+            os.mkfifo(fifo)
+        cases = [(["--config", fifo, "-p", "x"], 3),
+                 (["-f", fifo], 1),
+                 (["--score", fifo], 1),
+                 (["--tokenize", fifo], 1),
+                 (["--prime", fifo, "-p", "x"], 1),
+                 (["--score", "/dev/zero"], 1),
+                 (["--config", "/dev/zero", "-p", "x"], 3),
+                 (["--prime", "/dev/null", "-p", "x"], 1)]
+        for argv, code in cases:
+            rc, out, err = run(*argv, timeout=20)   # used to hang
+            self.assertEqual((rc, out), (code, b""), argv)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertRegex(err, r"is a (FIFO|character device).*'-'",
+                             argv)
+        rc, _, err = run("--score", TMP)
+        self.assertEqual(rc, 1)
+        self.assertIn("Is a directory", err)
+
+
+class TerminalSafeMessages(unittest.TestCase):
+    """Messages that quote input are one line of printable text."""
+
+    def run_raw(self, *argv, input=b""):
+        p = subprocess.run([TXLGEN, "-m", MODEL, *argv], input=input,
+                           capture_output=True, env=env(), timeout=60)
+        return p.returncode, p.stderr
+
+    def assertClean(self, err):
+        for c in b"\x1b\x9b\x07\r":
+            self.assertNotIn(c, err)
+        self.assertEqual(err.count(b"\n"),
+                         1 + err.count(b"Try 'txlgen --help'"), err)
+        err.decode("utf-8")            # strict: valid UTF-8
+        return err.decode()
+
+    def test_quoted_input_is_cleaned(self):
+        rc, err = self.run_raw("--score", "-", "--ids", input=b"12 \x1b[2J\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("'?[2J' is not a token id", self.assertClean(err))
+        cfg = tmpfile("esc.json", '{"\\u001b[31mred\\u009b1m\\r": 1}')
+        rc, err = self.run_raw("--config", cfg, "-p", "x")
+        self.assertEqual(rc, 3)
+        self.assertIn("unknown key '?[31mred?1m?'", self.assertClean(err))
+        rc, err = self.run_raw("-f", os.path.join(TMP, "no\x1b]0;t\x07.txt"))
+        self.assertEqual(rc, 1)
+        self.assertClean(err)
+        rc, err = self.run_raw(b"--top-k", b"\xff\x9b2J\x1bc")
+        self.assertEqual(rc, 2)
+        self.assertIn("'??2J?c' is not an integer", self.assertClean(err))
+        rc, err = self.run_raw("--te\x1b[2J")
+        self.assertEqual(rc, 2)
+        self.assertClean(err)
+
+
+class LongPrompt(unittest.TestCase):
+    def test_prompt_is_read_in_constant_memory(self):
+        # a prompt of one long line: peak memory must not grow with it
+        # (it used to be read whole and tokenized at once: +200 bytes of
+        # RSS per byte of prompt)
+        small = tmpfile("line-small.txt", one_line_text(150_000))
+        big = tmpfile("line-big.txt", one_line_text(600_000))
+        argv = [TXLGEN, "-m", MODEL, "-n", "1", "--seed", "1",
+                "--seg-len", "64"]
+        rc1, rss_small = max_rss_kb(argv, small)
+        rc2, rss_big = max_rss_kb(argv, big)
+        self.assertEqual((rc1, rc2), (0, 0))
+        self.assertLess(rss_big - rss_small, 16 * 1024,
+                        (rss_small, rss_big))
+
+    def test_streamed_prompt_equals_the_whole(self):
+        # fed chunk by chunk as it is read, the prompt gives what feeding
+        # its tokens at once gives: the next token's log-prob as --score
+        # computes it
+        text = TEXT + "\n\n"
+        path = tmpfile("stream-prompt.txt", text)
+        rc, out, err = run("-f", path, "-n", "1", "--temp", "1", "--top-k",
+                           "0", "--top-p", "1", "--min-p", "0", "--seed",
+                           "2", "--json", "--seg-len", "8")
+        self.assertEqual((rc, err), (0, ""))
+        tok = jsonl(out)[0]
+        rc, out, err = run("--tokenize", path)
+        ids = [int(x) for x in out.decode().split()]
+        ids_path = tmpfile("stream-prompt.ids",
+                           " ".join(map(str, ids + [tok["id"]])))
+        rc, out, err = run("--score", ids_path, "--ids", "--json",
+                           "--seg-len", "8")
+        rows = jsonl(out)[:-1]
+        self.assertEqual(rows[-1]["id"], tok["id"])
+        self.assertAlmostEqual(rows[-1]["logprob"], tok["logprob"], places=5)
+
+
+class ForgivingOptions(unittest.TestCase):
+    def usage(self, *argv):
+        rc, out, err = run(*argv)
+        self.assertEqual((rc, out), (2, b""), argv)
+        self.assertTrue(err.startswith("txlgen: "), err)
+        return err
+
+    def test_prompt_is_a_file(self):
+        rc, out, err = run("--prompt", "Hello world")
+        self.assertEqual((rc, out), (1, b""))
+        self.assertIn("Hello world: No such file or directory (--prompt "
+                      "reads a file; use -p/--text for a string)", err)
+
+    def test_c_with_a_number(self):
+        err = self.usage("-c", "2048", "-p", "x")
+        self.assertIn("--mem-len 2048", err)
+
+    def test_ambiguous_abbreviations_list_candidates(self):
+        self.assertIn("'--te' is ambiguous: --temp, --text",
+                      self.usage("--te", "1"))
+        err = self.usage("--top", "1")
+        self.assertIn("'--top' is ambiguous", err)
+        self.assertIn("--top-k", err)
+        self.assertIn("--top-p", err)
+        # a unique abbreviation is taken as getopt takes it
+        rc, out, _ = run("--tem", "0.5", "--print-config")
+        self.assertEqual(json.loads(out)["temp"], 0.5)
+
+    def test_did_you_mean(self):
+        cases = [(["--temperature", "0.5"], "did you mean '--temp'?"),
+                 (["--top_k", "5"], "did you mean '--top-k'?"),
+                 (["--ctx-size", "512"], "did you mean '--mem-len'?"),
+                 (["--reverse-prompt", "x"], "did you mean '--stop'?"),
+                 (["--repeat-penlty", "1.1"],
+                  "did you mean '--repeat-penalty'?"),
+                 (["-r", "x"], "did you mean --stop"),
+                 (["--echo=yes"], "'--echo' takes no value"),
+                 (["--qwertyuiop"], "unknown option '--qwertyuiop'\n")]
+        for argv, msg in cases:
+            self.assertIn(msg, self.usage(*argv), argv)
+
+    def test_seed_minus_one_is_random(self):
+        rc, out, _ = run("--seed", "5", "--seed", "-1", "--print-config")
+        self.assertIsNone(json.loads(out)["seed"])
+        seeds = set()
+        for _ in range(2):
+            rc, out, err = run("-p", "Hi", "-n", "2", "--seed", "-1",
+                               "--json")
+            self.assertEqual((rc, err), (0, ""))
+            seeds.add(jsonl(out)[-1]["seed"])
+        self.assertEqual(len(seeds), 2)     # 2^-32 chance of a false alarm
+
+    def test_limits_are_the_library_s_and_print_as_integers(self):
+        for v in ("100000", "2000000"):
+            self.assertIn(f"--seg-len: {v} is out of range (1 .. 65536)",
+                          self.usage("--seg-len", v))
+        self.assertIn("--repeat-last-n: 100000000 is out of range "
+                      "(0 .. 1048576)",
+                      self.usage("--repeat-last-n", "100000000"))
+        err = self.usage("--seed", "9007199254740992")
+        self.assertIn("(0 .. 9007199254740991, or -1", err)
+        self.assertNotRegex(err, r"e\+")
+        self.assertIn("(0 .. 1048576)", self.usage("--mem-len", "1048577"))
+
+    def test_every_boolean_has_a_no_form(self):
+        cfg = tmpfile("bools.json", json.dumps(
+            {"echo": True, "ignore_eos": True, "same_length": True,
+             "json": True, "stats": True, "color": "always",
+             "unbuffered": True}))
+        rc, out, err = run("-c", cfg, "--no-echo", "--no-ignore-eos",
+                           "--no-same-length", "--no-json", "--no-stats",
+                           "--no-color", "--no-unbuffered", "--print-config")
+        self.assertEqual((rc, err), (0, ""))
+        got = json.loads(out)
+        for k in ("echo", "ignore_eos", "same_length", "json", "stats",
+                  "unbuffered"):
+            self.assertIs(got[k], False, k)
+            self.assertEqual(got["sources"][k], "command line")
+        self.assertEqual(got["color"], "never")
+        # the flags of the command line too
+        path = tmpfile("noids.txt", TEXT)
+        rc, out, err = run("--score", path, "--ids", "--no-ids")
+        self.assertEqual((rc, err), (0, ""))
+        rc, out, err = run("-i", "--no-interactive", "-p", "Hi", "-n", "3")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertNotIn(b"memory", out)
+
+    def test_color_takes_its_value_after_a_space(self):
+        for argv, want in ((["--color", "never"], "never"),
+                           (["--color=never"], "never"),
+                           (["--color"], "always"),
+                           (["--colour", "auto"], "auto")):
+            rc, out, err = run(*argv, "--print-config")
+            self.assertEqual((rc, err), (0, ""), argv)
+            self.assertEqual(json.loads(out)["color"], want)
+
+    def test_completion_offers_what_the_table_has(self):
+        # the option table makes --help; the completion must offer every
+        # option of --help (and the --no- form of every flag), and nothing
+        # else, and complete files after the options that read one
+        _, out, _ = run("--help", model=False)
+        help_text = out.decode()
+        longs = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)", help_text))
+        flags = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)(?:\[=\w+\])?"
+                               r"(?: {2,}|$)", help_text))
+        negatable = flags - {"--help", "--version", "--print-config",
+                             "--info"}
+        want = longs | {"--no-" + o[2:] for o in negatable}
+        with open(os.path.join(ROOT, "cmd", "txlgen.bash-completion")) as f:
+            comp = f.read()
+        offered = set(re.findall(r"--[a-z-]+",
+                                 re.search(r"compgen -W '([^']*)'",
+                                           comp.split("if [[ $cur == -*")[1]
+                                           ).group(1)))
+        self.assertEqual(offered, want)
+        # every option with a value is in one of the case arms
+        with_value = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)"
+                                    r"(?: [A-Z]|\[=)", help_text))
+        arms = set(re.findall(r"--[a-z-]+", comp.split("case $prev in")[1]
+                              .split("esac")[0]))
+        self.assertEqual(arms - {"--file", "--colour"}, with_value)
+
+
+class ScoringReports(unittest.TestCase):
+    def test_standard_error_and_row_text(self):
+        path = tmpfile("se.txt", TEXT)
+        rc, out, err = run("--score", path, "--json", "--seg-len", "6")
+        self.assertEqual((rc, err), (0, ""))
+        ev = jsonl(out)
+        rows, s = ev[:-1], ev[-1]
+        nll = [-r["logprob"] for r in rows]
+        n = len(nll)
+        mean = sum(nll) / n
+        sd = math.sqrt(sum((x - mean) ** 2 for x in nll) / (n - 1))
+        self.assertAlmostEqual(s["nll_stderr"], sd / math.sqrt(n), places=6)
+        self.assertAlmostEqual(s["bpb_stderr"], s["nll_stderr"] * n /
+                               math.log(2) / s["bytes"], places=6)
+        self.assertIs(s["partial"], False)
+        # each row carries the text of its token
+        sp = Scoring.tokenizer(self)
+        for r in rows:
+            piece = sp.id_to_piece(r["id"])
+            if not piece.startswith("<0x"):
+                self.assertEqual(r["text"], piece.replace("\u2581", " "))
+        rc, out, err = run("--score", path, "--seg-len", "6")
+        text = out.decode()
+        self.assertRegex(text, r"\nnll_stderr \d+\.\d+\nbpb_stderr "
+                         r"\d+\.\d+\npartial false\n$")
+
+    def interrupted_score(self, *extra):
+        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", "-",
+                              "--seg-len", "8", *extra],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env())
+        data = (TEXT * 4).encode()
+        p.stdin.write(data)     # and no end: it waits for more
+        p.stdin.flush()
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 130)
+        self.assertIn(b"interrupted", err)
+        return out, len(data)
+
+    def test_ctrl_c_gives_the_partial_summary(self):
+        out, sent = self.interrupted_score("--json")
+        ev = jsonl(out)
+        rows, s = ev[:-1], ev[-1]
+        self.assertIs(s["partial"], True)
+        self.assertEqual(s["predicted"], len(rows))
+        self.assertGreater(len(rows), 8)
+        self.assertAlmostEqual(s["nll"], -sum(r["logprob"] for r in rows) /
+                               len(rows), places=6)
+        self.assertTrue(0 < s["bytes"] <= sent)
+        self.assertAlmostEqual(s["bpb"], s["nll"] * len(rows) / math.log(2)
+                               / s["bytes"], places=6)
+        out, _ = self.interrupted_score()
+        self.assertIn(b"\npartial true\n", out)
+        self.assertRegex(out.decode(), r"^tokens \d+\npredicted \d+\n")
+
+    def test_progress_shows_time_left(self):
+        big = tmpfile("progress.txt", TEXT * 300)
+        master, slave = pty.openpty()
+        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", big,
+                              "--seg-len", "4", "--mem-len", "64"],
+                             stdout=subprocess.PIPE, stderr=slave, env=env())
+        os.close(slave)
+        seen, end = b"", time.time() + 60
+        while b" left" not in seen and time.time() < end:
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+        os.close(master)
+        self.assertRegex(seen, rb"\d+% .* tokens/s .*\d+s left .*bpb "
+                         rb"\d+\.\d+ \xc2\xb1 \d+\.\d+")
+
+
+class Tokenize(unittest.TestCase):
+    TEXT = ("The state of the Union is strong.\n\n"
+            "We will build a better future, for our children.\n"
+            "Hé, naïve café!\n")
+
+    def test_ids_per_line_as_sentencepiece_gives_them(self):
+        sp = Scoring.tokenizer(self)
+        path = tmpfile("tok.txt", self.TEXT)
+        rc, out, err = run("--tokenize", path)
+        self.assertEqual((rc, err), (0, ""))
+        got = [[int(x) for x in line.split()]
+               for line in out.decode().split("\n")[:-1]]
+        self.assertEqual(got, [sp.encode(line)
+                               for line in self.TEXT.split("\n")[:-1]])
+
+    def test_json_gives_ids_and_text(self):
+        sp = Scoring.tokenizer(self)
+        rc, out, err = run("--tokenize", "-", "--json", input=self.TEXT)
+        self.assertEqual((rc, err), (0, ""))
+        ev = jsonl(out)
+        rows, s = ev[:-1], ev[-1]
+        ids = [i for line in self.TEXT.split("\n") for i in sp.encode(line)]
+        self.assertEqual([r["id"] for r in rows], ids)
+        self.assertEqual([r["pos"] for r in rows], list(range(len(ids))))
+        self.assertEqual(s, {"tokens": len(ids),
+                             "bytes": len(self.TEXT.encode())})
+        # the texts add up to the lines, without their leading spaces
+        self.assertEqual("".join(r["text"] for r in rows),
+                         self.TEXT.replace("\n", ""))
+
+    def test_ids_round_trip(self):
+        path = tmpfile("rt.txt", self.TEXT)
+        rc, ids, _ = run("--tokenize", path)
+        ids_path = tmpfile("rt.ids", ids)
+        rc, back, err = run("--tokenize", ids_path, "--ids")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(back.decode(), self.TEXT)
+        # and the ids score as the text does
+        a = jsonl(run("--score", path, "--json")[1])
+        b = jsonl(run("--score", ids_path, "--ids", "--json")[1])
+        self.assertEqual([r["id"] for r in a[:-1]], [r["id"] for r in b[:-1]])
+        for x, y in zip(a[:-1], b[:-1]):
+            self.assertAlmostEqual(x["logprob"], y["logprob"], places=5)
+
+    def test_bad_ids(self):
+        rc, out, err = run("--tokenize", "-", "--ids", input="1 2\n3 x\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("line 2: 'x' is not a token id", err)
+        rc, out, err = run("--tokenize", "-", "-i")
+        self.assertEqual(rc, 2)
+
+
+class Info(unittest.TestCase):
+    def test_info_describes_the_file(self):
+        header = model_header(MODEL)
+        meta = header.pop("__metadata__")
+        tensors = {k: v for k, v in header.items()
+                   if not k.startswith("__pad__")}
+        rc, out, err = run("--info", "--json")
+        self.assertEqual((rc, err), (0, ""))
+        info = json.loads(out)
+        self.assertEqual(info["model"], MODEL)
+        self.assertEqual(info["file"]["bytes"], os.path.getsize(MODEL))
+        weights = [v for k, v in tensors.items() if k != "tokenizer.model"]
+        self.assertEqual(info["parameters"],
+                         sum(math.prod(v["shape"]) for v in weights))
+        self.assertEqual(info["file"]["dtypes"]["F32"]["tensors"],
+                         len(weights))
+        for k in ("n_layer", "n_head", "d_model", "d_head", "d_inner",
+                  "d_embed"):
+            self.assertEqual(info["architecture"][k], int(meta[k]), k)
+        self.assertEqual(info["attention"]["attn_type"],
+                         int(meta["attn_type"]))
+        self.assertEqual(info["vocabulary"]["tokens"], int(meta["n_token"]))
+        self.assertEqual(info["vocabulary"]["model_type"], "unigram")
+        self.assertEqual(info["output_layer"]["kind"], "full softmax")
+        self.assertEqual(info["metadata"], meta)
+        self.assertIsNone(info["recommended"])
+        # the memory of a session holds at least K and V of every layer
+        ses = info["session"]
+        self.assertEqual(ses["mem_len"], int(meta["mem_len"]))
+        kv = 2 * 4 * int(meta["n_layer"]) * int(meta["n_head"]) * \
+            int(meta["d_head"])
+        self.assertGreaterEqual(ses["bytes"], kv * (ses["mem_len"] +
+                                                    ses["seg_len"]))
+        rc, out, _ = run("--info", "--json", "--mem-len", "1000")
+        big = json.loads(out)["session"]
+        self.assertEqual(big["mem_len"], 1000)
+        self.assertGreaterEqual(big["bytes"] - ses["bytes"],
+                                kv * (1000 - ses["mem_len"]))
+        # the same as text
+        rc, out, err = run("--info")
+        self.assertEqual((rc, err), (0, ""))
+        text = out.decode()
+        self.assertIn(f"parameters: {info['parameters']}", text)
+        self.assertIn(f"  n_layer: {meta['n_layer']}\n", text)
+        self.assertIn("  kind: full softmax\n", text)
+
+    def test_info_of_a_bad_model(self):
+        rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),
+                           model=False)
+        self.assertEqual((rc, out), (3, b""))
+
+
+class Recommended(unittest.TestCase):
+    def model(self, name, rec):
+        return with_metadata(MODEL, os.path.join(TMP, name),
+                             recommended=rec if isinstance(rec, str)
+                             else json.dumps(rec))
+
+    def config(self, *argv, model=None):
+        rc, out, err = run("-m", model, *argv, "--print-config", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        return json.loads(out)
+
+    def test_sources_and_precedence(self):
+        m = self.model("rec.bin", {"temp": 0.3, "top_k": 7, "stop": ["\n\n"],
+                                   "mem_len": 24})
+        got = self.config(model=m)
+        self.assertEqual((got["temp"], got["top_k"], got["stop"],
+                          got["mem_len"]), (0.3, 7, ["\n\n"], 24))
+        src = got["sources"]
+        self.assertEqual((src["temp"], src["top_k"], src["top_p"]),
+                         ("model", "model", "default"))
+        cfg = tmpfile("rec.json", json.dumps({"top_k": 9}))
+        got = self.config("-c", cfg, "--temp", "0.9", model=m)
+        self.assertEqual((got["temp"], got["top_k"], got["stop"]),
+                         (0.9, 9, ["\n\n"]))
+        self.assertEqual((got["sources"]["temp"], got["sources"]["top_k"],
+                          got["sources"]["stop"]),
+                         ("command line", "config file", "model"))
+        # the info shows them too
+        rc, out, _ = run("-m", m, "--info", "--json", model=False)
+        self.assertEqual(json.loads(out)["recommended"]["top_k"], 7)
+
+    def test_they_take_effect(self):
+        m = self.model("greedy.bin", {"temp": 0})
+        a = run("-m", m, "-p", "Hello", "-n", "20", "--seed", "1",
+                model=False)
+        b = run("-p", "Hello", "-n", "20", "--seed", "2", "--temp", "0")
+        c = run("-p", "Hello", "-n", "20", "--seed", "1")
+        self.assertEqual(a[0], 0)
+        self.assertEqual(a, b)
+        self.assertNotEqual(a[1], c[1])
+
+    def test_bad_values_are_errors(self):
+        for i, rec in enumerate(({"temp": -1}, {"top_k": "many"}, "{nope",
+                                 "[1]")):
+            m = self.model(f"bad-rec{i}.bin", rec)
+            rc, out, err = run("-m", m, "-p", "x", "-n", "1", model=False)
+            self.assertEqual((rc, out), (3, b""), rec)
+            self.assertTrue(err.startswith(f"txlgen: {m}: metadata "
+                                           "'recommended': "), err)
+            self.assertEqual(len(err.splitlines()), 1)
+
+    def test_unknown_and_forbidden_keys_are_ignored(self):
+        out_file = os.path.join(TMP, "rec-state-out")
+        m = self.model("odd-rec.bin", {"typical_p": 0.5,
+                                       "state_out": out_file,
+                                       "top_k": 3})
+        rc, out, err = run("-m", m, "-p", "x", "-n", "2", model=False)
+        self.assertEqual(rc, 0)
+        self.assertIn("key 'typical_p' ignored (not a setting of this "
+                      "version)", err)
+        self.assertIn("key 'state_out' ignored (not a setting a model may "
+                      "choose)", err)
+        self.assertFalse(os.path.exists(out_file))
+        rc, out, _ = run("-m", m, "--print-config", model=False)
+        self.assertEqual(rc, 0)
+        self.assertEqual(json.loads(out)["top_k"], 3)
+        self.assertIsNone(json.loads(out)["state_out"])
+
+
+class ReplPolish(PtyBase):
+    def test_set_echoes_and_typed_keys_wait(self):
+        self.spawn("-n", "-1", "--ignore-eos", "--seed", "1",
+                   "--color=never")
+        self.read_until(rb"Ctrl-D to quit\.\r\n> ")
+        self.send(b"/set temp 0.5\r")
+        self.read_until(rb"\(temp = 0\.5\)\r\n> ")
+        self.send(b"/set mem_len default\r")
+        self.read_until(rb"\(mem_len = \d+\)\r\n> ")
+        # keys typed while the model writes are not echoed into its text,
+        # and wait for the next prompt
+        self.send(b"Hello\r")
+        self.read_until(rb"Hello\r\n.{50}")
+        self.send(b"typed-ahead")
+        time.sleep(0.5)
+        self.send(b"\x03")
+        text = self.read_until(rb"\(stopped\)\r\n> ")
+        self.assertNotIn(b"typed-ahead", text)
+        self.read_until(rb"^typed-ahead")     # shown at the prompt
+        self.send(b"\r")                     # and sent
+        self.read_until(rb"^\r\n.{50}")
+        self.send(b"\x03")
+        self.read_until(rb"\(stopped\)\r\n> ")
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
+    def test_model_text_in_colour_and_banner_fits(self):
+        self.spawn("-n", "5", "--seed", "1", "--color=always", cols=40)
+        banner = self.read_until(rb"> ")
+        for line in banner.split(b"\r\n")[:-1]:
+            self.assertLessEqual(len(line.decode()), 39, banner)
+        self.send(b"Hello\r")
+        self.read_until(rb"Hello\r\n")
+        out = self.read_until(rb"\r\n> ")
+        self.assertTrue(out.startswith(b"\033[36m"), out)
+        self.assertIn(b"\033[0m", out)
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
+
 class Manual(unittest.TestCase):
-    def test_man_page_has_no_warnings(self):
+    def render(self, page):
         if not shutil.which("man"):
             self.skipTest("man-db is not installed")
         p = subprocess.run(["man", "--warnings", "-l",
-                            os.path.join(ROOT, "man", "txlgen.1")],
+                            os.path.join(ROOT, "man", page)],
                            capture_output=True, timeout=60,
                            env=dict(os.environ, MANWIDTH="80",
                                     MAN_KEEP_FORMATTING="0"))
         self.assertEqual(p.returncode, 0)
-        self.assertEqual(p.stderr.decode(), "")
-        text = re.sub(r".\x08", "", p.stdout.decode())
+        # groff warns of lines (tables) wider than the 80 columns
+        self.assertEqual(p.stderr.decode(), "", page)
+        return re.sub(r".\x08", "", p.stdout.decode())
+
+    def test_man_page_has_no_warnings(self):
+        text = self.render("txlgen.1")
         for section in ("EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES",
-                        "CONFIGURATION FILE", "INTERACTIVE SESSION"):
+                        "CONFIGURATION FILE", "INTERACTIVE SESSION",
+                        "RECOMMENDED SETTINGS", "READING FILES"):
             self.assertIn(section, text)
         for cmd in ("/help", "/reset", "/set", "/show", "/mem", "/save",
                     "/load", "/quit"):
             self.assertIn(cmd, text)
+        for code in ("0", "1", "2", "3", "130", "143"):
+            self.assertRegex(text, rf"(?m)^ +{code} ")
+
+    def test_model_page_and_dates(self):
+        self.assertIn("recommended", self.render("txlgen-model.5"))
+        dates = set()
+        for page in ("txlgen.1", "txlgen-model.5"):
+            with open(os.path.join(ROOT, "man", page)) as f:
+                th = next(line for line in f if line.startswith(".TH"))
+            dates.add(th.split()[3])
+        self.assertEqual(len(dates), 1, dates)
+
+    def test_exit_codes_agree(self):
+        # --help, txlgen(1) and README list the same exit codes
+        _, out, _ = run("--help", model=False)
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        for code in ("0 ok", "1 runtime error", "2 usage", "3 bad model",
+                     "130 interrupted", "143 terminated"):
+            self.assertIn(code, " ".join(out.decode().split()))
+            self.assertIn(code, " ".join(readme.split()))
+
+
+class Stats(unittest.TestCase):
+    def test_counts_agree_with_their_nouns(self):
+        rc, out, err = run("-p", "Hi", "-n", "1", "--stats", "--seed", "1")
+        self.assertEqual(rc, 0)
+        self.assertIn("generated: 1 token in", err)
+        self.assertRegex(err, r"prompt: \d+ tokens? in")
 
 
 if __name__ == "__main__":

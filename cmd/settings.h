@@ -1,27 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * options.h - txlgen's settings: one table shared by the command line,
- * the JSON config file, --print-config and the REPL's /set and /show.
+ * settings.h - txlgen's settings: one table shared by the command line,
+ * the JSON config file, a model's recommended settings, --print-config and
+ * the REPL's /set and /show.
  *
- * Precedence: built-in defaults < config file < command line.  Values
- * that default to the model's own (mem_len, ...) are "null" in JSON.
+ * Precedence: built-in defaults < the model's recommended settings <
+ * config file < command line.  Values that default to the model's own
+ * (mem_len, ...) are "null" in JSON.
  */
-#ifndef TXLGEN_OPTIONS_H
-#define TXLGEN_OPTIONS_H
+#ifndef TXLGEN_SETTINGS_H
+#define TXLGEN_SETTINGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-
-/* Exit codes, documented in txlgen(1). */
-enum txlgen_exit {
-	EXIT_OK = 0,
-	EXIT_RUNTIME = 1,     /* I/O error, bad input, write failure */
-	EXIT_USAGE = 2,       /* bad option or value */
-	EXIT_BADMODEL = 3,    /* bad or missing model, bad config file */
-	EXIT_INTERRUPTED = 130,
-};
 
 enum color_mode {
 	COLOR_AUTO = 0,
@@ -37,8 +29,19 @@ struct strlist {
 #define SEED_RANDOM (-1)   /* seed not set: pick one at start-up */
 #define SEED_MAX (((int64_t)1 << 53) - 1) /* exact in a JSON number */
 
+/* Where a setting's value came from (--print-config shows it). */
+enum origin {
+	ORIGIN_DEFAULT = 0,
+	ORIGIN_MODEL,      /* the model file's recommended settings */
+	ORIGIN_CONFIG,     /* --config FILE */
+	ORIGIN_CLI,        /* the command line */
+	ORIGIN_SET,        /* the REPL's /set */
+};
+
+#define SETTINGS_MAX 40
+
 struct txlgen_options {
-	/* settable from the config file (see the table in options.c) */
+	/* settable from the config file (see the table in settings.c) */
 	char *model;          /* NULL: TXLGEN_MODEL or the default model */
 	char *prompt;         /* prompt file; "-" = stdin; NULL = none */
 	char *text;           /* prompt text; NULL = none */
@@ -68,12 +71,16 @@ struct txlgen_options {
 	char *state_in;       /* memory state to start from */
 	char *state_out;      /* memory state saved at the end */
 
+	unsigned char origin[SETTINGS_MAX]; /* enum origin, per setting */
+
 	/* command line only */
 	char *config;         /* --config FILE */
 	char *score;          /* --score FILE */
-	bool ids;             /* --ids: --score input is token ids */
+	char *tokenize;       /* --tokenize FILE */
+	bool ids;             /* --ids: the input is token ids */
 	bool interactive;     /* -i */
 	bool print_config;    /* --print-config */
+	bool info;            /* --info */
 };
 
 enum setting_type {
@@ -103,6 +110,7 @@ struct setting {
 	bool min_exclusive;     /* value must be > min rather than >= */
 	double min, max;
 	enum setting_scope scope;
+	bool model_may_set;     /* allowed in a model's recommended settings */
 };
 
 extern const struct setting settings[];
@@ -110,6 +118,22 @@ extern const int n_settings;
 
 /** The setting named @p key ('-' and '_' alike), or NULL. */
 const struct setting *setting_find(const char *key);
+
+/** The setting's value in @p o. */
+static inline void *
+setting_ptr(const struct setting *s, const struct txlgen_options *o)
+{
+	return (char *)o + s->offset;
+}
+
+/** Where @p s's value in @p o came from. */
+enum origin setting_origin(const struct setting *s,
+			   const struct txlgen_options *o);
+void setting_set_origin(const struct setting *s, struct txlgen_options *o,
+			enum origin from);
+
+/** "default", "model", "config file", "command line" or "/set". */
+const char *origin_name(enum origin from);
 
 /**
  * Set @p s from the text @p val (command line, /set).  On error returns
@@ -119,7 +143,16 @@ const struct setting *setting_find(const char *key);
 bool setting_parse(const struct setting *s, struct txlgen_options *o,
 		   const char *val, char *err, size_t errlen);
 
-/** The setting's value as text, for /show and messages. */
+/** Set an integer setting (ST_INT, ST_SEED: -1 is a random seed) to the
+ *  whole number @p v, range checked; reason in @p err. */
+bool setting_set_integer(const struct setting *s, struct txlgen_options *o,
+			 double v, char *err, size_t errlen);
+
+/** Set a boolean (or tri-state) setting. */
+void setting_set_bool(const struct setting *s, struct txlgen_options *o,
+		      bool v);
+
+/** The setting's value as text, for /show, /set and messages. */
 void setting_format(const struct setting *s, const struct txlgen_options *o,
 		    char *buf, size_t len);
 
@@ -127,25 +160,13 @@ void setting_format(const struct setting *s, const struct txlgen_options *o,
 bool setting_check_range(const struct setting *s, double v, char *err,
 			 size_t errlen);
 
+/** The names of enum color_mode: "auto", "always", "never". */
+extern const char *const color_names[3];
+
 void options_init(struct txlgen_options *o);
 void options_free(struct txlgen_options *o);
 
 void strlist_add(struct strlist *l, const char *s);
 void strlist_clear(struct strlist *l);
 
-/**
- * Parse the command line: load --config first, then apply the options
- * over it.  Returns EXIT_OK, or the exit code after printing the error;
- * *@p done is set when the program should exit with that code (--help,
- * --version, errors).
- */
-int options_parse(struct txlgen_options *o, int argc, char **argv,
-		  bool *done);
-
-/** Print the usage summary (--help) to @p f. */
-void options_usage(FILE *f);
-
-/** Print "txlgen: MSG" and a newline to stderr, printf-style. */
-void errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-#endif /* TXLGEN_OPTIONS_H */
+#endif /* TXLGEN_SETTINGS_H */

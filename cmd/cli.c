@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli.c - the command line: getopt_long over the option table, and
+ * messages that help: an ambiguous abbreviation lists its candidates, a
+ * misspelt option or one of llama.cpp's names gets "did you mean".
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "txl.h"
+
+#include "cli.h"
+#include "config.h"
+#include "errors.h"
+#include "settings.h"
+
+#define MAX_LONG 128
+
+/* getopt's table: every option, then the --no- forms. */
+struct getopt_table {
+	struct option lo[MAX_LONG + 1];
+	char names[MAX_LONG][40];
+	int n;
+	char so[128];
+};
+
+/* getopt_long's value for option i of cli_opts; +1 for its --no- form */
+#define VAL(i, neg) (256 + 2 * (i) + (neg))
+
+static void
+build_getopt(struct getopt_table *t)
+{
+	int k = 0;
+
+	t->so[k++] = '+'; /* no permutation: stop at the first argument */
+	t->so[k++] = ':';
+	t->n = 0;
+	for (int i = 0; i < n_cli_opts; i++) {
+		const struct cli_opt *c = &cli_opts[i];
+
+		if (!c->name)
+			continue;
+		for (int neg = 0; neg <= (int)c->negatable; neg++) {
+			snprintf(t->names[t->n], sizeof(t->names[0]), "%s%s",
+				 neg ? "no-" : "", c->name);
+			t->lo[t->n] = (struct option){
+				t->names[t->n],
+				neg ? no_argument : c->has_arg, NULL,
+				VAL(i, neg)
+			};
+			t->n++;
+		}
+		if (c->short_opt) {
+			t->so[k++] = (char)c->short_opt;
+			if (c->has_arg == required_argument)
+				t->so[k++] = ':';
+		}
+	}
+	t->so[k] = '\0';
+	memset(&t->lo[t->n], 0, sizeof(t->lo[0]));
+}
+
+/* ------------------------------------------------------------------ */
+/* Suggestions                                                         */
+
+/* Options of other programs, llama.cpp's above all, and what they are
+ * called here. */
+static const struct {
+	const char *theirs, *ours;
+} aliases[] = {
+	{ "ctx-size", "mem-len" },
+	{ "n-ctx", "mem-len" },
+	{ "context", "mem-len" },
+	{ "temperature", "temp" },
+	{ "reverse-prompt", "stop" },
+	{ "antiprompt", "stop" },
+	{ "predict", "n-predict" },
+	{ "max-tokens", "n-predict" },
+	{ "batch-size", "seg-len" },
+	{ "ubatch-size", "seg-len" },
+	{ "threads-batch", "threads" },
+	{ "prompt-cache", "state-in" },
+	{ "perplexity", "score" },
+	{ "verbose-prompt", "echo" },
+	{ "display-prompt", "echo" },
+	{ "no-display-prompt", "no-echo" },
+	{ "conversation", "interactive" },
+	{ "log-disable", "no-stats" },
+};
+
+/* llama.cpp's short options that mean something else here or nothing */
+static const struct {
+	char theirs;
+	const char *ours;
+} short_aliases[] = {
+	{ 'r', "--stop (llama.cpp's -r/--reverse-prompt)" },
+	{ 'b', "--seg-len (llama.cpp's -b/--batch-size)" },
+	{ 'e', "--stop \"$(printf '\\n')\" (escapes are the shell's job)" },
+};
+
+/* Damerau-Levenshtein distance (optimal string alignment), capped. */
+static int
+distance(const char *a, const char *b)
+{
+	int la = (int)strlen(a), lb = (int)strlen(b);
+	int d[40][40];
+
+	if (la >= 40 || lb >= 40)
+		return 99;
+	for (int i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (int j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (int i = 1; i <= la; i++) {
+		for (int j = 1; j <= lb; j++) {
+			int cost = a[i - 1] != b[j - 1];
+			int v = d[i - 1][j] + 1;
+
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[la][lb];
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The error for the long option @p arg ("--name" or "--name=value"). */
+static void
+bad_long_option(const struct getopt_table *t, const char *arg)
+{
+	char name[64], norm[64], list[1024];
+	const char *match[MAX_LONG];
+	const char *eq = strchr(arg, '=');
+	size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+	int n_match = 0, best = -1, best_d = 99, at = 0;
+
+	if (len >= sizeof(name))
+		len = sizeof(name) - 1;
+	memcpy(name, arg + 2, len);
+	name[len] = '\0';
+
+	/* an abbreviation of several: getopt calls it unknown */
+	for (int i = 0; i < t->n; i++) {
+		if (!strncmp(t->names[i], name, len)) {
+			if (!strcmp(t->names[i], name)) {
+				/* exact: then the problem is the value */
+				usage_error("option '--%s' takes no value",
+					    name);
+				return;
+			}
+			match[n_match++] = t->names[i];
+		}
+	}
+	qsort(match, (size_t)n_match, sizeof(match[0]), cmp_str);
+	list[0] = '\0';
+	for (int i = 0; i < n_match && at < (int)sizeof(list); i++)
+		at += snprintf(list + at, sizeof(list) - (size_t)at, "%s--%s",
+			       i ? ", " : "", match[i]);
+	if (n_match > 1 && len) {
+		usage_error("option '--%s' is ambiguous: %s", name, list);
+		return;
+	}
+
+	/* another program's name, or this one's in another spelling */
+	for (size_t i = 0; i < len; i++)
+		norm[i] = name[i] == '_' ? '-' : (char)tolower(
+			(unsigned char)name[i]);
+	norm[len] = '\0';
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+		if (!strcmp(norm, aliases[i].theirs)) {
+			usage_error("unknown option '--%s'; did you mean "
+				    "'--%s'?", name, aliases[i].ours);
+			return;
+		}
+	}
+	for (int i = 0; i < t->n; i++) {
+		int d = distance(norm, t->names[i]);
+
+		if (d < best_d) {
+			best_d = d;
+			best = i;
+		}
+	}
+	if (best >= 0 && (best_d == 0 || (best_d <= 2 &&
+					  best_d * 3 <= (int)len)))
+		usage_error("unknown option '--%s'; did you mean '--%s'?",
+			    name, t->names[best]);
+	else
+		usage_error("unknown option '--%s'", name);
+}
+
+static void
+bad_short_option(int c)
+{
+	for (size_t i = 0; i < sizeof(short_aliases) / sizeof(short_aliases[0]);
+	     i++) {
+		if (short_aliases[i].theirs == c) {
+			usage_error("unknown option '-%c'; did you mean %s?", c,
+				    short_aliases[i].ours);
+			return;
+		}
+	}
+	usage_error("unknown option '-%c'", c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Parsing                                                             */
+
+static int
+find_opt(int c)
+{
+	if (c >= 256 && c < VAL(n_cli_opts, 0))
+		return (c - 256) / 2;
+	for (int i = 0; i < n_cli_opts; i++)
+		if (cli_opts[i].name && cli_opts[i].short_opt == c)
+			return i;
+	return -1;
+}
+
+/* The option as the user spelled it, for messages. */
+static void
+opt_name(int i, int c, char *buf, size_t len)
+{
+	if (c < 256)
+		snprintf(buf, len, "-%c", c);
+	else
+		snprintf(buf, len, "--%s%s", (c - 256) % 2 ? "no-" : "",
+			 cli_opts[i].name);
+}
+
+static bool
+all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/* Pass 1: the config file, which the other options override. */
+static int
+load_config(struct txlgen_options *o, int argc, char **argv,
+	    const struct getopt_table *t)
+{
+	struct stat sb;
+	int c;
+
+	opterr = 0;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, t->so, t->lo, NULL)) != -1) {
+		int i = find_opt(c);
+
+		if (i >= 0 && cli_opts[i].action == OPT_CONFIG) {
+			free(o->config);
+			o->config = xstrdup(optarg);
+		}
+	}
+	if (!o->config)
+		return EXIT_OK;
+	if (all_digits(o->config) && stat(o->config, &sb) != 0) {
+		usage_error("-c/--config reads a JSON config file and there is "
+			    "no file '%s'; llama.cpp's -c/--ctx-size %s is "
+			    "--mem-len %s here", o->config, o->config,
+			    o->config);
+		return EXIT_USAGE;
+	}
+	return config_load(o, o->config);
+}
+
+/* Apply option i of the table (getopt value c) with argument @p arg. */
+static int
+apply(struct txlgen_options *o, int i, int c, const char *arg, int argc,
+      char **argv)
+{
+	const struct cli_opt *co = &cli_opts[i];
+	bool neg = c >= 256 && (c - 256) % 2;
+	const struct setting *s;
+	char err[256], name[64];
+
+	opt_name(i, c, name, sizeof(name));
+	switch (co->action) {
+	case OPT_SETTING:
+	case OPT_BOOL:
+		s = setting_find(co->key);
+		/* a list from the command line replaces the config's */
+		if (s->type == ST_LIST && setting_origin(s, o) != ORIGIN_CLI)
+			strlist_clear(setting_ptr(s, o));
+		setting_set_origin(s, o, ORIGIN_CLI);
+		if (co->action == OPT_BOOL) {
+			setting_set_bool(s, o, !neg);
+			return EXIT_OK;
+		}
+		if (s->type == ST_COLOR && neg) {
+			arg = "never";
+		} else if (s->type == ST_COLOR && !arg) {
+			/* "--color always" as well as "--color=always" */
+			arg = "always";
+			for (int k = 0; optind < argc && k < 3; k++) {
+				if (!strcmp(argv[optind], color_names[k])) {
+					arg = argv[optind++];
+					break;
+				}
+			}
+		}
+		if (!setting_parse(s, o, arg, err, sizeof(err))) {
+			usage_error("%s: %s", name, err);
+			return EXIT_USAGE;
+		}
+		return EXIT_OK;
+	case OPT_FLAG:
+		*(bool *)((char *)o + co->offset) = !neg;
+		return EXIT_OK;
+	case OPT_PATH:
+		free(*(char **)((char *)o + co->offset));
+		*(char **)((char *)o + co->offset) = xstrdup(arg);
+		return EXIT_OK;
+	case OPT_CONFIG:
+	case OPT_HELP:
+	case OPT_VERSION:
+		break;
+	}
+	return EXIT_OK;
+}
+
+/* What the options say together. */
+static int
+check_combination(struct txlgen_options *o)
+{
+	const struct setting *prompt = setting_find("prompt");
+	const struct setting *text = setting_find("text");
+	bool cli_prompt = setting_origin(prompt, o) == ORIGIN_CLI;
+	bool cli_text = setting_origin(text, o) == ORIGIN_CLI;
+
+	/* a prompt source on the command line replaces the config's */
+	if (cli_prompt && cli_text) {
+		usage_error("--prompt and --text cannot be used together");
+		return EXIT_USAGE;
+	}
+	if (cli_prompt) {
+		free(o->text);
+		o->text = NULL;
+	} else if (cli_text) {
+		free(o->prompt);
+		o->prompt = NULL;
+	}
+	if (o->ids && !o->score && !o->tokenize) {
+		usage_error("--ids needs --score or --tokenize");
+		return EXIT_USAGE;
+	}
+	if (o->score && o->tokenize) {
+		usage_error("--score and --tokenize cannot be used together");
+		return EXIT_USAGE;
+	}
+	if ((o->score || o->tokenize) && o->interactive) {
+		usage_error("--%s and --interactive cannot be used together",
+			    o->score ? "score" : "tokenize");
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+int
+options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
+{
+	struct getopt_table t;
+	int c, rc;
+
+	*done = true;
+	build_getopt(&t);
+	rc = load_config(o, argc, argv, &t);
+	if (rc != EXIT_OK)
+		return rc;
+
+	/* Pass 2: everything else, in order. */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) != -1) {
+		int i = find_opt(c);
+
+		if (c == ':') {
+			usage_error("option '%s' needs an argument",
+				    argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+		if (c == '?' || i < 0) {
+			if (optopt && optopt < 256)
+				bad_short_option(optopt);
+			else
+				bad_long_option(&t, argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+		switch (cli_opts[i].action) {
+		case OPT_HELP:
+			options_usage(stdout);
+			return EXIT_OK;
+		case OPT_VERSION:
+			printf("txlgen %s (libtxl %s)\n", TXLGEN_VERSION,
+			       txl_version());
+			return EXIT_OK;
+		default:
+			rc = apply(o, i, c, optarg, argc, argv);
+			if (rc != EXIT_OK)
+				return rc;
+		}
+	}
+	if (optind < argc) {
+		usage_error("unexpected argument '%s' (give a prompt with "
+			    "-p/--text STRING or -f/--prompt FILE)",
+			    argv[optind]);
+		return EXIT_USAGE;
+	}
+	rc = check_combination(o);
+	if (rc == EXIT_OK)
+		*done = false;
+	return rc;
+}

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * feed.c - feeding text into the memory.
+ *
+ * Text is fed as it is read, chunk by chunk (input.c), in whole segments
+ * aligned at the start of the text, as if it were fed at once: a prompt
+ * or a --prime file of any size costs the same memory.  With --adapt each
+ * segment is learned from once its next token is known.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "output.h"
+#include "progress.h"
+#include "signals.h"
+#include "text.h"
+
+/* Blank lines after a line of a prompt file are held back until text
+ * follows (final newlines are dropped); at most this many bytes. */
+#define HOLD_MAX (1 << 20)
+
+int
+engine_adapt(struct engine *e, const int32_t *targets, int n)
+{
+	enum txl_status st;
+
+	if (e->opts->adapt <= 0)
+		return EXIT_OK;
+	st = txl_session_adapt(e->session, targets, n, (float)e->opts->adapt);
+	e->have_logits = false;
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
+int
+engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
+{
+	enum txl_status st = txl_session_eval(e->session, ids, n, want);
+
+	if (st == TXL_ABORTED || interrupted) {
+		e->have_logits = false;
+		return EXIT_INTERRUPTED;
+	}
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		e->have_logits = false;
+		return EXIT_RUNTIME;
+	}
+	e->have_logits = want != TXL_LOGITS_NONE;
+	return EXIT_OK;
+}
+
+/* Feed the whole segments of ids[0..n) that leave at least one token
+ * over, so that each one's next token is known: *fed of them, a multiple
+ * of seg_len, so the segments are where one feed of all n would put
+ * them.  With --adapt one at a time, learning from each.  Returns an
+ * exit code. */
+static int
+feed_segments(struct engine *e, const int32_t *ids, int n, int *fed)
+{
+	int seg = txl_session_get_params(e->session).seg_len, rc = EXIT_OK;
+	int k = n > 0 ? (n - 1) / seg * seg : 0;
+
+	*fed = k;
+	if (k == 0)
+		return EXIT_OK;
+	if (e->opts->adapt <= 0)
+		return engine_feed(e, ids, k, TXL_LOGITS_NONE);
+	for (int i = 0; i < k && rc == EXIT_OK; i += seg) {
+		rc = engine_feed(e, ids + i, seg, TXL_LOGITS_ALL);
+		if (rc == EXIT_OK)
+			rc = engine_adapt(e, ids + i + 1, seg);
+	}
+	return rc;
+}
+
+struct feeder {
+	struct engine *e;
+	const struct feed_opts *fo;
+	struct tokvec t;      /* tokens not fed yet */
+	int64_t total;        /* tokens in all */
+	uint64_t bytes;       /* bytes of text taken */
+};
+
+/* Tokenize @p s and feed the whole segments it completes. */
+static int
+take_text(struct feeder *f, const char *s, size_t len)
+{
+	struct engine *e = f->e;
+	int k, rc;
+
+	if (!len)
+		return EXIT_OK;
+	if (f->fo->echo && out_prompt(f->fo->echo, s, len) == OUT_ERROR)
+		return EXIT_RUNTIME;
+	f->bytes += len;
+	k = engine_tokenize(e, s, len);
+	if (k < 0)
+		return EXIT_RUNTIME;
+	for (int i = 0; f->fo->sampler && i < k; i++)
+		txl_sampler_accept(f->fo->sampler, e->ids[i]);
+	tokvec_add(&f->t, e->ids, k);
+	f->total += k;
+	rc = feed_segments(e, f->t.v, f->t.n, &k);
+	if (rc == EXIT_OK)
+		tokvec_drop(&f->t, k);
+	return rc;
+}
+
+static bool
+only_newlines(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != '\n' && s[i] != '\r')
+			return false;
+	return true;
+}
+
+int
+engine_feed_input(struct engine *e, struct input *in,
+		  const struct feed_opts *fo, int64_t *n_tokens,
+		  uint64_t *bytes)
+{
+	struct feeder f = { .e = e, .fo = fo };
+	struct strbuf held = { 0 };  /* a line whose final newlines may be
+					the text's last (fo->drop_final_) */
+	struct progress pg;
+	const char *chunk;
+	size_t len;
+	int rc = EXIT_OK, got;
+
+	progress_init(&pg, in->size);
+	pg.on = pg.on && fo->progress;
+	while ((got = input_next(in, &chunk, &len)) > 0) {
+		if (!fo->drop_final_newlines) {
+			rc = take_text(&f, chunk, len);
+		} else if (only_newlines(chunk, len) && held.len &&
+			   held.len + len <= HOLD_MAX) {
+			strbuf_add(&held, chunk, len);
+		} else {
+			rc = take_text(&f, held.s, held.len);
+			held.len = 0;
+			strbuf_add(&held, chunk, len);
+		}
+		if (rc != EXIT_OK)
+			goto out;
+		progress_show(&pg, in->consumed, f.total, NULL, false);
+	}
+	if (got < 0) {
+		rc = interrupted ? EXIT_INTERRUPTED : EXIT_RUNTIME;
+		goto out;
+	}
+	while (held.len && (held.s[held.len - 1] == '\n' ||
+			    held.s[held.len - 1] == '\r'))
+		held.len--;
+	rc = take_text(&f, held.s, held.len);
+	if (rc != EXIT_OK)
+		goto out;
+	if (f.t.n)
+		rc = engine_feed(e, f.t.v, f.t.n, TXL_LOGITS_LAST);
+out:
+	progress_done(&pg);
+	if (n_tokens)
+		*n_tokens = f.total;
+	if (bytes)
+		*bytes = f.bytes;
+	strbuf_free(&held);
+	free(f.t.v);
+	return rc;
+}
+
+int
+engine_prime(struct engine *e, struct input *in)
+{
+	struct feed_opts fo = { .progress = true };
+	int64_t n = 0;
+	int rc = engine_feed_input(e, in, &fo, &n, NULL);
+
+	if (n)
+		e->started = true;
+	return rc;
+}

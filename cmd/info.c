@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * info.c - --info: what a user needs to know before running a model they
+ * did not make.
+ *
+ * The description is one JSON tree, built once; --info --json prints it,
+ * and --info prints the same tree as indented "key: value" lines.  A new
+ * field is one call here.  It comes from the library (hyperparameters,
+ * metadata, parameter count, the memory a session takes), the file's
+ * safetensors header (dtypes, every metadata key) and the SentencePiece
+ * model inside it (its kind and normaliser).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "engine.h"
+#include "input.h"
+#include "text.h"
+
+#define MAX_HEADER (64u << 20)
+#define MAX_TOKENIZER (256u << 20)
+
+static cJSON *
+obj(cJSON *parent, const char *key)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddItemToObject(parent, key, o);
+	return o;
+}
+
+static void
+num(cJSON *o, const char *key, double v)
+{
+	cJSON_AddNumberToObject(o, key, v);
+}
+
+static void
+str(cJSON *o, const char *key, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, key, v);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+static void
+flag(cJSON *o, const char *key, bool v)
+{
+	cJSON_AddBoolToObject(o, key, v);
+}
+
+/* A metadata value that is JSON (lists, numbers), or NULL. */
+static cJSON *
+meta_json(struct engine *e, const char *key)
+{
+	const char *s = txl_model_meta(e->model, key);
+
+	return s ? cJSON_Parse(s) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The file: safetensors header and the tokenizer proto                */
+
+struct file_view {
+	cJSON *header;        /* the parsed header */
+	uint64_t data_start;  /* 8 + header length */
+};
+
+static bool
+read_header(const char *path, struct file_view *fv, uint64_t *size)
+{
+	struct input in;
+	unsigned char n8[8];
+	uint64_t n = 0;
+	char *h;
+
+	if (!input_open(&in, path, NULL))
+		return false;
+	*size = in.size;
+	if (!input_read(&in, n8, 8)) {
+		input_close(&in);
+		return false;
+	}
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | n8[i];
+	if (n > MAX_HEADER || n > in.size - 8) {
+		errmsg("%s: header of %" PRIu64 " bytes", path, n);
+		input_close(&in);
+		return false;
+	}
+	h = xrealloc(NULL, (size_t)n + 1);
+	if (!input_read(&in, h, (size_t)n)) {
+		free(h);
+		input_close(&in);
+		return false;
+	}
+	h[n] = '\0';
+	fv->header = cJSON_Parse(h);
+	fv->data_start = 8 + n;
+	free(h);
+	input_close(&in);
+	return fv->header != NULL;
+}
+
+/* The bytes of tensor @p name, or NULL. */
+static unsigned char *
+read_tensor(const char *path, const struct file_view *fv, const char *name,
+	    size_t *len)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(fv->header, name);
+	const cJSON *off = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+	struct input in;
+	unsigned char *buf;
+	double b, e;
+	uint64_t skip;
+
+	if (cJSON_GetArraySize(off) != 2)
+		return NULL;
+	b = cJSON_GetArrayItem(off, 0)->valuedouble;
+	e = cJSON_GetArrayItem(off, 1)->valuedouble;
+	if (!(b >= 0 && e >= b && e - b <= MAX_TOKENIZER))
+		return NULL;
+	if (!input_open(&in, path, NULL))
+		return NULL;
+	*len = (size_t)(e - b);
+	skip = fv->data_start + (uint64_t)b;
+	buf = xrealloc(NULL, *len ? *len : 1);
+	if (lseek(in.fd, (off_t)skip, SEEK_SET) != (off_t)skip ||
+	    !input_read(&in, buf, *len)) {
+		free(buf);
+		buf = NULL;
+	}
+	input_close(&in);
+	return buf;
+}
+
+/* Tensors, values and bytes per dtype; every metadata key. */
+static void
+describe_tensors(cJSON *file, cJSON *root, const struct file_view *fv)
+{
+	cJSON *dt = obj(file, "dtypes");
+	const cJSON *t;
+
+	cJSON_ArrayForEach(t, fv->header) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+		const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+		const cJSON *off = cJSON_GetObjectItemCaseSensitive(t,
+								  "data_offsets");
+		const cJSON *d;
+		cJSON *entry;
+		double values = 1;
+
+		if (!strcmp(t->string, "__metadata__")) {
+			cJSON_AddItemToObject(root, "metadata",
+					      cJSON_Duplicate(t, true));
+			continue;
+		}
+		if (!strncmp(t->string, "__pad__", 7) ||
+		    !cJSON_IsString(type) || cJSON_GetArraySize(off) != 2)
+			continue;
+		cJSON_ArrayForEach(d, shape)
+			values *= d->valuedouble;
+		entry = cJSON_GetObjectItemCaseSensitive(dt, type->valuestring);
+		if (!entry) {
+			entry = obj(dt, type->valuestring);
+			num(entry, "tensors", 0);
+			num(entry, "values", 0);
+			num(entry, "bytes", 0);
+		}
+		cJSON_SetNumberValue(cJSON_GetObjectItem(entry, "tensors"),
+			cJSON_GetObjectItem(entry, "tensors")->valuedouble + 1);
+		cJSON_SetNumberValue(cJSON_GetObjectItem(entry, "values"),
+			cJSON_GetObjectItem(entry, "values")->valuedouble +
+			values);
+		cJSON_SetNumberValue(cJSON_GetObjectItem(entry, "bytes"),
+			cJSON_GetObjectItem(entry, "bytes")->valuedouble +
+			cJSON_GetArrayItem(off, 1)->valuedouble -
+			cJSON_GetArrayItem(off, 0)->valuedouble);
+	}
+}
+
+/* A protobuf varint at *p (< end); false if malformed. */
+static bool
+varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		unsigned char c = *(*p)++;
+
+		*v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/* Field @p want of the protobuf message [p, end): a varint into *v, or a
+ * length-delimited field into [*sub, *sub_end).  False if absent or
+ * malformed. */
+static bool
+proto_field(const unsigned char *p, const unsigned char *end, uint64_t want,
+	    uint64_t *v, const unsigned char **sub,
+	    const unsigned char **sub_end)
+{
+	while (p < end) {
+		uint64_t tag, x;
+
+		if (!varint(&p, end, &tag))
+			return false;
+		switch (tag & 7) {
+		case 0:
+			if (!varint(&p, end, &x))
+				return false;
+			if (tag >> 3 == want && v) {
+				*v = x;
+				return true;
+			}
+			break;
+		case 1:
+			if (end - p < 8)
+				return false;
+			p += 8;
+			break;
+		case 2:
+			if (!varint(&p, end, &x) || x > (uint64_t)(end - p))
+				return false;
+			if (tag >> 3 == want && sub) {
+				*sub = p;
+				*sub_end = p + x;
+				return true;
+			}
+			p += x;
+			break;
+		case 5:
+			if (end - p < 4)
+				return false;
+			p += 4;
+			break;
+		default:
+			return false;
+		}
+	}
+	return false;
+}
+
+/* SentencePiece's ModelProto: trainer_spec (2).model_type (3), and
+ * normalizer_spec (3).name (1). */
+static void
+describe_tokenizer(cJSON *voc, const unsigned char *p, size_t len)
+{
+	static const char *const types[] = {
+		NULL, "unigram", "bpe", "word", "char"
+	};
+	const unsigned char *s, *se, *n, *ne, *end = p + len;
+	uint64_t type = 1;  /* the proto's default */
+	char name[64];
+
+	if (proto_field(p, end, 2, NULL, &s, &se))
+		proto_field(s, se, 3, &type, NULL, NULL);
+	str(voc, "model_type", type >= 1 && type <= 4 ? types[type] : NULL);
+	if (proto_field(p, end, 3, NULL, &s, &se) &&
+	    proto_field(s, se, 1, NULL, &n, &ne) &&
+	    (size_t)(ne - n) < sizeof(name)) {
+		memcpy(name, n, (size_t)(ne - n));
+		name[ne - n] = '\0';
+		text_clean_line(name);
+		str(voc, "normalizer", name);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* The model                                                           */
+
+static const char *const attn_names[] = {
+	"relative positions with global biases (Transformer-XL)",
+	"learnable relative positions (Shaw et al.)",
+	"absolute sinusoidal positions at the input (vanilla Transformer)",
+	"learned absolute positions in every layer (vanilla Transformer)",
+};
+
+static void
+describe_output(struct engine *e, cJSON *root)
+{
+	const struct txl_hparams *hp = e->hp;
+	cJSON *out = obj(root, "output_layer");
+	cJSON *cutoffs = meta_json(e, "cutoffs");
+	cJSON *div = meta_json(e, "div_val"), *tie;
+	int n_cut = cJSON_GetArraySize(cutoffs);
+	double dv = cJSON_IsNumber(div) ? div->valuedouble : 1;
+
+	str(out, "kind", n_cut ? "adaptive softmax" : "full softmax");
+	num(out, "div_val", dv);
+	flag(out, "tie_weight", hp->tie_weight);
+	if (n_cut) {
+		cJSON *cl = cJSON_AddArrayToObject(out, "clusters");
+		double lo = 0, d = hp->d_embed;
+
+		for (int i = 0; i <= n_cut; i++) {
+			cJSON *c = cJSON_CreateObject();
+			double hi = i < n_cut ?
+				cJSON_GetArrayItem(cutoffs, i)->valuedouble :
+				hp->n_token;
+
+			num(c, "first", lo);
+			num(c, "size", hi - lo);
+			num(c, "d_embed", floor(d));
+			cJSON_AddItemToArray(cl, c);
+			lo = hi;
+			d /= dv;
+		}
+	}
+	tie = meta_json(e, "tie_projs");
+	cJSON_AddItemToObject(out, "tie_projs", tie ? tie : cJSON_CreateNull());
+	cJSON_Delete(cutoffs);
+	cJSON_Delete(div);
+}
+
+static int
+describe_memory(struct engine *e, cJSON *root)
+{
+	const struct txl_hparams *hp = e->hp;
+	const struct txlgen_options *o = e->opts;
+	struct txl_session_params p = txl_session_params_default();
+	cJSON *m = obj(root, "session");
+	int64_t bytes;
+
+	p.mem_len = o->mem_len;
+	p.seg_len = o->seg_len;
+	p.clamp_len = o->clamp_len;
+	p.same_length = o->same_length;
+	bytes = txl_session_bytes(e->model, &p);
+	if (bytes < 0) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+		return EXIT_USAGE;
+	}
+	num(m, "mem_len", p.mem_len < 0 ? hp->mem_len : p.mem_len);
+	num(m, "seg_len", p.seg_len < 0 ? hp->tgt_len : p.seg_len);
+	num(m, "clamp_len", p.clamp_len < 0 ? hp->clamp_len : p.clamp_len);
+	flag(m, "same_length", p.same_length < 0 ? hp->same_length :
+	     p.same_length);
+	num(m, "receptive_field", (double)hp->n_layer *
+	    (p.mem_len < 0 ? hp->mem_len : p.mem_len));
+	num(m, "bytes", (double)bytes);
+	/* txl_session_adapt()'s own copy of the output weight and bias */
+	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));
+	return EXIT_OK;
+}
+
+static int
+describe(struct engine *e, cJSON *root)
+{
+	const struct txl_hparams *hp = e->hp;
+	struct file_view fv = { 0 };
+	uint64_t size = 0;
+	cJSON *file, *arch, *att, *voc, *rec, *version;
+	cJSON *attn = meta_json(e, "attn_type");
+	int at = cJSON_IsNumber(attn) ? attn->valueint : 0;
+	int32_t special[3] = {
+		txl_token_bos(e->model), txl_token_eos(e->model),
+		txl_token_unk(e->model)
+	};
+	static const char *const special_names[3] = { "bos", "eos", "unk" };
+	unsigned char *proto;
+	size_t proto_len;
+	int rc;
+
+	cJSON_Delete(attn);
+	str(root, "model", e->model_path);
+	str(root, "description", txl_model_meta(e->model, "description"));
+
+	file = obj(root, "file");
+	str(file, "format", txl_model_meta(e->model, "format"));
+	version = meta_json(e, "format_version");
+	cJSON_AddItemToObject(file, "format_version", version ? version :
+			      cJSON_CreateNull());
+	if (!read_header(e->model_path, &fv, &size))
+		return EXIT_BADMODEL;
+	num(file, "bytes", (double)size);
+	num(root, "parameters", (double)txl_model_n_params(e->model));
+
+	arch = obj(root, "architecture");
+	num(arch, "n_layer", hp->n_layer);
+	num(arch, "d_model", hp->d_model);
+	num(arch, "n_head", hp->n_head);
+	num(arch, "d_head", hp->d_head);
+	num(arch, "d_inner", hp->d_inner);
+	num(arch, "d_embed", hp->d_embed);
+	flag(arch, "pre_lnorm", hp->pre_lnorm);
+	flag(arch, "untie_r", hp->untie_r);
+
+	att = obj(root, "attention");
+	num(att, "attn_type", at);
+	str(att, "kind", at >= 0 && at < 4 ? attn_names[at] : NULL);
+
+	voc = obj(root, "vocabulary");
+	num(voc, "tokens", hp->n_token);
+	str(voc, "tokenizer", "SentencePiece");
+	proto = read_tensor(e->model_path, &fv, "tokenizer.model",
+			    &proto_len);
+	if (proto)
+		describe_tokenizer(voc, proto, proto_len);
+	free(proto);
+	for (int i = 0; i < 3; i++) {
+		if (special[i] >= 0)
+			num(voc, special_names[i], special[i]);
+		else
+			cJSON_AddNullToObject(voc, special_names[i]);
+	}
+
+	describe_output(e, root);
+	rc = describe_memory(e, root);
+	rec = meta_json(e, "recommended");
+	cJSON_AddItemToObject(root, "recommended", rec ? rec :
+			      cJSON_CreateNull());
+	describe_tensors(file, root, &fv);
+	cJSON_Delete(fv.header);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Text                                                                */
+
+/* " (28.9 MB)", " (7.2M)" after a size or a count */
+static void
+human(const char *key, double v, FILE *out)
+{
+	static const char *const units[] = { "k", "M", "G", "T" };
+	size_t kl = strlen(key);
+	bool bytes = kl >= 5 && !strcmp(key + kl - 5, "bytes");
+	int u = -1;
+
+	if (!bytes && strcmp(key, "parameters"))
+		return;
+	while (v >= 1000 && u < 3) {
+		v /= 1000;
+		u++;
+	}
+	if (u >= 0)
+		fprintf(out, " (%.1f %s%s)", v, units[u], bytes ? "B" : "");
+}
+
+static void
+print_value(const cJSON *v, FILE *out)
+{
+	char buf[64], *s;
+
+	if (cJSON_IsNumber(v)) {
+		fputs(fmt_number(v->valuedouble, buf, sizeof(buf)), out);
+		human(v->string ? v->string : "", v->valuedouble, out);
+	} else if (cJSON_IsString(v)) {
+		s = xstrdup(v->valuestring);
+		text_clean_line(s);
+		fputs(s, out);
+		free(s);
+	} else if (cJSON_IsNull(v)) {
+		fputs("none", out);
+	} else {
+		s = cJSON_PrintUnformatted(v);
+		if (!s)
+			die_oom();
+		text_clean_line(s);
+		fputs(s, out);
+		free(s);
+	}
+}
+
+static void
+print_text(const cJSON *o, int depth, FILE *out)
+{
+	const cJSON *v;
+
+	cJSON_ArrayForEach(v, o) {
+		char *key = xstrdup(v->string);
+
+		text_clean_line(key);
+		fprintf(out, "%*s%s:", 2 * depth, "", key);
+		free(key);
+		if (cJSON_IsObject(v)) {
+			fputc('\n', out);
+			print_text(v, depth + 1, out);
+		} else {
+			fputc(' ', out);
+			print_value(v, out);
+			fputc('\n', out);
+		}
+	}
+}
+
+int
+engine_info(struct engine *e, FILE *out)
+{
+	cJSON *root = cJSON_CreateObject();
+	int rc = describe(e, root);
+
+	if (rc == EXIT_OK) {
+		if (e->opts->json) {
+			char *s = cJSON_Print(root);
+
+			if (!s)
+				die_oom();
+			fprintf(out, "%s\n", s);
+			free(s);
+		} else {
+			print_text(root, 0, out);
+		}
+	}
+	cJSON_Delete(root);
+	fflush(out);
+	if (rc == EXIT_OK && ferror(out)) {
+		errmsg("writing output failed: %s", strerror(errno));
+		rc = EXIT_RUNTIME;
+	}
+	return rc;
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * input.c - reading files: one opening that cannot hang, one chunker.
+ *
+ * open() of a FIFO waits for a writer, and read() of a device may never
+ * end: every file is opened with O_NONBLOCK and checked with fstat()
+ * before anything reads it.  Only stdin, given as "-", may be a pipe or
+ * a terminal.
+ *
+ * Streams (--prime, --score, --tokenize, prompts) are handed out line by
+ * line, so memory use does not depend on their size.  Line by line is
+ * also how spm_encode reads its input; for SentencePiece's default
+ * normalisation (newlines count as spaces, runs of spaces collapse) it
+ * gives the same ids as tokenizing the whole text at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "input.h"
+#include "signals.h"
+#include "text.h"
+
+static const char *
+kind_of(mode_t m)
+{
+	if (S_ISFIFO(m))
+		return "a FIFO (named pipe)";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "not a regular file";
+}
+
+/* A descriptor of the regular file @p path, or -1 (reported). */
+static int
+open_regular(const char *path, const char *hint, uint64_t *size)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0) {
+		int e = errno;
+
+		if (e == ENOENT && hint)
+			errmsg("%s: %s (%s)", path, strerror(e), hint);
+		else
+			errmsg("%s: %s", path, strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &sb) != 0) {
+		errmsg("%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		errmsg("%s: %s", path, strerror(EISDIR));
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		errmsg("%s: is %s, not a regular file; to read it, give '-' "
+		       "and redirect it to stdin", path, kind_of(sb.st_mode));
+		close(fd);
+		return -1;
+	}
+	/* reads of a regular file never block; clear the flag anyway */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	*size = (uint64_t)sb.st_size;
+	return fd;
+}
+
+bool
+input_open(struct input *in, const char *path, const char *hint)
+{
+	struct stat sb;
+
+	memset(in, 0, sizeof(*in));
+	if (!strcmp(path, "-")) {
+		in->fd = STDIN_FILENO;
+		in->name = "(stdin)";
+		if (fstat(in->fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			errmsg("%s: %s", in->name, strerror(EISDIR));
+			return false;
+		}
+		if (fstat(in->fd, &sb) == 0 && S_ISREG(sb.st_mode))
+			in->size = (uint64_t)sb.st_size;
+	} else {
+		in->name = path;
+		in->fd = open_regular(path, hint, &in->size);
+		if (in->fd < 0)
+			return false;
+	}
+	in->own_buf = true;  /* allocated at the first read */
+	return true;
+}
+
+void
+input_open_text(struct input *in, const char *text, size_t len,
+		const char *name)
+{
+	memset(in, 0, sizeof(*in));
+	in->fd = -1;
+	in->name = name;
+	in->buf = (char *)text;  /* only read */
+	in->end = in->cap = len;
+	in->eof = true;
+	in->bytes = in->size = len;
+}
+
+void
+input_close(struct input *in)
+{
+	if (in->fd > STDIN_FILENO)
+		close(in->fd);
+	if (in->own_buf)
+		free(in->buf);
+	memset(in, 0, sizeof(*in));
+	in->fd = -1;
+}
+
+/* Where to cut @p s of @p have > INPUT_CHUNK_MAX bytes without a newline:
+ * before a space or tab (same ids), else at a character boundary. */
+static size_t
+cut_point(const char *s)
+{
+	size_t cut = INPUT_CHUNK_MAX;
+
+	while (cut > 1 && s[cut - 1] != ' ' && s[cut - 1] != '\t')
+		cut--;
+	if (cut > 1)
+		return cut - 1;  /* the space starts the next chunk */
+	for (cut = INPUT_CHUNK_MAX; cut > INPUT_CHUNK_MAX - 3 &&
+	     ((unsigned char)s[cut] & 0xc0) == 0x80; cut--)
+		;
+	return cut;
+}
+
+int
+input_next(struct input *in, const char **chunk, size_t *n)
+{
+	if (!in->buf) {
+		in->cap = INPUT_CHUNK_MAX + 65536;
+		in->buf = xrealloc(NULL, in->cap);
+	}
+	for (;;) {
+		char *s = in->buf + in->start;
+		size_t have = in->end - in->start;
+		char *nl = memchr(s, '\n', have);
+		ssize_t got;
+
+		if (nl) {
+			*n = (size_t)(nl + 1 - s);
+		} else if (have >= INPUT_CHUNK_MAX) {
+			*n = cut_point(s);
+		} else if (in->eof) {
+			if (!have)
+				return 0;
+			*n = have;
+		} else {
+			memmove(in->buf, s, have);
+			in->start = 0;
+			in->end = have;
+			got = signals_read(in->fd, in->buf + in->end,
+					   in->cap - in->end);
+			if (got < 0) {
+				if (!interrupted)
+					errmsg("%s: %s", in->name,
+					       strerror(errno));
+				return -1;
+			}
+			if (got == 0)
+				in->eof = true;
+			in->end += (size_t)got;
+			in->bytes += (uint64_t)got;
+			continue;
+		}
+		*chunk = s;
+		in->start += *n;
+		in->consumed += *n;
+		return 1;
+	}
+}
+
+bool
+input_read(struct input *in, void *buf, size_t n)
+{
+	size_t at = 0;
+
+	while (at < n) {
+		ssize_t got = signals_read(in->fd, (char *)buf + at, n - at);
+
+		if (got <= 0) {
+			if (got == 0)
+				errmsg("%s: unexpected end of file", in->name);
+			else if (!interrupted)
+				errmsg("%s: %s", in->name, strerror(errno));
+			return false;
+		}
+		at += (size_t)got;
+	}
+	return true;
+}
+
+char *
+input_slurp(const char *path, size_t max, size_t *len)
+{
+	struct input in;
+	struct strbuf b = { 0 };
+	char buf[65536];
+	ssize_t got;
+
+	if (!input_open(&in, path, NULL))
+		return NULL;
+	strbuf_add(&b, "", 0);
+	while ((got = signals_read(in.fd, buf, sizeof(buf))) > 0) {
+		if (b.len + (size_t)got > max) {
+			errmsg("%s: %s", in.name, strerror(EFBIG));
+			got = -2;
+			break;
+		}
+		strbuf_add(&b, buf, (size_t)got);
+	}
+	if (got == -1 && !interrupted)
+		errmsg("%s: %s", in.name, strerror(errno));
+	input_close(&in);
+	if (got < 0) {
+		strbuf_free(&b);
+		return NULL;
+	}
+	*len = b.len;
+	return b.s;
+}

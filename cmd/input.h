@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * input.h - the one way txlgen reads a file: opened without blocking and
+ * checked (a regular file, or stdin as "-"), then read as a stream of
+ * chunks, or whole when small (config files).
+ */
+#ifndef TXLGEN_INPUT_H
+#define TXLGEN_INPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest chunk: a longer line is cut (see input_next). */
+#define INPUT_CHUNK_MAX (1 << 16)
+
+struct input {
+	int fd;                 /* -1 for text in memory */
+	const char *name;       /* for messages: the path, or "(stdin)" */
+	char *buf;
+	size_t start, end, cap;
+	bool eof;
+	bool own_buf;
+	uint64_t bytes;         /* read so far */
+	uint64_t consumed;      /* handed out in chunks so far */
+	uint64_t size;          /* of a regular file, else 0 */
+};
+
+/**
+ * Open @p path for reading ("-": stdin).  Anything but a regular file is
+ * refused before a read could block (a FIFO, a device, a directory), with
+ * a one-line message; so is a missing file, with @p hint appended to the
+ * message if not NULL.  Returns false after printing the message.
+ */
+bool input_open(struct input *in, const char *path, const char *hint);
+
+/** Read @p len bytes of @p text (kept by the caller) as an input. */
+void input_open_text(struct input *in, const char *text, size_t len,
+		     const char *name);
+
+void input_close(struct input *in);
+
+/**
+ * The next chunk: a line with its '\n', or a cut of a line longer than
+ * INPUT_CHUNK_MAX, before a space or tab (which then starts the next
+ * chunk) or, failing that, at a character boundary.  Valid until the next
+ * call.  Returns 1 with a chunk, 0 at the end, -1 on a read error
+ * (reported) or when interrupted (see signals.h).
+ */
+int input_next(struct input *in, const char **chunk, size_t *n);
+
+/** Read exactly @p n bytes from the start of what is left of @p in
+ *  (not mixed with input_next); false after printing why. */
+bool input_read(struct input *in, void *buf, size_t n);
+
+/**
+ * The whole file @p path, NUL-terminated, if it has at most @p max bytes;
+ * else, or on any error, NULL after printing the reason.  *@p len gets
+ * its length.  Free it with free().
+ */
+char *input_slurp(const char *path, size_t max, size_t *len);
+
+#endif /* TXLGEN_INPUT_H */

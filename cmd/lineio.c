@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lineio.c - reading the REPL's lines.
+ *
+ * On a terminal, libedit provides line editing and history; its
+ * character reader is ours, so that a signal is noticed while the line is
+ * still there to look at.  Without a terminal, plain lines, no prompt and
+ * no history, so that the REPL can be scripted.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <wchar.h>
+
+#include "errors.h"
+#include "lineio.h"
+#include "signals.h"
+
+#define HISTORY_SIZE 1000
+
+/* $TXLGEN_HISTFILE, or $XDG_STATE_HOME/txlgen/history; NULL if empty. */
+static char *
+history_path(void)
+{
+	const char *env = getenv("TXLGEN_HISTFILE");
+	const char *state = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	char dir[PATH_MAX], *path;
+
+	if (env)
+		return *env ? xstrdup(env) : NULL;
+	if (state && *state == '/')
+		snprintf(dir, sizeof(dir), "%s/txlgen", state);
+	else if (home && *home)
+		snprintf(dir, sizeof(dir), "%s/.local/state/txlgen", home);
+	else
+		return NULL;
+	/* create the directory and its parents, private to the user */
+	for (char *p = dir + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(dir, 0700);
+			*p = '/';
+		}
+	}
+	mkdir(dir, 0700);
+	if (asprintf(&path, "%s/history", dir) < 0)
+		return NULL;
+	return path;
+}
+
+#ifdef HAVE_LIBEDIT
+static struct lineio *the_lineio; /* for the libedit callbacks */
+
+static char *
+prompt_fn(EditLine *el)
+{
+	(void)el;
+	return (char *)the_lineio->prompt;
+}
+
+/* libedit's character reader, but one that notices a signal while the
+ * line is still there to look at. */
+static int
+getc_fn(EditLine *el, wchar_t *wc)
+{
+	mbstate_t st;
+	char b;
+
+	memset(&st, 0, sizeof(st));
+	for (;;) {
+		ssize_t r = signals_read(STDIN_FILENO, &b, 1);
+		size_t k;
+
+		if (r < 0 && interrupted) {
+			const LineInfo *li = el_line(el);
+
+			the_lineio->cut_empty = li->lastchar == li->buffer;
+			return -1;
+		}
+		if (r <= 0)
+			return (int)r;
+		k = mbrtowc(wc, &b, 1, &st);
+		if (k == (size_t)-2)
+			continue;
+		if (k == (size_t)-1)
+			*wc = (unsigned char)b;
+		return 1;
+	}
+}
+#endif
+
+void
+lineio_open(struct lineio *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+	l->histfile = l->tty ? history_path() : NULL;
+#ifdef HAVE_LIBEDIT
+	if (l->tty) {
+		HistEvent ev;
+
+		the_lineio = l;
+		l->hist = history_init();
+		history(l->hist, &ev, H_SETSIZE, HISTORY_SIZE);
+		history(l->hist, &ev, H_SETUNIQUE, 1);
+		if (l->histfile)
+			history(l->hist, &ev, H_LOAD, l->histfile);
+		l->el = el_init("txlgen", stdin, stdout, stderr);
+		el_set(l->el, EL_EDITOR, "emacs");
+		el_set(l->el, EL_PROMPT, prompt_fn);
+		el_set(l->el, EL_HIST, history, l->hist);
+		el_set(l->el, EL_SIGNAL, 0);
+		el_set(l->el, EL_GETCFN, getc_fn);
+		el_source(l->el, NULL); /* ~/.editrc */
+	}
+#endif
+}
+
+void
+lineio_add_history(struct lineio *l, const char *text)
+{
+#ifdef HAVE_LIBEDIT
+	HistEvent ev;
+
+	if (!l->hist || !*text)
+		return;
+	history(l->hist, &ev, H_ENTER, text);
+	if (l->histfile)
+		history(l->hist, &ev, H_SAVE, l->histfile);
+#else
+	(void)l;
+	(void)text;
+#endif
+}
+
+void
+lineio_close(struct lineio *l)
+{
+	lineio_echo(l, true);
+#ifdef HAVE_LIBEDIT
+	if (l->el)
+		el_end(l->el);
+	if (l->hist)
+		history_end(l->hist);
+#endif
+	free(l->histfile);
+	free(l->line);
+}
+
+static void
+keep_line(struct lineio *l, const char *s, size_t n)
+{
+	if (n + 1 > l->line_cap) {
+		l->line_cap = n + 1;
+		l->line = xrealloc(l->line, l->line_cap);
+	}
+	memcpy(l->line, s, n);
+	l->line[n] = '\0';
+}
+
+enum read_result
+lineio_read(struct lineio *l, const char *prompt, size_t *len)
+{
+	ssize_t n;
+
+	fflush(stdout);
+	l->prompt = prompt;
+	l->cut_empty = false;
+	if (interrupted) {
+		/* a signal between two prompts: as at an empty one */
+		l->cut_empty = true;
+		return READ_INTERRUPTED;
+	}
+#ifdef HAVE_LIBEDIT
+	if (l->el) {
+		int count;
+		const char *s = el_gets(l->el, &count);
+
+		if (!s)
+			return count < 0 && interrupted ? READ_INTERRUPTED :
+				READ_EOF;
+		keep_line(l, s, strlen(s));
+		n = (ssize_t)strlen(s);
+		goto got;
+	}
+#endif
+	if (l->tty) {
+		fputs(prompt, stdout);
+		fflush(stdout);
+	}
+	errno = 0;
+	signals_setup(false);  /* getline() must wake up on a signal */
+	n = getline(&l->line, &l->line_cap, stdin);
+	signals_setup(true);
+	if (n < 0) {
+		if (interrupted) {
+			clearerr(stdin);
+			l->cut_empty = true;
+			return READ_INTERRUPTED;
+		}
+		if (ferror(stdin))
+			errmsg("reading stdin: %s", strerror(errno));
+		return READ_EOF;
+	}
+#ifdef HAVE_LIBEDIT
+got:
+#endif
+	if (n > 0 && l->line[n - 1] == '\n')
+		l->line[--n] = '\0';
+	if (n > 0 && l->line[n - 1] == '\r')
+		l->line[--n] = '\0';
+	*len = (size_t)n;
+	return READ_LINE;
+}
+
+void
+lineio_echo(struct lineio *l, bool on)
+{
+	struct termios t;
+
+	if (!l->tty)
+		return;
+	if (!on && !l->echo_off && tcgetattr(STDIN_FILENO, &l->saved) == 0) {
+		t = l->saved;
+		t.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
+		/* what is typed meanwhile stays in the input: TCSANOW
+		 * flushes nothing, and NOFLSH keeps it when Ctrl-C stops the
+		 * generation */
+		t.c_lflag |= NOFLSH;
+		l->echo_off = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+	} else if (on && l->echo_off) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &l->saved);
+		l->echo_off = false;
+	}
+}
+
+int
+lineio_width(void)
+{
+	struct winsize ws;
+
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	return 80;
+}

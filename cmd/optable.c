@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * optable.c - every command-line option, once: its names, argument,
+ * what it sets and its line in --help.  cli.c builds getopt's table from
+ * it (with the --no- form of every boolean) and usage.c the help.
+ */
+#include <getopt.h>
+#include <stddef.h>
+
+#include "cli.h"
+
+#define OFF(field) offsetof(struct txlgen_options, field)
+#define HEAD(title) { NULL, 0, 0, OPT_HELP, NULL, 0, false, NULL, title }
+#define SET(name, s, key, meta, help) \
+	{ name, s, required_argument, OPT_SETTING, key, 0, false, meta, help }
+#define BOOL(name, s, key, help) \
+	{ name, s, no_argument, OPT_BOOL, key, 0, true, NULL, help }
+#define FLAG(name, s, field, neg, help) \
+	{ name, s, no_argument, OPT_FLAG, NULL, OFF(field), neg, NULL, help }
+#define PATH(name, field, help) \
+	{ name, 0, required_argument, OPT_PATH, NULL, OFF(field), false, \
+	  "FILE", help }
+
+const struct cli_opt cli_opts[] = {
+	HEAD("Model and input:"),
+	SET("model", 'm', "model", "FILE",
+	    "model file (default: $TXLGEN_MODEL or sotu.bin)"),
+	SET("prompt", 'f', "prompt", "FILE",
+	    "read the prompt from FILE ('-' = stdin)"),
+	SET("file", 0, "prompt", "FILE", NULL),
+	SET("text", 'p', "text", "STRING", "use STRING as the prompt"),
+	BOOL("echo", 0, "echo", "print the prompt before the continuation"),
+	SET("prime", 0, "prime", "FILE",
+	    "feed FILE into the memory first (repeatable)"),
+	SET("state-in", 0, "state_in", "FILE",
+	    "start from a saved memory state"),
+	SET("state-out", 0, "state_out", "FILE",
+	    "save the memory state at the end"),
+	FLAG("interactive", 'i', interactive, true,
+	     "interactive session (REPL)"),
+
+	HEAD("Length and stopping:"),
+	SET("n-predict", 'n', "n_predict", "N",
+	    "tokens to generate (default 256; -1 = no limit)"),
+	SET("stop", 0, "stop", "STRING", "stop before STRING (repeatable)"),
+	BOOL("ignore-eos", 0, "ignore_eos",
+	     "never generate the end-of-sequence token"),
+
+	HEAD("Sampling (a model file may recommend other defaults):"),
+	SET("temp", 0, "temp", "T", "temperature (default 0.8; 0 = greedy)"),
+	SET("top-k", 0, "top_k", "K",
+	    "keep the K most likely tokens (default 40; 0 = off)"),
+	SET("top-p", 0, "top_p", "P",
+	    "nucleus sampling (default 0.95; 1 = off)"),
+	SET("min-p", 0, "min_p", "P",
+	    "drop tokens below P x the top one (default 0.05)"),
+	SET("repeat-penalty", 0, "repeat_penalty", "X",
+	    "penalise recent tokens (default 1 = off)"),
+	SET("repeat-last-n", 0, "repeat_last_n", "N",
+	    "tokens the penalty looks back (default 64)"),
+	SET("seed", 's', "seed", "N",
+	    "random seed (default or -1: a new one each run)"),
+
+	HEAD("Transformer-XL (defaults from the model):"),
+	SET("mem-len", 0, "mem_len", "N", "positions kept in the memory"),
+	SET("seg-len", 0, "seg_len", "N", "tokens per segment"),
+	SET("clamp-len", 0, "clamp_len", "N",
+	    "clamp relative distances to N (0 = none)"),
+	BOOL("same-length", 0, "same_length",
+	     "every position sees the same number of keys"),
+	SET("threads", 't', "threads", "N",
+	    "OpenBLAS threads (default 0 = OpenBLAS decides)"),
+
+	HEAD("Scoring and tokens:"),
+	PATH("score", score,
+	     "print NLL, perplexity and bits per byte of FILE\n"
+	     "('-' = stdin), read as a stream"),
+	PATH("tokenize", tokenize,
+	     "print the token ids of FILE ('-' = stdin), one\n"
+	     "line per line; with --json also the text of each"),
+	FLAG("ids", 0, ids, true,
+	     "the --score or --tokenize input is token ids\n"
+	     "(--tokenize --ids turns ids back into text)"),
+	SET("adapt", 0, "adapt", "LR",
+	    "learn from the text read (--score, --prime, the\n"
+	    "prompt): a gradient step on the output layer\n"
+	    "after each segment, learning rate LR (default 0\n"
+	    "= off)"),
+
+	HEAD("Output:"),
+	BOOL("json", 0, "json",
+	     "JSON lines: one object per token, then a summary"),
+	BOOL("stats", 0, "stats",
+	     "token counts, speed and memory fill on stderr"),
+	{ "color", 0, optional_argument, OPT_SETTING, "color", 0, true,
+	  "[=WHEN]", "colour the prompt (and the REPL's output):\n"
+	  "auto, always, never" },
+	{ "colour", 0, optional_argument, OPT_SETTING, "color", 0, true,
+	  "[=WHEN]", NULL },
+	BOOL("unbuffered", 'u', "unbuffered",
+	     "flush after every token even into a pipe"),
+
+	HEAD("Configuration and information:"),
+	{ "config", 'c', required_argument, OPT_CONFIG, NULL, 0, false,
+	  "FILE", "read settings from a JSON file" },
+	FLAG("print-config", 0, print_config, false,
+	     "print the effective settings as JSON, with\n"
+	     "where each came from, and exit"),
+	FLAG("info", 0, info, false,
+	     "describe the model (--json: as JSON) and exit"),
+	{ "help", 'h', no_argument, OPT_HELP, NULL, 0, false, NULL,
+	  "show this help and exit" },
+	{ "version", 'V', no_argument, OPT_VERSION, NULL, 0, false, NULL,
+	  "show the version and exit" },
+};
+const int n_cli_opts = (int)(sizeof(cli_opts) / sizeof(cli_opts[0]));
+
+const char cli_help_footer[] =
+"Every boolean option has a --no- form (--no-echo, --no-json, --no-color,\n"
+"...) that overrides a config file.  Exit status: 0 ok, 1 runtime error,\n"
+"2 usage error, 3 bad model or config, 130 interrupted (SIGINT), 143\n"
+"terminated (SIGTERM).  See txlgen(1).\n";

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress.h - the progress line of long reads (--score, --prime) on
+ * stderr when it is a terminal: position, speed, time left and a running
+ * figure.
+ */
+#ifndef TXLGEN_PROGRESS_H
+#define TXLGEN_PROGRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct progress {
+	bool on;
+	bool shown;         /* a line is on the screen */
+	double t0, last;
+	uint64_t size;      /* bytes in all, 0 if unknown (a pipe) */
+};
+
+/** Seconds on a monotonic clock. */
+double now_s(void);
+
+void progress_init(struct progress *p, uint64_t size);
+
+/** Show that @p bytes were read and @p tokens processed, with @p extra
+ *  (may be NULL) at the end; at most five times a second unless
+ *  @p force. */
+void progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
+		   const char *extra, bool force);
+
+/** Erase the line. */
+void progress_done(struct progress *p);
+
+#endif /* TXLGEN_PROGRESS_H */

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * text.c - bytes as text: a growing buffer, UTF-8, JSON literals, numbers
+ * for people, and lines made safe for a terminal.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "errors.h"
+#include "text.h"
+
+#define REPLACEMENT "\xef\xbf\xbd" /* U+FFFD */
+
+void
+strbuf_add(struct strbuf *b, const char *s, size_t len)
+{
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		b->s = xrealloc(b->s, cap);
+		b->cap = cap;
+	}
+	if (len)
+		memcpy(b->s + b->len, s, len);
+	b->len += len;
+	b->s[b->len] = '\0';
+}
+
+void
+strbuf_free(struct strbuf *b)
+{
+	free(b->s);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Start a character with lead byte @p c; false if @p c cannot lead. */
+static bool
+utf8_lead(struct utf8_state *u, unsigned char c)
+{
+	u->lo = 0x80;
+	u->hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf) {
+		u->need = 1;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		u->need = 2;
+		if (c == 0xe0)
+			u->lo = 0xa0;   /* no overlong forms */
+		else if (c == 0xed)
+			u->hi = 0x9f;   /* no surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		u->need = 3;
+		if (c == 0xf0)
+			u->lo = 0x90;
+		else if (c == 0xf4)
+			u->hi = 0x8f;   /* nothing above U+10FFFF */
+	} else {
+		return false;
+	}
+	u->buf[0] = c;
+	u->len = 1;
+	return true;
+}
+
+void
+utf8_feed(struct utf8_state *u, const char *s, size_t len, struct strbuf *out)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (u->need) {
+			if (c >= u->lo && c <= u->hi) {
+				u->buf[u->len++] = c;
+				u->lo = 0x80;
+				u->hi = 0xbf;
+				if (--u->need == 0) {
+					strbuf_add(out, (char *)u->buf,
+						   (size_t)u->len);
+					u->len = 0;
+				}
+				continue;
+			}
+			/* cut short: replace what was held, retry c */
+			strbuf_add(out, REPLACEMENT, 3);
+			u->need = 0;
+			u->len = 0;
+		}
+		if (c < 0x80)
+			strbuf_add(out, (char *)&c, 1);
+		else if (!utf8_lead(u, c))
+			strbuf_add(out, REPLACEMENT, 3);
+	}
+}
+
+void
+utf8_finish(struct utf8_state *u, struct strbuf *out)
+{
+	if (u->need)
+		strbuf_add(out, REPLACEMENT, 3);
+	u->need = 0;
+	u->len = 0;
+}
+
+/* Length of the valid UTF-8 character at @p s (at most @p n bytes), or 0
+ * if none starts there. */
+static size_t
+utf8_char_len(const unsigned char *s, size_t n)
+{
+	struct utf8_state u = { 0 };
+	size_t k;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (!utf8_lead(&u, s[0]))
+		return 0;
+	for (k = 1; u.need; k++, u.need--) {
+		if (k >= n || s[k] < u.lo || s[k] > u.hi)
+			return 0;
+		u.lo = 0x80;
+		u.hi = 0xbf;
+	}
+	return k;
+}
+
+bool
+utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (size_t i = 0; i < len;) {
+		size_t k = utf8_char_len(p + i, len - i);
+
+		if (!k)
+			return false;
+		i += k;
+	}
+	return true;
+}
+
+void
+json_write_chars(FILE *f, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		switch (c) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			if (c < 0x20 || c == 0x7f)
+				fprintf(f, "\\u%04x", c);
+			else
+				putc(c, f);
+		}
+	}
+}
+
+void
+json_write_string(FILE *f, const char *s, size_t len)
+{
+	putc('"', f);
+	json_write_chars(f, s, len);
+	putc('"', f);
+}
+
+void
+json_write_number(FILE *f, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "%.9g", v);
+	else
+		fputs("null", f);
+}
+
+const char *
+fmt_number(double v, char *buf, size_t len)
+{
+	if (isfinite(v) && v == floor(v) && fabs(v) < 1e18)
+		snprintf(buf, len, "%.0f", v);
+	else
+		snprintf(buf, len, "%.15g", v);
+	return buf;
+}
+
+void
+text_clean_line(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_char_len(p + i, n - i);
+
+		if (k == 0 || p[i] < 0x20 || p[i] == 0x7f) {
+			p[i++] = '?';           /* one byte at a time */
+		} else if (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0) {
+			/* C1 controls U+0080..U+009F (CSI is U+009B) */
+			memmove(p + i + 1, p + i + 2, n - i - 1);
+			p[i++] = '?';
+			n--;
+		} else {
+			i += k;
+		}
+	}
+}
+
+/* The code point at @p s (valid UTF-8 of @p k bytes). */
+static unsigned
+utf8_decode(const unsigned char *s, size_t k)
+{
+	static const unsigned char mask[] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
+	unsigned cp = s[0] & mask[k];
+
+	for (size_t i = 1; i < k; i++)
+		cp = cp << 6 | (s[i] & 0x3f);
+	return cp;
+}
+
+/* Columns of one character: wcwidth() where the locale knows it. */
+static int
+char_width(const unsigned char *s, size_t k)
+{
+	int w = wcwidth((wchar_t)utf8_decode(s, k));
+
+	return w < 0 ? 1 : w;
+}
+
+int
+text_width(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	int w = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_char_len(p + i, n - i);
+
+		if (!k)
+			k = 1;
+		w += char_width(p + i, k);
+		i += k;
+	}
+	return w;
+}
+
+void
+text_fit(char *s, int cols)
+{
+	unsigned char *p = (unsigned char *)s;
+	size_t n = strlen(s), cut = 0;
+	int w = 0;
+
+	if (text_width(s) <= cols)
+		return;
+	if (cols < 3) {
+		s[cols > 0 ? cols : 0] = '\0';
+		return;
+	}
+	/* the longest prefix that leaves room for "..." */
+	for (size_t i = 0; i < n;) {
+		size_t k = utf8_char_len(p + i, n - i);
+		int cw;
+
+		if (!k)
+			k = 1;
+		cw = char_width(p + i, k);
+		if (w + cw > cols - 3)
+			break;
+		w += cw;
+		i += k;
+		cut = i;
+	}
+	memcpy(s + cut, "...", 4);
+}

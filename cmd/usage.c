@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * usage.c - the --help text, laid out from the option table.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define HELP_COLUMN 26
+
+static const char intro[] =
+"Usage: txlgen [OPTION]...\n"
+"Generate or score text with a Transformer-XL language model.\n"
+"\n"
+"With no prompt option and stdin not a terminal, the prompt is read from\n"
+"stdin; with stdin a terminal, an interactive session starts.\n";
+
+static void
+print_option(FILE *f, const struct cli_opt *c)
+{
+	char left[64];
+	int n;
+	const char *h = c->help, *nl;
+
+	if (c->short_opt)
+		n = snprintf(left, sizeof(left), "  -%c, --%s", c->short_opt,
+			     c->name);
+	else
+		n = snprintf(left, sizeof(left), "      --%s", c->name);
+	if (c->metavar)
+		n += snprintf(left + n, sizeof(left) - (size_t)n, "%s%s",
+			      c->metavar[0] == '[' ? "" : " ", c->metavar);
+	fputs(left, f);
+	if (n >= HELP_COLUMN - 1) {
+		fputc('\n', f);
+		n = 0;
+	}
+	/* each line of the help at the help column */
+	for (;;) {
+		nl = strchr(h, '\n');
+		fprintf(f, "%*s%.*s\n", HELP_COLUMN - n, "",
+			nl ? (int)(nl - h) : (int)strlen(h), h);
+		if (!nl)
+			break;
+		h = nl + 1;
+		n = 0;
+	}
+}
+
+void
+options_usage(FILE *f)
+{
+	fputs(intro, f);
+	for (int i = 0; i < n_cli_opts; i++) {
+		const struct cli_opt *c = &cli_opts[i];
+
+		if (!c->name)
+			fprintf(f, "\n%s\n", c->help);
+		else if (c->help)
+			print_option(f, c);
+	}
+	fputc('\n', f);
+	fputs(cli_help_footer, f);
+}
