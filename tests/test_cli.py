@@ -1120,7 +1120,7 @@ class ScoringReports(unittest.TestCase):
         self.assertRegex(out.decode(), r"^tokens \d+\npredicted \d+\n")
 
     def test_progress_shows_time_left(self):
-        big = tmpfile("progress.txt", TEXT * 300)
+        big = tmpfile("progress.txt", TEXT * 3000)   # long enough to last over 1 s
         master, slave = pty.openpty()
         p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", big,
                               "--seg-len", "4", "--mem-len", "64"],
