@@ -23,6 +23,8 @@ struct txl_spm {
 	sentencepiece::SentencePieceProcessor sp;
 };
 
+namespace util = sentencepiece::util;
+
 namespace {
 
 // Copy @p s into the caller's buffer: length, or negated length needed.
@@ -324,11 +326,35 @@ txl_spm_vocab_size(const struct txl_spm *spm)
 
 int
 txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
-	       int32_t *ids, int n_max)
+	       int32_t *ids, int n_max, bool split_unk)
 {
 	return guarded([&]() -> int {
 		std::vector<int> v;
-		auto st = spm->sp.Encode(absl::string_view(text, len), &v);
+		util::Status st;
+		if (split_unk) {
+			// SentencePiece merges a run of unknown pieces into
+			// one; a word model's original gives one unknown
+			// symbol per word: one per U+2581 word mark.
+			sentencepiece::ImmutableSentencePieceText spt;
+			st = spm->sp.Encode(absl::string_view(text, len),
+					    spt.mutable_proto());
+			for (size_t i = 0; st.ok() && i < spt.pieces_size();
+			     i++) {
+				auto p = spt.pieces((int)i);
+				size_t k = 1;
+				if (spm->sp.IsUnknown((int)p.id())) {
+					const std::string &s = p.piece();
+					k = 0;
+					for (size_t j = 0; j + 3 <= s.size(); j++)
+						k += s.compare(j, 3, "\xE2\x96\x81")
+							== 0;
+					k = k ? k : 1;
+				}
+				v.insert(v.end(), k, (int)p.id());
+			}
+		} else {
+			st = spm->sp.Encode(absl::string_view(text, len), &v);
+		}
 		if (!st.ok()) {
 			txl_fail(TXL_ERR_INVALID, "tokenizer: %s",
 				 st.error_message());
@@ -395,6 +421,22 @@ txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf, size_t cap)
 		}
 		return copy_out(s, buf, cap, false);
 	});
+}
+
+int
+txl_spm_piece(const struct txl_spm *spm, int id, char *buf, size_t cap)
+{
+	return guarded([&]() -> int {
+		if (id < 0 || id >= spm->sp.GetPieceSize())
+			return INT32_MIN;
+		return copy_out(spm->sp.IdToPiece(id), buf, cap, false);
+	});
+}
+
+int
+txl_spm_is_control(const struct txl_spm *spm, int id)
+{
+	return id >= 0 && id < spm->sp.GetPieceSize() && spm->sp.IsControl(id);
 }
 
 int32_t
