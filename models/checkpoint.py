@@ -203,6 +203,12 @@ class RestrictedUnpickler(pickle.Unpickler):
             "checkpoint (a pickle can run code; nothing in it was run)")
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "module":
+            # legacy torch.save: a module class with its source code (never
+            # used); the class itself came through find_class
+            if not (isinstance(pid[1], type) and issubclass(pid[1], StandIn)):
+                raise CheckpointError(f"{self.what}: unknown module class")
+            return pid[1]
         if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage" \
                 or not isinstance(pid[1], _StorageType):
             raise CheckpointError(f"{self.what}: unknown persistent id")
