@@ -10,7 +10,8 @@ Training follows the original code (kimiyoung/transformer-xl): the token
 stream is cut into --batch parallel streams (LMOrderedIterator), each step
 trains on the next --seg-len tokens of every stream, and the memory of each
 segment feeds the next one with its gradient stopped.  AdamW, linear warmup
-then cosine decay, gradient-norm clipping, bfloat16 autocast on the CPU.
+then cosine decay, gradient-norm clipping, bfloat16 autocast (on the CPU
+where it has AMX, or on a CUDA GPU with --device cuda).
 
 Run with OMP_WAIT_POLICY=PASSIVE and without OPENBLAS_CORETYPE (both cost a
 lot of speed on the CPUs this was written on).
@@ -251,6 +252,13 @@ def progress_of(a, step, train_time):
 
 # ---------------------------------------------------------------- checkpoints
 
+def load_checkpoint(path):
+    """One of this program's own checkpoints (trusted: written by
+    save_atomic below; they hold optimizer and RNG states besides
+    tensors, which torch.load(weights_only=True) refuses)."""
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
 def save_atomic(obj, path):
     tmp = path + ".tmp"
     torch.save(obj, tmp)
@@ -316,6 +324,8 @@ def parse_args(argv=None):
     g.add_argument("--dtype-train", default="bf16", choices=["bf16", "f32"],
                    help="autocast type of the forward pass")
     g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--device", default="cpu",
+                   help="cpu, cuda or cuda:N (training and evaluation)")
     g = ap.add_argument_group("evaluation and output")
     g.add_argument("--out", required=True, help="run directory")
     g.add_argument("--eval-every", type=int, default=500)
@@ -359,7 +369,7 @@ def main(argv=None):
 
     if a.export_only:
         path = best_path if os.path.exists(best_path) else last_path
-        ckpt = torch.load(path, map_location="cpu")
+        ckpt = load_checkpoint(path)
         if a.export:
             export(ckpt, a.export, a.dtype, a.description)
             log(f"exported {path} to {a.export} ({a.dtype})")
@@ -369,13 +379,14 @@ def main(argv=None):
 
     ckpt = None
     if a.resume:
-        ckpt = torch.load(last_path, map_location="cpu")
+        ckpt = load_checkpoint(last_path)
         saved = ckpt["args"]
         # The run's settings come from the checkpoint; only where to stop,
         # how often to log/save and what to export may change.
         keep = {k: getattr(a, k) for k in ("stop_at", "export", "dtype",
                                            "description", "threads",
-                                           "log_every", "save_every")}
+                                           "device", "log_every",
+                                           "save_every")}
         # A new length (--steps, --epochs or --time-budget) replaces the
         # saved one; the schedule then follows the new length.
         if a.steps or a.epochs or a.time_budget:
@@ -398,7 +409,8 @@ def main(argv=None):
     # getattr: checkpoints written before these options lack them.
     text = train_tail(text, getattr(a, "train_tail", 1.0))
     text = augment_typographic(text, getattr(a, "typographic", 0.0), a.seed)
-    data = batchify(encode(sp, text), a.batch)
+    device = torch.device(getattr(a, "device", "cpu"))
+    data = batchify(encode(sp, text), a.batch).to(device)
     del text
     n_step = data.size(0)
     seg_per_epoch = math.ceil((n_step - 1) / a.seg_len)
@@ -421,6 +433,7 @@ def main(argv=None):
     cfg = build_model(a, sp.GetPieceSize())
     model = MemTransformerLM(cfg)
     model.init_weights(generator=torch.Generator().manual_seed(a.seed))
+    model.to(device)
     nparam = sum(p.numel() for p in model.parameters())
     log(f"model: {nparam / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
         f"d_model {cfg.d_model}, {cfg.n_head} heads x {cfg.d_head}, "
@@ -439,7 +452,7 @@ def main(argv=None):
     step, pos, epoch, train_time, best = 0, 0, 0, 0.0, float("inf")
     mems = None
     if a.init and ckpt is None:
-        init = torch.load(a.init, map_location="cpu")
+        init = load_checkpoint(a.init)
         model.load_state_dict(init["model"])
         log(f"initialized from {a.init}")
     if ckpt is not None:
@@ -448,7 +461,11 @@ def main(argv=None):
         step, pos, epoch = ckpt["step"], ckpt["pos"], ckpt["epoch"]
         train_time, best = ckpt["train_time"], ckpt["best_bpb"]
         mems = ckpt["mems"]
+        if mems is not None:
+            mems = [m.to(device) for m in mems]
         torch.set_rng_state(ckpt["rng"]["torch"])
+        if device.type == "cuda" and "cuda" in ckpt["rng"]:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], device)
         random.setstate(ckpt["rng"]["python"])
 
     def checkpoint():
@@ -457,10 +474,12 @@ def main(argv=None):
                 "args": vars(a), "step": step, "pos": pos, "epoch": epoch,
                 "mems": mems, "train_time": train_time, "best_bpb": best,
                 "rng": {"torch": torch.get_rng_state(),
-                        "python": random.getstate()}}
+                        "python": random.getstate(),
+                        **({"cuda": torch.cuda.get_rng_state(device)}
+                           if device.type == "cuda" else {})}}
 
     jlog = open(os.path.join(a.out, "train_log.jsonl"), "a")
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16,
                               enabled=a.dtype_train == "bf16")
     model.train()
     model.mem_len = a.mem_len
@@ -539,22 +558,23 @@ def main(argv=None):
     if valid is None:
         save_atomic(checkpoint(), best_path)
     path = best_path if os.path.exists(best_path) else last_path
-    final = torch.load(path, map_location="cpu")
+    final = load_checkpoint(path)
     if a.export:
         export(final, a.export, a.dtype, a.description)
         log(f"exported {path} (step {final['step']}) to {a.export}")
     if a.valid:
-        final_eval(final, a.valid, a.seg_len)
+        final_eval(final, a.valid, a.seg_len, device)
     return 0
 
 
-def final_eval(ckpt, valid_path, seg_len):
+def final_eval(ckpt, valid_path, seg_len, device="cpu"):
     """Bits per byte of the whole file, float32, like txlgen --score."""
     sp, _ = load_tokenizer_proto(ckpt["tokenizer"])
     cfg = TxlConfig.from_dict(ckpt["config"])
     cfg.dropout = cfg.dropatt = 0.0
     model = MemTransformerLM(cfg)
     model.load_state_dict(ckpt["model"])
+    model.to(device)
     text, nbytes = read_text(valid_path)
     bpb, nll = bits_per_byte(model, encode(sp, text), nbytes, seg_len,
                              cfg.mem_len)

@@ -316,7 +316,8 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
         model.clamp_len = clamp_len
     if same_length is not None:
         model.same_length = same_length
-    ids = torch.as_tensor(ids, dtype=torch.long)
+    device = next(model.parameters()).device
+    ids = torch.as_tensor(ids, dtype=torch.long, device=device)
     out_layer = model.crit.out_layers[0]
     weight, bias = out_layer.weight.clone(), out_layer.bias.clone()
     out, mems = [], None
@@ -337,4 +338,4 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
             g *= adapt_lr / len(y)
             weight -= g.t() @ h
             bias -= g.sum(0)
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+    return torch.cat(out).cpu() if out else torch.zeros(0, dtype=torch.float64)
