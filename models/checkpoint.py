@@ -544,6 +544,21 @@ def read_safetensors(path):
         raise CheckpointError(f"{path}: not a safetensors file ({e})")
 
 
+def write_safetensors(path, tensors):
+    """Write name -> tensor as an F32 safetensors file, as Hugging Face
+    stores model.safetensors (for tests and tools)."""
+    header, blobs, pos = {}, [], 0
+    for k, v in tensors.items():
+        raw = v.detach().float().contiguous().numpy().tobytes()
+        header[k] = {"dtype": "F32", "shape": list(v.shape),
+                     "data_offsets": [pos, pos + len(raw)]}
+        blobs.append(raw)
+        pos += len(raw)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
 def read_hf_dir(path):
     cfg_path = os.path.join(path, "config.json")
     try:

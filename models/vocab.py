@@ -166,7 +166,7 @@ def _varint(v):
             return bytes(out)
 
 
-def _field(num, value):
+def proto_field(num, value):
     if isinstance(value, bool) or isinstance(value, int):
         return _varint(num << 3) + _varint(int(value))
     if isinstance(value, float):
@@ -344,26 +344,26 @@ def to_spm(v):
     else:
         unk_piece = pieces[unk][0]
 
-    trainer = (_field(3, model_type) + _field(4, len(pieces)) +
-               _field(35, level == "bytes") +
-               _field(40, [i for i, (_, t) in enumerate(pieces)
+    trainer = (proto_field(3, model_type) + proto_field(4, len(pieces)) +
+               proto_field(35, level == "bytes") +
+               proto_field(40, [i for i, (_, t) in enumerate(pieces)
                            if t == UNKNOWN][0]) +
-               _field(41, syms.index("<S>") if newline == "double_eos"
+               proto_field(41, syms.index("<S>") if newline == "double_eos"
                       else -1) +
-               _field(42, syms.index(eos_sym) if eos_sym else -1) +
-               _field(43, -1) + _field(45, unk_piece) +
-               _field(46, "<S>" if newline == "double_eos" else
+               proto_field(42, syms.index(eos_sym) if eos_sym else -1) +
+               proto_field(43, -1) + proto_field(45, unk_piece) +
+               proto_field(46, "<S>" if newline == "double_eos" else
                       "<txl-no-bos>") +
-               _field(47, eos_sym or "<txl-no-eos>") +
-               _field(48, "<txl-no-pad>"))
-    norm = (_field(1, "txl-" + (v.dataset or level)) +
-            _field(2, charsmap(rules)) +
-            _field(3, level == "word") +     # add_dummy_prefix
-            _field(4, level == "word") +     # remove_extra_whitespaces
-            _field(5, level != "bytes"))     # escape_whitespaces
-    proto = b"".join(_field(1, _field(1, p) + _field(2, 0.0) +
-                            _field(3, t)) for p, t in pieces)
-    proto += _field(2, trainer) + _field(3, norm)
+               proto_field(47, eos_sym or "<txl-no-eos>") +
+               proto_field(48, "<txl-no-pad>"))
+    norm = (proto_field(1, "txl-" + (v.dataset or level)) +
+            proto_field(2, charsmap(rules)) +
+            proto_field(3, level == "word") +     # add_dummy_prefix
+            proto_field(4, level == "word") +     # remove_extra_whitespaces
+            proto_field(5, level != "bytes"))     # escape_whitespaces
+    proto = b"".join(proto_field(1, proto_field(1, p) + proto_field(2, 0.0) +
+                            proto_field(3, t)) for p, t in pieces)
+    proto += proto_field(2, trainer) + proto_field(3, norm)
     meta = {"vocab_kind": "word" if level == "word" else "char",
             "vocab_newline": newline,
             "vocab_unk": "none" if extra_unk else "piece",

@@ -140,9 +140,9 @@ def _charsmap(edit):
             if num == 3 and wt == 2:
                 inner = b""
                 for n2, w2, r2, p2 in vocab.proto_fields(payload):
-                    inner += (vocab._field(2, edit(bytes(p2)))
+                    inner += (vocab.proto_field(2, edit(bytes(p2)))
                               if n2 == 2 and w2 == 2 else r2)
-                out += vocab._field(3, inner)
+                out += vocab.proto_field(3, inner)
             else:
                 out += raw
         return out

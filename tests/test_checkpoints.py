@@ -31,7 +31,6 @@ import json
 import os
 import pickle
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -134,19 +133,6 @@ def hf_state(model):
         else:
             out["transformer." + k] = v
     return out
-
-
-def write_safetensors(path, tensors):
-    header, blobs, pos = {}, [], 0
-    for k, v in tensors.items():
-        raw = v.detach().float().contiguous().numpy().tobytes()
-        header[k] = {"dtype": "F32", "shape": list(v.shape),
-                     "data_offsets": [pos, pos + len(raw)]}
-        blobs.append(raw)
-        pos += len(raw)
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def convert(*args):
@@ -277,7 +263,8 @@ class TestCheckpoints(unittest.TestCase):
                            "model_type": "transfo-xl"}, f)
             st = hf_state(orig)
             if form == "safetensors":
-                write_safetensors(os.path.join(d, "model.safetensors"), st)
+                checkpoint.write_safetensors(
+                    os.path.join(d, "model.safetensors"), st)
             else:
                 torch.save(st, os.path.join(d, "pytorch_model.bin"),
                            _use_new_zipfile_serialization=form == "bin-zip")

@@ -36,7 +36,8 @@ joined by a space, <eos> a newline; text8: '_' a space; enwik8: the
 bytes).  The raw text has words the vocabulary lacks: the datasets write
 <unk> for them, as txlgen does; the original Vocab of wt103 and ptb has
 no unk_idx and asserts, so unk_idx is set to <unk>'s id on it (as Hugging
-Face's port does) before encoding.  A pickle that would run a command is refused by convert.py.
+Face's port does) before encoding.  A pickle that would run a command
+is refused by convert.py.
 Exit status 0 if everything holds, 1 otherwise.
 
 The original code is run from its own folder, unmodified (put on sys.path
@@ -51,7 +52,6 @@ import os
 import pickle
 import random
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -62,6 +62,7 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import torch                                         # noqa: E402
 import check_original                                # noqa: E402
+import checkpoint                                    # noqa: E402 (models/)
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
 
@@ -236,7 +237,8 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     if weights_format == "safetensors":
-        write_safetensors(os.path.join(d, "model.safetensors"), hf)
+        checkpoint.write_safetensors(os.path.join(d, "model.safetensors"),
+                                     hf)
     else:
         torch.save(hf, os.path.join(d, "pytorch_model.bin"),
                    _use_new_zipfile_serialization=False)
@@ -254,19 +256,6 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
     else:
         with open(path, "wb") as f:
             pickle.dump(vd, f)
-
-
-def write_safetensors(path, tensors):
-    header, blobs, pos = {}, [], 0
-    for k, v in tensors.items():
-        raw = v.detach().float().contiguous().numpy().tobytes()
-        header[k] = {"dtype": "F32", "shape": list(v.shape),
-                     "data_offsets": [pos, pos + len(raw)]}
-        blobs.append(raw)
-        pos += len(raw)
-    h = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 # ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import make_random_model as mrm                       # noqa: E402
 import test_badfiles as tb                            # noqa: E402
+import vocab as V                                     # noqa: E402 (models/)
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)
@@ -61,64 +62,19 @@ VARIANTS = {
 }
 
 
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-
-
-def enc_varint(v):
-    out = bytearray()
-    while True:
-        c = v & 0x7f
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def fields(b):
-    """(field number, wire type, raw bytes of the whole field, payload)"""
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = varint(b, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            _, i = varint(b, i)
-            payload = None
-        elif wt == 1:
-            i += 8
-            payload = None
-        elif wt == 5:
-            i += 4
-            payload = None
-        elif wt == 2:
-            n, i = varint(b, i)
-            payload = b[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, b[start:i], payload
-
-
 def slim_tokenizer(src, dst):
     """ModelProto without normalizer_spec.precompiled_charsmap (3.2) and
     self_test_data (4)."""
     with open(src, "rb") as f:
         b = f.read()
     out = bytearray()
-    for num, wt, raw, payload in fields(b):
+    for num, wt, raw, payload in V.proto_fields(b):
         if num == 4:
             continue
         if num == 3 and wt == 2:
-            inner = b"".join(r for n, _, r, _ in fields(payload) if n != 2)
-            out += enc_varint(3 << 3 | 2) + enc_varint(len(inner)) + inner
+            inner = b"".join(r for n, _, r, _ in V.proto_fields(payload)
+                             if n != 2)
+            out += V.proto_field(3, inner)
         else:
             out += raw
     with open(dst, "wb") as f:
@@ -162,7 +118,6 @@ def tokenizer_seeds(tmp, put):
     """fuzz-tokenizer inputs: mode byte, u32 proto length, proto, text."""
     import io
     import sentencepiece as spm
-    import vocab as V                        # models/
     protos = {}
     with open(mrm.TOKENIZER, "rb") as f:
         protos["nmt_nfkc"] = (0, f.read())
