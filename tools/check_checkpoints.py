@@ -6,7 +6,7 @@ code as that code does (issue 11; not run in CI).
       [--txlgen build/cmd/txlgen] [--test-spm build/tests/test-spm]
       [--tol 1e-4] [--keep DIR]
 
-For small word-level (wt103, ptb) and character-level (text8, enwik8)
+For small word-level (wt103, ptb, lm1b) and character-level (text8, enwik8)
 corpora written in the original datasets' layouts (train/valid/test.txt;
 text8 made by the repository's own prep_text8.py from a text8.zip; enwik8
 as getdata.sh's prep_enwik8.py writes it: each byte's decimal value, a
@@ -135,6 +135,32 @@ def make_wt(d, rng, dataset):
             f.write(wt_lines(rng, n, lower))
 
 
+def make_lm1b(d, rng):
+    """One Billion Word's layout: training shards, valid/test, and the
+    vocabulary file (<S>, </S>, <UNK> first) that its Vocab reads."""
+    shards = os.path.join(
+        d, "1-billion-word-language-modeling-benchmark-r13output",
+        "training-monolingual.tokenized.shuffled")
+    os.makedirs(shards, exist_ok=True)
+
+    def sentences(n):
+        return "".join(" ".join(rng.choice(WORDS[:40]) for _ in
+                                range(rng.randint(1, 12))) + "\n"
+                       for _ in range(n))
+    for i in range(2):
+        with open(os.path.join(shards, f"news.en-0000{i}-of-00100"),
+                  "w") as f:
+            f.write(sentences(300))
+    for fn in ("valid.txt", "test.txt"):
+        with open(os.path.join(d, fn), "w") as f:
+            f.write(sentences(40))
+    counts = collections.Counter(w for w in WORDS[:36])
+    with open(os.path.join(d, "1b_word_vocab.txt"), "w") as f:
+        for w in ["<S>", "</S>", "<UNK>"] + [w for w, _ in
+                                             counts.most_common()]:
+            f.write(f"{w} 1\n")
+
+
 def make_text8(d, rng, orig):
     os.makedirs(d, exist_ok=True)
     text = char_text(rng, 6000, LETTERS)
@@ -169,6 +195,8 @@ MODELS = [
     ("ptb", "ptb", "--n_layer 2 --d_model 32 --n_head 4 --d_head 8 "
      "--d_inner 48 --pre_lnorm --tgt_len 6 --mem_len 12 "
      "--eval_tgt_len 6"),
+    ("lm1b", "lm1b", "--n_layer 2 --d_model 32 --n_head 2 --d_head 16 "
+     "--d_inner 64 --tgt_len 8 --mem_len 8 --eval_tgt_len 8"),
     ("text8", "text8", "--n_layer 2 --d_model 32 --n_head 2 --d_head 16 "
      "--d_inner 64 --not_tied --tgt_len 16 --mem_len 16 "
      "--eval_tgt_len 16 --same_length --clamp_len 12"),
@@ -189,6 +217,11 @@ def raw_text(name, rng):
         if name == "ptb":        # upper case, which ptb's Vocab lowers
             text = text.replace(" the ", " The ").replace(" city", " CITY")
         text += " unseenword another_unseen the\n"
+        return text.encode(), text
+    if name == "lm1b":
+        text = "".join(" ".join(rng.choice(WORDS[:40]) for _ in
+                                range(rng.randint(1, 12))) + "\n"
+                       for _ in range(20))
         return text.encode(), text
     if name == "text8":
         text = char_text(rng, 120, LETTERS + "QZX")
@@ -302,6 +335,9 @@ def detok_lines(a, mbin, lines):
 
 def original_join(name, vocab, line):
     """The original's symbols of one line of raw text, joined as text."""
+    if name == "lm1b":                 # the words between the <S>
+        return " ".join(vocab.get_sym(i) for i in vocab.get_indices(
+            vocab.tokenize(line))).encode()
     if name in ("wt103", "ptb"):
         syms = vocab.tokenize(line)
         ids = vocab.get_indices(syms)
@@ -349,6 +385,8 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--keep", help="keep everything in this folder")
+    ap.add_argument("--only", help="comma-separated model names (wt103, "
+                    "ptb, lm1b, text8, enwik8)")
     a = ap.parse_args()
     orig = os.path.abspath(a.orig)
     pyt = os.path.join(orig, "pytorch")
@@ -363,6 +401,8 @@ def main():
     if not malicious_pickle(work):
         failures.append("malicious pickle not refused")
     for k, (name, dataset, opts) in enumerate(MODELS):
+        if a.only and name not in a.only.split(","):
+            continue
         rng = random.Random(k)
         data = os.path.join(work, "data", name)
         if dataset in ("wt103", "ptb"):
@@ -373,6 +413,8 @@ def main():
                 subprocess.run([sys.executable, "-c", CACHE, pyt, data,
                                 dataset], check=True, env=ENV,
                                capture_output=True)
+        elif dataset == "lm1b":
+            make_lm1b(data, rng)
         elif dataset == "text8":
             make_text8(data, rng, orig)
         else:
@@ -445,9 +487,9 @@ def main():
         lay_path = os.path.join(d, "layout.txt")
         with open(lay_path, "w", encoding="utf-8") as f:
             f.write(layout)
-        add_eos = dataset in ("wt103", "ptb")
-        want_ids = vocab.encode_file(lay_path, ordered=True,
-                                     add_eos=add_eos).tolist()
+        want_ids = vocab.encode_file(
+            lay_path, ordered=True, add_eos=dataset in ("wt103", "ptb"),
+            add_double_eos=dataset == "lm1b").tolist()
         lines = raw.split(b"\n")
         want_join = [original_join(name, vocab, x.decode()) for x in lines]
 
