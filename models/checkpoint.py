@@ -93,6 +93,11 @@ _STORAGE_DTYPES = {
 }
 
 
+def _itemsize(dtype):
+    import torch
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
 class _StorageType:
     def __init__(self, name):
         self.name, self.dtype = name, _STORAGE_DTYPES[name]
@@ -122,8 +127,7 @@ class TensorRef:
             if st.data is None:
                 raise CheckpointError("tensor data missing from the file")
             dtype = getattr(torch, st.dtype)
-            item = torch.empty((), dtype=dtype).element_size()
-            if len(st.data) != st.numel * item:
+            if len(st.data) != st.numel * _itemsize(st.dtype):
                 raise CheckpointError("storage has the wrong size")
             flat = torch.frombuffer(bytearray(st.data), dtype=dtype) \
                 if st.numel else torch.empty(0, dtype=dtype)
@@ -219,7 +223,8 @@ class RestrictedUnpickler(pickle.Unpickler):
         if st is None:
             st = _Storage(pid[1].dtype, numel)
             if self.storage_loader:
-                st.data = self.storage_loader(key)
+                st.data = self.storage_loader(key, numel * _itemsize(
+                    st.dtype))
             self.storages[key] = st
         if len(pid) >= 6 and pid[5] is not None:
             raise CheckpointError(f"{self.what}: storage views (torch < "
@@ -252,11 +257,17 @@ def _load_zip(path, f):
     if order in names and z.read(order).strip() not in (b"little", b""):
         raise CheckpointError(f"{path}: big-endian tensors not supported")
 
-    def loader(key):
+    def loader(key, nbytes):
+        name = f"{prefix}data/{key}"
         try:
-            return z.read(f"{prefix}data/{key}")
+            info = z.getinfo(name)
         except KeyError:
             raise CheckpointError(f"{path}: storage {key!r} missing")
+        # checked before reading: a compressed entry could be a bomb
+        if info.file_size != nbytes:
+            raise CheckpointError(f"{path}: storage {key!r} holds "
+                                  f"{info.file_size} bytes, not {nbytes}")
+        return z.read(name)
     up = RestrictedUnpickler(io.BytesIO(z.read(pkl[0])), path,
                              storage_loader=loader)
     return up.load()
@@ -291,9 +302,7 @@ def _load_legacy(path, f):
         (n,) = struct.unpack("<q", raw)
         if n != st.numel:
             raise CheckpointError(f"{path}: storage {key} size mismatch")
-        import torch
-        size = n * torch.empty((), dtype=getattr(torch, st.dtype)) \
-            .element_size()
+        size = n * _itemsize(st.dtype)
         st.data = f.read(size)
         if len(st.data) != size:
             raise CheckpointError(f"{path}: truncated")
@@ -386,9 +395,10 @@ def whole_model_hparams(model, path):
     ff, attn = _sub(layer0, "pos_ff"), _sub(layer0, "dec_attn")
     cutoffs = list(emb.__dict__.get("cutoffs", [a["n_token"]]))[:-1]
     div_val = emb.__dict__.get("div_val", 1)
-    n_out = len(crit.__dict__.get("_modules", {}).get("out_layers")
-                .__dict__.get("_modules", {}))
-    tie_weight = all(
+    out_layers = _sub(crit, "out_layers")
+    n_out = len(out_layers.__dict__.get("_modules") or {}) \
+        if out_layers else 0
+    tie_weight = n_out > 0 and all(
         _param(_sub(crit, "out_layers", i), "weight") is not None and
         _param(_sub(crit, "out_layers", i), "weight") is
         _param(_sub(emb, "emb_layers", i), "weight") for i in range(n_out))
@@ -438,12 +448,18 @@ def _state_of(obj, path):
                           "MemTransformerLM")
 
 
-def _materialize(state):
+def _materialize(state, path):
     seen, out = {}, collections.OrderedDict()
-    for k, v in state.items():
-        if id(v) not in seen:
-            seen[id(v)] = _tensor(v)
-        out[k] = seen[id(v)]
+    try:
+        for k, v in state.items():
+            if id(v) not in seen:
+                seen[id(v)] = _tensor(v)
+            out[k] = seen[id(v)]
+    except CheckpointError as e:
+        raise CheckpointError(f"{path}: tensor {k!r}: {e}")
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
+        raise CheckpointError(f"{path}: tensor {k!r} cannot be rebuilt "
+                              f"({e})")
     return out
 
 
@@ -573,7 +589,7 @@ def read_hf_dir(path):
         state = read_safetensors(st)
     elif os.path.exists(pt):
         _, refs = _state_of(load_pickle_file(pt), pt)
-        state = _materialize(refs)
+        state = _materialize(refs, pt)
     else:
         raise CheckpointError(f"{path}: no model.safetensors or "
                               "pytorch_model.bin")
@@ -586,7 +602,7 @@ def read_checkpoint(path):
         return read_hf_dir(path)
     obj = load_pickle_file(path)
     hp, refs = _state_of(obj, path)
-    state = _materialize(refs)
+    state = _materialize(refs, path)
     if any(k.startswith("transformer.") for k in state):
         state = hf_state(state)
     return Checkpoint(hp, state, "whole-model" if hp else "state_dict")

@@ -366,6 +366,42 @@ class TestCheckpoints(unittest.TestCase):
             checkpoint.load_pickle_file(evil_vocab)
         self.assertFalse(os.path.exists(marker), "the command ran")
 
+    def test_damaged_files(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS))
+        _, orig = original_pickle(cfg, seed=4)
+        cpt = self.path("dmg-cache.pt")
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+        good_zip, good_legacy = self.path("dmg.pt"), self.path("dmg-l.pt")
+        torch.save(orig, good_zip)
+        torch.save(orig, good_legacy, _use_new_zipfile_serialization=False)
+        # a storage of the zip archive one float short
+        short = self.path("dmg-short.pt")
+        import zipfile
+        with zipfile.ZipFile(good_zip) as zin, \
+                zipfile.ZipFile(short, "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                if info.filename.endswith("/data/0"):
+                    data = data[:-4]
+                zout.writestr(info, data)
+        with open(good_legacy, "rb") as f:
+            blob = f.read()
+        cut = self.path("dmg-cut.pt")
+        with open(cut, "wb") as f:
+            f.write(blob[:len(blob) - 100])
+        garbage = self.path("dmg-garbage.pt")
+        with open(garbage, "wb") as f:
+            f.write(b"\x80\x02" + bytes(range(256)))
+        for path, phrase in ((short, "holds .* bytes, not"),
+                             (cut, "truncated"),
+                             (garbage, "not a readable pickle|refused")):
+            r = convert("--weights", path, "--vocab", cpt, "-o",
+                        self.path("dmg.bin"))
+            self.assertEqual(r.returncode, 1, path)
+            self.assertRegex(r.stderr, phrase)
+            self.assertEqual(len(r.stderr.strip().split("\n")), 1,
+                             r.stderr)
+
     def test_does_not_fit(self):
         cfg = mrm.make_config(n_token=len(WT_SYMS))
         _, orig = original_pickle(cfg, seed=1)
