@@ -258,6 +258,23 @@ struct txl_piece {
 	uint32_t len;
 };
 
+/* What a newline is to a tokenizer made from an original vocabulary
+ * (metadata vocab_newline, models/vocab.py). */
+enum txl_newline {
+	TXL_NL_TEXT,		/* a SentencePiece model's: ordinary text */
+	TXL_NL_EOS,		/* each line ends with <eos> (wt103, ptb) */
+	TXL_NL_DOUBLE_EOS,	/* <S> before and after each line (lm1b) */
+	TXL_NL_DROP,		/* nothing (enwik8, text8) */
+};
+
+struct txl_vocab {
+	bool word;		/* word level: a space before each word */
+	enum txl_newline newline;
+	bool no_unk;		/* no unknown symbol: ids >= n_token are
+				   symbols the model lacks */
+	int32_t eos;		/* the end-of-line symbol, or -1 */
+};
+
 struct txl_model {
 	struct txl_file file;
 	struct txl_hparams hp;
@@ -274,6 +291,7 @@ struct txl_model {
 				   F16 or BF16, unaligned data), owned */
 	int64_t n_params;
 	struct txl_spm *spm;
+	struct txl_vocab vocab;
 	struct txl_piece *pieces; /* (n_token) running-text bytes per token */
 	char *piece_bytes;
 	uint64_t fingerprint;	/* 0 until computed */

@@ -23,6 +23,8 @@ struct txl_spm {
 	sentencepiece::SentencePieceProcessor sp;
 };
 
+namespace util = sentencepiece::util;
+
 namespace {
 
 // Copy @p s into the caller's buffer: length, or negated length needed.
@@ -59,6 +61,223 @@ guarded(F body) noexcept
 	return INT32_MIN;
 }
 
+/*
+ * The normalisation tables of a SentencePiece model are untrusted input:
+ * the library uses them as they are (normalizer.cc, Normalizer::Init and
+ * NormalizePrefix; darts-clone's DoubleArray::commonPrefixSearch).  A
+ * table is a little-endian u32 trie size S, S bytes of double-array units,
+ * then a pool of NUL-terminated replacement strings.  For every input
+ * byte b at a trie node of base B, the search reads unit B ^ b; when that
+ * unit's label is b it moves on to base B' = (B ^ b) ^ offset, and when
+ * the unit has a leaf it reads unit B' whose value is an offset into the
+ * pool, read up to a NUL.  NormalizePrefix keeps at most 32 matches on
+ * the stack but reads as many as the search counts.  So a table is
+ * accepted only if from the root every reachable base B has all of
+ * B ^ 0 .. B ^ 255 inside the units, every leaf unit and value is inside,
+ * each value is followed by a NUL in the pool, the trie has no loop (a
+ * trie that darts-clone builds has none) and no path meets more than 32
+ * leaves.
+ */
+class Charsmap {
+public:
+	Charsmap(const uint8_t *blob, size_t len) : blob_(blob), len_(len) {}
+	const char *check();
+
+private:
+	uint32_t unit(uint32_t i) const
+	{
+		const uint8_t *p = blob_ + 4 + 4 * (size_t)i;
+		return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		       (uint32_t)p[3] << 24;
+	}
+	static uint32_t offset(uint32_t u)
+	{
+		return (u >> 10) << ((u & (1u << 9)) >> 6);
+	}
+	static bool has_leaf(uint32_t u) { return (u >> 8) & 1; }
+	static uint32_t label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
+
+	const uint8_t *blob_;
+	size_t len_;
+};
+
+const char *
+Charsmap::check()
+{
+	enum { MAX_LEAVES = 32 };
+	if (len_ == 0)
+		return nullptr;		/* no table: identity */
+	if (len_ <= 4)
+		return "is truncated";
+	uint32_t size = blob_[0] | (uint32_t)blob_[1] << 8 |
+			(uint32_t)blob_[2] << 16 | (uint32_t)blob_[3] << 24;
+	if (size > len_ - 4 || size % 4)
+		return "has a trie size past its end";
+	uint32_t n = size / 4;
+	const uint8_t *pool = blob_ + 4 + size;
+	size_t pool_len = len_ - 4 - size;
+	size_t last_nul = pool_len;	/* none */
+	for (size_t i = pool_len; i-- > 0;)
+		if (pool[i] == 0) {
+			last_nul = i;
+			break;
+		}
+	if (n == 0)
+		return "has an empty trie";
+	uint32_t root = offset(unit(0));
+
+	/* depth-first over bases; state: 0 new, 1 on the path, 2 done;
+	 * most[B] = the most leaves a search from B can meet */
+	std::vector<uint8_t> state(n, 0);
+	std::vector<uint8_t> most(n, 0);
+	struct frame {
+		uint32_t base;
+		int b;
+		uint8_t best;
+	};
+	std::vector<frame> stack;
+	if ((root | 0xFF) >= n)
+		return "has a trie root past its end";
+	stack.push_back({root, 0, 0});
+	state[root] = 1;
+	while (!stack.empty()) {
+		frame &f = stack.back();
+		if (f.b > 255) {
+			uint32_t done = f.base;
+			uint8_t best = f.best;
+			state[done] = 2;
+			most[done] = best;
+			stack.pop_back();
+			if (!stack.empty()) {
+				frame &up = stack.back();
+				uint32_t u = unit(up.base ^ (uint32_t)(up.b - 1));
+				int m = best + (has_leaf(u) ? 1 : 0);
+				if (m > MAX_LEAVES)
+					return "has a path of more than 32 rules";
+				if (m > up.best)
+					up.best = (uint8_t)m;
+			}
+			continue;
+		}
+		uint32_t b = (uint32_t)f.b++;
+		uint32_t p = f.base ^ b;	/* < n: checked for the base */
+		uint32_t u = unit(p);
+		if (label(u) != b)
+			continue;
+		uint32_t next = p ^ offset(u);
+		if ((next | 0xFF) >= n)
+			return "has a trie node past its end";
+		if (has_leaf(u)) {
+			uint32_t v = unit(next) & ((1u << 31) - 1);
+			if (last_nul == pool_len || v > last_nul)
+				return "has a rule past the end of its strings";
+		}
+		if (state[next] == 1)
+			return "has a loop";
+		if (state[next] == 2) {
+			int m = most[next] + (has_leaf(u) ? 1 : 0);
+			if (m > MAX_LEAVES)
+				return "has a path of more than 32 rules";
+			if (m > f.best)
+				f.best = (uint8_t)m;
+			continue;
+		}
+		state[next] = 1;
+		stack.push_back({next, 0, 0});
+	}
+	return nullptr;
+}
+
+/* Read a varint at @p *i of @p b[0..len); false if malformed. */
+bool
+read_varint(const uint8_t *b, size_t len, size_t *i, uint64_t *v)
+{
+	*v = 0;
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (*i >= len)
+			return false;
+		uint8_t c = b[(*i)++];
+		*v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Call @p fn(payload, len) for each length-delimited field @p num of the
+ * protobuf message @p b, in order; false if the message is malformed.
+ */
+template <class F>
+bool
+each_field(const uint8_t *b, size_t len, uint64_t num, F fn)
+{
+	size_t i = 0;
+	while (i < len) {
+		uint64_t key, v;
+		if (!read_varint(b, len, &i, &key))
+			return false;
+		switch (key & 7) {
+		case 0:
+			if (!read_varint(b, len, &i, &v))
+				return false;
+			break;
+		case 1:
+			if (len - i < 8)
+				return false;
+			i += 8;
+			break;
+		case 5:
+			if (len - i < 4)
+				return false;
+			i += 4;
+			break;
+		case 2:
+			if (!read_varint(b, len, &i, &v) || v > len - i)
+				return false;
+			if ((key >> 3) == num)
+				fn(b + i, (size_t)v);
+			i += (size_t)v;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * Check the normalisation tables (ModelProto.normalizer_spec = 3 and
+ * denormalizer_spec = 5, their precompiled_charsmap = 2: the last one of
+ * each, as protobuf merges repeated messages).  nullptr if they are safe,
+ * else what is wrong.
+ */
+const char *
+check_charsmaps(const void *proto, size_t len)
+{
+	const uint8_t *b = static_cast<const uint8_t *>(proto);
+	const char *why = nullptr;
+	bool ok = true;
+
+	for (uint64_t spec : {3, 5}) {
+		const uint8_t *map = nullptr;
+		size_t map_len = 0;
+		ok = ok && each_field(b, len, spec, [&](const uint8_t *m,
+						       size_t n) {
+			ok = ok && each_field(m, n, 2, [&](const uint8_t *c,
+							   size_t k) {
+				map = c;
+				map_len = k;
+			});
+		});
+		if (!ok)
+			return nullptr;	/* malformed: the parser refuses it */
+		if (map && (why = Charsmap(map, map_len).check()))
+			return why;
+	}
+	return nullptr;
+}
+
 } // namespace
 
 extern "C" {
@@ -74,6 +293,11 @@ txl_spm_load(const void *proto, size_t len, struct txl_spm **out)
 		"tensor 'tokenizer.model' is not a valid SentencePiece model";
 	try {
 		// owned until handed out: an exception must not leak it
+		const char *why = check_charsmaps(proto, len);
+		if (why)
+			return txl_fail(TXL_ERR_FORMAT, "tensor 'tokenizer.model': "
+					"its normalisation table (precompiled "
+					"charsmap) %s", why);
 		std::unique_ptr<txl_spm> spm(new txl_spm);
 		auto st = spm->sp.LoadFromSerializedProto(
 			absl::string_view(static_cast<const char *>(proto), len));
@@ -102,11 +326,35 @@ txl_spm_vocab_size(const struct txl_spm *spm)
 
 int
 txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
-	       int32_t *ids, int n_max)
+	       int32_t *ids, int n_max, bool split_unk)
 {
 	return guarded([&]() -> int {
 		std::vector<int> v;
-		auto st = spm->sp.Encode(absl::string_view(text, len), &v);
+		util::Status st;
+		if (split_unk) {
+			// SentencePiece merges a run of unknown pieces into
+			// one; a word model's original gives one unknown
+			// symbol per word: one per U+2581 word mark.
+			sentencepiece::ImmutableSentencePieceText spt;
+			st = spm->sp.Encode(absl::string_view(text, len),
+					    spt.mutable_proto());
+			for (size_t i = 0; st.ok() && i < spt.pieces_size();
+			     i++) {
+				auto p = spt.pieces((int)i);
+				size_t k = 1;
+				if (spm->sp.IsUnknown((int)p.id())) {
+					const std::string &s = p.piece();
+					k = 0;
+					for (size_t j = 0; j + 3 <= s.size(); j++)
+						k += s.compare(j, 3, "\xE2\x96\x81")
+							== 0;
+					k = k ? k : 1;
+				}
+				v.insert(v.end(), k, (int)p.id());
+			}
+		} else {
+			st = spm->sp.Encode(absl::string_view(text, len), &v);
+		}
 		if (!st.ok()) {
 			txl_fail(TXL_ERR_INVALID, "tokenizer: %s",
 				 st.error_message());
@@ -173,6 +421,22 @@ txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf, size_t cap)
 		}
 		return copy_out(s, buf, cap, false);
 	});
+}
+
+int
+txl_spm_piece(const struct txl_spm *spm, int id, char *buf, size_t cap)
+{
+	return guarded([&]() -> int {
+		if (id < 0 || id >= spm->sp.GetPieceSize())
+			return INT32_MIN;
+		return copy_out(spm->sp.IdToPiece(id), buf, cap, false);
+	});
+}
+
+int
+txl_spm_is_control(const struct txl_spm *spm, int id)
+{
+	return id >= 0 && id < spm->sp.GetPieceSize() && spm->sp.IsControl(id);
 }
 
 int32_t

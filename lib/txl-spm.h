@@ -7,6 +7,7 @@
 #ifndef TXL_SPM_H
 #define TXL_SPM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,9 +25,11 @@ enum txl_status txl_spm_load(const void *proto, size_t len,
 void txl_spm_free(struct txl_spm *spm);
 int txl_spm_vocab_size(const struct txl_spm *spm);
 
-/* Ids of @p text; count, negated count needed, or INT32_MIN on error. */
+/* Ids of @p text; count, negated count needed, or INT32_MIN on error.
+ * @p split_unk: one unknown id per word of a run of unknown words (which
+ * SentencePiece merges into one), for word models. */
 int txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
-		   int32_t *ids, int n_max);
+		   int32_t *ids, int n_max, bool split_unk);
 
 /* Decoded text of @p ids into @p buf (NUL-terminated if it fits); length,
  * negated length needed, or INT32_MIN on error. */
@@ -36,6 +39,11 @@ int txl_spm_decode(const struct txl_spm *spm, const int32_t *ids, int n,
 /* The bytes token @p id contributes to running text; same convention. */
 int txl_spm_piece_bytes(const struct txl_spm *spm, int id, char *buf,
 			size_t cap);
+
+/* The piece string of @p id as the model holds it; same convention. */
+int txl_spm_piece(const struct txl_spm *spm, int id, char *buf, size_t cap);
+/* Whether @p id is a control piece. */
+int txl_spm_is_control(const struct txl_spm *spm, int id);
 
 int32_t txl_spm_bos_id(const struct txl_spm *spm);
 int32_t txl_spm_eos_id(const struct txl_spm *spm);

@@ -4,6 +4,15 @@
  * in the file as the U8 tensor "tokenizer.model" (through the C++ shim
  * txl-spm.cc), and the running-text bytes of every token, computed once
  * at load for streaming output.
+ *
+ * A model converted from an original Transformer-XL vocabulary
+ * (models/vocab.py) says so in its metadata, and the tokenizer adds what
+ * SentencePiece cannot do alone (txlgen-model(5), "Vocabularies of the
+ * original code"): lines become <eos>-terminated (wt103, ptb) or
+ * <S>-enclosed (lm1b) symbol runs and <eos> prints as a newline; or
+ * newlines are dropped (enwik8, text8); a run of unknown words is one
+ * unknown symbol per word; and where the vocabulary has no unknown symbol,
+ * text that needs one is refused, as the original refuses it.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +20,87 @@
 #include <string.h>
 
 #include "txl-internal.h"
+
+/* The vocab_* metadata; a model without them is a plain SentencePiece
+ * model. */
+static enum txl_status
+vocab_load(struct txl_model *m)
+{
+	const struct txl_file *f = &m->file;
+	const char *kind = txl_file_meta(f, "vocab_kind");
+	const char *nl = txl_file_meta(f, "vocab_newline");
+	const char *unk = txl_file_meta(f, "vocab_unk");
+	int n = txl_spm_vocab_size(m->spm), n_token = m->hp.n_token;
+	struct txl_vocab *v = &m->vocab;
+
+	memset(v, 0, sizeof *v);
+	v->eos = -1;
+	if (!kind && !nl && !unk) {
+		v->newline = TXL_NL_TEXT;
+		if (n != n_token)
+			return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d "
+					"pieces, the model n_token %d", f->path,
+					n, n_token);
+		return TXL_OK;
+	}
+	if (!kind || (strcmp(kind, "word") && strcmp(kind, "char")))
+		return txl_fail(TXL_ERR_FORMAT, "%s: metadata 'vocab_kind' must "
+				"be word or char", f->path);
+	v->word = !strcmp(kind, "word");
+	if (nl && !strcmp(nl, "eos"))
+		v->newline = TXL_NL_EOS;
+	else if (nl && !strcmp(nl, "double_eos"))
+		v->newline = TXL_NL_DOUBLE_EOS;
+	else if (nl && !strcmp(nl, "drop"))
+		v->newline = TXL_NL_DROP;
+	else
+		return txl_fail(TXL_ERR_FORMAT, "%s: metadata 'vocab_newline' "
+				"must be eos, double_eos or drop", f->path);
+	if (!unk || (strcmp(unk, "piece") && strcmp(unk, "none")))
+		return txl_fail(TXL_ERR_FORMAT, "%s: metadata 'vocab_unk' must "
+				"be piece or none", f->path);
+	v->no_unk = !strcmp(unk, "none");
+	/* without an unknown symbol the tokenizer has more pieces: its
+	 * unknown piece, and the byte pieces byte fallback needs */
+	if (v->no_unk ? (n <= n_token || n > n_token + 257 ||
+			 txl_spm_unk_id(m->spm) < n_token) : n != n_token)
+		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d pieces, "
+				"the model n_token %d (vocab_unk %s)", f->path,
+				n, n_token, unk);
+	if (v->newline == TXL_NL_EOS || v->newline == TXL_NL_DOUBLE_EOS) {
+		v->eos = txl_spm_eos_id(m->spm);
+		if (v->eos < 0 || v->eos >= n_token)
+			return txl_fail(TXL_ERR_FORMAT, "%s: vocab_newline %s "
+					"but the tokenizer has no end-of-line "
+					"control piece", f->path, nl);
+	}
+	return TXL_OK;
+}
+
+/* The running-text bytes of token @p id into @p buf (at most @p cap):
+ * length, negated length needed, or INT32_MIN. */
+static int
+piece_bytes(const struct txl_model *m, int id, char *buf, size_t cap)
+{
+	const struct txl_vocab *v = &m->vocab;
+
+	if (id == v->eos && v->eos >= 0) {
+		if (cap < 1)
+			return -1;
+		buf[0] = '\n';
+		return 1;
+	}
+	if (v->word && id == txl_spm_unk_id(m->spm)) {
+		/* the unknown word is a word of the corpus ("<unk>"), not
+		 * SentencePiece's " ⁇ " */
+		if (cap < 1)
+			return -1 - (int)strlen("<unk>");
+		buf[0] = ' ';
+		int k = txl_spm_piece(m->spm, id, buf + 1, cap - 1);
+		return k >= 0 ? k + 1 : k == INT32_MIN ? k : k - 1;
+	}
+	return txl_spm_piece_bytes(m->spm, id, buf, cap);
+}
 
 enum txl_status
 txl_tokenizer_load(struct txl_model *m)
@@ -35,17 +125,15 @@ txl_tokenizer_load(struct txl_model *m)
 		snprintf(why, sizeof why, "%s", txl_last_error());
 		return txl_fail(st, "%s: %s", f->path, why);
 	}
-	if (txl_spm_vocab_size(m->spm) != m->hp.n_token)
-		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d pieces, "
-				"the model n_token %d", f->path,
-				txl_spm_vocab_size(m->spm), m->hp.n_token);
+	if ((st = vocab_load(m)) != TXL_OK)
+		return st;
 
 	/* The running-text bytes of every token, once, for streaming. */
 	m->pieces = calloc((size_t)m->hp.n_token, sizeof *m->pieces);
 	if (!m->pieces)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	for (int id = 0; id < m->hp.n_token; id++) {
-		int n = txl_spm_piece_bytes(m->spm, id, buf, sizeof buf);
+		int n = piece_bytes(m, id, buf, sizeof buf);
 		if (n < 0)
 			return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer piece %d "
 					"is invalid or too long", f->path, id);
@@ -59,8 +147,7 @@ txl_tokenizer_load(struct txl_model *m)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	total = 0;
 	for (int id = 0; id < m->hp.n_token; id++) {
-		int n = txl_spm_piece_bytes(m->spm, id, m->piece_bytes + total,
-					    sizeof buf);
+		int n = piece_bytes(m, id, m->piece_bytes + total, sizeof buf);
 		m->pieces[id].off = (uint32_t)total;
 		m->pieces[id].len = (uint32_t)n;
 		total += (size_t)n;
@@ -79,11 +166,111 @@ txl_tokenizer_free(struct txl_model *m)
 	m->piece_bytes = NULL;
 }
 
+struct idvec {
+	int32_t *v;
+	size_t n, cap;
+};
+
+static bool
+idvec_reserve(struct idvec *a, size_t more)
+{
+	if (a->n + more <= a->cap)
+		return true;
+	size_t cap = (a->n + more) * 2 + 16;
+	int32_t *v = cap <= INT_MAX ? realloc(a->v, cap * sizeof *v) : NULL;
+	if (!v)
+		return false;
+	a->v = v;
+	a->cap = cap;
+	return true;
+}
+
+/* Append the ids of @p len bytes of one line (no '\n') to @p a. */
+static int
+encode_line(const struct txl_model *m, const char *s, size_t len,
+	    struct idvec *a)
+{
+	for (;;) {
+		size_t room = a->cap - a->n;
+		int n = txl_spm_encode(m->spm, s, len, a->v + a->n,
+				       room > INT_MAX ? INT_MAX : (int)room,
+				       m->vocab.word);
+		if (n == INT32_MIN)
+			return -1;
+		if (n >= 0) {
+			a->n += (size_t)n;
+			return 0;
+		}
+		if (!idvec_reserve(a, (size_t)-n)) {
+			txl_fail(TXL_ERR_NOMEM, "out of memory");
+			return -1;
+		}
+	}
+}
+
+/* An original vocabulary's tokenization: line by line, with the ends of
+ * lines as the dataset had them. */
+static int
+tokenize_lines(const struct txl_model *m, const char *text, size_t len,
+	       int32_t *ids, int n_max)
+{
+	const struct txl_vocab *v = &m->vocab;
+	struct idvec a = { 0 };
+	size_t i = 0;
+	int rc = INT32_MIN;
+
+	while (i < len) {
+		const char *nl = v->newline == TXL_NL_TEXT ? NULL :
+			memchr(text + i, '\n', len - i);
+		size_t end = nl ? (size_t)(nl - text) : len;
+
+		if (!idvec_reserve(&a, 2)) {
+			txl_fail(TXL_ERR_NOMEM, "out of memory");
+			goto out;
+		}
+		if (v->newline == TXL_NL_DOUBLE_EOS)
+			a.v[a.n++] = v->eos;
+		if (encode_line(m, text + i, end - i, &a) < 0)
+			goto out;
+		if (nl && (v->newline == TXL_NL_EOS ||
+			   v->newline == TXL_NL_DOUBLE_EOS)) {
+			if (!idvec_reserve(&a, 1)) {
+				txl_fail(TXL_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			a.v[a.n++] = v->eos;
+		}
+		i = end + 1;
+	}
+	if (a.n > INT_MAX) {
+		txl_fail(TXL_ERR_INVALID, "text too long to tokenize");
+		goto out;
+	}
+	for (size_t k = 0; k < a.n; k++)
+		if (a.v[k] < 0 || a.v[k] >= m->hp.n_token) {
+			txl_fail(TXL_ERR_INVALID, "the text holds a symbol the "
+				 "model's vocabulary lacks (it has no unknown "
+				 "symbol)");
+			goto out;
+		}
+	rc = (int)a.n;
+	if (rc > n_max)
+		rc = -rc;
+	else if (rc > 0)
+		memcpy(ids, a.v, a.n * sizeof *ids);
+out:
+	free(a.v);
+	return rc;
+}
+
 int
 txl_tokenize(const struct txl_model *m, const char *text, size_t len,
 	     int32_t *ids, int n_max)
 {
-	return txl_spm_encode(m->spm, text, len, ids, n_max);
+	if (m->vocab.newline == TXL_NL_TEXT && !m->vocab.no_unk &&
+	    !m->vocab.word)
+		return txl_spm_encode(m->spm, text, len, ids, n_max, false);
+	return tokenize_lines(m, text, len, ids, n_max);
 }
 
 int
@@ -98,6 +285,41 @@ txl_token_piece(const struct txl_model *m, int32_t id, char *buf, size_t cap)
 	return (int)p->len;
 }
 
+/* The pieces joined: words by a space, lines by a newline (no space at
+ * the start of a line, no <S> that opens one). */
+static int
+detokenize_pieces(const struct txl_model *m, const int32_t *ids, int n,
+		  char *buf, size_t cap)
+{
+	size_t len = 0;
+	bool line_start = true;
+
+	for (int i = 0; i < n; i++) {
+		const struct txl_piece *p = &m->pieces[ids[i]];
+		const char *s = m->piece_bytes + p->off;
+		size_t k = p->len;
+
+		if (line_start && ids[i] == m->vocab.eos &&
+		    m->vocab.newline == TXL_NL_DOUBLE_EOS)
+			continue;
+		if (line_start && m->vocab.word && k && s[0] == ' ') {
+			s++;
+			k--;
+		}
+		if (len + k < cap)
+			memcpy(buf + len, s, k);
+		len += k;
+		if (len > INT_MAX - 1)
+			return INT32_MIN;
+		if (k)
+			line_start = s[k - 1] == '\n';
+	}
+	if (len + 1 > cap)
+		return -(int)(len + 1);
+	buf[len] = '\0';
+	return (int)len;
+}
+
 int
 txl_detokenize(const struct txl_model *m, const int32_t *ids, int n,
 	       char *buf, size_t cap)
@@ -105,23 +327,31 @@ txl_detokenize(const struct txl_model *m, const int32_t *ids, int n,
 	for (int i = 0; i < n; i++)
 		if (ids[i] < 0 || ids[i] >= m->hp.n_token)
 			return INT32_MIN;
-	return txl_spm_decode(m->spm, ids, n, buf, cap);
+	if (m->vocab.newline == TXL_NL_TEXT && !m->vocab.word)
+		return txl_spm_decode(m->spm, ids, n, buf, cap);
+	return detokenize_pieces(m, ids, n, buf, cap);
 }
 
+/* <eos> of wt103 and ptb is a newline, not the end of a text: such a model
+ * has no end-of-sequence token, and a text starts after an <eos>. */
 int32_t
 txl_token_bos(const struct txl_model *m)
 {
-	return txl_spm_bos_id(m->spm);
+	if (m->vocab.eos >= 0)
+		return m->vocab.eos;
+	return m->vocab.newline == TXL_NL_TEXT ? txl_spm_bos_id(m->spm) : -1;
 }
 
 int32_t
 txl_token_eos(const struct txl_model *m)
 {
-	return txl_spm_eos_id(m->spm);
+	if (m->vocab.newline == TXL_NL_DOUBLE_EOS)
+		return m->vocab.eos;
+	return m->vocab.newline == TXL_NL_TEXT ? txl_spm_eos_id(m->spm) : -1;
 }
 
 int32_t
 txl_token_unk(const struct txl_model *m)
 {
-	return txl_spm_unk_id(m->spm);
+	return m->vocab.no_unk ? -1 : txl_spm_unk_id(m->spm);
 }

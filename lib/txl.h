@@ -223,7 +223,10 @@ TXL_API int txl_token_piece(const struct txl_model *model, int32_t id,
 TXL_API int txl_detokenize(const struct txl_model *model, const int32_t *ids,
 			   int n, char *buf, size_t cap);
 
-/** Special token ids, or -1 if the tokenizer has none. */
+/** Special token ids, or -1 if the tokenizer has none.  A word-level
+ * model whose <eos> ends each line (WikiText, PTB; txlgen-model(5),
+ * "Vocabularies of the original code") has no end-of-sequence token: its
+ * <eos> is a newline, and txl_token_bos() returns it. */
 TXL_API int32_t txl_token_bos(const struct txl_model *model);
 TXL_API int32_t txl_token_eos(const struct txl_model *model);
 TXL_API int32_t txl_token_unk(const struct txl_model *model);

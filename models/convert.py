@@ -1,20 +1,37 @@
 #!/usr/bin/python3
-"""Convert a Transformer-XL checkpoint of the original PyTorch code to a
-txlgen model file.
+"""Convert a Transformer-XL checkpoint to a txlgen model file.
 
-  convert.py --config CFG.json --weights STATE.pt --tokenizer SPM.model -o m.bin
+  convert.py --weights PATH [--config CFG.json]
+             (--tokenizer SPM.model | --vocab VOCAB [--dataset NAME]) -o m.bin
 
-CFG.json holds the original hyperparameter names (n_token n_layer n_head
-d_model d_head d_inner d_embed div_val cutoffs tie_weight tie_projs
-pre_lnorm attn_type tgt_len ext_len mem_len clamp_len same_length, and
-untie_r when the weights have per-layer relative biases).  STATE.pt is
-torch.save(model.state_dict()) of the original MemTransformerLM (or of
-models/txl_ref.py, which uses the same names).  Every model the original
-code builds: attn_type 0 to 3, adaptive input and softmax (cutoffs,
-div_val, tie_projs); attn_type 1 and 3 also take "max_klen", the rows of
-their position tables, when the model was built with other lengths than
-tgt_len + ext_len + mem_len.  attn_type 2 and 3 run without memory: their
-model file says mem_len 0.  What does not fit is refused with a message.
+PATH is any of (models/checkpoint.py reads them without running code
+from the pickles):
+  - a whole-model pickle, torch.save(model) of the original code's
+    MemTransformerLM (its train.py's model.pt);
+  - a Hugging Face TransfoXL directory (config.json, pytorch_model.bin or
+    model.safetensors, and its vocabulary vocab.pkl / vocab.bin);
+  - a bare state_dict, torch.save(model.state_dict()) of the original
+    MemTransformerLM or of models/txl_ref.py (same names).
+Hyperparameters come from the checkpoint where it has them (the whole
+model's attributes, HF's config.json); CFG.json (the original names:
+n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
+tie_weight tie_projs pre_lnorm attn_type tgt_len ext_len mem_len
+clamp_len same_length, and untie_r for per-layer relative biases) is
+needed for a bare state_dict and otherwise overrides.
+
+The tokenizer is a SentencePiece model (--tokenizer), or the original
+vocabulary (--vocab, models/vocab.py): the corpus cache cache.pt of the
+original code, HF's vocab.pkl / vocab.bin, or a file of one symbol per
+line; --dataset (wt103 wt2 ptb lm1b enwik8 text8) gives the dataset's
+conventions where the vocabulary does not say (cache.pt does).  An HF
+directory brings its own vocabulary.
+
+Every model the original code builds: attn_type 0 to 3, adaptive input and
+softmax (cutoffs, div_val, tie_projs); attn_type 1 and 3 also take
+"max_klen", the rows of their position tables, when the model was built
+with other lengths than tgt_len + ext_len + mem_len.  attn_type 2 and 3
+run without memory: their model file says mem_len 0.  What does not fit is
+refused with a message.
 Exit status: 0 ok, 1 error (the message names the file and the problem).
 """
 
@@ -24,7 +41,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkpoint                                # noqa: E402
 import txlfile                                   # noqa: E402
+import vocab as vocabulary                       # noqa: E402
 from txl_ref import HPARAM_NAMES, TxlConfig      # noqa: E402
 
 REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
@@ -44,7 +63,7 @@ class ConvertError(Exception):
     pass
 
 
-def load_config(path):
+def read_json(path):
     try:
         with open(path) as f:
             raw = json.load(f)
@@ -52,6 +71,17 @@ def load_config(path):
         raise ConvertError(f"{path}: {e}")
     if not isinstance(raw, dict):
         raise ConvertError(f"{path}: expected a JSON object")
+    return raw
+
+
+def load_config(path):
+    return check_config(read_json(path), path)
+
+
+def check_config(raw, path):
+    """A TxlConfig from the original hyperparameter names; path names
+    where they came from in messages."""
+    raw = dict(raw)
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
         raise ConvertError(f"{path}: missing {', '.join(missing)}")
@@ -263,11 +293,44 @@ def convert(cfg, state, tokenizer_proto, out_path, dtype="F32", wpath="",
                   extra=extra)
 
 
+def read_tokenizer(a, ck, n_token):
+    """(SentencePiece proto, metadata) from --tokenizer, --vocab or the
+    vocabulary an HF directory brings."""
+    if a.tokenizer:
+        return check_tokenizer(a.tokenizer, n_token), {}
+    path = a.vocab
+    if path is None and os.path.isdir(a.weights):
+        for name in ("vocab.pkl", "vocab.bin"):
+            if os.path.exists(os.path.join(a.weights, name)):
+                path = os.path.join(a.weights, name)
+                break
+    if path is None:
+        raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
+                           "(cache.pt, vocab.pkl, a symbol list) or "
+                           "--tokenizer")
+    try:
+        v = vocabulary.read_vocab(path, a.dataset)
+        if len(v.symbols) != n_token:
+            raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
+                               f"model n_token {n_token}")
+        return vocabulary.to_spm(v)
+    except vocabulary.VocabError as e:
+        raise ConvertError(str(e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--weights", required=True)
-    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--weights", required=True,
+                    help="state_dict, whole-model pickle or HF directory")
+    ap.add_argument("--config", help="hyperparameters (JSON), needed for "
+                    "a bare state_dict, else overrides")
+    tok = ap.add_mutually_exclusive_group()
+    tok.add_argument("--tokenizer", help="SentencePiece model")
+    tok.add_argument("--vocab", help="the original's cache.pt, HF's "
+                     "vocab.pkl / vocab.bin, or one symbol per line")
+    ap.add_argument("--dataset", choices=sorted(vocabulary.DATASETS),
+                    help="the vocabulary's dataset conventions, where "
+                    "--vocab does not say")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
                     help="storage type of the weight matrices (default "
@@ -275,21 +338,30 @@ def main():
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
     a = ap.parse_args()
+    if a.tokenizer and a.dataset:
+        ap.error("--dataset goes with --vocab")
+    if not a.tokenizer and not a.vocab and not os.path.isdir(a.weights):
+        ap.error("one of --tokenizer or --vocab is required")
     try:
-        cfg = load_config(a.config)
-        proto = check_tokenizer(a.tokenizer, cfg.n_token)
-        import torch
         try:
-            state = torch.load(a.weights, map_location="cpu")
-        except Exception as e:           # noqa: BLE001
-            raise ConvertError(f"{a.weights}: cannot load ({e})")
-        if hasattr(state, "state_dict"):
-            state = state.state_dict()
-        if isinstance(state, dict) and "model" in state and \
-                isinstance(state["model"], dict):
-            state = state["model"]
-        extra = {"description": a.description} if a.description else None
-        convert(cfg, state, proto, a.output, a.dtype, a.weights, extra)
+            ck = checkpoint.read_checkpoint(a.weights)
+        except checkpoint.CheckpointError as e:
+            raise ConvertError(str(e))
+        raw = {k: v for k, v in ck.hparams.items() if k in HPARAM_NAMES}
+        what = a.weights
+        if a.config:
+            raw.update(read_json(a.config))
+            what = a.config
+        elif not raw:
+            raise ConvertError(f"{a.weights}: a bare state_dict has no "
+                               "hyperparameters: give --config")
+        cfg = check_config(raw, what)
+        proto, meta = read_tokenizer(a, ck, cfg.n_token)
+        extra = dict(meta)
+        if a.description:
+            extra["description"] = a.description
+        convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
+                extra or None)
     except ConvertError as e:
         print(f"convert.py: {e}", file=sys.stderr)
         return 1

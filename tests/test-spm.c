@@ -8,7 +8,8 @@
  * prints "bos eos unk n_token", then one line per vocabulary id with the
  * hex bytes of txl_token_piece() ("-" if it returns an error), then for
  * each input line (the hex bytes of a text, so that any bytes can be fed)
- * "ids<TAB>hex(txl_detokenize(ids))".  It checks the two-call sizing
+ * "ids<TAB>hex(txl_detokenize(ids))", or "error<TAB>message" where
+ * txl_tokenize() refuses the text.  It checks the two-call sizing
  * conventions itself and exits 1 with a message on the first violation.
  */
 #include <stdint.h>
@@ -86,6 +87,11 @@ line(const struct txl_model *model, const char *text, int len)
 	char *out;
 	int m;
 
+	if (n == INT32_MIN) {
+		/* refused (a symbol the vocabulary lacks): say why */
+		printf("error\t%s\n", txl_last_error());
+		return;
+	}
 	EXPECT(n <= 0, "tokenize with n_max 0 returned %d", n);
 	n = -n;
 	ids = malloc(sizeof *ids * (size_t)(n + 1));

@@ -40,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_random_model as mrm                      # noqa: E402
 import txlfile                                       # noqa: E402 (models/)
+import vocab                                         # noqa: E402 (models/)
 
 EXIT_BADMODEL = 3
 
@@ -113,6 +114,65 @@ def _garbage_tokenizer(blob, header, data):
     b, e = header["tokenizer.model"]["data_offsets"]
     junk = random.Random(1).randbytes(e - b)
     return assemble(header, data[:b] + junk + data[e:])
+
+
+def _with_tokenizer(make_proto):
+    """The valid model with its tokenizer replaced by make_proto(proto)."""
+    def make(blob, header, data):
+        meta, ts = txlfile.read(os.path.join(_tmp, "valid.bin"))
+        proto = make_proto(ts.pop("tokenizer.model"))
+        hp = {k: v for k, v in meta.items()
+              if k not in ("format", "format_version")}
+        path = os.path.join(_tmp, "tok.tmp")
+        txlfile.write(path, hp, ts, proto)
+        with open(path, "rb") as f:
+            return f.read()
+    return make
+
+
+def _charsmap(edit):
+    """The tokenizer's normalizer_spec.precompiled_charsmap (ModelProto
+    field 3, its field 2) replaced by edit(charsmap): the table
+    SentencePiece uses without checking (issue 9: it crashed txlgen on the
+    first text it tokenized)."""
+    def proto(p):
+        out = b""
+        for num, wt, raw, payload in vocab.proto_fields(p):
+            if num == 3 and wt == 2:
+                inner = b""
+                for n2, w2, r2, p2 in vocab.proto_fields(payload):
+                    inner += (vocab.proto_field(2, edit(bytes(p2)))
+                              if n2 == 2 and w2 == 2 else r2)
+                out += vocab.proto_field(3, inner)
+            else:
+                out += raw
+        return out
+    return _with_tokenizer(proto)
+
+
+def _units(cm):
+    (size,) = struct.unpack("<I", cm[:4])
+    return size, list(struct.unpack(f"<{size // 4}I", cm[4:4 + size]))
+
+
+def _set_unit(i, fn):
+    """unit i of the trie replaced by fn(unit, number of units)"""
+    def edit(cm):
+        size, u = _units(cm)
+        u[i] = fn(u[i], len(u))
+        return cm[:4] + struct.pack(f"<{len(u)}I", *u) + cm[4 + size:]
+    return edit
+
+
+def _root_far(u, n):
+    # the root's offset as far as it goes: bits 10..31 shifted left by 8
+    # (bit 9): about 2^30 units, 4 GB past the table
+    return (u & 0x1FF) | (1 << 9) | (0x3FFFFF << 10)
+
+
+def _no_strings(cm):
+    size, _ = _units(cm)
+    return cm[:4 + size] + b"x"          # the pool: one byte, no NUL
 
 
 def _missing_tensor(h, data):
@@ -397,6 +457,16 @@ CASES = {
     "tokenizer_missing": (_edit(lambda h, d: h.__setitem__(
         "__pad__.997", h.pop("tokenizer.model") | {"dtype": "U8"})),
         r"tokenizer"),
+    # a malformed normalisation table in the tokenizer proto: refused at
+    # load, never handed to SentencePiece
+    "charsmap_root_far": (_charsmap(_set_unit(0, _root_far)),
+                          r"tokenizer.*normali[sz]ation table.*root"),
+    "charsmap_trie_size": (_charsmap(lambda cm: struct.pack(
+        "<I", len(cm)) + cm[4:]), r"normali[sz]ation table.*trie size"),
+    "charsmap_truncated": (_charsmap(lambda cm: cm[:3]),
+                           r"normali[sz]ation table.*truncated"),
+    "charsmap_no_strings": (_charsmap(_no_strings),
+                            r"normali[sz]ation table.*rule"),
     # a string quoted from the file (here a dtype holding a newline and a
     # terminal escape) must not break the one-line error
     "dtype_control_chars": (_edit(_dtype("F32\n\x1b[2J")), r"dtype|type"),

@@ -15,6 +15,11 @@ writes
   DIR/state/      memory states txlgen saved (txl_session_save) for it
   DIR/config/     JSON configs: txlgen --print-config and a few by hand
   DIR/sampler/    sampler settings and logits, finite, inf and NaN
+  DIR/tokenizer/  inputs of fuzz-tokenizer: real SentencePiece protos WITH
+                  their normalisation tables (tests/data/spm.model's
+                  nmt_nfkc, an identity and an nfkc_cf model trained here,
+                  and models/vocab.py's word, text8 and enwik8 tables)
+                  with the vocabulary metadata each goes with, and texts
 
 The models carry tests/data/spm.model without its 240 KB normalisation
 table (identity normalisation then) and, but for one, without its 256 byte
@@ -39,6 +44,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import make_random_model as mrm                       # noqa: E402
 import test_badfiles as tb                            # noqa: E402
+import vocab as V                                     # noqa: E402 (models/)
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)
@@ -57,64 +63,19 @@ VARIANTS = {
 }
 
 
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-
-
-def enc_varint(v):
-    out = bytearray()
-    while True:
-        c = v & 0x7f
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def fields(b):
-    """(field number, wire type, raw bytes of the whole field, payload)"""
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = varint(b, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            _, i = varint(b, i)
-            payload = None
-        elif wt == 1:
-            i += 8
-            payload = None
-        elif wt == 5:
-            i += 4
-            payload = None
-        elif wt == 2:
-            n, i = varint(b, i)
-            payload = b[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, b[start:i], payload
-
-
 def slim_tokenizer(src, dst):
     """ModelProto without normalizer_spec.precompiled_charsmap (3.2) and
     self_test_data (4)."""
     with open(src, "rb") as f:
         b = f.read()
     out = bytearray()
-    for num, wt, raw, payload in fields(b):
+    for num, wt, raw, payload in V.proto_fields(b):
         if num == 4:
             continue
         if num == 3 and wt == 2:
-            inner = b"".join(r for n, _, r, _ in fields(payload) if n != 2)
-            out += enc_varint(3 << 3 | 2) + enc_varint(len(inner)) + inner
+            inner = b"".join(r for n, _, r, _ in V.proto_fields(payload)
+                             if n != 2)
+            out += V.proto_field(3, inner)
         else:
             out += raw
     with open(dst, "wb") as f:
@@ -173,13 +134,51 @@ def build(tmp, name, tok, **kw):
         return f.read()
 
 
+TEXTS = [b"Hello, world!  \xc3\xa9t\xc3\xa9 \xef\xbc\xa1 \xff\xfe 42\n",
+         b" = The cat = \n\n the cat sat , on @-@ the mat \n",
+         "ﬁ ½ ＡＢＣ 日本語 🙂\t\u00a0x\r\n".encode(), b"\x00\x01abc\n\n"]
+
+
+def tokenizer_seeds(tmp, put):
+    """fuzz-tokenizer inputs: mode byte, u32 proto length, proto, text."""
+    import io
+    import sentencepiece as spm
+    protos = {}
+    with open(mrm.TOKENIZER, "rb") as f:
+        protos["nmt_nfkc"] = (0, f.read())
+    for rule in ("identity", "nfkc_cf"):
+        w = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            input=os.path.join(mrm.DATA, "text.txt"), model_writer=w,
+            vocab_size=400, hard_vocab_limit=False,
+            normalization_rule_name=rule,
+            byte_fallback=rule == "identity", minloglevel=3)
+        protos[rule] = (0, w.getvalue())
+    words = ["<eos>", "the", "cat", "<unk>", "The", "sat", ",", "@-@"]
+    for name, mode, v in (
+            ("wt103", 1, V.Vocabulary(words, False, None, "wt103", None,
+                                      "x")),
+            ("ptb", 1, V.Vocabulary(words, True, None, "ptb", None, "x")),
+            ("lm1b", 2, V.Vocabulary(["<S>", "</S>", "<UNK>", "a"], False,
+                                     None, "lm1b", 2, "x")),
+            ("text8", 4, V.Vocabulary(list("_abcdefghijklmnopqrstuvwxyz"),
+                                      True, None, "text8", None, "x")),
+            ("enwik8", 4, V.Vocabulary([str(b) for b in range(32, 127)],
+                                       True, None, "enwik8", None, "x"))):
+        protos[name] = (mode, V.to_spm(v)[0])
+    for name, (mode, proto) in protos.items():
+        for k, text in enumerate(TEXTS):
+            put("tokenizer", f"{name}-{k}.bin", bytes([mode]) +
+                struct.pack("<I", len(proto)) + proto + text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-o", "--outdir", required=True)
     ap.add_argument("--txlgen", required=True, help="a built txlgen")
     a = ap.parse_args()
     out = a.outdir
-    for d in ("model", "state", "config", "sampler"):
+    for d in ("model", "state", "config", "sampler", "tokenizer"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="txl-fuzz-seeds-")
     try:
@@ -259,10 +258,11 @@ def main():
             put("sampler", name + ".bin",
                 struct.pack("<fifff", 0.75, 3, 0.9, 0.05, 1.3) +
                 struct.pack("<i", 8) + struct.pack(f"<{len(lg)}f", *lg))
+        tokenizer_seeds(tmp, put)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = {d: len(os.listdir(os.path.join(out, d)))
-         for d in ("model", "state", "config", "sampler")}
+         for d in ("model", "state", "config", "sampler", "tokenizer")}
     print(f"seeds in {out}: {n}", file=sys.stderr)
     return 0
 

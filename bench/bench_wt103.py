@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""A WikiText-103-sized Transformer-XL: txlgen against the original code
+on the same weights, in the same run (issue 11, item 3).
+
+  bench/bench_wt103.py --orig PATH/TO/transformer-xl [--build build]
+      [--small] [--keep DIR] [--score-tokens 2049] [--gen-tokens 100]
+
+The model is the original code's MemTransformerLM in the shape of the
+paper's WikiText-103 model: 18 layers, d_model 1024, 16 heads of 64,
+d_inner 4096, 267,735 words, adaptive input and softmax with cutoffs
+20000/40000/200000, div_val 4, tie_projs [F, T, T, T], tied weights
+(about 285M parameters), every parameter N(0, 0.02) (LayerNorm gains
+N(1, 0.02)) as its train.py initialises them.  It is saved the way
+train.py saves it (torch.save(model): model.pt), with a word vocabulary
+of 267,735 symbols (one per line, <eos> first), converted with
+
+  models/convert.py --weights model.pt --vocab vocab.txt --dataset wt103
+
+and measured:
+  - load: wall time and peak resident memory of `txlgen --model m.bin
+    --ids --score` on 2 tokens (mapping: pages are touched only when used);
+  - scoring tokens/s: --score --ids on a stream of pseudo-random ids, the
+    paper's evaluation settings (seg_len 128, mem_len 1600, clamp_len
+    1000, same_length), for txlgen and for the original eval.py loop;
+  - generation tokens/s: one token at a time, memory 1600, greedy;
+  - memory for mem_len 1600: txlgen's peak RSS while scoring, and the
+    original's (the process's peak RSS growth, and the size of its mems:
+    19 tensors of 1600 x 1024 floats).
+--small runs the same pipeline on a 2-layer model of the same structure
+(for checking the script).  txlgen reads div_val > 1 only once the C
+adaptive softmax is in; until then the conversion or the load is refused
+and the script says so.  Run on an idle machine with OPENBLAS_CORETYPE
+unset; `nice` it where others share the cores.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import torch                                         # noqa: E402
+import bench                                         # noqa: E402
+import check_original                                # noqa: E402
+
+WT103 = dict(n_token=267735, n_layer=18, n_head=16, d_model=1024,
+             d_head=64, d_inner=4096, cutoffs=[20000, 40000, 200000],
+             div_val=4)
+SMALL = dict(n_token=12000, n_layer=2, n_head=4, d_model=64, d_head=16,
+             d_inner=128, cutoffs=[1000, 2000, 8000], div_val=4)
+
+
+def build(orig, shape, work):
+    MemTransformerLM = check_original.import_original(orig)
+    torch.manual_seed(0)
+    m = MemTransformerLM(
+        shape["n_token"], shape["n_layer"], shape["n_head"],
+        shape["d_model"], shape["d_head"], shape["d_inner"], 0.0, 0.0,
+        tie_weight=True, d_embed=shape["d_model"], div_val=shape["div_val"],
+        tie_projs=[False] + [True] * len(shape["cutoffs"]),
+        pre_lnorm=False, tgt_len=128, ext_len=0, mem_len=1600,
+        cutoffs=list(shape["cutoffs"]), same_length=True, attn_type=0,
+        clamp_len=1000)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if "layer_norm.weight" in name:
+                p.normal_(1.0, 0.02)
+            elif name.endswith("bias") and "r_" not in name:
+                p.zero_()
+            else:
+                p.normal_(0.0, 0.02)
+    m.eval()
+    model_pt = os.path.join(work, "model.pt")
+    torch.save(m, model_pt)
+    vocab = os.path.join(work, "vocab.txt")
+    with open(vocab, "w") as f:
+        f.write("<eos>\n<unk>\n")
+        for i in range(shape["n_token"] - 2):
+            f.write(f"w{i}\n")
+    return m, model_pt, vocab
+
+
+def timed(argv):
+    """(exit status, stdout, stderr, wall s, peak RSS MB) of a command."""
+    t0 = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-f", "TIME %M"] + argv,
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    m = re.search(r"TIME (\d+)", r.stderr)
+    err = re.sub(r"TIME \d+\n?", "", r.stderr).strip()
+    return r.returncode, r.stdout, err, wall, \
+        (int(m.group(1)) / 1024 if m else float("nan"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--orig", required=True,
+                    help="kimiyoung/transformer-xl checkout")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--keep")
+    ap.add_argument("--score-tokens", type=int, default=2049)
+    ap.add_argument("--gen-tokens", type=int, default=100)
+    ap.add_argument("--torch-gen-tokens", type=int, default=30)
+    a = ap.parse_args()
+    shape = SMALL if a.small else WT103
+    txlgen = os.path.join(a.build, "cmd", "txlgen")
+    work = a.keep or tempfile.mkdtemp(prefix="txl-wt103-")
+    os.makedirs(work, exist_ok=True)
+    seg, mem, clamp = 128, 1600, 1000
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
+          f" torch threads={torch.get_num_threads()} cpus={os.cpu_count()}")
+    try:
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        m, model_pt, vocab = build(os.path.join(a.orig, "pytorch"), shape,
+                                   work)
+        n_params = sum(p.numel() for p in m.parameters())
+        print(f"model: {shape}, {n_params / 1e6:.1f}M parameters, "
+              f"model.pt {os.path.getsize(model_pt) / 1e6:.0f} MB")
+        mbin = os.path.join(work, "m.bin")
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "models",
+                                                         "convert.py"),
+                            "--weights", model_pt, "--vocab", vocab,
+                            "--dataset", "wt103", "-o", mbin],
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"convert.py refused the model (the adaptive softmax "
+                     f"is not in yet?): {r.stderr.strip()}")
+        print(f"convert.py: {time.perf_counter() - t0:.1f} s, m.bin "
+              f"{os.path.getsize(mbin) / 1e6:.0f} MB")
+
+        ids = bench.pseudo_random_ids(a.score_tokens, shape["n_token"])
+        ids_path = os.path.join(work, "ids.txt")
+        with open(ids_path, "w") as f:
+            f.write(" ".join(map(str, ids)) + "\n")
+        two = os.path.join(work, "two.txt")
+        with open(two, "w") as f:
+            f.write("0 1\n")
+        common = ["--seg-len", str(seg), "--mem-len", str(mem),
+                  "--clamp-len", str(clamp), "--same-length"]
+        rc, _, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
+                                       two, "--ids"])
+        if rc:
+            sys.exit(f"txlgen refused the model: {err}")
+        print(f"txlgen load + 1 prediction: {wall:.2f} s, peak RSS "
+              f"{rss:.0f} MB")
+        rc, out, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
+                                         ids_path, "--ids", "--stats"] +
+                                        common)
+        sc = re.search(r"scored (\d+) tokens in ([\d.]+) s", err)
+        txl_score = int(sc.group(1)) / float(sc.group(2))
+        print(f"txlgen scoring: {txl_score:.1f} tokens/s (seg {seg}, mem "
+              f"{mem}, clamp {clamp}, same_length), peak RSS {rss:.0f} MB")
+        rc, out, err, wall, rss_gen = timed(
+            [txlgen, "--model", mbin, "--ids-in", "-"] if False else
+            [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
+             str(a.gen_tokens), "--temp", "0", "--stats", "--mem-len",
+             str(mem), "--clamp-len", str(clamp), "--same-length"])
+        g = re.search(r"generated: (\d+) tokens in [\d.]+ s \(([\d.]+) "
+                      r"tokens/s", err)
+        txl_gen = float(g.group(2)) if g else float("nan")
+        print(f"txlgen generation: {txl_gen:.1f} tokens/s (mem {mem}), peak "
+              f"RSS {rss_gen:.0f} MB")
+
+        # the original, same weights, same run
+        step, init = original_step(m)
+        m.reset_length(seg, 0, mem)
+        m.clamp_len, m.same_length = clamp, True
+        t0 = time.perf_counter()
+        lp = check_original.original_logprobs(m, ids, seg, mem, clamp, True)
+        pt_score = len(lp) / (time.perf_counter() - t0)
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        with torch.no_grad():
+            mems = init()
+            tok = torch.tensor([[1]])
+            t0 = time.perf_counter()
+            for _ in range(a.torch_gen_tokens):
+                logits, mems = step(tok, mems)
+                tok = logits[-1, 0].argmax().view(1, 1)
+            pt_gen = a.torch_gen_tokens / (time.perf_counter() - t0)
+        mem_mb = (shape["n_layer"] + 1) * mem * shape["d_model"] * 4 / 1e6
+        print(f"original scoring: {pt_score:.1f} tokens/s; generation "
+              f"{pt_gen:.1f} tokens/s; process peak RSS {rss1:.0f} MB "
+              f"(before the model {rss0:.0f} MB); its mems at mem_len "
+              f"{mem}: {mem_mb:.0f} MB")
+        print(json.dumps({"params_M": n_params / 1e6,
+                          "txlgen_score_tok_s": txl_score,
+                          "txlgen_gen_tok_s": txl_gen,
+                          "orig_score_tok_s": pt_score,
+                          "orig_gen_tok_s": pt_gen,
+                          "txlgen_score_rss_mb": rss,
+                          "txlgen_gen_rss_mb": rss_gen}))
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def original_step(m):
+    """One call of the original model on tokens x with memory: the
+    logits of every position through its adaptive softmax, as a log-prob
+    table (the same work generation needs)."""
+    import torch.nn.functional as F
+
+    def step(x, mems):
+        hidden, new = m._forward(x, mems=mems)
+        # ProjectedAdaptiveLogSoftmax on a dummy target gives NLLs, not
+        # the distribution: compute the full log-probs as it does
+        crit = m.crit
+        h = hidden.view(-1, hidden.size(-1))
+        head_w = torch.cat([crit.out_layers[0].weight, crit.cluster_weight])
+        head_b = torch.cat([crit.out_layers[0].bias, crit.cluster_bias])
+        head = F.log_softmax(crit._compute_logit(h, head_w, head_b,
+                                                 crit.out_projs[0]), -1)
+        parts = [head[:, :crit.cutoffs[0]]]
+        for i in range(1, len(crit.cutoffs)):
+            tail = F.log_softmax(crit._compute_logit(
+                h, crit.out_layers[i].weight, crit.out_layers[i].bias,
+                crit.out_projs[i]), -1)
+            parts.append(tail + head[:, -i, None])
+        return torch.cat(parts, -1).view(x.size(0), x.size(1), -1), new
+    return step, m.init_mems
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,552 @@
+#!/usr/bin/python3
+"""Checkpoints in the original code's and Hugging Face's forms (issue 11),
+without the original code: stand-ins of its classes build the same
+pickles.
+
+- A whole-model pickle: torch.save(model) of an object graph whose classes
+  are named as the original's (mem_transformer.MemTransformerLM,
+  proj_adaptive_softmax.ProjectedAdaptiveLogSoftmax, torch.nn modules) and
+  hold its attributes (n_token, cutoffs, pre_lnorm, d_inner...), with tied
+  weights shared as the original shares them; a corpus cache: a pickled
+  data_utils.Corpus holding a utils.vocabulary.Vocab.  Both torch.save
+  containers (zip and legacy).
+- Hugging Face directories: config.json with HF's keys, HF's names
+  (transformer.*, per-layer biases with untie_r), pytorch_model.bin or
+  model.safetensors, vocab.pkl / vocab.bin as HF pickles its tokenizer.
+- A bare state_dict with --config.
+Each is converted by models/convert.py, and txlgen --score on text must
+give the log-probs of models/txl_ref.py on the same weights (1e-4, as
+tests/test_parity.py), the hyperparameters must come from the checkpoint,
+and the ids of hand-written texts must be the ones worked out by hand
+from the vocabulary, for word level (wt103, ptb with lower_case, lm1b's
+<S>) and character level (text8, enwik8), as must the text decoded back
+(tests/test-spm prints txl_tokenize and txl_detokenize).  Pickles that
+would run a command are refused without running it.
+
+Programs: $TXLGEN and $TEST_SPM (set by meson test), else build/.
+"""
+
+import collections
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_random_model as mrm                      # noqa: E402
+import torch                                         # noqa: E402
+import txl_ref                                       # noqa: E402
+import txlfile                                       # noqa: E402 (models/)
+import checkpoint                                    # noqa: E402 (models/)
+
+TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
+TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
+TOL = 1e-4
+
+
+# ---------------------------------------------------------------------------
+# Stand-ins of the original classes, under the original module names
+
+def _module(name, classes, base=object):
+    mod = types.ModuleType(name)
+    for c in classes:
+        setattr(mod, c, type(c, (base,), {"__module__": name}))
+    sys.modules[name] = mod
+    return mod
+
+
+MT = _module("mem_transformer", (
+    "MemTransformerLM AdaptiveEmbedding PositionalEmbedding PositionwiseFF "
+    "RelPartialLearnableMultiHeadAttn RelPartialLearnableDecoderLayer")
+    .split(), torch.nn.Module)
+PAS = _module("proj_adaptive_softmax", ["ProjectedAdaptiveLogSoftmax"],
+              torch.nn.Module)
+DU = _module("data_utils", ["Corpus"])
+_module("utils", [])
+VOC = _module("utils.vocabulary", ["Vocab"])
+
+
+def original_pickle(cfg, seed):
+    """(txl_ref model, the same weights as an original-looking object
+    graph for torch.save(model))."""
+    ref = txl_ref.MemTransformerLM(cfg)
+    mrm.randomize(ref, seed=seed)
+    ref.eval()
+    orig = txl_ref.MemTransformerLM(cfg)
+    orig.load_state_dict(ref.state_dict())
+    del orig.cfg                       # a txl_ref object: not original
+    orig.__class__ = MT.MemTransformerLM
+    orig.word_emb.__class__ = MT.AdaptiveEmbedding
+    orig.pos_emb.__class__ = MT.PositionalEmbedding
+    orig.crit.__class__ = PAS.ProjectedAdaptiveLogSoftmax
+    for layer in orig.layers:
+        layer.__class__ = MT.RelPartialLearnableDecoderLayer
+        layer.dec_attn.__class__ = MT.RelPartialLearnableMultiHeadAttn
+        layer.pos_ff.__class__ = MT.PositionwiseFF
+        layer.pos_ff.d_inner = cfg.d_inner
+    for k in ("n_token n_layer n_head d_model d_head d_embed tgt_len "
+              "mem_len ext_len attn_type same_length clamp_len").split():
+        setattr(orig, k, getattr(cfg, k))
+    orig.sample_softmax = -1
+    orig.max_klen = cfg.tgt_len + cfg.ext_len + cfg.mem_len
+    orig.word_emb.cutoffs = [cfg.n_token]
+    orig.word_emb.div_val = 1
+    orig.crit.cutoffs = [cfg.n_token]
+    return ref, orig
+
+
+def make_vocab(symbols, lower_case, special=("<eos>",)):
+    v = VOC.Vocab()
+    v.__dict__.update(
+        counter=collections.Counter(symbols), special=list(special),
+        min_freq=0, max_size=None, lower_case=lower_case, delimiter=None,
+        vocab_file=None, idx2sym=list(symbols),
+        sym2idx=collections.OrderedDict((s, i) for i, s in
+                                        enumerate(symbols)))
+    for s in special:
+        if s in symbols:
+            setattr(v, f"{s.strip('<>')}_idx", symbols.index(s))
+    return v
+
+
+def save_corpus(path, dataset, vocab, zip_format=True):
+    c = DU.Corpus()
+    c.dataset, c.vocab = dataset, vocab
+    c.train = torch.arange(10)
+    torch.save(c, path, _use_new_zipfile_serialization=zip_format)
+
+
+def hf_state(model):
+    out = collections.OrderedDict()
+    for k, v in model.state_dict().items():
+        if k in ("r_w_bias", "r_r_bias"):
+            for i in range(model.n_layer):
+                out[f"transformer.layers.{i}.dec_attn.{k}"] = v
+        elif k.startswith("crit."):
+            out[k] = v
+        else:
+            out["transformer." + k] = v
+    return out
+
+
+def convert(*args):
+    return subprocess.run([mrm.PYTHON, mrm.CONVERT] + list(args),
+                          capture_output=True, text=True)
+
+
+def score(path, text_path, seg=None, mem=None):
+    argv = [TXLGEN, "--model", path, "--score", text_path, "--json",
+            "--threads", "1"]
+    if seg:
+        argv += ["--seg-len", str(seg), "--mem-len", str(mem)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in r.stdout.splitlines()]
+    return [x["id"] for x in recs if "pos" in x], \
+        [x["logprob"] for x in recs if "pos" in x]
+
+
+def tokenize(path, texts):
+    """[(ids or None if refused, decoded bytes or the error)] from
+    tests/test-spm."""
+    r = subprocess.run([TEST_SPM, path], capture_output=True, timeout=60,
+                       input=b"".join(t.hex().encode() + b"\n"
+                                      for t in texts))
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout.decode().split("\n")
+    n = int(out[0].split()[3])
+    res = []
+    for line in out[1 + n:1 + n + len(texts)]:
+        ids, _, rest = line.partition("\t")
+        if ids == "error":
+            res.append((None, rest))
+        else:
+            res.append(([int(x) for x in ids.split()], bytes.fromhex(rest)))
+    return [int(x) for x in out[0].split()], res
+
+
+WT_SYMS = ["<eos>", "the", ",", "@-@", "cat", "<unk>", "The", "sat", "on",
+           "mat", "=", "."]
+
+
+@unittest.skipIf(TXLGEN is None or TEST_SPM is None,
+                 "txlgen / test-spm not built")
+class TestCheckpoints(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="txl-ckpt-")
+        cls.text = os.path.join(cls.tmp, "text.txt")
+        with open(cls.text, "w") as f:
+            f.write(" = the cat = \n\n the cat sat on the mat , the "
+                    "cat @-@ mat . \n The dog sat .\n" * 3)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def want_ids(self, lines_of_words):
+        s = WT_SYMS
+        ids = []
+        for words in lines_of_words:
+            ids += [s.index(w) if w in s else s.index("<unk>")
+                    for w in words] + [0]
+        return ids
+
+    def check_scores(self, ref, mbin, settings=((None, None), (3, 5))):
+        with open(self.text) as f:
+            lines = f.read().split("\n")[:-1]
+        want_ids = self.want_ids([x.split() for x in lines])
+        for seg, mem in settings:
+            ids, lps = score(mbin, self.text, seg, mem)
+            self.assertEqual(ids, want_ids[1:])
+            want = txl_ref.score_ids(ref, want_ids, seg or ref.cfg.tgt_len,
+                                     mem if seg else ref.cfg.mem_len)
+            diff = max(abs(a - b) for a, b in zip(lps, want.tolist()))
+            self.assertLess(diff, TOL, f"{mbin} seg {seg}")
+
+    def meta(self, mbin):
+        return txlfile.read(mbin)[0]
+
+    # -- the three forms -------------------------------------------------
+
+    def test_whole_model_and_cache(self):
+        for k, (zip_format, extra) in enumerate((
+                (True, dict(d_embed=24, tie_projs=True)),
+                (False, dict(pre_lnorm=True, tie_weight=False)),
+                (True, dict(d_embed=40, tie_weight=False,
+                            same_length=True, clamp_len=4)))):
+            cfg = mrm.make_config(n_token=len(WT_SYMS), tgt_len=4,
+                                  mem_len=6, **extra)
+            ref, orig = original_pickle(cfg, seed=k)
+            mpt, cpt = self.path(f"model{k}.pt"), self.path(f"cache{k}.pt")
+            torch.save(orig, mpt, _use_new_zipfile_serialization=zip_format)
+            save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False), zip_format)
+            mbin = self.path(f"whole{k}.bin")
+            r = convert("--weights", mpt, "--vocab", cpt, "-o", mbin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            meta = self.meta(mbin)
+            for key, v in cfg.hparams().items():
+                self.assertEqual(meta[key], txlfile.meta_value(v), key)
+            self.assertEqual((meta["vocab_kind"], meta["vocab_newline"],
+                              meta["vocab_unk"]), ("word", "eos", "piece"))
+            self.check_scores(ref, mbin)
+
+    def test_hf_directories(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS), tgt_len=4, mem_len=6,
+                              d_embed=16, untie_r=False)
+        ref, orig = original_pickle(cfg, seed=7)
+        vocab = make_vocab(WT_SYMS, False)
+        for form in ("bin-zip", "bin-legacy", "safetensors"):
+            d = self.path("hf-" + form)
+            os.makedirs(d)
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump({"vocab_size": cfg.n_token, "cutoffs": [],
+                           "d_model": cfg.d_model, "d_embed": cfg.d_embed,
+                           "n_head": cfg.n_head, "d_head": cfg.d_head,
+                           "d_inner": cfg.d_inner, "div_val": 1,
+                           "pre_lnorm": False, "n_layer": cfg.n_layer,
+                           "mem_len": 6, "clamp_len": -1,
+                           "same_length": False,
+                           "proj_share_all_but_first": True,
+                           "attn_type": 0, "sample_softmax": -1,
+                           "adaptive": True, "dropout": 0.1,
+                           "untie_r": True, "tgt_len": 4,
+                           "model_type": "transfo-xl"}, f)
+            st = hf_state(orig)
+            if form == "safetensors":
+                checkpoint.write_safetensors(
+                    os.path.join(d, "model.safetensors"), st)
+            else:
+                torch.save(st, os.path.join(d, "pytorch_model.bin"),
+                           _use_new_zipfile_serialization=form == "bin-zip")
+            vd = {k: v for k, v in vocab.__dict__.items()}
+            if form == "bin-zip":
+                torch.save(vd, os.path.join(d, "vocab.bin"))
+            else:
+                with open(os.path.join(d, "vocab.pkl"), "wb") as f:
+                    pickle.dump(vd, f)
+            mbin = self.path(f"hf-{form}.bin")
+            r = convert("--weights", d, "-o", mbin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            meta = self.meta(mbin)
+            self.assertEqual((meta["untie_r"], meta["d_embed"]),
+                             ("true", "16"))
+            # per-layer biases: the shared ones, once per layer
+            self.check_scores(ref, mbin)
+
+    def test_state_dict_with_config(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS), tgt_len=4, mem_len=6)
+        ref, _ = original_pickle(cfg, seed=3)
+        sd, cj = self.path("sd.pt"), self.path("sd.json")
+        torch.save(ref.state_dict(), sd)
+        with open(cj, "w") as f:
+            json.dump({k: v for k, v in cfg.hparams().items()
+                       if k != "untie_r"}, f)
+        cpt = self.path("sd-cache.pt")
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+        mbin = self.path("sd.bin")
+        r = convert("--weights", sd, "--config", cj, "--vocab", cpt,
+                    "-o", mbin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_scores(ref, mbin)
+        # without --config: no hyperparameters
+        r = convert("--weights", sd, "--vocab", cpt, "-o", mbin + "2")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--config", r.stderr)
+        # --config overrides what a whole model says
+        _, orig = original_pickle(cfg, seed=3)
+        mpt = self.path("ov.pt")
+        torch.save(orig, mpt)
+        with open(cj, "w") as f:
+            json.dump({"mem_len": 33, "same_length": True}, f)
+        r = convert("--weights", mpt, "--config", cj, "--vocab", cpt,
+                    "-o", mbin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual((self.meta(mbin)["mem_len"],
+                          self.meta(mbin)["same_length"]), ("33", "true"))
+
+    def test_checkpoint_reader_equals_torch_load(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS), d_embed=24)
+        ref, orig = original_pickle(cfg, seed=5)
+        for zf in (True, False):
+            p = self.path(f"eq{zf}.pt")
+            torch.save(orig, p, _use_new_zipfile_serialization=zf)
+            ck = checkpoint.read_checkpoint(p)
+            want = ref.state_dict()
+            for k, t in want.items():
+                self.assertTrue(torch.equal(ck.state[k], t), k)
+            self.assertEqual(ck.hparams["tie_weight"], True)
+            self.assertEqual(ck.hparams["d_embed"], 24)
+
+    # -- pickles that run code -------------------------------------------
+
+    def test_malicious_pickles_refused(self):
+        marker = self.path("pwned")
+
+        class Evil:
+            def __reduce__(self):
+                return (os.system, ("touch " + marker,))
+
+        cpt = self.path("ok-cache.pt")
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+        evil_model = self.path("evil-model.pt")
+        torch.save({"model": Evil()}, evil_model)
+        evil_vocab = self.path("evil-vocab.pkl")
+        with open(evil_vocab, "wb") as f:
+            pickle.dump({"idx2sym": WT_SYMS, "x": Evil()}, f)
+        evil_legacy = self.path("evil-legacy.pt")
+        torch.save({"a": torch.zeros(2), "b": Evil()}, evil_legacy,
+                   _use_new_zipfile_serialization=False)
+        hf = self.path("evil-hf")
+        os.makedirs(hf)
+        with open(os.path.join(hf, "config.json"), "w") as f:
+            json.dump({"vocab_size": 12, "n_layer": 1}, f)
+        shutil.copy(evil_legacy, os.path.join(hf, "pytorch_model.bin"))
+        for args in (["--weights", evil_model, "--vocab", cpt],
+                     ["--weights", evil_legacy, "--vocab", cpt],
+                     ["--weights", hf, "--vocab", cpt]):
+            out = self.path("evil.bin")
+            r = convert(*args, "-o", out)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("refused", r.stderr)
+            self.assertIn("system", r.stderr)
+            self.assertEqual(len(r.stderr.strip().split("\n")), 1)
+            self.assertFalse(os.path.exists(marker), "the command ran")
+            self.assertFalse(os.path.exists(out))
+        with self.assertRaises(checkpoint.CheckpointError):
+            checkpoint.load_pickle_file(evil_vocab)
+        self.assertFalse(os.path.exists(marker), "the command ran")
+
+    def test_damaged_files(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS))
+        _, orig = original_pickle(cfg, seed=4)
+        cpt = self.path("dmg-cache.pt")
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+        good_zip, good_legacy = self.path("dmg.pt"), self.path("dmg-l.pt")
+        torch.save(orig, good_zip)
+        torch.save(orig, good_legacy, _use_new_zipfile_serialization=False)
+        # a storage of the zip archive one float short
+        short = self.path("dmg-short.pt")
+        import zipfile
+        with zipfile.ZipFile(good_zip) as zin, \
+                zipfile.ZipFile(short, "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                if info.filename.endswith("/data/0"):
+                    data = data[:-4]
+                zout.writestr(info, data)
+        with open(good_legacy, "rb") as f:
+            blob = f.read()
+        cut = self.path("dmg-cut.pt")
+        with open(cut, "wb") as f:
+            f.write(blob[:len(blob) - 100])
+        garbage = self.path("dmg-garbage.pt")
+        with open(garbage, "wb") as f:
+            f.write(b"\x80\x02" + bytes(range(256)))
+        for path, phrase in ((short, "holds .* bytes, not"),
+                             (cut, "truncated"),
+                             (garbage, "not a readable pickle|refused")):
+            r = convert("--weights", path, "--vocab", cpt, "-o",
+                        self.path("dmg.bin"))
+            self.assertEqual(r.returncode, 1, path)
+            self.assertRegex(r.stderr, phrase)
+            self.assertEqual(len(r.stderr.strip().split("\n")), 1,
+                             r.stderr)
+
+    def test_does_not_fit(self):
+        cfg = mrm.make_config(n_token=len(WT_SYMS))
+        _, orig = original_pickle(cfg, seed=1)
+        mpt = self.path("nofit.pt")
+        torch.save(orig, mpt)
+        cpt = self.path("nofit-cache.pt")
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS + ["extra"], False))
+        r = convert("--weights", mpt, "--vocab", cpt, "-o",
+                    self.path("nofit.bin"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"13 symbols, the model n_token 12")
+        cfgfile = self.path("nofit.json")
+        with open(cfgfile, "w") as f:
+            json.dump({"d_inner": 48}, f)
+        save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+        r = convert("--weights", mpt, "--config", cfgfile, "--vocab", cpt,
+                    "-o", self.path("nofit.bin"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"CoreNet.0.weight.*shape")
+
+    # -- vocabularies, worked out by hand --------------------------------
+
+    def vocab_model(self, name, symbols, dataset, lower=None,
+                    vocab_file=False, special=()):
+        """A 1-layer model (random weights) with this vocabulary."""
+        cfg = mrm.make_config(n_token=len(symbols), n_layer=1, d_model=16,
+                              d_head=8, d_inner=16, tgt_len=4, mem_len=4)
+        _, orig = original_pickle(cfg, seed=11)
+        mpt = self.path(name + ".pt")
+        torch.save(orig, mpt)
+        if vocab_file:
+            vp = self.path(name + ".txt")
+            with open(vp, "w") as f:
+                f.write("".join(f"{s} 123\n" for s in symbols))
+            args = ["--vocab", vp, "--dataset", dataset]
+        else:
+            vp = self.path(name + "-cache.pt")
+            save_corpus(vp, dataset, make_vocab(symbols, lower, special))
+            args = ["--vocab", vp]
+        mbin = self.path(name + ".bin")
+        r = convert("--weights", mpt, *args, "-o", mbin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return mbin
+
+    def test_word_level_wt103(self):
+        mbin = self.vocab_model("wt", WT_SYMS, "wt103", False,
+                                special=("<eos>",))
+        S = WT_SYMS.index
+        specials, res = tokenize(mbin, [
+            b" = the cat = \n", b"\n", b"the\tcat\xc2\xa0sat  on\n",
+            b"The zzz qqq cat", b"unseen mat\n\nthe"])
+        # no end-of-text token: <eos> is a newline, and a text starts
+        # after one; unknown words are the corpus's own <unk>
+        self.assertEqual(specials, [0, -1, S("<unk>"), len(WT_SYMS)])
+        self.assertEqual(res[0], ([S("="), S("the"), S("cat"), S("="), 0],
+                                  b"= the cat =\n"))
+        self.assertEqual(res[1], ([0], b"\n"))
+        # tab and no-break space split words as str.split() does
+        self.assertEqual(res[2][0], [S("the"), S("cat"), S("sat"), S("on"),
+                                     0])
+        self.assertEqual(res[3], ([S("The"), S("<unk>"), S("<unk>"),
+                                   S("cat")], b"The <unk> <unk> cat"))
+        self.assertEqual(res[4], ([S("<unk>"), S("mat"), 0, 0, S("the")],
+                                  b"<unk> mat\n\nthe"))
+        # generation: <eos> prints a newline, words a space and the word
+        r = subprocess.run([TXLGEN, "--model", mbin, "-n", "40", "--seed",
+                            "3", "--text", "the cat", "--temp", "2"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        words = r.stdout.split()
+        self.assertTrue(words and all(w in WT_SYMS for w in words),
+                        r.stdout)
+
+    def test_word_level_ptb_lower_case(self):
+        syms = ["<eos>", "the", "cat", "<unk>", "\u00e9t\u00e9", "n't"]
+        mbin = self.vocab_model("ptb", syms, "ptb", True)
+        _, res = tokenize(mbin, ["THE Cat \u00c9T\u00c9 N'T dog\n"
+                                 .encode()])
+        self.assertEqual(res[0], ([1, 2, 4, 5, 3, 0],
+                                  "the cat \u00e9t\u00e9 n't <unk>\n"
+                                  .encode()))
+
+    def test_word_level_lm1b_vocab_file(self):
+        syms = ["<S>", "</S>", "<UNK>", "a", "b"]
+        mbin = self.vocab_model("lm1b", syms, "lm1b", vocab_file=True)
+        specials, res = tokenize(mbin, [b"a b\nb x\n", b"a"])
+        # <S> before and after each line; a prompt is an open sentence
+        self.assertEqual(specials, [0, 0, 2, 5])
+        self.assertEqual(res[0], ([0, 3, 4, 0, 0, 4, 2, 0],
+                                  b"a b\nb <UNK>\n"))
+        self.assertEqual(res[1], ([0, 3], b"a"))
+
+    def test_char_level_text8(self):
+        syms = list("_etaoinshrdlcumwfgypbvkxjqz")
+        mbin = self.vocab_model("text8", syms, "text8", True)
+        S = syms.index
+        specials, res = tokenize(mbin, [b"Hi there", b"a  b\tc\nd",
+                                        b"ok_go", b"no digits 1"])
+        self.assertEqual(specials, [-1, -1, -1, 27])
+        self.assertEqual(res[0], ([S(c) for c in "hi_there"], b"hi there"))
+        # spaces are symbols; other whitespace and newlines vanish, as
+        # prep_text8.py + str.split() drop them
+        self.assertEqual(res[1], ([S(c) for c in "a__bcd"], b"a  bcd"))
+        self.assertEqual(res[2][0], [S(c) for c in "ok_go"])
+        # no unknown symbol in text8: refused, as the original refuses it
+        self.assertIsNone(res[3][0])
+        self.assertIn("vocabulary lacks", res[3][1])
+        with open(self.path("digits.txt"), "w") as f:
+            f.write("abc 1\n")
+        r = subprocess.run([TXLGEN, "--model", mbin, "--score",
+                            self.path("digits.txt")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("vocabulary lacks", r.stderr)
+
+    def test_char_level_enwik8(self):
+        data = "ab \u00e9\n<x>\t".encode()
+        syms = [str(b) for b in sorted(set(data) - {10})]
+        mbin = self.vocab_model("enwik8", syms, "enwik8", True)
+        specials, res = tokenize(mbin, [data, b"a\x01"])
+        self.assertEqual(specials, [-1, -1, -1, len(syms)])
+        # each byte its own symbol; newlines are dropped (add_eos False)
+        self.assertEqual(res[0], ([syms.index(str(b)) for b in data
+                                   if b != 10], data.replace(b"\n", b"")))
+        self.assertIsNone(res[1][0])
+
+    def test_unexpressible_vocabularies_refused(self):
+        cfg = mrm.make_config(n_token=3, n_layer=1, d_model=16, d_head=8,
+                              d_inner=16)
+        _, orig = original_pickle(cfg, seed=2)
+        mpt = self.path("unexp.pt")
+        torch.save(orig, mpt)
+        for dataset, syms, phrase in (
+                ("wt103", ["<eos>", "a\u2581b", "c"], "U\\+2581"),
+                ("text8", ["a", "bc", "_"], "not one character"),
+                ("enwik8", ["97", "300", "32"], "not a byte value"),
+                ("wt103", ["a", "b", "c"], "no <eos>")):
+            cpt = self.path("unexp-cache.pt")
+            save_corpus(cpt, dataset, make_vocab(syms, False, ()))
+            r = convert("--weights", mpt, "--vocab", cpt, "-o",
+                        self.path("unexp.bin"))
+            self.assertEqual(r.returncode, 1, dataset)
+            self.assertRegex(r.stderr, phrase)
+            self.assertFalse(os.path.exists(self.path("unexp.bin")))
+
+
+if __name__ == "__main__":
+    unittest.main()
