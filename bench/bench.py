@@ -88,23 +88,24 @@ def build_models(work, a):
                                 d_head=a.d_model // a.heads,
                                 d_inner=a.d_inner, tgt_len=a.seg_len,
                                 mem_len=a.mem_len)
-        torch.manual_seed(0)
-        model = txl_ref.MemTransformerLM(cfg)
-        model.init_weights(std=0.02)
-        torch.save(model.state_dict(), state)
         with open(cfg_path, "w") as f:
             json.dump(cfg.hparams(), f)
     with open(cfg_path) as f:
         cfg = txl_ref.TxlConfig.from_dict(json.load(f))
+    if not os.path.exists(state):
+        torch.manual_seed(0)
+        model = txl_ref.MemTransformerLM(cfg)
+        model.init_weights(std=0.02)
+        torch.save(model.state_dict(), state)
     paths = {}
     for dt in FORMATS:
         paths[dt] = os.path.join(work, f"bench-{dt}.bin")
         if not os.path.exists(paths[dt]):
-            subprocess.run([sys.executable,
-                            os.path.join(ROOT, "models", "convert.py"),
-                            "--config", cfg_path, "--weights", state,
-                            "--tokenizer", tok, "--dtype", dt,
-                            "-o", paths[dt]], check=True)
+            # convert.py's conversion, in process
+            import convert
+            with open(tok, "rb") as f:
+                proto = f.read()
+            convert.convert(cfg, torch.load(state), proto, paths[dt], dt)
     return cfg, state, paths
 
 
