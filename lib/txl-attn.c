@@ -14,7 +14,11 @@
  *
  * Then causal masking (with same_length, exactly the last mem_len
  * positions), softmax and the weighted sum of values.  Keys and values go
- * to the session's cache, so that the memory's are computed once.
+ * to the session's cache, so that the memory's are computed once.  The
+ * cache and the position tables R are held in the session's kv_dt (F32,
+ * or F16 / BF16 with --kv-type: half the bytes a token with a long memory
+ * reads) and read as stored by the kernels of txl_gemm_nt_dt() and
+ * txl_gemm_nn_dt(); the queries and scores stay in float.
  * Adding an attention means adding its case here (and its tensors to
  * bind_attention() in txl-model.c).
  */
@@ -91,16 +95,29 @@ init_sinusoid_r(struct txl_session *s)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	for (int t = 0; t < s->n_dist; t++)
 		sinusoid(pe + (size_t)t * d, (float)t, d);
+	float *rf = s->kv_dt == TXL_F32 ? NULL
+		: txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
+
+	if (s->kv_dt != TXL_F32 && !rf) {
+		free(pe);
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
 	for (int l = 0; l < hp->n_layer; l++) {
-		s->r[l] = txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
+		s->r[l] = txl_alloc_kv(s, (size_t)s->n_dist);
 		if (!s->r[l]) {
 			free(pe);
+			free(rf);
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 		}
-		txl_mat_mul(s->r[l], pe, s->n_dist, &s->model->layers[l].r_net,
-			    false);
+		/* in floats, then rounded to kv_dt */
+		txl_mat_mul(rf ? rf : (float *)(void *)s->r[l], pe, s->n_dist,
+			    &s->model->layers[l].r_net, false);
+		if (rf)
+			txl_narrow(s->r[l], rf, s->kv_dt,
+				   (size_t)s->n_dist * (size_t)hd);
 	}
 	free(pe);
+	free(rf);
 	return TXL_OK;
 }
 
@@ -121,14 +138,14 @@ init_learned_r(struct txl_session *s)
 	for (int l = 0; l < hp->n_layer; l++) {
 		const struct txl_layer *ly = &s->model->layers[l];
 
-		s->r[l] = txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
+		s->r[l] = txl_alloc_kv(s, (size_t)s->n_dist);
 		s->r_bias[l] = txl_alloc_floats((size_t)s->n_dist * (size_t)H);
 		if (!s->r[l] || !s->r_bias[l])
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 		for (int t = 0; t < s->n_dist; t++) {
 			size_t row = (size_t)(K - 1 - t);
-			memcpy(s->r[l] + (size_t)t * hd, ly->r_emb + row * hd,
-			       sizeof(float) * hd);
+			txl_narrow(s->r[l] + (size_t)t * s->kv_row,
+				   ly->r_emb + row * hd, s->kv_dt, (size_t)hd);
 			memcpy(s->r_bias[l] + (size_t)t * H,
 			       ly->r_bias + row * H, sizeof(float) * H);
 		}
@@ -187,7 +204,8 @@ txl_attn_free(struct txl_session *s)
 	free(s->r);
 	free(s->r_bias);
 	free(s->pos);
-	s->r = s->r_bias = NULL;
+	s->r = NULL;
+	s->r_bias = NULL;
 	s->pos = NULL;
 }
 
@@ -249,10 +267,10 @@ project(struct txl_session *s, int l, int n, int base)
 		kv = kvbuf;
 	}
 	for (int i = 0; i < n; i++) {
-		size_t row = (size_t)(base + s->mlen + i) * hd;
+		size_t row = (size_t)(base + s->mlen + i) * s->kv_row;
 		const float *k = kv + (size_t)i * kv_stride;
-		memcpy(s->k[l] + row, k, sizeof(float) * hd);
-		memcpy(s->v[l] + row, k + hd, sizeof(float) * hd);
+		txl_narrow(s->k[l] + row, k, s->kv_dt, (size_t)hd);
+		txl_narrow(s->v[l] + row, k + hd, s->kv_dt, (size_t)hd);
 	}
 	return q_stride;
 }
@@ -266,6 +284,8 @@ position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	/* head h's columns of R */
+	const uint8_t *R = s->r[l] + txl_row_bytes(s->kv_dt, h * D);
 
 	if (hp->attn_type == 0) {
 		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
@@ -275,12 +295,12 @@ position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
 			for (int c = 0; c < D; c++)
 				qr[c] = qi[c] + ly->r_r_bias[h * D + c];
 		}
-		txl_gemm_nt(s->bd, n_bd, s->qr, D, s->r[l] + h * D, hd, n, D,
-			    n_bd);
+		txl_gemm_nt_dt(s->bd, n_bd, s->qr, D, R, s->kv_dt, hd, n, D,
+			       n_bd);
 		return;
 	}
 	/* attn_type 1: B_ + D_ = q_i . r_emb[t] + r_bias[t] */
-	txl_gemm_nt(s->bd, n_bd, q, qs, s->r[l] + h * D, hd, n, D, n_bd);
+	txl_gemm_nt_dt(s->bd, n_bd, q, qs, R, s->kv_dt, hd, n, D, n_bd);
 	for (int i = 0; i < n; i++) {
 		float *bd = s->bd + (size_t)i * n_bd;
 		for (int t = 0; t < n_bd; t++)
@@ -335,12 +355,15 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 	const int mlen = s->mlen, klen = mlen + n;
 	const int n_bd = klen < s->n_dist ? klen : s->n_dist;
 	const float scale = 1.0f / sqrtf((float)D);
-	const float *K = s->k[l] + (size_t)base * hd;
-	const float *V = s->v[l] + (size_t)base * hd;
+	const enum txl_dtype dt = s->kv_dt;
 	const int qs = project(s, l, n, base);
 
 	for (int h = 0; h < H; h++) {
 		const float *q = s->qkv + h * D;
+		/* head h's columns of the window's K and V */
+		const size_t col = (size_t)base * s->kv_row +
+			txl_row_bytes(dt, h * D);
+		const uint8_t *K = s->k[l] + col, *V = s->v[l] + col;
 
 		if (relative(hp)) {
 			/* AC[i, j] = (q_i + r_w_bias) . k_j */
@@ -352,20 +375,20 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 				for (int c = 0; c < D; c++)
 					qw[c] = qi[c] + ly->r_w_bias[h * D + c];
 			}
-			txl_gemm_nt(s->score, klen, s->qw, D, K + h * D, hd, n,
-				    D, klen);
+			txl_gemm_nt_dt(s->score, klen, s->qw, D, K, dt, hd, n,
+				       D, klen);
 			position_scores(s, l, h, n, n_bd, q, qs);
 		} else {
 			/* q_i . k_j */
-			txl_gemm_nt(s->score, klen, q, qs, K + h * D, hd, n, D,
-				    klen);
+			txl_gemm_nt_dt(s->score, klen, q, qs, K, dt, hd, n, D,
+				       klen);
 		}
 		for (int i = 0; i < n; i++)
 			softmax_row(s, s->score + (size_t)i * klen,
 				    relative(hp) ? s->bd + (size_t)i * n_bd
 				    : NULL, mlen + i, klen, scale);
 		/* attn_vec[:, h] = prob . v */
-		txl_gemm_nn(s->attn + h * D, hd, s->score, klen, V + h * D, hd,
-			    n, klen, D);
+		txl_gemm_nn_dt(s->attn + h * D, hd, s->score, klen, V, dt, hd,
+			       n, klen, D);
 	}
 }

@@ -97,15 +97,15 @@ enum txl_status
 txl_forward_segment(struct txl_session *s, const int32_t *tok, int n)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const int hd = hp->n_head * hp->d_head;
+	const size_t row = s->kv_row;
 
 	if (s->kv_start + s->mlen + n > s->cap) {
 		/* move the memory to the front of every buffer */
 		for (int l = 0; l < hp->n_layer; l++) {
-			memmove(s->k[l], s->k[l] + (size_t)s->kv_start * hd,
-				sizeof(float) * (size_t)s->mlen * hd);
-			memmove(s->v[l], s->v[l] + (size_t)s->kv_start * hd,
-				sizeof(float) * (size_t)s->mlen * hd);
+			memmove(s->k[l], s->k[l] + (size_t)s->kv_start * row,
+				row * (size_t)s->mlen);
+			memmove(s->v[l], s->v[l] + (size_t)s->kv_start * row,
+				row * (size_t)s->mlen);
 		}
 		s->kv_start = 0;
 	}

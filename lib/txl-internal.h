@@ -170,6 +170,10 @@ void txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda,
 		    int N);
 /* dst[n] = src rounded to dt (F32, F16 or BF16; nearest even). */
 void txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n);
+/* dst[n] in dtype dd = src[n] in dtype sd (F32, F16 or BF16): exact if
+ * dd is as wide, else rounded to nearest even; a copy if they are equal. */
+void txl_convert(void *dst, enum txl_dtype dd, const void *src,
+		 enum txl_dtype sd, size_t n);
 /* out[M,N] (ldo) += alpha * a[K,M]^T (lda) . b[K,N] (ldb). */
 void txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda,
 		     const float *b, int ldb, int M, int K, int N, float alpha);
@@ -315,11 +319,14 @@ struct txl_session {
 	bool same_length;
 	int stride;		/* models without memory: tokens per window */
 
-	/* memory: positions [kv_start, kv_start + mlen) of k[l] and v[l] */
+	/* memory: positions [kv_start, kv_start + mlen) of k[l] and v[l],
+	 * held in kv_dt (params.kv_type), as are the rows of r */
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	float **k, **v;		/* (n_layer) x (cap, n_head * d_head) */
+	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16 or TXL_BF16 */
+	size_t kv_row;		/* bytes of a row: n_head * d_head values */
+	uint8_t **k, **v;	/* (n_layer) x (cap, n_head * d_head) */
 
 	/* models without memory (attn_type 2, 3): the last seg_len tokens
 	 * fed, the context of the next window */
@@ -345,7 +352,8 @@ struct txl_session {
 	/* position tables of the relative attentions (txl-attn.c):
 	 * per layer, row t is the term of distance t */
 	int n_dist;		/* rows: distances 0 .. n_dist-1 */
-	float **r;		/* (n_layer) x (n_dist, n_head * d_head) */
+	uint8_t **r;		/* (n_layer) x (n_dist, n_head * d_head), in
+				   kv_dt */
 	float **r_bias;		/* attn_type 1: (n_layer) x (n_dist, n_head) */
 	int n_pos;		/* attn_type 2: rows of pos */
 	float *pos;		/* attn_type 2: (n_pos, d_model) sinusoids */
@@ -374,6 +382,10 @@ txl_aborted(const struct txl_session *s)
 /* 64-byte aligned floats, not cleared (pages are touched only when used);
  * n may be 0. */
 float *txl_alloc_floats(size_t n);
+/* The same for `rows` rows of K, V or R in the session's kv_dt. */
+uint8_t *txl_alloc_kv(const struct txl_session *s, size_t rows);
+/* The storage type of a kv_type (TXL_N_DTYPES if it is none). */
+enum txl_dtype txl_kv_dtype(int kv_type);
 
 /* Attention (txl-attn.c), every attn_type behind one interface:
  *   txl_attn_has_memory whether sessions keep a memory (the relative
@@ -417,12 +429,13 @@ void txl_output_tail(struct txl_session *s, int r, int c, float *lp);
 void txl_output_reset(struct txl_session *s);
 
 /* State files (txl-state.c): this header, then per layer mem_len rows of
- * K, then of V (n_head * d_head floats each, zeros past the fill); d_model
- * floats of last_h; the txl_hash of everything before it (u64).  Fields
- * are fixed-size and naturally aligned (no padding: the struct is the
- * file's bytes); a new field goes at the end, with a new version. */
+ * K, then of V (n_head * d_head values each in kv_type, zeros past the
+ * fill); d_model floats of last_h; the txl_hash of everything before it
+ * (u64).  Fields are fixed-size and naturally aligned (no padding: the
+ * struct is the file's bytes); a new field goes at the end, with a new
+ * version. */
 #define TXL_STATE_MAGIC "TXLSTATE"
-#define TXL_STATE_VERSION 2u	/* 2: the checksum is txl_hash */
+#define TXL_STATE_VERSION 3u	/* 2: the checksum is txl_hash; 3: kv_type */
 
 struct txl_state_header {
 	char magic[8];
@@ -435,6 +448,8 @@ struct txl_state_header {
 	uint32_t have_last;	/* 1 if last_h is the output of the last
 				   position fed */
 	int64_t n_past;
+	uint32_t kv_type;	/* enum txl_kv_type of the rows */
+	uint32_t zero;		/* 0 (explicit padding) */
 };
 
 /* A streaming 64-bit FNV-1a over 8-byte little-endian words (txl-state.c):

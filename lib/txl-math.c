@@ -388,6 +388,25 @@ txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n)
 }
 
 void
+txl_convert(void *dst, enum txl_dtype dd, const void *src, enum txl_dtype sd,
+	    size_t n)
+{
+	float buf[1024];
+	const uint8_t *s = src;
+	uint8_t *d = dst;
+
+	if (dd == sd) {
+		memcpy(dst, src, txl_row_bytes(sd, 1) * n);
+		return;
+	}
+	for (size_t i = 0; i < n; i += 1024) {
+		size_t len = n - i < 1024 ? n - i : 1024;
+		txl_widen(buf, s + txl_row_bytes(sd, 1) * i, sd, len);
+		txl_narrow(d + txl_row_bytes(dd, 1) * i, buf, dd, len);
+	}
+}
+
+void
 txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {

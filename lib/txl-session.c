@@ -32,6 +32,7 @@ txl_session_params_default(void)
 		.same_length = TXL_FROM_MODEL,
 		.n_threads = 0,
 		.stride = TXL_FROM_MODEL,
+		.kv_type = TXL_KV_F32,
 	};
 }
 
@@ -41,6 +42,29 @@ txl_alloc_floats(size_t n)
 	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
 
 	return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+uint8_t *
+txl_alloc_kv(const struct txl_session *s, size_t rows)
+{
+	size_t bytes = (rows * s->kv_row + 63) / 64 * 64;
+
+	return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+enum txl_dtype
+txl_kv_dtype(int kv_type)
+{
+	switch (kv_type) {
+	case TXL_KV_F32:
+		return TXL_F32;
+	case TXL_KV_F16:
+		return TXL_F16;
+	case TXL_KV_BF16:
+		return TXL_BF16;
+	default:
+		return TXL_N_DTYPES;
+	}
 }
 
 /* Floats of the head of an adaptive softmax per row (0: none). */
@@ -54,16 +78,18 @@ head_size(const struct txl_hparams *hp)
  * from files and need not be sane). */
 static double
 session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
-	      int n_dist)
+	      int n_dist, enum txl_dtype kv_dt)
 {
+	const double kv = (double)txl_dtype_size(kv_dt) / 4.0;
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
 		2.0 * hp->d_head + klen_max + n_dist + hp->d_inner +
 		hp->n_token + head_size(hp) + 2.0;
 
-	return 4.0 * (hp->n_layer * (2.0 * cap * hd + (double)n_dist *
-				     (hd + hp->n_head)) +
+	/* K, V and R in kv_dt, the rest in floats */
+	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
+				     (double)n_dist * hp->n_head) +
 		      seg * per_row + hp->d_model);
 }
 
@@ -119,12 +145,18 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (p.n_threads < 0)
 		return txl_fail(TXL_ERR_INVALID, "n_threads %d is negative",
 				p.n_threads);
+	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES)
+		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of "
+				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16",
+				p.kv_type);
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;
 	s->clamp_len = p.clamp_len;
 	s->same_length = p.same_length;
 	s->stride = memory ? 0 : p.stride;
+	s->kv_dt = txl_kv_dtype(p.kv_type);
+	s->kv_row = txl_row_bytes(s->kv_dt, hp->n_head * hp->d_head);
 	return TXL_OK;
 }
 
@@ -157,7 +189,7 @@ txl_session_bytes(const struct txl_model *m,
 		return -1;
 	klen_max = session_shape(&s);
 	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
-				      s.n_dist);
+				      s.n_dist, s.kv_dt);
 }
 
 enum txl_status
@@ -190,7 +222,7 @@ txl_session_new(const struct txl_model *m,
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
 	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
-				    s->n_dist);
+				    s->n_dist, s->kv_dt);
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	if (have > 0 && need > have) {
@@ -207,8 +239,8 @@ txl_session_new(const struct txl_model *m,
 	if (!s->k || !s->v)
 		goto nomem;
 	for (int l = 0; l < hp->n_layer; l++) {
-		s->k[l] = txl_alloc_floats((size_t)s->cap * hd);
-		s->v[l] = txl_alloc_floats((size_t)s->cap * hd);
+		s->k[l] = txl_alloc_kv(s, (size_t)s->cap);
+		s->v[l] = txl_alloc_kv(s, (size_t)s->cap);
 		if (!s->k[l] || !s->v[l])
 			goto nomem;
 	}
@@ -323,11 +355,12 @@ txl_session_set_params(struct txl_session *s,
 		return st;
 	keep = s->mlen < t->mem_len ? s->mlen : t->mem_len;
 	from = s->kv_start + s->mlen - keep;
+	/* converted if the kv_type changes */
 	for (int l = 0; l < hp->n_layer; l++) {
-		memcpy(t->k[l], s->k[l] + (size_t)from * hd,
-		       sizeof(float) * hd * (size_t)keep);
-		memcpy(t->v[l], s->v[l] + (size_t)from * hd,
-		       sizeof(float) * hd * (size_t)keep);
+		txl_convert(t->k[l], t->kv_dt, s->k[l] + (size_t)from * s->kv_row,
+			    s->kv_dt, hd * (size_t)keep);
+		txl_convert(t->v[l], t->kv_dt, s->v[l] + (size_t)from * s->kv_row,
+			    s->kv_dt, hd * (size_t)keep);
 	}
 	t->mlen = keep;
 	/* without memory, the last tokens are the context */

@@ -2,9 +2,12 @@
 /*
  * txl-state.c - the content hash, model fingerprints and memory state
  * files.  A state file holds a session's memory (the K and V of every
- * layer) and the output of the last position fed, so that a later run
- * continues the text exactly; it records the fingerprint of the model it
- * belongs to and ends with a checksum.
+ * layer, in the session's kv_type) and the output of the last position
+ * fed, so that a later run continues the text exactly; it records the
+ * fingerprint of the model it belongs to and ends with a checksum.  A
+ * memory of another kv_type is converted on load (F16 and BF16 widen to
+ * F32 exactly; the other ways round to nearest even), so that a state
+ * follows the user's --kv-type rather than refusing it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -110,11 +113,11 @@ static bool
 write_state(struct txl_session *s, int fd)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t hd = (size_t)hp->n_head * hp->d_head;
+	const size_t row = s->kv_row;
 	struct txl_state_header hdr = { .version = TXL_STATE_VERSION };
 	struct txl_hash sum;
 	uint64_t final;
-	float *zeros;
+	void *zeros;
 	bool ok;
 
 	memcpy(hdr.magic, TXL_STATE_MAGIC, 8);
@@ -127,9 +130,10 @@ write_state(struct txl_session *s, int fd)
 	hdr.fill = (uint32_t)s->mlen;
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
+	hdr.kv_type = (uint32_t)s->params.kv_type;
 
 	txl_hash_init(&sum);
-	zeros = txl_alloc_floats(hd);
+	zeros = calloc(1, row);
 	if (!zeros) {
 		errno = ENOMEM;
 		return false;
@@ -139,12 +143,11 @@ write_state(struct txl_session *s, int fd)
 	 * the fill */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			const float *buf = which ? s->v[l] : s->k[l];
-			ok = write_all(fd, buf + (size_t)s->kv_start * hd,
-				       sizeof(float) * hd * (size_t)s->mlen, &sum);
+			const uint8_t *buf = which ? s->v[l] : s->k[l];
+			ok = write_all(fd, buf + (size_t)s->kv_start * row,
+				       row * (size_t)s->mlen, &sum);
 			for (int r = s->mlen; ok && r < s->mem_len; r++)
-				ok = write_all(fd, zeros, sizeof(float) * hd,
-					       &sum);
+				ok = write_all(fd, zeros, row, &sum);
 		}
 	}
 	free(zeros);
@@ -406,7 +409,9 @@ txl_session_load(struct txl_session *s, const char *path)
 	struct txl_hash sum;
 	uint64_t stored;
 	enum txl_status st = TXL_OK;
-	float **k = NULL, **v = NULL, *last = NULL;
+	uint8_t **k = NULL, **v = NULL;
+	float *last = NULL;
+	enum txl_dtype ft;
 	size_t rows_bytes, want;
 	struct stat sb;
 	FILE *f;
@@ -428,7 +433,10 @@ txl_session_load(struct txl_session *s, const char *path)
 	}
 	if (hdr.version != TXL_STATE_VERSION) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state format version %u, "
-			      "expected %u", path, hdr.version, TXL_STATE_VERSION);
+			      "expected %u%s", path, hdr.version,
+			      TXL_STATE_VERSION, hdr.version < TXL_STATE_VERSION
+			      ? " (saved by an older txlgen: feed the text "
+			      "again)" : "");
 		goto out;
 	}
 	if (hdr.fingerprint !=
@@ -443,7 +451,9 @@ txl_session_load(struct txl_session *s, const char *path)
 	}
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
 	    hdr.have_last > 1 || hdr.n_past < (int64_t)hdr.fill ||
-	    (hdr.have_last && hdr.n_past == 0)) {
+	    (hdr.have_last && hdr.n_past == 0) ||
+	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
+	    hdr.zero != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
 			      "mem_len %u, %lld positions fed)", path, hdr.fill,
 			      hdr.mem_len, (long long)hdr.n_past);
@@ -456,7 +466,8 @@ txl_session_load(struct txl_session *s, const char *path)
 			      hdr.mem_len);
 		goto out;
 	}
-	rows_bytes = sizeof(float) * hd * hdr.mem_len;
+	/* the file's rows, in its kv_type */
+	rows_bytes = txl_row_bytes(ft, (int)hd) * hdr.mem_len;
 	want = sizeof hdr + 2 * rows_bytes * hp->n_layer +
 		sizeof(float) * hp->d_model + sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
@@ -475,15 +486,15 @@ txl_session_load(struct txl_session *s, const char *path)
 	txl_hash_init(&sum);
 	txl_hash_update(&sum, &hdr, sizeof hdr);
 	for (int l = 0; l < hp->n_layer && st == TXL_OK; l++) {
-		k[l] = txl_alloc_floats((size_t)s->cap * hd);
-		v[l] = txl_alloc_floats((size_t)s->cap * hd);
+		k[l] = txl_alloc_kv(s, (size_t)s->cap);
+		v[l] = txl_alloc_kv(s, (size_t)s->cap);
 		if (!k[l] || !v[l]) {
 			st = txl_fail(TXL_ERR_NOMEM, "out of memory");
 			break;
 		}
 		for (int which = 0; which < 2; which++) {
-			float *buf = which ? v[l] : k[l];
-			float *scratch = malloc(rows_bytes ? rows_bytes : 1);
+			uint8_t *buf = which ? v[l] : k[l];
+			uint8_t *scratch = malloc(rows_bytes ? rows_bytes : 1);
 			if (!scratch || fread(scratch, 1, rows_bytes, f) !=
 			    rows_bytes) {
 				free(scratch);
@@ -492,7 +503,7 @@ txl_session_load(struct txl_session *s, const char *path)
 				break;
 			}
 			txl_hash_update(&sum, scratch, rows_bytes);
-			memcpy(buf, scratch, sizeof(float) * hd * hdr.fill);
+			txl_convert(buf, s->kv_dt, scratch, ft, hd * hdr.fill);
 			free(scratch);
 		}
 	}
@@ -509,7 +520,7 @@ txl_session_load(struct txl_session *s, const char *path)
 			      "(damaged file)", path);
 	if (st == TXL_OK) {
 		for (int l = 0; l < hp->n_layer; l++) {
-			float *t = s->k[l];
+			uint8_t *t = s->k[l];
 			s->k[l] = k[l];
 			k[l] = t;
 			t = s->v[l];

@@ -247,6 +247,18 @@ typedef bool (*txl_abort_fn)(void *data);
 #define TXL_REPEAT_LAST_N_MAX (1 << 20) /* repeat_last_n 0 .. this */
 #define TXL_ADAPT_LR_MAX 1e6            /* txl_session_adapt() lr 0 .. this */
 
+/* How a session holds the keys, values and relative-position terms (K, V
+ * and R) of its memory: F32 computes exactly as the original code; F16 and
+ * BF16 halve the bytes that a token with a long memory reads, rounding
+ * each value to nearest even (F16: 11 significant bits, values up to
+ * 65504; BF16: 8 bits, float's range).  The attention reads them as
+ * stored, accumulating in float. */
+enum txl_kv_type {
+	TXL_KV_F32 = 0,
+	TXL_KV_F16 = 1,
+	TXL_KV_BF16 = 2,
+};
+
 struct txl_session_params {
 	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
 	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
@@ -261,6 +273,8 @@ struct txl_session_params {
 			      tokens predicted per window, 1 .. seg_len;
 			      TXL_FROM_MODEL = 1.  See txl_session_eval().
 			      Must be TXL_FROM_MODEL for the others. */
+	int kv_type;       /* enum txl_kv_type of the memory; default
+			      TXL_KV_F32 */
 };
 
 /** The defaults: everything from the model, no abort callback. */
@@ -404,7 +418,7 @@ TXL_API int64_t txl_session_n_past(const struct txl_session *session);
  * directory, then renamed).  The file records the model's fingerprint,
  * the settings that shape the memory, and the last position's output
  * (so that a load can predict the next token); its size depends only on
- * the model and mem_len, never on the amount of text fed.
+ * the model, mem_len and kv_type, never on the amount of text fed.
  * What exists at @p path must be a regular file (or a symbolic link to
  * one, which stays a link): anything else is refused before anything is
  * written (TXL_ERR_IO).  A replaced file keeps its mode; a new one is
@@ -422,7 +436,9 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * another model, or holding more positions than this session's mem_len,
  * is TXL_ERR_INVALID; a damaged one TXL_ERR_FORMAT; one that cannot be
  * read, or is not a regular file (a FIFO or a device is refused without
- * waiting), TXL_ERR_IO; the session is unchanged on error.
+ * waiting), TXL_ERR_IO; the session is unchanged on error.  A memory
+ * saved with another kv_type is converted to this session's (widened
+ * exactly, or rounded to nearest even).
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
