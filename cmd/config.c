@@ -100,6 +100,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_STRING:
 	case ST_COLOR:
+	case ST_KV_TYPE:
 		if (!cJSON_IsString(v)) {
 			want = "a string";
 			break;
@@ -315,7 +316,8 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 		}
 		return v;
 	case ST_COLOR:
-		return cJSON_CreateString(color_names[*(const int *)p]);
+	case ST_KV_TYPE:
+		return cJSON_CreateString(setting_names(st, &iv)[*(const int *)p]);
 	}
 	return NULL;
 }

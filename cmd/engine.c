@@ -117,6 +117,7 @@ engine_apply_settings(struct engine *e)
 	p.clamp_len = e->opts->clamp_len;
 	p.same_length = e->opts->same_length;
 	p.n_threads = e->opts->threads;
+	p.kv_type = e->opts->kv_type;
 	p.abort_cb = abort_fn;
 	p.abort_data = NULL;
 	/* a live session keeps its memory (the most recent positions if

@@ -336,6 +336,7 @@ describe_memory(struct engine *e, cJSON *root)
 	p.seg_len = o->seg_len;
 	p.clamp_len = o->clamp_len;
 	p.same_length = o->same_length;
+	p.kv_type = o->kv_type;
 	bytes = txl_session_bytes(e->model, &p);
 	if (bytes < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
@@ -346,6 +347,7 @@ describe_memory(struct engine *e, cJSON *root)
 	num(m, "clamp_len", p.clamp_len < 0 ? hp->clamp_len : p.clamp_len);
 	flag(m, "same_length", p.same_length < 0 ? hp->same_length :
 	     p.same_length);
+	str(m, "kv_type", kv_type_names[p.kv_type]);
 	num(m, "receptive_field", (double)hp->n_layer *
 	    (p.mem_len < 0 ? hp->mem_len : p.mem_len));
 	num(m, "bytes", (double)bytes);

@@ -69,7 +69,11 @@ const struct cli_opt cli_opts[] = {
 	BOOL("same-length", 0, "same_length",
 	     "every position sees the same number of keys"),
 	SET("threads", 't', "threads", "N",
-	    "OpenBLAS threads (default 0 = OpenBLAS decides)"),
+	    "threads of the kernels and of OpenBLAS\n"
+	    "(default 0 = one per CPU)"),
+	SET("kv-type", 0, "kv_type", "TYPE",
+	    "the memory's K, V and R in F32 (default), F16\n"
+	    "or BF16: half the bytes, slightly rounded"),
 
 	HEAD("Scoring and tokens:"),
 	PATH("score", score,

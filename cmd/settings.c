@@ -47,6 +47,7 @@ const struct setting settings[] = {
 	{ "clamp_len",     "--clamp-len",     ST_INT,     OFF(clamp_len),    true,  false, 0,    INT_MAX,               S,     true },
 	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,                     S,     true },
 	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,                  S,     false },
+	{ "kv_type",       "--kv-type",       ST_KV_TYPE, OFF(kv_type),      false, false, 0,    0,                     S,     false },
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
@@ -61,6 +62,16 @@ _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
 	       "raise SETTINGS_MAX");
 
 const char *const color_names[3] = { "auto", "always", "never" };
+const char *const kv_type_names[3] = {
+	[TXL_KV_F32] = "F32", [TXL_KV_F16] = "F16", [TXL_KV_BF16] = "BF16",
+};
+
+const char *const *
+setting_names(const struct setting *s, int *n)
+{
+	*n = 3;
+	return s->type == ST_KV_TYPE ? kv_type_names : color_names;
+}
 
 static const char *const origin_names[] = {
 	"default", "model", "config file", "command line", "/set"
@@ -335,15 +346,20 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		strlist_add(p, val);
 		return true;
 	case ST_COLOR:
-		for (int i = 0; i < 3; i++) {
-			if (!strcmp(val, color_names[i])) {
+	case ST_KV_TYPE: {
+		int n;
+		const char *const *names = setting_names(s, &n);
+
+		for (int i = 0; i < n; i++) {
+			if (!strcmp(val, names[i])) {
 				*(int *)p = i;
 				return true;
 			}
 		}
-		snprintf(err, errlen, "'%s' is not one of auto, always, never",
-			 val);
+		snprintf(err, errlen, "'%s' is not one of %s, %s, %s", val,
+			 names[0], names[1], names[2]);
 		return false;
+	}
 	}
 	return false;
 }
@@ -395,7 +411,10 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 			snprintf(buf, len, "(none)");
 		break;
 	case ST_COLOR:
-		snprintf(buf, len, "%s", color_names[*(const int *)p]);
+	case ST_KV_TYPE: {
+		int n;
+		snprintf(buf, len, "%s", setting_names(s, &n)[*(const int *)p]);
 		break;
+	}
 	}
 }

@@ -60,7 +60,8 @@ struct txlgen_options {
 	int seg_len;          /* -1 = the model's tgt_len */
 	int clamp_len;        /* -1 = the model's; 0 = no clamping */
 	int same_length;      /* -1 = the model's, 0, 1 */
-	int threads;          /* 0 = OpenBLAS's default */
+	int threads;          /* 0 = one per CPU */
+	int kv_type;          /* enum txl_kv_type of the memory */
 	double adapt;         /* output-layer learning rate while reading
 				 --score, --prime and prompt text; 0 = off */
 	bool json;            /* NDJSON events instead of text */
@@ -92,6 +93,7 @@ enum setting_type {
 	ST_STRING,    /* char *, NULL for null */
 	ST_LIST,      /* struct strlist */
 	ST_COLOR,     /* int, enum color_mode */
+	ST_KV_TYPE,   /* int, enum txl_kv_type */
 };
 
 /* Where a setting takes effect when the REPL changes it. */
@@ -162,6 +164,10 @@ bool setting_check_range(const struct setting *s, double v, char *err,
 
 /** The names of enum color_mode: "auto", "always", "never". */
 extern const char *const color_names[3];
+extern const char *const kv_type_names[3];	/* by enum txl_kv_type */
+/** The names of an ST_COLOR or ST_KV_TYPE setting's values, and their
+ * number in @p n. */
+const char *const *setting_names(const struct setting *s, int *n);
 
 void options_init(struct txlgen_options *o);
 void options_free(struct txlgen_options *o);
