@@ -13,7 +13,8 @@ Every per-token log-prob must be within TOL = 1e-4 of the reference's
 the memory carried, token by token, with a memory longer than training,
 same_length on and off, clamp_len, pre_lnorm, per-layer biases, d_embed !=
 d_model (projections, tied or not), tied and untied output weights, and
-F16/BF16/Q8_0 storage.  For those the builder rounds the weights to their
+F16/BF16/Q8_0 storage (and the memory in F16 or BF16, TestKvType, with
+a tolerance it argues).  For those the builder rounds the weights to their
 stored values before saving, so the reference computes with exactly the
 stored weights and the tolerance stays 1e-4 (TestFormats argues it).  The summary line (mean NLL, perplexity, bits
 per byte) is checked against values computed here.  Generation
@@ -709,6 +710,84 @@ class TestFormats(ParityCase):
             b = f32.score(ids, seg_len=8, mem_len=16)
             self.assertGreater(max(abs(x - y) for x, y in zip(a, b)),
                                10 * TOL, name)
+
+
+class TestKvType(ParityCase):
+    """The memory's K, V and R held in F16 or BF16 (--kv-type).
+
+    Here txlgen computes another function than the reference: each stored
+    key, value and position term is rounded to the type, a relative error
+    of at most u (2^-11 for F16, 2^-8 for BF16), while the reference keeps
+    them in float.  To first order a log-prob moves by S * u, where S, the
+    model's sensitivity to relative errors of its memory, is the same for
+    both types (the same values rounded, the errors of BF16 about 8 times
+    larger).  On the random models of this suite (peaked attention, logits
+    of size ~10) S stays below 30 (measured on every configuration with a
+    memory, segments and token by token: F16 1.2e-3 .. 1.3e-2, BF16 1.1e-2
+    .. 8.5e-2), so the tolerance is 64 u: 0.031 for F16, 0.25 for BF16.
+    An error of the memory's layout (a wrong stride, another head's
+    columns, rows not converted) moves log-probs by O(1), far beyond it.
+    That the deviation is rounding is checked too: it exceeds F32's
+    (1e-4 at most: the memory really is compact), and BF16's is 2 to 32
+    times F16's (8 expected, the spread of random rounding allowed).  The
+    default model changes by ~3e-5 nats per token on tests/data/text.txt
+    (README)."""
+
+    U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8}
+
+    def deviation(self, name, kv, **settings):
+        m = _models[name]
+        ids = mrm.random_ids(N_TOKENS, m.cfg.n_token, 0)
+        records, summary, argv = txlgen_score(
+            m.path, self.write_ids(ids), extra=["--kv-type", kv],
+            **settings)
+        ref = m.score(ids, **settings)
+        got = [float(r["logprob"]) for r in records]
+        self.assertEqual(len(got), len(ids) - 1)
+        dev = max(abs(a - b) for a, b in zip(got, ref))
+        cmd = " ".join(argv[1:])
+        _report.append(f"{self._testMethodName + ' ' + kv:<34} "
+                       f"{name:<12} {dev:.2e}  ({cmd})")
+        self.check_summary(summary, got, ids, cmd)
+        return dev, cmd
+
+    def check(self, name, **settings):
+        dev = {}
+        for kv in ("F16", "BF16"):
+            dev[kv], cmd = self.deviation(name, kv, **settings)
+            self.assertLessEqual(dev[kv], 64 * self.U[kv],
+                                 f"{cmd}: max |diff| {dev[kv]:.3g}")
+        self.assertGreater(dev["F16"], 2 * TOL, cmd)
+        ratio = dev["BF16"] / dev["F16"]
+        self.assertTrue(2 <= ratio <= 32, f"{cmd}: BF16 / F16 deviation "
+                        f"{ratio:.1f} ({dev})")
+
+    def test_segments(self):
+        self.check("base", seg_len=8, mem_len=16)
+
+    def test_token_by_token(self):
+        self.check("pre_untie", seg_len=1, mem_len=24)
+
+    def test_wide_same_length_clamp(self):
+        self.check("wide", seg_len=1, mem_len=24)
+
+    def test_learnable_positions(self):
+        if "attn1" not in _models:
+            self.skipTest("no attn_type 1 variant")
+        self.check("attn1", seg_len=1, mem_len=24)
+
+    def test_bad_kv_type(self):
+        """Names other than F32, F16, BF16 are a usage error (exit 2)."""
+        m = _models["base"]
+        for bad in ("f16", "FP16", "Q8_0", ""):
+            r = subprocess.run([TXLGEN, "--model", m.path, "--kv-type", bad,
+                                "-n", "1", "--text", "a"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, f"--kv-type {bad!r}: "
+                             f"{r.stderr}")
+            self.assertIn("kv-type", r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 2,
+                             r.stderr)   # the error, then "Try --help"
 
 
 class TestSummary(ParityCase):
