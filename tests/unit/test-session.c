@@ -6,7 +6,8 @@
  * these are the invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
  *   - saving the memory and loading it into a new session continues
- *     exactly, and so does changing the settings of a live session;
+ *     exactly, and so does changing the settings of a live session; a
+ *     compact memory (kv_type) survives conversion to F32 and back;
  *     reset equals a fresh session; abort leaves the memory;
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
@@ -430,6 +431,96 @@ test_reset_and_abort(void)
 	txl_session_free(ab);
 }
 
+static struct txl_session *
+session_kv(int seg, int mem, int kv_type)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s;
+
+	p.seg_len = seg;
+	p.mem_len = mem;
+	p.kv_type = kv_type;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
+	return s;
+}
+
+static long
+file_size(const char *path)
+{
+	struct stat sb;
+
+	CHECK(stat(path, &sb) == 0);
+	return (long)sb.st_size;
+}
+
+/* A compact memory (kv_type F16, BF16): its state files hold 16-bit rows,
+ * and a state of another kv_type is converted on load.  Widening F16 or
+ * BF16 to F32 is exact and rounding an F32 that holds such a value gives
+ * it back, so a compact memory that goes through an F32 session (loaded
+ * there, saved again) comes back bit for bit: the session that loads it
+ * continues as the one that saved it.  set_params converts as a load
+ * does.  Bad kv_types are refused. */
+static void
+test_kv_type(void)
+{
+	const struct txl_hparams *hp = txl_model_hparams(model);
+	const long rows = 2L * hp->n_layer * 16 * hp->n_head * hp->d_head;
+	char p16[4096], p32[4096], pf[4096];
+	struct txl_session_params p;
+	struct txl_session *s;
+
+	snprintf(p16, sizeof p16, "%s/kv16.state", scratch);
+	snprintf(p32, sizeof p32, "%s/kv32.state", scratch);
+	snprintf(pf, sizeof pf, "%s/kvf.state", scratch);
+	for (int kv = TXL_KV_F16; kv <= TXL_KV_BF16; kv++) {
+		struct txl_session *a = session_kv(5, 16, kv);
+		struct txl_session *wide = session_kv(5, 16, TXL_KV_F32);
+		struct txl_session *b = session_kv(5, 16, kv);
+		struct txl_session *f = session_kv(5, 16, TXL_KV_F32);
+
+		/* K, V and R in half the bytes */
+		p = txl_session_get_params(f);
+		int64_t full = txl_session_bytes(model, &p);
+		p.kv_type = kv;
+		CHECK(txl_session_bytes(model, &p) < full);
+		CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+		CHECK_EQ(txl_session_save(a, p16), TXL_OK);
+		CHECK_EQ(txl_session_load(wide, p16), TXL_OK);
+		CHECK_EQ(txl_session_save(wide, p32), TXL_OK);
+		/* the K and V rows take 2 bytes a value, then 4 */
+		CHECK_EQ(file_size(p32) - file_size(p16), rows * 2);
+		CHECK_EQ(txl_session_load(b, p32), TXL_OK);
+		CHECK_EQ(txl_session_n_past(b), 23);
+		CHECK(same_continuation(a, b, toks + 23, 7, TOL_REORDER));
+
+		/* an F32 memory converted by set_params = by a load */
+		CHECK_EQ(txl_session_eval(f, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+		CHECK_EQ(txl_session_save(f, pf), TXL_OK);
+		txl_session_free(b);
+		b = session_kv(5, 16, kv);
+		CHECK_EQ(txl_session_load(b, pf), TXL_OK);
+		p = txl_session_get_params(f);
+		p.kv_type = kv;
+		CHECK_EQ(txl_session_set_params(f, &p), TXL_OK);
+		CHECK_EQ(txl_session_get_params(f).kv_type, kv);
+		CHECK(same_continuation(f, b, toks + 23, 7, TOL_REORDER));
+		txl_session_free(a);
+		txl_session_free(wide);
+		txl_session_free(b);
+		txl_session_free(f);
+	}
+	p = txl_session_params_default();
+	p.kv_type = 3;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "kv_type") != NULL);
+	p.kv_type = -1;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	CHECK(txl_session_bytes(model, &p) == -1);
+	unlink(p16);
+	unlink(p32);
+	unlink(pf);
+}
+
 static void
 test_invalid(void)
 {
@@ -756,6 +847,7 @@ main(int argc, char **argv)
 	RUN(test_last_equals_all);
 	RUN(test_save_load);
 	RUN(test_set_params);
+	RUN(test_kv_type);
 	RUN(test_adapt);
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
