@@ -4,7 +4,7 @@
  *
  *   bench-txl MODEL [--score N] [--gen N] [--seg-len T] [--mem-len M]
  *             [--prime P] [--window W] [--threads K] [--reps R]
- *             [--recompute C] [--dram]
+ *             [--recompute C] [--kv-type F32|F16|BF16] [--dram]
  *
  * score:     N token ids (fixed pseudo-random stream) scored as the
  *            original eval.py does: segments of T tokens, all logits,
@@ -18,6 +18,7 @@
  * recompute: the time to evaluate a window of C tokens from scratch (one
  *            segment, no memory, logits of the last), i.e. what a model
  *            without a memory pays per generated token at context C.
+ * kv-type:   how the sessions hold their memory (default F32).
  * dram:      the read bandwidth of this machine's memory with K threads
  *            (a buffer far larger than the caches, read as generation
  *            reads weights), for the floor of bench/bench.py.
@@ -217,6 +218,8 @@ main(int argc, char **argv)
 {
 	int n_score = 4096, n_gen = 512, seg = 128, mem = 256, window = 0;
 	int threads = 0, reps = 1, n_prime = 0, recompute = 0, dram = 0;
+	int kv_type = TXL_KV_F32;
+	static const char *const kv_names[] = { "F32", "F16", "BF16" };
 	struct txl_model *m;
 	struct txl_session *s;
 	struct txl_session_params p = txl_session_params_default();
@@ -224,7 +227,8 @@ main(int argc, char **argv)
 	if (argc < 2) {
 		fprintf(stderr, "usage: bench-txl MODEL [--score N] [--gen N] "
 			"[--seg-len T] [--mem-len M] [--prime P] [--window W] "
-			"[--threads K] [--reps R] [--recompute C] [--dram]\n");
+			"[--threads K] [--reps R] [--recompute C] "
+			"[--kv-type F32|F16|BF16] [--dram]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
@@ -235,6 +239,19 @@ main(int argc, char **argv)
 		if (i + 1 >= argc) {
 			fprintf(stderr, "bench-txl: %s needs a value\n", argv[i]);
 			return 2;
+		}
+		if (strcmp(argv[i], "--kv-type") == 0) {
+			const char *t = argv[++i];
+			kv_type = -1;
+			for (int k = 0; k < 3; k++)
+				if (strcmp(t, kv_names[k]) == 0)
+					kv_type = k;
+			if (kv_type < 0) {
+				fprintf(stderr, "bench-txl: --kv-type %s: not "
+					"F32, F16 or BF16\n", t);
+				return 2;
+			}
+			continue;
 		}
 		int v = atoi(argv[++i]);
 		const char *o = argv[i - 1];
@@ -264,6 +281,8 @@ main(int argc, char **argv)
 	p.mem_len = mem;
 	p.same_length = 0;
 	p.n_threads = threads;
+	p.kv_type = kv_type;
+	printf("kv_type %s\n", kv_names[kv_type]);
 	if (txl_session_new(m, &p, &s) != TXL_OK)
 		return die("session");
 	int n_ids = n_score > n_prime ? n_score : n_prime;

@@ -22,7 +22,9 @@ Q8_0), and measures in one run, on the same weights:
              (models/sotu.bin re-stored in that type) on --bpb-text
              (models/data/test.txt, made by models/corpus.sh) if present;
   memory     generation tokens/s against the length of the memory (the
-             memory filled first), for F32 and Q8_0;
+             memory filled first), for every storage type with the memory
+             in F32, and for F16 and Q8_0 weights with the memory in F16
+             and BF16 (--kv-type);
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
              against the time of a token with that memory cached.
@@ -200,7 +202,7 @@ def bench_txl(exe, model, *args):
         if k == "gen_window":
             n, r = v[0].split()
             res[k].append((int(n), float(r)))
-        elif k == "kernels":
+        elif k in ("kernels", "kv_type"):
             res[k] = v[0]
         else:
             res[k] = float(v[0])
@@ -366,33 +368,49 @@ def main():
     # ---- generation against memory length
     mem_lens = [int(x) for x in a.mem_lens.split(",")]
     n_gen = 300
+    # (weights, memory): every format with an F32 memory, then compact
+    # memories with compact weights
+    cols = [(dt, "F32") for dt in FORMATS] + \
+        [(dt, kv) for dt in ("F16", "Q8_0") for kv in ("F16", "BF16")]
     print()
     print(f"generation tokens/s against memory length (memory filled first, "
-          f"{n_gen} tokens):")
-    print(f"{'mem_len':>8} " + " ".join(f"{dt:>9}" for dt in FORMATS))
+          f"{n_gen} tokens); columns: weights/memory (--kv-type):")
+    print(f"{'mem_len':>8} " + " ".join(f"{dt + '/' + kv:>10}"
+                                      for dt, kv in cols))
     long_rate = {}
     for mem in mem_lens:
         row = []
-        for dt in FORMATS:
+        for dt, kv in cols:
             r = bench_txl(exe, paths[dt], "--score", 0, "--gen", n_gen,
                           "--prime", mem, "--seg-len", a.seg_len,
-                          "--mem-len", mem, *common)
+                          "--mem-len", mem, "--kv-type", kv, *common)
             row.append(r["gen_tok_per_s"])
             if mem == a.context:
-                long_rate[dt] = r["gen_tok_per_s"]
-        print(f"{mem:8d} " + " ".join(f"{x:9.1f}" for x in row))
+                long_rate[dt, kv] = r["gen_tok_per_s"]
+        print(f"{mem:8d} " + " ".join(f"{x:10.1f}" for x in row))
+    if (("F32", "F32")) in long_rate:
+        best = max(long_rate, key=long_rate.get)
+        print(f"at {a.context} positions: {best[0]} weights with a "
+              f"{best[1]} memory x{long_rate[best] / long_rate['F32', 'F32']:.2f}"
+              f" F32/F32")
 
     # ---- XL memory against recomputing the window
     if long_rate:
         print()
-        for dt in ("F32", "Q8_0"):
-            r = bench_txl(exe, paths[dt], "--score", 0, "--gen", 0,
-                          "--recompute", a.context, *common)
-            per_tok = 1 / long_rate[dt]
+        recompute = {}
+        for dt, kv in (("F32", "F32"), ("Q8_0", "F32"), ("Q8_0", "F16")):
+            if (dt, kv) not in long_rate:
+                continue
+            if dt not in recompute:
+                recompute[dt] = bench_txl(exe, paths[dt], "--score", 0,
+                                          "--gen", 0, "--recompute",
+                                          a.context, *common)
+            r = recompute[dt]
+            per_tok = 1 / long_rate[dt, kv]
             print(f"XL memory vs recomputing the {a.context}-token window "
-                  f"({dt}): {r['recompute_s']:.2f} s per window vs "
-                  f"{per_tok * 1e3:.2f} ms per token with the memory "
-                  f"cached: x{r['recompute_s'] / per_tok:.0f}")
+                  f"({dt} weights, {kv} memory): {r['recompute_s']:.2f} s "
+                  f"per window vs {per_tok * 1e3:.2f} ms per token with "
+                  f"the memory cached: x{r['recompute_s'] / per_tok:.0f}")
 
     if a.long:
         window = max(a.long // 10, 1)
