@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "txl-internal.h"
+#include "txl-kernels.h"
 
 static bool
 relative(const struct txl_hparams *hp)
@@ -316,27 +317,28 @@ softmax_row(struct txl_session *s, float *sc, const float *bd, int qpos,
 {
 	/* causal; with same_length exactly the last mem_len positions, the
 	 * query's own included */
+	const struct txl_kernels *k = txl_kernels();
 	int lo = s->same_length ? qpos - s->mem_len + 1 : 0;
-	float max = -INFINITY;
-	double sum = 0;
+	float max;
+	double sum;
 
 	if (lo < 0)
 		lo = 0;
-	for (int j = lo; j <= qpos; j++) {
-		if (bd) {
-			int t = qpos - j;	/* _rel_shift */
-			if (t >= s->n_dist)
-				t = s->n_dist - 1;	/* clamp_len */
-			sc[j] = (sc[j] + bd[t]) * scale;
-		} else {
+	if (bd) {
+		/* _rel_shift: key j is at distance qpos - j; the distances
+		 * from n_dist - 1 on share its row (clamp_len) */
+		int far = qpos - s->n_dist + 1;
+		for (int j = lo; j < far; j++)
+			sc[j] = (sc[j] + bd[s->n_dist - 1]) * scale;
+		for (int j = far > lo ? far : lo; j <= qpos; j++)
+			sc[j] = (sc[j] + bd[qpos - j]) * scale;
+	} else {
+		for (int j = lo; j <= qpos; j++)
 			sc[j] *= scale;
-		}
-		max = sc[j] > max ? sc[j] : max;
 	}
-	for (int j = lo; j <= qpos; j++) {
-		sc[j] = expf(sc[j] - max);
-		sum += sc[j];
-	}
+	/* the vector kernels: a long memory has thousands of keys a row */
+	max = k->max(sc + lo, qpos + 1 - lo);
+	sum = k->exp_sum(sc + lo, sc + lo, qpos + 1 - lo, max);
 	const float inv = (float)(1.0 / sum);
 	for (int j = 0; j < lo; j++)
 		sc[j] = 0.0f;
