@@ -53,6 +53,20 @@ sinusoid(float *out, float pos, int d)
 	}
 }
 
+/* The n_head * d_head floats of one position (src) into row pos of every
+ * head of the head-major buffer buf (rows positions a head), rounded to
+ * the session's kv_dt. */
+static void
+store_heads(struct txl_session *s, uint8_t *buf, int rows, int pos,
+	    const float *src)
+{
+	const int D = s->model->hp.d_head;
+
+	for (int h = 0; h < s->model->hp.n_head; h++)
+		txl_narrow(txl_kv_row(s, buf, rows, h, pos), src + h * D,
+			   s->kv_dt, (size_t)D);
+}
+
 bool
 txl_attn_has_memory(const struct txl_hparams *hp)
 {
@@ -96,10 +110,9 @@ init_sinusoid_r(struct txl_session *s)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	for (int t = 0; t < s->n_dist; t++)
 		sinusoid(pe + (size_t)t * d, (float)t, d);
-	float *rf = s->kv_dt == TXL_F32 ? NULL
-		: txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
+	float *rf = txl_alloc_floats((size_t)s->n_dist * (size_t)hd);
 
-	if (s->kv_dt != TXL_F32 && !rf) {
+	if (!rf) {
 		free(pe);
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	}
@@ -110,12 +123,12 @@ init_sinusoid_r(struct txl_session *s)
 			free(rf);
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 		}
-		/* in floats, then rounded to kv_dt */
-		txl_mat_mul(rf ? rf : (float *)(void *)s->r[l], pe, s->n_dist,
-			    &s->model->layers[l].r_net, false);
-		if (rf)
-			txl_narrow(s->r[l], rf, s->kv_dt,
-				   (size_t)s->n_dist * (size_t)hd);
+		/* in floats, then head-major in kv_dt */
+		txl_mat_mul(rf, pe, s->n_dist, &s->model->layers[l].r_net,
+			    false);
+		for (int t = 0; t < s->n_dist; t++)
+			store_heads(s, s->r[l], s->n_dist, t,
+				    rf + (size_t)t * hd);
 	}
 	free(pe);
 	free(rf);
@@ -145,8 +158,8 @@ init_learned_r(struct txl_session *s)
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 		for (int t = 0; t < s->n_dist; t++) {
 			size_t row = (size_t)(K - 1 - t);
-			txl_narrow(s->r[l] + (size_t)t * s->kv_row,
-				   ly->r_emb + row * hd, s->kv_dt, (size_t)hd);
+			store_heads(s, s->r[l], s->n_dist, t,
+				    ly->r_emb + row * hd);
 			memcpy(s->r_bias[l] + (size_t)t * H,
 			       ly->r_bias + row * H, sizeof(float) * H);
 		}
@@ -268,10 +281,9 @@ project(struct txl_session *s, int l, int n, int base)
 		kv = kvbuf;
 	}
 	for (int i = 0; i < n; i++) {
-		size_t row = (size_t)(base + s->mlen + i) * s->kv_row;
 		const float *k = kv + (size_t)i * kv_stride;
-		txl_narrow(s->k[l] + row, k, s->kv_dt, (size_t)hd);
-		txl_narrow(s->v[l] + row, k + hd, s->kv_dt, (size_t)hd);
+		store_heads(s, s->k[l], s->cap, base + s->mlen + i, k);
+		store_heads(s, s->v[l], s->cap, base + s->mlen + i, k + hd);
 	}
 	return q_stride;
 }
@@ -284,9 +296,9 @@ position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
-	const int H = hp->n_head, D = hp->d_head, hd = H * D;
-	/* head h's columns of R */
-	const uint8_t *R = s->r[l] + txl_row_bytes(s->kv_dt, h * D);
+	const int H = hp->n_head, D = hp->d_head;
+	/* head h's rows of R */
+	const uint8_t *R = txl_kv_row(s, s->r[l], s->n_dist, h, 0);
 
 	if (hp->attn_type == 0) {
 		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
@@ -296,12 +308,12 @@ position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
 			for (int c = 0; c < D; c++)
 				qr[c] = qi[c] + ly->r_r_bias[h * D + c];
 		}
-		txl_gemm_nt_dt(s->bd, n_bd, s->qr, D, R, s->kv_dt, hd, n, D,
+		txl_gemm_nt_dt(s->bd, n_bd, s->qr, D, R, s->kv_dt, D, n, D,
 			       n_bd);
 		return;
 	}
 	/* attn_type 1: B_ + D_ = q_i . r_emb[t] + r_bias[t] */
-	txl_gemm_nt_dt(s->bd, n_bd, q, qs, R, s->kv_dt, hd, n, D, n_bd);
+	txl_gemm_nt_dt(s->bd, n_bd, q, qs, R, s->kv_dt, D, n, D, n_bd);
 	for (int i = 0; i < n; i++) {
 		float *bd = s->bd + (size_t)i * n_bd;
 		for (int t = 0; t < n_bd; t++)
@@ -362,10 +374,9 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 
 	for (int h = 0; h < H; h++) {
 		const float *q = s->qkv + h * D;
-		/* head h's columns of the window's K and V */
-		const size_t col = (size_t)base * s->kv_row +
-			txl_row_bytes(dt, h * D);
-		const uint8_t *K = s->k[l] + col, *V = s->v[l] + col;
+		/* head h's rows of the window's K and V */
+		const uint8_t *K = txl_kv_row(s, s->k[l], s->cap, h, base);
+		const uint8_t *V = txl_kv_row(s, s->v[l], s->cap, h, base);
 
 		if (relative(hp)) {
 			/* AC[i, j] = (q_i + r_w_bias) . k_j */
@@ -377,12 +388,12 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 				for (int c = 0; c < D; c++)
 					qw[c] = qi[c] + ly->r_w_bias[h * D + c];
 			}
-			txl_gemm_nt_dt(s->score, klen, s->qw, D, K, dt, hd, n,
+			txl_gemm_nt_dt(s->score, klen, s->qw, D, K, dt, D, n,
 				       D, klen);
 			position_scores(s, l, h, n, n_bd, q, qs);
 		} else {
 			/* q_i . k_j */
-			txl_gemm_nt_dt(s->score, klen, q, qs, K, dt, hd, n, D,
+			txl_gemm_nt_dt(s->score, klen, q, qs, K, dt, D, n, D,
 				       klen);
 		}
 		for (int i = 0; i < n; i++)
@@ -390,7 +401,7 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 				    relative(hp) ? s->bd + (size_t)i * n_bd
 				    : NULL, mlen + i, klen, scale);
 		/* attn_vec[:, h] = prob . v */
-		txl_gemm_nn_dt(s->attn + h * D, hd, s->score, klen, V, dt, hd,
+		txl_gemm_nn_dt(s->attn + h * D, hd, s->score, klen, V, dt, D,
 			       n, klen, D);
 	}
 }

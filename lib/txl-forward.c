@@ -97,15 +97,19 @@ enum txl_status
 txl_forward_segment(struct txl_session *s, const int32_t *tok, int n)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t row = s->kv_row;
+	const size_t bytes = s->kv_row * (size_t)s->mlen;
 
 	if (s->kv_start + s->mlen + n > s->cap) {
-		/* move the memory to the front of every buffer */
+		/* move the memory to the front of every head's buffer */
 		for (int l = 0; l < hp->n_layer; l++) {
-			memmove(s->k[l], s->k[l] + (size_t)s->kv_start * row,
-				row * (size_t)s->mlen);
-			memmove(s->v[l], s->v[l] + (size_t)s->kv_start * row,
-				row * (size_t)s->mlen);
+			for (int h = 0; h < hp->n_head; h++) {
+				memmove(txl_kv_row(s, s->k[l], s->cap, h, 0),
+					txl_kv_row(s, s->k[l], s->cap, h,
+						   s->kv_start), bytes);
+				memmove(txl_kv_row(s, s->v[l], s->cap, h, 0),
+					txl_kv_row(s, s->v[l], s->cap, h,
+						   s->kv_start), bytes);
+			}
 		}
 		s->kv_start = 0;
 	}

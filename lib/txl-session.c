@@ -47,7 +47,8 @@ txl_alloc_floats(size_t n)
 uint8_t *
 txl_alloc_kv(const struct txl_session *s, size_t rows)
 {
-	size_t bytes = (rows * s->kv_row + 63) / 64 * 64;
+	size_t bytes = (rows * (size_t)s->model->hp.n_head * s->kv_row + 63) /
+		64 * 64;
 
 	return aligned_alloc(64, bytes ? bytes : 64);
 }
@@ -156,7 +157,7 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	s->same_length = p.same_length;
 	s->stride = memory ? 0 : p.stride;
 	s->kv_dt = txl_kv_dtype(p.kv_type);
-	s->kv_row = txl_row_bytes(s->kv_dt, hp->n_head * hp->d_head);
+	s->kv_row = txl_row_bytes(s->kv_dt, hp->d_head);
 	return TXL_OK;
 }
 
@@ -342,7 +343,7 @@ txl_session_set_params(struct txl_session *s,
 		       const struct txl_session_params *params)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t hd = (size_t)hp->n_head * hp->d_head;
+	const size_t d = (size_t)hp->d_head;
 	struct txl_session *t, swap;
 	enum txl_status st;
 	int keep, from;
@@ -357,10 +358,16 @@ txl_session_set_params(struct txl_session *s,
 	from = s->kv_start + s->mlen - keep;
 	/* converted if the kv_type changes */
 	for (int l = 0; l < hp->n_layer; l++) {
-		txl_convert(t->k[l], t->kv_dt, s->k[l] + (size_t)from * s->kv_row,
-			    s->kv_dt, hd * (size_t)keep);
-		txl_convert(t->v[l], t->kv_dt, s->v[l] + (size_t)from * s->kv_row,
-			    s->kv_dt, hd * (size_t)keep);
+		for (int h = 0; h < hp->n_head; h++) {
+			txl_convert(txl_kv_row(t, t->k[l], t->cap, h, 0),
+				    t->kv_dt,
+				    txl_kv_row(s, s->k[l], s->cap, h, from),
+				    s->kv_dt, d * (size_t)keep);
+			txl_convert(txl_kv_row(t, t->v[l], t->cap, h, 0),
+				    t->kv_dt,
+				    txl_kv_row(s, s->v[l], s->cap, h, from),
+				    s->kv_dt, d * (size_t)keep);
+		}
 	}
 	t->mlen = keep;
 	/* without memory, the last tokens are the context */

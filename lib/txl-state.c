@@ -133,21 +133,24 @@ write_state(struct txl_session *s, int fd)
 	hdr.kv_type = (uint32_t)s->params.kv_type;
 
 	txl_hash_init(&sum);
-	zeros = calloc(1, row);
+	const size_t pad = row * (size_t)(s->mem_len - s->mlen);
+	zeros = calloc(1, pad ? pad : 1);
 	if (!zeros) {
 		errno = ENOMEM;
 		return false;
 	}
 	ok = write_all(fd, &hdr, sizeof hdr, &sum);
-	/* fixed size: per layer mem_len rows of K, then of V, zeros past
-	 * the fill */
+	/* fixed size: per layer K, then V, per head mem_len rows, zeros
+	 * past the fill */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			const uint8_t *buf = which ? s->v[l] : s->k[l];
-			ok = write_all(fd, buf + (size_t)s->kv_start * row,
-				       row * (size_t)s->mlen, &sum);
-			for (int r = s->mlen; ok && r < s->mem_len; r++)
-				ok = write_all(fd, zeros, row, &sum);
+			uint8_t *buf = which ? s->v[l] : s->k[l];
+			for (int h = 0; ok && h < hp->n_head; h++) {
+				ok = write_all(fd, txl_kv_row(s, buf, s->cap, h,
+							      s->kv_start),
+					       row * (size_t)s->mlen, &sum) &&
+					write_all(fd, zeros, pad, &sum);
+			}
 		}
 	}
 	free(zeros);
@@ -503,7 +506,13 @@ txl_session_load(struct txl_session *s, const char *path)
 				break;
 			}
 			txl_hash_update(&sum, scratch, rows_bytes);
-			txl_convert(buf, s->kv_dt, scratch, ft, hd * hdr.fill);
+			/* each head's first fill rows */
+			for (int h = 0; h < hp->n_head; h++)
+				txl_convert(txl_kv_row(s, buf, s->cap, h, 0),
+					    s->kv_dt, scratch + (size_t)h *
+					    hdr.mem_len * txl_row_bytes(ft,
+					    hp->d_head), ft,
+					    (size_t)hp->d_head * hdr.fill);
 			free(scratch);
 		}
 	}
