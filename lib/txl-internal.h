@@ -323,8 +323,8 @@ struct txl_session {
 	 * held in kv_dt (params.kv_type), as are the rows of r.  Head-major
 	 * (txl_kv_row()): a head's keys are contiguous, so that its pass
 	 * over a long memory streams rather than picking d_head values out
-	 * of every n_head * d_head (four times faster on a 3,800-position
-	 * memory) */
+	 * of every n_head * d_head (two to four times faster reads of a
+	 * 3,800-position memory in a micro-benchmark) */
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
