@@ -177,6 +177,8 @@ class Options(unittest.TestCase):
             elif opt in ("--temp", "--top-p", "--min-p",
                          "--repeat-penalty", "--adapt"):
                 argv.append("0.5")
+            elif opt == "--kv-type":
+                argv.append("F16")
             rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
