@@ -62,6 +62,8 @@ struct txlgen_options {
 	int same_length;      /* -1 = the model's, 0, 1 */
 	int threads;          /* 0 = one per CPU */
 	int kv_type;          /* enum txl_kv_type of the memory */
+	int score_stride;     /* --score of a model without memory: tokens
+				 predicted per window; -1 = seg_len */
 	double adapt;         /* output-layer learning rate while reading
 				 --score, --prime and prompt text; 0 = off */
 	bool json;            /* NDJSON events instead of text */
