@@ -52,6 +52,7 @@ const struct setting settings[] = {
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
 	{ "unbuffered",    "--unbuffered",    ST_BOOL,    OFF(unbuffered),   false, false, 0,    1,                     T,     false },
+	{ "mmap",          "--mmap",          ST_BOOL,    OFF(mmap),         false, false, 0,    1,                     START, false },
 	{ "prime",         "--prime",         ST_LIST,    OFF(prime),        false, false, 0,    0,                     START, false },
 	{ "state_in",      "--state-in",      ST_STRING,  OFF(state_in),     true,  false, 0,    0,                     START, false },
 	{ "state_out",     "--state-out",     ST_STRING,  OFF(state_out),    true,  false, 0,    0,                     START, false },
@@ -132,6 +133,7 @@ options_init(struct txlgen_options *o)
 	o->clamp_len = TXL_FROM_MODEL;
 	o->same_length = TXL_FROM_MODEL;
 	o->color = COLOR_AUTO;
+	o->mmap = true;
 }
 
 void
