@@ -21,11 +21,14 @@ the model: $TXLGEN_TEST_MODEL (a small random one).
 
 import json
 import os
+import pty
+import select
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,6 +185,40 @@ class StateFiles(unittest.TestCase):
         rc, _, err = run("-m", MODEL, "-p", "", "-n", "2", "--seed", "1",
                          "--state-in", path)
         self.assertEqual((rc, err), (0, ""))
+
+
+class ReplFiles(unittest.TestCase):
+    def test_fifo_history_and_editrc(self):
+        fifo = os.path.join(TMP, "repl.fifo")
+        os.mkfifo(fifo)
+        ldd = subprocess.run(["ldd", TXLGEN], capture_output=True,
+                             text=True).stdout
+        # without libedit there is no .editrc to read
+        for var in ("TXLGEN_HISTFILE", "EDITRC")[:2 if "libedit" in ldd
+                                                 else 1]:
+            with self.subTest(var=var):
+                e = env()
+                e.update(TXLGEN_HISTFILE="", EDITRC="")
+                e[var] = fifo
+                pid, fd = pty.fork()
+                if pid == 0:
+                    os.execve(TXLGEN, [TXLGEN, "-m", MODEL, "-n", "1"], e)
+                buf, end = b"", time.time() + 30
+                try:
+                    while time.time() < end and b"\n> " not in buf:
+                        if select.select([fd], [], [], 0.1)[0]:
+                            try:
+                                buf += os.read(fd, 65536)
+                            except OSError:
+                                break
+                finally:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    os.close(fd)
+                self.assertIn(b"\n> ", buf, f"no prompt (waiting on the "
+                              f"FIFO?): {buf[-300:]!r}")
+                self.assertIn(f"warning: {fifo}: not a regular file"
+                              .encode(), buf)
 
 
 if __name__ == "__main__":
