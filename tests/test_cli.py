@@ -61,9 +61,11 @@ def env(**kw):
     return e
 
 
-def run(*args, input=None, model=True, stdin=None, environ=None,
-        timeout=60):
-    """Run txlgen; returns (rc, stdout bytes, stderr text)."""
+def run(*args, input=None, model=True, stdin=subprocess.DEVNULL,
+        environ=None, timeout=60):
+    """Run txlgen; returns (rc, stdout bytes, stderr text).  Its stdin is
+    empty unless given: never the terminal the tests were started from (a
+    run without a prompt would start the REPL and wait)."""
     argv = [TXLGEN] + (["-m", MODEL] if model else []) + list(args)
     if input is not None and isinstance(input, str):
         input = input.encode()
@@ -72,6 +74,60 @@ def run(*args, input=None, model=True, stdin=None, environ=None,
                        capture_output=True, env=environ or env(),
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+# Every process a test starts ends with the test, passed or failed: most
+# of those started in the background generate without end (-n -1) or wait
+# for input until a signal comes, and one left behind would run forever.
+
+def popen(test, argv, **kw):
+    """subprocess.Popen(argv), killed and reaped when @test ends.  In a
+    new session, so that a shell's children go with it."""
+    kw.setdefault("env", env())
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    p = subprocess.Popen(argv, start_new_session=True, **kw)
+    test.addCleanup(reap, p)
+    return p
+
+
+def reap(p):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f:
+            try:
+                f.close()
+            except OSError:
+                pass
+    p.wait(timeout=30)
+
+
+def run_shell(test, script, timeout=60):
+    """A bash command line; (returncode, stdout, stderr) as bytes.  On a
+    timeout its whole process group is killed, not only the shell."""
+    p = popen(test, ["/bin/bash", "-c", script], stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def read_pipe(f, done, timeout=30):
+    """Read from the pipe @f until done(bytes read) or its end; fails
+    after @timeout seconds rather than waiting for ever."""
+    fd, got, end = f.fileno(), b"", time.time() + timeout
+    while not done(got):
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError(f"pipe: nothing more after {got[-200:]!r}")
+        if select.select([fd], [], [], left)[0]:
+            b = os.read(fd, 65536)
+            if not b:
+                break
+            got += b
+    return got
 
 
 def tmpfile(name, content):
@@ -107,7 +163,7 @@ def model_header(path):
         return json.loads(f.read(n))
 
 
-def max_rss_kb(argv, input_path):
+def max_rss_kb(argv, input_path, timeout=120):
     """Run argv with stdin from input_path; (rc, peak RSS in KiB).  Under
     AddressSanitizer, freed memory is reused at once (no quarantine), so
     that the peak is that of live memory there too."""
@@ -117,8 +173,17 @@ def max_rss_kb(argv, input_path):
     with open(input_path, "rb") as f:
         p = subprocess.Popen(argv, stdin=f, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=e)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
+    end = time.time() + timeout
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.time() > end:
+            p.kill()
+            p.wait()
+            raise AssertionError(f"{argv} still running after {timeout} s")
+        time.sleep(0.05)
+    p.returncode = os.waitstatus_to_exitcode(status)
     return p.returncode, usage.ru_maxrss
 
 
@@ -408,14 +473,12 @@ class Generation(unittest.TestCase):
         self.assertRegex(err, r"memory: \d+/\d+ positions")
 
     def test_pipe_to_head_is_quiet(self):
-        p = subprocess.run(f"'{TXLGEN}' -m '{MODEL}' -p Hi -n -1 "
-                           "--ignore-eos | head -c 100; "
-                           "echo \" rc=${PIPESTATUS[0]}\"",
-                           shell=True, executable="/bin/bash",
-                           capture_output=True, env=env(), timeout=60)
-        self.assertEqual(p.stderr, b"")
-        self.assertTrue(p.stdout.endswith(b" rc=141\n"), p.stdout[-20:])
-        self.assertEqual(len(p.stdout) - len(b" rc=141\n"), 100)
+        _, out, err = run_shell(self, f"'{TXLGEN}' -m '{MODEL}' -p Hi "
+                                "-n -1 --ignore-eos | head -c 100; "
+                                "echo \" rc=${PIPESTATUS[0]}\"")
+        self.assertEqual(err, b"")
+        self.assertTrue(out.endswith(b" rc=141\n"), out[-20:])
+        self.assertEqual(len(out) - len(b" rc=141\n"), 100)
 
     def test_write_errors_are_reported(self):
         with open("/dev/full", "wb") as full:
@@ -425,17 +488,16 @@ class Generation(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"txlgen: writing output failed: No space left",
                       p.stderr)
-        p = subprocess.run(f"'{TXLGEN}' -m '{MODEL}' -p Hi -n 3000 "
-                           "--ignore-eos >&-", shell=True, env=env(),
-                           stderr=subprocess.PIPE, timeout=60)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn(b"txlgen: writing output failed", p.stderr)
+        rc, _, err = run_shell(self, f"'{TXLGEN}' -m '{MODEL}' -p Hi "
+                               "-n 3000 --ignore-eos >&-")
+        self.assertEqual(rc, 1)
+        self.assertIn(b"txlgen: writing output failed", err)
 
     def test_interrupt_exits_130(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                              "--ignore-eos"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
-        got = os.read(p.stdout.fileno(), 200)
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos"], stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 200)
         p.send_signal(signal.SIGINT)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 130)
@@ -667,6 +729,9 @@ class ScriptedRepl(unittest.TestCase):
 class PtyBase(unittest.TestCase):
     """Drives txlgen on a pseudo-terminal, as a person uses it."""
 
+    def setUp(self):
+        self.reaped = set()
+
     def spawn(self, *args, environ=None, cols=80):
         pid, fd = pty.fork()
         if pid == 0:
@@ -675,7 +740,18 @@ class PtyBase(unittest.TestCase):
             os.execve(TXLGEN, [TXLGEN, "-m", MODEL] + list(args),
                       environ or env())
         self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
         return pid
+
+    def end(self, pid, fd):
+        # a test that failed half-way leaves its process running
+        if pid not in self.reaped:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
     def read_until(self, pattern, timeout=20):
         end = time.time() + timeout
@@ -698,10 +774,21 @@ class PtyBase(unittest.TestCase):
         time.sleep(0.1)
         os.write(self.fd, data)
 
-    def wait(self):
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+    def wait(self, timeout=30):
+        # what it still writes is read meanwhile (a full pty would block
+        # it), then the exit status
+        end = time.time() + timeout
+        while time.time() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.reaped.add(pid)
+                return os.waitstatus_to_exitcode(status)
+            if select.select([self.fd], [], [], 0.05)[0]:
+                try:
+                    self.buf += os.read(self.fd, 65536)
+                except OSError:
+                    time.sleep(0.05)
+        self.fail(f"still running after {timeout} s: {self.buf[-300:]!r}")
 
 
 class PtyRepl(PtyBase):
@@ -781,9 +868,9 @@ class Signals(unittest.TestCase):
         # the end of it (and the summary) used to be lost mid-line
         out = os.path.join(TMP, "term.jsonl")
         with open(out, "wb") as f:
-            p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                                  "--ignore-eos", "--json"], stdout=f,
-                                 stderr=subprocess.PIPE, env=env())
+            p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                             "--ignore-eos", "--json"], stdout=f,
+                      stderr=subprocess.PIPE)
             wait_for_size(out, 3 * 4096)
             p.send_signal(signal.SIGTERM)
             _, err = p.communicate(timeout=30)
@@ -795,13 +882,10 @@ class Signals(unittest.TestCase):
         self.assertEqual(events[-1]["n_gen"], len(events) - 1)
 
     def test_sigterm_into_a_pipe(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                              "--ignore-eos", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=env())
-        got = b""
-        while len(got) < 2 * 4096:
-            got += os.read(p.stdout.fileno(), 65536)
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos", "--json"],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
         p.send_signal(signal.SIGTERM)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 143)
@@ -810,13 +894,13 @@ class Signals(unittest.TestCase):
 
     def test_sigterm_ends_the_repl_and_saves_its_memory(self):
         st = os.path.join(TMP, "term.state")
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-i", "-n", "5",
-                              "--seed", "1", "--state-out", st],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "-i", "-n", "5",
+                         "--seed", "1", "--state-out", st],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         p.stdin.write(b"Hello\n")
         p.stdin.flush()
-        line = p.stdout.readline()          # the turn is done
+        line = read_pipe(p.stdout, lambda b: b"\n" in b)  # the turn ends
         self.assertTrue(line.endswith(b"\n"))
         p.send_signal(signal.SIGTERM)       # waiting for the next line
         _, err = p.communicate(timeout=30)
@@ -828,10 +912,9 @@ class Signals(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
 
     def test_sigint_during_prime_says_so(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--prime", "-", "-p",
-                              "x"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "--prime", "-", "-p", "x"],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         p.stdin.write(TEXT.encode())    # and no end: still reading
         p.stdin.flush()
         time.sleep(1)
@@ -906,9 +989,11 @@ class LongPrompt(unittest.TestCase):
     def test_prompt_is_read_in_constant_memory(self):
         # a prompt of one long line: peak memory must not grow with it
         # (it used to be read whole and tokenized at once: +200 bytes of
-        # RSS per byte of prompt)
-        small = tmpfile("line-small.txt", one_line_text(150_000))
-        big = tmpfile("line-big.txt", one_line_text(600_000))
+        # RSS per byte of prompt, 48 MB more here).  Sizes kept small: with
+        # a real model ($TXLGEN_TEST_MODEL=models/sotu.bin) the prompts
+        # take some 20 s of CPU, and longer under AddressSanitizer.
+        small = tmpfile("line-small.txt", one_line_text(60_000))
+        big = tmpfile("line-big.txt", one_line_text(300_000))
         argv = [TXLGEN, "-m", MODEL, "-n", "1", "--seed", "1",
                 "--seg-len", "64"]
         rc1, rss_small = max_rss_kb(argv, small)
@@ -1089,10 +1174,10 @@ class ScoringReports(unittest.TestCase):
                          r"\d+\.\d+\npartial false\n$")
 
     def interrupted_score(self, *extra):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", "-",
-                              "--seg-len", "8", *extra],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "--score", "-",
+                         "--seg-len", "8", *extra],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         data = (TEXT * 4).encode()
         p.stdin.write(data)     # and no end: it waits for more
         p.stdin.flush()
@@ -1122,9 +1207,10 @@ class ScoringReports(unittest.TestCase):
     def test_progress_shows_time_left(self):
         big = tmpfile("progress.txt", TEXT * 3000)   # long enough to last over 1 s
         master, slave = pty.openpty()
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", big,
-                              "--seg-len", "4", "--mem-len", "64"],
-                             stdout=subprocess.PIPE, stderr=slave, env=env())
+        self.addCleanup(os.close, master)
+        p = popen(self, [TXLGEN, "-m", MODEL, "--score", big,
+                         "--seg-len", "4", "--mem-len", "64"],
+                  stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         seen, end = b"", time.time() + 60
         while b" left" not in seen and time.time() < end:
@@ -1136,7 +1222,6 @@ class ScoringReports(unittest.TestCase):
                     break
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
-        os.close(master)
         self.assertRegex(seen, rb"\d+% .* tokens/s .*\d+s left .*bpb "
                          rb"\d+\.\d+ \xc2\xb1 \d+\.\d+")
 
