@@ -1474,6 +1474,70 @@ class Manual(unittest.TestCase):
             dates.add(th.split()[3])
         self.assertEqual(len(dates), 1, dates)
 
+    @staticmethod
+    def help_options():
+        """{long name: (short letter or None, argument: None, "required"
+        or "optional")} of the options --help lists."""
+        _, out, _ = run("--help", model=False)
+        got = {}
+        for m in re.finditer(r"(?m)^  (?:-(\w), )?\s*--([a-z-]+)"
+                             r"(\[=\w+\]| [A-Z]+)?", out.decode()):
+            arg = m.group(3)
+            got[m.group(2)] = (m.group(1), None if not arg else
+                               "optional" if arg.startswith("[")
+                               else "required")
+        return got
+
+    def test_man_page_lists_the_options_of_help(self):
+        # each option of txlgen(1)'s OPTIONS is a .TP tag; they and --help
+        # list the same options, with the same short forms and arguments
+        with open(os.path.join(ROOT, "man", "txlgen.1")) as f:
+            page = f.read()
+        options = page.split("\n.SH OPTIONS\n")[1].split("\n.SH ")[0]
+        tags = re.findall(r"\n\.TP\n(.*)", options)
+        man = {}
+        for tag in tags:
+            tag = tag.replace("\\-", "-")
+            short = re.search(r"(?<![-\w])-(\w)\b", tag)
+            for name in re.findall(r"--([a-z-]+)", tag):
+                if name.startswith("no-"):
+                    continue        # the --no- forms: test above
+                arg = (None if not re.search(r"=\\fI|\" [A-Z]", tag)
+                       else "optional" if "[=" in tag else "required")
+                man[name] = (short.group(1) if short else None, arg)
+        self.assertEqual(man, self.help_options())
+        # what the synopsis names exists
+        synopsis = page.split("\n.SH SYNOPSIS\n")[1].split("\n.SH ")[0]
+        shorts = {v[0] for v in man.values()}
+        for name in re.findall(r"\\-\\-([a-z\\-]+)", synopsis):
+            self.assertIn(name.replace("\\-", "-"), man)
+        for letter in re.findall(r"\.RB? \[?\s*\\-(\w)\b", synopsis):
+            self.assertIn(letter, shorts)
+
+    def test_readme_uses_options_that_exist(self):
+        # README's examples and its prose about the command line
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        using = readme.split("\n## Using it\n")[1].split("\n## ")[0]
+        opts = self.help_options()
+        shorts = {v[0] for v in opts.values()}
+        # the options other tools spell differently that README quotes
+        theirs = {"ctx-size", "temperature"}
+        for name in set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", using)):
+            if name in theirs:
+                self.assertIn(f"'--{name}'", run(f"--{name}", "1")[2])
+                continue
+            self.assertIn(name[3:] if name.startswith("no-") else name,
+                          opts, f"--{name}")
+        # the short options of the examples' txlgen commands (up to the
+        # next pipe, redirection or comment)
+        code = "\n".join(re.findall(r"(?s)```sh\n(.*?)```", using))
+        calls = re.findall(r"(?m)(?:^|\| )txlgen\b([^|>#\n]*)", code)
+        self.assertGreater(len(calls), 10)
+        for call in calls:
+            for letter in re.findall(r"(?<![\w-])-([a-zA-Z])\b", call):
+                self.assertIn(letter, shorts, call)
+
     def test_exit_codes_agree(self):
         # --help, txlgen(1) and README list the same exit codes
         _, out, _ = run("--help", model=False)
