@@ -1145,6 +1145,33 @@ class ForgivingOptions(unittest.TestCase):
         arms = set(re.findall(r"--[a-z-]+", comp.split("case $prev in")[1]
                               .split("esac")[0]))
         self.assertEqual(arms - {"--file", "--colour"}, with_value)
+        # what bash offers (bash-completion's helpers stubbed)
+        def complete(*words):
+            stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
+                     'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
+                     '_filedir() { COMPREPLY=(FILE); }\n'
+                     'complete() { :; }\n'
+                     'source "$0"; shift\n'
+                     'COMP_WORDS=(txlgen "$@"); COMP_CWORD=$#; _txlgen\n'
+                     'printf "%s\\n" "${COMPREPLY[@]}"\n')
+            p = subprocess.run(["bash", "-c", stubs, os.path.join(
+                ROOT, "cmd", "txlgen.bash-completion"), "x", *words],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.stderr, "")
+            return set(p.stdout.split())
+        self.assertEqual(complete("--"), want)
+        self.assertEqual(complete("--color", ""), {"auto", "always", "never"})
+        self.assertEqual(complete("--score", ""), {"FILE", "-"})
+        self.assertEqual(complete("--temp", ""), set())
+        # ...with its short form in the same arm
+        patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
+                    for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
+                                          comp.split("case $prev in")[1]
+                                          .split("esac")[0])]
+        for short, name in re.findall(r"(?m)^\s+-(\w), (--[a-z-]+) [A-Z]",
+                                      help_text):
+            self.assertTrue(any({"-" + short, name} <= arm
+                                for arm in patterns), name)
 
 
 class ScoringReports(unittest.TestCase):
