@@ -1087,6 +1087,16 @@ class ForgivingOptions(unittest.TestCase):
         self.assertIn("(0 .. 9007199254740991, or -1", err)
         self.assertNotRegex(err, r"e\+")
         self.assertIn("(0 .. 1048576)", self.usage("--mem-len", "1048577"))
+        # past what a long long holds is out of range too, not "not an
+        # integer"; a bound of the int type is printed as one
+        self.assertIn("--seed: 99999999999999999999 is out of range (0 .. "
+                      "9007199254740991, or -1",
+                      self.usage("--seed", "99999999999999999999"))
+        self.assertIn("--top-k: 10000000000 is out of range "
+                      "(0 .. 2147483647)", self.usage("--top-k",
+                                                      "10000000000"))
+        self.assertIn("-n: -2 is out of range (-1 .. 2147483647)",
+                      self.usage("-n", "-2"))
 
     def test_every_boolean_has_a_no_form(self):
         cfg = tmpfile("bools.json", json.dumps(
