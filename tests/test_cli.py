@@ -44,7 +44,7 @@ def setUpModule():
     if not MODEL:
         subprocess.run([sys.executable, os.path.join(HERE,
                         "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
         MODEL = os.path.join(TMP, "m.bin")
 
 
