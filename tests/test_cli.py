@@ -1040,6 +1040,8 @@ class ForgivingOptions(unittest.TestCase):
     def test_c_with_a_number(self):
         err = self.usage("-c", "2048", "-p", "x")
         self.assertIn("--mem-len 2048", err)
+        self.assertIn("llama.cpp's -cnv (conversation) is -i/--interactive",
+                      self.usage("-cnv"))
 
     def test_ambiguous_abbreviations_list_candidates(self):
         self.assertIn("'--te' is ambiguous: --temp, --text",
@@ -1060,6 +1062,7 @@ class ForgivingOptions(unittest.TestCase):
                  (["--repeat-penlty", "1.1"],
                   "did you mean '--repeat-penalty'?"),
                  (["-r", "x"], "did you mean --stop"),
+                 (["--interactive-first"], "did you mean '--interactive'?"),
                  (["--echo=yes"], "'--echo' takes no value"),
                  (["--qwertyuiop"], "unknown option '--qwertyuiop'\n")]
         for argv, msg in cases:
