@@ -1245,7 +1245,8 @@ class ScoringReports(unittest.TestCase):
         self.assertRegex(out.decode(), r"^tokens \d+\npredicted \d+\n")
 
     def test_progress_shows_time_left(self):
-        big = tmpfile("progress.txt", TEXT * 3000)   # long enough to last over 1 s
+        # long enough to last over 1 s
+        big = tmpfile("progress.txt", TEXT * 3000)
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
         p = popen(self, [TXLGEN, "-m", MODEL, "--score", big,
