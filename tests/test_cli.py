@@ -1557,6 +1557,25 @@ class Manual(unittest.TestCase):
         for letter in re.findall(r"\.RB? \[?\s*\\-(\w)\b", synopsis):
             self.assertIn(letter, shorts)
 
+    def test_config_table_lists_the_settings(self):
+        # txlgen(1)'s table of configuration keys: the keys --print-config
+        # writes, in its order, each with an option of --help
+        with open(os.path.join(ROOT, "man", "txlgen.1")) as f:
+            page = f.read()
+        table = page.split("\n.SH CONFIGURATION FILE\n")[1].split(
+            "\n.TS\n")[1].split("\n.TE\n")[0]
+        rows = [r.split("\t") for r in table.split("\n_\n")[1].split("\n")]
+        _, out, _ = run("--print-config")
+        keys = [k for k in json.loads(out) if k != "sources"]
+        self.assertEqual([r[0] for r in rows], keys)
+        opts = self.help_options()
+        shorts = {v[0]: k for k, v in opts.items() if v[0]}
+        for key, _, opt in rows:
+            opt = opt.replace("\\-", "-")
+            name = opt[2:] if opt.startswith("--") else shorts[opt[1:]]
+            self.assertIn(name, opts, key)
+            self.assertEqual(name.replace("-", "_"), key)
+
     def test_readme_uses_options_that_exist(self):
         # README's examples and its prose about the command line
         with open(os.path.join(ROOT, "README.md")) as f:
