@@ -53,6 +53,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import torch                                         # noqa: E402
 import bench                                         # noqa: E402
 import check_original                                # noqa: E402
+import txl_ref                                       # noqa: E402 (models/)
 
 WT103 = dict(n_token=267735, n_layer=18, n_head=16, d_model=1024,
              d_head=64, d_inner=4096, cutoffs=[20000, 40000, 200000],
@@ -113,14 +114,19 @@ def main():
     ap.add_argument("--score-tokens", type=int, default=2049)
     ap.add_argument("--gen-tokens", type=int, default=100)
     ap.add_argument("--torch-gen-tokens", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both sides (default: every CPU)")
     a = ap.parse_args()
+    threads = a.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
     shape = SMALL if a.small else WT103
     txlgen = os.path.join(a.build, "cmd", "txlgen")
     work = a.keep or tempfile.mkdtemp(prefix="txl-wt103-")
     os.makedirs(work, exist_ok=True)
     seg, mem, clamp = 128, 1600, 1000
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
-          f" torch threads={torch.get_num_threads()} cpus={os.cpu_count()}")
+    print(f"CPU: {bench.cpu_model()}, {threads} threads (both sides); "
+          f"OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     try:
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         m, model_pt, vocab = build(os.path.join(a.orig, "pytorch"), shape,
@@ -149,7 +155,8 @@ def main():
         with open(two, "w") as f:
             f.write("0 1\n")
         common = ["--seg-len", str(seg), "--mem-len", str(mem),
-                  "--clamp-len", str(clamp), "--same-length"]
+                  "--clamp-len", str(clamp), "--same-length", "--threads",
+                  str(threads)]
         rc, _, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
                                        two, "--ids"])
         if rc:
@@ -157,49 +164,72 @@ def main():
         print(f"txlgen load + 1 prediction: {wall:.2f} s, peak RSS "
               f"{rss:.0f} MB")
         rc, out, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
-                                         ids_path, "--ids", "--stats"] +
-                                        common)
+                                         ids_path, "--ids", "--stats",
+                                         "--json"] + common)
         sc = re.search(r"scored (\d+) tokens in ([\d.]+) s", err)
         txl_score = int(sc.group(1)) / float(sc.group(2))
         print(f"txlgen scoring: {txl_score:.1f} tokens/s (seg {seg}, mem "
               f"{mem}, clamp {clamp}, same_length), peak RSS {rss:.0f} MB")
-        rc, out, err, wall, rss_gen = timed(
-            [txlgen, "--model", mbin, "--ids-in", "-"] if False else
-            [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
-             str(a.gen_tokens), "--temp", "0", "--stats", "--mem-len",
-             str(mem), "--clamp-len", str(clamp), "--same-length"])
-        g = re.search(r"generated: (\d+) tokens in [\d.]+ s \(([\d.]+) "
-                      r"tokens/s", err)
-        txl_gen = float(g.group(2)) if g else float("nan")
-        print(f"txlgen generation: {txl_gen:.1f} tokens/s (mem {mem}), peak "
-              f"RSS {rss_gen:.0f} MB")
+        txl_lp = [float(json.loads(x)["logprob"]) for x in
+                  out.splitlines() if '"pos"' in x]
+        # generation from a 3-word prompt, and with the memory filled
+        # first (--prime: mem_len words of text)
+        prime = os.path.join(work, "prime.txt")
+        with open(prime, "w") as f:
+            f.write(" ".join(f"w{i % 5000}" for i in ids[:mem]) + "\n")
+        txl_gen = {}
+        for label, extra in (("short", []), ("full", ["--prime", prime])):
+            rc, out, err, wall, rss_gen = timed(
+                [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
+                 str(a.gen_tokens), "--temp", "0", "--stats"] + common +
+                extra)
+            g = re.search(r"generated: (\d+) tokens? in ([\d.]+) s", err)
+            if rc or not g:
+                sys.exit(f"txlgen generation ({label}): exit {rc}: {err}")
+            txl_gen[label] = int(g.group(1)) / float(g.group(2))
+            print(f"txlgen generation, memory {label}: "
+                  f"{txl_gen[label]:.2f} tokens/s, peak RSS "
+                  f"{rss_gen:.0f} MB")
 
         # the original, same weights, same run
         step, init = original_step(m)
         m.reset_length(seg, 0, mem)
         m.clamp_len, m.same_length = clamp, True
         t0 = time.perf_counter()
-        lp = check_original.original_logprobs(m, ids, seg, mem, clamp, True)
+        cfg = txl_ref.TxlConfig.from_dict(shape)
+        lp = check_original.original_logprobs(m, cfg, ids, seg, mem, clamp,
+                                              True)
         pt_score = len(lp) / (time.perf_counter() - t0)
+        diff = max(abs(x - y) for x, y in zip(txl_lp, lp))
+        print(f"original scoring: {pt_score:.1f} tokens/s; max |txlgen - "
+              f"original| log-prob over {len(lp)} tokens: {diff:.2e}")
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        pt_gen = {}
         with torch.no_grad():
-            mems = init()
-            tok = torch.tensor([[1]])
-            t0 = time.perf_counter()
-            for _ in range(a.torch_gen_tokens):
-                logits, mems = step(tok, mems)
-                tok = logits[-1, 0].argmax().view(1, 1)
-            pt_gen = a.torch_gen_tokens / (time.perf_counter() - t0)
+            for label in ("short", "full"):
+                mems = init()
+                if label == "full":         # mem_len ids fed first
+                    for s in range(0, mem, seg):
+                        _, mems = step(torch.tensor(ids[s:s + seg])[:, None],
+                                       mems, logits=False)
+                tok = torch.tensor([[1]])
+                t0 = time.perf_counter()
+                for _ in range(a.torch_gen_tokens):
+                    logits, mems = step(tok, mems)
+                    tok = logits[-1, 0].argmax().view(1, 1)
+                pt_gen[label] = a.torch_gen_tokens / \
+                    (time.perf_counter() - t0)
+                print(f"original generation, memory {label}: "
+                      f"{pt_gen[label]:.2f} tokens/s")
         mem_mb = (shape["n_layer"] + 1) * mem * shape["d_model"] * 4 / 1e6
-        print(f"original scoring: {pt_score:.1f} tokens/s; generation "
-              f"{pt_gen:.1f} tokens/s; process peak RSS {rss1:.0f} MB "
-              f"(before the model {rss0:.0f} MB); its mems at mem_len "
-              f"{mem}: {mem_mb:.0f} MB")
+        print(f"original: process peak RSS {rss1:.0f} MB (before the model "
+              f"{rss0:.0f} MB); its mems at mem_len {mem}: {mem_mb:.0f} MB")
         print(json.dumps({"params_M": n_params / 1e6,
                           "txlgen_score_tok_s": txl_score,
                           "txlgen_gen_tok_s": txl_gen,
                           "orig_score_tok_s": pt_score,
                           "orig_gen_tok_s": pt_gen,
+                          "max_logprob_diff": diff,
                           "txlgen_score_rss_mb": rss,
                           "txlgen_gen_rss_mb": rss_gen}))
     finally:
@@ -213,8 +243,10 @@ def original_step(m):
     table (the same work generation needs)."""
     import torch.nn.functional as F
 
-    def step(x, mems):
+    def step(x, mems, logits=True):
         hidden, new = m._forward(x, mems=mems)
+        if not logits:
+            return None, new
         # ProjectedAdaptiveLogSoftmax on a dummy target gives NLLs, not
         # the distribution: compute the full log-probs as it does
         crit = m.crit
