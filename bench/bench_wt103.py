@@ -22,15 +22,18 @@ and measured:
   - scoring tokens/s: --score --ids on a stream of pseudo-random ids, the
     paper's evaluation settings (seg_len 128, mem_len 1600, clamp_len
     1000, same_length), for txlgen and for the original eval.py loop;
-  - generation tokens/s: one token at a time, memory 1600, greedy;
+  - txlgen's log-probs of that stream against the original's (max
+    difference: the converted model computes what the original does);
+  - generation tokens/s, greedy, one token at a time, from a 3-word prompt
+    and with the memory filled first (mem_len 1600 tokens: --prime for
+    txlgen, the same ids fed in segments for the original);
   - memory for mem_len 1600: txlgen's peak RSS while scoring, and the
     original's (the process's peak RSS growth, and the size of its mems:
     19 tensors of 1600 x 1024 floats).
---small runs the same pipeline on a 2-layer model of the same structure
-(for checking the script).  txlgen reads div_val > 1 only once the C
-adaptive softmax is in; until then the conversion or the load is refused
-and the script says so.  Run on an idle machine with OPENBLAS_CORETYPE
-unset; `nice` it where others share the cores.
+--threads N sets both sides' threads (default: every CPU the process may
+use).  --small runs the same pipeline on a 2-layer model of the same
+structure (for checking the script).  Run on an idle machine with
+OPENBLAS_CORETYPE unset; `nice` it where others share the cores.
 """
 
 import argparse
