@@ -364,6 +364,11 @@ check_combination(struct txlgen_options *o)
 		usage_error("--ids needs --score or --tokenize");
 		return EXIT_USAGE;
 	}
+	if (setting_origin(setting_find("score_stride"), o) == ORIGIN_CLI &&
+	    !o->score) {
+		usage_error("--score-stride needs --score");
+		return EXIT_USAGE;
+	}
 	if (o->score && o->tokenize) {
 		usage_error("--score and --tokenize cannot be used together");
 		return EXIT_USAGE;

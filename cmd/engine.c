@@ -106,12 +106,54 @@ engine_close(struct engine *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/* What the options ask of this model that it does not do, said in the
+ * options' names before a session is made (the library's own checks then
+ * cover the rest).  A model without memory (attn_type 2, 3) recomputes a
+ * window of the last seg_len tokens: for every token when it generates
+ * (the library's stride 1), every --score-stride tokens when it scores
+ * (default seg_len: the original eval.py's segments with mem_len 0). */
+static int
+model_settings(struct engine *e, struct txl_session_params *p)
+{
+	const struct txlgen_options *o = e->opts;
+	const struct txl_hparams *hp = e->hp;
+	int seg = o->seg_len > 0 ? o->seg_len : hp->tgt_len;
+
+	if (o->adapt > 0 && hp->n_cutoffs > 0) {
+		errmsg("--adapt: %s has an adaptive softmax (%d clusters); "
+		       "dynamic evaluation adapts a full softmax only",
+		       e->model_path, hp->n_cutoffs + 1);
+		return EXIT_USAGE;
+	}
+	if (!o->score || o->score_stride < 0) {
+		if (o->score && hp->attn_type >= 2)
+			p->stride = seg;
+		return EXIT_OK;
+	}
+	if (hp->attn_type < 2) {
+		errmsg("--score-stride: %s has a memory (attn_type %d); only "
+		       "models without memory (attn_type 2, 3) are scored in "
+		       "windows", e->model_path, hp->attn_type);
+		return EXIT_USAGE;
+	}
+	if (o->score_stride > seg) {
+		errmsg("--score-stride %d: more than the %d tokens of a "
+		       "window (seg_len)", o->score_stride, seg);
+		return EXIT_USAGE;
+	}
+	p->stride = o->score_stride;
+	return EXIT_OK;
+}
+
 int
 engine_apply_settings(struct engine *e)
 {
 	struct txl_session_params p = txl_session_params_default();
 	enum txl_status st;
+	int rc = model_settings(e, &p);
 
+	if (rc != EXIT_OK)
+		return rc;
 	p.mem_len = e->opts->mem_len;
 	p.seg_len = e->opts->seg_len;
 	p.clamp_len = e->opts->clamp_len;
@@ -230,6 +272,21 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 	int fill = txl_session_mem_fill(e->session);
 	long long past = (long long)txl_session_n_past(e->session);
 
+	if (e->hp->attn_type >= 2) {
+		/* no memory: every prediction sees its window only */
+		if (p.stride > 1)
+			fprintf(f, "%sno memory (attn_type %d): a window of up "
+				"to %d tokens is recomputed for every %d tokens "
+				"predicted", prefix, e->hp->attn_type, p.seg_len,
+				p.stride);
+		else
+			fprintf(f, "%sno memory (attn_type %d): a window of the "
+				"last %d tokens is recomputed for every token",
+				prefix, e->hp->attn_type, p.seg_len);
+		fprintf(f, ", %lld token%s consumed, receptive field %d "
+			"tokens\n", past, past == 1 ? "" : "s", p.seg_len);
+		return;
+	}
 	fprintf(f, "%smemory: %d/%d positions (%.0f%%), %lld token%s "
 		"consumed, receptive field %lld tokens (%d layers x mem_len "
 		"%d)\n", prefix, fill, p.mem_len,

@@ -135,23 +135,27 @@ write_summary(struct engine *e, FILE *f, uint64_t seed)
 	return EXIT_OK;
 }
 
-/* Sample one token from the current logits; -1 on error (reported). */
+/* Sample one token from the current logits; -1 on error (reported).
+ * Without --ignore-eos the session samples: with an adaptive softmax,
+ * greedy and plain temperature sampling then go cluster by cluster,
+ * never computing the full distribution. */
 static int32_t
 sample(struct engine *e, struct txl_sampler *smp, double *logprob)
 {
 	const struct txlgen_options *o = e->opts;
-	const float *lg = txl_session_logits(e->session);
 	int32_t eos = txl_token_eos(e->model), tok;
 	float lp;
 
 	if (o->ignore_eos && eos >= 0) {
+		const float *lg = txl_session_logits(e->session);
+
 		memcpy(e->logits, lg, (size_t)e->hp->n_token * sizeof(float));
 		e->logits[eos] = -INFINITY;
 		tok = txl_sampler_sample(smp, e->logits, &lp);
 		*logprob = o->json ? lg[tok] - txl_logsumexp(lg, e->hp->n_token)
 			: lp;
 	} else {
-		tok = txl_sampler_sample(smp, lg, &lp);
+		tok = txl_session_sample(e->session, smp, &lp);
 		*logprob = lp;
 	}
 	if (tok < 0 || tok >= e->hp->n_token) {

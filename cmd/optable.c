@@ -78,6 +78,11 @@ const struct cli_opt cli_opts[] = {
 	PATH("tokenize", tokenize,
 	     "print the token ids of FILE ('-' = stdin), one\n"
 	     "line per line; with --json also the text of each"),
+	SET("score-stride", 0, "score_stride", "S",
+	    "models without memory (attn_type 2, 3): score\n"
+	    "in windows of seg_len tokens, S predictions per\n"
+	    "window (1 = the vanilla Transformer's protocol;\n"
+	    "default seg_len = eval.py's segments)"),
 	FLAG("ids", 0, ids, true,
 	     "the --score or --tokenize input is token ids\n"
 	     "(--tokenize --ids turns ids back into text)"),

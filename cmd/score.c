@@ -28,6 +28,7 @@ struct score {
 	double *end;           /* end[i]: bytes of text up to the end of
 				  token t.v[i] (interpolated in a chunk) */
 	int end_cap;
+	double *lp;            /* log-probs of a segment's targets */
 	int64_t base;          /* input index of t.v[0] */
 	int64_t total;         /* tokens read */
 	uint64_t bytes;        /* bytes of text read (or that ids stand for) */
@@ -74,23 +75,29 @@ token_text(struct score *sc, int32_t id)
 		utf8_feed(&sc->u8, p, (size_t)len, &sc->text);
 }
 
-/* Score the predictions of t[1..n] from inputs t[0..n-1], one segment. */
+/* Score the predictions of t[1..n] from inputs t[0..n-1], one segment.
+ * txl_session_score() computes only what the targets need: with an
+ * adaptive softmax the head and each target's own cluster, never the
+ * full distribution. */
 static int
 score_segment(struct score *sc, int n)
 {
 	struct engine *e = sc->e;
 	const int32_t *t = sc->t.v;
-	const float *lg;
+	enum txl_status st;
 	int rc = engine_feed(e, t, n, TXL_LOGITS_ALL);
 
 	if (rc != EXIT_OK)
 		return rc;
 	if (sc->base == 0 && e->opts->json)
 		token_text(sc, t[0]);  /* may begin a character */
-	lg = txl_session_logits(e->session);
+	st = txl_session_score(e->session, t + 1, n, sc->lp);
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
 	for (int i = 0; i < n; i++) {
-		const float *row = lg + (size_t)i * e->hp->n_token;
-		double lp = row[t[i + 1]] - txl_logsumexp(row, e->hp->n_token);
+		double lp = sc->lp[i];
 		double d = -lp - sc->mean;
 
 		sc->sum_nll -= lp;
@@ -221,7 +228,10 @@ take_chunk(struct score *sc, const char *name, int64_t *line,
 int
 engine_score(struct engine *e, struct input *in, FILE *out)
 {
-	int seg = txl_session_get_params(e->session).seg_len;
+	struct txl_session_params p = txl_session_get_params(e->session);
+	/* a model without memory: whole groups of its stride per call, so
+	 * that the windows stay aligned at the text's start */
+	int seg = p.stride > 0 ? p.seg_len / p.stride * p.stride : p.seg_len;
 	struct score sc = { .e = e, .out = out };
 	struct progress pg;
 	const char *chunk;
@@ -232,6 +242,7 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	int rc = EXIT_OK, got;
 	double t0 = now_s();
 
+	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
 	progress_init(&pg, in->size);
 	while ((got = input_next(in, &chunk, &len)) > 0) {
 		rc = take_chunk(&sc, in->name, &line, chunk, len,
@@ -284,5 +295,6 @@ out:
 	strbuf_free(&sc.text);
 	free(sc.t.v);
 	free(sc.end);
+	free(sc.lp);
 	return rc;
 }

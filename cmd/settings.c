@@ -47,6 +47,7 @@ const struct setting settings[] = {
 	{ "clamp_len",     "--clamp-len",     ST_INT,     OFF(clamp_len),    true,  false, 0,    INT_MAX,               S,     true },
 	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,                     S,     true },
 	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,                  S,     false },
+	{ "score_stride",  "--score-stride",  ST_INT,     OFF(score_stride), true,  false, 1,    TXL_SEG_LEN_MAX,       START, false },
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
@@ -131,6 +132,7 @@ options_init(struct txlgen_options *o)
 	o->seg_len = TXL_FROM_MODEL;
 	o->clamp_len = TXL_FROM_MODEL;
 	o->same_length = TXL_FROM_MODEL;
+	o->score_stride = -1;
 	o->color = COLOR_AUTO;
 }
 

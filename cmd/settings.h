@@ -61,6 +61,8 @@ struct txlgen_options {
 	int clamp_len;        /* -1 = the model's; 0 = no clamping */
 	int same_length;      /* -1 = the model's, 0, 1 */
 	int threads;          /* 0 = OpenBLAS's default */
+	int score_stride;     /* --score of a model without memory: tokens
+				 predicted per window; -1 = seg_len */
 	double adapt;         /* output-layer learning rate while reading
 				 --score, --prime and prompt text; 0 = off */
 	bool json;            /* NDJSON events instead of text */

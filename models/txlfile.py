@@ -224,13 +224,20 @@ def read(path):
     return meta, out
 
 
-def restore(src, dst, dtype):
+def restore(src, dst, dtype, meta_updates=None):
     """Re-store model file src as dst with the weight matrices in dtype
-    (from the values src holds: F32 to anything is one rounding)."""
+    (from the values src holds: F32 to anything is one rounding, the type
+    src has no rounding at all), with the metadata keys of meta_updates
+    set (value None: removed)."""
     meta, tensors = read(src)
     proto = tensors.pop("tokenizer.model")
     hp = {k: v for k, v in meta.items()
           if k not in ("format", "format_version")}
+    for k, v in (meta_updates or {}).items():
+        if v is None:
+            hp.pop(k, None)
+        else:
+            hp[k] = v
     write(dst, hp, tensors, proto, dtype=dtype)
 
 
@@ -238,13 +245,23 @@ def main():
     import argparse
     import sys
     ap = argparse.ArgumentParser(description="Re-store a txlgen model file "
-                                 "with its weight matrices in another type.")
+                                 "with its weight matrices in another type, "
+                                 "and set or remove metadata.")
     ap.add_argument("--dtype", required=True, choices=DTYPES)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a metadata key (KEY= removes it); e.g. "
+                    "recommended='{\"temp\": 0.9}'")
     ap.add_argument("input")
     ap.add_argument("output")
     a = ap.parse_args()
+    updates = {}
+    for kv in a.set:
+        k, eq, v = kv.partition("=")
+        if not eq or not k or k in ("format", "format_version"):
+            ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
+        updates[k] = v if v else None
     try:
-        restore(a.input, a.output, a.dtype)
+        restore(a.input, a.output, a.dtype, updates)
     except (OSError, ValueError, KeyError) as e:
         print(f"txlfile.py: {e}", file=sys.stderr)
         return 1

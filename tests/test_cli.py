@@ -164,7 +164,7 @@ class Options(unittest.TestCase):
             if opt in ("--help", "--version", "--print-config", "--score",
                        "--ids", "--interactive", "--prompt", "--config",
                        "--prime", "--state-in", "--state-out", "--model",
-                       "--tokenize", "--info"):
+                       "--tokenize", "--info", "--score-stride"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -193,6 +193,8 @@ class Options(unittest.TestCase):
                  (["--mem-len", "x"], "--mem-len"),
                  (["stray"], "unexpected argument 'stray'"),
                  (["--ids"], "--ids needs --score"),
+                 (["--score-stride", "2"], "--score-stride needs --score"),
+                 (["--score-stride", "0"], "--score-stride: 0 is out of"),
                  (["-p", "a", "-f", "b"], "cannot be used together")]
         for argv, msg in cases:
             rc, out, err = run(*argv)

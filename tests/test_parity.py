@@ -25,9 +25,10 @@ make_random_model.VARIANTS: adaptive input and softmax with div_val 1, 2
 and 4 and tie_projs mixed, attn_type 1 with memory, attn_type 2 and 3
 without) is held to the same 1e-4: with memory over many segments and
 token by token; without memory in eval.py's segments and in windows
-recomputed for every token (--score-stride 1) or every few, against the
-window protocol as libtxl defines it (reference_windows below); and in
-generation, where an adaptive softmax is sampled cluster by cluster.
+recomputed for every token (--score-stride 1) or every few
+(txl_ref.score_windows, the window protocol of txl_session_params.stride);
+and in generation, where an adaptive softmax is sampled cluster by
+cluster.
 
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
 Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
@@ -163,30 +164,6 @@ def txlgen_score(model_path, input_path, ids=True, seg_len=None,
     return records, summary, argv
 
 
-def reference_windows(m, ids, seg_len=None, stride=1, clamp_len=None):
-    """The window protocol of models without memory as libtxl defines it
-    (txl_session_params.stride, txlgen --score-stride): the targets in
-    groups of `stride` from the start, each group computed in one forward
-    pass (no memory) after the up to seg_len - stride tokens before it.
-    stride 1 is what token-by-token generation computes; stride seg_len
-    the segments of eval.py with mem_len 0.  Float64 log-probs of
-    ids[1:]."""
-    import torch
-    seg_len, _, clamp_len, _ = m.settings(seg_len, 0, clamp_len, False)
-    model = m.model
-    model.mem_len, model.clamp_len, model.same_length = 0, clamp_len, False
-    x = torch.as_tensor(ids)
-    out = []
-    with torch.no_grad():
-        for off in range(0, len(ids) - 1, stride):
-            g = min(stride, len(ids) - 1 - off)
-            lo = max(0, off - (seg_len - stride))
-            h, _ = model.forward(x[lo:off + g, None])
-            out += model.crit.log_prob(h[-g:, 0], x[off + 1:off + g + 1],
-                                       torch.float64).tolist()
-    return out
-
-
 def summary_value(summary, *names):
     for n in names:
         if n in summary:
@@ -210,12 +187,7 @@ class ParityCase(unittest.TestCase):
         ids = mrm.random_ids(n, m.cfg.n_token, seed)
         path = self.write_ids(ids)
         records, summary, argv = txlgen_score(m.path, path, **settings)
-        if settings.get("stride") is not None:
-            ref = reference_windows(m, ids, settings.get("seg_len"),
-                                    settings["stride"],
-                                    settings.get("clamp_len"))
-        else:
-            ref = m.score(ids, **settings)
+        ref = m.score(ids, **settings)
         cmd = " ".join(argv[1:])
         self.assertEqual(len(records), len(ids) - 1,
                          f"{cmd}: {len(records)} records for {len(ids)} ids")
@@ -473,39 +445,72 @@ class TestVariants(ParityCase):
             _, spread = mrm.cluster_stats(m.model, ids, 8)
             self.assertGreater(spread, 1000 * TOL, name)
 
-    def vanilla(self):
-        """Skip until txlgen scores models without memory as they are
-        evaluated (--score-stride, the CLI side of issue 10)."""
-        r = subprocess.run([TXLGEN, "--help"], capture_output=True,
-                           text=True, timeout=60)
-        if "--score-stride" not in r.stdout:
-            self.skipTest("txlgen has no --score-stride yet")
-
     def test_vanilla_segments(self):
-        self.vanilla()
         # no flags: eval.py's segments, no memory
         self.each(VANILLA_VARIANTS)
         self.each(VANILLA_VARIANTS, seg_len=6)
 
     def test_vanilla_windows(self):
-        self.vanilla()
         self.each(VANILLA_VARIANTS, stride=1)
         self.each(VANILLA_VARIANTS, seg_len=6, stride=4)
 
     def test_vanilla_windows_clamp(self):
-        self.vanilla()
         self.each(VANILLA_VARIANTS, stride=2, clamp_len=3)
 
-    def test_vanilla_refuses_memory(self):
-        self.vanilla()
-        m = _models[VANILLA_VARIANTS[0]]
+    def txlgen(self, name, *argv):
+        """txlgen --score of 20 random ids with model `name`: rc, out, err."""
+        m = _models[name]
         path = self.write_ids(mrm.random_ids(20, m.cfg.n_token))
         r = subprocess.run([TXLGEN, "--model", m.path, "--score", path,
-                            "--ids", "--mem-len", "4"], capture_output=True,
-                           text=True, timeout=60)
-        self.assertNotEqual(r.returncode, 0)
-        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
-        self.assertIn("no memory", r.stderr)
+                            "--ids", *argv], capture_output=True,
+                           text=True, timeout=60,
+                           env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        return r.returncode, r.stdout, r.stderr
+
+    def refused(self, name, argv, *words):
+        """Refused before anything is scored: usage error (2), nothing on
+        stdout, one line on stderr with these words."""
+        rc, out, err = self.txlgen(name, *argv)
+        self.assertEqual((rc, out), (2, ""), f"{name} {argv}: {err}")
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        for w in words:
+            self.assertIn(w, err, f"{name} {argv}")
+
+    def test_refusals(self):
+        for name in VANILLA_VARIANTS:
+            with self.subTest(name):
+                self.refused(name, ["--mem-len", "4"], "mem_len 4",
+                             "no memory")
+                seg = _models[name].cfg.tgt_len
+                self.refused(name, ["--score-stride", str(seg + 1)],
+                             f"--score-stride {seg + 1}", "seg_len")
+                # the boundary is accepted
+                rc, _, err = self.txlgen(name, "--score-stride", str(seg))
+                self.assertEqual(rc, 0, err)
+        for name in MEMORY_VARIANTS:
+            with self.subTest(name):
+                self.refused(name, ["--score-stride", "1"],
+                             "--score-stride", "has a memory")
+            if _models[name].cfg.cutoffs:
+                self.refused(name, ["--adapt", "0.1"], "--adapt",
+                             "adaptive softmax")
+
+    def test_stats_say_the_window(self):
+        name = VANILLA_VARIANTS[0]
+        seg = _models[name].cfg.tgt_len
+        for argv, want in (([], f"every {seg} tokens predicted"),
+                           (["--score-stride", "1"], "every token"),
+                           (["--score-stride", "2"],
+                            "every 2 tokens predicted")):
+            rc, _, err = self.txlgen(name, "--stats", *argv)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("no memory", err, argv)
+            self.assertIn(want, err, argv)
+            self.assertIn("window of", err, argv)
+        rc, _, err = self.txlgen(MEMORY_VARIANTS[0], "--stats")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("memory: ", err)
+        self.assertNotIn("window", err)
 
 
 def txlgen_generate(model_path, prompt, n, seg_len, mem_len, clamp_len,
