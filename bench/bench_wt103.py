@@ -199,9 +199,12 @@ def main():
                   out.splitlines() if '"pos"' in x]
         # generation from a 3-word prompt, and with the memory filled
         # first (--prime: mem_len words of text)
+        # mem_len tokens to fill the memory: ids 2.. are the words w0..
+        fill = (ids * (mem // len(ids) + 1))[:mem]
         prime = os.path.join(work, "prime.txt")
         with open(prime, "w") as f:
-            f.write(" ".join(f"w{i % 5000}" for i in ids[:mem]) + "\n")
+            f.write(" ".join(f"w{max(i, 2) - 2}" for i in fill[:-1]) +
+                    "\n")
         txl_gen = {}
         for label, extra in (("short", []), ("full", ["--prime", prime])):
             rc, out, err, wall, rss_gen = timed(
@@ -238,7 +241,7 @@ def main():
                 mems = init()
                 if label == "full":         # mem_len ids fed first
                     for s in range(0, mem, seg):
-                        _, mems = step(torch.tensor(ids[s:s + seg])[:, None],
+                        _, mems = step(torch.tensor(fill[s:s + seg])[:, None],
                                        mems, logits=False)
                 tok = torch.tensor([[1]])
                 t0, c0 = time.perf_counter(), time.process_time()
