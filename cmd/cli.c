@@ -89,6 +89,7 @@ static const struct {
 	{ "display-prompt", "echo" },
 	{ "no-display-prompt", "no-echo" },
 	{ "conversation", "interactive" },
+	{ "interactive-first", "interactive" },
 	{ "log-disable", "no-stats" },
 };
 
@@ -279,6 +280,12 @@ load_config(struct txlgen_options *o, int argc, char **argv,
 			    "no file '%s'; llama.cpp's -c/--ctx-size %s is "
 			    "--mem-len %s here", o->config, o->config,
 			    o->config);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(o->config, "nv") && stat(o->config, &sb) != 0) {
+		usage_error("-c/--config reads a JSON config file and there is "
+			    "no file 'nv'; llama.cpp's -cnv (conversation) is "
+			    "-i/--interactive here");
 		return EXIT_USAGE;
 	}
 	return config_load(o, o->config);

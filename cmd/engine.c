@@ -70,11 +70,14 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	e->model_path = model_path;
 	txl_log_set(log_fn, NULL, TXL_LOG_WARN);
 
-	st = txl_model_load(model_path, &e->model);
+	st = txl_model_load_flags(model_path, opts->mmap ? 0 :
+				  TXL_LOAD_NO_MMAP, &e->model);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_BADMODEL;
 	}
+	if (opts->mmap)
+		signals_watch_mapping(model_path);
 	e->hp = txl_model_hparams(e->model);
 	e->logits = xrealloc(NULL, (size_t)e->hp->n_token * sizeof(float));
 

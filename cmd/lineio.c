@@ -20,6 +20,7 @@
 #include "errors.h"
 #include "lineio.h"
 #include "signals.h"
+#include "text.h"
 
 #define HISTORY_SIZE 1000
 
@@ -52,6 +53,22 @@ history_path(void)
 	if (asprintf(&path, "%s/history", dir) < 0)
 		return NULL;
 	return path;
+}
+
+/* @p path if it is a regular file or does not exist yet; else (a FIFO
+ * would make libedit's fopen() wait for a writer forever) a warning and
+ * no history.  Frees @p path when it returns NULL. */
+static char *
+history_usable(char *path)
+{
+	struct stat sb;
+
+	if (!path || stat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+		return path;
+	text_clean_line(path);
+	errmsg("warning: %s: not a regular file: no history kept", path);
+	free(path);
+	return NULL;
 }
 
 #ifdef HAVE_LIBEDIT
@@ -93,6 +110,32 @@ getc_fn(EditLine *el, wchar_t *wc)
 		return 1;
 	}
 }
+
+/* $EDITRC or ~/.editrc, as el_source(el, NULL) finds it, but only a
+ * regular file: libedit would wait forever on a FIFO */
+static void
+source_editrc(EditLine *el)
+{
+	const char *rc = getenv("EDITRC"), *home = getenv("HOME");
+	char buf[PATH_MAX];
+	struct stat sb;
+
+	if (!rc || !*rc) {
+		if (!home || !*home)
+			return;
+		snprintf(buf, sizeof(buf), "%s/.editrc", home);
+		rc = buf;
+	}
+	if (stat(rc, &sb) != 0)
+		return;
+	if (S_ISREG(sb.st_mode)) {
+		el_source(el, rc);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%s", rc);
+	text_clean_line(buf);
+	errmsg("warning: %s: not a regular file: not read", buf);
+}
 #endif
 
 void
@@ -100,7 +143,7 @@ lineio_open(struct lineio *l)
 {
 	memset(l, 0, sizeof(*l));
 	l->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-	l->histfile = l->tty ? history_path() : NULL;
+	l->histfile = l->tty ? history_usable(history_path()) : NULL;
 #ifdef HAVE_LIBEDIT
 	if (l->tty) {
 		HistEvent ev;
@@ -117,7 +160,7 @@ lineio_open(struct lineio *l)
 		el_set(l->el, EL_HIST, history, l->hist);
 		el_set(l->el, EL_SIGNAL, 0);
 		el_set(l->el, EL_GETCFN, getc_fn);
-		el_source(l->el, NULL); /* ~/.editrc */
+		source_editrc(l->el);
 	}
 #endif
 }

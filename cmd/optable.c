@@ -36,6 +36,9 @@ const struct cli_opt cli_opts[] = {
 	    "start from a saved memory state"),
 	SET("state-out", 0, "state_out", "FILE",
 	    "save the memory state at the end"),
+	BOOL("mmap", 0, "mmap",
+	     "map the model file (default; --no-mmap: read it\n"
+	     "into memory, for files replaced in place)"),
 	FLAG("interactive", 'i', interactive, true,
 	     "interactive session (REPL)"),
 

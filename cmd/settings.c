@@ -53,6 +53,7 @@ const struct setting settings[] = {
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
 	{ "unbuffered",    "--unbuffered",    ST_BOOL,    OFF(unbuffered),   false, false, 0,    1,                     T,     false },
+	{ "mmap",          "--mmap",          ST_BOOL,    OFF(mmap),         false, false, 0,    1,                     START, false },
 	{ "prime",         "--prime",         ST_LIST,    OFF(prime),        false, false, 0,    0,                     START, false },
 	{ "state_in",      "--state-in",      ST_STRING,  OFF(state_in),     true,  false, 0,    0,                     START, false },
 	{ "state_out",     "--state-out",     ST_STRING,  OFF(state_out),    true,  false, 0,    0,                     START, false },
@@ -134,6 +135,7 @@ options_init(struct txlgen_options *o)
 	o->same_length = TXL_FROM_MODEL;
 	o->score_stride = -1;
 	o->color = COLOR_AUTO;
+	o->mmap = true;
 }
 
 void
@@ -172,33 +174,37 @@ setting_find(const char *key)
 	return NULL;
 }
 
+/* "@p value is out of range (LOW .. HIGH)", the bounds of @p s. */
+static void
+range_error(const struct setting *s, const char *value, char *err,
+	    size_t errlen)
+{
+	char lo[32], hi[32];
+
+	fmt_number(s->min, lo, sizeof(lo));
+	fmt_number(s->max, hi, sizeof(hi));
+	snprintf(err, errlen, "%s is out of range (%s%s .. %s%s)", value,
+		 s->min_exclusive ? "> " : "", lo, hi,
+		 s->type == ST_SEED ? ", or -1 for a random seed" : "");
+}
+
 bool
 setting_check_range(const struct setting *s, double v, char *err,
 		    size_t errlen)
 {
 	bool low = s->min_exclusive ? !(v > s->min) : !(v >= s->min);
-	char a[32], lo[32], hi[32];
+	char a[32];
 
 	if (isnan(v) || low || v > s->max) {
-		fmt_number(v, a, sizeof(a));
-		fmt_number(s->min, lo, sizeof(lo));
-		fmt_number(s->max, hi, sizeof(hi));
-		if (s->max == INT_MAX)
-			snprintf(err, errlen, "%s is out of range (must be "
-				 "%s %s)", a, s->min_exclusive ? ">" : ">=",
-				 lo);
-		else
-			snprintf(err, errlen, "%s is out of range (%s%s .. %s%s)",
-				 a, s->min_exclusive ? "> " : "", lo, hi,
-				 s->type == ST_SEED ?
-				 ", or -1 for a random seed" : "");
+		range_error(s, fmt_number(v, a, sizeof(a)), err, errlen);
 		return false;
 	}
 	return true;
 }
 
-/* A whole number in a double, or false. */
-static bool
+/* A whole number in a double: 0, or -1 if @p val is not one, 1 if it is
+ * one too large for a long long (and for every setting). */
+static int
 parse_integer(const char *val, double *out)
 {
 	char *end;
@@ -206,10 +212,12 @@ parse_integer(const char *val, double *out)
 
 	errno = 0;
 	v = strtoll(val, &end, 10);
-	if (end == val || *end != '\0' || errno == ERANGE)
-		return false;
+	if (end == val || *end != '\0')
+		return -1;
+	if (errno == ERANGE)
+		return 1;
 	*out = (double)v;
-	return true;
+	return 0;
 }
 
 void
@@ -273,6 +281,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 {
 	void *p = setting_ptr(s, o);
 	double d;
+	int k;
 	char *end;
 
 	if (!val) {
@@ -300,8 +309,13 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_INT:
 	case ST_SEED:
-		if (!parse_integer(val, &d)) {
-			snprintf(err, errlen, "'%s' is not an integer", val);
+		k = parse_integer(val, &d);
+		if (k) {
+			if (k < 0)
+				snprintf(err, errlen, "'%s' is not an integer",
+					 val);
+			else
+				range_error(s, val, err, errlen);
 			return false;
 		}
 		return setting_set_integer(s, o, d, err, errlen);

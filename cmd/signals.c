@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * signals.c - SIGINT and SIGTERM set a flag; nothing else happens in the
- * handler.
+ * handler.  SIGBUS (the mapped model file cut short) ends the run with a
+ * message.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "errors.h"
 #include "signals.h"
+#include "text.h"
 
 volatile sig_atomic_t interrupted;
 
@@ -76,4 +79,40 @@ const char *
 signals_word(void)
 {
 	return interrupted == SIGTERM ? "terminated" : "interrupted";
+}
+
+/* The whole message, made before it is needed: the handler may only
+ * write() it */
+static char bus_msg[1024];
+static size_t bus_len;
+
+static void
+on_sigbus(int sig)
+{
+	(void)sig;
+	(void)!write(STDERR_FILENO, bus_msg, bus_len);
+	_exit(EXIT_RUNTIME);
+}
+
+void
+signals_watch_mapping(const char *path)
+{
+	struct sigaction sa;
+	char name[512];
+	int n;
+
+	/* a read of a mapped page past the file's new end raises SIGBUS;
+	 * what was in stdio's buffers is lost, the state file untouched
+	 * (written only at the end, through a temporary file) */
+	snprintf(name, sizeof name, "%s", path);
+	text_clean_line(name);
+	n = snprintf(bus_msg, sizeof bus_msg, "txlgen: %s: the model file "
+		     "was cut short while in use (replace a model with mv, or "
+		     "read it with --no-mmap)\n", name);
+	bus_len = n < 0 ? 0 : (size_t)n < sizeof bus_msg ? (size_t)n
+		  : sizeof bus_msg - 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigbus;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
 }

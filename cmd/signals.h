@@ -25,6 +25,12 @@ void signals_setup(bool restart);
  *  retries when one did not. */
 ssize_t signals_read(int fd, void *buf, size_t n);
 
+/**
+ * From now on, SIGBUS (a page of the model file @p path, mapped, read past
+ * the file's new end) prints one line naming it and exits with status 1.
+ */
+void signals_watch_mapping(const char *path);
+
 /** The exit status for the signal in `interrupted`: 130 or 143. */
 int signals_exit_code(void);
 

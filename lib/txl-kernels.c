@@ -228,6 +228,17 @@ static const struct txl_kernels kernels_scalar = {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1
+#include <cpuid.h>
+
+/* F16C from CPUID itself: clang before 15 has no "f16c" for
+ * __builtin_cpu_supports (the fuzzing build uses clang 14) */
+static bool
+cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 #endif
 
 const struct txl_kernels *
@@ -242,8 +253,7 @@ txl_kernels_for(enum txl_isa isa)
 		 * registers (XGETBV) as well */
 		__builtin_cpu_init();
 		if (__builtin_cpu_supports("avx2") &&
-		    __builtin_cpu_supports("fma") &&
-		    __builtin_cpu_supports("f16c"))
+		    __builtin_cpu_supports("fma") && cpu_has_f16c())
 			return &txl_kernels_avx2;
 		return NULL;
 	case TXL_ISA_AVX512:
@@ -252,8 +262,7 @@ txl_kernels_for(enum txl_isa isa)
 		    __builtin_cpu_supports("avx512bw") &&
 		    __builtin_cpu_supports("avx512vl") &&
 		    __builtin_cpu_supports("avx512dq") &&
-		    __builtin_cpu_supports("fma") &&
-		    __builtin_cpu_supports("f16c"))
+		    __builtin_cpu_supports("fma") && cpu_has_f16c())
 			return &txl_kernels_avx512;
 		return NULL;
 #endif

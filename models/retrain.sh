@@ -8,13 +8,16 @@
 #   1-base    from scratch on the train split (1790-2005), half of the
 #             addresses rewritten with typographic quotes and dashes
 #   2-recent  the most recent 20% of the train split (1947-2005)
-#   3-final   the most recent 20% of train + valid (1951-2013): the era
-#             nearest the test split; no validation (valid is trained on),
-#             the reported validation figure is stage 2's
+#   3-final   the most recent 5% of train + valid (valid whole and the
+#             train split from 2000): the era nearest the test split; no
+#             validation (valid is trained on), the reported validation
+#             figure is stage 2's
 # Environment:
 #   DEVICE       cpu (default) or cuda: where train.py trains
 #   SHAPE        train.py options of the model's shape (default below)
-#   TOKENIZER    an existing SentencePiece model instead of training one
+#   TOKENIZER    an existing SentencePiece model instead of training one,
+#                or a txlgen model file whose tokenizer to use
+#                (TOKENIZER=models/sotu.bin keeps the shipped model's ids)
 #   TRAIN_ARGS   appended to every stage (e.g. "--steps 20" for a trial run)
 #   STAGE1_ARGS  appended to stage 1 only (e.g. "--time-budget 3")
 #   DTYPE        storage type of the exported model (default BF16)
@@ -42,6 +45,14 @@ stage() {
 
 if [ -n "${TOKENIZER:-}" ]; then
     tok=$TOKENIZER
+    case $tok in
+    *.bin)  # a txlgen model file: its tokenizer
+        tok=$run/spm.model
+        "${PYTHON:-/usr/bin/python3}" -c 'import sys; sys.path.insert(0, sys.argv[1])
+import txlfile
+open(sys.argv[3], "wb").write(txlfile.read(sys.argv[2])[1]["tokenizer.model"])' \
+            "$here" "$TOKENIZER" "$tok" ;;
+    esac
 else
     tok=$run/spm.model
     [ -f "$tok" ] || "$here/tokenizer.sh" "$data/train.txt" "$run/spm" 8000 unigram
@@ -57,6 +68,6 @@ stage --out "$run/2-recent" --train "$data/train.txt" --valid "$data/valid.txt" 
 { cat "$data/train.txt"; echo; cat "$data/valid.txt"; } > "$run/trainvalid.txt"
 stage --out "$run/3-final" --train "$run/trainvalid.txt" \
     --tokenizer "$tok" --init "$run/2-recent/best.pt" --typographic 0.5 \
-    --train-tail 0.2 --lr 2e-4 --warmup 50 --seed 4 --epochs 2 \
+    --train-tail 0.05 --lr 2e-4 --warmup 20 --seed 4 --epochs 4 \
     --export "$run/sotu.bin" --dtype "${DTYPE:-BF16}" \
     --description "Transformer-XL trained on State of the Union addresses 1790-2013"

@@ -44,7 +44,7 @@ def setUpModule():
     if not MODEL:
         subprocess.run([sys.executable, os.path.join(HERE,
                         "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL)
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
         MODEL = os.path.join(TMP, "m.bin")
 
 
@@ -61,9 +61,11 @@ def env(**kw):
     return e
 
 
-def run(*args, input=None, model=True, stdin=None, environ=None,
-        timeout=60):
-    """Run txlgen; returns (rc, stdout bytes, stderr text)."""
+def run(*args, input=None, model=True, stdin=subprocess.DEVNULL,
+        environ=None, timeout=60):
+    """Run txlgen; returns (rc, stdout bytes, stderr text).  Its stdin is
+    empty unless given: never the terminal the tests were started from (a
+    run without a prompt would start the REPL and wait)."""
     argv = [TXLGEN] + (["-m", MODEL] if model else []) + list(args)
     if input is not None and isinstance(input, str):
         input = input.encode()
@@ -72,6 +74,60 @@ def run(*args, input=None, model=True, stdin=None, environ=None,
                        capture_output=True, env=environ or env(),
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+# Every process a test starts ends with the test, passed or failed: most
+# of those started in the background generate without end (-n -1) or wait
+# for input until a signal comes, and one left behind would run forever.
+
+def popen(test, argv, **kw):
+    """subprocess.Popen(argv), killed and reaped when @test ends.  In a
+    new session, so that a shell's children go with it."""
+    kw.setdefault("env", env())
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    p = subprocess.Popen(argv, start_new_session=True, **kw)
+    test.addCleanup(reap, p)
+    return p
+
+
+def reap(p):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f:
+            try:
+                f.close()
+            except OSError:
+                pass
+    p.wait(timeout=30)
+
+
+def run_shell(test, script, timeout=60):
+    """A bash command line; (returncode, stdout, stderr) as bytes.  On a
+    timeout its whole process group is killed, not only the shell."""
+    p = popen(test, ["/bin/bash", "-c", script], stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def read_pipe(f, done, timeout=30):
+    """Read from the pipe @f until done(bytes read) or its end; fails
+    after @timeout seconds rather than waiting for ever."""
+    fd, got, end = f.fileno(), b"", time.time() + timeout
+    while not done(got):
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError(f"pipe: nothing more after {got[-200:]!r}")
+        if select.select([fd], [], [], left)[0]:
+            b = os.read(fd, 65536)
+            if not b:
+                break
+            got += b
+    return got
 
 
 def tmpfile(name, content):
@@ -107,7 +163,7 @@ def model_header(path):
         return json.loads(f.read(n))
 
 
-def max_rss_kb(argv, input_path):
+def max_rss_kb(argv, input_path, timeout=120):
     """Run argv with stdin from input_path; (rc, peak RSS in KiB).  Under
     AddressSanitizer, freed memory is reused at once (no quarantine), so
     that the peak is that of live memory there too."""
@@ -117,8 +173,17 @@ def max_rss_kb(argv, input_path):
     with open(input_path, "rb") as f:
         p = subprocess.Popen(argv, stdin=f, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=e)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
+    end = time.time() + timeout
+    while True:
+        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.time() > end:
+            p.kill()
+            p.wait()
+            raise AssertionError(f"{argv} still running after {timeout} s")
+        time.sleep(0.05)
+    p.returncode = os.waitstatus_to_exitcode(status)
     return p.returncode, usage.ru_maxrss
 
 
@@ -410,14 +475,12 @@ class Generation(unittest.TestCase):
         self.assertRegex(err, r"memory: \d+/\d+ positions")
 
     def test_pipe_to_head_is_quiet(self):
-        p = subprocess.run(f"'{TXLGEN}' -m '{MODEL}' -p Hi -n -1 "
-                           "--ignore-eos | head -c 100; "
-                           "echo \" rc=${PIPESTATUS[0]}\"",
-                           shell=True, executable="/bin/bash",
-                           capture_output=True, env=env(), timeout=60)
-        self.assertEqual(p.stderr, b"")
-        self.assertTrue(p.stdout.endswith(b" rc=141\n"), p.stdout[-20:])
-        self.assertEqual(len(p.stdout) - len(b" rc=141\n"), 100)
+        _, out, err = run_shell(self, f"'{TXLGEN}' -m '{MODEL}' -p Hi "
+                                "-n -1 --ignore-eos | head -c 100; "
+                                "echo \" rc=${PIPESTATUS[0]}\"")
+        self.assertEqual(err, b"")
+        self.assertTrue(out.endswith(b" rc=141\n"), out[-20:])
+        self.assertEqual(len(out) - len(b" rc=141\n"), 100)
 
     def test_write_errors_are_reported(self):
         with open("/dev/full", "wb") as full:
@@ -427,17 +490,16 @@ class Generation(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"txlgen: writing output failed: No space left",
                       p.stderr)
-        p = subprocess.run(f"'{TXLGEN}' -m '{MODEL}' -p Hi -n 3000 "
-                           "--ignore-eos >&-", shell=True, env=env(),
-                           stderr=subprocess.PIPE, timeout=60)
-        self.assertEqual(p.returncode, 1)
-        self.assertIn(b"txlgen: writing output failed", p.stderr)
+        rc, _, err = run_shell(self, f"'{TXLGEN}' -m '{MODEL}' -p Hi "
+                               "-n 3000 --ignore-eos >&-")
+        self.assertEqual(rc, 1)
+        self.assertIn(b"txlgen: writing output failed", err)
 
     def test_interrupt_exits_130(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                              "--ignore-eos"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
-        got = os.read(p.stdout.fileno(), 200)
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos"], stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 200)
         p.send_signal(signal.SIGINT)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 130)
@@ -669,6 +731,9 @@ class ScriptedRepl(unittest.TestCase):
 class PtyBase(unittest.TestCase):
     """Drives txlgen on a pseudo-terminal, as a person uses it."""
 
+    def setUp(self):
+        self.reaped = set()
+
     def spawn(self, *args, environ=None, cols=80):
         pid, fd = pty.fork()
         if pid == 0:
@@ -677,7 +742,18 @@ class PtyBase(unittest.TestCase):
             os.execve(TXLGEN, [TXLGEN, "-m", MODEL] + list(args),
                       environ or env())
         self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
         return pid
+
+    def end(self, pid, fd):
+        # a test that failed half-way leaves its process running
+        if pid not in self.reaped:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
     def read_until(self, pattern, timeout=20):
         end = time.time() + timeout
@@ -700,10 +776,21 @@ class PtyBase(unittest.TestCase):
         time.sleep(0.1)
         os.write(self.fd, data)
 
-    def wait(self):
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+    def wait(self, timeout=30):
+        # what it still writes is read meanwhile (a full pty would block
+        # it), then the exit status
+        end = time.time() + timeout
+        while time.time() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.reaped.add(pid)
+                return os.waitstatus_to_exitcode(status)
+            if select.select([self.fd], [], [], 0.05)[0]:
+                try:
+                    self.buf += os.read(self.fd, 65536)
+                except OSError:
+                    time.sleep(0.05)
+        self.fail(f"still running after {timeout} s: {self.buf[-300:]!r}")
 
 
 class PtyRepl(PtyBase):
@@ -783,9 +870,9 @@ class Signals(unittest.TestCase):
         # the end of it (and the summary) used to be lost mid-line
         out = os.path.join(TMP, "term.jsonl")
         with open(out, "wb") as f:
-            p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                                  "--ignore-eos", "--json"], stdout=f,
-                                 stderr=subprocess.PIPE, env=env())
+            p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                             "--ignore-eos", "--json"], stdout=f,
+                      stderr=subprocess.PIPE)
             wait_for_size(out, 3 * 4096)
             p.send_signal(signal.SIGTERM)
             _, err = p.communicate(timeout=30)
@@ -797,13 +884,10 @@ class Signals(unittest.TestCase):
         self.assertEqual(events[-1]["n_gen"], len(events) - 1)
 
     def test_sigterm_into_a_pipe(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                              "--ignore-eos", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=env())
-        got = b""
-        while len(got) < 2 * 4096:
-            got += os.read(p.stdout.fileno(), 65536)
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos", "--json"],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
         p.send_signal(signal.SIGTERM)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 143)
@@ -812,13 +896,13 @@ class Signals(unittest.TestCase):
 
     def test_sigterm_ends_the_repl_and_saves_its_memory(self):
         st = os.path.join(TMP, "term.state")
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "-i", "-n", "5",
-                              "--seed", "1", "--state-out", st],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "-i", "-n", "5",
+                         "--seed", "1", "--state-out", st],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         p.stdin.write(b"Hello\n")
         p.stdin.flush()
-        line = p.stdout.readline()          # the turn is done
+        line = read_pipe(p.stdout, lambda b: b"\n" in b)  # the turn ends
         self.assertTrue(line.endswith(b"\n"))
         p.send_signal(signal.SIGTERM)       # waiting for the next line
         _, err = p.communicate(timeout=30)
@@ -830,10 +914,9 @@ class Signals(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
 
     def test_sigint_during_prime_says_so(self):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--prime", "-", "-p",
-                              "x"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "--prime", "-", "-p", "x"],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         p.stdin.write(TEXT.encode())    # and no end: still reading
         p.stdin.flush()
         time.sleep(1)
@@ -908,9 +991,11 @@ class LongPrompt(unittest.TestCase):
     def test_prompt_is_read_in_constant_memory(self):
         # a prompt of one long line: peak memory must not grow with it
         # (it used to be read whole and tokenized at once: +200 bytes of
-        # RSS per byte of prompt)
-        small = tmpfile("line-small.txt", one_line_text(150_000))
-        big = tmpfile("line-big.txt", one_line_text(600_000))
+        # RSS per byte of prompt, 48 MB more here).  Sizes kept small: with
+        # a real model ($TXLGEN_TEST_MODEL=models/sotu.bin) the prompts
+        # take some 20 s of CPU, and longer under AddressSanitizer.
+        small = tmpfile("line-small.txt", one_line_text(60_000))
+        big = tmpfile("line-big.txt", one_line_text(300_000))
         argv = [TXLGEN, "-m", MODEL, "-n", "1", "--seed", "1",
                 "--seg-len", "64"]
         rc1, rss_small = max_rss_kb(argv, small)
@@ -957,6 +1042,8 @@ class ForgivingOptions(unittest.TestCase):
     def test_c_with_a_number(self):
         err = self.usage("-c", "2048", "-p", "x")
         self.assertIn("--mem-len 2048", err)
+        self.assertIn("llama.cpp's -cnv (conversation) is -i/--interactive",
+                      self.usage("-cnv"))
 
     def test_ambiguous_abbreviations_list_candidates(self):
         self.assertIn("'--te' is ambiguous: --temp, --text",
@@ -977,6 +1064,7 @@ class ForgivingOptions(unittest.TestCase):
                  (["--repeat-penlty", "1.1"],
                   "did you mean '--repeat-penalty'?"),
                  (["-r", "x"], "did you mean --stop"),
+                 (["--interactive-first"], "did you mean '--interactive'?"),
                  (["--echo=yes"], "'--echo' takes no value"),
                  (["--qwertyuiop"], "unknown option '--qwertyuiop'\n")]
         for argv, msg in cases:
@@ -1004,6 +1092,16 @@ class ForgivingOptions(unittest.TestCase):
         self.assertIn("(0 .. 9007199254740991, or -1", err)
         self.assertNotRegex(err, r"e\+")
         self.assertIn("(0 .. 1048576)", self.usage("--mem-len", "1048577"))
+        # past what a long long holds is out of range too, not "not an
+        # integer"; a bound of the int type is printed as one
+        self.assertIn("--seed: 99999999999999999999 is out of range (0 .. "
+                      "9007199254740991, or -1",
+                      self.usage("--seed", "99999999999999999999"))
+        self.assertIn("--top-k: 10000000000 is out of range "
+                      "(0 .. 2147483647)", self.usage("--top-k",
+                                                      "10000000000"))
+        self.assertIn("-n: -2 is out of range (-1 .. 2147483647)",
+                      self.usage("-n", "-2"))
 
     def test_every_boolean_has_a_no_form(self):
         cfg = tmpfile("bools.json", json.dumps(
@@ -1062,6 +1160,33 @@ class ForgivingOptions(unittest.TestCase):
         arms = set(re.findall(r"--[a-z-]+", comp.split("case $prev in")[1]
                               .split("esac")[0]))
         self.assertEqual(arms - {"--file", "--colour"}, with_value)
+        # what bash offers (bash-completion's helpers stubbed)
+        def complete(*words):
+            stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
+                     'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
+                     '_filedir() { COMPREPLY=(FILE); }\n'
+                     'complete() { :; }\n'
+                     'source "$0"; shift\n'
+                     'COMP_WORDS=(txlgen "$@"); COMP_CWORD=$#; _txlgen\n'
+                     'printf "%s\\n" "${COMPREPLY[@]}"\n')
+            p = subprocess.run(["bash", "-c", stubs, os.path.join(
+                ROOT, "cmd", "txlgen.bash-completion"), "x", *words],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.stderr, "")
+            return set(p.stdout.split())
+        self.assertEqual(complete("--"), want)
+        self.assertEqual(complete("--color", ""), {"auto", "always", "never"})
+        self.assertEqual(complete("--score", ""), {"FILE", "-"})
+        self.assertEqual(complete("--temp", ""), set())
+        # ...with its short form in the same arm
+        patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
+                    for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
+                                          comp.split("case $prev in")[1]
+                                          .split("esac")[0])]
+        for short, name in re.findall(r"(?m)^\s+-(\w), (--[a-z-]+) [A-Z]",
+                                      help_text):
+            self.assertTrue(any({"-" + short, name} <= arm
+                                for arm in patterns), name)
 
 
 class ScoringReports(unittest.TestCase):
@@ -1091,10 +1216,10 @@ class ScoringReports(unittest.TestCase):
                          r"\d+\.\d+\npartial false\n$")
 
     def interrupted_score(self, *extra):
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", "-",
-                              "--seg-len", "8", *extra],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env())
+        p = popen(self, [TXLGEN, "-m", MODEL, "--score", "-",
+                         "--seg-len", "8", *extra],
+                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
         data = (TEXT * 4).encode()
         p.stdin.write(data)     # and no end: it waits for more
         p.stdin.flush()
@@ -1122,11 +1247,13 @@ class ScoringReports(unittest.TestCase):
         self.assertRegex(out.decode(), r"^tokens \d+\npredicted \d+\n")
 
     def test_progress_shows_time_left(self):
-        big = tmpfile("progress.txt", TEXT * 3000)   # long enough to last over 1 s
+        # long enough to last over 1 s
+        big = tmpfile("progress.txt", TEXT * 3000)
         master, slave = pty.openpty()
-        p = subprocess.Popen([TXLGEN, "-m", MODEL, "--score", big,
-                              "--seg-len", "4", "--mem-len", "64"],
-                             stdout=subprocess.PIPE, stderr=slave, env=env())
+        self.addCleanup(os.close, master)
+        p = popen(self, [TXLGEN, "-m", MODEL, "--score", big,
+                         "--seg-len", "4", "--mem-len", "64"],
+                  stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         seen, end = b"", time.time() + 60
         while b" left" not in seen and time.time() < end:
@@ -1138,7 +1265,6 @@ class ScoringReports(unittest.TestCase):
                     break
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
-        os.close(master)
         self.assertRegex(seen, rb"\d+% .* tokens/s .*\d+s left .*bpb "
                          rb"\d+\.\d+ \xc2\xb1 \d+\.\d+")
 
@@ -1390,6 +1516,89 @@ class Manual(unittest.TestCase):
                 th = next(line for line in f if line.startswith(".TH"))
             dates.add(th.split()[3])
         self.assertEqual(len(dates), 1, dates)
+
+    @staticmethod
+    def help_options():
+        """{long name: (short letter or None, argument: None, "required"
+        or "optional")} of the options --help lists."""
+        _, out, _ = run("--help", model=False)
+        got = {}
+        for m in re.finditer(r"(?m)^  (?:-(\w), )?\s*--([a-z-]+)"
+                             r"(\[=\w+\]| [A-Z]+)?", out.decode()):
+            arg = m.group(3)
+            got[m.group(2)] = (m.group(1), None if not arg else
+                               "optional" if arg.startswith("[")
+                               else "required")
+        return got
+
+    def test_man_page_lists_the_options_of_help(self):
+        # each option of txlgen(1)'s OPTIONS is a .TP tag; they and --help
+        # list the same options, with the same short forms and arguments
+        with open(os.path.join(ROOT, "man", "txlgen.1")) as f:
+            page = f.read()
+        options = page.split("\n.SH OPTIONS\n")[1].split("\n.SH ")[0]
+        tags = re.findall(r"\n\.TP\n(.*)", options)
+        man = {}
+        for tag in tags:
+            tag = tag.replace("\\-", "-")
+            short = re.search(r"(?<![-\w])-(\w)\b", tag)
+            for name in re.findall(r"--([a-z-]+)", tag):
+                if name.startswith("no-"):
+                    continue        # the --no- forms: test above
+                arg = (None if not re.search(r"=\\fI|\" [A-Z]", tag)
+                       else "optional" if "[=" in tag else "required")
+                man[name] = (short.group(1) if short else None, arg)
+        self.assertEqual(man, self.help_options())
+        # what the synopsis names exists
+        synopsis = page.split("\n.SH SYNOPSIS\n")[1].split("\n.SH ")[0]
+        shorts = {v[0] for v in man.values()}
+        for name in re.findall(r"\\-\\-([a-z\\-]+)", synopsis):
+            self.assertIn(name.replace("\\-", "-"), man)
+        for letter in re.findall(r"\.RB? \[?\s*\\-(\w)\b", synopsis):
+            self.assertIn(letter, shorts)
+
+    def test_config_table_lists_the_settings(self):
+        # txlgen(1)'s table of configuration keys: the keys --print-config
+        # writes, in its order, each with an option of --help
+        with open(os.path.join(ROOT, "man", "txlgen.1")) as f:
+            page = f.read()
+        table = page.split("\n.SH CONFIGURATION FILE\n")[1].split(
+            "\n.TS\n")[1].split("\n.TE\n")[0]
+        rows = [r.split("\t") for r in table.split("\n_\n")[1].split("\n")]
+        _, out, _ = run("--print-config")
+        keys = [k for k in json.loads(out) if k != "sources"]
+        self.assertEqual([r[0] for r in rows], keys)
+        opts = self.help_options()
+        shorts = {v[0]: k for k, v in opts.items() if v[0]}
+        for key, _, opt in rows:
+            opt = opt.replace("\\-", "-")
+            name = opt[2:] if opt.startswith("--") else shorts[opt[1:]]
+            self.assertIn(name, opts, key)
+            self.assertEqual(name.replace("-", "_"), key)
+
+    def test_readme_uses_options_that_exist(self):
+        # README's examples and its prose about the command line
+        with open(os.path.join(ROOT, "README.md")) as f:
+            readme = f.read()
+        using = readme.split("\n## Using it\n")[1].split("\n## ")[0]
+        opts = self.help_options()
+        shorts = {v[0] for v in opts.values()}
+        # the options other tools spell differently that README quotes
+        theirs = {"ctx-size", "temperature"}
+        for name in set(re.findall(r"(?<![\w-])--([a-z][a-z-]*)", using)):
+            if name in theirs:
+                self.assertIn(f"'--{name}'", run(f"--{name}", "1")[2])
+                continue
+            self.assertIn(name[3:] if name.startswith("no-") else name,
+                          opts, f"--{name}")
+        # the short options of the examples' txlgen commands (up to the
+        # next pipe, redirection or comment)
+        code = "\n".join(re.findall(r"(?s)```sh\n(.*?)```", using))
+        calls = re.findall(r"(?m)(?:^|\| )txlgen\b([^|>#\n]*)", code)
+        self.assertGreater(len(calls), 10)
+        for call in calls:
+            for letter in re.findall(r"(?<![\w-])-([a-zA-Z])\b", call):
+                self.assertIn(letter, shorts, call)
 
     def test_exit_codes_agree(self):
         # --help, txlgen(1) and README list the same exit codes

@@ -74,7 +74,7 @@ class Install(unittest.TestCase):
         step("meson", "install", "-C", build, "--no-rebuild", "--quiet")
         libdir = subprocess.run(
             ["meson", "introspect", "--buildoptions", build],
-            capture_output=True, text=True, check=True).stdout
+            capture_output=True, text=True, check=True, timeout=60).stdout
 
         cls.libdir = os.path.join(cls.prefix, next(
             o["value"] for o in json.loads(libdir) if o["name"] == "libdir"))
@@ -126,7 +126,7 @@ class Install(unittest.TestCase):
         env["PKG_CONFIG_PATH"] = os.path.join(self.libdir, "pkgconfig")
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "txl"],
                                capture_output=True, text=True, env=env,
-                               check=True).stdout.split()
+                               check=True, timeout=60).stdout.split()
         src = os.path.join(self.elsewhere, "prog.c")
         exe = os.path.join(self.elsewhere, "prog")
         with open(src, "w") as f:

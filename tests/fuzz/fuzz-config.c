@@ -2,7 +2,7 @@
 /*
  * fuzz-config.c - libFuzzer harness of txlgen's JSON config file:
  * config_load() of cmd/config.c (with the settings table and value
- * parsers of cmd/options.c), through a memfd path as --config gives it.
+ * parsers of cmd/settings.c), through a memfd path as --config gives it.
  *
  * A config that loads must survive a round trip: config_print() of the
  * result, loaded into fresh options, prints the same text again.
@@ -14,7 +14,8 @@
 
 #include "fuzz-common.h"
 #include "config.h"
-#include "options.h"
+#include "errors.h"
+#include "settings.h"
 
 static struct fuzz_file file, file2;
 
@@ -39,7 +40,7 @@ print(const struct txlgen_options *o, size_t *len)
 
 	if (!f)
 		fuzz_fail("open_memstream failed");
-	if (!config_print(f, o, NULL))
+	if (!config_print(f, o, NULL, false))
 		fuzz_fail("config_print failed");
 	fclose(f);
 	return buf;

@@ -45,9 +45,12 @@ case $secs in '' | *[!0-9]*) echo "$0: SECONDS must be a number" >&2; exit 2 ;; 
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang CXX=clang++ meson setup "$build" "$src" -Dfuzz=true >/dev/null
 fi
-ninja -C "$build" >/dev/null
-fz=$build/tests/fuzz
 [ $# -gt 0 ] || set -- model state config sampler tokenizer
+# the harnesses only: the rest of the project need not build with clang
+targets=""
+for h in "$@"; do targets="$targets tests/fuzz/fuzz-$h"; done
+ninja -C "$build" $targets >/dev/null
+fz=$build/tests/fuzz
 
 export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 # ASan's default 256 MB quarantine of freed memory costs the model harness
@@ -71,11 +74,13 @@ for h in "$@"; do
 	# (`set --` reuses the positional parameters: the loop's list was
 	# expanded before it began.)
 	set -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=60 \
-		-print_final_stats=1 -artifact_prefix="$work/$h/"
+		-print_final_stats=1 -artifact_prefix="$work/$h/" \
+		"$work/$h/corpus"
 	[ -f "$here/$h.dict" ] && set -- "$@" -dict="$here/$h.dict"
 	[ "$h" = config ] && set -- "$@" -close_fd_mask=2
 	log=$work/$h/last.log
-	if ! "$bin" "$@" "$work/$h/corpus" "$here/corpus/$h" >"$log" 2>&1; then
+	[ -d "$here/corpus/$h" ] && set -- "$@" "$here/corpus/$h"
+	if ! "$bin" "$@" >"$log" 2>&1; then
 		echo "$h: CRASHED, see $log and $work/$h/crash-*" >&2
 		status=1
 		continue
@@ -91,7 +96,7 @@ for h in "$@"; do
 	if [ $merge = 1 ]; then
 		new=$work/$h/merged
 		rm -rf "$new"
-		mkdir -p "$new"
+		mkdir -p "$new" "$here/corpus/$h"
 		"$bin" -merge=1 -rss_limit_mb=2048 -timeout=60 \
 			-artifact_prefix="$work/$h/" "$new" "$here/corpus/$h" \
 			"$work/$h/corpus" >"$work/$h/merge.log" 2>&1
