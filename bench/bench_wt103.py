@@ -18,19 +18,25 @@ of 267,735 symbols (one per line, <eos> first), converted with
 
 and measured:
   - load: wall time and peak resident memory of `txlgen --model m.bin
-    --ids --score` on 2 tokens (mapping: pages are touched only when used);
+    --info` (mapping: pages are touched only when used), and of `--ids
+    --score` on 2 tokens (every weight a prediction needs touched);
   - scoring tokens/s: --score --ids on a stream of pseudo-random ids, the
     paper's evaluation settings (seg_len 128, mem_len 1600, clamp_len
     1000, same_length), for txlgen and for the original eval.py loop;
-  - generation tokens/s: one token at a time, memory 1600, greedy;
+  - txlgen's log-probs of that stream against the original's (max
+    difference: the converted model computes what the original does);
+  - generation tokens/s, greedy, one token at a time, from a 3-word prompt
+    and with the memory filled first (mem_len 1600 tokens: --prime for
+    txlgen, the same ids fed in segments for the original);
   - memory for mem_len 1600: txlgen's peak RSS while scoring, and the
     original's (the process's peak RSS growth, and the size of its mems:
     19 tensors of 1600 x 1024 floats).
---small runs the same pipeline on a 2-layer model of the same structure
-(for checking the script).  txlgen reads div_val > 1 only once the C
-adaptive softmax is in; until then the conversion or the load is refused
-and the script says so.  Run on an idle machine with OPENBLAS_CORETYPE
-unset; `nice` it where others share the cores.
+--threads N sets both sides' threads (default: every CPU the process may
+use); on a shared machine --threads 1 and the tokens per CPU second
+printed beside tokens/s are the fairer comparison.  --keep DIR keeps
+model.pt and m.bin for the next run.  --small runs the same pipeline on a 2-layer model of the same
+structure (for checking the script).  Run on an idle machine with
+OPENBLAS_CORETYPE unset; `nice` it where others share the cores.
 """
 
 import argparse
@@ -53,6 +59,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import torch                                         # noqa: E402
 import bench                                         # noqa: E402
 import check_original                                # noqa: E402
+import txl_ref                                       # noqa: E402 (models/)
 
 WT103 = dict(n_token=267735, n_layer=18, n_head=16, d_model=1024,
              d_head=64, d_inner=4096, cutoffs=[20000, 40000, 200000],
@@ -63,6 +70,13 @@ SMALL = dict(n_token=12000, n_layer=2, n_head=4, d_model=64, d_head=16,
 
 def build(orig, shape, work):
     MemTransformerLM = check_original.import_original(orig)
+    model_pt = os.path.join(work, "model.pt")
+    vocab = os.path.join(work, "vocab.txt")
+    if os.path.exists(model_pt) and os.path.exists(vocab):
+        m = torch.load(model_pt)          # a run before, kept by --keep
+        if m.n_token == shape["n_token"] and m.n_layer == shape["n_layer"]:
+            m.eval()
+            return m, model_pt, vocab
     torch.manual_seed(0)
     m = MemTransformerLM(
         shape["n_token"], shape["n_layer"], shape["n_head"],
@@ -81,9 +95,7 @@ def build(orig, shape, work):
             else:
                 p.normal_(0.0, 0.02)
     m.eval()
-    model_pt = os.path.join(work, "model.pt")
     torch.save(m, model_pt)
-    vocab = os.path.join(work, "vocab.txt")
     with open(vocab, "w") as f:
         f.write("<eos>\n<unk>\n")
         for i in range(shape["n_token"] - 2):
@@ -91,14 +103,19 @@ def build(orig, shape, work):
     return m, model_pt, vocab
 
 
+CPU = {}      # what timed() last measured: CPU seconds of the command
+
+
 def timed(argv):
-    """(exit status, stdout, stderr, wall s, peak RSS MB) of a command."""
+    """(exit status, stdout, stderr, wall s, peak RSS MB) of a command;
+    its CPU seconds (user + system) in CPU["s"]."""
     t0 = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-f", "TIME %M"] + argv,
+    r = subprocess.run(["/usr/bin/time", "-f", "TIME %M %U %S"] + argv,
                        capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    m = re.search(r"TIME (\d+)", r.stderr)
-    err = re.sub(r"TIME \d+\n?", "", r.stderr).strip()
+    m = re.search(r"TIME (\d+) ([\d.]+) ([\d.]+)", r.stderr)
+    err = re.sub(r"TIME [\d. ]+\n?", "", r.stderr).strip()
+    CPU["s"] = float(m.group(2)) + float(m.group(3)) if m else float("nan")
     return r.returncode, r.stdout, err, wall, \
         (int(m.group(1)) / 1024 if m else float("nan"))
 
@@ -113,14 +130,19 @@ def main():
     ap.add_argument("--score-tokens", type=int, default=2049)
     ap.add_argument("--gen-tokens", type=int, default=100)
     ap.add_argument("--torch-gen-tokens", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads for both sides (default: every CPU)")
     a = ap.parse_args()
+    threads = a.threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
     shape = SMALL if a.small else WT103
     txlgen = os.path.join(a.build, "cmd", "txlgen")
     work = a.keep or tempfile.mkdtemp(prefix="txl-wt103-")
     os.makedirs(work, exist_ok=True)
     seg, mem, clamp = 128, 1600, 1000
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
-          f" torch threads={torch.get_num_threads()} cpus={os.cpu_count()}")
+    print(f"CPU: {bench.cpu_model()}, {threads} threads (both sides); "
+          f"OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     try:
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         m, model_pt, vocab = build(os.path.join(a.orig, "pytorch"), shape,
@@ -129,17 +151,20 @@ def main():
         print(f"model: {shape}, {n_params / 1e6:.1f}M parameters, "
               f"model.pt {os.path.getsize(model_pt) / 1e6:.0f} MB")
         mbin = os.path.join(work, "m.bin")
-        t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "models",
-                                                         "convert.py"),
-                            "--weights", model_pt, "--vocab", vocab,
-                            "--dataset", "wt103", "-o", mbin],
-                           capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"convert.py refused the model (the adaptive softmax "
-                     f"is not in yet?): {r.stderr.strip()}")
-        print(f"convert.py: {time.perf_counter() - t0:.1f} s, m.bin "
-              f"{os.path.getsize(mbin) / 1e6:.0f} MB")
+        if os.path.exists(mbin) and \
+                os.path.getmtime(mbin) > os.path.getmtime(model_pt):
+            print(f"m.bin of a run before (--keep {work})")
+        else:
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, os.path.join(
+                ROOT, "models", "convert.py"), "--weights", model_pt,
+                "--vocab", vocab, "--dataset", "wt103", "-o", mbin],
+                capture_output=True, text=True)
+            if r.returncode:
+                sys.exit(f"convert.py refused the model: "
+                         f"{r.stderr.strip()}")
+            print(f"convert.py: {time.perf_counter() - t0:.1f} s, m.bin "
+                  f"{os.path.getsize(mbin) / 1e6:.0f} MB")
 
         ids = bench.pseudo_random_ids(a.score_tokens, shape["n_token"])
         ids_path = os.path.join(work, "ids.txt")
@@ -149,7 +174,12 @@ def main():
         with open(two, "w") as f:
             f.write("0 1\n")
         common = ["--seg-len", str(seg), "--mem-len", str(mem),
-                  "--clamp-len", str(clamp), "--same-length"]
+                  "--clamp-len", str(clamp), "--same-length", "--threads",
+                  str(threads)]
+        rc, _, err, wall, rss = timed([txlgen, "--model", mbin, "--info"])
+        if rc:
+            sys.exit(f"txlgen refused the model: {err}")
+        print(f"txlgen load (--info): {wall:.2f} s, peak RSS {rss:.0f} MB")
         rc, _, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
                                        two, "--ids"])
         if rc:
@@ -157,49 +187,84 @@ def main():
         print(f"txlgen load + 1 prediction: {wall:.2f} s, peak RSS "
               f"{rss:.0f} MB")
         rc, out, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
-                                         ids_path, "--ids", "--stats"] +
-                                        common)
+                                         ids_path, "--ids", "--stats",
+                                         "--json"] + common)
         sc = re.search(r"scored (\d+) tokens in ([\d.]+) s", err)
         txl_score = int(sc.group(1)) / float(sc.group(2))
-        print(f"txlgen scoring: {txl_score:.1f} tokens/s (seg {seg}, mem "
+        txl_score_cpu = int(sc.group(1)) / CPU["s"]
+        print(f"txlgen scoring: {txl_score:.1f} tokens/s, "
+              f"{txl_score_cpu:.1f} tokens per CPU second (seg {seg}, mem "
               f"{mem}, clamp {clamp}, same_length), peak RSS {rss:.0f} MB")
-        rc, out, err, wall, rss_gen = timed(
-            [txlgen, "--model", mbin, "--ids-in", "-"] if False else
-            [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
-             str(a.gen_tokens), "--temp", "0", "--stats", "--mem-len",
-             str(mem), "--clamp-len", str(clamp), "--same-length"])
-        g = re.search(r"generated: (\d+) tokens in [\d.]+ s \(([\d.]+) "
-                      r"tokens/s", err)
-        txl_gen = float(g.group(2)) if g else float("nan")
-        print(f"txlgen generation: {txl_gen:.1f} tokens/s (mem {mem}), peak "
-              f"RSS {rss_gen:.0f} MB")
+        txl_lp = [float(json.loads(x)["logprob"]) for x in
+                  out.splitlines() if '"pos"' in x]
+        # generation from a 3-word prompt, and with the memory filled
+        # first (--prime: mem_len words of text)
+        # mem_len tokens to fill the memory: ids 2.. are the words w0..
+        fill = (ids * (mem // len(ids) + 1))[:mem]
+        prime = os.path.join(work, "prime.txt")
+        with open(prime, "w") as f:
+            f.write(" ".join(f"w{max(i, 2) - 2}" for i in fill[:-1]) +
+                    "\n")
+        txl_gen = {}
+        for label, extra in (("short", []), ("full", ["--prime", prime])):
+            rc, out, err, wall, rss_gen = timed(
+                [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
+                 str(a.gen_tokens), "--temp", "0", "--stats"] + common +
+                extra)
+            g = re.search(r"generated: (\d+) tokens? in ([\d.]+) s", err)
+            if rc or not g:
+                sys.exit(f"txlgen generation ({label}): exit {rc}: {err}")
+            txl_gen[label] = int(g.group(1)) / float(g.group(2))
+            print(f"txlgen generation, memory {label}: "
+                  f"{txl_gen[label]:.2f} tokens/s, peak RSS "
+                  f"{rss_gen:.0f} MB (the run: {wall:.1f} s, "
+                  f"{CPU['s']:.1f} CPU s)")
 
         # the original, same weights, same run
         step, init = original_step(m)
         m.reset_length(seg, 0, mem)
         m.clamp_len, m.same_length = clamp, True
-        t0 = time.perf_counter()
-        lp = check_original.original_logprobs(m, ids, seg, mem, clamp, True)
+        t0, c0 = time.perf_counter(), time.process_time()
+        cfg = txl_ref.TxlConfig.from_dict(shape)
+        lp = check_original.original_logprobs(m, cfg, ids, seg, mem, clamp,
+                                              True)
         pt_score = len(lp) / (time.perf_counter() - t0)
+        pt_score_cpu = len(lp) / (time.process_time() - c0)
+        diff = max(abs(x - y) for x, y in zip(txl_lp, lp))
+        print(f"original scoring: {pt_score:.1f} tokens/s, "
+              f"{pt_score_cpu:.1f} tokens per CPU second; max |txlgen - "
+              f"original| log-prob over {len(lp)} tokens: {diff:.2e}")
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        pt_gen = {}
         with torch.no_grad():
-            mems = init()
-            tok = torch.tensor([[1]])
-            t0 = time.perf_counter()
-            for _ in range(a.torch_gen_tokens):
-                logits, mems = step(tok, mems)
-                tok = logits[-1, 0].argmax().view(1, 1)
-            pt_gen = a.torch_gen_tokens / (time.perf_counter() - t0)
+            for label in ("short", "full"):
+                mems = init()
+                if label == "full":         # mem_len ids fed first
+                    for s in range(0, mem, seg):
+                        _, mems = step(torch.tensor(fill[s:s + seg])[:, None],
+                                       mems, logits=False)
+                tok = torch.tensor([[1]])
+                t0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(a.torch_gen_tokens):
+                    logits, mems = step(tok, mems)
+                    tok = logits[-1, 0].argmax().view(1, 1)
+                pt_gen[label] = a.torch_gen_tokens / \
+                    (time.perf_counter() - t0)
+                print(f"original generation, memory {label}: "
+                      f"{pt_gen[label]:.2f} tokens/s, "
+                      f"{a.torch_gen_tokens / (time.process_time() - c0):.2f}"
+                      f" tokens per CPU second")
         mem_mb = (shape["n_layer"] + 1) * mem * shape["d_model"] * 4 / 1e6
-        print(f"original scoring: {pt_score:.1f} tokens/s; generation "
-              f"{pt_gen:.1f} tokens/s; process peak RSS {rss1:.0f} MB "
-              f"(before the model {rss0:.0f} MB); its mems at mem_len "
-              f"{mem}: {mem_mb:.0f} MB")
+        print(f"original: process peak RSS {rss1:.0f} MB (before the model "
+              f"{rss0:.0f} MB); its mems at mem_len {mem}: {mem_mb:.0f} MB")
         print(json.dumps({"params_M": n_params / 1e6,
                           "txlgen_score_tok_s": txl_score,
                           "txlgen_gen_tok_s": txl_gen,
                           "orig_score_tok_s": pt_score,
+                          "txlgen_score_tok_cpu_s": txl_score_cpu,
+                          "orig_score_tok_cpu_s": pt_score_cpu,
                           "orig_gen_tok_s": pt_gen,
+                          "max_logprob_diff": diff,
                           "txlgen_score_rss_mb": rss,
                           "txlgen_gen_rss_mb": rss_gen}))
     finally:
@@ -213,8 +278,10 @@ def original_step(m):
     table (the same work generation needs)."""
     import torch.nn.functional as F
 
-    def step(x, mems):
+    def step(x, mems, logits=True):
         hidden, new = m._forward(x, mems=mems)
+        if not logits:
+            return None, new
         # ProjectedAdaptiveLogSoftmax on a dummy target gives NLLs, not
         # the distribution: compute the full log-probs as it does
         crit = m.crit

@@ -84,12 +84,7 @@ public:
 	const char *check();
 
 private:
-	uint32_t unit(uint32_t i) const
-	{
-		const uint8_t *p = blob_ + 4 + 4 * (size_t)i;
-		return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		       (uint32_t)p[3] << 24;
-	}
+	uint32_t unit(uint32_t i) const { return units_[i]; }
 	static uint32_t offset(uint32_t u)
 	{
 		return (u >> 10) << ((u & (1u << 9)) >> 6);
@@ -99,6 +94,7 @@ private:
 
 	const uint8_t *blob_;
 	size_t len_;
+	std::vector<uint32_t> units_;	/* the trie, decoded once */
 };
 
 const char *
@@ -124,6 +120,12 @@ Charsmap::check()
 		}
 	if (n == 0)
 		return "has an empty trie";
+	units_.resize(n);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = blob_ + 4 + 4 * (size_t)i;
+		units_[i] = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			    (uint32_t)p[3] << 24;
+	}
 	uint32_t root = offset(unit(0));
 
 	/* depth-first over bases; state: 0 new, 1 on the path, 2 done;
@@ -159,10 +161,17 @@ Charsmap::check()
 			}
 			continue;
 		}
-		uint32_t b = (uint32_t)f.b++;
-		uint32_t p = f.base ^ b;	/* < n: checked for the base */
-		uint32_t u = unit(p);
-		if (label(u) != b)
+		/* the next byte with a transition; every B ^ b < n, as
+		 * checked for the base */
+		uint32_t b = (uint32_t)f.b, p = 0, u = 0;
+		for (; b <= 255; b++) {
+			p = f.base ^ b;
+			u = units_[p];
+			if (label(u) == b)
+				break;
+		}
+		f.b = (int)b + 1;
+		if (b > 255)
 			continue;
 		uint32_t next = p ^ offset(u);
 		if ((next | 0xFF) >= n)

@@ -120,13 +120,13 @@ def read_vocab(path, dataset=None):
     # Vocab._build_from_file: the first field of each line
     try:
         with open(path, encoding="utf-8") as f:
-            syms = []
-            for line in f:
+            syms, seen = [], set()
+            for n, line in enumerate(f, 1):
                 fields = line.strip().split()
                 if not fields:
-                    raise VocabError(f"{path}: line {len(syms) + 1} is "
-                                     "empty")
-                if fields[0] not in syms:
+                    raise VocabError(f"{path}: line {n} is empty")
+                if fields[0] not in seen:      # add_symbol: first kept
+                    seen.add(fields[0])
                     syms.append(fields[0])
     except (OSError, UnicodeDecodeError) as e:
         raise VocabError(f"{path}: {e}")

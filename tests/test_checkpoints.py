@@ -95,9 +95,9 @@ def original_pickle(cfg, seed):
         setattr(orig, k, getattr(cfg, k))
     orig.sample_softmax = -1
     orig.max_klen = cfg.tgt_len + cfg.ext_len + cfg.mem_len
-    orig.word_emb.cutoffs = [cfg.n_token]
-    orig.word_emb.div_val = 1
-    orig.crit.cutoffs = [cfg.n_token]
+    orig.word_emb.cutoffs = cfg.cutoffs + [cfg.n_token]
+    orig.word_emb.div_val = cfg.div_val
+    orig.crit.cutoffs = cfg.cutoffs + [cfg.n_token]
     return ref, orig
 
 
@@ -122,9 +122,15 @@ def save_corpus(path, dataset, vocab, zip_format=True):
     torch.save(c, path, _use_new_zipfile_serialization=zip_format)
 
 
-def hf_state(model):
-    out = collections.OrderedDict()
+def hf_state(model, tied_once=False):
+    """HF's names; tied_once: a tensor shared by two names only under the
+    first, as save_pretrained writes model.safetensors."""
+    out, seen = collections.OrderedDict(), set()
     for k, v in model.state_dict().items():
+        if tied_once:
+            if v.data_ptr() in seen:
+                continue
+            seen.add(v.data_ptr())
         if k in ("r_w_bias", "r_r_bias"):
             for i in range(model.n_layer):
                 out[f"transformer.layers.{i}.dec_attn.{k}"] = v
@@ -215,6 +221,26 @@ class TestCheckpoints(unittest.TestCase):
 
     def meta(self, mbin):
         return txlfile.read(mbin)[0]
+
+    def check_generation(self, ref, mbin, prompt, want_ctx):
+        """Sampled generation (no filter): the prompt's ids, and each
+        token's log-prob under txl_ref over the prompt and the tokens
+        before it."""
+        r = subprocess.run([TXLGEN, "--model", mbin, "--text", prompt, "-n",
+                            "20", "--seed", "5", "--temp", "1.5", "--top-k",
+                            "0", "--top-p", "1", "--min-p", "0", "--json",
+                            "--mem-len", "64"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        gen = [json.loads(x) for x in r.stdout.splitlines()]
+        gen = [x for x in gen if "id" in x]
+        self.assertEqual(len(gen), 20)
+        ids = want_ctx + [x["id"] for x in gen]
+        want = txl_ref.score_ids(ref, ids, len(ids), 0).tolist()
+        got = [x["logprob"] for x in gen]
+        diff = max(abs(a - b) for a, b in zip(got, want[len(want_ctx) - 1:]))
+        self.assertLess(diff, TOL, mbin)
+        return "".join(x["text"] for x in gen)
 
     # -- the three forms -------------------------------------------------
 
@@ -313,6 +339,70 @@ class TestCheckpoints(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual((self.meta(mbin)["mem_len"],
                           self.meta(mbin)["same_length"]), ("33", "true"))
+
+    def test_adaptive_wt103_lm1b_shapes(self):
+        """The published shapes: adaptive input and softmax, div_val 4,
+        tie_projs as wt103's train.py sets them ([F, T, T, T]) and as
+        lm1b's (all F), a whole-model pickle and HF directories
+        (safetensors with tied tensors once, as save_pretrained writes
+        them, and pytorch_model.bin); scored, and generated from a prompt
+        in words."""
+        S = WT_SYMS.index
+        for k, (tie_projs, tie_weight) in enumerate((
+                ([False, True, True, True], True),
+                ([False] * 4, True), ([False, True, True, True], False))):
+            cfg = mrm.make_config(n_token=len(WT_SYMS), d_model=64,
+                                  d_head=16, d_inner=64, cutoffs=[3, 6, 9],
+                                  div_val=4, tie_projs=tie_projs,
+                                  tie_weight=tie_weight, tgt_len=4,
+                                  mem_len=6)
+            ref, orig = original_pickle(cfg, seed=20 + k)
+            mpt, cpt = self.path(f"ad{k}.pt"), self.path(f"ad{k}-cache.pt")
+            torch.save(orig, mpt)
+            save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
+            mbin = self.path(f"ad{k}.bin")
+            r = convert("--weights", mpt, "--vocab", cpt, "-o", mbin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            meta = self.meta(mbin)
+            self.assertEqual((meta["cutoffs"], meta["div_val"],
+                              meta["tie_projs"], meta["tie_weight"]),
+                             ("[3, 6, 9]", "4", txlfile.meta_value(
+                                 tie_projs), txlfile.meta_value(tie_weight)))
+            self.check_scores(ref, mbin)
+            text = self.check_generation(ref, mbin, "the cat sat",
+                                         [S("the"), S("cat"), S("sat")])
+            self.assertTrue(all(w in WT_SYMS for w in text.split()), text)
+            for form in ("safetensors", "bin") if k == 0 else ():
+                d = self.path(f"ad{k}-hf-{form}")
+                os.makedirs(d)
+                with open(os.path.join(d, "config.json"), "w") as f:
+                    json.dump({"vocab_size": cfg.n_token,
+                               "cutoffs": cfg.cutoffs, "d_model": 64,
+                               "d_embed": 64, "n_head": 2, "d_head": 16,
+                               "d_inner": 64, "div_val": 4,
+                               "pre_lnorm": False, "n_layer": cfg.n_layer,
+                               "mem_len": 6, "clamp_len": -1,
+                               "same_length": False,
+                               "proj_share_all_but_first": tie_projs[1],
+                               "tie_word_embeddings": tie_weight,
+                               "untie_r": True, "tgt_len": 4,
+                               "model_type": "transfo-xl"}, f)
+                if form == "safetensors":
+                    checkpoint.write_safetensors(
+                        os.path.join(d, "model.safetensors"),
+                        hf_state(orig, tied_once=True))
+                else:
+                    torch.save(hf_state(orig),
+                               os.path.join(d, "pytorch_model.bin"))
+                with open(os.path.join(d, "vocab.pkl"), "wb") as f:
+                    pickle.dump(dict(make_vocab(WT_SYMS, False).__dict__),
+                                f)
+                hbin = self.path(f"ad{k}-hf-{form}.bin")
+                r = convert("--weights", d, "-o", hbin)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(self.meta(hbin)["tie_projs"],
+                                 txlfile.meta_value(tie_projs))
+                self.check_scores(ref, hbin, settings=((None, None),))
 
     def test_checkpoint_reader_equals_torch_load(self):
         cfg = mrm.make_config(n_token=len(WT_SYMS), d_embed=24)

@@ -12,7 +12,11 @@ text8 made by the repository's own prep_text8.py from a text8.zip; enwik8
 as getdata.sh's prep_enwik8.py writes it: each byte's decimal value, a
 newline for a newline), it runs the original pytorch/train.py for a few
 steps, which writes the whole-model model.pt (torch.save(model)) and the
-corpus cache cache.pt, exactly as a user gets them.  From each model it
+corpus cache cache.pt, exactly as a user gets them.  wt103 and lm1b are
+built as they were published, with adaptive input and softmax (--adaptive
+--div_val 4; train.py's cutoffs, written for the full vocabularies, are
+replaced by small ones in its source as it is run); a wt103 model
+without them too.  From each model it
 also writes a Hugging Face-layout directory (config.json with HF's keys,
 HF's parameter names with per-layer relative biases (untie_r), vocab.pkl
 or vocab.bin as HF's tokenizer pickles its __dict__; pytorch_model.bin in
@@ -30,7 +34,10 @@ settings, `txlgen --score RAW --json` must give
   - every per-token log-prob within --tol of the original model's own
     evaluation of those ids (eval.py's protocol: segments of tgt_len,
     memory carried, model.reset_length, same_length, clamp_len);
-and txl_detokenize (through tests/test-spm) of txlgen's ids of each line
+generation from a prompt as a user types it, greedy and sampled, must
+give every token the original model's log-prob (and greedy its most
+likely token), and print text that the original Vocab reads back as the
+ids generated; and txl_detokenize (through tests/test-spm) of txlgen's ids of each line
 must give the text as the original joins the symbols (word level: words
 joined by a space, <eos> a newline; text8: '_' a space; enwik8: the
 bytes).  The raw text has words the vocabulary lacks: the datasets write
@@ -66,17 +73,24 @@ import checkpoint                                    # noqa: E402 (models/)
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
 
-# Runs the original train.py unmodified, from its folder.
+# Runs the original train.py from its folder, unmodified but for the
+# literal replacements given as JSON (the adaptive softmax's cutoffs, which
+# train.py hard-codes for the full vocabularies).
 RUNNER = """
-import os, runpy, sys, warnings, torch
+import json, os, sys, warnings, torch
 warnings.filterwarnings("ignore")
 if torch.version.cuda is None:
     torch.version.cuda = "11.0"
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
+replace, script = json.loads(sys.argv[1]), sys.argv[2]
+sys.argv = sys.argv[2:]
 os.chdir(os.path.dirname(script))
 sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
+src = open(script).read()
+for old, new in replace:
+    assert src.count(old) == 1, old
+    src = src.replace(old, new)
+exec(compile(src, script, "exec"), {"__name__": "__main__",
+                                    "__file__": script})
 """
 
 # data_utils.get_lm_corpus(DATA, DATASET): writes DATA/cache.pt
@@ -188,21 +202,38 @@ def make_enwik8(d, rng):
             f.write(prep_enwik8(part))
 
 
-# (name, dataset, train.py options, raw evaluation text maker)
+# (name, dataset, train.py options); wt103 and lm1b as they were
+# published: adaptive input and softmax, div_val 4, with train.py's
+# cutoffs scaled down to the small vocabularies (CUTOFFS)
 MODELS = [
-    ("wt103", "wt103", "--n_layer 2 --d_model 32 --n_head 2 --d_head 16 "
-     "--d_inner 64 --d_embed 24 --tgt_len 8 --mem_len 8 --eval_tgt_len 8"),
+    ("wt103", "wt103", "--n_layer 2 --d_model 64 --n_head 2 --d_head 32 "
+     "--d_inner 96 --adaptive --div_val 4 --tgt_len 8 --mem_len 8 "
+     "--eval_tgt_len 8"),
+    ("wt103-plain", "wt103", "--n_layer 2 --d_model 32 --n_head 2 "
+     "--d_head 16 --d_inner 64 --d_embed 24 --tgt_len 8 --mem_len 8 "
+     "--eval_tgt_len 8"),
     ("ptb", "ptb", "--n_layer 2 --d_model 32 --n_head 4 --d_head 8 "
      "--d_inner 48 --pre_lnorm --tgt_len 6 --mem_len 12 "
      "--eval_tgt_len 6"),
-    ("lm1b", "lm1b", "--n_layer 2 --d_model 32 --n_head 2 --d_head 16 "
-     "--d_inner 64 --tgt_len 8 --mem_len 8 --eval_tgt_len 8"),
+    ("lm1b", "lm1b", "--n_layer 2 --d_model 64 --n_head 2 --d_head 32 "
+     "--d_inner 96 --adaptive --div_val 4 --tgt_len 8 --mem_len 8 "
+     "--eval_tgt_len 8"),
     ("text8", "text8", "--n_layer 2 --d_model 32 --n_head 2 --d_head 16 "
      "--d_inner 64 --not_tied --tgt_len 16 --mem_len 16 "
      "--eval_tgt_len 16 --same_length --clamp_len 12"),
     ("enwik8", "enwik8", "--n_layer 3 --d_model 32 --n_head 2 --d_head 16 "
      "--d_inner 64 --tgt_len 12 --mem_len 12 --eval_tgt_len 12"),
 ]
+
+CUTOFFS = {"wt103": [["cutoffs = [20000, 40000, 200000]",
+                      "cutoffs = [6, 14, 30]"]],
+           "lm1b": [["cutoffs = [60000, 100000, 640000]",
+                     "cutoffs = [5, 12, 30]"]]}
+
+# prompts as a user types them
+PROMPTS = {"wt103": " = the city = \n the album was released in", "ptb":
+           "The city was", "lm1b": "the game was", "text8":
+           "the first city", "enwik8": "<title>ab"}
 
 # run-time settings (seg_len, mem_len, same_length, clamp_len); None =
 # the model's
@@ -212,7 +243,7 @@ SETTINGS = [(None, None, None, None), (1, 20, False, -1), (5, 0, False, -1),
 
 def raw_text(name, rng):
     """Text as a user has it, and the same text in the dataset's layout."""
-    if name in ("wt103", "ptb"):
+    if name in ("wt103", "wt103-plain", "ptb"):
         text = wt_lines(rng, 25)
         if name == "ptb":        # upper case, which ptb's Vocab lowers
             text = text.replace(" the ", " The ").replace(" city", " CITY")
@@ -236,10 +267,35 @@ def raw_text(name, rng):
 # ---------------------------------------------------------------------------
 # Other forms of the same model
 
+def original_hparams(model):
+    """The hyperparameters of the original's model object, read from its
+    attributes and from which of its parameters are shared."""
+    emb, crit = model.word_emb, model.crit
+    tie_projs = []
+    for i in range(len(crit.cutoffs)):
+        p = crit.out_projs[i] if i < len(crit.out_projs) else None
+        e = emb.emb_projs[0 if emb.div_val == 1 else i] \
+            if len(emb.emb_projs) else None
+        tie_projs.append(p is not None and p is e)
+    return {"n_token": model.n_token, "n_layer": model.n_layer,
+            "n_head": model.n_head, "d_model": model.d_model,
+            "d_head": model.d_head,
+            "d_inner": model.layers[0].pos_ff.d_inner,
+            "d_embed": model.d_embed, "div_val": emb.div_val,
+            "cutoffs": list(crit.cutoffs[:-1]), "tie_projs": tie_projs,
+            "tie_weight": crit.out_layers[0].weight is
+            emb.emb_layers[0].weight,
+            "pre_lnorm": model.layers[0].dec_attn.pre_lnorm,
+            "tgt_len": model.tgt_len, "mem_len": model.mem_len,
+            "clamp_len": model.clamp_len,
+            "same_length": model.same_length}
+
+
 def hf_dir(model, vocab, d, weights_format, vocab_name):
     """A Hugging Face TransfoXL directory of the original model."""
     os.makedirs(d, exist_ok=True)
     state = model.state_dict()
+    hp = original_hparams(model)
     L = model.n_layer
     hf = collections.OrderedDict()
     for k, v in state.items():
@@ -250,28 +306,37 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
             hf[k] = v
         else:
             hf["transformer." + k] = v
-    tied = model.crit.out_layers[0].weight is \
-        model.word_emb.emb_layers[0].weight
+    share = hp["tie_projs"][1:]
+    if len(set(share)) > 1:
+        raise ValueError("HF's proj_share_all_but_first cannot say it")
     cfg = {"architectures": ["TransfoXLLMHeadModel"],
            "model_type": "transfo-xl", "vocab_size": model.n_token,
-           "cutoffs": [], "d_model": model.d_model,
+           "cutoffs": hp["cutoffs"], "d_model": model.d_model,
            "d_embed": model.d_embed, "n_head": model.n_head,
-           "d_head": model.d_head,
-           "d_inner": model.layers[0].pos_ff.d_inner, "div_val": 1,
-           "pre_lnorm": model.layers[0].dec_attn.pre_lnorm,
+           "d_head": model.d_head, "d_inner": hp["d_inner"],
+           "div_val": hp["div_val"], "pre_lnorm": hp["pre_lnorm"],
            "n_layer": L, "mem_len": model.mem_len,
            "clamp_len": model.clamp_len,
            "same_length": model.same_length,
-           "proj_share_all_but_first": True, "attn_type": 0,
-           "sample_softmax": -1, "adaptive": True, "dropout": 0.0,
-           "dropatt": 0.0, "untie_r": True, "init": "normal",
-           "tie_word_embeddings": tied, "layer_norm_epsilon": 1e-5,
-           "eos_token_id": 0, "tgt_len": model.tgt_len}
+           "proj_share_all_but_first": bool(share and share[0]),
+           "attn_type": 0, "sample_softmax": -1, "adaptive": True,
+           "dropout": 0.0, "dropatt": 0.0, "untie_r": True,
+           "init": "normal", "tie_word_embeddings": hp["tie_weight"],
+           "layer_norm_epsilon": 1e-5, "eos_token_id": 0,
+           "tgt_len": model.tgt_len}
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     if weights_format == "safetensors":
+        # save_pretrained keeps one name of tensors that share memory:
+        # the input's, as TransfoXL's _tied_weights_keys name the output's
+        seen, kept = set(), collections.OrderedDict()
+        for k, v in hf.items():
+            key = (v.data_ptr(), tuple(v.shape))
+            if key not in seen:
+                seen.add(key)
+                kept[k] = v
         checkpoint.write_safetensors(os.path.join(d, "model.safetensors"),
-                                     hf)
+                                     kept)
     else:
         torch.save(hf, os.path.join(d, "pytorch_model.bin"),
                    _use_new_zipfile_serialization=False)
@@ -338,7 +403,7 @@ def original_join(name, vocab, line):
     if name == "lm1b":                 # the words between the <S>
         return " ".join(vocab.get_sym(i) for i in vocab.get_indices(
             vocab.tokenize(line))).encode()
-    if name in ("wt103", "ptb"):
+    if name in ("wt103", "wt103-plain", "ptb"):
         syms = vocab.tokenize(line)
         ids = vocab.get_indices(syms)
         return " ".join(vocab.get_sym(i) for i in ids).encode()
@@ -349,6 +414,94 @@ def original_join(name, vocab, line):
             .encode()
     ids = vocab.get_indices(vocab.tokenize(prep_enwik8(line.encode())))
     return bytes(int(vocab.get_sym(i)) for i in ids)
+
+
+@torch.no_grad()
+def original_table(model, cfg, ids, clamp):
+    """[position][token] log-probs of the original model over the whole
+    context at once (no memory, same_length off): its forward with every
+    token of the vocabulary as the target, one per batch column."""
+    V = model.n_token
+    model.reset_length(len(ids), 0, 0)
+    model.clamp_len, model.same_length = clamp, False
+    data = torch.as_tensor(ids, dtype=torch.long)[:, None].expand(-1, V)
+    target = torch.arange(V)[None, :].expand(len(ids), -1).contiguous()
+    loss = model(data.contiguous(), target)[0].reshape(-1)
+    loss = check_original.in_token_order(loss, target.reshape(-1), cfg)
+    return (-loss.double()).view(len(ids), V).tolist()
+
+
+def read_text(name, vocab, text):
+    """The ids of text (bytes) in the original's reading of its dataset:
+    word level line by line, each line that ends ending in <eos> (lm1b:
+    between <S> and <S>, the last line open), character level each
+    character (text8) or byte (enwik8)."""
+    if name == "enwik8":
+        return vocab.get_indices(vocab.tokenize(prep_enwik8(text)))
+    text = text.decode()
+    if name == "text8":
+        return vocab.get_indices(vocab.tokenize(
+            " ".join("_" if c == " " else c for c in text)))
+    lines, ids = text.split("\n"), []
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1
+        if name == "lm1b":
+            syms = vocab.tokenize(line, add_double_eos=True)
+            ids += vocab.get_indices(syms[:-1] if last else syms)
+        else:
+            ids += vocab.get_indices(vocab.tokenize(line, add_eos=not last))
+    return ids
+
+
+def generate_check(a, name, vocab, model, cfg, mbin, prompt, n=24):
+    """Generation from a prompt as a user writes it, greedy and sampled
+    (temperature 1.5, no filter): every token's log-prob must be the
+    original model's (its forward over the prompt and the tokens so far,
+    within tol), a greedy token the original's most likely one (within
+    tol: a near tie may go either way), and the text printed must read
+    back, by the original Vocab, as the ids generated.  Returns a failure
+    or None."""
+    clamp = model.clamp_len
+    # lm1b's <S> ends a generated text, and an untrained model picks it
+    # first: --ignore-eos (the log-probs stay the full distribution's)
+    eos = vocab.get_idx("<S>") if name == "lm1b" else None
+    for how in (["--temp", "0"], ["--temp", "1.5", "--top-k", "0",
+                                  "--top-p", "1", "--min-p", "0"]):
+        argv = [a.txlgen, "--model", mbin, "--text", prompt, "-n", str(n),
+                "--seed", "1", "--threads", "1", "--mem-len", "256",
+                "--no-same-length", "--clamp-len", str(max(clamp, 0))] + \
+            how + (["--ignore-eos"] if eos is not None else [])
+        r = subprocess.run(argv + ["--json"], capture_output=True,
+                           text=True, env=ENV)
+        plain = subprocess.run(argv, capture_output=True, env=ENV)
+        if r.returncode or plain.returncode:
+            return f"generation: exit {r.returncode}: {r.stderr.strip()}"
+        gen = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+        gen = [x for x in gen if "id" in x]
+        ctx = read_text(name, vocab, prompt.encode())
+        ids = ctx + [x["id"] for x in gen]
+        table = original_table(model, cfg, ids[:-1], clamp)
+        if len(gen) != n:
+            return f"generation {' '.join(how)}: {len(gen)} tokens"
+        for k, x in enumerate(gen):
+            row = table[len(ctx) - 1 + k]
+            best = max(v for i, v in enumerate(row) if i != eos)
+            if abs(row[x["id"]] - x["logprob"]) > a.tol or \
+                    (how[1] == "0" and row[x["id"]] < best - a.tol):
+                return (f"generation {' '.join(how)}: token {k} id "
+                        f"{x['id']} logprob {x['logprob']:.6f}, the "
+                        f"original's {row[x['id']]:.6f} (its best "
+                        f"{best:.6f})")
+        text = plain.stdout
+        back = read_text(name, vocab, prompt.encode() + text)
+        if back != ids:
+            return (f"generation {' '.join(how)}: the text printed "
+                    f"{text!r} reads back as {back[len(ctx):]}, generated "
+                    f"{ids[len(ctx):]}")
+        print(f"{name:<7} generation {' '.join(how[:2]):<10} {len(gen)} "
+              f"tokens, log-probs the original's, text reads back: "
+              f"{text[:50]!r}")
+    return None
 
 
 def malicious_pickle(work):
@@ -421,7 +574,9 @@ def main():
             make_enwik8(data, rng)
         # train.py appends -DATASET and a time stamp to --work_dir
         run = os.path.join(work, "run", name)
-        argv = [sys.executable, runner, os.path.join(pyt, "train.py"),
+        replace = CUTOFFS.get(dataset, []) if "--adaptive" in opts else []
+        argv = [sys.executable, runner, json.dumps(replace),
+                os.path.join(pyt, "train.py"),
                 "--data", data, "--dataset",
                 "wt103" if dataset == "ptb" else dataset, "--work_dir", run,
                 "--batch_size", "4", "--max_step", str(a.steps),
@@ -449,6 +604,8 @@ def main():
             # does (and Hugging Face's port)
             vocab.unk_idx = vocab.sym2idx["<unk>"]
 
+        cfg = check_original.txl_ref.TxlConfig.from_dict(
+            original_hparams(model))
         forms = {}
         d = os.path.join(work, "forms", name)
         os.makedirs(d, exist_ok=True)
@@ -464,17 +621,7 @@ def main():
         state = os.path.join(d, "state.pt")
         torch.save(model.state_dict(), state)
         ck = os.path.join(d, "CFG.json")
-        hp = {"n_token": model.n_token, "n_layer": model.n_layer,
-              "n_head": model.n_head, "d_model": model.d_model,
-              "d_head": model.d_head,
-              "d_inner": model.layers[0].pos_ff.d_inner,
-              "d_embed": model.d_embed,
-              "tie_weight": model.crit.out_layers[0].weight is
-              model.word_emb.emb_layers[0].weight,
-              "pre_lnorm": model.layers[0].dec_attn.pre_lnorm,
-              "tgt_len": model.tgt_len, "mem_len": model.mem_len,
-              "clamp_len": model.clamp_len,
-              "same_length": model.same_length}
+        hp = original_hparams(model)
         with open(ck, "w") as f:
             json.dump(hp, f)
         forms["state_dict"] = ["--weights", state, "--config", ck,
@@ -501,6 +648,11 @@ def main():
                 failures.append(f"{name} {form}: {e}")
                 print(failures[-1])
                 continue
+            err = generate_check(a, name, vocab, model, cfg, mbin,
+                                 PROMPTS.get(name, PROMPTS["wt103"]))
+            if err:
+                failures.append(f"{name} {form}: {err}")
+                print(failures[-1])
             got_join = detok_lines(a, mbin, lines)
             bad = [i for i, (g, w) in enumerate(zip(got_join, want_join))
                    if g != w]
@@ -530,7 +682,7 @@ def main():
                     print(failures[-1])
                     continue
                 want = check_original.original_logprobs(
-                    model, want_ids, seg, mem, clamp, same)
+                    model, cfg, want_ids, seg, mem, clamp, same)
                 diff = max(abs(x - y) for x, y in zip(lps, want))
                 worst = max(worst, diff)
                 flag = "" if diff <= a.tol else "   <-- FAIL"

@@ -92,14 +92,15 @@ def tiny_tokenizer(src, dst):
     with open(src, "rb") as f:
         b = f.read()
     out = bytearray()
-    for num, wt, raw, payload in fields(b):
+    for num, wt, raw, payload in V.proto_fields(b):
         if num == 1 and wt == 2 and any(
                 n == 3 and r[1:] == b"\x06"
-                for n, _, r, _ in fields(payload)):
+                for n, _, r, _ in V.proto_fields(payload)):
             continue
         if num == 2 and wt == 2:
-            inner = b"".join(r for n, _, r, _ in fields(payload) if n != 35)
-            out += enc_varint(2 << 3 | 2) + enc_varint(len(inner)) + inner
+            inner = b"".join(r for n, _, r, _ in V.proto_fields(payload)
+                             if n != 35)
+            out += V.proto_field(2, inner)
         else:
             out += raw
     with open(dst, "wb") as f:
