@@ -147,10 +147,14 @@ def tokenizer_seeds(tmp, put):
     protos = {}
     with open(mrm.TOKENIZER, "rb") as f:
         protos["nmt_nfkc"] = (0, f.read())
+    with open(os.path.join(mrm.DATA, "text.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
     for rule in ("identity", "nfkc_cf"):
         w = io.BytesIO()
+        # from an iterator: an input file's path would be kept in the
+        # proto's trainer_spec, and so in the committed corpus
         spm.SentencePieceTrainer.train(
-            input=os.path.join(mrm.DATA, "text.txt"), model_writer=w,
+            sentence_iterator=iter(lines), model_writer=w,
             vocab_size=400, hard_vocab_limit=False,
             normalization_rule_name=rule,
             byte_fallback=rule == "identity", minloglevel=3)
