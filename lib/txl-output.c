@@ -66,22 +66,35 @@ log_softmax2(float *a, int na, float *b, int nb)
 		b[i] -= lse;
 }
 
+/* The head of an adaptive softmax for rows h[n, d_model]: the log-probs
+ * of the shortlist into shortl[n, c0] and of the tail clusters, in the
+ * head's order (tail cluster c is entry nc - c), into clus[n, nc]. */
+static void
+heads(struct txl_session *s, const float *h, int n, float *shortl,
+      float *clus)
+{
+	const struct txl_model *m = s->model;
+	const int nc = m->n_out - 1, c0 = m->out[0].hi;
+	const float *x = project(s, 0, h, n);
+
+	txl_mat_mul(shortl, x, n, &s->out_w, false);
+	txl_add_bias(shortl, s->out_b, n, c0);
+	txl_mat_mul(clus, x, n, &m->cluster_w, false);
+	txl_add_bias(clus, m->cluster_b, n, nc);
+	for (int i = 0; i < n; i++)
+		log_softmax2(shortl + (size_t)i * c0, c0, clus + (size_t)i * nc,
+			     nc);
+}
+
 void
 txl_output_head(struct txl_session *s, int r, float *short_lp,
 		float *clus_lp)
 {
 	const struct txl_model *m = s->model;
-	const int nc = m->n_out - 1, c0 = m->out[0].hi;
-	const float *x = project(s, 0, s->rows + (size_t)r * m->hp.d_model,
-				 1);
+	const int nc = m->n_out - 1;
 	float head[TXL_MAX_CLUSTERS];
 
-	/* head = [shortlist logits, cluster logits] */
-	txl_mat_mul(short_lp, x, 1, &s->out_w, false);
-	txl_add_bias(short_lp, s->out_b, 1, c0);
-	txl_mat_mul(head, x, 1, &m->cluster_w, false);
-	txl_add_bias(head, m->cluster_b, 1, nc);
-	log_softmax2(short_lp, c0, head, nc);
+	heads(s, s->rows + (size_t)r * m->hp.d_model, 1, short_lp, head);
 	/* tail cluster c is head_logprob[-c] */
 	for (int c = 1; c <= nc; c++)
 		clus_lp[c - 1] = head[nc - c];
@@ -125,18 +138,12 @@ adaptive_logits(struct txl_session *s)
 	/* the heads of all rows at once, the shortlist's log-probs copied
 	 * out; the cluster entries stay in s->head after the shortlists */
 	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
-	const float *x = project(s, 0, s->rows, n);
+	const float *x;
 
-	txl_mat_mul(shortl, x, n, &s->out_w, false);
-	txl_add_bias(shortl, s->out_b, n, c0);
-	txl_mat_mul(clus, x, n, &m->cluster_w, false);
-	txl_add_bias(clus, m->cluster_b, n, nc);
-	for (int i = 0; i < n; i++) {
-		log_softmax2(shortl + (size_t)i * c0, c0, clus + (size_t)i * nc,
-			     nc);
+	heads(s, s->rows, n, shortl, clus);
+	for (int i = 0; i < n; i++)
 		memcpy(s->logits + (size_t)i * V, shortl + (size_t)i * c0,
 		       sizeof(float) * c0);
-	}
 	/* each tail for blocks of rows, in the room of the shortlists */
 	for (int c = 1; c <= nc; c++) {
 		const struct txl_out_cluster *oc = &m->out[c];
@@ -202,20 +209,17 @@ score_adaptive(struct txl_session *s, const int32_t *targets, int n,
 	const struct txl_model *m = s->model;
 	const int d = m->hp.d_model, nc = m->n_out - 1, c0 = m->out[0].hi;
 	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
-	const float *x = project(s, 0, s->rows, n);
+	const float *x;
 
-	txl_mat_mul(shortl, x, n, &s->out_w, false);
-	txl_add_bias(shortl, s->out_b, n, c0);
-	txl_mat_mul(clus, x, n, &m->cluster_w, false);
-	txl_add_bias(clus, m->cluster_b, n, nc);
+	heads(s, s->rows, n, shortl, clus);
 	for (int i = 0; i < n; i++) {
-		float *a = shortl + (size_t)i * c0, *b = clus + (size_t)i * nc;
 		int t = targets[i], c = 0;
 
-		log_softmax2(a, c0, b, nc);
 		while (t >= m->out[c].hi)
 			c++;
-		lp[i] = c == 0 ? a[t] : b[nc - c];	/* head_logprob[-c] */
+		/* head_logprob[-c] */
+		lp[i] = c == 0 ? shortl[(size_t)i * c0 + t]
+			: clus[(size_t)i * nc + nc - c];
 	}
 	for (int c = 1; c <= nc; c++) {
 		const struct txl_out_cluster *oc = &m->out[c];
