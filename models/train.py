@@ -275,7 +275,7 @@ def load_init(path):
     if meta.get("tie_weight") == "true":
         state["crit.out_layers.0.weight"] = \
             state["word_emb.emb_layers.0.weight"]
-    return {"model": state, "from_txlgen": True}
+    return {"model": state}
 
 
 def save_atomic(obj, path):
@@ -529,12 +529,12 @@ def main(argv=None):
         init = load_init(a.init)
         # a model file holds no buffers computed from the shape
         # (pos_emb.inv_freq): those keep the values the model was built with
-        missing, unexpected = model.load_state_dict(
-            init["model"], strict=not init.get("from_txlgen"))
-        buffers = {n for n, _ in model.named_buffers()}
-        if set(missing) - buffers or unexpected:
+        missing, unexpected = model.load_state_dict(init["model"],
+                                                    strict=False)
+        missing = set(missing) - {n for n, _ in model.named_buffers()}
+        if missing or unexpected:
             sys.exit("train.py: %s: does not fit this shape (missing %s, "
-                     "unexpected %s)" % (a.init, sorted(set(missing) - buffers),
+                     "unexpected %s)" % (a.init, sorted(missing),
                                          sorted(unexpected)))
         log(f"initialized from {a.init}")
     if ckpt is not None:
