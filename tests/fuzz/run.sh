@@ -2,7 +2,7 @@
 # Run every libFuzzer harness of tests/fuzz for a given time each, from the
 # corpora kept in tests/fuzz/corpus, and print what each did.
 #
-#   tests/fuzz/run.sh [-b BUILD] [-w WORKDIR] [-m] SECONDS [HARNESS...]
+#   tests/fuzz/run.sh [-b BUILD] [-w WORKDIR] [-r RUNS] [-m] SECONDS [HARNESS...]
 #
 #   SECONDS   time per harness (libFuzzer's -max_total_time)
 #   HARNESS   model state config sampler tokenizer (default: every one
@@ -11,6 +11,8 @@
 #             (made here if missing; default /tmp/txl-fuzz-build)
 #   -w DIR    where the working corpora and crash files go (default
 #             /tmp/txl-fuzz); the committed corpus is only read
+#   -r RUNS   stop a harness after RUNS executions (libFuzzer's -runs)
+#             if that comes before SECONDS
 #   -m        afterwards, minimise each working corpus (-merge=1) back into
 #             tests/fuzz/corpus/HARNESS: the new corpus is the smallest
 #             set of inputs with all the coverage of the old one and the
@@ -28,19 +30,22 @@ src=$(cd "$here/../.." && pwd)
 build=/tmp/txl-fuzz-build
 work=/tmp/txl-fuzz
 merge=0
-while getopts b:w:m opt; do
+max_runs=-1
+while getopts b:w:r:m opt; do
 	case $opt in
 	b) build=$OPTARG ;;
 	w) work=$OPTARG ;;
+	r) max_runs=$OPTARG ;;
 	m) merge=1 ;;
 	*) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { echo "usage: $0 [-b BUILD] [-w DIR] [-m] SECONDS [HARNESS...]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [-b BUILD] [-w DIR] [-r RUNS] [-m] SECONDS [HARNESS...]" >&2; exit 2; }
 secs=$1
 shift
 case $secs in '' | *[!0-9]*) echo "$0: SECONDS must be a number" >&2; exit 2 ;; esac
+case $max_runs in -1) ;; '' | *[!0-9]*) echo "$0: RUNS must be a number" >&2; exit 2 ;; esac
 
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang CXX=clang++ meson setup "$build" "$src" -Dfuzz=true >/dev/null
@@ -73,7 +78,7 @@ for h in "$@"; do
 	# niced process can wait seconds for a core; a real hang still shows.
 	# (`set --` reuses the positional parameters: the loop's list was
 	# expanded before it began.)
-	set -- -max_total_time="$secs" -rss_limit_mb=2048 -timeout=60 \
+	set -- -max_total_time="$secs" -runs="$max_runs" -rss_limit_mb=2048 -timeout=60 \
 		-print_final_stats=1 -artifact_prefix="$work/$h/" \
 		"$work/$h/corpus"
 	[ -f "$here/$h.dict" ] && set -- "$@" -dict="$here/$h.dict"
