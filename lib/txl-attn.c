@@ -18,11 +18,14 @@
  * cache and the position tables R are held in the session's kv_dt (F32,
  * or F16 / BF16 with --kv-type: half the bytes a token with a long memory
  * reads) and read as stored by the kernels of txl_gemm_nt_dt() and
- * txl_gemm_nn_dt(); the queries and scores stay in float.
+ * txl_gemm_nn_dt(); the queries and scores stay in float.  A segment of
+ * a few queries (generation: one) takes a path of its own, one pass over
+ * K, R and V for every head at once (attend_few()).
  * Adding an attention means adding its case here (and its tensors to
  * bind_attention() in txl-model.c).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,11 +187,48 @@ init_absolute(struct txl_session *s)
 	return TXL_OK;
 }
 
+/* Segments of up to FEW_MAX queries take attend_few(): each query
+ * passes over a block of keys while it is in the cache; longer segments
+ * are sgemm's, which reuses every key across the rows of a tile. */
+#define FEW_MAX 8
+/* Keys a unit of attend_few() takes: 32 KB of a head's 16-bit K and V
+ * (64 values a row), and 15 blocks a head at 3,800 keys, enough to keep
+ * every thread busy to the end. */
+#define KEY_BLOCK 256
+
+static int
+few_queries(int seg_len)
+{
+	return seg_len < FEW_MAX ? seg_len : FEW_MAX;
+}
+
+static size_t
+n_blocks(int klen)
+{
+	return (size_t)(klen + KEY_BLOCK - 1) / KEY_BLOCK;
+}
+
+double
+txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max)
+{
+	const double hd = (double)hp->n_head * hp->d_head;
+
+	return 4.0 * few_queries(seg_len) * (2.0 * hd + (double)hp->n_head *
+		n_blocks(klen_max) * (hp->d_head + 2.0));
+}
+
 enum txl_status
-txl_attn_init(struct txl_session *s)
+txl_attn_init(struct txl_session *s, int klen_max)
 {
 	const struct txl_hparams *hp = &s->model->hp;
+	const size_t nq = (size_t)few_queries(s->seg_len);
+	const size_t hd = (size_t)hp->n_head * hp->d_head;
 
+	s->fq = txl_alloc_floats(nq * 2 * hd);
+	s->part = txl_alloc_floats(nq * (size_t)hp->n_head * n_blocks(klen_max) *
+				   (size_t)(hp->d_head + 2));
+	if (!s->fq || !s->part)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
 		s->r = calloc((size_t)hp->n_layer, sizeof *s->r);
 		if (!s->r)
@@ -218,6 +258,9 @@ txl_attn_free(struct txl_session *s)
 	free(s->r);
 	free(s->r_bias);
 	free(s->pos);
+	free(s->fq);
+	free(s->part);
+	s->fq = s->part = NULL;
 	s->r = NULL;
 	s->r_bias = NULL;
 	s->pos = NULL;
@@ -360,6 +403,176 @@ softmax_row(struct txl_session *s, float *sc, const float *bd, int qpos,
 		sc[j] = 0.0f;
 }
 
+/* ---- a few queries: every head in one pass over the keys ----
+ *
+ * The keys are cut into blocks of KEY_BLOCK.  A unit, one block of one
+ * head, computes for each query the scores of the block's keys (content
+ * and position term, scaled), their max m, and with e_j = exp(score_j -
+ * m) the sum of the e_j and the sum of the e_j v_j: the softmax of the
+ * block without its normalisation, which needs nothing of the other
+ * blocks.  The units are handed out to the pool's threads, one task per
+ * layer; then the caller merges the blocks of each query and head,
+ * rescaling each by exp(m - the overall max) and dividing by the sum of
+ * all the exps: the same weights as softmax_row() gives, the scores never
+ * leaving the cache and K, R and V read once. */
+
+struct few {
+	struct txl_session *s;
+	int l, n, base, klen, qs, n_blocks;
+	const float *q;		/* the queries, rows qs floats apart */
+	float scale;
+	atomic_int next;	/* the next unit: head * n_blocks + block */
+};
+
+/* Query i of f over keys [j0, j1) of head h, into its part: d_head
+ * weighted sums, then max and sum of exps (-INFINITY and 0 when it sees
+ * none of these keys).  sc and bd have KEY_BLOCK floats. */
+static void
+few_block(const struct few *f, int h, int i, int j0, int j1, float *part,
+	  float *sc, float *bd)
+{
+	const struct txl_session *s = f->s;
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_kernels *k = txl_kernels();
+	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	const enum txl_dtype dt = s->kv_dt;
+	const int qpos = s->mlen + i;
+	/* causal; with same_length exactly the last mem_len positions, as
+	 * softmax_row() */
+	int lo = s->same_length ? qpos - s->mem_len + 1 : 0;
+	int hi = qpos + 1 < j1 ? qpos + 1 : j1;
+	const float *q = f->q + (size_t)i * f->qs + h * D;
+	const float *qw = s->fq + ((size_t)i * H + h) * D;
+	float max;
+	double sum;
+
+	if (lo < j0)
+		lo = j0;
+	if (lo >= hi) {
+		part[D] = -INFINITY;
+		part[D + 1] = 0.0f;
+		return;
+	}
+	const int m = hi - lo;
+	k->dot_rows[dt](sc, txl_kv_row(s, s->k[f->l], s->cap, h, f->base + lo),
+			s->kv_row, relative(hp) ? qw : q, m, D);
+	if (relative(hp)) {
+		/* key j is at distance qpos - j; the distances from n_dist - 1
+		 * on share its row (clamp_len): rows [near, far] of R */
+		const int last = s->n_dist - 1;
+		const int near = qpos - (hi - 1) < last ? qpos - (hi - 1) : last;
+		const int far = qpos - lo < last ? qpos - lo : last;
+
+		k->dot_rows[dt](bd, txl_kv_row(s, s->r[f->l], s->n_dist, h,
+						near), s->kv_row,
+				hp->attn_type == 0 ? qw + (size_t)f->n * hd : q,
+				far - near + 1, D);
+		if (hp->attn_type == 1)
+			for (int t = near; t <= far; t++)
+				bd[t - near] += s->r_bias[f->l][(size_t)t * H + h];
+		for (int j = 0; j < m; j++) {
+			int t = qpos - (lo + j) < last ? qpos - (lo + j) : last;
+			sc[j] = (sc[j] + bd[t - near]) * f->scale;
+		}
+	} else {
+		for (int j = 0; j < m; j++)
+			sc[j] *= f->scale;
+	}
+	max = k->max(sc, m);
+	sum = k->exp_sum(sc, sc, m, max);
+	memset(part, 0, sizeof(float) * (size_t)D);
+	k->axpy_rows[dt](part, sc, txl_kv_row(s, s->v[f->l], s->cap, h,
+					      f->base + lo), s->kv_row, m, D);
+	part[D] = max;
+	part[D + 1] = (float)sum;
+}
+
+/* The part of query i, head h, block b. */
+static float *
+few_part(const struct few *f, int h, int b, int i)
+{
+	const size_t D = (size_t)f->s->model->hp.d_head;
+
+	return f->s->part + (((size_t)h * f->n_blocks + b) * f->n + i) *
+		(D + 2);
+}
+
+static void
+few_task(void *p, int ith, int nth)
+{
+	struct few *f = p;
+	const int units = f->s->model->hp.n_head * f->n_blocks;
+	float sc[KEY_BLOCK], bd[KEY_BLOCK];
+	int u;
+
+	while ((u = atomic_fetch_add_explicit(&f->next, 1,
+					      memory_order_relaxed)) < units) {
+		const int h = u / f->n_blocks, b = u % f->n_blocks;
+		const int j0 = b * KEY_BLOCK;
+		const int j1 = j0 + KEY_BLOCK < f->klen ? j0 + KEY_BLOCK : f->klen;
+
+		for (int i = 0; i < f->n; i++)
+			few_block(f, h, i, j0, j1, few_part(f, h, b, i), sc, bd);
+	}
+}
+
+static void
+attend_few(struct txl_session *s, int l, int n, int base, int qs)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_layer *ly = &s->model->layers[l];
+	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	struct few f = {
+		.s = s, .l = l, .n = n, .base = base, .klen = s->mlen + n,
+		.qs = qs, .n_blocks = (int)n_blocks(s->mlen + n), .q = s->qkv,
+		.scale = 1.0f / sqrtf((float)D),
+	};
+
+	atomic_init(&f.next, 0);
+	if (relative(hp)) {
+		/* q + r_w_bias, then (attn_type 0) q + r_r_bias, n rows of
+		 * every head each */
+		for (int i = 0; i < n; i++) {
+			const float *qi = s->qkv + (size_t)i * qs;
+			float *qw = s->fq + (size_t)i * hd;
+			float *qr = s->fq + (size_t)(n + i) * hd;
+			for (int c = 0; c < hd; c++) {
+				qw[c] = qi[c] + ly->r_w_bias[c];
+				if (hp->attn_type == 0)
+					qr[c] = qi[c] + ly->r_r_bias[c];
+			}
+		}
+	}
+	/* a product of d_head per key and query for AC, BD and V */
+	txl_pool_run_for(few_task, &f, 3.0 * n * H * f.klen * D);
+
+	for (int i = 0; i < n; i++) {
+		for (int h = 0; h < H; h++) {
+			float *out = s->attn + (size_t)i * hd + h * D;
+			float max = -INFINITY;
+			double sum = 0.0;
+
+			for (int b = 0; b < f.n_blocks; b++)
+				max = fmaxf(max, few_part(&f, h, b, i)[D]);
+			for (int b = 0; b < f.n_blocks; b++) {
+				const float *p = few_part(&f, h, b, i);
+				if (p[D] > -INFINITY)
+					sum += exp((double)p[D] - max) * p[D + 1];
+			}
+			memset(out, 0, sizeof(float) * (size_t)D);
+			for (int b = 0; b < f.n_blocks; b++) {
+				const float *p = few_part(&f, h, b, i);
+				if (!(p[D] > -INFINITY))
+					continue;
+				const float w = (float)(exp((double)p[D] - max) /
+							sum);
+				for (int c = 0; c < D; c++)
+					out[c] += w * p[c];
+			}
+		}
+	}
+}
+
 void
 txl_attn_forward(struct txl_session *s, int l, int n, int base)
 {
@@ -372,6 +585,10 @@ txl_attn_forward(struct txl_session *s, int l, int n, int base)
 	const enum txl_dtype dt = s->kv_dt;
 	const int qs = project(s, l, n, base);
 
+	if (n <= FEW_MAX) {
+		attend_few(s, l, n, base, qs);
+		return;
+	}
 	for (int h = 0; h < H; h++) {
 		const float *q = s->qkv + h * D;
 		/* head h's rows of the window's K and V */

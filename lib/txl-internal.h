@@ -202,6 +202,10 @@ typedef void (*txl_task_fn)(void *ctx, int ith, int nth);
  * another thread is using the pool, fn runs on the caller alone
  * (ith 0, nth 1). */
 void txl_pool_run(txl_task_fn fn, void *ctx);
+/* txl_pool_run(), or fn on the caller alone (ith 0, nth 1) for work of
+ * fewer multiply-adds than a hand-over to the pool is worth
+ * (txl-math.c). */
+void txl_pool_run_for(txl_task_fn fn, void *ctx, double macs);
 /* The number of threads txl_pool_run() uses (the caller included). */
 int txl_pool_threads(void);
 /* Start or stop workers to have n threads in all (n >= 1). */
@@ -369,6 +373,10 @@ struct txl_session {
 	float *qw, *qr;		/* (seg_len, d_head) q + r_w_bias, q + r_r_bias */
 	float *score;		/* (seg_len, mem_len + seg_len) */
 	float *bd;		/* (seg_len, n_dist) */
+	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
+	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
+	float *part;		/* per head, key block, query: the partial
+				   softmax (d_head sums, max, sum of exps) */
 	float *attn;		/* (seg_len, n_head * d_head) */
 	float *tmp;		/* (seg_len, d_model) */
 	float *ff;		/* (seg_len, d_inner) */
@@ -405,7 +413,9 @@ enum txl_dtype txl_kv_dtype(int kv_type);
  *                      attentions) or recompute windows (the absolute);
  *   txl_attn_n_dist    rows of the relative-position tables (0 for the
  *                      absolute attentions);
- *   txl_attn_init      the session's position tables (once per session);
+ *   txl_attn_bytes     the bytes of txl_attn_init()'s scratch buffers;
+ *   txl_attn_init      the session's position tables and scratch buffers
+ *                      (once per session);
  *   txl_attn_positions absolute positions added to the input of layer l
  *                      (attn_type 2 and 3; nothing for the relative ones);
  *   txl_attn_forward   the multi-head attention of the n rows of s->h
@@ -415,7 +425,9 @@ enum txl_dtype txl_kv_dtype(int kv_type);
 bool txl_attn_has_memory(const struct txl_hparams *hp);
 int txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len,
 		    int klen_max);
-enum txl_status txl_attn_init(struct txl_session *s);
+double txl_attn_bytes(const struct txl_hparams *hp, int seg_len,
+		      int klen_max);
+enum txl_status txl_attn_init(struct txl_session *s, int klen_max);
 void txl_attn_free(struct txl_session *s);
 void txl_attn_positions(struct txl_session *s, int l, int n);
 void txl_attn_forward(struct txl_session *s, int l, int n, int base);

@@ -133,6 +133,12 @@ run(txl_task_fn fn, void *ctx, double macs)
 		fn(ctx, 0, 1);
 }
 
+void
+txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
+{
+	run(fn, ctx, macs);
+}
+
 /* ---- matrix-vector: y[N] = W[N, K] . x (rows `ld` bytes apart) ---- */
 
 struct gemv {

@@ -91,7 +91,8 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 	/* K, V and R in kv_dt, the rest in floats */
 	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
 				     (double)n_dist * hp->n_head) +
-		      seg * per_row + hp->d_model);
+		      seg * per_row + hp->d_model) +
+		txl_attn_bytes(hp, seg, klen_max);
 }
 
 static enum txl_status
@@ -268,7 +269,7 @@ txl_session_new(const struct txl_model *m,
 		goto nomem;
 	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
-	if ((st = txl_attn_init(s)) != TXL_OK) {
+	if ((st = txl_attn_init(s, klen_max)) != TXL_OK) {
 		txl_session_free(s);
 		return st;
 	}
