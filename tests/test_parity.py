@@ -290,6 +290,16 @@ class TestParity(ParityCase):
     def test_memory_longer_than_training(self):
         self.compare("base", seg_len=8, mem_len=40)
 
+    # Segments of up to 8 queries attend in blocks of 256 keys, merged
+    # (txl-attn.c attend_few()): memories of several blocks, same_length
+    # masking the first keys, clamp_len reached inside a block.
+    def test_token_by_token_memory_of_blocks(self):
+        self.compare("base", n=700, seg_len=1, mem_len=600, clamp_len=300,
+                     same_length=True)
+
+    def test_few_queries_memory_of_blocks(self):
+        self.compare("base", n=700, seg_len=5, mem_len=520)
+
     def test_segment_longer_than_training(self):
         self.compare("base", seg_len=32, mem_len=24)
 
@@ -432,6 +442,15 @@ class TestVariants(ParityCase):
             mem = 3 * _models[name].cfg.max_klen
             with self.subTest(name):
                 self.compare(name, seg_len=8, mem_len=mem, clamp_len=0)
+
+    def test_learnable_memory_of_blocks(self):
+        # attend_few()'s blocks with the learned tables, cut by clamp_len
+        attn1 = [k for k in MEMORY_VARIANTS if
+                 VARIANTS[k].get("attn_type") == 1]
+        for name in attn1:
+            with self.subTest(name):
+                self.compare(name, n=600, seg_len=1, mem_len=530,
+                             clamp_len=270, same_length=True)
 
     def test_tails_matter(self):
         """The targets fall into tail clusters and the clusters' head
