@@ -188,13 +188,14 @@ init_absolute(struct txl_session *s)
 }
 
 /* Segments of up to FEW_MAX queries take attend_few(): each query
- * passes over a block of keys while it is in the cache; longer segments
+ * passes over a stretch of keys while it is in the cache; longer segments
  * are sgemm's, which reuses every key across the rows of a tile. */
 #define FEW_MAX 8
-/* Keys a unit of attend_few() takes: 32 KB of a head's 16-bit K and V
- * (64 values a row), and 15 blocks a head at 3,800 keys, enough to keep
- * every thread busy to the end. */
-#define KEY_BLOCK 256
+/* attend_few() cuts a head's keys into at most this many blocks per
+ * thread (units of work, handed out as they finish) and a block into
+ * passes of STEP keys (the stretch each query takes at a time). */
+#define BLOCKS_PER_THREAD 2
+#define STEP 2048
 
 static int
 few_queries(int seg_len)
@@ -202,10 +203,11 @@ few_queries(int seg_len)
 	return seg_len < FEW_MAX ? seg_len : FEW_MAX;
 }
 
+/* The most blocks a head's klen keys are cut into. */
 static size_t
-n_blocks(int klen)
+max_blocks(int klen)
 {
-	return (size_t)(klen + KEY_BLOCK - 1) / KEY_BLOCK;
+	return (size_t)(klen + STEP - 1) / STEP;
 }
 
 double
@@ -213,8 +215,9 @@ txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max)
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 
+	/* fq, the scores, the parts */
 	return 4.0 * few_queries(seg_len) * (2.0 * hd + (double)hp->n_head *
-		n_blocks(klen_max) * (hp->d_head + 2.0));
+		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0)));
 }
 
 enum txl_status
@@ -224,10 +227,13 @@ txl_attn_init(struct txl_session *s, int klen_max)
 	const size_t nq = (size_t)few_queries(s->seg_len);
 	const size_t hd = (size_t)hp->n_head * hp->d_head;
 
+	s->klen_max = klen_max;
 	s->fq = txl_alloc_floats(nq * 2 * hd);
-	s->part = txl_alloc_floats(nq * (size_t)hp->n_head * n_blocks(klen_max) *
+	s->fsc = txl_alloc_floats(nq * (size_t)hp->n_head * (size_t)klen_max);
+	s->part = txl_alloc_floats(nq * (size_t)hp->n_head *
+				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
-	if (!s->fq || !s->part)
+	if (!s->fq || !s->fsc || !s->part)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
 		s->r = calloc((size_t)hp->n_layer, sizeof *s->r);
@@ -259,8 +265,9 @@ txl_attn_free(struct txl_session *s)
 	free(s->r_bias);
 	free(s->pos);
 	free(s->fq);
+	free(s->fsc);
 	free(s->part);
-	s->fq = s->part = NULL;
+	s->fq = s->fsc = s->part = NULL;
 	s->r = NULL;
 	s->r_bias = NULL;
 	s->pos = NULL;
@@ -405,89 +412,51 @@ softmax_row(struct txl_session *s, float *sc, const float *bd, int qpos,
 
 /* ---- a few queries: every head in one pass over the keys ----
  *
- * The keys are cut into blocks of KEY_BLOCK.  A unit, one block of one
- * head, computes for each query the scores of the block's keys (content
- * and position term, scaled), their max m, and with e_j = exp(score_j -
- * m) the sum of the e_j and the sum of the e_j v_j: the softmax of the
- * block without its normalisation, which needs nothing of the other
- * blocks.  The units are handed out to the pool's threads, one task per
- * layer; then the caller merges the blocks of each query and head,
- * rescaling each by exp(m - the overall max) and dividing by the sum of
- * all the exps: the same weights as softmax_row() gives, the scores never
- * leaving the cache and K, R and V read once. */
+ * One pool task per layer does every head: a head's keys are cut into
+ * blocks, as few as keep the threads busy to the end (one per head when
+ * the heads are enough), and a unit, one block of one head, computes for
+ * each query the scores of its keys (content and position term,
+ * scaled), their max m, and with e_j = exp(score_j - m) the sum of the
+ * e_j and the sum of the e_j v_j: the softmax of the block without its
+ * normalisation, which needs nothing of the other blocks.  It reads K,
+ * then R, then V, each as one forward stream (a block of interleaved
+ * streams costs a third more on one core: the prefetchers restart), a
+ * STEP of keys at a time for all the queries.  Then the caller merges the blocks
+ * of each query and head, rescaling each by exp(m - the overall max) and
+ * dividing by the sum of all the exps: the weights softmax_row() gives. */
 
 struct few {
 	struct txl_session *s;
-	int l, n, base, klen, qs, n_blocks;
+	int l, n, base, klen, qs, n_blocks, block;
 	const float *q;		/* the queries, rows qs floats apart */
 	float scale;
 	atomic_int next;	/* the next unit: head * n_blocks + block */
 };
 
-/* Query i of f over keys [j0, j1) of head h, into its part: d_head
- * weighted sums, then max and sum of exps (-INFINITY and 0 when it sees
- * none of these keys).  sc and bd have KEY_BLOCK floats. */
-static void
-few_block(const struct few *f, int h, int i, int j0, int j1, float *part,
-	  float *sc, float *bd)
+/* The keys [*lo, *hi) of query i among [j0, j1): causal, and with
+ * same_length exactly the last mem_len positions, as softmax_row();
+ * false if none. */
+static bool
+few_keys(const struct few *f, int i, int j0, int j1, int *lo, int *hi)
 {
 	const struct txl_session *s = f->s;
-	const struct txl_hparams *hp = &s->model->hp;
-	const struct txl_kernels *k = txl_kernels();
-	const int H = hp->n_head, D = hp->d_head, hd = H * D;
-	const enum txl_dtype dt = s->kv_dt;
 	const int qpos = s->mlen + i;
-	/* causal; with same_length exactly the last mem_len positions, as
-	 * softmax_row() */
-	int lo = s->same_length ? qpos - s->mem_len + 1 : 0;
-	int hi = qpos + 1 < j1 ? qpos + 1 : j1;
-	const float *q = f->q + (size_t)i * f->qs + h * D;
-	const float *qw = s->fq + ((size_t)i * H + h) * D;
-	float max;
-	double sum;
+	int a = s->same_length ? qpos - s->mem_len + 1 : 0;
 
-	if (lo < j0)
-		lo = j0;
-	if (lo >= hi) {
-		part[D] = -INFINITY;
-		part[D + 1] = 0.0f;
-		return;
-	}
-	const int m = hi - lo;
-	k->dot_rows[dt](sc, txl_kv_row(s, s->k[f->l], s->cap, h, f->base + lo),
-			s->kv_row, relative(hp) ? qw : q, m, D);
-	if (relative(hp)) {
-		/* key j is at distance qpos - j; the distances from n_dist - 1
-		 * on share its row (clamp_len): rows [near, far] of R */
-		const int last = s->n_dist - 1;
-		const int near = qpos - (hi - 1) < last ? qpos - (hi - 1) : last;
-		const int far = qpos - lo < last ? qpos - lo : last;
-
-		k->dot_rows[dt](bd, txl_kv_row(s, s->r[f->l], s->n_dist, h,
-						near), s->kv_row,
-				hp->attn_type == 0 ? qw + (size_t)f->n * hd : q,
-				far - near + 1, D);
-		if (hp->attn_type == 1)
-			for (int t = near; t <= far; t++)
-				bd[t - near] += s->r_bias[f->l][(size_t)t * H + h];
-		for (int j = 0; j < m; j++) {
-			int t = qpos - (lo + j) < last ? qpos - (lo + j) : last;
-			sc[j] = (sc[j] + bd[t - near]) * f->scale;
-		}
-	} else {
-		for (int j = 0; j < m; j++)
-			sc[j] *= f->scale;
-	}
-	max = k->max(sc, m);
-	sum = k->exp_sum(sc, sc, m, max);
-	memset(part, 0, sizeof(float) * (size_t)D);
-	k->axpy_rows[dt](part, sc, txl_kv_row(s, s->v[f->l], s->cap, h,
-					      f->base + lo), s->kv_row, m, D);
-	part[D] = max;
-	part[D + 1] = (float)sum;
+	*lo = a > j0 ? a : j0;
+	*hi = qpos + 1 < j1 ? qpos + 1 : j1;
+	return *lo < *hi;
 }
 
-/* The part of query i, head h, block b. */
+/* Query i's scores (a row of klen_max floats for each head) */
+static float *
+few_scores(const struct few *f, int h, int i)
+{
+	return f->s->fsc + ((size_t)h * f->n + i) * (size_t)f->s->klen_max;
+}
+
+/* The part of query i, head h, block b: d_head weighted sums, then max
+ * and sum of exps (-INFINITY and 0 when it sees none of the keys). */
 static float *
 few_part(const struct few *f, int h, int b, int i)
 {
@@ -497,22 +466,108 @@ few_part(const struct few *f, int h, int b, int i)
 		(D + 2);
 }
 
+/* Keys [j0, j1) of head h, every query: scores, then position terms,
+ * then softmax and values, into the parts of block b. */
+static void
+few_unit(const struct few *f, int h, int b, int j0, int j1)
+{
+	const struct txl_session *s = f->s;
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_kernels *k = txl_kernels();
+	const int H = hp->n_head, D = hp->d_head;
+	const enum txl_dtype dt = s->kv_dt;
+	const uint8_t *K = txl_kv_row(s, s->k[f->l], s->cap, h, f->base);
+	const uint8_t *V = txl_kv_row(s, s->v[f->l], s->cap, h, f->base);
+	const int last = s->n_dist - 1;
+	float bd[STEP];
+	int lo, hi;
+
+	/* AC (or the plain q.k): (q_i + r_w_bias) . k_j */
+	for (int c = j0; c < j1; c += STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++) {
+			const float *q = relative(hp)
+				? s->fq + ((size_t)i * H + h) * D
+				: f->q + (size_t)i * f->qs + h * D;
+			if (few_keys(f, i, c, ce, &lo, &hi))
+				k->dot_rows[dt](few_scores(f, h, i) + lo,
+						K + (size_t)lo * s->kv_row,
+						s->kv_row, q, hi - lo, D);
+		}
+	}
+	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
+	 * on share its row (clamp_len): rows [near, far] of R for keys
+	 * [lo, hi).  The last keys first, so that R is read forwards (a
+	 * third faster on one core than going back a STEP at a time) */
+	for (int c = j0 + (j1 - 1 - j0) / STEP * STEP; c >= j0; c -= STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++) {
+			const int qpos = s->mlen + i;
+			float *sc = few_scores(f, h, i);
+			if (!few_keys(f, i, c, ce, &lo, &hi))
+				continue;
+			if (!relative(hp)) {
+				for (int j = lo; j < hi; j++)
+					sc[j] *= f->scale;
+				continue;
+			}
+			const int near = qpos - (hi - 1) < last ? qpos - (hi - 1)
+				: last;
+			const int far = qpos - lo < last ? qpos - lo : last;
+			const float *q = hp->attn_type == 0
+				? s->fq + ((size_t)(f->n + i) * H + h) * D
+				: f->q + (size_t)i * f->qs + h * D;
+			k->dot_rows[dt](bd, txl_kv_row(s, s->r[f->l], s->n_dist,
+						       h, near),
+					s->kv_row, q, far - near + 1, D);
+			if (hp->attn_type == 1)
+				for (int t = near; t <= far; t++)
+					bd[t - near] += s->r_bias[f->l][(size_t)t * H + h];
+			for (int j = lo; j < hi; j++) {
+				int t = qpos - j < last ? qpos - j : last;
+				sc[j] = (sc[j] + bd[t - near]) * f->scale;
+			}
+		}
+	}
+	/* e_j = exp(score_j - m), their sum */
+	for (int i = 0; i < f->n; i++) {
+		float *part = few_part(f, h, b, i), *sc = few_scores(f, h, i);
+		if (!few_keys(f, i, j0, j1, &lo, &hi)) {
+			part[D] = -INFINITY;
+			part[D + 1] = 0.0f;
+			continue;
+		}
+		part[D] = k->max(sc + lo, hi - lo);
+		part[D + 1] = (float)k->exp_sum(sc + lo, sc + lo, hi - lo,
+						part[D]);
+		memset(part, 0, sizeof(float) * (size_t)D);
+	}
+	/* sum of e_j v_j */
+	for (int c = j0; c < j1; c += STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++)
+			if (few_keys(f, i, c, ce, &lo, &hi))
+				k->axpy_rows[dt](few_part(f, h, b, i),
+						 few_scores(f, h, i) + lo,
+						 V + (size_t)lo * s->kv_row,
+						 s->kv_row, hi - lo, D);
+	}
+}
+
 static void
 few_task(void *p, int ith, int nth)
 {
 	struct few *f = p;
 	const int units = f->s->model->hp.n_head * f->n_blocks;
-	float sc[KEY_BLOCK], bd[KEY_BLOCK];
 	int u;
 
 	while ((u = atomic_fetch_add_explicit(&f->next, 1,
 					      memory_order_relaxed)) < units) {
 		const int h = u / f->n_blocks, b = u % f->n_blocks;
-		const int j0 = b * KEY_BLOCK;
-		const int j1 = j0 + KEY_BLOCK < f->klen ? j0 + KEY_BLOCK : f->klen;
+		const int j0 = b * f->block;
+		const int j1 = j0 + f->block < f->klen ? j0 + f->block : f->klen;
 
-		for (int i = 0; i < f->n; i++)
-			few_block(f, h, i, j0, j1, few_part(f, h, b, i), sc, bd);
+		few_unit(f, h, b, j0, j1);
 	}
 }
 
@@ -522,12 +577,20 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	const int klen = s->mlen + n;
+	TXL_ASSERT(klen <= s->klen_max);
+	/* blocks: enough units for every thread, whole STEPs */
+	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
 	struct few f = {
-		.s = s, .l = l, .n = n, .base = base, .klen = s->mlen + n,
-		.qs = qs, .n_blocks = (int)n_blocks(s->mlen + n), .q = s->qkv,
-		.scale = 1.0f / sqrtf((float)D),
+		.s = s, .l = l, .n = n, .base = base, .klen = klen, .qs = qs,
+		.q = s->qkv, .scale = 1.0f / sqrtf((float)D),
 	};
 
+	if (nb > (int)max_blocks(klen))
+		nb = (int)max_blocks(klen);
+	f.block = (klen + nb - 1) / nb;
+	f.block = (f.block + STEP - 1) / STEP * STEP;
+	f.n_blocks = (klen + f.block - 1) / f.block;
 	atomic_init(&f.next, 0);
 	if (relative(hp)) {
 		/* q + r_w_bias, then (attn_type 0) q + r_r_bias, n rows of
@@ -544,7 +607,7 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 		}
 	}
 	/* a product of d_head per key and query for AC, BD and V */
-	txl_pool_run_for(few_task, &f, 3.0 * n * H * f.klen * D);
+	txl_pool_run_for(few_task, &f, 3.0 * n * H * klen * D);
 
 	for (int i = 0; i < n; i++) {
 		for (int h = 0; h < H; h++) {

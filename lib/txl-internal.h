@@ -374,7 +374,9 @@ struct txl_session {
 	float *score;		/* (seg_len, mem_len + seg_len) */
 	float *bd;		/* (seg_len, n_dist) */
 	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
+	int klen_max;		/* the most keys a query sees */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
+	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
 				   softmax (d_head sums, max, sum of exps) */
 	float *attn;		/* (seg_len, n_head * d_head) */
