@@ -191,10 +191,12 @@ init_absolute(struct txl_session *s)
  * passes over a stretch of keys while it is in the cache; longer segments
  * are sgemm's, which reuses every key across the rows of a tile. */
 #define FEW_MAX 8
-/* attend_few() cuts a head's keys into at most this many blocks per
- * thread (units of work, handed out as they finish) and a block into
- * passes of STEP keys (the stretch each query takes at a time). */
+/* attend_few() cuts a head's keys into blocks (units of work, handed
+ * out as they finish) of whole BLOCK_UNITs, at most BLOCKS_PER_THREAD
+ * per thread, and a block into passes of STEP keys (the stretch each
+ * query takes at a time: 256 KB of 16-bit K, in L2). */
 #define BLOCKS_PER_THREAD 2
+#define BLOCK_UNIT 256
 #define STEP 2048
 
 static int
@@ -207,7 +209,7 @@ few_queries(int seg_len)
 static size_t
 max_blocks(int klen)
 {
-	return (size_t)(klen + STEP - 1) / STEP;
+	return (size_t)(klen + BLOCK_UNIT - 1) / BLOCK_UNIT;
 }
 
 double
@@ -579,7 +581,7 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
 	const int klen = s->mlen + n;
 	TXL_ASSERT(klen <= s->klen_max);
-	/* blocks: enough units for every thread, whole STEPs */
+	/* blocks: enough units for every thread */
 	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
 	struct few f = {
 		.s = s, .l = l, .n = n, .base = base, .klen = klen, .qs = qs,
@@ -589,7 +591,7 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	if (nb > (int)max_blocks(klen))
 		nb = (int)max_blocks(klen);
 	f.block = (klen + nb - 1) / nb;
-	f.block = (f.block + STEP - 1) / STEP * STEP;
+	f.block = (f.block + BLOCK_UNIT - 1) / BLOCK_UNIT * BLOCK_UNIT;
 	f.n_blocks = (klen + f.block - 1) / f.block;
 	atomic_init(&f.next, 0);
 	if (relative(hp)) {

@@ -181,13 +181,15 @@ class ParityCase(unittest.TestCase):
                 f.write("  ".join(map(str, ids[k:k + 20])) + "\n")
         return path
 
-    def compare(self, name, n=N_TOKENS, seed=0, label=None, **settings):
-        """Score n random ids with txlgen and the reference; assert parity
-        and return txlgen's log-probs."""
+    def compare(self, name, n=N_TOKENS, seed=0, label=None, extra=(),
+                **settings):
+        """Score n random ids with txlgen (extra: more of its flags) and
+        the reference; assert parity and return txlgen's log-probs."""
         m = _models[name]
         ids = mrm.random_ids(n, m.cfg.n_token, seed)
         path = self.write_ids(ids)
-        records, summary, argv = txlgen_score(m.path, path, **settings)
+        records, summary, argv = txlgen_score(m.path, path, extra=extra,
+                                              **settings)
         ref = m.score(ids, **settings)
         cmd = " ".join(argv[1:])
         self.assertEqual(len(records), len(ids) - 1,
@@ -290,15 +292,17 @@ class TestParity(ParityCase):
     def test_memory_longer_than_training(self):
         self.compare("base", seg_len=8, mem_len=40)
 
-    # Segments of up to 8 queries attend in blocks of 256 keys, merged
-    # (txl-attn.c attend_few()): memories of several blocks, same_length
-    # masking the first keys, clamp_len reached inside a block.
+    # Segments of up to 8 queries attend in blocks of whole 256 keys, two
+    # per thread, merged (txl-attn.c attend_few()): with 4 threads and 2
+    # heads, memories of 3 blocks, same_length masking the first keys,
+    # clamp_len reached inside a block.
     def test_token_by_token_memory_of_blocks(self):
         self.compare("base", n=700, seg_len=1, mem_len=600, clamp_len=300,
-                     same_length=True)
+                     same_length=True, extra=["--threads", "4"])
 
     def test_few_queries_memory_of_blocks(self):
-        self.compare("base", n=700, seg_len=5, mem_len=520)
+        self.compare("base", n=700, seg_len=5, mem_len=520,
+                     extra=["--threads", "4"])
 
     def test_segment_longer_than_training(self):
         self.compare("base", seg_len=32, mem_len=24)
@@ -450,7 +454,8 @@ class TestVariants(ParityCase):
         for name in attn1:
             with self.subTest(name):
                 self.compare(name, n=600, seg_len=1, mem_len=530,
-                             clamp_len=270, same_length=True)
+                             clamp_len=270, same_length=True,
+                             extra=["--threads", "4"])
 
     def test_tails_matter(self):
         """The targets fall into tail clusters and the clusters' head
