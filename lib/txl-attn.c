@@ -468,6 +468,44 @@ few_part(const struct few *f, int h, int b, int i)
 		(D + 2);
 }
 
+/* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
+ * PF_AHEAD further prefetched: the hardware's prefetchers stop at every
+ * 4 KB page, and a token with a long memory reads tens of MB of K, R and
+ * V from DRAM.  On one Zen 5 core this halves the cost of a token with
+ * 3,800 positions of F16 memory; 32 or 128 rows ahead do a little less
+ * well. */
+#define PF_ROWS 32
+#define PF_AHEAD 64
+
+static inline void
+prefetch(const uint8_t *p, size_t bytes)
+{
+	for (size_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch(p + o);
+}
+
+static void
+dot_stream(txl_dot_rows_fn fn, float *y, const uint8_t *w, size_t ld,
+	   const float *x, int n, int K)
+{
+	for (int r = 0; r < n; r += PF_ROWS) {
+		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
+		prefetch(w + (size_t)(r + PF_AHEAD) * ld, (size_t)m * ld);
+		fn(y + r, w + (size_t)r * ld, ld, x, m, K);
+	}
+}
+
+static void
+axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
+	    size_t ld, int n, int K)
+{
+	for (int r = 0; r < n; r += PF_ROWS) {
+		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
+		prefetch(w + (size_t)(r + PF_AHEAD) * ld, (size_t)m * ld);
+		fn(y, a + r, w + (size_t)r * ld, ld, m, K);
+	}
+}
+
 /* Keys [j0, j1) of head h, every query: scores, then position terms,
  * then softmax and values, into the parts of block b. */
 static void
@@ -492,7 +530,7 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				? s->fq + ((size_t)i * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D;
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				k->dot_rows[dt](few_scores(f, h, i) + lo,
+				dot_stream(k->dot_rows[dt], few_scores(f, h, i) + lo,
 						K + (size_t)lo * s->kv_row,
 						s->kv_row, q, hi - lo, D);
 		}
@@ -519,7 +557,7 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 			const float *q = hp->attn_type == 0
 				? s->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D;
-			k->dot_rows[dt](bd, txl_kv_row(s, s->r[f->l], s->n_dist,
+			dot_stream(k->dot_rows[dt], bd, txl_kv_row(s, s->r[f->l], s->n_dist,
 						       h, near),
 					s->kv_row, q, far - near + 1, D);
 			if (hp->attn_type == 1)
@@ -549,7 +587,7 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++)
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				k->axpy_rows[dt](few_part(f, h, b, i),
+				axpy_stream(k->axpy_rows[dt], few_part(f, h, b, i),
 						 few_scores(f, h, i) + lo,
 						 V + (size_t)lo * s->kv_row,
 						 s->kv_row, hi - lo, D);
