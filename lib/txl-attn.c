@@ -421,11 +421,12 @@ softmax_row(struct txl_session *s, float *sc, const float *bd, int qpos,
  * scaled), their max m, and with e_j = exp(score_j - m) the sum of the
  * e_j and the sum of the e_j v_j: the softmax of the block without its
  * normalisation, which needs nothing of the other blocks.  It reads K,
- * then R, then V, each as one forward stream (a block of interleaved
- * streams costs a third more on one core: the prefetchers restart), a
- * STEP of keys at a time for all the queries.  Then the caller merges the blocks
- * of each query and head, rescaling each by exp(m - the overall max) and
- * dividing by the sum of all the exps: the weights softmax_row() gives. */
+ * then R, then V, each as one forward stream, a STEP of keys at a time
+ * for all the queries (without the software prefetch below, blocks of
+ * 256 keys with the three streams interleaved cost a third more on one
+ * core than this).  Then the caller merges the blocks of each query and
+ * head, rescaling each by exp(m - the overall max) and dividing by the
+ * sum of all the exps: the weights softmax_row() gives, to rounding. */
 
 struct few {
 	struct txl_session *s;
@@ -450,7 +451,7 @@ few_keys(const struct few *f, int i, int j0, int j1, int *lo, int *hi)
 	return *lo < *hi;
 }
 
-/* Query i's scores (a row of klen_max floats for each head) */
+/* Query i's scores for head h: klen_max floats. */
 static float *
 few_scores(const struct few *f, int h, int i)
 {
@@ -458,7 +459,8 @@ few_scores(const struct few *f, int h, int i)
 }
 
 /* The part of query i, head h, block b: d_head weighted sums, then max
- * and sum of exps (-INFINITY and 0 when it sees none of the keys). */
+ * and sum of exps (-INFINITY and 0 when it sees none of the keys; the
+ * sum in float, one rounding of a relative 6e-8 before the merge). */
 static float *
 few_part(const struct few *f, int h, int b, int i)
 {
@@ -477,9 +479,14 @@ few_part(const struct few *f, int h, int b, int i)
 #define PF_ROWS 32
 #define PF_AHEAD 64
 
+/* Rows [r, r + PF_ROWS) of w, those below n. */
 static inline void
-prefetch(const uint8_t *p, size_t bytes)
+prefetch_rows(const uint8_t *w, size_t ld, int r, int n)
 {
+	const uint8_t *p = w + (size_t)r * ld;
+	size_t bytes = r >= n ? 0
+		: (size_t)(n - r < PF_ROWS ? n - r : PF_ROWS) * ld;
+
 	for (size_t o = 0; o < bytes; o += 64)
 		__builtin_prefetch(p + o);
 }
@@ -490,7 +497,7 @@ dot_stream(txl_dot_rows_fn fn, float *y, const uint8_t *w, size_t ld,
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		prefetch(w + (size_t)(r + PF_AHEAD) * ld, (size_t)m * ld);
+		prefetch_rows(w, ld, r + PF_AHEAD, n);
 		fn(y + r, w + (size_t)r * ld, ld, x, m, K);
 	}
 }
@@ -501,7 +508,7 @@ axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		prefetch(w + (size_t)(r + PF_AHEAD) * ld, (size_t)m * ld);
+		prefetch_rows(w, ld, r + PF_AHEAD, n);
 		fn(y, a + r, w + (size_t)r * ld, ld, m, K);
 	}
 }
@@ -530,9 +537,10 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				? s->fq + ((size_t)i * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D;
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				dot_stream(k->dot_rows[dt], few_scores(f, h, i) + lo,
-						K + (size_t)lo * s->kv_row,
-						s->kv_row, q, hi - lo, D);
+				dot_stream(k->dot_rows[dt],
+					   few_scores(f, h, i) + lo,
+					   K + (size_t)lo * s->kv_row,
+					   s->kv_row, q, hi - lo, D);
 		}
 	}
 	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
@@ -557,12 +565,14 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 			const float *q = hp->attn_type == 0
 				? s->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D;
-			dot_stream(k->dot_rows[dt], bd, txl_kv_row(s, s->r[f->l], s->n_dist,
-						       h, near),
-					s->kv_row, q, far - near + 1, D);
+			dot_stream(k->dot_rows[dt], bd,
+				   txl_kv_row(s, s->r[f->l], s->n_dist, h,
+					      near),
+				   s->kv_row, q, far - near + 1, D);
 			if (hp->attn_type == 1)
 				for (int t = near; t <= far; t++)
-					bd[t - near] += s->r_bias[f->l][(size_t)t * H + h];
+					bd[t - near] += s->r_bias[f->l]
+						[(size_t)t * H + h];
 			for (int j = lo; j < hi; j++) {
 				int t = qpos - j < last ? qpos - j : last;
 				sc[j] = (sc[j] + bd[t - near]) * f->scale;
@@ -587,10 +597,11 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++)
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				axpy_stream(k->axpy_rows[dt], few_part(f, h, b, i),
-						 few_scores(f, h, i) + lo,
-						 V + (size_t)lo * s->kv_row,
-						 s->kv_row, hi - lo, D);
+				axpy_stream(k->axpy_rows[dt],
+					    few_part(f, h, b, i),
+					    few_scores(f, h, i) + lo,
+					    V + (size_t)lo * s->kv_row,
+					    s->kv_row, hi - lo, D);
 	}
 }
 
@@ -605,9 +616,36 @@ few_task(void *p, int ith, int nth)
 					      memory_order_relaxed)) < units) {
 		const int h = u / f->n_blocks, b = u % f->n_blocks;
 		const int j0 = b * f->block;
-		const int j1 = j0 + f->block < f->klen ? j0 + f->block : f->klen;
+		const int j1 = j0 + f->block < f->klen ? j0 + f->block
+			: f->klen;
 
 		few_unit(f, h, b, j0, j1);
+	}
+}
+
+/* The blocks of query i, head h merged: its attention vector into out. */
+static void
+few_merge(const struct few *f, int h, int i, float *out)
+{
+	const int D = f->s->model->hp.d_head;
+	float max = -INFINITY;
+	double sum = 0.0;
+
+	for (int b = 0; b < f->n_blocks; b++)
+		max = fmaxf(max, few_part(f, h, b, i)[D]);
+	for (int b = 0; b < f->n_blocks; b++) {
+		const float *p = few_part(f, h, b, i);
+		if (p[D] > -INFINITY)
+			sum += exp((double)p[D] - max) * p[D + 1];
+	}
+	memset(out, 0, sizeof(float) * (size_t)D);
+	for (int b = 0; b < f->n_blocks; b++) {
+		const float *p = few_part(f, h, b, i);
+		if (!(p[D] > -INFINITY))
+			continue;
+		const float w = (float)(exp((double)p[D] - max) / sum);
+		for (int c = 0; c < D; c++)
+			out[c] += w * p[c];
 	}
 }
 
@@ -618,7 +656,6 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	const struct txl_layer *ly = &s->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
 	const int klen = s->mlen + n;
-	TXL_ASSERT(klen <= s->klen_max);
 	/* blocks: enough units for every thread */
 	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
 	struct few f = {
@@ -626,6 +663,7 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 		.q = s->qkv, .scale = 1.0f / sqrtf((float)D),
 	};
 
+	TXL_ASSERT(klen <= s->klen_max);
 	if (nb > (int)max_blocks(klen))
 		nb = (int)max_blocks(klen);
 	f.block = (klen + nb - 1) / nb;
@@ -648,32 +686,9 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	}
 	/* a product of d_head per key and query for AC, BD and V */
 	txl_pool_run_for(few_task, &f, 3.0 * n * H * klen * D);
-
-	for (int i = 0; i < n; i++) {
-		for (int h = 0; h < H; h++) {
-			float *out = s->attn + (size_t)i * hd + h * D;
-			float max = -INFINITY;
-			double sum = 0.0;
-
-			for (int b = 0; b < f.n_blocks; b++)
-				max = fmaxf(max, few_part(&f, h, b, i)[D]);
-			for (int b = 0; b < f.n_blocks; b++) {
-				const float *p = few_part(&f, h, b, i);
-				if (p[D] > -INFINITY)
-					sum += exp((double)p[D] - max) * p[D + 1];
-			}
-			memset(out, 0, sizeof(float) * (size_t)D);
-			for (int b = 0; b < f.n_blocks; b++) {
-				const float *p = few_part(&f, h, b, i);
-				if (!(p[D] > -INFINITY))
-					continue;
-				const float w = (float)(exp((double)p[D] - max) /
-							sum);
-				for (int c = 0; c < D; c++)
-					out[c] += w * p[c];
-			}
-		}
-	}
+	for (int i = 0; i < n; i++)
+		for (int h = 0; h < H; h++)
+			few_merge(&f, h, i, s->attn + (size_t)i * hd + h * D);
 }
 
 void
