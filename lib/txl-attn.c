@@ -479,16 +479,18 @@ few_part(const struct few *f, int h, int b, int i)
 #define PF_ROWS 32
 #define PF_AHEAD 64
 
-/* Rows [r, r + PF_ROWS) of w, those below n. */
+/* Rows [r, r + PF_ROWS) of w, also past the rows of the call: the
+ * stream goes on in the next one (GCC 12 dropped the prefetches of a
+ * version that stopped at the call's last row, which then ran no faster
+ * than none).  A prefetch past the buffer's end is harmless; the address
+ * is computed in uintptr_t so that no pointer leaves its object. */
 static inline void
-prefetch_rows(const uint8_t *w, size_t ld, int r, int n)
+prefetch_rows(const uint8_t *w, size_t ld, int r)
 {
-	const uint8_t *p = w + (size_t)r * ld;
-	size_t bytes = r >= n ? 0
-		: (size_t)(n - r < PF_ROWS ? n - r : PF_ROWS) * ld;
+	const uintptr_t p = (uintptr_t)w + (size_t)r * ld;
 
-	for (size_t o = 0; o < bytes; o += 64)
-		__builtin_prefetch(p + o);
+	for (size_t o = 0; o < (size_t)PF_ROWS * ld; o += 64)
+		__builtin_prefetch((const void *)(p + o));
 }
 
 static void
@@ -497,7 +499,7 @@ dot_stream(txl_dot_rows_fn fn, float *y, const uint8_t *w, size_t ld,
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		prefetch_rows(w, ld, r + PF_AHEAD, n);
+		prefetch_rows(w, ld, r + PF_AHEAD);
 		fn(y + r, w + (size_t)r * ld, ld, x, m, K);
 	}
 }
@@ -508,7 +510,7 @@ axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		prefetch_rows(w, ld, r + PF_AHEAD, n);
+		prefetch_rows(w, ld, r + PF_AHEAD);
 		fn(y, a + r, w + (size_t)r * ld, ld, m, K);
 	}
 }
