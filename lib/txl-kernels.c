@@ -120,12 +120,17 @@ txl_quantize_q8(struct txl_q8_act *a, const float *x, int K)
 	for (int b = 0; b < K / TXL_QK; b++) {
 		const float *xb = x + b * TXL_QK;
 		int8_t *q = a->q + b * TXL_QK;
-		float amax = 0.0f, d, id;
+		float amax = 0.0f, nan = 0.0f, d, id;
 		int32_t sum = 0;
 
-		for (int i = 0; i < TXL_QK; i++)
-			amax = fmaxf(amax, fabsf(xb[i]));
-		d = amax / 127.0f;
+		for (int i = 0; i < TXL_QK; i++) {
+			/* not fmaxf: a call to libm at -O2 */
+			amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
+			nan += xb[i] - xb[i];	/* NaN for a NaN or inf */
+		}
+		/* a NaN or inf in x makes the block's products NaN, as with
+		 * float activations */
+		d = amax / 127.0f + nan;
 		id = d > 0.0f ? 1.0f / d : 0.0f;
 		for (int i = 0; i < TXL_QK; i++) {
 			/* |xb[i] * id| <= 127 (1 + 2^-22): rounds into range

@@ -341,6 +341,11 @@ test_quantize_q8(void)
 			CHECK_EQ(qmax, amax > 0.0f ? 127 : 0);
 			CHECK_EQ(v.a.off[b], -128 * sum);
 		}
+		/* a NaN or an inf: the block's scale NaN, so its products */
+		v.x[3] = NAN;
+		v.x[v.K - 1] = INFINITY;
+		txl_quantize_q8(&v.a, v.x, v.K);
+		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
 		act_free(&v);
 	}
 }
