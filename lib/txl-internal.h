@@ -116,7 +116,7 @@ txl_row_bytes(enum txl_dtype dt, int K)
  * used in place (the mapped file) and computed as stored: the kernels
  * widen each value to float exactly and accumulate in float (except Q8_0
  * against one row of activations, which are quantized for integer dot
- * products: txl_quantize_q8 in txl-kernels.h). */
+ * products: quantize_q8 in txl-kernels.h). */
 struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;

@@ -274,6 +274,59 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
+ * operations in the same order but the max (exact in any order): the same
+ * values; a NaN or an inf in the block makes its scale NaN. */
+static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+
+	for (int b = 0; b < K / TXL_QK; b++) {
+		const float *xb = x + b * TXL_QK;
+		__m256 v[4], m, bad;
+		__m256i q[4];
+
+		for (int i = 0; i < 4; i++)
+			v[i] = _mm256_loadu_ps(xb + 8 * i);
+		m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
+						_mm256_andnot_ps(sign, v[1])),
+				  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
+						_mm256_andnot_ps(sign, v[3])));
+		/* x - x is NaN where x is NaN or inf */
+		bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
+						  _mm256_sub_ps(v[1], v[1])),
+				    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
+						  _mm256_sub_ps(v[3], v[3])));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
+				      _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float d = _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
+			NAN : _mm_cvtss_f32(h) / 127.0f;
+		__m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+
+		/* nearest even, as lrintf (MXCSR's default) */
+		for (int i = 0; i < 4; i++)
+			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+		/* 32 x 32 -> 32 x 8 bits: packs work within 128-bit lanes,
+		 * so the groups of four values come out as 0 2 4 6 1 3 5 7 */
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+					       _mm256_packs_epi32(q[2], q[3]));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
+								     2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)(void *)(a->q + b * TXL_QK), p);
+		__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+					     _mm256_add_epi32(q[2], q[3]));
+		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s),
+					   _mm256_extracti128_si256(s, 1));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+		a->d[b] = d;
+		a->off[b] = -128 * _mm_cvtsi128_si32(s4);
+	}
+}
+
 /* Q8_0 against quantized activations: the integer products of block b of
  * a row and the activations' block xq, in 8 lanes (exact, as floats): |w|
  * (unsigned: 128 for -128) times x with w's sign, by pairs (at most
@@ -521,6 +574,7 @@ const struct txl_kernels txl_kernels_avx2 = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
 		[TXL_BF16] = axpy_rows_bf16,
 	},
+	.quantize_q8 = quantize_q8,
 	.dot_rows_q8 = dot_rows_q8,
 	.exp_sum = exp_sum,
 	.max = max_of,

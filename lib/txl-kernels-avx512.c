@@ -7,7 +7,7 @@
  * and masked loads for the tails.
  *
  * Q8_0 weights in matrix-vector products go against activations quantized
- * per block (txl_quantize_q8): integer dot products of two blocks per
+ * per block (quantize_q8): integer dot products of two blocks per
  * register, by vpmaddubsw/vpmaddwd here and by vpdpbusd in the
  * avx512vnni table (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
  * the only kernel that differs between the two tables.  AVX-512 BF16
@@ -236,6 +236,35 @@ widen_q8_0(float *dst, const void *src, size_t n)
  * a row summed by fours into 16 int32 lanes (8 per block, exact), turned
  * into floats and multiplied by each block's two scales.  An odd last
  * block goes alone, its partner's lanes zero. */
+
+/* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
+ * operations in the same order but the max (exact in any order): the same
+ * values; a NaN or an inf in the block makes its scale NaN. */
+static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
+{
+	for (int b = 0; b < K / TXL_QK; b++) {
+		__m512 x0 = _mm512_loadu_ps(x + b * TXL_QK);
+		__m512 x1 = _mm512_loadu_ps(x + b * TXL_QK + 16);
+		__m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+		/* x - x is NaN where x is NaN or inf */
+		__mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0),
+						   _mm512_sub_ps(x1, x1),
+						   _CMP_UNORD_Q);
+		float d = bad ? NAN : _mm512_reduce_max_ps(m) / 127.0f;
+		__m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+		/* nearest even, as lrintf (MXCSR's default) */
+		__m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));
+		__m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+
+		_mm_storeu_si128((__m128i *)(void *)(a->q + b * TXL_QK),
+				 _mm512_cvtsepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(void *)(a->q + b * TXL_QK + 16),
+				 _mm512_cvtsepi32_epi8(q1));
+		a->d[b] = d;
+		a->off[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+	}
+}
 
 /* The int8 values of a row's blocks b and b + 1 (two loads: a block's
  * values are 34 bytes after the previous block's); b alone if `one`. */
@@ -513,6 +542,7 @@ max_of(const float *x, int n)
 			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
 			[TXL_BF16] = axpy_rows_bf16,                         \
 		},                                                           \
+		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = q8,                                           \
 		.exp_sum = exp_sum,                                          \
 		.max = max_of,                                               \

@@ -114,8 +114,8 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
 }
 
-void
-txl_quantize_q8(struct txl_q8_act *a, const float *x, int K)
+static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
 {
 	for (int b = 0; b < K / TXL_QK; b++) {
 		const float *xb = x + b * TXL_QK;
@@ -272,6 +272,7 @@ static const struct txl_kernels kernels_scalar = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
 		[TXL_BF16] = axpy_rows_bf16,
 	},
+	.quantize_q8 = quantize_q8,
 	.dot_rows_q8 = dot_rows_q8,
 	.exp_sum = exp_sum,
 	.max = max_of,

@@ -53,9 +53,11 @@ struct txl_q8_act {
 	int32_t *off;
 };
 
-/* x[K] quantized into a (round to nearest even): one definition for
- * every table, so that all compute the same integers. */
-void txl_quantize_q8(struct txl_q8_act *a, const float *x, int K);
+/* x[K] quantized into a (round to nearest even); every table computes
+ * the same values and scales (a NaN or an inf in a block makes its scale
+ * NaN, and so its products). */
+typedef void (*txl_quantize_q8_fn)(struct txl_q8_act *a, const float *x,
+				   int K);
 
 /* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart: per block, the
  * integer dot product of the weights' and the activations' int8 values
@@ -71,6 +73,7 @@ struct txl_kernels {
 	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8, Q8_0 */
 	/* Q8_0 weights against quantized activations (matrix-vector
 	 * products); dot_rows[TXL_Q8_0] computes against float ones */
+	txl_quantize_q8_fn quantize_q8;
 	txl_dot_rows_q8_fn dot_rows_q8;
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */

@@ -8,7 +8,7 @@
  * row of activations, bound by reading the weights once per token) runs
  * the kernels of txl-kernels.h, rows split over the thread pool; against
  * Q8_0 weights the activations are quantized per block first, so that the
- * kernels take integer dot products (txl_quantize_q8).  A
+ * kernels take integer dot products (quantize_q8).  A
  * matrix-matrix product (segments: scoring, prompts) is sgemm, its output
  * columns split over the pool, OpenBLAS itself kept to one thread (see
  * txl-pool.c); compact weights are widened to F32 a block of rows at a
@@ -198,7 +198,7 @@ quantize_operand(struct gemv *g)
 	g->xq.d = buf;
 	g->xq.off = (int32_t *)(void *)(buf + nb);
 	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
-	txl_quantize_q8(&g->xq, g->x, g->K);
+	txl_kernels()->quantize_q8(&g->xq, g->x, g->K);
 	g->dot_q8 = txl_kernels()->dot_rows_q8;
 }
 

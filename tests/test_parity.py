@@ -722,7 +722,7 @@ class TestQ8Activations(ParityCase):
     There txlgen computes another function than the reference: every
     activation vector entering a Q8_0 product is quantized as the weights
     are, per block of 32 values (scale max |x| / 127, round to nearest),
-    for integer dot products (lib/txl-kernels.h, txl_quantize_q8).  Each
+    for integer dot products (lib/txl-kernels.h, quantize_q8).  Each
     value moves by at most u = 1/254 (about 2^-8) of its block's largest,
     so to first order a log-prob moves by S * u, S the model's sensitivity
     to relative errors of its activations.  On the random models of this

@@ -309,23 +309,36 @@ check_q8_dot(float got, const float *e, const struct act *v, const char *what)
 	}
 }
 
-/* The quantization itself (one function for every table): the scale of
- * a block is its max |x| / 127, every value the nearest multiple of it
- * (the largest one +-127), and off is -128 times the block's sum. */
+/* The quantization: the scale of a block is its max |x| / 127, every
+ * value the nearest multiple of it (the largest one +-127), and off is
+ * -128 times the block's sum; each table's the scalar one's bit for bit
+ * (the same operations, and a max, exact in any order). */
 static void
-test_quantize_q8(void)
+test_quantize_q8(const struct txl_kernels *kt)
 {
 	static const int Ks[] = { 32, 96, 384, 1536 };
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
 
 	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		struct act v;
+		struct act v, w;
 		act_init(&v, Ks[i]);
+		act_init(&w, Ks[i]);
 		for (int k = 0; k < v.K; k++)
 			/* blocks from 2^-30 to 2^30; one block all zero */
 			v.x[k] = k / TXL_QK == 1 ? 0.0f :
 				uniform() * ldexpf(1.0f, (k / TXL_QK * 13) % 61 - 30);
 		v.x[5] = -ldexpf(1.0f, 40);	/* a block led by a negative */
-		txl_quantize_q8(&v.a, v.x, v.K);
+		/* block 2: scale 1, halves: ties, to even */
+		for (int k = 64; k < v.K && k < 96; k++)
+			v.x[k] = k == 64 ? 127.0f : (float)(k % 7) - 3.5f;
+		kt->quantize_q8(&v.a, v.x, v.K);
+		for (int k = 65; k < v.K && k < 96; k++)
+			CHECK_EQ(v.a.q[k], rint(v.x[k]));
+		ref->quantize_q8(&w.a, v.x, v.K);
+		CHECK(memcmp(v.a.q, w.a.q, (size_t)v.K) == 0);
+		CHECK(memcmp(v.a.d, w.a.d, sizeof(float) * (v.K / TXL_QK)) == 0);
+		CHECK(memcmp(v.a.off, w.a.off,
+			     sizeof(int32_t) * (v.K / TXL_QK)) == 0);
 		for (int b = 0; b < v.K / TXL_QK; b++) {
 			float amax = 0.0f, d = v.a.d[b];
 			int qmax = 0, sum = 0;
@@ -344,9 +357,10 @@ test_quantize_q8(void)
 		/* a NaN or an inf: the block's scale NaN, so its products */
 		v.x[3] = NAN;
 		v.x[v.K - 1] = INFINITY;
-		txl_quantize_q8(&v.a, v.x, v.K);
+		kt->quantize_q8(&v.a, v.x, v.K);
 		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
 		act_free(&v);
+		act_free(&w);
 	}
 }
 
@@ -417,7 +431,7 @@ test_dot_rows_q8(const struct txl_kernels *kt)
 				w = make_weights(TXL_Q8_0, n, K, ld, e);
 				for (int k = 0; k < K; k++)
 					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
-				txl_quantize_q8(&v.a, v.x, K);
+				kt->quantize_q8(&v.a, v.x, K);
 				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
 				for (int r = 0; r < n; r++) {
 					char what[64];
@@ -583,7 +597,7 @@ test_mat_mul(void)
 			struct act v;
 			act_init(&v, K);
 			memcpy(v.x, a, sizeof(float) * K);
-			txl_quantize_q8(&v.a, v.x, K);
+			txl_kernels()->quantize_q8(&v.a, v.x, K);
 			for (int acc = 0; acc < 2; acc++) {
 				for (int j = 0; j < M * N; j++)
 					out[j] = 1.0f;
@@ -760,13 +774,13 @@ main(void)
 		RUN_ON(test_dot_rows, kt);
 		RUN_ON(test_f16_all, kt);
 		RUN_ON(test_q8_0_block, kt);
+		RUN_ON(test_quantize_q8, kt);
 		RUN_ON(test_dot_rows_q8, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
 		RUN_ON(test_exp, kt);
 	}
 	CHECK(n_isa >= 1);
-	RUN(test_quantize_q8);
 	fprintf(stderr, "products with the %s kernels\n", txl_kernels()->name);
 	RUN(test_pool);
 	for (int n = 1; n <= 3; n++) {
