@@ -11,9 +11,10 @@
  * Algorithms, 3.1).  Each result is checked against the double-precision
  * sum with that bound (plus a tiny absolute term for subnormal inputs);
  * widening (F16, BF16, Q8_0 to float) is exact and checked bit for bit.
- * Q8_0 against quantized activations (dot_rows_q8): the integer sums are
- * checked exactly, the whole against the float product with the bound of
- * the activations' rounding (check_q8_dot).
+ * Q8_0 against quantized activations: the quantization (quantize_q8) bit
+ * for bit against the scalar one, the integer sums of dot_rows_q8
+ * exactly, the whole against the float product with the bound of the
+ * activations' rounding (check_q8_dot).
  *
  * Run under meson with each TXL_ISA, so that the products (which use the
  * chosen table) run on each instruction set too.
