@@ -7,9 +7,9 @@
  * vector versions, each compiled for its own target).  txl_kernels()
  * returns the best table the CPU runs, so one binary runs on any x86-64;
  * TXL_ISA=scalar|avx2|avx512|avx512vnni in the environment asks for a
- * lower one (for
- * tests and benchmarks).  The kernels are single-threaded; txl-math.c
- * splits the work over the thread pool (txl-pool.c).  Not installed.
+ * lower one (for tests and benchmarks).  The kernels are single-threaded;
+ * txl-math.c splits the work over the thread pool (txl-pool.c).  Not
+ * installed.
  */
 #ifndef TXL_KERNELS_H
 #define TXL_KERNELS_H
