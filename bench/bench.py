@@ -234,13 +234,14 @@ def bytes_per_token(cfg, dtype, mem):
     return mats * per_value + vecs * 4, kvr
 
 
-def default_model_bpb(txlgen, model, text, dtype, work):
-    """Bits per byte of the default model re-stored as dtype on text."""
+def default_model_bpb(txlgen, model, text, dtype, work, *args):
+    """Bits per byte of the default model re-stored as dtype on text
+    (txlgen --score with args)."""
     path = os.path.join(work, f"sotu-{dtype}.bin")
     if not os.path.exists(path):
         txlfile.restore(model, path, dtype)
     out = subprocess.run([txlgen, "--model", path, "--score", text,
-                          "--json"], check=True, capture_output=True,
+                          "--json", *args], check=True, capture_output=True,
                          text=True)
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     return float(summary.get("bpb", summary.get("bits_per_byte"))), \
@@ -337,6 +338,11 @@ def main():
         for dt in FORMATS:
             bpb[dt] = default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
                                         work)
+        # one token at a time, as generation computes: Q8_0's activations
+        # quantized for the integer kernels
+        bpb1 = {dt: default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
+                                      work, "--seg-len", "1")[0]
+                for dt in ("F32", "Q8_0")}
     print()
     print(f"{'':24} {'file MB':>8} {'score tok/s':>12} {'gen tok/s':>10} "
           f"{'mean NLL':>9} {'bpb':>9} {'bpb MB':>7}")
@@ -357,6 +363,10 @@ def main():
               f"on {os.path.relpath(a.bpb_text, ROOT)}, each type minus F32: "
               + ", ".join(f"{dt} {bpb[dt][0] - bpb['F32'][0]:+.6f}"
                           for dt in FORMATS[1:]))
+        print(f"bpb one token at a time (--seg-len 1, as generation "
+              f"computes): F32 {bpb1['F32']:.5f}, Q8_0 {bpb1['Q8_0']:.5f} "
+              f"({bpb1['Q8_0'] - bpb1['F32']:+.6f}: the activations "
+              f"quantized too)")
     print(f"scoring: x{f32['score_tok_per_s'] / pt['score_tok_per_s']:.2f} "
           f"the PyTorch code (F32), best format x"
           f"{max(r['score_tok_per_s'] for r in res.values()) / pt['score_tok_per_s']:.2f}")

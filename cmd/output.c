@@ -7,7 +7,9 @@
  * repairer that holds them until the character is complete; what is not
  * UTF-8 becomes U+FFFD.  Stop strings are matched on the repaired text;
  * in text mode the text that could still turn into a stop string is held
- * back, so that a stop string is never printed.
+ * back, so that a stop string is never printed.  On a terminal, control
+ * characters become U+FFFD too: a model file is untrusted input, and its
+ * pieces must not send escape sequences to the user's terminal.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@ out_init(struct output *out, FILE *f, const struct txlgen_options *opts,
 	out->f = f;
 	out->json = opts->json;
 	out->flush_each = tty || opts->unbuffered;
+	out->tty = tty;
 	out->newline_at_end = newline_at_end && !opts->json;
 	switch (opts->color) {
 	case COLOR_ALWAYS:
@@ -85,6 +88,18 @@ set_color(struct output *out, const char *code)
 		fputs(code, out->f);
 }
 
+/* Length of the control character at @p s (C0 but tab and newline, DEL,
+ * C1), or 0; @p s is valid UTF-8. */
+static size_t
+control_len(const unsigned char *s, size_t len)
+{
+	if ((s[0] < 0x20 && s[0] != '\t' && s[0] != '\n') || s[0] == 0x7F)
+		return 1;
+	if (s[0] == 0xC2 && len > 1 && s[1] >= 0x80 && s[1] <= 0x9F)
+		return 2;
+	return 0;
+}
+
 static void
 write_text(struct output *out, const char *s, size_t len)
 {
@@ -92,9 +107,26 @@ write_text(struct output *out, const char *s, size_t len)
 		return;
 	if (!out->in_prompt && out->color_text && !out->in_color)
 		set_color(out, COLOR_TEXT);
-	fwrite(s, 1, len, out->f);
 	out->wrote = true;
 	out->last = s[len - 1];
+	if (!out->tty) {
+		fwrite(s, 1, len, out->f);
+		return;
+	}
+	const unsigned char *u = (const unsigned char *)s;
+	size_t from = 0;
+	for (size_t i = 0; i < len;) {
+		size_t c = control_len(u + i, len - i);
+		if (!c) {
+			i++;
+			continue;
+		}
+		fwrite(s + from, 1, i - from, out->f);
+		fputs("\xEF\xBF\xBD", out->f);	/* U+FFFD */
+		i += c;
+		from = i;
+	}
+	fwrite(s + from, 1, len - from, out->f);
 }
 
 static enum out_status

@@ -28,6 +28,7 @@ struct output {
 	bool color;         /* colour is on: the echoed prompt in bold */
 	bool color_text;    /* and the generated text in colour (REPL) */
 	bool flush_each;    /* flush after every token */
+	bool tty;           /* a terminal: control characters shown as U+FFFD */
 	bool newline_at_end; /* end the text with a newline if it has none */
 
 	/* state of one generation */

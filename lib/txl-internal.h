@@ -114,7 +114,9 @@ txl_row_bytes(enum txl_dtype dt, int K)
 /* A weight matrix as the file stores it, in PyTorch's (out_features,
  * in_features) row-major layout: rows x cols, in F32, F16, BF16 or Q8_0,
  * used in place (the mapped file) and computed as stored: the kernels
- * widen each value to float exactly and accumulate in float. */
+ * widen each value to float exactly and accumulate in float (except Q8_0
+ * against one row of activations, which are quantized for integer dot
+ * products: quantize_q8 in txl-kernels.h). */
 struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;

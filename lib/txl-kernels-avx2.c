@@ -10,7 +10,10 @@
  * F16 by vcvtph2ps, BF16 by a 16-bit shift, Q8_0 by sign extension and
  * vcvtdq2ps, with the block's scale applied to the block's partial sum.
  * Generation reads each weight once per token, so these kernels are bound
- * by memory (F32) or by the conversions (compact weights in cache).
+ * by memory (F32) or by the conversions (compact weights in cache); so
+ * Q8_0 weights there go against activations quantized per block instead
+ * (dot_rows_q8: integer dot products by vpmaddubsw and vpmaddwd, one
+ * conversion per block).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -271,6 +274,123 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
+ * operations in the same order but the max (exact in any order): the same
+ * values; a NaN or an inf in the block makes its scale NaN. */
+static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+
+	for (int b = 0; b < K / TXL_QK; b++) {
+		const float *xb = x + b * TXL_QK;
+		__m256 v[4], m, bad;
+		__m256i q[4];
+
+		for (int i = 0; i < 4; i++)
+			v[i] = _mm256_loadu_ps(xb + 8 * i);
+		m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
+						_mm256_andnot_ps(sign, v[1])),
+				  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
+						_mm256_andnot_ps(sign, v[3])));
+		/* x - x is NaN where x is NaN or inf */
+		bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
+						  _mm256_sub_ps(v[1], v[1])),
+				    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
+						  _mm256_sub_ps(v[3], v[3])));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
+				      _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float d = _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
+			NAN : _mm_cvtss_f32(h) / 127.0f;
+		__m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+
+		/* nearest even, as lrintf (MXCSR's default) */
+		for (int i = 0; i < 4; i++)
+			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+		/* 32 x 32 -> 32 x 8 bits: packs work within 128-bit lanes,
+		 * so the groups of four values come out as 0 2 4 6 1 3 5 7 */
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+					       _mm256_packs_epi32(q[2], q[3]));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
+								     2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)(void *)(a->q + b * TXL_QK), p);
+		__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+					     _mm256_add_epi32(q[2], q[3]));
+		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s),
+					   _mm256_extracti128_si256(s, 1));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+		a->d[b] = d;
+		a->off[b] = -128 * _mm_cvtsi128_si32(s4);
+	}
+}
+
+/* Q8_0 against quantized activations: the integer products of block b of
+ * a row and the activations' block xq, in 8 lanes (exact, as floats): |w|
+ * (unsigned: 128 for -128) times x with w's sign, by pairs (at most
+ * 2 * 128 * 127 < 2^15), then by fours. */
+static inline __m256
+q8_block_idot(const struct txl_block_q8_0 *b, __m256i xq)
+{
+	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)b->qs);
+	__m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+							   _mm256_sign_epi8(xq, w)),
+				      _mm256_set1_epi16(1));
+
+	return _mm256_cvtepi32_ps(s);
+}
+
+/* acc += block b of a row times the activations' block (xq, scale d) */
+static inline __m256
+q8_block_acc(const struct txl_block_q8_0 *b, __m256i xq, __m256 d, __m256 acc)
+{
+	return _mm256_fmadd_ps(q8_block_idot(b, xq), _mm256_mul_ps(q8_scale(b), d),
+			       acc);
+}
+
+static void
+dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
+	    int n, int K)
+{
+	const uint8_t *base = w;
+	const int nb = K / TXL_QK;
+	int r = 0;
+
+	for (; r + 4 <= n; r += 4) {
+		const struct txl_block_q8_0 *q0 = (const void *)(base +
+								 (size_t)r * ld);
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+
+		for (int b = 0; b < nb; b++) {
+			__m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)
+							(a->q + b * TXL_QK));
+			__m256 d = _mm256_set1_ps(a->d[b]);
+			a0 = q8_block_acc(q0 + b, xq, d, a0);
+			a1 = q8_block_acc(q1 + b, xq, d, a1);
+			a2 = q8_block_acc(q2 + b, xq, d, a2);
+			a3 = q8_block_acc(q3 + b, xq, d, a3);
+		}
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
+	}
+	for (; r < n; r++) {
+		const struct txl_block_q8_0 *q = (const void *)(base +
+								(size_t)r * ld);
+		__m256 acc = _mm256_setzero_ps();
+
+		for (int b = 0; b < nb; b++)
+			acc = q8_block_acc(q + b, _mm256_loadu_si256(
+						   (const __m256i *)(const void *)
+						   (a->q + b * TXL_QK)),
+					   _mm256_set1_ps(a->d[b]), acc);
+		y[r] = hsum(acc);
+	}
+}
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load8, load1)                                  \
 static void                                                                  \
@@ -454,6 +574,8 @@ const struct txl_kernels txl_kernels_avx2 = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
 		[TXL_BF16] = axpy_rows_bf16,
 	},
+	.quantize_q8 = quantize_q8,
+	.dot_rows_q8 = dot_rows_q8,
 	.exp_sum = exp_sum,
 	.max = max_of,
 };

@@ -6,11 +6,13 @@
  * seen the features.  The same scheme as txl-kernels-avx2.c with 16 lanes
  * and masked loads for the tails.
  *
- * AVX-512 BF16 (vdpbf16ps), VNNI and AMX multiply in bf16 or int8: they
- * would round the activations, which the weights' formats do not ask for
- * (the weights are computed as stored, against float activations), and
- * the matrix-vector products of generation are bound by memory, not by
- * multiplies.  So they are not used here; see bench/README.md.
+ * Q8_0 weights in matrix-vector products go against activations quantized
+ * per block (quantize_q8): integer dot products of two blocks per
+ * register, by vpmaddubsw/vpmaddwd here and by vpdpbusd in the
+ * avx512vnni table (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
+ * the only kernel that differs between the two tables.  AVX-512 BF16
+ * (vdpbf16ps) and AMX are not used: the other types are computed as
+ * stored, against float activations (see bench/README.md).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -228,6 +230,162 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* ---- Q8_0 against quantized activations ----
+ *
+ * Two blocks per register: the 64 int8 products of blocks b and b + 1 of
+ * a row summed by fours into 16 int32 lanes (8 per block, exact), turned
+ * into floats and multiplied by each block's two scales.  An odd last
+ * block goes alone, its partner's lanes zero. */
+
+/* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
+ * operations in the same order but the max (exact in any order): the same
+ * values; a NaN or an inf in the block makes its scale NaN. */
+static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
+{
+	for (int b = 0; b < K / TXL_QK; b++) {
+		__m512 x0 = _mm512_loadu_ps(x + b * TXL_QK);
+		__m512 x1 = _mm512_loadu_ps(x + b * TXL_QK + 16);
+		__m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+		/* x - x is NaN where x is NaN or inf */
+		__mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0),
+						   _mm512_sub_ps(x1, x1),
+						   _CMP_UNORD_Q);
+		float d = bad ? NAN : _mm512_reduce_max_ps(m) / 127.0f;
+		__m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+		/* nearest even, as lrintf (MXCSR's default) */
+		__m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));
+		__m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+
+		_mm_storeu_si128((__m128i *)(void *)(a->q + b * TXL_QK),
+				 _mm512_cvtsepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(void *)(a->q + b * TXL_QK + 16),
+				 _mm512_cvtsepi32_epi8(q1));
+		a->d[b] = d;
+		a->off[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+	}
+}
+
+/* The int8 values of a row's blocks b and b + 1 (two loads: a block's
+ * values are 34 bytes after the previous block's); b alone if `one`. */
+static inline __m512i
+q8_qs2(const struct txl_block_q8_0 *q, bool one)
+{
+	__m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)q[0].qs);
+
+	if (one)
+		return _mm512_zextsi256_si512(lo);
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo),
+				  _mm256_loadu_si256((const __m256i *)(const void *)q[1].qs),
+				  1);
+}
+
+/* [d(b) x 8, d(b + 1) x 8] of a row's blocks (0 for b + 1 if `one`) */
+static inline __m512
+q8_scale2(const struct txl_block_q8_0 *q, bool one)
+{
+	uint16_t d0, d1 = 0;
+
+	memcpy(&d0, &q[0].d, sizeof d0);
+	if (!one)
+		memcpy(&d1, &q[1].d, sizeof d1);
+	return _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)d0),
+						      0xff00, (short)d1));
+}
+
+/* The activations' blocks b and b + 1 (b alone if `one`, the rest 0):
+ * values, scales as q8_scale2's, off(b) in lane 0 and off(b + 1) in
+ * lane 8. */
+static inline __m512i
+q8_act2(const struct txl_q8_act *a, int b, bool one, __m512 *d, __m512i *off)
+{
+	*d = _mm512_insertf32x8(_mm512_set1_ps(a->d[b]),
+				_mm256_set1_ps(one ? 0.0f : a->d[b + 1]), 1);
+	*off = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(1, a->off[b]),
+				      0x100, one ? 0 : a->off[b + 1]);
+	return _mm512_maskz_loadu_epi8(one ? 0xffffffffull : ~0ull,
+				       a->q + b * TXL_QK);
+}
+
+/* The integer products, in 16 lanes: |w| (unsigned: 128 for -128) times
+ * x with w's sign, by pairs (at most 2 * 128 * 127 < 2^15), then by
+ * fours. */
+static inline __m512i
+q8_idot_bw(__m512i w, __m512i x, __m512i off)
+{
+	__m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w),
+					  _mm512_setzero_si512(), x);
+
+	(void)off;
+	return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx),
+				 _mm512_set1_epi16(1));
+}
+
+/* The same by vpdpbusd, which multiplies unsigned by signed bytes: w + 128
+ * (w with its sign bit flipped) times x, from off = -128 sum(x). */
+__attribute__((target("avx512vnni")))
+static inline __m512i
+q8_idot_vnni(__m512i w, __m512i x, __m512i off)
+{
+	return _mm512_dpbusd_epi32(off, _mm512_xor_si512(w, _mm512_set1_epi8(-128)),
+				   x);
+}
+
+/* acc += the products of row q's blocks b (and b + 1) as floats, scaled */
+#define Q8_ROW(idot, q, b, one, x, d, off, acc)                              \
+	acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot(q8_qs2((q) + (b), one), \
+						      x, off)),              \
+			      _mm512_mul_ps(q8_scale2((q) + (b), one), d), acc)
+
+/* Four rows at a time, the activations' blocks loaded once for the four. */
+#define Q8_STEP4(idot, b, one)                                               \
+	do {                                                                 \
+		__m512 d;                                                    \
+		__m512i off, x = q8_act2(a, b, one, &d, &off);               \
+		Q8_ROW(idot, q0, b, one, x, d, off, a0);                     \
+		Q8_ROW(idot, q1, b, one, x, d, off, a1);                     \
+		Q8_ROW(idot, q2, b, one, x, d, off, a2);                     \
+		Q8_ROW(idot, q3, b, one, x, d, off, a3);                     \
+	} while (0)
+
+#define DOT_ROWS_Q8(name, idot, attr)                                        \
+attr static void                                                             \
+name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
+     int K)                                                                  \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int nb = K / TXL_QK;                                           \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		const struct txl_block_q8_0 *q0 = (const void *)(base + (size_t)r * ld); \
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld); \
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld); \
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld); \
+		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
+		int b = 0;                                                   \
+		for (; b + 2 <= nb; b += 2)                                  \
+			Q8_STEP4(idot, b, false);                            \
+		if (b < nb)                                                  \
+			Q8_STEP4(idot, b, true);                             \
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));                 \
+	}                                                                    \
+	for (; r < n; r++) {                                                 \
+		const struct txl_block_q8_0 *q = (const void *)(base + (size_t)r * ld); \
+		__m512 acc = _mm512_setzero_ps(), d;                         \
+		__m512i x, off;                                              \
+		for (int b = 0; b < nb; b += 2) {                            \
+			const bool one = b + 1 == nb;                        \
+			x = q8_act2(a, b, one, &d, &off);                    \
+			Q8_ROW(idot, q, b, one, x, d, off, acc);             \
+		}                                                            \
+		y[r] = _mm512_reduce_add_ps(acc);                            \
+	}                                                                    \
+}
+
+DOT_ROWS_Q8(dot_rows_q8_bw, q8_idot_bw, )
+DOT_ROWS_Q8(dot_rows_q8_vnni, q8_idot_vnni, __attribute__((target("avx512vnni"))))
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
@@ -364,24 +522,32 @@ max_of(const float *x, int n)
 	return _mm512_reduce_max_ps(m);
 }
 
-const struct txl_kernels txl_kernels_avx512 = {
-	.name = "avx512",
-	.dot_rows = {
-		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
-		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
-	},
-	.widen = {
-		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
-		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
-	},
-	.narrow = {
-		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
-		[TXL_BF16] = narrow_bf16,
-	},
-	.axpy_rows = {
-		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
-		[TXL_BF16] = axpy_rows_bf16,
-	},
-	.exp_sum = exp_sum,
-	.max = max_of,
-};
+/* The two tables differ only in dot_rows_q8. */
+#define TABLE(table_name, q8)                                                \
+	{                                                                    \
+		.name = table_name,                                          \
+		.dot_rows = {                                                \
+			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
+			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
+		},                                                           \
+		.widen = {                                                   \
+			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
+			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
+		},                                                           \
+		.narrow = {                                                  \
+			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
+			[TXL_BF16] = narrow_bf16,                            \
+		},                                                           \
+		.axpy_rows = {                                               \
+			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
+			[TXL_BF16] = axpy_rows_bf16,                         \
+		},                                                           \
+		.quantize_q8 = quantize_q8,                                  \
+		.dot_rows_q8 = q8,                                           \
+		.exp_sum = exp_sum,                                          \
+		.max = max_of,                                               \
+	}
+
+const struct txl_kernels txl_kernels_avx512 = TABLE("avx512", dot_rows_q8_bw);
+const struct txl_kernels txl_kernels_avx512_vnni =
+	TABLE("avx512vnni", dot_rows_q8_vnni);

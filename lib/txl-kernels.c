@@ -115,6 +115,56 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 }
 
 static void
+quantize_q8(struct txl_q8_act *a, const float *x, int K)
+{
+	for (int b = 0; b < K / TXL_QK; b++) {
+		const float *xb = x + b * TXL_QK;
+		int8_t *q = a->q + b * TXL_QK;
+		float amax = 0.0f, nan = 0.0f, d, id;
+		int32_t sum = 0;
+
+		for (int i = 0; i < TXL_QK; i++) {
+			/* not fmaxf: a call to libm at -O2 */
+			amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
+			nan += xb[i] - xb[i];	/* NaN for a NaN or inf */
+		}
+		/* a NaN or inf in x makes the block's products NaN, as with
+		 * float activations */
+		d = amax / 127.0f + nan;
+		id = d > 0.0f ? 1.0f / d : 0.0f;
+		for (int i = 0; i < TXL_QK; i++) {
+			/* |xb[i] * id| <= 127 (1 + 2^-22): rounds into range
+			 * (lrintf: a NaN is no undefined behaviour) */
+			q[i] = (int8_t)lrintf(xb[i] * id);
+			sum += q[i];
+		}
+		a->d[b] = d;
+		a->off[b] = -128 * sum;
+	}
+}
+
+static void
+dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
+	    int n, int K)
+{
+	for (int r = 0; r < n; r++) {
+		const struct txl_block_q8_0 *blk =
+			(const void *)((const uint8_t *)w + (size_t)r * ld);
+		float acc = 0.0f;
+
+		for (int b = 0; b < K / TXL_QK; b++) {
+			int32_t s = 0;
+
+			for (int i = 0; i < TXL_QK; i++)
+				s += blk[b].qs[i] * a->q[b * TXL_QK + i];
+			acc += (float)s * (txl_f16_to_f32(load_u16((const uint8_t *)
+							  &blk[b].d)) * a->d[b]);
+		}
+		y[r] = acc;
+	}
+}
+
+static void
 narrow_f32(void *dst, const float *src, size_t n)
 {
 	memcpy(dst, src, n * sizeof(float));
@@ -222,6 +272,8 @@ static const struct txl_kernels kernels_scalar = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
 		[TXL_BF16] = axpy_rows_bf16,
 	},
+	.quantize_q8 = quantize_q8,
+	.dot_rows_q8 = dot_rows_q8,
 	.exp_sum = exp_sum,
 	.max = max_of,
 };
@@ -265,6 +317,11 @@ txl_kernels_for(enum txl_isa isa)
 		    __builtin_cpu_supports("fma") && cpu_has_f16c())
 			return &txl_kernels_avx512;
 		return NULL;
+	case TXL_ISA_AVX512_VNNI:
+		if (txl_kernels_for(TXL_ISA_AVX512) &&
+		    __builtin_cpu_supports("avx512vnni"))
+			return &txl_kernels_avx512_vnni;
+		return NULL;
 #endif
 	default:
 		return NULL;
@@ -276,7 +333,8 @@ static const struct txl_kernels *chosen;
 static void
 choose(void)
 {
-	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avx512" };
+	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avx512",
+						"avx512vnni" };
 	const char *want = getenv("TXL_ISA");
 	int top = TXL_N_ISA - 1;
 

@@ -6,9 +6,10 @@
  * scalar reference, txl-kernels-avx2.c and txl-kernels-avx512.c the
  * vector versions, each compiled for its own target).  txl_kernels()
  * returns the best table the CPU runs, so one binary runs on any x86-64;
- * TXL_ISA=scalar|avx2|avx512 in the environment asks for a lower one (for
- * tests and benchmarks).  The kernels are single-threaded; txl-math.c
- * splits the work over the thread pool (txl-pool.c).  Not installed.
+ * TXL_ISA=scalar|avx2|avx512|avx512vnni in the environment asks for a
+ * lower one (for tests and benchmarks).  The kernels are single-threaded;
+ * txl-math.c splits the work over the thread pool (txl-pool.c).  Not
+ * installed.
  */
 #ifndef TXL_KERNELS_H
 #define TXL_KERNELS_H
@@ -18,7 +19,12 @@
 
 #include "txl-internal.h"
 
-enum txl_isa { TXL_ISA_SCALAR, TXL_ISA_AVX2, TXL_ISA_AVX512, TXL_N_ISA };
+/* In order of preference; TXL_ISA caps the choice by this order. */
+enum txl_isa {
+	TXL_ISA_SCALAR, TXL_ISA_AVX2, TXL_ISA_AVX512,
+	TXL_ISA_AVX512_VNNI,	/* avx512 with vpdpbusd for Q8_0 */
+	TXL_N_ISA
+};
 
 /* y[r] = w_r . x for r < n, where w_r = the K weights of row r, rows
  * `ld` bytes apart, in the dtype of the table slot. */
@@ -34,12 +40,41 @@ typedef void (*txl_narrow_fn)(void *dst, const float *src, size_t n);
 typedef void (*txl_axpy_rows_fn)(float *y, const float *a, const void *w,
 				 size_t ld, int n, int K);
 
+/* An activation vector of K values (K a multiple of TXL_QK) quantized as
+ * Q8_0 weights are, for integer dot products with them: block b holds
+ * q[32b .. 32b + 31] (int8 in [-127, 127]) and the scale d[b]
+ * (max |x| / 127 of the block, float: finer than the weights' F16), value
+ * i = q[i] * d[i / TXL_QK]; off[b] = -128 * the sum of the block's q (the
+ * VNNI kernel multiplies the weights plus 128, unsigned, and takes this
+ * back). */
+struct txl_q8_act {
+	int8_t *q;
+	float *d;
+	int32_t *off;
+};
+
+/* x[K] quantized into a (round to nearest even); every table computes
+ * the same values and scales (a NaN or an inf in a block makes its scale
+ * NaN, and so its products). */
+typedef void (*txl_quantize_q8_fn)(struct txl_q8_act *a, const float *x,
+				   int K);
+
+/* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart: per block, the
+ * integer dot product of the weights' and the activations' int8 values
+ * (exact), times the two scales, summed in float. */
+typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
+				   const struct txl_q8_act *a, int n, int K);
+
 struct txl_kernels {
-	const char *name;	/* "scalar", "avx2", "avx512" */
+	const char *name;	/* "scalar", "avx2", "avx512", "avx512vnni" */
 	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_widen_fn widen[TXL_N_DTYPES];
 	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8, Q8_0 */
 	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8, Q8_0 */
+	/* Q8_0 weights against quantized activations (matrix-vector
+	 * products); dot_rows[TXL_Q8_0] computes against float ones */
+	txl_quantize_q8_fn quantize_q8;
+	txl_dot_rows_q8_fn dot_rows_q8;
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);
@@ -55,6 +90,7 @@ const struct txl_kernels *txl_kernels_for(enum txl_isa isa);
 
 /* The vector tables, each in its own file compiled for its target;
  * built on x86-64 only. */
-extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx512;
+extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx512,
+	txl_kernels_avx512_vnni;
 
 #endif /* TXL_KERNELS_H */

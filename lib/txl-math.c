@@ -6,7 +6,9 @@
  * Weights stay in PyTorch's (out_features, in_features) row-major layout
  * and in the dtype of the file.  A matrix-vector product (generation: one
  * row of activations, bound by reading the weights once per token) runs
- * the kernels of txl-kernels.h, rows split over the thread pool.  A
+ * the kernels of txl-kernels.h, rows split over the thread pool; against
+ * Q8_0 weights the activations are quantized per block first, so that the
+ * kernels take integer dot products (quantize_q8).  A
  * matrix-matrix product (segments: scoring, prompts) is sgemm, its output
  * columns split over the pool, OpenBLAS itself kept to one thread (see
  * txl-pool.c); compact weights are widened to F32 a block of rows at a
@@ -45,8 +47,8 @@ txl_set_threads(int n)
 /* ---- a thread's scratch buffer (widened weights, partial sums) ---- */
 
 /* Two buffers per thread: TASK for the work of pool tasks (widened
- * weights, partial sums), OPERAND for an operand widened before a task
- * runs (a compact V). */
+ * weights, partial sums), OPERAND for an operand widened or quantized
+ * before a task runs (a compact V, the activations for Q8_0 weights). */
 enum { SCRATCH_TASK, SCRATCH_OPERAND, N_SCRATCH };
 
 static pthread_key_t scratch_key[N_SCRATCH];
@@ -144,6 +146,8 @@ txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
 struct gemv {
 	struct chunks rows;
 	txl_dot_rows_fn dot;
+	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq */
+	struct txl_q8_act xq;
 	float *y;
 	const uint8_t *w;
 	size_t ld;
@@ -151,6 +155,18 @@ struct gemv {
 	int K;
 	bool accumulate;
 };
+
+/* y[n] = rows [r, r + n) of W . x */
+static void
+gemv_rows(const struct gemv *g, float *y, int r, int n)
+{
+	const uint8_t *w = g->w + (size_t)r * g->ld;
+
+	if (g->dot_q8)
+		g->dot_q8(y, w, g->ld, &g->xq, n, g->K);
+	else
+		g->dot(y, w, g->ld, g->x, n, g->K);
+}
 
 static void
 gemv_task(void *p, int ith, int nth)
@@ -161,18 +177,35 @@ gemv_task(void *p, int ith, int nth)
 
 	while (chunks_take(&g->rows, &lo, &hi)) {
 		if (!g->accumulate) {
-			g->dot(g->y + lo, g->w + (size_t)lo * g->ld, g->ld,
-			       g->x, hi - lo, g->K);
+			gemv_rows(g, g->y + lo, lo, hi - lo);
 			continue;
 		}
 		for (int r = lo; r < hi; r += 256) {
 			int n = hi - r < 256 ? hi - r : 256;
-			g->dot(part, g->w + (size_t)r * g->ld, g->ld, g->x, n,
-			       g->K);
+			gemv_rows(g, part, r, n);
 			for (int i = 0; i < n; i++)
 				g->y[r + i] += part[i];
 		}
 	}
+}
+
+/* Q8_0 weights: x quantized once for all the rows, into the caller's
+ * OPERAND buffer (per block a scale and an offset, then the K int8
+ * values); out of memory, dot_q8 stays NULL and the float kernel runs. */
+static void
+quantize_operand(struct gemv *g)
+{
+	const int nb = g->K / TXL_QK;
+	float *buf = thread_scratch(SCRATCH_OPERAND,
+				    (size_t)g->K / 4 + 2 * (size_t)nb);
+
+	if (!buf)
+		return;
+	g->xq.d = buf;
+	g->xq.off = (int32_t *)(void *)(buf + nb);
+	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
+	txl_kernels()->quantize_q8(&g->xq, g->x, g->K);
+	g->dot_q8 = txl_kernels()->dot_rows_q8;
 }
 
 static void
@@ -184,6 +217,9 @@ gemv(float *y, const void *w, enum txl_dtype dt, size_t ld, const float *x,
 		.x = x, .K = K, .accumulate = accumulate,
 	};
 	double macs = (double)N * K;
+
+	if (dt == TXL_Q8_0)
+		quantize_operand(&g);
 
 	/* rows in multiples of 4 (the kernels' unit), enough of them to
 	 * be worth a chunk */

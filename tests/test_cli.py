@@ -863,6 +863,27 @@ class PtyRepl(PtyBase):
         self.assertEqual(self.wait(), 0)
         self.assertNotIn(b"\033[", out)
 
+    def test_control_characters_on_a_terminal(self):
+        # text quoted from a file or made of a model's pieces must not
+        # drive the terminal: ESC, BEL, CR and C1's CSI become U+FFFD
+        # there; a pipe gets the bytes as they are
+        path = os.path.join(TMP, "controls.txt")
+        text = b"Hi\x1b[2J\x07 there\r\xc2\x9b1m\tend"
+        with open(path, "wb") as f:
+            f.write(text)
+        self.spawn("-f", path, "--echo", "-n", "1", "--seed", "1",
+                   environ=env(NO_COLOR="1"))
+        out = self.read_until(rb"end")
+        self.assertEqual(self.wait(), 0)
+        fffd = "\ufffd".encode()
+        self.assertIn(b"Hi" + fffd + b"[2J" + fffd + b" there" + fffd +
+                      fffd + b"1m\tend", out)
+        for c in (b"\x1b", b"\x07", b"\xc2\x9b"):
+            self.assertNotIn(c, out)
+        rc, out, _ = run("-f", path, "--echo", "-n", "1", "--seed", "1")
+        self.assertEqual(rc, 0)
+        self.assertTrue(out.startswith(text), out)
+
 
 class Signals(unittest.TestCase):
     """SIGTERM ends a run as SIGINT does: output flushed, exit 143."""

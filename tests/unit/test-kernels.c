@@ -11,9 +11,13 @@
  * Algorithms, 3.1).  Each result is checked against the double-precision
  * sum with that bound (plus a tiny absolute term for subnormal inputs);
  * widening (F16, BF16, Q8_0 to float) is exact and checked bit for bit.
+ * Q8_0 against quantized activations: the quantization (quantize_q8) bit
+ * for bit against the scalar one, the integer sums of dot_rows_q8
+ * exactly, the whole against the float product with the bound of the
+ * activations' rounding (check_q8_dot).
  *
- * Run under meson with TXL_ISA=scalar, avx2 and unset, so that the
- * products (which use the chosen table) run on each instruction set too.
+ * Run under meson with each TXL_ISA, so that the products (which use the
+ * chosen table) run on each instruction set too.
  */
 #include <math.h>
 #include <pthread.h>
@@ -247,6 +251,203 @@ test_q8_0_block(const struct txl_kernels *kt)
 	CHECK(y == 254.0f);
 }
 
+/* ---- Q8_0 against quantized activations ---- */
+
+/* The activations of one product: K values and their quantization. */
+struct act {
+	int K;
+	float *x;
+	struct txl_q8_act a;
+};
+
+static void
+act_init(struct act *v, int K)
+{
+	v->K = K;
+	v->x = malloc(sizeof(float) * K);
+	v->a.q = malloc((size_t)K);
+	v->a.d = malloc(sizeof(float) * (K / TXL_QK));
+	v->a.off = malloc(sizeof(int32_t) * (K / TXL_QK));
+	CHECK(v->x && v->a.q && v->a.d && v->a.off);
+}
+
+static void
+act_free(struct act *v)
+{
+	free(v->x);
+	free(v->a.q);
+	free(v->a.d);
+	free(v->a.off);
+}
+
+/* y = w . x (w: K values of Q8_0 blocks, exact values e) computed from
+ * the quantized activations: each x_i is replaced by q_i d (d = the
+ * block's scale), which is within d (1/2 + 2^-15) of it (round to
+ * nearest: |x_i / d - q_i| <= 1/2, and x_i / d is x_i * fl(1 / d) up to
+ * a relative 2u, |x_i / d| <= 127, u = 2^-24), so y moves by at most
+ * sum_i |w_i| d (1/2 + 2^-15); the integer sums are exact, and the nb
+ * block terms, each rounded at most twice (the product of the scales,
+ * then by the sum), are summed in float: gamma_(nb + 2) sum |w_i q_i d|
+ * (twice, as check_dot). */
+static void
+check_q8_dot(float got, const float *e, const struct act *v, const char *what)
+{
+	const int nb = v->K / TXL_QK;
+	double exact = 0, quant = 0, mag = 0;
+
+	for (int k = 0; k < v->K; k++) {
+		double d = v->a.d[k / TXL_QK];
+		exact += (double)e[k] * v->x[k];
+		quant += fabs((double)e[k]) * d * (0.5 + ldexp(1.0, -15));
+		mag += fabs((double)e[k] * v->a.q[k]) * d;
+	}
+	double u = ldexp(1.0, -24);
+	double tol = quant + 2 * (nb + 2) * u / (1 - (nb + 2) * u) * mag + 1e-37;
+	if (!(fabs(got - exact) <= tol)) {
+		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
+			what, v->K, got, exact, tol);
+		exit(1);
+	}
+}
+
+/* The quantization: the scale of a block is its max |x| / 127, every
+ * value the nearest multiple of it (the largest one +-127), and off is
+ * -128 times the block's sum; each table's the scalar one's bit for bit
+ * (the same operations, and a max, exact in any order). */
+static void
+test_quantize_q8(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 32, 96, 384, 1536 };
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		struct act v, w;
+		act_init(&v, Ks[i]);
+		act_init(&w, Ks[i]);
+		for (int k = 0; k < v.K; k++)
+			/* blocks from 2^-30 to 2^30; one block all zero */
+			v.x[k] = k / TXL_QK == 1 ? 0.0f :
+				uniform() * ldexpf(1.0f, (k / TXL_QK * 13) % 61 - 30);
+		v.x[5] = -ldexpf(1.0f, 40);	/* a block led by a negative */
+		/* block 2: scale 1, halves: ties, to even */
+		for (int k = 64; k < v.K && k < 96; k++)
+			v.x[k] = k == 64 ? 127.0f : (float)(k % 7) - 3.5f;
+		kt->quantize_q8(&v.a, v.x, v.K);
+		for (int k = 65; k < v.K && k < 96; k++)
+			CHECK_EQ(v.a.q[k], rint(v.x[k]));
+		ref->quantize_q8(&w.a, v.x, v.K);
+		CHECK(memcmp(v.a.q, w.a.q, (size_t)v.K) == 0);
+		CHECK(memcmp(v.a.d, w.a.d, sizeof(float) * (v.K / TXL_QK)) == 0);
+		CHECK(memcmp(v.a.off, w.a.off,
+			     sizeof(int32_t) * (v.K / TXL_QK)) == 0);
+		for (int b = 0; b < v.K / TXL_QK; b++) {
+			float amax = 0.0f, d = v.a.d[b];
+			int qmax = 0, sum = 0;
+			for (int j = 0; j < TXL_QK; j++) {
+				int k = b * TXL_QK + j, q = v.a.q[k];
+				amax = fmaxf(amax, fabsf(v.x[k]));
+				qmax = abs(q) > qmax ? abs(q) : qmax;
+				sum += q;
+				CHECK(fabs(v.x[k] - (double)q * d) <=
+				      d * (0.5 + ldexp(1.0, -15)));
+			}
+			CHECK(d == amax / 127.0f);
+			CHECK_EQ(qmax, amax > 0.0f ? 127 : 0);
+			CHECK_EQ(v.a.off[b], -128 * sum);
+		}
+		/* a NaN or an inf: the block's scale NaN, so its products */
+		v.x[3] = NAN;
+		v.x[v.K - 1] = INFINITY;
+		kt->quantize_q8(&v.a, v.x, v.K);
+		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
+		act_free(&v);
+		act_free(&w);
+	}
+}
+
+/* Each table's dot_rows_q8: (1) with both scales 1, every value an
+ * integer whose sums stay below 2^24, so that any order of the float
+ * additions is exact: the result must be the integer dot product itself,
+ * extreme values included (weights -128 .. 127, activations -127 .. 127);
+ * (2) with random scales, against the float product (check_q8_dot). */
+static void
+test_dot_rows_q8(const struct txl_kernels *kt)
+{
+	/* odd block counts (a last block alone), rows in fours and not */
+	static const int Ks[] = { 32, 64, 96, 384, 416, 1536 };
+	static const int ns[] = { 1, 3, 4, 5, 9, 17 };
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		int K = Ks[i];
+		struct act v;
+		act_init(&v, K);
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+			int n = ns[j];
+			for (int pad = 0; pad < 2; pad++) {
+				size_t ld = txl_row_bytes(TXL_Q8_0, K) +
+					(size_t)pad * 68;
+				float *e = malloc(sizeof(float) * n * K), y[17];
+				CHECK(e);
+				uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
+				/* (1) integers: extremes in every third block */
+				for (int r = 0; r < n; r++) {
+					struct txl_block_q8_0 *q =
+						(void *)(w + (size_t)r * ld);
+					for (int b = 0; b < K / TXL_QK; b++) {
+						q[b].d = 0x3c00;	/* 1.0 */
+						for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
+							q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
+					}
+				}
+				for (int k = 0; k < K; k++)
+					v.a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ?
+						(k % 3 ? -127 : 127) :
+						(int)(next_u32() % 255) - 127);
+				for (int b = 0; b < K / TXL_QK; b++)
+					v.a.d[b] = 1.0f;
+				for (int b = 0; b < K / TXL_QK; b++) {
+					int32_t sum = 0;
+					for (int t = 0; t < TXL_QK; t++)
+						sum += v.a.q[b * TXL_QK + t];
+					v.a.off[b] = -128 * sum;
+				}
+				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
+				for (int r = 0; r < n; r++) {
+					const struct txl_block_q8_0 *q =
+						(const void *)(w + (size_t)r * ld);
+					int64_t want = 0;
+					for (int k = 0; k < K; k++)
+						want += q[k / TXL_QK].qs[k % TXL_QK] *
+							v.a.q[k];
+					CHECK(llabs(want) < (1 << 24));
+					if (y[r] != (float)want) {
+						fprintf(stderr, "FAIL: %s q8 K %d n %d row %d: "
+							"%.9g, want %lld\n", kt->name, K,
+							n, r, y[r], (long long)want);
+						exit(1);
+					}
+				}
+				free(w);
+				/* (2) random scales, the activations quantized */
+				w = make_weights(TXL_Q8_0, n, K, ld, e);
+				for (int k = 0; k < K; k++)
+					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+				kt->quantize_q8(&v.a, v.x, K);
+				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
+				for (int r = 0; r < n; r++) {
+					char what[64];
+					snprintf(what, sizeof what, "%s q8 dot row %d",
+						 kt->name, r);
+					check_q8_dot(y[r], e + (size_t)r * K, &v, what);
+				}
+				free(w);
+				free(e);
+			}
+		}
+		act_free(&v);
+	}
+}
+
 static void
 test_axpy(const struct txl_kernels *kt)
 {
@@ -393,17 +594,27 @@ test_mat_mul(void)
 			CHECK(a && out);
 			for (int j = 0; j < M * K; j++)
 				a[j] = uniform();
+			/* one row against Q8_0: the activations quantized */
+			struct act v;
+			act_init(&v, K);
+			memcpy(v.x, a, sizeof(float) * K);
+			txl_kernels()->quantize_q8(&v.a, v.x, K);
 			for (int acc = 0; acc < 2; acc++) {
 				for (int j = 0; j < M * N; j++)
 					out[j] = 1.0f;
 				txl_mat_mul(out, a, M, &w, acc);
 				for (int m = 0; m < M; m++)
-					for (int r = 0; r < N; r++)
-						check_dot(out[m * N + r] - acc,
-							  e + (size_t)r * K,
-							  a + (size_t)m * K, K,
-							  txl_dtype_name(dt));
+					for (int r = 0; r < N; r++) {
+						float got = out[m * N + r] - acc;
+						const float *er = e + (size_t)r * K;
+						if (M == 1 && dt == TXL_Q8_0)
+							check_q8_dot(got, er, &v, "Q8_0");
+						else
+							check_dot(got, er, a + (size_t)m * K,
+								  K, txl_dtype_name(dt));
+					}
 			}
+			act_free(&v);
 			free(a);
 			free(out);
 			txl_mat_row(row, &w, N - 1);
@@ -564,6 +775,8 @@ main(void)
 		RUN_ON(test_dot_rows, kt);
 		RUN_ON(test_f16_all, kt);
 		RUN_ON(test_q8_0_block, kt);
+		RUN_ON(test_quantize_q8, kt);
+		RUN_ON(test_dot_rows_q8, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
 		RUN_ON(test_exp, kt);
