@@ -316,6 +316,12 @@ quantize_q8(struct txl_q8_act *a, const float *x, int K)
 		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
 								     2, 6, 3, 7));
 		_mm256_storeu_si256((__m256i *)(void *)(a->q + b * TXL_QK), p);
+		/* the sum of the values stored, saturated: a NaN's lane is
+		 * INT_MIN, and the sum of those would overflow */
+		for (int i = 0; i < 4; i++)
+			q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i],
+					_mm256_set1_epi32(127)),
+					_mm256_set1_epi32(-128));
 		__m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
 					     _mm256_add_epi32(q[2], q[3]));
 		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s),

@@ -262,6 +262,12 @@ quantize_q8(struct txl_q8_act *a, const float *x, int K)
 		_mm_storeu_si128((__m128i *)(void *)(a->q + b * TXL_QK + 16),
 				 _mm512_cvtsepi32_epi8(q1));
 		a->d[b] = d;
+		/* the sum of the values stored, saturated: a NaN's lane is
+		 * INT_MIN, and the sum of those would overflow */
+		const __m512i lo = _mm512_set1_epi32(-128);
+		const __m512i hi = _mm512_set1_epi32(127);
+		q0 = _mm512_max_epi32(_mm512_min_epi32(q0, hi), lo);
+		q1 = _mm512_max_epi32(_mm512_min_epi32(q1, hi), lo);
 		a->off[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 	}
 }
