@@ -88,18 +88,6 @@ set_color(struct output *out, const char *code)
 		fputs(code, out->f);
 }
 
-/* Length of the control character at @p s (C0 but tab and newline, DEL,
- * C1), or 0; @p s is valid UTF-8. */
-static size_t
-control_len(const unsigned char *s, size_t len)
-{
-	if ((s[0] < 0x20 && s[0] != '\t' && s[0] != '\n') || s[0] == 0x7F)
-		return 1;
-	if (s[0] == 0xC2 && len > 1 && s[1] >= 0x80 && s[1] <= 0x9F)
-		return 2;
-	return 0;
-}
-
 static void
 write_text(struct output *out, const char *s, size_t len)
 {
@@ -116,7 +104,8 @@ write_text(struct output *out, const char *s, size_t len)
 	const unsigned char *u = (const unsigned char *)s;
 	size_t from = 0;
 	for (size_t i = 0; i < len;) {
-		size_t c = control_len(u + i, len - i);
+		size_t c = u[i] == '\t' || u[i] == '\n' ? 0
+			: text_control_len(u + i, len - i);
 		if (!c) {
 			i++;
 			continue;

@@ -198,6 +198,17 @@ fmt_number(double v, char *buf, size_t len)
 	return buf;
 }
 
+size_t
+text_control_len(const unsigned char *s, size_t n)
+{
+	if (s[0] < 0x20 || s[0] == 0x7f)
+		return 1;
+	/* C1 controls U+0080..U+009F (CSI is U+009B) */
+	if (n > 1 && s[0] == 0xc2 && s[1] >= 0x80 && s[1] < 0xa0)
+		return 2;
+	return 0;
+}
+
 void
 text_clean_line(char *s)
 {
@@ -206,14 +217,14 @@ text_clean_line(char *s)
 
 	for (size_t i = 0; i < n;) {
 		size_t k = utf8_char_len(p + i, n - i);
+		size_t c = k ? text_control_len(p + i, n - i) : 1;
 
-		if (k == 0 || p[i] < 0x20 || p[i] == 0x7f) {
-			p[i++] = '?';           /* one byte at a time */
-		} else if (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0) {
-			/* C1 controls U+0080..U+009F (CSI is U+009B) */
-			memmove(p + i + 1, p + i + 2, n - i - 1);
+		if (c) {
+			/* one '?' for the control, or for a byte of no
+			 * character */
+			memmove(p + i + 1, p + i + c, n - i - c + 1);
 			p[i++] = '?';
-			n--;
+			n -= c - 1;
 		} else {
 			i += k;
 		}

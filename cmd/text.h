@@ -48,6 +48,10 @@ void json_write_number(FILE *f, double v);
  *  "1e+05"), others with up to 15 significant digits. */
 const char *fmt_number(double v, char *buf, size_t len);
 
+/** Length of the control character at @p s (C0, DEL, C1), 0 if none;
+ *  @p s holds @p n > 0 bytes of UTF-8. */
+size_t text_control_len(const unsigned char *s, size_t n);
+
 /**
  * Make @p s one line of printable text in place: C0 and C1 control
  * characters (ESC, CSI, newlines...), DEL and bytes that are not UTF-8
