@@ -197,10 +197,15 @@ generate(struct txl_session *s, const int32_t *prime, int n_prime, int seg,
 		if (txl_session_eval(s, &tok, 1, TXL_LOGITS_LAST))
 			return die("eval");
 		const float *lg = txl_session_logits(s);
+		/* greedy; the max kept in a register (comparing with
+		 * lg[best] reloads it: a load on every element's path) */
+		float max = lg[0];
 		int32_t best = 0;
 		for (int k = 1; k < V; k++)
-			if (lg[k] > lg[best])
+			if (lg[k] > max) {
+				max = lg[k];
 				best = k;
+			}
 		tok = best;
 		if (window > 0 && (i + 1) % window == 0) {
 			double t = now();

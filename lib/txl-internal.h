@@ -111,6 +111,23 @@ txl_row_bytes(enum txl_dtype dt, int K)
 	return (size_t)K * txl_dtype_size(dt);
 }
 
+/* Q8_0 rows interleaved by groups of TXL_IL for the matrix-vector
+ * kernels (txl-kernels.h says how): the bytes of `rows` rows of K values
+ * (a partial group takes a whole one), and the copy of `rows` rows of a
+ * stored Q8_0 matrix (txl-math.c).  Each block of a group is TXL_IL_BLOCK
+ * bytes, a multiple of 64: the groups keep the copy's alignment. */
+#define TXL_IL 16
+#define TXL_IL_BLOCK (TXL_IL * (int)sizeof(float) + TXL_IL * TXL_QK)
+
+static inline size_t
+txl_q8_il_bytes(int rows, int K)
+{
+	return (size_t)((rows + TXL_IL - 1) / TXL_IL) * (size_t)(K / TXL_QK) *
+	       TXL_IL_BLOCK;
+}
+
+void txl_q8_interleave(void *dst, const void *src, int rows, int K);
+
 /* A weight matrix as the file stores it, in PyTorch's (out_features,
  * in_features) row-major layout: rows x cols, in F32, F16, BF16 or Q8_0,
  * used in place (the mapped file) and computed as stored: the kernels
@@ -121,6 +138,8 @@ struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;
 	const void *data;	/* NULL: absent (e.g. no projection) */
+	const void *il;		/* Q8_0: the rows interleaved for matrix-vector
+				   products (txl_q8_interleave()), or NULL */
 };
 
 /* Rows [first, first + n) of w as a matrix of its own (a cluster of an
@@ -133,7 +152,13 @@ txl_mat_rows(const struct txl_mat *w, int first, int n)
 	TXL_ASSERT(first >= 0 && n >= 0 && first + n <= w->rows);
 	return (struct txl_mat){ .dtype = w->dtype, .rows = n, .cols = w->cols,
 				 .data = w->data ? (const uint8_t *)w->data +
-					 row * (size_t)first : NULL };
+					 row * (size_t)first : NULL,
+				 /* interleaved groups start at multiples of
+				  * TXL_IL rows */
+				 .il = w->il && first % TXL_IL == 0
+					 ? (const uint8_t *)w->il +
+					   txl_q8_il_bytes(first, w->cols)
+					 : NULL };
 }
 
 /* The matrix as F32 floats, for the BLAS calls that need them. */

@@ -397,6 +397,61 @@ dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
 	}
 }
 
+/* Interleaved Q8_0 (txl-kernels.h): a group's 16 rows in two halves of 8
+ * lanes.  The 4 columns j of 8 rows, 32 bytes, times the activations' 4
+ * bytes broadcast, by sign transfer and pairs as q8_block_idot; a block's
+ * eight steps into two sums (integer: exact in any order). */
+static inline void
+il_idot(const uint8_t *qs, const int8_t *x, __m256i *lo, __m256i *hi)
+{
+	__m256i s[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(),
+			 _mm256_setzero_si256(), _mm256_setzero_si256() };
+
+	for (int j = 0; j < TXL_QK / 4; j++) {
+		__m256i xb = _mm256_set1_epi32(*(const int32_t *)(const void *)
+					       (x + 4 * j));
+		for (int h = 0; h < 2; h++) {
+			__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)
+						       (qs + 64 * j + 32 * h));
+			s[2 * h + j % 2] = _mm256_add_epi32(s[2 * h + j % 2],
+				_mm256_madd_epi16(_mm256_maddubs_epi16(
+					_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w)),
+					_mm256_set1_epi16(1)));
+		}
+	}
+	*lo = _mm256_add_epi32(s[0], s[1]);
+	*hi = _mm256_add_epi32(s[2], s[3]);
+}
+
+static void
+dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
+{
+	const int nb = K / TXL_QK;
+	const uint8_t *blk = w;
+
+	for (int g = 0; g < ng; g++) {
+		__m256 acc[2][2] = { { _mm256_setzero_ps(), _mm256_setzero_ps() },
+				     { _mm256_setzero_ps(), _mm256_setzero_ps() } };
+
+		for (int b = 0; b < nb; b++, blk += TXL_IL_BLOCK) {
+			const float *d = (const float *)(const void *)blk;
+			const __m256 dx = _mm256_set1_ps(a->d[b]);
+			__m256i s[2];
+
+			il_idot(blk + TXL_IL * sizeof(float), a->q + b * TXL_QK,
+				&s[0], &s[1]);
+			for (int h = 0; h < 2; h++)
+				acc[b % 2][h] = _mm256_add_ps(acc[b % 2][h],
+					_mm256_mul_ps(_mm256_cvtepi32_ps(s[h]),
+						      _mm256_mul_ps(_mm256_loadu_ps(d + 8 * h),
+								    dx)));
+		}
+		for (int h = 0; h < 2; h++)
+			_mm256_storeu_ps(y + g * TXL_IL + 8 * h,
+					 _mm256_add_ps(acc[0][h], acc[1][h]));
+	}
+}
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load8, load1)                                  \
 static void                                                                  \
@@ -689,6 +744,7 @@ const struct txl_kernels txl_kernels_avx2 = {
 	},
 	.quantize_q8 = quantize_q8,
 	.dot_rows_q8 = dot_rows_q8,
+	.dot_il = dot_il,
 	.exp_sum = exp_sum,
 	.max = max_of,
 };

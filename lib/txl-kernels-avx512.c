@@ -392,6 +392,78 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 DOT_ROWS_Q8(dot_rows_q8_bw, q8_idot_bw, )
 DOT_ROWS_Q8(dot_rows_q8_vnni, q8_idot_vnni, __attribute__((target("avx512vnni"))))
 
+/* Interleaved Q8_0 (txl-kernels.h): the 4 columns j of every row of a
+ * group, 64 bytes, times the activations' 4 bytes broadcast, summed into
+ * the 16 rows' lanes.  By sign transfer and pairs, as q8_idot_bw; by
+ * vpdpbusd from off as q8_idot_vnni.  The eight steps of a block go to
+ * two sums (integer: exact in any order). */
+static inline __m512i
+il_idot_bw(const uint8_t *qs, const int8_t *x, int32_t off)
+{
+	__m512i s[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+
+	(void)off;
+	for (int j = 0; j < TXL_QK / 4; j++) {
+		__m512i w = _mm512_loadu_si512(qs + 64 * j);
+		__m512i xb = _mm512_set1_epi32(*(const int32_t *)(const void *)
+					       (x + 4 * j));
+		__m512i sx = _mm512_mask_sub_epi8(xb, _mm512_movepi8_mask(w),
+						  _mm512_setzero_si512(), xb);
+		s[j % 2] = _mm512_add_epi32(s[j % 2], _mm512_madd_epi16(
+			_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx),
+			_mm512_set1_epi16(1)));
+	}
+	return _mm512_add_epi32(s[0], s[1]);
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+il_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
+{
+	const __m512i flip = _mm512_set1_epi8(-128);
+	__m512i s[2] = { _mm512_set1_epi32(off), _mm512_setzero_si512() };
+
+	for (int j = 0; j < TXL_QK / 4; j++)
+		s[j % 2] = _mm512_dpbusd_epi32(s[j % 2], _mm512_xor_si512(
+			_mm512_loadu_si512(qs + 64 * j), flip),
+			_mm512_set1_epi32(*(const int32_t *)(const void *)
+					  (x + 4 * j)));
+	return _mm512_add_epi32(s[0], s[1]);
+}
+
+/* acc += block b of the group at blk: its integer sums times the scales */
+#define IL_BLOCK(idot, blk, b, acc)                                          \
+	acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(           \
+		idot((blk) + TXL_IL * sizeof(float), a->q + (b) * TXL_QK,    \
+		     a->off[b])),                                            \
+		_mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)(blk)), \
+			      _mm512_set1_ps(a->d[b]))))
+
+#define DOT_IL(name, idot, attr)                                             \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	const uint8_t *blk = w;                                              \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
+		int b = 0;                                                   \
+		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {       \
+			IL_BLOCK(idot, blk, b, acc0);                        \
+			IL_BLOCK(idot, blk + TXL_IL_BLOCK, b + 1, acc1);     \
+		}                                                            \
+		if (b < nb) {                                                \
+			IL_BLOCK(idot, blk, b, acc0);                        \
+			blk += TXL_IL_BLOCK;                                 \
+		}                                                            \
+		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
+	}                                                                    \
+}
+
+DOT_IL(dot_il_bw, il_idot_bw, )
+DOT_IL(dot_il_vnni, il_idot_vnni, __attribute__((target("avx512vnni"))))
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
@@ -622,8 +694,8 @@ max_of(const float *x, int n)
 	return _mm512_reduce_max_ps(m);
 }
 
-/* The two tables differ only in dot_rows_q8. */
-#define TABLE(table_name, q8)                                                \
+/* The two tables differ only in the integer products of Q8_0. */
+#define TABLE(table_name, q8, il)                                           \
 	{                                                                    \
 		.name = table_name,                                          \
 		.dot_rows = {                                                \
@@ -645,10 +717,13 @@ max_of(const float *x, int n)
 		},                                                           \
 		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = q8,                                           \
+		.dot_il = il,                                                \
 		.exp_sum = exp_sum,                                          \
 		.max = max_of,                                               \
 	}
 
-const struct txl_kernels txl_kernels_avx512 = TABLE("avx512", dot_rows_q8_bw);
+const struct txl_kernels txl_kernels_avx512 =
+	TABLE("avx512", dot_rows_q8_bw, dot_il_bw);
 const struct txl_kernels txl_kernels_avx512_vnni =
-	TABLE("avx512vnni", dot_rows_q8_vnni);
+	TABLE("avx512vnni", dot_rows_q8_vnni,
+			 dot_il_vnni);

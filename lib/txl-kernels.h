@@ -92,6 +92,23 @@ txl_q8_0_scale(float amax, uint16_t *d)
 	return df > 0.0f && df <= 65504.0f ? 1.0f / df : 0.0f;
 }
 
+/* Q8_0 weights interleaved for matrix-vector products (the copy that the
+ * model loader makes of every Q8_0 matrix, txl_q8_interleave() of
+ * txl-internal.h): groups of TXL_IL rows (the last padded with zero rows), and in a group, for each
+ * block b of TXL_QK columns, TXL_IL_BLOCK bytes: the TXL_IL rows' scales
+ * as floats, then for each 4 columns the 4 int8 values of every row in
+ * turn.  So a kernel reads one forward stream, and each 4 bytes of the
+ * activations multiply a whole vector of rows (vpdpbusd with a broadcast
+ * operand), where the stored layout takes a horizontal sum per row. */
+
+/* y[TXL_IL g + i] for g < ng = the rows of ng interleaved groups against
+ * a (K columns).  Every table computes the same floats: per row, the
+ * exact integer sum of each block, times the weights' scale times the
+ * activations' (a rounded product), added to one of two sums (even and
+ * odd blocks), then the two added; no fused multiply-add. */
+typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
+			      const struct txl_q8_act *a, int K);
+
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avx512", "avx512vnni" */
 	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
@@ -102,6 +119,7 @@ struct txl_kernels {
 	 * products); dot_rows[TXL_Q8_0] computes against float ones */
 	txl_quantize_q8_fn quantize_q8;
 	txl_dot_rows_q8_fn dot_rows_q8;
+	txl_dot_il_fn dot_il;	/* the same, interleaved weights */
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);

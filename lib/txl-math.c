@@ -147,25 +147,42 @@ struct gemv {
 	struct chunks rows;
 	txl_dot_rows_fn dot;
 	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq */
+	txl_dot_il_fn dot_il;		/* instead of dot_q8, on il */
 	struct txl_q8_act xq;
 	float *y;
 	const uint8_t *w;
+	const uint8_t *il;	/* W interleaved (Q8_0), or NULL */
 	size_t ld;
 	const float *x;
 	int K;
 	bool accumulate;
 };
 
-/* y[n] = rows [r, r + n) of W . x */
+/* y[n] = rows [r, r + n) of W . x; r is a multiple of TXL_IL. */
 static void
 gemv_rows(const struct gemv *g, float *y, int r, int n)
 {
 	const uint8_t *w = g->w + (size_t)r * g->ld;
 
-	if (g->dot_q8)
+	if (g->dot_il) {
+		const uint8_t *il = g->il + txl_q8_il_bytes(r, g->K);
+		const int full = n / TXL_IL;
+		float tail[TXL_IL];
+
+		g->dot_il(y, il, full, &g->xq, g->K);
+		if (full * TXL_IL < n) {
+			/* the matrix's last group: its padding rows into
+			 * tail */
+			g->dot_il(tail, il + txl_q8_il_bytes(full * TXL_IL, g->K),
+				  1, &g->xq, g->K);
+			memcpy(y + full * TXL_IL, tail,
+			       sizeof(float) * (size_t)(n - full * TXL_IL));
+		}
+	} else if (g->dot_q8) {
 		g->dot_q8(y, w, g->ld, &g->xq, n, g->K);
-	else
+	} else {
 		g->dot(y, w, g->ld, g->x, n, g->K);
+	}
 }
 
 static void
@@ -206,25 +223,55 @@ quantize_operand(struct gemv *g)
 	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
 	txl_kernels()->quantize_q8(&g->xq, g->x, g->K);
 	g->dot_q8 = txl_kernels()->dot_rows_q8;
+	if (g->il)
+		g->dot_il = txl_kernels()->dot_il;
 }
 
+/* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, Q8_0) */
 static void
-gemv(float *y, const void *w, enum txl_dtype dt, size_t ld, const float *x,
-     int N, int K, bool accumulate)
+gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
+     const float *x, int N, int K, bool accumulate)
 {
 	struct gemv g = {
-		.dot = txl_kernels()->dot_rows[dt], .y = y, .w = w, .ld = ld,
-		.x = x, .K = K, .accumulate = accumulate,
+		.dot = txl_kernels()->dot_rows[dt], .y = y, .w = w, .il = il,
+		.ld = ld, .x = x, .K = K, .accumulate = accumulate,
 	};
 	double macs = (double)N * K;
 
 	if (dt == TXL_Q8_0)
 		quantize_operand(&g);
 
-	/* rows in multiples of 4 (the kernels' unit), enough of them to
-	 * be worth a chunk */
-	chunks_init(&g.rows, N, 16, threads_for(macs));
+	/* rows in multiples of TXL_IL (an interleaved group; 4 rows are
+	 * the other kernels' unit), enough of them to be worth a chunk */
+	chunks_init(&g.rows, N, TXL_IL, threads_for(macs));
 	run(gemv_task, &g, macs);
+}
+
+void
+txl_q8_interleave(void *dst, const void *src, int rows, int K)
+{
+	const int nb = K / TXL_QK;
+	const size_t ld = txl_row_bytes(TXL_Q8_0, K);
+	uint8_t *out = dst;
+
+	memset(dst, 0, txl_q8_il_bytes(rows, K));
+	for (int r = 0; r < rows; r++) {
+		const struct txl_block_q8_0 *q = (const void *)
+			((const uint8_t *)src + (size_t)r * ld);
+		uint8_t *grp = out + txl_q8_il_bytes(r / TXL_IL * TXL_IL, K);
+		const int i = r % TXL_IL;
+
+		for (int b = 0; b < nb; b++) {
+			uint8_t *blk = grp + (size_t)b * TXL_IL_BLOCK;
+			/* the scale widened: exact */
+			const float d = txl_f16_to_f32(q[b].d);
+
+			memcpy(blk + i * sizeof(float), &d, sizeof d);
+			for (int j = 0; j < TXL_QK / 4; j++)
+				memcpy(blk + TXL_IL * sizeof(float) +
+				       (j * TXL_IL + i) * 4, q[b].qs + 4 * j, 4);
+		}
+	}
 }
 
 /* ---- matrix-matrix: out[M, N] (ldo) = a[M, K] (lda) . W[N, K]^T
@@ -402,7 +449,7 @@ txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 	const size_t ld = txl_row_bytes(w->dtype, K);
 
 	if (M == 1)
-		gemv(out, w->data, w->dtype, ld, a, N, K, accumulate);
+		gemv(out, w->data, w->il, w->dtype, ld, a, N, K, accumulate);
 	else
 		gemm(out, N, a, K, w->data, w->dtype, ld, M, N, K, accumulate);
 }
@@ -467,7 +514,7 @@ txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda, const void *b,
 	const size_t ld = txl_row_bytes(dt, ldb);
 
 	if (M == 1)
-		gemv(out, b, dt, ld, a, N, K, false);
+		gemv(out, b, NULL, dt, ld, a, N, K, false);
 	else
 		gemm(out, ldo, a, lda, b, dt, ld, M, N, K, false);
 }

@@ -448,6 +448,93 @@ test_dot_rows_q8(const struct txl_kernels *kt)
 	}
 }
 
+/* Each table's dot_il (interleaved Q8_0, the copy of txl_q8_interleave()):
+ * (1) integers as in test_dot_rows_q8, extremes included: the exact
+ * integer dot product; (2) random scales: against the float product
+ * (check_q8_dot), and bit for bit the scalar table's result, as every
+ * table does the same float operations in the same order
+ * (txl-kernels.h); the padding rows of a partial group are 0. */
+static void
+test_dot_il(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 32, 96, 384, 416 };
+	static const int ns[] = { 1, 15, 16, 17, 33 };
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		const int K = Ks[i];
+		const size_t ld = txl_row_bytes(TXL_Q8_0, K);
+		struct act v;
+		act_init(&v, K);
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+			const int n = ns[j], ng = (n + TXL_IL - 1) / TXL_IL;
+			float *e = malloc(sizeof(float) * n * K);
+			float y[48], want[48];
+			uint8_t *il = aligned_alloc(64, txl_q8_il_bytes(n, K));
+			CHECK(e && il);
+			/* (1) integers, scales 1 */
+			uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
+			for (int r = 0; r < n; r++) {
+				struct txl_block_q8_0 *q = (void *)(w + (size_t)r * ld);
+				for (int b = 0; b < K / TXL_QK; b++) {
+					q[b].d = 0x3c00;	/* 1.0 */
+					for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
+						q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
+				}
+			}
+			for (int k = 0; k < K; k++)
+				v.a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ?
+					(k % 3 ? -127 : 127) :
+					(int)(next_u32() % 255) - 127);
+			for (int b = 0; b < K / TXL_QK; b++) {
+				int32_t sum = 0;
+				for (int t = 0; t < TXL_QK; t++)
+					sum += v.a.q[b * TXL_QK + t];
+				v.a.d[b] = 1.0f;
+				v.a.off[b] = -128 * sum;
+			}
+			txl_q8_interleave(il, w, n, K);
+			kt->dot_il(y, il, ng, &v.a, K);
+			for (int r = 0; r < ng * TXL_IL; r++) {
+				int64_t exact = 0;
+				for (int k = 0; r < n && k < K; k++)
+					exact += ((const struct txl_block_q8_0 *)
+						  (const void *)(w + (size_t)r * ld))
+						 [k / TXL_QK].qs[k % TXL_QK] * v.a.q[k];
+				CHECK(llabs(exact) < (1 << 24));
+				if (y[r] != (float)exact) {
+					fprintf(stderr, "FAIL: %s il K %d n %d row %d: "
+						"%.9g, want %lld\n", kt->name, K, n,
+						r, y[r], (long long)exact);
+					exit(1);
+				}
+			}
+			free(w);
+			/* (2) random scales, the activations quantized */
+			w = make_weights(TXL_Q8_0, n, K, ld, e);
+			for (int k = 0; k < K; k++)
+				v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+			ref->quantize_q8(&v.a, v.x, K);
+			txl_q8_interleave(il, w, n, K);
+			kt->dot_il(y, il, ng, &v.a, K);
+			ref->dot_il(want, il, ng, &v.a, K);
+			CHECK(memcmp(y, want, sizeof(float) * ng * TXL_IL) == 0);
+			for (int r = 0; r < ng * TXL_IL; r++) {
+				char what[64];
+				snprintf(what, sizeof what, "%s il row %d", kt->name, r);
+				if (r < n)
+					check_q8_dot(y[r], e + (size_t)r * K, &v, what);
+				else
+					CHECK(y[r] == 0.0f);
+			}
+			free(w);
+			free(il);
+			free(e);
+		}
+		act_free(&v);
+	}
+}
+
 /* The weighted sums of rows against the double-precision ones: every
  * value widens exactly, so each column is a float dot product of n terms
  * (check_dot's bound).  Q8_0 rows take lengths of whole blocks, an odd
@@ -669,6 +756,12 @@ test_mat_mul(void)
 			.dtype = dt, .rows = N, .cols = K,
 			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
 		};
+		void *il = NULL;
+		if (dt == TXL_Q8_0) {
+			il = aligned_alloc(64, txl_q8_il_bytes(N, K));
+			CHECK(il);
+			txl_q8_interleave(il, w.data, N, K);
+		}
 		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
 			int M = Ms[i];
 			float *a = malloc(sizeof(float) * M * K);
@@ -682,10 +775,15 @@ test_mat_mul(void)
 			act_init(&v, K);
 			memcpy(v.x, a, sizeof(float) * K);
 			txl_kernels()->quantize_q8(&v.a, v.x, K);
-			for (int acc = 0; acc < 2; acc++) {
+			/* k 2, 3: Q8_0 weights with the interleaved copy the
+			 * loader makes (used for one row of activations) */
+			for (int k = 0; k < (dt == TXL_Q8_0 ? 4 : 2); k++) {
+				const int acc = k % 2;
+				struct txl_mat wi = w;
+				wi.il = k >= 2 ? il : NULL;
 				for (int j = 0; j < M * N; j++)
 					out[j] = 1.0f;
-				txl_mat_mul(out, a, M, &w, acc);
+				txl_mat_mul(out, a, M, &wi, acc);
 				for (int m = 0; m < M; m++)
 					for (int r = 0; r < N; r++) {
 						float got = out[m * N + r] - acc;
@@ -703,6 +801,29 @@ test_mat_mul(void)
 			txl_mat_row(row, &w, N - 1);
 			CHECK(memcmp(row, e + (size_t)(N - 1) * K, sizeof row) == 0);
 		}
+		if (il) {
+			/* rows of the matrix (a cluster of an output layer):
+			 * from a group's first row, the interleaved copy's;
+			 * from another, none */
+			for (int first = 16; first <= 21; first += 5) {
+				struct txl_mat sub = w;
+				float out[70];
+				sub.il = il;
+				sub = txl_mat_rows(&sub, first, N - first);
+				CHECK((sub.il != NULL) == (first % TXL_IL == 0));
+				struct act v;
+				act_init(&v, K);
+				for (int k = 0; k < K; k++)
+					v.x[k] = uniform();
+				txl_kernels()->quantize_q8(&v.a, v.x, K);
+				txl_mat_mul(out, v.x, 1, &sub, false);
+				for (int r = 0; r < N - first; r++)
+					check_q8_dot(out[r], e + (size_t)(first + r) * K,
+						     &v, "Q8_0 rows");
+				act_free(&v);
+			}
+		}
+		free(il);
 		free((void *)w.data);
 		free(e);
 	}
@@ -860,6 +981,7 @@ main(void)
 		RUN_ON(test_q8_0_block, kt);
 		RUN_ON(test_quantize_q8, kt);
 		RUN_ON(test_dot_rows_q8, kt);
+		RUN_ON(test_dot_il, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
 		RUN_ON(test_narrow_q8_0, kt);
