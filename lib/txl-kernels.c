@@ -245,7 +245,9 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 		id = txl_q8_0_scale(amax + nan, &d);
 		memcpy(&blk[b].d, &d, sizeof d);
 		for (int i = 0; i < TXL_QK; i++) {
-			/* id > 0: every x finite, |v| <= 127 (1 + 2^-11) */
+			/* id > 0: every x finite, |v| < 191 (127 (1 + 2^-11)
+			 * for a normal scale, 1.5 times 127 at most for a
+			 * subnormal one), so within int */
 			const float v = x[i] * id;
 			int q = id > 0.0f ? (int)(fabsf(v) + 0.5f) : 0;
 

@@ -73,8 +73,8 @@ typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
  * F16 to nearest even, as models/txlfile.py's quantize_q8_0 (numpy's
  * float32 -> float16), and returns the factor 1 / d that takes a value to
  * its int8, q = the product rounded half away from zero (|v| + 0.5
- * truncated), clipped to [-127, 127] (a scale rounded down puts |v| up to
- * 127 (1 + 2^-11)).  The value then widens to within half a step, d / 2,
+ * truncated), clipped to [-127, 127] (a normal scale rounded down puts
+ * |v| up to 127 (1 + 2^-11), a subnormal one below 191).  The value then widens to within half a step, d / 2,
  * of x, when d is a normal F16 (amax >= 127 * 2^-14; below, within
  * d / 2 + 127 * 2^-25 = 4e-6: the subnormals' spacing).  It
  * returns 0 when the block's values are all to be 0: a zero
