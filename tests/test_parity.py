@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_random_model as mrm                      # noqa: E402
+import txlfile                                       # noqa: E402
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -835,7 +836,8 @@ class TestKvType(ParityCase):
     room for twice the largest seen; the deviation must exceed F32's, and
     BF16's by 1.5 to 16 times (a memory that was really 16-bit would
     not).  Segments of 12 take the path of sgemm on widened rows, one token
-    the kernels' (attend_few in lib/txl-attn.c)."""
+    the kernels' (attend_few in lib/txl-attn.c).  The blocks themselves are
+    the converter's, bit for bit (test_q8_0_blocks)."""
 
     U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8, "Q8_0": 1 / 254}
 
@@ -896,6 +898,38 @@ class TestKvType(ParityCase):
 
     def test_q8_0_token_by_token(self):
         self.check_q8_0("head32", seg_len=1, mem_len=24)
+
+    def test_q8_0_blocks(self):
+        """The memory's Q8_0 blocks are models/txlfile.py's quantize_q8_0
+        of the F32 memory, bit for bit: the keys and values of layer 0
+        (which depend on the embeddings alone, so the two runs compute the
+        same floats) in state files saved after one segment."""
+        import struct
+        import numpy as np
+        m = _models["head32"]
+        rows = {}
+        for kv in ("F32", "Q8_0"):
+            path = os.path.join(_tmp, f"blocks-{kv}.state")
+            r = subprocess.run([TXLGEN, "--model", m.path, "--seg-len", "32",
+                                "--mem-len", "32", "--kv-type", kv, "-n", "0",
+                                "--text", "the numbers changed: 12 degrees",
+                                "--state-out", path],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path, "rb") as f:
+                blob = f.read()
+            # struct txl_state_header (lib/txl-internal.h), 64 bytes
+            (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
+             _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
+            self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3}[kv])
+            row = d_head * 4 if kv == "F32" else d_head // 32 * 34
+            # layer 0: K, then V, each n_head x mem_len rows
+            rows[kv] = [blob[64 + (w * n_head + h) * mem_len * row:][
+                        :fill * row] for w in (0, 1) for h in range(n_head)]
+        self.assertGreater(fill, 4)
+        for f32, q8 in zip(rows["F32"], rows["Q8_0"]):
+            want = txlfile.quantize_q8_0(np.frombuffer(f32, np.float32))
+            self.assertEqual(want.tobytes(), q8)
 
     def test_q8_0_refused(self):
         """A model whose d_head (12) is no multiple of 32 refuses a Q8_0
