@@ -224,7 +224,7 @@ main(int argc, char **argv)
 	int n_score = 4096, n_gen = 512, seg = 128, mem = 256, window = 0;
 	int threads = 0, reps = 1, n_prime = 0, recompute = 0, dram = 0;
 	int kv_type = TXL_KV_F32;
-	static const char *const kv_names[] = { "F32", "F16", "BF16" };
+	static const char *const kv_names[] = { "F32", "F16", "BF16", "Q8_0" };
 	struct txl_model *m;
 	struct txl_session *s;
 	struct txl_session_params p = txl_session_params_default();
@@ -233,7 +233,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-txl MODEL [--score N] [--gen N] "
 			"[--seg-len T] [--mem-len M] [--prime P] [--window W] "
 			"[--threads K] [--reps R] [--recompute C] "
-			"[--kv-type F32|F16|BF16] [--dram]\n");
+			"[--kv-type F32|F16|BF16|Q8_0] [--dram]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
@@ -248,12 +248,12 @@ main(int argc, char **argv)
 		if (strcmp(argv[i], "--kv-type") == 0) {
 			const char *t = argv[++i];
 			kv_type = -1;
-			for (int k = 0; k < 3; k++)
+			for (int k = 0; k < 4; k++)
 				if (strcmp(t, kv_names[k]) == 0)
 					kv_type = k;
 			if (kv_type < 0) {
 				fprintf(stderr, "bench-txl: --kv-type %s: not "
-					"F32, F16 or BF16\n", t);
+					"F32, F16, BF16 or Q8_0\n", t);
 				return 2;
 			}
 			continue;

@@ -23,8 +23,8 @@ Q8_0), and measures in one run, on the same weights:
              (models/data/test.txt, made by models/corpus.sh) if present;
   memory     generation tokens/s against the length of the memory (the
              memory filled first), for every storage type with the memory
-             in F32, and for F16 and Q8_0 weights with the memory in F16
-             and BF16 (--kv-type);
+             in F32, and for F16 and Q8_0 weights with the memory in F16,
+             BF16 and Q8_0 (--kv-type);
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
              against the time of a token with that memory cached.
@@ -381,7 +381,8 @@ def main():
     # (weights, memory): every format with an F32 memory, then compact
     # memories with compact weights
     cols = [(dt, "F32") for dt in FORMATS] + \
-        [(dt, kv) for dt in ("F16", "Q8_0") for kv in ("F16", "BF16")]
+        [(dt, kv) for dt in ("F16", "Q8_0")
+         for kv in ("F16", "BF16", "Q8_0")]
     print()
     print(f"generation tokens/s against memory length (memory filled first, "
           f"{n_gen} tokens); columns: weights/memory (--kv-type):")
@@ -408,7 +409,13 @@ def main():
     if long_rate:
         print()
         recompute = {}
-        for dt, kv in (("F32", "F32"), ("Q8_0", "F32"), ("Q8_0", "F16")):
+        # Q8_0 weights with an F32 memory, then with the fastest memory
+        compact = [kv for dt, kv in long_rate if dt == "Q8_0" and kv != "F32"]
+        pairs = [("F32", "F32"), ("Q8_0", "F32")]
+        if compact:
+            pairs.append(("Q8_0", max(compact,
+                                      key=lambda kv: long_rate["Q8_0", kv])))
+        for dt, kv in pairs:
             if (dt, kv) not in long_rate:
                 continue
             if dt not in recompute:

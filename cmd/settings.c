@@ -64,15 +64,20 @@ _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
 	       "raise SETTINGS_MAX");
 
 const char *const color_names[3] = { "auto", "always", "never" };
-const char *const kv_type_names[3] = {
+const char *const kv_type_names[4] = {
 	[TXL_KV_F32] = "F32", [TXL_KV_F16] = "F16", [TXL_KV_BF16] = "BF16",
+	[TXL_KV_Q8_0] = "Q8_0",
 };
 
 const char *const *
 setting_names(const struct setting *s, int *n)
 {
+	if (s->type == ST_KV_TYPE) {
+		*n = 4;
+		return kv_type_names;
+	}
 	*n = 3;
-	return s->type == ST_KV_TYPE ? kv_type_names : color_names;
+	return color_names;
 }
 
 static const char *const origin_names[] = {
@@ -372,8 +377,10 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 				return true;
 			}
 		}
-		snprintf(err, errlen, "'%s' is not one of %s, %s, %s", val,
-			 names[0], names[1], names[2]);
+		int at = snprintf(err, errlen, "'%s' is not one of", val);
+		for (int i = 0; i < n && at >= 0 && (size_t)at < errlen; i++)
+			at += snprintf(err + at, errlen - (size_t)at, "%s %s",
+				       i ? "," : "", names[i]);
 		return false;
 	}
 	}

@@ -17,10 +17,12 @@
  * to the session's cache, so that the memory's are computed once.  The
  * cache and the position tables R are held in the session's kv_dt (F32,
  * or F16 / BF16 with --kv-type: half the bytes a token with a long memory
- * reads) and read as stored by the kernels of txl_gemm_nt_dt() and
- * txl_gemm_nn_dt(); the queries and scores stay in float.  A segment of
- * a few queries (generation: one) takes a path of its own, one pass over
- * K, R and V for every head at once (attend_few()).
+ * reads; Q8_0: a bit more than a quarter, each head's row of d_head
+ * values in blocks of 32) and read as stored by the kernels of
+ * txl_gemm_nt_dt() and txl_gemm_nn_dt(); the queries and scores stay in
+ * float.  A segment of a few queries (generation: one) takes a path of
+ * its own, one pass over K, R and V for every head at once
+ * (attend_few()).
  * Adding an attention means adding its case here (and its tensors to
  * bind_attention() in txl-model.c).
  */

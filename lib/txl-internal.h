@@ -195,10 +195,12 @@ void txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda,
 void txl_gemm_nn_dt(float *out, int ldo, const float *a, int lda,
 		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
 		    int N);
-/* dst[n] = src rounded to dt (F32, F16 or BF16; nearest even). */
+/* dst[n] = src rounded to dt (F32, F16, BF16: nearest even; Q8_0: n a
+ * multiple of TXL_QK, txl_q8_0_scale() in txl-kernels.h). */
 void txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n);
-/* dst[n] in dtype dd = src[n] in dtype sd (F32, F16 or BF16): exact if
- * dd is as wide, else rounded to nearest even; a copy if they are equal. */
+/* dst[n] in dtype dd = src[n] in dtype sd (F32, F16, BF16 or Q8_0, n a
+ * multiple of TXL_QK then): widened exactly, then narrowed to dd (exact
+ * if dd holds every value of sd); a copy if they are equal. */
 void txl_convert(void *dst, enum txl_dtype dd, const void *src,
 		 enum txl_dtype sd, size_t n);
 /* out[M,N] (ldo) += alpha * a[K,M]^T (lda) . b[K,N] (ldb). */
@@ -359,7 +361,7 @@ struct txl_session {
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16 or TXL_BF16 */
+	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16, TXL_BF16 or TXL_Q8_0 */
 	size_t kv_row;		/* bytes of one head's row: d_head values */
 	uint8_t **k, **v;	/* (n_layer) x (n_head, cap, d_head) */
 

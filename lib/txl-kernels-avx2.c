@@ -494,6 +494,55 @@ AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 
+/* Q8_0 rows: per block, its values widened exactly (q * d needs 19
+ * bits) and multiplied as AXPY_ROWS does, 64 columns (two blocks) at a
+ * time, then a last odd block. */
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	const uint8_t *base = w;
+	const int nb = K / TXL_QK;
+	int b = 0;
+
+	for (; b + 2 <= nb; b += 2) {
+		__m256 acc[8];
+		for (int j = 0; j < 8; j++)
+			acc[j] = _mm256_loadu_ps(y + b * TXL_QK + 8 * j);
+		for (int r = 0; r < n; r++) {
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld);
+			const __m256 ar = _mm256_broadcast_ss(a + r);
+			const __m256 d0 = q8_scale(q + b), d1 = q8_scale(q + b + 1);
+			for (int j = 0; j < 4; j++) {
+				acc[j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
+						q8_load8(q[b].qs + 8 * j), d0), acc[j]);
+				acc[4 + j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
+						q8_load8(q[b + 1].qs + 8 * j), d1),
+						acc[4 + j]);
+			}
+		}
+		for (int j = 0; j < 8; j++)
+			_mm256_storeu_ps(y + b * TXL_QK + 8 * j, acc[j]);
+	}
+	if (b < nb) {
+		__m256 acc[4];
+		for (int j = 0; j < 4; j++)
+			acc[j] = _mm256_loadu_ps(y + b * TXL_QK + 8 * j);
+		for (int r = 0; r < n; r++) {
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld);
+			const __m256 ar = _mm256_broadcast_ss(a + r);
+			const __m256 d = q8_scale(q + b);
+			for (int j = 0; j < 4; j++)
+				acc[j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
+						q8_load8(q[b].qs + 8 * j), d), acc[j]);
+		}
+		for (int j = 0; j < 4; j++)
+			_mm256_storeu_ps(y + b * TXL_QK + 8 * j, acc[j]);
+	}
+}
+
 static void
 narrow_f32(void *dst, const float *src, size_t n)
 {
@@ -544,6 +593,64 @@ narrow_bf16(void *dst, const float *src, size_t n)
 	for (; i < n; i++) {
 		uint16_t h = txl_f32_to_bf16(src[i]);
 		memcpy(d + 2 * i, &h, 2);
+	}
+}
+
+/* The scalar narrow_q8_0 (txl-kernels.c) a block at a time: the same
+ * operations but the max (exact in any order), the same blocks. */
+static void
+narrow_q8_0(void *dst, const float *src, size_t n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
+	struct txl_block_q8_0 *blk = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		const float *xb = src + b * TXL_QK;
+		__m256 v[4], m, bad;
+		__m256i q[4];
+		uint16_t d;
+
+		for (int i = 0; i < 4; i++)
+			v[i] = _mm256_loadu_ps(xb + 8 * i);
+		m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
+						_mm256_andnot_ps(sign, v[1])),
+				  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
+						_mm256_andnot_ps(sign, v[3])));
+		/* x - x is NaN where x is NaN or inf */
+		bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
+						  _mm256_sub_ps(v[1], v[1])),
+				    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
+						  _mm256_sub_ps(v[3], v[3])));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
+				      _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		const float id = txl_q8_0_scale(
+			_mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
+			NAN : _mm_cvtss_f32(h), &d);
+
+		memcpy(&blk[b].d, &d, sizeof d);
+		if (!(id > 0.0f)) {
+			memset(blk[b].qs, 0, TXL_QK);
+			continue;
+		}
+		for (int i = 0; i < 4; i++) {
+			/* half away from zero: |v| + 0.5 truncated, clipped,
+			 * v's sign put back (vpsignd: v's bits as an int have
+			 * its sign) */
+			__m256 t = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
+			__m256i a = _mm256_cvttps_epi32(_mm256_add_ps(
+				_mm256_andnot_ps(sign, t), half));
+			q[i] = _mm256_sign_epi32(_mm256_min_epi32(a,
+					_mm256_set1_epi32(127)),
+					_mm256_castps_si256(t));
+		}
+		/* 32 x 32 -> 32 x 8 bits, as quantize_q8 */
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+					       _mm256_packs_epi32(q[2], q[3]));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
+								     2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)(void *)blk[b].qs, p);
 	}
 }
 
@@ -629,11 +736,11 @@ const struct txl_kernels txl_kernels_avx2 = {
 	},
 	.narrow = {
 		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
-		[TXL_BF16] = narrow_bf16,
+		[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,
 	},
 	.axpy_rows = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
-		[TXL_BF16] = axpy_rows_bf16,
+		[TXL_BF16] = axpy_rows_bf16, [TXL_Q8_0] = axpy_rows_q8_0,
 	},
 	.quantize_q8 = quantize_q8,
 	.dot_rows_q8 = dot_rows_q8,

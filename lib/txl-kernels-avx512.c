@@ -508,6 +508,59 @@ AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
 
+/* Q8_0 rows: per block, its values widened exactly (q * d needs 19
+ * bits) and multiplied as AXPY_ROWS does, 64 columns (two blocks) at a
+ * time, then a last odd block. */
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	const uint8_t *base = w;
+	const int nb = K / TXL_QK;
+	int b = 0;
+
+	for (; b + 2 <= nb; b += 2) {
+		float *yb = y + b * TXL_QK;
+		__m512 acc0 = _mm512_loadu_ps(yb), acc1 = _mm512_loadu_ps(yb + 16);
+		__m512 acc2 = _mm512_loadu_ps(yb + 32);
+		__m512 acc3 = _mm512_loadu_ps(yb + 48);
+		for (int r = 0; r < n; r++) {
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
+			const __m512 ar = _mm512_set1_ps(a[r]);
+			const __m512 d0 = q8_scale(q), d1 = q8_scale(q + 1);
+			acc0 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs), d0),
+					       acc0);
+			acc1 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs + 16),
+								 d0), acc1);
+			acc2 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[1].qs), d1),
+					       acc2);
+			acc3 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[1].qs + 16),
+								 d1), acc3);
+		}
+		_mm512_storeu_ps(yb, acc0);
+		_mm512_storeu_ps(yb + 16, acc1);
+		_mm512_storeu_ps(yb + 32, acc2);
+		_mm512_storeu_ps(yb + 48, acc3);
+	}
+	if (b < nb) {
+		float *yb = y + b * TXL_QK;
+		__m512 acc0 = _mm512_loadu_ps(yb), acc1 = _mm512_loadu_ps(yb + 16);
+		for (int r = 0; r < n; r++) {
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
+			const __m512 ar = _mm512_set1_ps(a[r]);
+			const __m512 d = q8_scale(q);
+			acc0 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs), d),
+					       acc0);
+			acc1 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs + 16),
+								 d), acc1);
+		}
+		_mm512_storeu_ps(yb, acc0);
+		_mm512_storeu_ps(yb + 16, acc1);
+	}
+}
+
 static void
 narrow_f32(void *dst, const float *src, size_t n)
 {
@@ -546,6 +599,47 @@ narrow_bf16(void *dst, const float *src, size_t n)
 		r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16),
 					 _mm512_set1_epi32(0x40));
 		_mm256_mask_storeu_epi16(d + 2 * i, m, _mm512_cvtepi32_epi16(r));
+	}
+}
+
+/* The scalar narrow_q8_0 (txl-kernels.c) a block at a time: the same
+ * operations but the max (exact in any order), the same blocks. */
+static void
+narrow_q8_0(void *dst, const float *src, size_t n)
+{
+	const __m512 half = _mm512_set1_ps(0.5f);
+	const __m512i top = _mm512_set1_epi32(127);
+	struct txl_block_q8_0 *blk = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		__m512 x0 = _mm512_loadu_ps(src + b * TXL_QK);
+		__m512 x1 = _mm512_loadu_ps(src + b * TXL_QK + 16);
+		__m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+		/* x - x is NaN where x is NaN or inf */
+		__mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0),
+						   _mm512_sub_ps(x1, x1),
+						   _CMP_UNORD_Q);
+		uint16_t d;
+		const float id = txl_q8_0_scale(bad ? NAN
+						: _mm512_reduce_max_ps(m), &d);
+
+		memcpy(&blk[b].d, &d, sizeof d);
+		if (!(id > 0.0f)) {
+			memset(blk[b].qs, 0, TXL_QK);
+			continue;
+		}
+		for (int i = 0; i < 2; i++) {
+			/* half away from zero: |v| + 0.5 truncated, clipped,
+			 * negated where v is negative */
+			__m512 t = _mm512_mul_ps(i ? x1 : x0, _mm512_set1_ps(id));
+			__m512i q = _mm512_min_epi32(_mm512_cvttps_epi32(
+				_mm512_add_ps(_mm512_abs_ps(t), half)), top);
+			q = _mm512_mask_sub_epi32(q, _mm512_movepi32_mask(
+					_mm512_castps_si512(t)),
+					_mm512_setzero_si512(), q);
+			_mm_storeu_si128((__m128i *)(void *)(blk[b].qs + 16 * i),
+					 _mm512_cvtepi32_epi8(q));
+		}
 	}
 }
 
@@ -614,11 +708,12 @@ max_of(const float *x, int n)
 		},                                                           \
 		.narrow = {                                                  \
 			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
-			[TXL_BF16] = narrow_bf16,                            \
+			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
 		},                                                           \
 		.axpy_rows = {                                               \
 			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
 			[TXL_BF16] = axpy_rows_bf16,                         \
+			[TXL_Q8_0] = axpy_rows_q8_0,                         \
 		},                                                           \
 		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = q8,                                           \

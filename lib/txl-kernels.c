@@ -229,6 +229,35 @@ narrow_bf16(void *dst, const float *src, size_t n)
 }
 
 static void
+narrow_q8_0(void *dst, const float *src, size_t n)
+{
+	struct txl_block_q8_0 *blk = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		const float *x = src + b * TXL_QK;
+		float amax = 0.0f, nan = 0.0f, id;
+		uint16_t d;
+
+		for (int i = 0; i < TXL_QK; i++) {
+			amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+			nan += x[i] - x[i];	/* NaN for a NaN or inf */
+		}
+		id = txl_q8_0_scale(amax + nan, &d);
+		memcpy(&blk[b].d, &d, sizeof d);
+		for (int i = 0; i < TXL_QK; i++) {
+			/* id > 0: every x finite, |v| < 191 (127 (1 + 2^-11)
+			 * for a normal scale, 1.5 times 127 at most for a
+			 * subnormal one), so within int */
+			const float v = x[i] * id;
+			int q = id > 0.0f ? (int)(fabsf(v) + 0.5f) : 0;
+
+			q = q < 127 ? q : 127;
+			blk[b].qs[i] = (int8_t)(v < 0.0f ? -q : q);
+		}
+	}
+}
+
+static void
 axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
 {
@@ -264,6 +293,13 @@ axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
 	axpy_rows_with(widen_bf16, TXL_BF16, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_with(widen_q8_0, TXL_Q8_0, y, a, w, ld, n, K);
 }
 
 static double
@@ -302,11 +338,11 @@ static const struct txl_kernels kernels_scalar = {
 	},
 	.narrow = {
 		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
-		[TXL_BF16] = narrow_bf16,
+		[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,
 	},
 	.axpy_rows = {
 		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
-		[TXL_BF16] = axpy_rows_bf16,
+		[TXL_BF16] = axpy_rows_bf16, [TXL_Q8_0] = axpy_rows_q8_0,
 	},
 	.quantize_q8 = quantize_q8,
 	.dot_rows_q8 = dot_rows_q8,

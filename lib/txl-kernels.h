@@ -33,10 +33,12 @@ typedef void (*txl_dot_rows_fn)(float *y, const void *w, size_t ld,
 /* dst[n] = src widened to floats (exactly: every stored value is a
  * float); n is a multiple of TXL_QK for Q8_0. */
 typedef void (*txl_widen_fn)(float *dst, const void *src, size_t n);
-/* dst[n] = src rounded to the dtype (nearest even; F32, F16, BF16). */
+/* dst[n] = src rounded to the dtype (F16, BF16: nearest even; Q8_0: n a
+ * multiple of TXL_QK, blocks as models/txlfile.py's quantize_q8_0 makes
+ * them, see txl_q8_0_scale()). */
 typedef void (*txl_narrow_fn)(void *dst, const float *src, size_t n);
-/* y[K] += sum_{r < n} a[r] * w_r, rows of w `ld` bytes apart (F32, F16,
- * BF16): attention's probabilities times V. */
+/* y[K] += sum_{r < n} a[r] * w_r, rows of w `ld` bytes apart (K a
+ * multiple of TXL_QK for Q8_0): attention's probabilities times V. */
 typedef void (*txl_axpy_rows_fn)(float *y, const float *a, const void *w,
 				 size_t ld, int n, int K);
 
@@ -65,6 +67,31 @@ typedef void (*txl_quantize_q8_fn)(struct txl_q8_act *a, const float *x,
 typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
 				   const struct txl_q8_act *a, int n, int K);
 
+/* Narrowing to Q8_0 (every table's narrow[TXL_Q8_0]), one block of
+ * values whose largest magnitude is amax (NaN if the block holds a NaN or
+ * an inf): stores the block's scale in *d, amax / 127 in float rounded to
+ * F16 to nearest even, as models/txlfile.py's quantize_q8_0 (numpy's
+ * float32 -> float16), and returns the factor 1 / d that takes a value to
+ * its int8, q = the product rounded half away from zero (|v| + 0.5
+ * truncated), clipped to [-127, 127] (a normal scale rounded down puts
+ * |v| up to 127 (1 + 2^-11), a subnormal one below 191).  The value then widens to within half a step, d / 2,
+ * of x, when d is a normal F16 (amax >= 127 * 2^-14; below, within
+ * d / 2 + 127 * 2^-25 = 4e-6: the subnormals' spacing).  It
+ * returns 0 when the block's values are all to be 0: a zero
+ * scale, a NaN one (the block then widens to NaNs, as the memory of
+ * another kv_type would hold them), or past F16's range (amax above
+ * 65504 * 127: an infinite scale, the block widens to NaNs where F16
+ * would hold infinities). */
+static inline float
+txl_q8_0_scale(float amax, uint16_t *d)
+{
+	/* one NaN whatever the block's NaNs: the same bits in every table */
+	*d = amax == amax ? txl_f32_to_f16(amax / 127.0f) : 0x7e00;
+	const float df = txl_f16_to_f32(*d);
+
+	return df > 0.0f && df <= 65504.0f ? 1.0f / df : 0.0f;
+}
+
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 matrix, txl_q8_interleave() of
  * txl-internal.h): groups of TXL_IL rows (the last padded with zero rows), and in a group, for each
@@ -86,8 +113,8 @@ struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avx512", "avx512vnni" */
 	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_widen_fn widen[TXL_N_DTYPES];
-	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8, Q8_0 */
-	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8, Q8_0 */
+	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8 */
+	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8 */
 	/* Q8_0 weights against quantized activations (matrix-vector
 	 * products); dot_rows[TXL_Q8_0] computes against float ones */
 	txl_quantize_q8_fn quantize_q8;

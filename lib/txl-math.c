@@ -493,18 +493,22 @@ void
 txl_convert(void *dst, enum txl_dtype dd, const void *src, enum txl_dtype sd,
 	    size_t n)
 {
+	/* chunks of whole Q8_0 blocks */
 	float buf[1024];
 	const uint8_t *s = src;
 	uint8_t *d = dst;
 
-	if (dd == sd) {
-		memcpy(dst, src, txl_row_bytes(sd, 1) * n);
-		return;
-	}
 	for (size_t i = 0; i < n; i += 1024) {
-		size_t len = n - i < 1024 ? n - i : 1024;
-		txl_widen(buf, s + txl_row_bytes(sd, 1) * i, sd, len);
-		txl_narrow(d + txl_row_bytes(dd, 1) * i, buf, dd, len);
+		const int len = n - i < 1024 ? (int)(n - i) : 1024;
+
+		if (dd == sd) {
+			memcpy(d, s, txl_row_bytes(sd, len));
+		} else {
+			txl_widen(buf, s, sd, (size_t)len);
+			txl_narrow(d, buf, dd, (size_t)len);
+		}
+		s += txl_row_bytes(sd, 1024);
+		d += txl_row_bytes(dd, 1024);
 	}
 }
 

@@ -63,6 +63,8 @@ txl_kv_dtype(int kv_type)
 		return TXL_F16;
 	case TXL_KV_BF16:
 		return TXL_BF16;
+	case TXL_KV_Q8_0:
+		return TXL_Q8_0;
 	default:
 		return TXL_N_DTYPES;
 	}
@@ -81,7 +83,9 @@ static double
 session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 	      int n_dist, enum txl_dtype kv_dt)
 {
-	const double kv = (double)txl_dtype_size(kv_dt) / 4.0;
+	/* K, V and R in kv_dt: bytes per value, over 4 */
+	const double kv = (double)txl_row_bytes(kv_dt, hp->d_head) /
+		(4.0 * hp->d_head);
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
@@ -149,8 +153,13 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 				p.n_threads);
 	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES)
 		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of "
-				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16",
-				p.kv_type);
+				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16, "
+				"TXL_KV_Q8_0", p.kv_type);
+	if (p.kv_type == TXL_KV_Q8_0 && hp->d_head % TXL_QK != 0)
+		return txl_fail(TXL_ERR_INVALID, "kv_type Q8_0 needs d_head "
+				"to be a multiple of %d (blocks of %d values "
+				"per head); this model's d_head is %d", TXL_QK,
+				TXL_QK, hp->d_head);
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;

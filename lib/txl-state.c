@@ -5,9 +5,10 @@
  * layer, in the session's kv_type) and the output of the last position
  * fed, so that a later run continues the text exactly; it records the
  * fingerprint of the model it belongs to and ends with a checksum.  A
- * memory of another kv_type is converted on load (F16 and BF16 widen to
- * F32 exactly; the other ways round to nearest even), so that a state
- * follows the user's --kv-type rather than refusing it.
+ * memory of another kv_type is converted on load (F16, BF16 and Q8_0
+ * widen to F32 exactly; the other ways round as the session's kv_type
+ * rounds what it stores), so that a state follows the user's --kv-type
+ * rather than refusing it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -407,7 +408,6 @@ enum txl_status
 txl_session_load(struct txl_session *s, const char *path)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t hd = (size_t)hp->n_head * hp->d_head;
 	struct txl_state_header hdr;
 	struct txl_hash sum;
 	uint64_t stored;
@@ -469,8 +469,16 @@ txl_session_load(struct txl_session *s, const char *path)
 			      hdr.mem_len);
 		goto out;
 	}
+	if (ft == TXL_Q8_0 && hp->d_head % TXL_QK != 0) {
+		/* no session of this model holds Q8_0 rows */
+		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type Q8_0 "
+			      "with d_head %d, not a multiple of %d)", path,
+			      hp->d_head, TXL_QK);
+		goto out;
+	}
 	/* the file's rows, in its kv_type */
-	rows_bytes = txl_row_bytes(ft, (int)hd) * hdr.mem_len;
+	rows_bytes = txl_row_bytes(ft, hp->d_head) * (size_t)hp->n_head *
+		hdr.mem_len;
 	want = sizeof hdr + 2 * rows_bytes * hp->n_layer +
 		sizeof(float) * hp->d_model + sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||

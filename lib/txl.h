@@ -251,12 +251,19 @@ typedef bool (*txl_abort_fn)(void *data);
  * and R) of its memory: F32 computes exactly as the original code; F16 and
  * BF16 halve the bytes that a token with a long memory reads, rounding
  * each value to nearest even (F16: 11 significant bits, values up to
- * 65504; BF16: 8 bits, float's range).  The attention reads them as
- * stored, accumulating in float. */
+ * 65504; BF16: 8 bits, float's range); Q8_0 takes 34 bytes for 32 values
+ * (a bit more than a quarter of F32), each head's row of d_head values
+ * cut into blocks of 32 int8 with one F16 scale, max |block| / 127, as
+ * the weights' Q8_0: a value is off by at most half a step, max |block| /
+ * 254, and blocks past 65504 * 127 hold NaNs.  Q8_0 needs a model whose
+ * d_head is a multiple of 32 (txl_session_new() refuses the others:
+ * TXL_ERR_INVALID).  The attention reads them as stored, accumulating in
+ * float. */
 enum txl_kv_type {
 	TXL_KV_F32 = 0,
 	TXL_KV_F16 = 1,
 	TXL_KV_BF16 = 2,
+	TXL_KV_Q8_0 = 3,
 };
 
 struct txl_session_params {
@@ -438,7 +445,9 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * read, or is not a regular file (a FIFO or a device is refused without
  * waiting), TXL_ERR_IO; the session is unchanged on error.  A memory
  * saved with another kv_type is converted to this session's (widened
- * exactly, or rounded to nearest even).
+ * exactly, or rounded as a session of this kv_type rounds what it
+ * stores); a Q8_0 memory cannot go into a session of a model whose d_head
+ * is no multiple of 32, nor can such a session exist.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);

@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_random_model as mrm                      # noqa: E402
+import txlfile                                       # noqa: E402
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -77,6 +78,9 @@ CONFIGS = {
     "q8_0_proj": dict(dtype="Q8_0", d_model=64, n_head=2, d_head=32,
                       d_inner=64, d_embed=40, tie_weight=False,
                       pre_lnorm=True, seed=5),
+    # d_head 32, F32 weights: a memory in Q8_0 blocks (TestKvType)
+    "head32": dict(d_model=64, n_head=2, d_head=32, d_inner=96, tgt_len=6,
+                   mem_len=12, clamp_len=5, same_length=True, seed=6),
 }
 # Every other model the original code builds (issue 10): the adaptive
 # input and softmax (div_val 1 with and without projection, 2 and 4 with
@@ -800,7 +804,7 @@ class TestQ8Activations(ParityCase):
 
 
 class TestKvType(ParityCase):
-    """The memory's K, V and R held in F16 or BF16 (--kv-type).
+    """The memory's K, V and R held in F16, BF16 or Q8_0 (--kv-type).
 
     Here txlgen computes another function than the reference: each stored
     key, value and position term is rounded to the type, a relative error
@@ -818,9 +822,24 @@ class TestKvType(ParityCase):
     (1e-4 at most: the memory really is compact), and BF16's is 2 to 32
     times F16's (8 expected, the spread of random rounding allowed).  The
     default model changes by ~3e-5 nats per token on tests/data/text.txt
-    (README)."""
+    (README).
 
-    U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8}
+    Q8_0 (models whose d_head is a multiple of 32) rounds each value to a
+    step of its block of 32: an error of at most half a step, max |block|
+    / 254, which is the u of Q8_0 here (relative to the block's largest
+    value rather than to each value's own: the relative error of a value
+    is larger by max |block| / |value|, 2 to 3 for most values).  On
+    "head32", the model of this suite with d_head 32, Q8_0 moved the
+    log-probs by 0.094 (segments) and 0.133 (token by token), S = 24 and
+    34 in these units, 3.2 and 4.5 times BF16's on the same runs (twice
+    max / |value| expected), so the tolerance is again 64 u, 0.25, with
+    room for twice the largest seen; the deviation must exceed F32's, and
+    BF16's by 1.5 to 16 times (a memory that was really 16-bit would
+    not).  Segments of 12 take the path of sgemm on widened rows, one token
+    the kernels' (attend_few in lib/txl-attn.c).  The blocks themselves are
+    the converter's, bit for bit (test_q8_0_blocks)."""
+
+    U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8, "Q8_0": 1 / 254}
 
     def deviation(self, name, kv, **settings):
         m = _models[name]
@@ -863,10 +882,73 @@ class TestKvType(ParityCase):
             self.skipTest("no attn_type 1 variant")
         self.check("attn1", seg_len=1, mem_len=24)
 
+    def check_q8_0(self, name, **settings):
+        dev = {}
+        for kv in ("BF16", "Q8_0"):
+            dev[kv], cmd = self.deviation(name, kv, **settings)
+            self.assertLessEqual(dev[kv], 64 * self.U[kv],
+                                 f"{cmd}: max |diff| {dev[kv]:.3g}")
+        self.assertGreater(dev["Q8_0"], 2 * TOL, cmd)
+        ratio = dev["Q8_0"] / dev["BF16"]
+        self.assertTrue(1.5 <= ratio <= 16, f"{cmd}: Q8_0 / BF16 deviation "
+                        f"{ratio:.1f} ({dev})")
+
+    def test_q8_0_segments(self):
+        self.check_q8_0("head32", seg_len=12, mem_len=16)
+
+    def test_q8_0_token_by_token(self):
+        self.check_q8_0("head32", seg_len=1, mem_len=24)
+
+    def test_q8_0_blocks(self):
+        """The memory's Q8_0 blocks are models/txlfile.py's quantize_q8_0
+        of the F32 memory, bit for bit: the keys and values of layer 0
+        (which depend on the embeddings alone, so the two runs compute the
+        same floats) in state files saved after one segment."""
+        import struct
+        import numpy as np
+        m = _models["head32"]
+        rows = {}
+        for kv in ("F32", "Q8_0"):
+            path = os.path.join(_tmp, f"blocks-{kv}.state")
+            r = subprocess.run([TXLGEN, "--model", m.path, "--seg-len", "32",
+                                "--mem-len", "32", "--kv-type", kv, "-n", "0",
+                                "--text", "the numbers changed: 12 degrees",
+                                "--state-out", path],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path, "rb") as f:
+                blob = f.read()
+            # struct txl_state_header (lib/txl-internal.h), 64 bytes
+            (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
+             _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
+            self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3}[kv])
+            row = d_head * 4 if kv == "F32" else d_head // 32 * 34
+            # layer 0: K, then V, each n_head x mem_len rows
+            rows[kv] = [blob[64 + (w * n_head + h) * mem_len * row:][
+                        :fill * row] for w in (0, 1) for h in range(n_head)]
+        self.assertGreater(fill, 4)
+        for f32, q8 in zip(rows["F32"], rows["Q8_0"]):
+            want = txlfile.quantize_q8_0(np.frombuffer(f32, np.float32))
+            self.assertEqual(want.tobytes(), q8)
+
+    def test_q8_0_refused(self):
+        """A model whose d_head (12) is no multiple of 32 refuses a Q8_0
+        memory: one line naming both, exit status 2 (settings the library
+        refuses, as --same-length with --mem-len 0)."""
+        m = _models["wide"]
+        r = subprocess.run([TXLGEN, "--model", m.path, "--kv-type", "Q8_0",
+                            "-n", "1", "--text", "a"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("Q8_0", r.stderr)
+        self.assertIn("d_head is 12", r.stderr)
+
     def test_bad_kv_type(self):
-        """Names other than F32, F16, BF16 are a usage error (exit 2)."""
+        """Names other than F32, F16, BF16, Q8_0 are a usage error (exit
+        2)."""
         m = _models["base"]
-        for bad in ("f16", "FP16", "Q8_0", ""):
+        for bad in ("f16", "FP16", "q8_0", "Q8", ""):
             r = subprocess.run([TXLGEN, "--model", m.path, "--kv-type", bad,
                                 "-n", "1", "--text", "a"],
                                capture_output=True, text=True, timeout=60)

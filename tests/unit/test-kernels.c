@@ -535,16 +535,25 @@ test_dot_il(const struct txl_kernels *kt)
 	}
 }
 
+/* The weighted sums of rows against the double-precision ones: every
+ * value widens exactly, so each column is a float dot product of n terms
+ * (check_dot's bound).  Q8_0 rows take lengths of whole blocks, an odd
+ * number of them too (the kernels' last block alone). */
 static void
 test_axpy(const struct txl_kernels *kt)
 {
 	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
+	static const int Ks_q8[] = { 32, 64, 96, 128, 160 };
 
-	for (size_t d = 0; d < 3; d++) {	/* F32, F16, BF16 */
+	for (size_t d = 0; d < 4; d++) {
 		enum txl_dtype dt = dtypes[d];
-		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-			int K = Ks[i], n = 37, ld = K + 5;
-			float *e = malloc(sizeof(float) * n * ld), a[37], y[130],
+		const bool q8 = dt == TXL_Q8_0;
+		const size_t nK = q8 ? sizeof Ks_q8 / sizeof *Ks_q8
+			: sizeof Ks / sizeof *Ks;
+		for (size_t i = 0; i < nK; i++) {
+			int K = q8 ? Ks_q8[i] : Ks[i], n = 37;
+			int ld = q8 ? K + TXL_QK : K + 5;
+			float *e = malloc(sizeof(float) * n * ld), a[37], y[160],
 			      col[37], wcol[37];
 			CHECK(e);
 			void *w = make_weights(dt, n, ld,
@@ -622,6 +631,80 @@ test_narrow(const struct txl_kernels *kt)
 		}
 	}
 	free(x);
+}
+
+/* Narrowing to Q8_0: hand-worked blocks and every value within half a
+ * step of its block on the scalar kernel (txl_q8_0_scale()); the table's
+ * blocks bit for bit the scalar ones. */
+static void
+test_narrow_q8_0(const struct txl_kernels *kt)
+{
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+	enum { NB = 131, N = NB * TXL_QK };
+	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+	struct txl_block_q8_0 got[NB + 1], want[NB];
+
+	CHECK(x && back);
+	for (int b = 0; b < NB; b++) {
+		/* magnitudes from 2^-30 (subnormal scales) to 2^25 (past
+		 * F16's range: 65504 * 127 < 2^23) */
+		const float mag = ldexpf(1.0f, -30 + (int)(next_u32() % 56));
+		for (int i = 0; i < TXL_QK; i++)
+			x[b * TXL_QK + i] = uniform() * mag;
+	}
+	/* block 0: max 127, so the scale is 1 and the values are the
+	 * rounding itself: halves away from zero */
+	static const float b0[8] = { 127.0f, 2.5f, -2.5f, 0.5f, -0.5f,
+				     1.4999999f, -126.5f, 0.0f };
+	static const int8_t q0[8] = { 127, 3, -3, 1, -1, 1, -127, 0 };
+	for (int i = 0; i < TXL_QK; i++)
+		x[i] = i < 8 ? b0[i] : 0.25f;
+	for (int i = 0; i < TXL_QK; i++)
+		x[TXL_QK + i] = 0.0f;			/* block 1: zeros */
+	x[2 * TXL_QK + 5] = NAN;			/* block 2: a NaN */
+	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
+	x[4 * TXL_QK + 9] = 65504.0f * 127.0f * 1.01f;	/* block 4: too big */
+
+	ref->narrow[TXL_Q8_0](want, x, N);
+	CHECK_EQ(want[0].d, 0x3c00);
+	for (int i = 0; i < TXL_QK; i++)
+		CHECK_EQ(want[0].qs[i], i < 8 ? q0[i] : 0);
+	CHECK_EQ(want[1].d, 0);
+	for (int b = 1; b <= 4; b++)
+		for (int i = 0; i < TXL_QK; i++)
+			CHECK_EQ(want[b].qs[i], 0);
+	CHECK((want[2].d & 0x7c00) == 0x7c00 && (want[2].d & 0x3ff));
+	CHECK((want[3].d & 0x7c00) == 0x7c00 && (want[3].d & 0x3ff));
+	CHECK_EQ(want[4].d, 0x7c00);
+	ref->widen[TXL_Q8_0](back, want, N);
+	for (int b = 5; b < NB; b++) {
+		float amax = 0.0f;
+		for (int i = 0; i < TXL_QK; i++)
+			amax = fmaxf(amax, fabsf(x[b * TXL_QK + i]));
+		const float d = txl_f16_to_f32(want[b].d);
+		for (int i = 0; i < TXL_QK; i++) {
+			const int k = b * TXL_QK + i;
+			if (!isfinite(d)) {
+				CHECK(amax > 65504.0f * 127.0f);
+				CHECK(isnan(back[k]));
+				continue;
+			}
+			/* half a step (and the rounding of x / d: 127 *
+			 * 2^-23 of a step), and the subnormals' spacing */
+			CHECK(fabs((double)back[k] - x[k]) <=
+			      d * (0.5 + 0x1p-15) +
+			      (d < 0x1p-14f ? 127 * 0x1p-25 : 0.0));
+		}
+	}
+	/* odd block counts: no byte past the last block */
+	for (int nb = NB; nb > NB - 20; nb -= 7) {
+		memset(got, 0xa5, sizeof got);
+		kt->narrow[TXL_Q8_0](got, x, (size_t)nb * TXL_QK);
+		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
+		CHECK_EQ(got[nb].d, 0xa5a5);
+	}
+	free(x);
+	free(back);
 }
 
 static void
@@ -901,6 +984,7 @@ main(void)
 		RUN_ON(test_dot_il, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
+		RUN_ON(test_narrow_q8_0, kt);
 		RUN_ON(test_exp, kt);
 	}
 	CHECK(n_isa >= 1);

@@ -2,7 +2,7 @@
 /*
  * test-session.c - properties of sessions and the tokenizer on a random
  * model (argv[1], made by tests/make_random_model.py; argv[2] a scratch
- * directory).  Numbers against PyTorch are test_parity.py's business;
+ * directory; argv[3] a model of d_head 32, for kv_type Q8_0).  Numbers against PyTorch are test_parity.py's business;
  * these are the invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
  *   - saving the memory and loading it into a new session continues
@@ -432,7 +432,7 @@ test_reset_and_abort(void)
 }
 
 static struct txl_session *
-session_kv(int seg, int mem, int kv_type)
+session_kv(const struct txl_model *m, int seg, int mem, int kv_type)
 {
 	struct txl_session_params p = txl_session_params_default();
 	struct txl_session *s;
@@ -440,7 +440,7 @@ session_kv(int seg, int mem, int kv_type)
 	p.seg_len = seg;
 	p.mem_len = mem;
 	p.kv_type = kv_type;
-	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
+	CHECK_EQ(txl_session_new(m, &p, &s), TXL_OK);
 	return s;
 }
 
@@ -453,72 +453,115 @@ file_size(const char *path)
 	return (long)sb.st_size;
 }
 
-/* A compact memory (kv_type F16, BF16): its state files hold 16-bit rows,
- * and a state of another kv_type is converted on load.  Widening F16 or
- * BF16 to F32 is exact and rounding an F32 that holds such a value gives
- * it back, so a compact memory that goes through an F32 session (loaded
- * there, saved again) comes back bit for bit: the session that loads it
- * continues as the one that saved it.  set_params converts as a load
- * does.  Bad kv_types are refused. */
+/* A compact memory (kv_type F16, BF16, Q8_0) of model m: its state files
+ * hold 16-bit rows (Q8_0: 34 bytes a block of 32 values), and a state of
+ * another kv_type is converted on load.  Widening to F32 is exact, and
+ * rounding an F32 that holds such a value gives it back (Q8_0: the
+ * block's max is 127 d, so its scale comes out as d and every value as q
+ * d, for scales in F16's normal range), so a compact memory that goes
+ * through an F32 session (loaded there, saved again) comes back bit for
+ * bit: the session that loads it continues as the one that saved it.
+ * set_params converts as a load does. */
 static void
-test_kv_type(void)
+test_kv_type_of(const struct txl_model *m, int kv)
 {
-	const struct txl_hparams *hp = txl_model_hparams(model);
-	const long rows = 2L * hp->n_layer * 16 * hp->n_head * hp->d_head;
-	char p16[4096], p32[4096], pf[4096];
+	const struct txl_hparams *hp = txl_model_hparams(m);
+	const long values = 2L * hp->n_layer * 16 * hp->n_head * hp->d_head;
+	char pc[4096], p32[4096], pf[4096];
 	struct txl_session_params p;
-	struct txl_session *s;
+	struct txl_session *a = session_kv(m, 5, 16, kv);
+	struct txl_session *wide = session_kv(m, 5, 16, TXL_KV_F32);
+	struct txl_session *b = session_kv(m, 5, 16, kv);
+	struct txl_session *f = session_kv(m, 5, 16, TXL_KV_F32);
 
-	snprintf(p16, sizeof p16, "%s/kv16.state", scratch);
+	snprintf(pc, sizeof pc, "%s/kvc.state", scratch);
 	snprintf(p32, sizeof p32, "%s/kv32.state", scratch);
 	snprintf(pf, sizeof pf, "%s/kvf.state", scratch);
-	for (int kv = TXL_KV_F16; kv <= TXL_KV_BF16; kv++) {
-		struct txl_session *a = session_kv(5, 16, kv);
-		struct txl_session *wide = session_kv(5, 16, TXL_KV_F32);
-		struct txl_session *b = session_kv(5, 16, kv);
-		struct txl_session *f = session_kv(5, 16, TXL_KV_F32);
+	/* K, V and R in fewer bytes */
+	p = txl_session_get_params(f);
+	int64_t full = txl_session_bytes(m, &p);
+	p.kv_type = kv;
+	CHECK(txl_session_bytes(m, &p) < full);
+	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, pc), TXL_OK);
+	CHECK_EQ(txl_session_load(wide, pc), TXL_OK);
+	CHECK_EQ(txl_session_save(wide, p32), TXL_OK);
+	/* the K and V rows take 2 bytes a value (Q8_0: 34 / 32), then 4 */
+	CHECK_EQ(file_size(p32) - file_size(pc),
+		 kv == TXL_KV_Q8_0 ? values * 4 - values / 32 * 34 : values * 2);
+	CHECK_EQ(txl_session_load(b, p32), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 23);
+	CHECK(same_continuation(a, b, toks + 23, 7, TOL_REORDER));
 
-		/* K, V and R in half the bytes */
-		p = txl_session_get_params(f);
-		int64_t full = txl_session_bytes(model, &p);
-		p.kv_type = kv;
-		CHECK(txl_session_bytes(model, &p) < full);
-		CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
-		CHECK_EQ(txl_session_save(a, p16), TXL_OK);
-		CHECK_EQ(txl_session_load(wide, p16), TXL_OK);
-		CHECK_EQ(txl_session_save(wide, p32), TXL_OK);
-		/* the K and V rows take 2 bytes a value, then 4 */
-		CHECK_EQ(file_size(p32) - file_size(p16), rows * 2);
-		CHECK_EQ(txl_session_load(b, p32), TXL_OK);
-		CHECK_EQ(txl_session_n_past(b), 23);
-		CHECK(same_continuation(a, b, toks + 23, 7, TOL_REORDER));
+	/* an F32 memory converted by set_params = by a load */
+	CHECK_EQ(txl_session_eval(f, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(f, pf), TXL_OK);
+	txl_session_free(b);
+	b = session_kv(m, 5, 16, kv);
+	CHECK_EQ(txl_session_load(b, pf), TXL_OK);
+	p = txl_session_get_params(f);
+	p.kv_type = kv;
+	CHECK_EQ(txl_session_set_params(f, &p), TXL_OK);
+	CHECK_EQ(txl_session_get_params(f).kv_type, kv);
+	CHECK(same_continuation(f, b, toks + 23, 7, TOL_REORDER));
+	txl_session_free(a);
+	txl_session_free(wide);
+	txl_session_free(b);
+	txl_session_free(f);
+	unlink(pc);
+	unlink(p32);
+	unlink(pf);
+}
 
-		/* an F32 memory converted by set_params = by a load */
-		CHECK_EQ(txl_session_eval(f, toks, 23, TXL_LOGITS_LAST), TXL_OK);
-		CHECK_EQ(txl_session_save(f, pf), TXL_OK);
-		txl_session_free(b);
-		b = session_kv(5, 16, kv);
-		CHECK_EQ(txl_session_load(b, pf), TXL_OK);
-		p = txl_session_get_params(f);
-		p.kv_type = kv;
-		CHECK_EQ(txl_session_set_params(f, &p), TXL_OK);
-		CHECK_EQ(txl_session_get_params(f).kv_type, kv);
-		CHECK(same_continuation(f, b, toks + 23, 7, TOL_REORDER));
-		txl_session_free(a);
-		txl_session_free(wide);
-		txl_session_free(b);
-		txl_session_free(f);
-	}
-	p = txl_session_params_default();
-	p.kv_type = 3;
+/* kv_type: every compact type on the models that allow it.  Bad kv_types
+ * are refused, and so is Q8_0 on a model whose d_head (16) is no multiple
+ * of 32, as a session or as a state file (one that says Q8_0, made by
+ * hand: no session of the model can save it). */
+static void
+test_kv_type(const struct txl_model *m32)
+{
+	const struct txl_hparams *hp = txl_model_hparams(model);
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s;
+	char path[4096];
+	char want[64];
+
+	for (int kv = TXL_KV_F16; kv <= TXL_KV_BF16; kv++)
+		test_kv_type_of(model, kv);
+	if (m32)
+		test_kv_type_of(m32, TXL_KV_Q8_0);
+	else
+		fprintf(stderr, "skip: kv_type Q8_0 (no model of d_head 32)\n");
+
+	CHECK(hp->d_head % 32 != 0);
+	p.kv_type = TXL_KV_Q8_0;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	snprintf(want, sizeof want, "d_head is %d", hp->d_head);
+	CHECK(strstr(txl_last_error(), "Q8_0") != NULL);
+	CHECK(strstr(txl_last_error(), want) != NULL);
+	CHECK(txl_session_bytes(model, &p) == -1);
+
+	snprintf(path, sizeof path, "%s/kvq8.state", scratch);
+	s = session_kv(model, 5, 16, TXL_KV_F32);
+	CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(s, path), TXL_OK);
+	/* the header's kv_type: after magic, version, n_layer, fingerprint,
+	 * d_model, n_head, d_head, mem_len, fill, have_last, n_past */
+	const uint32_t q8 = TXL_KV_Q8_0;
+	int fd = open(path, O_WRONLY);
+	CHECK(fd >= 0 && pwrite(fd, &q8, 4, 56) == 4 && close(fd) == 0);
+	CHECK_EQ(txl_session_load(s, path), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "Q8_0") != NULL);
+	CHECK_EQ(txl_session_mem_fill(s), 9);
+	txl_session_free(s);
+	unlink(path);
+
+	p.kv_type = 4;
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
 	CHECK(strstr(txl_last_error(), "kv_type") != NULL);
 	p.kv_type = -1;
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
 	CHECK(txl_session_bytes(model, &p) == -1);
-	unlink(p16);
-	unlink(p32);
-	unlink(pf);
 }
 
 static void
@@ -826,8 +869,11 @@ test_tokenizer(void)
 int
 main(int argc, char **argv)
 {
+	struct txl_model *m32 = NULL;
+
 	if (argc < 3) {
-		fprintf(stderr, "usage: test-session MODEL SCRATCH_DIR\n");
+		fprintf(stderr, "usage: test-session MODEL SCRATCH_DIR "
+			"[MODEL_D_HEAD_32]\n");
 		return 2;
 	}
 	if (access(argv[1], R_OK) != 0) {
@@ -839,7 +885,13 @@ main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %s\n", txl_last_error());
 		return 1;
 	}
+	if (argc > 3 && txl_model_load(argv[3], &m32) != TXL_OK) {
+		fprintf(stderr, "FAIL: %s\n", txl_last_error());
+		return 1;
+	}
 	V = txl_model_hparams(model)->n_token;
+	/* the tokens are of both models */
+	CHECK(!m32 || txl_model_hparams(m32)->n_token >= V);
 	for (int i = 0; i < N_TOK; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % V);
 	RUN(test_hparams);
@@ -847,7 +899,10 @@ main(int argc, char **argv)
 	RUN(test_last_equals_all);
 	RUN(test_save_load);
 	RUN(test_set_params);
-	RUN(test_kv_type);
+	if (m32)
+		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
+	test_kv_type(m32);
+	fprintf(stderr, "ok test_kv_type\n");
 	RUN(test_adapt);
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
@@ -858,5 +913,6 @@ main(int argc, char **argv)
 	test_no_mmap(argv[1]);
 	fprintf(stderr, "ok test_no_mmap\n");
 	txl_model_free(model);
+	txl_model_free(m32);
 	return 0;
 }
