@@ -89,30 +89,21 @@ thread_scratch(int which, size_t n)
 
 /* ---- splitting work ---- */
 
-/* Chunks of `align` items, `per` per thread (about), handed out in
- * order. */
+/* Chunks of `align` items, about four per thread, handed out in order. */
 struct chunks {
 	atomic_int next;
 	int n, size;
 };
 
 static void
-chunks_init_per(struct chunks *c, int n, int align, int nth_hint, int per)
+chunks_init(struct chunks *c, int n, int align, int nth_hint)
 {
-	int size = (n + per * nth_hint - 1) / (per * nth_hint);
+	int size = (n + 4 * nth_hint - 1) / (4 * nth_hint);
 
 	size = (size + align - 1) / align * align;
 	atomic_init(&c->next, 0);
 	c->n = n;
 	c->size = size > 0 ? size : align;
-}
-
-/* Four chunks per thread: a thread that the system runs late leaves
- * little to the others. */
-static void
-chunks_init(struct chunks *c, int n, int align, int nth_hint)
-{
-	chunks_init_per(c, n, align, nth_hint, 4);
 }
 
 /* The next chunk [*lo, *hi), or false when none is left. */
@@ -151,10 +142,6 @@ txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
 }
 
 /* ---- matrix-vector: y[N] = W[N, K] . x (rows `ld` bytes apart) ---- */
-
-#ifndef GEMV_PER
-#define GEMV_PER 2
-#endif
 
 struct gemv {
 	struct chunks rows;
@@ -256,7 +243,7 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 
 	/* rows in multiples of TXL_IL (an interleaved group; 4 rows are
 	 * the other kernels' unit), enough of them to be worth a chunk */
-	chunks_init_per(&g.rows, N, TXL_IL, threads_for(macs), GEMV_PER);
+	chunks_init(&g.rows, N, TXL_IL, threads_for(macs));
 	run(gemv_task, &g, macs);
 }
 
