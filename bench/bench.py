@@ -24,7 +24,8 @@ Q8_0), and measures in one run, on the same weights:
   memory     generation tokens/s against the length of the memory (the
              memory filled first), for every storage type with the memory
              in F32, and for F16 and Q8_0 weights with the memory in F16,
-             BF16 and Q8_0 (--kv-type);
+             BF16 and Q8_0 (--kv-type); the fastest pair against F32
+             weights and memory at --mem-len and at --context;
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
              against the time of a token with that memory cached.
@@ -388,7 +389,7 @@ def main():
           f"{n_gen} tokens); columns: weights/memory (--kv-type):")
     print(f"{'mem_len':>8} " + " ".join(f"{dt + '/' + kv:>10}"
                                       for dt, kv in cols))
-    long_rate = {}
+    rates = {}
     for mem in mem_lens:
         row = []
         for dt, kv in cols:
@@ -396,14 +397,18 @@ def main():
                           "--prime", mem, "--seg-len", a.seg_len,
                           "--mem-len", mem, "--kv-type", kv, *common)
             row.append(r["gen_tok_per_s"])
-            if mem == a.context:
-                long_rate[dt, kv] = r["gen_tok_per_s"]
+            rates.setdefault(mem, {})[dt, kv] = r["gen_tok_per_s"]
         print(f"{mem:8d} " + " ".join(f"{x:10.1f}" for x in row))
-    if (("F32", "F32")) in long_rate:
-        best = max(long_rate, key=long_rate.get)
-        print(f"at {a.context} positions: {best[0]} weights with a "
-              f"{best[1]} memory x{long_rate[best] / long_rate['F32', 'F32']:.2f}"
-              f" F32/F32")
+    # the fastest pair against F32 weights and memory: at the generation
+    # setting of the table above and at the long memory
+    for mem in dict.fromkeys((a.mem_len, a.context)):
+        if ("F32", "F32") in rates.get(mem, {}):
+            r = rates[mem]
+            best = max(r, key=r.get)
+            print(f"at {mem} positions: {best[0]} weights with a "
+                  f"{best[1]} memory x{r[best] / r['F32', 'F32']:.2f}"
+                  f" F32/F32")
+    long_rate = rates.get(a.context, {})
 
     # ---- XL memory against recomputing the window
     if long_rate:
