@@ -114,10 +114,12 @@ txl_row_bytes(enum txl_dtype dt, int K)
 /* Q8_0 rows interleaved by groups of TXL_IL for the matrix-vector
  * kernels (txl-kernels.h says how): the bytes of `rows` rows of K values
  * (a partial group takes a whole one), and the copy of `rows` rows of a
- * stored Q8_0 matrix (txl-math.c).  Each block of a group is TXL_IL_BLOCK
- * bytes, a multiple of 64: the groups keep the copy's alignment. */
+ * stored Q8_0 matrix (txl-math.c).  A block of a group holds the same
+ * bytes as the TXL_IL rows' blocks: their scales (IEEE halves), then
+ * their values. */
 #define TXL_IL 16
-#define TXL_IL_BLOCK (TXL_IL * (int)sizeof(float) + TXL_IL * TXL_QK)
+#define TXL_IL_SCALES (TXL_IL * 2)
+#define TXL_IL_BLOCK (TXL_IL_SCALES + TXL_IL * TXL_QK)
 
 static inline size_t
 txl_q8_il_bytes(int rows, int K)

@@ -434,17 +434,19 @@ dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 				     { _mm256_setzero_ps(), _mm256_setzero_ps() } };
 
 		for (int b = 0; b < nb; b++, blk += TXL_IL_BLOCK) {
-			const float *d = (const float *)(const void *)blk;
 			const __m256 dx = _mm256_set1_ps(a->d[b]);
 			__m256i s[2];
 
-			il_idot(blk + TXL_IL * sizeof(float), a->q + b * TXL_QK,
+			il_idot(blk + TXL_IL_SCALES, a->q + b * TXL_QK,
 				&s[0], &s[1]);
-			for (int h = 0; h < 2; h++)
+			for (int h = 0; h < 2; h++) {
+				/* rows 8h .. 8h + 7: their scales, halves */
+				const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
+					(const __m128i *)(const void *)(blk + 16 * h)));
 				acc[b % 2][h] = _mm256_add_ps(acc[b % 2][h],
 					_mm256_mul_ps(_mm256_cvtepi32_ps(s[h]),
-						      _mm256_mul_ps(_mm256_loadu_ps(d + 8 * h),
-								    dx)));
+						      _mm256_mul_ps(d, dx)));
+			}
 		}
 		for (int h = 0; h < 2; h++)
 			_mm256_storeu_ps(y + g * TXL_IL + 8 * h,

@@ -434,9 +434,10 @@ il_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
 /* acc += block b of the group at blk: its integer sums times the scales */
 #define IL_BLOCK(idot, blk, b, acc)                                          \
 	acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(           \
-		idot((blk) + TXL_IL * sizeof(float), a->q + (b) * TXL_QK,    \
+		idot((blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,             \
 		     a->off[b])),                                            \
-		_mm512_mul_ps(_mm512_loadu_ps((const float *)(const void *)(blk)), \
+		_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(            \
+				(const __m256i *)(const void *)(blk))),      \
 			      _mm512_set1_ps(a->d[b]))))
 
 #define DOT_IL(name, idot, attr)                                             \

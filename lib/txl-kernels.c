@@ -165,7 +165,7 @@ dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
 }
 
 /* Interleaved Q8_0 (txl-kernels.h): row i of a group, block b, has its
- * scale at float i of the block and its values j * 4 .. j * 4 + 3 at
+ * scale at half i of the block and its values j * 4 .. j * 4 + 3 at
  * bytes (j * TXL_IL + i) * 4 of what follows the scales. */
 static void
 dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
@@ -179,20 +179,19 @@ dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 
 		for (int b = 0; b < nb; b++) {
 			const uint8_t *blk = grp + (size_t)b * TXL_IL_BLOCK;
-			const int8_t *qs = (const int8_t *)(blk + TXL_IL *
-							    sizeof(float));
+			const int8_t *qs = (const int8_t *)(blk + TXL_IL_SCALES);
 			const int8_t *x = a->q + b * TXL_QK;
 
 			for (int i = 0; i < TXL_IL; i++) {
 				int32_t s = 0;
-				float d;
 
 				for (int j = 0; j < TXL_QK / 4; j++)
 					for (int t = 0; t < 4; t++)
 						s += qs[(j * TXL_IL + i) * 4 + t] *
 						     x[4 * j + t];
-				memcpy(&d, blk + i * sizeof(float), sizeof d);
-				acc[b % 2][i] += (float)s * (d * a->d[b]);
+				acc[b % 2][i] += (float)s *
+					(txl_f16_to_f32(load_u16(blk + 2 * i)) *
+					 a->d[b]);
 			}
 		}
 		for (int i = 0; i < TXL_IL; i++)

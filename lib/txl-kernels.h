@@ -94,12 +94,14 @@ txl_q8_0_scale(float amax, uint16_t *d)
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 matrix, txl_q8_interleave() of
- * txl-internal.h): groups of TXL_IL rows (the last padded with zero rows), and in a group, for each
- * block b of TXL_QK columns, TXL_IL_BLOCK bytes: the TXL_IL rows' scales
- * as floats, then for each 4 columns the 4 int8 values of every row in
- * turn.  So a kernel reads one forward stream, and each 4 bytes of the
- * activations multiply a whole vector of rows (vpdpbusd with a broadcast
- * operand), where the stored layout takes a horizontal sum per row. */
+ * txl-internal.h): groups of TXL_IL rows (the last padded with zero
+ * rows), and in a group, for each block b of TXL_QK columns, TXL_IL_BLOCK
+ * bytes: the TXL_IL rows' scales (IEEE halves, as stored), then for each
+ * 4 columns the 4 int8 values of every row in turn.  So a kernel reads
+ * one forward stream of as many bytes as the stored rows, and each 4
+ * bytes of the activations multiply a whole vector of rows (vpdpbusd
+ * with a broadcast operand), where the stored layout takes a horizontal
+ * sum per row. */
 
 /* y[TXL_IL g + i] for g < ng = the rows of ng interleaved groups against
  * a (K columns).  Every table computes the same floats: per row, the

@@ -263,12 +263,10 @@ txl_q8_interleave(void *dst, const void *src, int rows, int K)
 
 		for (int b = 0; b < nb; b++) {
 			uint8_t *blk = grp + (size_t)b * TXL_IL_BLOCK;
-			/* the scale widened: exact */
-			const float d = txl_f16_to_f32(q[b].d);
 
-			memcpy(blk + i * sizeof(float), &d, sizeof d);
+			memcpy(blk + 2 * i, &q[b].d, 2);
 			for (int j = 0; j < TXL_QK / 4; j++)
-				memcpy(blk + TXL_IL * sizeof(float) +
+				memcpy(blk + TXL_IL_SCALES +
 				       (j * TXL_IL + i) * 4, q[b].qs + 4 * j, 4);
 		}
 	}

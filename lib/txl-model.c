@@ -403,8 +403,8 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 }
 
 /* A Q8_0 matrix that enters matrix-vector products (generation) gets an
- * interleaved copy in the arena as well (txl_q8_interleave(): about 6%
- * more bytes than the stored rows, read by kernels that take half the
+ * interleaved copy in the arena as well (txl_q8_interleave(): as many
+ * bytes as the stored rows, read by kernels that take half the
  * instructions); the stored rows stay in use for everything else. */
 static void
 interleave(struct binder *b, struct txl_mat *w)
