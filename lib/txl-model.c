@@ -409,7 +409,8 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 static void
 interleave(struct binder *b, struct txl_mat *w)
 {
-	const size_t len = txl_q8_il_bytes(w->rows, w->cols);
+	/* the arena's copies stay 64-byte aligned, as bind()'s */
+	const size_t len = (txl_q8_il_bytes(w->rows, w->cols) + 63) / 64 * 64;
 
 	if (w->dtype != TXL_Q8_0)
 		return;
