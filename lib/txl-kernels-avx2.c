@@ -274,48 +274,63 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* A block's 32 values into v[4]; their largest magnitude (exact), NaN if
+ * one of them is NaN or inf. */
+static inline float
+block_amax(const float *xb, __m256 v[4])
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256 m, bad;
+
+	for (int i = 0; i < 4; i++)
+		v[i] = _mm256_loadu_ps(xb + 8 * i);
+	m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
+					_mm256_andnot_ps(sign, v[1])),
+			  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
+					_mm256_andnot_ps(sign, v[3])));
+	/* x - x is NaN where x is NaN or inf */
+	bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
+					  _mm256_sub_ps(v[1], v[1])),
+			    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
+					  _mm256_sub_ps(v[3], v[3])));
+	__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
+			      _mm256_extractf128_ps(m, 1));
+	h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_max_ss(h, _mm_movehdup_ps(h));
+	return _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
+		NAN : _mm_cvtss_f32(h);
+}
+
+/* 32 int32 values of q[4] as int8 at dst, saturated.  The packs work
+ * within 128-bit lanes, so the groups of four values come out as 0 2 4 6
+ * 1 3 5 7 and are put back in order. */
+static inline void
+store_q32(int8_t *dst, const __m256i q[4])
+{
+	__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+				       _mm256_packs_epi32(q[2], q[3]));
+
+	p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6,
+							     3, 7));
+	_mm256_storeu_si256((__m256i *)(void *)dst, p);
+}
+
 /* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
  * operations in the same order but the max (exact in any order): the same
  * values; a NaN or an inf in the block makes its scale NaN. */
 static void
 quantize_q8(struct txl_q8_act *a, const float *x, int K)
 {
-	const __m256 sign = _mm256_set1_ps(-0.0f);
-
 	for (int b = 0; b < K / TXL_QK; b++) {
-		const float *xb = x + b * TXL_QK;
-		__m256 v[4], m, bad;
+		__m256 v[4];
 		__m256i q[4];
-
-		for (int i = 0; i < 4; i++)
-			v[i] = _mm256_loadu_ps(xb + 8 * i);
-		m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
-						_mm256_andnot_ps(sign, v[1])),
-				  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
-						_mm256_andnot_ps(sign, v[3])));
-		/* x - x is NaN where x is NaN or inf */
-		bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
-						  _mm256_sub_ps(v[1], v[1])),
-				    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
-						  _mm256_sub_ps(v[3], v[3])));
-		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
-				      _mm256_extractf128_ps(m, 1));
-		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-		h = _mm_max_ss(h, _mm_movehdup_ps(h));
-		float d = _mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
-			NAN : _mm_cvtss_f32(h) / 127.0f;
+		float d = block_amax(x + b * TXL_QK, v) / 127.0f;
 		__m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
 
 		/* nearest even, as lrintf (MXCSR's default) */
 		for (int i = 0; i < 4; i++)
 			q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-		/* 32 x 32 -> 32 x 8 bits: packs work within 128-bit lanes,
-		 * so the groups of four values come out as 0 2 4 6 1 3 5 7 */
-		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-					       _mm256_packs_epi32(q[2], q[3]));
-		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
-								     2, 6, 3, 7));
-		_mm256_storeu_si256((__m256i *)(void *)(a->q + b * TXL_QK), p);
+		store_q32(a->q + b * TXL_QK, q);
 		/* the sum of the values stored, saturated: a NaN's lane is
 		 * INT_MIN, and the sum of those would overflow */
 		for (int i = 0; i < 4; i++)
@@ -607,29 +622,11 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 	struct txl_block_q8_0 *blk = dst;
 
 	for (size_t b = 0; b < n / TXL_QK; b++) {
-		const float *xb = src + b * TXL_QK;
-		__m256 v[4], m, bad;
+		__m256 v[4];
 		__m256i q[4];
 		uint16_t d;
-
-		for (int i = 0; i < 4; i++)
-			v[i] = _mm256_loadu_ps(xb + 8 * i);
-		m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]),
-						_mm256_andnot_ps(sign, v[1])),
-				  _mm256_max_ps(_mm256_andnot_ps(sign, v[2]),
-						_mm256_andnot_ps(sign, v[3])));
-		/* x - x is NaN where x is NaN or inf */
-		bad = _mm256_add_ps(_mm256_add_ps(_mm256_sub_ps(v[0], v[0]),
-						  _mm256_sub_ps(v[1], v[1])),
-				    _mm256_add_ps(_mm256_sub_ps(v[2], v[2]),
-						  _mm256_sub_ps(v[3], v[3])));
-		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m),
-				      _mm256_extractf128_ps(m, 1));
-		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-		h = _mm_max_ss(h, _mm_movehdup_ps(h));
-		const float id = txl_q8_0_scale(
-			_mm256_movemask_ps(_mm256_cmp_ps(bad, bad, _CMP_UNORD_Q)) ?
-			NAN : _mm_cvtss_f32(h), &d);
+		const float id = txl_q8_0_scale(block_amax(src + b * TXL_QK, v),
+						&d);
 
 		memcpy(&blk[b].d, &d, sizeof d);
 		if (!(id > 0.0f)) {
@@ -647,12 +644,7 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 					_mm256_set1_epi32(127)),
 					_mm256_castps_si256(t));
 		}
-		/* 32 x 32 -> 32 x 8 bits, as quantize_q8 */
-		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-					       _mm256_packs_epi32(q[2], q[3]));
-		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5,
-								     2, 6, 3, 7));
-		_mm256_storeu_si256((__m256i *)(void *)blk[b].qs, p);
+		store_q32(blk[b].qs, q);
 	}
 }
 

@@ -237,6 +237,20 @@ widen_q8_0(float *dst, const void *src, size_t n)
  * into floats and multiplied by each block's two scales.  An odd last
  * block goes alone, its partner's lanes zero. */
 
+/* A block's 32 values into *x0, *x1; their largest magnitude (exact),
+ * NaN if one of them is NaN or inf. */
+static inline float
+block_amax(const float *xb, __m512 *x0, __m512 *x1)
+{
+	*x0 = _mm512_loadu_ps(xb);
+	*x1 = _mm512_loadu_ps(xb + 16);
+	/* x - x is NaN where x is NaN or inf */
+	return _mm512_cmp_ps_mask(_mm512_sub_ps(*x0, *x0),
+				  _mm512_sub_ps(*x1, *x1), _CMP_UNORD_Q) ? NAN
+		: _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(*x0),
+						     _mm512_abs_ps(*x1)));
+}
+
 /* The scalar quantize_q8 (txl-kernels.c) a block at a time, the same
  * operations in the same order but the max (exact in any order): the same
  * values; a NaN or an inf in the block makes its scale NaN. */
@@ -244,14 +258,8 @@ static void
 quantize_q8(struct txl_q8_act *a, const float *x, int K)
 {
 	for (int b = 0; b < K / TXL_QK; b++) {
-		__m512 x0 = _mm512_loadu_ps(x + b * TXL_QK);
-		__m512 x1 = _mm512_loadu_ps(x + b * TXL_QK + 16);
-		__m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
-		/* x - x is NaN where x is NaN or inf */
-		__mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0),
-						   _mm512_sub_ps(x1, x1),
-						   _CMP_UNORD_Q);
-		float d = bad ? NAN : _mm512_reduce_max_ps(m) / 127.0f;
+		__m512 x0, x1;
+		float d = block_amax(x + b * TXL_QK, &x0, &x1) / 127.0f;
 		__m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
 		/* nearest even, as lrintf (MXCSR's default) */
 		__m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));
@@ -613,16 +621,10 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 	struct txl_block_q8_0 *blk = dst;
 
 	for (size_t b = 0; b < n / TXL_QK; b++) {
-		__m512 x0 = _mm512_loadu_ps(src + b * TXL_QK);
-		__m512 x1 = _mm512_loadu_ps(src + b * TXL_QK + 16);
-		__m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
-		/* x - x is NaN where x is NaN or inf */
-		__mmask16 bad = _mm512_cmp_ps_mask(_mm512_sub_ps(x0, x0),
-						   _mm512_sub_ps(x1, x1),
-						   _CMP_UNORD_Q);
+		__m512 x0, x1;
 		uint16_t d;
-		const float id = txl_q8_0_scale(bad ? NAN
-						: _mm512_reduce_max_ps(m), &d);
+		const float id = txl_q8_0_scale(block_amax(src + b * TXL_QK, &x0,
+							   &x1), &d);
 
 		memcpy(&blk[b].d, &d, sizeof d);
 		if (!(id > 0.0f)) {

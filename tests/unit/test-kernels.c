@@ -365,6 +365,35 @@ test_quantize_q8(const struct txl_kernels *kt)
 	}
 }
 
+/* The integer case of the Q8_0 products: n rows of w (ld bytes apart)
+ * and v's quantized activations with every scale 1, random values and
+ * the extremes in every third block (weights -128 and 127, activations
+ * -127 and 127). */
+static void
+make_integers(uint8_t *w, size_t ld, int n, struct act *v)
+{
+	const int K = v->K;
+
+	for (int r = 0; r < n; r++) {
+		struct txl_block_q8_0 *q = (void *)(w + (size_t)r * ld);
+		for (int b = 0; b < K / TXL_QK; b++) {
+			q[b].d = 0x3c00;	/* 1.0 */
+			for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
+				q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
+		}
+	}
+	for (int k = 0; k < K; k++)
+		v->a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ? (k % 3 ? -127 : 127) :
+				     (int)(next_u32() % 255) - 127);
+	for (int b = 0; b < K / TXL_QK; b++) {
+		int32_t sum = 0;
+		for (int t = 0; t < TXL_QK; t++)
+			sum += v->a.q[b * TXL_QK + t];
+		v->a.d[b] = 1.0f;
+		v->a.off[b] = -128 * sum;
+	}
+}
+
 /* Each table's dot_rows_q8: (1) with both scales 1, every value an
  * integer whose sums stay below 2^24, so that any order of the float
  * additions is exact: the result must be the integer dot product itself,
@@ -389,28 +418,8 @@ test_dot_rows_q8(const struct txl_kernels *kt)
 				float *e = malloc(sizeof(float) * n * K), y[17];
 				CHECK(e);
 				uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
-				/* (1) integers: extremes in every third block */
-				for (int r = 0; r < n; r++) {
-					struct txl_block_q8_0 *q =
-						(void *)(w + (size_t)r * ld);
-					for (int b = 0; b < K / TXL_QK; b++) {
-						q[b].d = 0x3c00;	/* 1.0 */
-						for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
-							q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
-					}
-				}
-				for (int k = 0; k < K; k++)
-					v.a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ?
-						(k % 3 ? -127 : 127) :
-						(int)(next_u32() % 255) - 127);
-				for (int b = 0; b < K / TXL_QK; b++)
-					v.a.d[b] = 1.0f;
-				for (int b = 0; b < K / TXL_QK; b++) {
-					int32_t sum = 0;
-					for (int t = 0; t < TXL_QK; t++)
-						sum += v.a.q[b * TXL_QK + t];
-					v.a.off[b] = -128 * sum;
-				}
+				/* (1) integers */
+				make_integers(w, ld, n, &v);
 				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
 				for (int r = 0; r < n; r++) {
 					const struct txl_block_q8_0 *q =
@@ -474,25 +483,7 @@ test_dot_il(const struct txl_kernels *kt)
 			CHECK(e && il);
 			/* (1) integers, scales 1 */
 			uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
-			for (int r = 0; r < n; r++) {
-				struct txl_block_q8_0 *q = (void *)(w + (size_t)r * ld);
-				for (int b = 0; b < K / TXL_QK; b++) {
-					q[b].d = 0x3c00;	/* 1.0 */
-					for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
-						q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
-				}
-			}
-			for (int k = 0; k < K; k++)
-				v.a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ?
-					(k % 3 ? -127 : 127) :
-					(int)(next_u32() % 255) - 127);
-			for (int b = 0; b < K / TXL_QK; b++) {
-				int32_t sum = 0;
-				for (int t = 0; t < TXL_QK; t++)
-					sum += v.a.q[b * TXL_QK + t];
-				v.a.d[b] = 1.0f;
-				v.a.off[b] = -128 * sum;
-			}
+			make_integers(w, ld, n, &v);
 			txl_q8_interleave(il, w, n, K);
 			kt->dot_il(y, il, ng, &v.a, K);
 			for (int r = 0; r < ng * TXL_IL; r++) {
