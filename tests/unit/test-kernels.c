@@ -365,6 +365,14 @@ test_quantize_q8(const struct txl_kernels *kt)
 	}
 }
 
+/* Room for the interleaved copy of rows x K Q8_0 values, aligned as the
+ * model's arena aligns it (aligned_alloc wants a multiple of 64). */
+static void *
+alloc_il(int rows, int K)
+{
+	return aligned_alloc(64, (txl_q8_il_bytes(rows, K) + 63) / 64 * 64);
+}
+
 /* The integer case of the Q8_0 products: n rows of w (ld bytes apart)
  * and v's quantized activations with every scale 1, random values and
  * the extremes in every third block (weights -128 and 127, activations
@@ -479,7 +487,7 @@ test_dot_il(const struct txl_kernels *kt)
 			const int n = ns[j], ng = (n + TXL_IL - 1) / TXL_IL;
 			float *e = malloc(sizeof(float) * n * K);
 			float y[48], want[48];
-			uint8_t *il = aligned_alloc(64, txl_q8_il_bytes(n, K));
+			uint8_t *il = alloc_il(n, K);
 			CHECK(e && il);
 			/* (1) integers, scales 1 */
 			uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
@@ -749,7 +757,7 @@ test_mat_mul(void)
 		};
 		void *il = NULL;
 		if (dt == TXL_Q8_0) {
-			il = aligned_alloc(64, txl_q8_il_bytes(N, K));
+			il = alloc_il(N, K);
 			CHECK(il);
 			txl_q8_interleave(il, w.data, N, K);
 		}
