@@ -73,10 +73,10 @@ const char *const *
 setting_names(const struct setting *s, int *n)
 {
 	if (s->type == ST_KV_TYPE) {
-		*n = 4;
+		*n = (int)(sizeof kv_type_names / sizeof *kv_type_names);
 		return kv_type_names;
 	}
-	*n = 3;
+	*n = (int)(sizeof color_names / sizeof *color_names);
 	return color_names;
 }
 

@@ -114,24 +114,33 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
 }
 
+/* The largest magnitude of a block's TXL_QK values, NaN if one of them is
+ * NaN or inf. */
+static float
+block_amax(const float *x)
+{
+	float amax = 0.0f, nan = 0.0f;
+
+	for (int i = 0; i < TXL_QK; i++) {
+		/* not fmaxf: a call to libm at -O2 */
+		amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+		nan += x[i] - x[i];	/* NaN for a NaN or inf */
+	}
+	return amax + nan;
+}
+
 static void
 quantize_q8(struct txl_q8_act *a, const float *x, int K)
 {
 	for (int b = 0; b < K / TXL_QK; b++) {
 		const float *xb = x + b * TXL_QK;
 		int8_t *q = a->q + b * TXL_QK;
-		float amax = 0.0f, nan = 0.0f, d, id;
-		int32_t sum = 0;
-
-		for (int i = 0; i < TXL_QK; i++) {
-			/* not fmaxf: a call to libm at -O2 */
-			amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
-			nan += xb[i] - xb[i];	/* NaN for a NaN or inf */
-		}
 		/* a NaN or inf in x makes the block's products NaN, as with
 		 * float activations */
-		d = amax / 127.0f + nan;
-		id = d > 0.0f ? 1.0f / d : 0.0f;
+		const float d = block_amax(xb) / 127.0f;
+		const float id = d > 0.0f ? 1.0f / d : 0.0f;
+		int32_t sum = 0;
+
 		for (int i = 0; i < TXL_QK; i++) {
 			/* |xb[i] * id| <= 127 (1 + 2^-22): rounds into range
 			 * (lrintf: a NaN is no undefined behaviour) */
@@ -234,14 +243,9 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 
 	for (size_t b = 0; b < n / TXL_QK; b++) {
 		const float *x = src + b * TXL_QK;
-		float amax = 0.0f, nan = 0.0f, id;
 		uint16_t d;
+		const float id = txl_q8_0_scale(block_amax(x), &d);
 
-		for (int i = 0; i < TXL_QK; i++) {
-			amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-			nan += x[i] - x[i];	/* NaN for a NaN or inf */
-		}
-		id = txl_q8_0_scale(amax + nan, &d);
 		memcpy(&blk[b].d, &d, sizeof d);
 		for (int i = 0; i < TXL_QK; i++) {
 			/* id > 0: every x finite, |v| < 191 (127 (1 + 2^-11)
