@@ -343,10 +343,11 @@ project(struct txl_session *s, int l, int n, int base)
 }
 
 /* The position scores of head h for the n queries q (row stride qs):
- * bd[i, t] for distances t < n_bd, into s->bd. */
+ * bd[i, t] for distances t < n_bd, into bd (rows n_bd apart), qr a
+ * buffer of n * d_head floats. */
 static void
 position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
-		const float *q, int qs)
+		const float *q, int qs, float *qr, float *bd)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
@@ -358,20 +359,19 @@ position_scores(struct txl_session *s, int l, int h, int n, int n_bd,
 		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
 		for (int i = 0; i < n; i++) {
 			const float *qi = q + (size_t)i * qs;
-			float *qr = s->qr + (size_t)i * D;
 			for (int c = 0; c < D; c++)
-				qr[c] = qi[c] + ly->r_r_bias[h * D + c];
+				qr[(size_t)i * D + c] = qi[c] +
+					ly->r_r_bias[h * D + c];
 		}
-		txl_gemm_nt_dt(s->bd, n_bd, s->qr, D, R, s->kv_dt, D, n, D,
-			       n_bd);
+		txl_gemm_nt_dt(bd, n_bd, qr, D, R, s->kv_dt, D, n, D, n_bd);
 		return;
 	}
 	/* attn_type 1: B_ + D_ = q_i . r_emb[t] + r_bias[t] */
-	txl_gemm_nt_dt(s->bd, n_bd, q, qs, R, s->kv_dt, D, n, D, n_bd);
+	txl_gemm_nt_dt(bd, n_bd, q, qs, R, s->kv_dt, D, n, D, n_bd);
 	for (int i = 0; i < n; i++) {
-		float *bd = s->bd + (size_t)i * n_bd;
+		float *row = bd + (size_t)i * n_bd;
 		for (int t = 0; t < n_bd; t++)
-			bd[t] += s->r_bias[l][(size_t)t * H + h];
+			row[t] += s->r_bias[l][(size_t)t * H + h];
 	}
 }
 
@@ -695,52 +695,109 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 			few_merge(&f, h, i, s->attn + (size_t)i * hd + h * D);
 }
 
+/* ---- a segment: units of one head and a block of queries ----
+ *
+ * One pool task per layer.  A unit, head h and queries [i0, i1), computes
+ * their scores (content, then position, with sgemm), softmax and the
+ * weighted sums of V, on one thread: the products inside a task run
+ * alone, so the softmax runs in parallel with the rest and a layer costs
+ * one hand-over to the pool rather than three per head.  The scores and
+ * the biased queries have a region per head (units of several heads run
+ * at once).  Compact K, V and R are widened by the products as they go,
+ * a head's at each call: there a unit takes all the queries of its head,
+ * so that each is widened once a layer, as before. */
+
+#define SEG_ROWS 32
+
+struct seg {
+	struct txl_session *s;
+	int l, n, base, klen, n_bd, qs, rows, n_blocks;
+	float scale;
+	atomic_int next;	/* the next unit: head * n_blocks + block */
+};
+
+static void
+seg_unit(const struct seg *g, int h, int i0, int i1)
+{
+	struct txl_session *s = g->s;
+	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_layer *ly = &s->model->layers[g->l];
+	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
+	const int klen = g->klen, n_bd = g->n_bd;
+	const size_t S = (size_t)s->seg_len;
+	const enum txl_dtype dt = s->kv_dt;
+	const float *q = s->qkv + (size_t)i0 * g->qs + h * D;
+	/* head h's rows of the window's K and V */
+	const uint8_t *K = txl_kv_row(s, s->k[g->l], s->cap, h, g->base);
+	const uint8_t *V = txl_kv_row(s, s->v[g->l], s->cap, h, g->base);
+	float *sc = s->score + (h * S + i0) * (size_t)s->klen_max;
+	float *bd = s->bd + (h * S + i0) * (size_t)s->n_dist;
+	float *qw = s->qw + (h * S + i0) * (size_t)D;
+	float *qr = s->qr + (h * S + i0) * (size_t)D;
+
+	if (relative(hp)) {
+		/* AC[i, j] = (q_i + r_w_bias) . k_j */
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
+					+ ly->r_w_bias[h * D + c];
+		txl_gemm_nt_dt(sc, klen, qw, D, K, dt, D, m, D, klen);
+		position_scores(s, g->l, h, m, n_bd, q, g->qs, qr, bd);
+	} else {
+		/* q_i . k_j */
+		txl_gemm_nt_dt(sc, klen, q, g->qs, K, dt, D, m, D, klen);
+	}
+	for (int i = 0; i < m; i++)
+		softmax_row(s, sc + (size_t)i * klen,
+			    relative(hp) ? bd + (size_t)i * n_bd : NULL,
+			    s->mlen + i0 + i, klen, g->scale);
+	/* attn_vec[:, h] = prob . v */
+	txl_gemm_nn_dt(s->attn + (size_t)i0 * hd + h * D, hd, sc, klen, V, dt,
+		       D, m, klen, D);
+}
+
+static void
+seg_task(void *p, int ith, int nth)
+{
+	struct seg *g = p;
+	const int units = g->s->model->hp.n_head * g->n_blocks;
+	int u;
+
+	while ((u = atomic_fetch_add_explicit(&g->next, 1,
+					      memory_order_relaxed)) < units) {
+		const int h = u / g->n_blocks, i0 = u % g->n_blocks * g->rows;
+
+		seg_unit(g, h, i0, i0 + g->rows < g->n ? i0 + g->rows : g->n);
+	}
+}
+
+static void
+attend_segment(struct txl_session *s, int l, int n, int base, int qs)
+{
+	const struct txl_hparams *hp = &s->model->hp;
+	const int klen = s->mlen + n;
+	struct seg g = {
+		.s = s, .l = l, .n = n, .base = base, .klen = klen,
+		.n_bd = klen < s->n_dist ? klen : s->n_dist, .qs = qs,
+		.rows = s->kv_dt == TXL_F32 ? SEG_ROWS : n,
+		.scale = 1.0f / sqrtf((float)hp->d_head),
+	};
+
+	TXL_ASSERT(n <= s->seg_len && klen <= s->klen_max);
+	g.n_blocks = (n + g.rows - 1) / g.rows;
+	atomic_init(&g.next, 0);
+	/* a product of d_head per key and query for AC, BD and V */
+	txl_pool_run_for(seg_task, &g, 3.0 * n * hp->n_head * klen *
+			 hp->d_head);
+}
+
 void
 txl_attn_forward(struct txl_session *s, int l, int n, int base)
 {
-	const struct txl_hparams *hp = &s->model->hp;
-	const struct txl_layer *ly = &s->model->layers[l];
-	const int H = hp->n_head, D = hp->d_head, hd = H * D;
-	const int mlen = s->mlen, klen = mlen + n;
-	const int n_bd = klen < s->n_dist ? klen : s->n_dist;
-	const float scale = 1.0f / sqrtf((float)D);
-	const enum txl_dtype dt = s->kv_dt;
 	const int qs = project(s, l, n, base);
 
-	if (n <= FEW_MAX) {
+	if (n <= FEW_MAX)
 		attend_few(s, l, n, base, qs);
-		return;
-	}
-	for (int h = 0; h < H; h++) {
-		const float *q = s->qkv + h * D;
-		/* head h's rows of the window's K and V */
-		const uint8_t *K = txl_kv_row(s, s->k[l], s->cap, h, base);
-		const uint8_t *V = txl_kv_row(s, s->v[l], s->cap, h, base);
-
-		if (relative(hp)) {
-			/* AC[i, j] = (q_i + r_w_bias) . k_j */
-			for (int i = 0; i < n; i++) {
-				/* in size_t: seg_len * d_head may pass INT_MAX
-				 * (65536 * 65536) */
-				const float *qi = q + (size_t)i * qs;
-				float *qw = s->qw + (size_t)i * D;
-				for (int c = 0; c < D; c++)
-					qw[c] = qi[c] + ly->r_w_bias[h * D + c];
-			}
-			txl_gemm_nt_dt(s->score, klen, s->qw, D, K, dt, D, n,
-				       D, klen);
-			position_scores(s, l, h, n, n_bd, q, qs);
-		} else {
-			/* q_i . k_j */
-			txl_gemm_nt_dt(s->score, klen, q, qs, K, dt, D, n, D,
-				       klen);
-		}
-		for (int i = 0; i < n; i++)
-			softmax_row(s, s->score + (size_t)i * klen,
-				    relative(hp) ? s->bd + (size_t)i * n_bd
-				    : NULL, mlen + i, klen, scale);
-		/* attn_vec[:, h] = prob . v */
-		txl_gemm_nn_dt(s->attn + h * D, hd, s->score, klen, V, dt, D,
-			       n, klen, D);
-	}
+	else
+		attend_segment(s, l, n, base, qs);
 }

@@ -65,17 +65,15 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[l];
 	const int d = hp->d_model, I = hp->d_inner;
-	const size_t nd = (size_t)n * d;
+	const bool post = !hp->pre_lnorm;
 	const float *src;
 
 	/* attn_out = o_net(attention(h, memory)); residual, post- or
 	 * pre-LayerNorm */
 	txl_attn_forward(s, l, n, base);
 	txl_mat_mul(s->tmp, s->attn, n, &ly->o_net, false);
-	for (size_t i = 0; i < nd; i++)
-		s->h[i] += s->tmp[i];
-	if (!hp->pre_lnorm)
-		txl_layer_norm(s->h, s->h, ly->ln_attn_g, ly->ln_attn_b, n, d);
+	txl_residual(s->h, s->tmp, post ? ly->ln_attn_g : NULL,
+		     ly->ln_attn_b, n, d);
 
 	/* PositionwiseFF: Linear, ReLU, Linear; residual and LayerNorm */
 	src = s->h;
@@ -87,10 +85,8 @@ layer_forward(struct txl_session *s, int l, int n, int base)
 	txl_add_bias_relu(s->ff, ly->ff1_b, n, I);
 	txl_mat_mul(s->tmp, s->ff, n, &ly->ff2, false);
 	txl_add_bias(s->tmp, ly->ff2_b, n, d);
-	for (size_t i = 0; i < nd; i++)
-		s->h[i] += s->tmp[i];
-	if (!hp->pre_lnorm)
-		txl_layer_norm(s->h, s->h, ly->ln_ff_g, ly->ln_ff_b, n, d);
+	txl_residual(s->h, s->tmp, post ? ly->ln_ff_g : NULL, ly->ln_ff_b, n,
+		     d);
 }
 
 enum txl_status

@@ -210,13 +210,23 @@ void txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda,
 		     const float *b, int ldb, int M, int K, int N, float alpha);
 /* x[n] = softmax(x)[n]. */
 void txl_softmax_inplace(float *x, int n);
+/* The element-wise functions split many rows over the pool. */
 /* x[n] += b[n] for each of rows rows. */
 void txl_add_bias(float *x, const float *b, int rows, int n);
 /* LayerNorm over the last dimension, eps 1e-5; out may equal x. */
 void txl_layer_norm(float *out, const float *x, const float *g,
 		    const float *b, int rows, int n);
+/* The residual: x[rows, n] += y, then LayerNorm in place if g is not
+ * NULL (post-LayerNorm). */
+void txl_residual(float *x, const float *y, const float *g, const float *b,
+		  int rows, int n);
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
+/* fn(ctx, lo, hi) over chunks of [0, rows) on the pool, or on the caller
+ * alone when rows * cost (multiply-adds or so per row) is too little
+ * for a hand-over. */
+typedef void (*txl_rows_fn)(void *ctx, int lo, int hi);
+void txl_pool_rows(txl_rows_fn fn, void *ctx, int rows, double cost);
 /* out[n] = exp(x[n] - max) (out may be x or NULL); returns the sum,
  * added in double: the core of softmax and logsumexp. */
 double txl_exp_sum(float *out, const float *x, int n, float max);
@@ -239,6 +249,9 @@ void txl_pool_run(txl_task_fn fn, void *ctx);
 void txl_pool_run_for(txl_task_fn fn, void *ctx, double macs);
 /* The number of threads txl_pool_run() uses (the caller included). */
 int txl_pool_threads(void);
+/* True inside a task of the pool: a product started there runs on this
+ * thread alone, in one piece (the pool's threads are all busy). */
+bool txl_pool_in_task(void);
 /* Start or stop workers to have n threads in all (n >= 1). */
 void txl_pool_set_threads(int n);
 /* CPUs this process may run on (at least 1). */
@@ -401,9 +414,11 @@ struct txl_session {
 	float *h;		/* (seg_len, d_model) the residual stream */
 	float *xn;		/* (seg_len, max(d_model, d_embed)) */
 	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
-	float *qw, *qr;		/* (seg_len, d_head) q + r_w_bias, q + r_r_bias */
-	float *score;		/* (seg_len, mem_len + seg_len) */
-	float *bd;		/* (seg_len, n_dist) */
+	/* per head (heads are computed at once), in txl-attn.c */
+	float *qw, *qr;		/* (n_head, seg_len, d_head) q + r_w_bias,
+				   q + r_r_bias */
+	float *score;		/* (n_head, seg_len, klen_max) */
+	float *bd;		/* (n_head, seg_len, n_dist) */
 	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
 	int klen_max;		/* the most keys a query sees */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */

@@ -89,7 +89,8 @@ thread_scratch(int which, size_t n)
 
 /* ---- splitting work ---- */
 
-/* Chunks of `align` items, about four per thread, handed out in order. */
+/* Chunks of `align` items, about four per thread, handed out in order;
+ * one thread takes it all in one (an sgemm call packs its operands). */
 struct chunks {
 	atomic_int next;
 	int n, size;
@@ -98,7 +99,8 @@ struct chunks {
 static void
 chunks_init(struct chunks *c, int n, int align, int nth_hint)
 {
-	int size = (n + 4 * nth_hint - 1) / (4 * nth_hint);
+	const int parts = nth_hint > 1 ? 4 * nth_hint : 1;
+	int size = (n + parts - 1) / parts;
 
 	size = (size + align - 1) / align * align;
 	atomic_init(&c->next, 0);
@@ -122,7 +124,8 @@ chunks_take(struct chunks *c, int *lo, int *hi)
 static int
 threads_for(double macs)
 {
-	return macs < PARALLEL_MIN ? 1 : txl_pool_threads();
+	return macs < PARALLEL_MIN || txl_pool_in_task() ? 1
+		: txl_pool_threads();
 }
 
 /* Run fn on the pool, or on the caller alone for small work. */
@@ -603,52 +606,140 @@ txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda, const float *b,
 	gemm_rows(out, ldo, a, lda, true, b, ldb, M, K, N, alpha, 1.0f);
 }
 
-/* ---- element-wise ---- */
+/* ---- element-wise, rows split over the pool ---- */
+
+struct rows {
+	struct chunks part;
+	txl_rows_fn fn;
+	void *ctx;
+};
+
+static void
+rows_task(void *p, int ith, int nth)
+{
+	struct rows *r = p;
+	int lo, hi;
+
+	while (chunks_take(&r->part, &lo, &hi))
+		r->fn(r->ctx, lo, hi);
+}
+
+void
+txl_pool_rows(txl_rows_fn fn, void *ctx, int rows, double cost)
+{
+	struct rows r = { .fn = fn, .ctx = ctx };
+	double work = (double)rows * cost;
+
+	chunks_init(&r.part, rows, 1, threads_for(work));
+	run(rows_task, &r, work);
+}
+
+/* the operands of the functions below: x[rows, n] and its vectors */
+struct elementwise {
+	float *x;
+	const float *src, *g, *b;
+	int n;
+};
+
+static void
+add_bias_rows(void *p, int lo, int hi)
+{
+	const struct elementwise *e = p;
+
+	for (int r = lo; r < hi; r++)
+		for (int i = 0; i < e->n; i++)
+			e->x[(size_t)r * e->n + i] += e->b[i];
+}
 
 void
 txl_add_bias(float *x, const float *b, int rows, int n)
 {
-	/* x[rows, n] += b[n] */
-	for (int r = 0; r < rows; r++)
-		for (int i = 0; i < n; i++)
-			x[(size_t)r * n + i] += b[i];
+	struct elementwise e = { .x = x, .b = b, .n = n };
+
+	txl_pool_rows(add_bias_rows, &e, rows, n);
+}
+
+/* (x - mean) / sqrt(var + 1e-5) * g + b, with the biased variance, as
+ * torch.nn.LayerNorm; statistics in double. */
+static void
+norm_row(float *o, const float *x, const float *g, const float *b, int n)
+{
+	double mean = 0, var = 0;
+
+	for (int i = 0; i < n; i++)
+		mean += x[i];
+	mean /= n;
+	for (int i = 0; i < n; i++)
+		var += ((double)x[i] - mean) * ((double)x[i] - mean);
+	var /= n;
+	float rstd = (float)(1.0 / sqrt(var + 1e-5));
+	float fmean = (float)mean;
+	for (int i = 0; i < n; i++)
+		o[i] = (x[i] - fmean) * rstd * g[i] + b[i];
+}
+
+static void
+layer_norm_rows(void *p, int lo, int hi)
+{
+	const struct elementwise *e = p;
+
+	for (size_t r = (size_t)lo; r < (size_t)hi; r++)
+		norm_row(e->x + r * e->n, e->src + r * e->n, e->g, e->b, e->n);
 }
 
 void
 txl_layer_norm(float *out, const float *x, const float *g, const float *b,
 	       int rows, int n)
 {
-	/* x, out [rows, n]: (x - mean) / sqrt(var + 1e-5) * g + b, with the
-	 * biased variance, as torch.nn.LayerNorm; statistics in double. */
-	for (int r = 0; r < rows; r++) {
-		const float *xr = x + (size_t)r * n;
-		float *o = out + (size_t)r * n;
-		double mean = 0, var = 0;
+	struct elementwise e = { .x = out, .src = x, .g = g, .b = b, .n = n };
 
-		for (int i = 0; i < n; i++)
-			mean += xr[i];
-		mean /= n;
-		for (int i = 0; i < n; i++)
-			var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-		var /= n;
-		float rstd = (float)(1.0 / sqrt(var + 1e-5));
-		float fmean = (float)mean;
-		for (int i = 0; i < n; i++)
-			o[i] = (xr[i] - fmean) * rstd * g[i] + b[i];
+	txl_pool_rows(layer_norm_rows, &e, rows, 3.0 * n);
+}
+
+static void
+residual_rows(void *p, int lo, int hi)
+{
+	const struct elementwise *e = p;
+
+	for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
+		float *x = e->x + r * e->n;
+		for (int i = 0; i < e->n; i++)
+			x[i] += e->src[r * e->n + i];
+		if (e->g)
+			norm_row(x, x, e->g, e->b, e->n);
+	}
+}
+
+void
+txl_residual(float *x, const float *y, const float *g, const float *b,
+	     int rows, int n)
+{
+	struct elementwise e = { .x = x, .src = y, .g = g, .b = b, .n = n };
+
+	txl_pool_rows(residual_rows, &e, rows, (g ? 4.0 : 1.0) * n);
+}
+
+static void
+add_bias_relu_rows(void *p, int lo, int hi)
+{
+	const struct elementwise *e = p;
+
+	/* branch-free so that it vectorizes */
+	for (int r = lo; r < hi; r++) {
+		float *xr = e->x + (size_t)r * e->n;
+		for (int i = 0; i < e->n; i++) {
+			float v = xr[i] + e->b[i];
+			xr[i] = v > 0.0f ? v : 0.0f;
+		}
 	}
 }
 
 void
 txl_add_bias_relu(float *x, const float *b, int rows, int n)
 {
-	/* x[rows, n] = max(x + b[n], 0), branch-free so that it vectorizes */
-	for (int r = 0; r < rows; r++) {
-		float *xr = x + (size_t)r * n;
-		for (int i = 0; i < n; i++) {
-			float v = xr[i] + b[i];
-			xr[i] = v > 0.0f ? v : 0.0f;
-		}
-	}
+	struct elementwise e = { .x = x, .b = b, .n = n };
+
+	txl_pool_rows(add_bias_relu_rows, &e, rows, n);
 }
 
 double

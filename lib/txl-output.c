@@ -249,6 +249,26 @@ score_adaptive(struct txl_session *s, const int32_t *targets, int n,
 	}
 }
 
+struct score {
+	const float *logits;
+	int V;
+	const int32_t *targets;
+	double *logprobs;
+	bool normalized;
+};
+
+static void
+score_rows(void *p, int lo, int hi)
+{
+	const struct score *sc = p;
+
+	for (int i = lo; i < hi; i++) {
+		const float *row = sc->logits + (size_t)i * sc->V;
+		sc->logprobs[i] = sc->normalized ? row[sc->targets[i]]
+			: row[sc->targets[i]] - txl_logsumexp(row, sc->V);
+	}
+}
+
 enum txl_status
 txl_session_score(struct txl_session *s, const int32_t *targets, int n,
 		  double *logprobs)
@@ -269,12 +289,13 @@ txl_session_score(struct txl_session *s, const int32_t *targets, int n,
 		return TXL_OK;
 	}
 	txl_output_logits(s);
-	for (int i = 0; i < n; i++) {
-		const float *row = s->logits + (size_t)i * V;
+	struct score sc = {
+		.logits = s->logits, .V = V, .targets = targets,
+		.logprobs = logprobs,
 		/* an adaptive softmax's logits are log-probabilities */
-		logprobs[i] = s->model->n_out > 1 ? row[targets[i]]
-			: row[targets[i]] - txl_logsumexp(row, V);
-	}
+		.normalized = s->model->n_out > 1,
+	};
+	txl_pool_rows(score_rows, &sc, n, sc.normalized ? 1 : 2.0 * V);
 	return TXL_OK;
 }
 

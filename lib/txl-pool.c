@@ -83,6 +83,24 @@ static struct {
 	.state = CLOSED,
 };
 
+/* set while this thread runs a task of the pool */
+static _Thread_local bool in_task;
+
+bool
+txl_pool_in_task(void)
+{
+	return in_task;
+}
+
+/* fn on this thread, as thread ith of nth */
+static void
+run_task(txl_task_fn fn, void *ctx, int ith, int nth)
+{
+	in_task = true;
+	fn(ctx, ith, nth);
+	in_task = false;
+}
+
 static uint64_t
 now_ns(void)
 {
@@ -143,7 +161,7 @@ worker(void *p)
 							memory_order_acquire);
 		if (!(st & CLOSED) && pool.task != done) {
 			done = pool.task;
-			pool.fn(pool.ctx, a.ith, pool.n);
+			run_task(pool.fn, pool.ctx, a.ith, pool.n);
 		}
 		atomic_fetch_sub_explicit(&pool.state, 1, memory_order_release);
 	}
@@ -187,7 +205,7 @@ txl_pool_run(txl_task_fn fn, void *ctx)
 	     closed = CLOSED)
 		spin_wait(i++);
 	publish();
-	fn(ctx, 0, pool.n);
+	run_task(fn, ctx, 0, pool.n);
 	/* close it and wait for the workers that joined */
 	atomic_fetch_or_explicit(&pool.state, CLOSED, memory_order_relaxed);
 	for (unsigned i = 0; atomic_load_explicit(&pool.state,

@@ -89,8 +89,8 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
-		2.0 * hp->d_head + klen_max + n_dist + hp->d_inner +
-		hp->n_token + head_size(hp) + 2.0;
+		(double)hp->n_head * (2.0 * hp->d_head + klen_max + n_dist) +
+		hp->d_inner + hp->n_token + head_size(hp) + 2.0;
 
 	/* K, V and R in kv_dt, the rest in floats */
 	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
@@ -259,10 +259,10 @@ txl_session_new(const struct txl_model *m,
 	s->h = txl_alloc_floats(S * hp->d_model);
 	s->xn = txl_alloc_floats(S * dx);
 	s->qkv = txl_alloc_floats(S * 3 * hd);
-	s->qw = txl_alloc_floats(S * hp->d_head);
-	s->qr = txl_alloc_floats(S * hp->d_head);
-	s->score = txl_alloc_floats(S * klen_max);
-	s->bd = txl_alloc_floats(S * s->n_dist);
+	s->qw = txl_alloc_floats(S * hd);
+	s->qr = txl_alloc_floats(S * hd);
+	s->score = txl_alloc_floats(S * hp->n_head * klen_max);
+	s->bd = txl_alloc_floats(S * hp->n_head * s->n_dist);
 	s->attn = txl_alloc_floats(S * hd);
 	s->tmp = txl_alloc_floats(S * hp->d_model);
 	s->ff = txl_alloc_floats(S * hp->d_inner);

@@ -310,6 +310,13 @@ class TestParity(ParityCase):
         self.compare("base", n=700, seg_len=5, mem_len=520,
                      extra=["--threads", "4"])
 
+    # Segments of more than 8 queries: one pool task a layer, units of one
+    # head and 32 queries (txl-attn.c attend_segment()); 80 queries make
+    # blocks of 32, 32 and 16, which 3 threads take in any order.
+    def test_long_segments_over_threads(self):
+        self.compare("base", n=300, seg_len=80, mem_len=50, clamp_len=30,
+                     same_length=True, extra=["--threads", "3"])
+
     def test_segment_longer_than_training(self):
         self.compare("base", seg_len=32, mem_len=24)
 
