@@ -416,26 +416,53 @@ dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
  * lanes.  The 4 columns j of 8 rows, 32 bytes, times the activations' 4
  * bytes broadcast, by sign transfer and pairs as q8_block_idot; a block's
  * eight steps into two sums (integer: exact in any order). */
+static inline __m256i
+il_idot_step(__m256i s, const uint8_t *w8, __m256i xb)
+{
+	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
+
+	return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(
+		_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w)),
+		_mm256_set1_epi16(1)));
+}
+
+/* (sums and accumulators in named variables: GCC keeps arrays of them in
+ * memory, and each step then waits for the store of the last) */
 static inline void
 il_idot(const uint8_t *qs, const int8_t *x, __m256i *lo, __m256i *hi)
 {
-	__m256i s[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(),
-			 _mm256_setzero_si256(), _mm256_setzero_si256() };
+	__m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, h1 = l0;
 
-	for (int j = 0; j < TXL_QK / 4; j++) {
-		__m256i xb = _mm256_set1_epi32(*(const int32_t *)(const void *)
+	for (int j = 0; j < TXL_QK / 4; j += 2) {
+		__m256i x0 = _mm256_set1_epi32(*(const int32_t *)(const void *)
 					       (x + 4 * j));
-		for (int h = 0; h < 2; h++) {
-			__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)
-						       (qs + 64 * j + 32 * h));
-			s[2 * h + j % 2] = _mm256_add_epi32(s[2 * h + j % 2],
-				_mm256_madd_epi16(_mm256_maddubs_epi16(
-					_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w)),
-					_mm256_set1_epi16(1)));
-		}
+		__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *)
+					       (x + 4 * j + 4));
+		l0 = il_idot_step(l0, qs + 64 * j, x0);
+		h0 = il_idot_step(h0, qs + 64 * j + 32, x0);
+		l1 = il_idot_step(l1, qs + 64 * j + 64, x1);
+		h1 = il_idot_step(h1, qs + 64 * j + 96, x1);
 	}
-	*lo = _mm256_add_epi32(s[0], s[1]);
-	*hi = _mm256_add_epi32(s[2], s[3]);
+	*lo = _mm256_add_epi32(l0, l1);
+	*hi = _mm256_add_epi32(h0, h1);
+}
+
+/* acc_lo, acc_hi += block b at blk: rows 0..7 and 8..15, their integer
+ * sums times their scales (halves) times the activations' */
+static inline void
+il_block(const uint8_t *blk, const struct txl_q8_act *a, int b, __m256 *acc_lo,
+	 __m256 *acc_hi)
+{
+	const __m256 dx = _mm256_set1_ps(a->d[b]);
+	__m256i lo, hi;
+
+	il_idot(blk + TXL_IL_SCALES, a->q + b * TXL_QK, &lo, &hi);
+	*acc_lo = _mm256_add_ps(*acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo),
+		_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
+			(const __m128i *)(const void *)blk)), dx)));
+	*acc_hi = _mm256_add_ps(*acc_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(hi),
+		_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
+			(const __m128i *)(const void *)(blk + 16))), dx)));
 }
 
 static void
@@ -445,31 +472,27 @@ dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 	const uint8_t *blk = w;
 
 	for (int g = 0; g < ng; g++) {
-		__m256 acc[2][2] = { { _mm256_setzero_ps(), _mm256_setzero_ps() },
-				     { _mm256_setzero_ps(), _mm256_setzero_ps() } };
+		/* even and odd blocks */
+		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo,
+		       o_hi = e_lo;
+		int b = 0;
 
-		for (int b = 0; b < nb; b++, blk += TXL_IL_BLOCK) {
-			const __m256 dx = _mm256_set1_ps(a->d[b]);
-			__m256i s[2];
-
-			il_idot(blk + TXL_IL_SCALES, a->q + b * TXL_QK,
-				&s[0], &s[1]);
-			for (int h = 0; h < 2; h++) {
-				/* rows 8h .. 8h + 7: their scales, halves */
-				const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(
-					(const __m128i *)(const void *)(blk + 16 * h)));
-				acc[b % 2][h] = _mm256_add_ps(acc[b % 2][h],
-					_mm256_mul_ps(_mm256_cvtepi32_ps(s[h]),
-						      _mm256_mul_ps(d, dx)));
-			}
+		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {
+			il_block(blk, a, b, &e_lo, &e_hi);
+			il_block(blk + TXL_IL_BLOCK, a, b + 1, &o_lo, &o_hi);
 		}
-		for (int h = 0; h < 2; h++)
-			_mm256_storeu_ps(y + g * TXL_IL + 8 * h,
-					 _mm256_add_ps(acc[0][h], acc[1][h]));
+		if (b < nb) {
+			il_block(blk, a, b, &e_lo, &e_hi);
+			blk += TXL_IL_BLOCK;
+		}
+		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo));
+		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi));
 	}
 }
 
-/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
+/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers
+ * (written out: GCC keeps an array of accumulators in memory, and each
+ * multiply-add then waits for the store of the last). */
 #define AXPY_ROWS(name, size, load8, load1)                                  \
 static void                                                                  \
 name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
@@ -478,18 +501,34 @@ name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
 	int k0 = 0;                                                          \
                                                                              \
 	for (; k0 + 64 <= K; k0 += 64) {                                     \
-		__m256 acc[8];                                               \
-		for (int j = 0; j < 8; j++)                                  \
-			acc[j] = _mm256_loadu_ps(y + k0 + 8 * j);            \
+		__m256 c0 = _mm256_loadu_ps(y + k0);                         \
+		__m256 c1 = _mm256_loadu_ps(y + k0 + 8);                     \
+		__m256 c2 = _mm256_loadu_ps(y + k0 + 16);                    \
+		__m256 c3 = _mm256_loadu_ps(y + k0 + 24);                    \
+		__m256 c4 = _mm256_loadu_ps(y + k0 + 32);                    \
+		__m256 c5 = _mm256_loadu_ps(y + k0 + 40);                    \
+		__m256 c6 = _mm256_loadu_ps(y + k0 + 48);                    \
+		__m256 c7 = _mm256_loadu_ps(y + k0 + 56);                    \
 		for (int r = 0; r < n; r++) {                                \
 			const uint8_t *wr = base + (size_t)r * ld + k0 * size; \
 			__m256 ar = _mm256_broadcast_ss(a + r);              \
-			for (int j = 0; j < 8; j++)                          \
-				acc[j] = _mm256_fmadd_ps(ar, load8(wr + 8 * j * size), \
-							 acc[j]);            \
+			c0 = _mm256_fmadd_ps(ar, load8(wr), c0);             \
+			c1 = _mm256_fmadd_ps(ar, load8(wr + 8 * size), c1);  \
+			c2 = _mm256_fmadd_ps(ar, load8(wr + 16 * size), c2); \
+			c3 = _mm256_fmadd_ps(ar, load8(wr + 24 * size), c3); \
+			c4 = _mm256_fmadd_ps(ar, load8(wr + 32 * size), c4); \
+			c5 = _mm256_fmadd_ps(ar, load8(wr + 40 * size), c5); \
+			c6 = _mm256_fmadd_ps(ar, load8(wr + 48 * size), c6); \
+			c7 = _mm256_fmadd_ps(ar, load8(wr + 56 * size), c7); \
 		}                                                            \
-		for (int j = 0; j < 8; j++)                                  \
-			_mm256_storeu_ps(y + k0 + 8 * j, acc[j]);            \
+		_mm256_storeu_ps(y + k0, c0);                                \
+		_mm256_storeu_ps(y + k0 + 8, c1);                            \
+		_mm256_storeu_ps(y + k0 + 16, c2);                           \
+		_mm256_storeu_ps(y + k0 + 24, c3);                           \
+		_mm256_storeu_ps(y + k0 + 32, c4);                           \
+		_mm256_storeu_ps(y + k0 + 40, c5);                           \
+		_mm256_storeu_ps(y + k0 + 48, c6);                           \
+		_mm256_storeu_ps(y + k0 + 56, c7);                           \
 	}                                                                    \
 	for (; k0 + 8 <= K; k0 += 8) {                                       \
 		__m256 acc = _mm256_loadu_ps(y + k0);                        \
@@ -511,9 +550,9 @@ AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 
-/* Q8_0 rows: per block, its values widened exactly (q * d needs 19
- * bits) and multiplied as AXPY_ROWS does, 64 columns (two blocks) at a
- * time, then a last odd block. */
+/* Q8_0 rows: per block, a[r] times its scale, then its values widened
+ * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
+ * blocks) at a time in registers, then a last odd block. */
 static void
 axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
@@ -523,40 +562,57 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	int b = 0;
 
 	for (; b + 2 <= nb; b += 2) {
-		__m256 acc[8];
-		for (int j = 0; j < 8; j++)
-			acc[j] = _mm256_loadu_ps(y + b * TXL_QK + 8 * j);
+		float *yb = y + b * TXL_QK;
+		__m256 c0 = _mm256_loadu_ps(yb), c1 = _mm256_loadu_ps(yb + 8);
+		__m256 c2 = _mm256_loadu_ps(yb + 16);
+		__m256 c3 = _mm256_loadu_ps(yb + 24);
+		__m256 c4 = _mm256_loadu_ps(yb + 32);
+		__m256 c5 = _mm256_loadu_ps(yb + 40);
+		__m256 c6 = _mm256_loadu_ps(yb + 48);
+		__m256 c7 = _mm256_loadu_ps(yb + 56);
 		for (int r = 0; r < n; r++) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld);
+					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m256 ar = _mm256_broadcast_ss(a + r);
-			const __m256 d0 = q8_scale(q + b), d1 = q8_scale(q + b + 1);
-			for (int j = 0; j < 4; j++) {
-				acc[j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
-						q8_load8(q[b].qs + 8 * j), d0), acc[j]);
-				acc[4 + j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
-						q8_load8(q[b + 1].qs + 8 * j), d1),
-						acc[4 + j]);
-			}
+			const __m256 d0 = _mm256_mul_ps(ar, q8_scale(q));
+			const __m256 d1 = _mm256_mul_ps(ar, q8_scale(q + 1));
+			c0 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs), c0);
+			c1 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 8), c1);
+			c2 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 16), c2);
+			c3 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 24), c3);
+			c4 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs), c4);
+			c5 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 8), c5);
+			c6 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 16), c6);
+			c7 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 24), c7);
 		}
-		for (int j = 0; j < 8; j++)
-			_mm256_storeu_ps(y + b * TXL_QK + 8 * j, acc[j]);
+		_mm256_storeu_ps(yb, c0);
+		_mm256_storeu_ps(yb + 8, c1);
+		_mm256_storeu_ps(yb + 16, c2);
+		_mm256_storeu_ps(yb + 24, c3);
+		_mm256_storeu_ps(yb + 32, c4);
+		_mm256_storeu_ps(yb + 40, c5);
+		_mm256_storeu_ps(yb + 48, c6);
+		_mm256_storeu_ps(yb + 56, c7);
 	}
 	if (b < nb) {
-		__m256 acc[4];
-		for (int j = 0; j < 4; j++)
-			acc[j] = _mm256_loadu_ps(y + b * TXL_QK + 8 * j);
+		float *yb = y + b * TXL_QK;
+		__m256 c0 = _mm256_loadu_ps(yb), c1 = _mm256_loadu_ps(yb + 8);
+		__m256 c2 = _mm256_loadu_ps(yb + 16);
+		__m256 c3 = _mm256_loadu_ps(yb + 24);
 		for (int r = 0; r < n; r++) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld);
-			const __m256 ar = _mm256_broadcast_ss(a + r);
-			const __m256 d = q8_scale(q + b);
-			for (int j = 0; j < 4; j++)
-				acc[j] = _mm256_fmadd_ps(ar, _mm256_mul_ps(
-						q8_load8(q[b].qs + 8 * j), d), acc[j]);
+					(size_t)r * ld + (size_t)b * sizeof *q);
+			const __m256 d = _mm256_mul_ps(
+				_mm256_broadcast_ss(a + r), q8_scale(q));
+			c0 = _mm256_fmadd_ps(d, q8_load8(q[0].qs), c0);
+			c1 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 8), c1);
+			c2 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 16), c2);
+			c3 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 24), c3);
 		}
-		for (int j = 0; j < 4; j++)
-			_mm256_storeu_ps(y + b * TXL_QK + 8 * j, acc[j]);
+		_mm256_storeu_ps(yb, c0);
+		_mm256_storeu_ps(yb + 8, c1);
+		_mm256_storeu_ps(yb + 16, c2);
+		_mm256_storeu_ps(yb + 24, c3);
 	}
 }
 

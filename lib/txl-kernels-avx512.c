@@ -406,37 +406,54 @@ DOT_ROWS_Q8(dot_rows_q8_vnni, q8_idot_vnni, __attribute__((target("avx512vnni"))
  * vpdpbusd from off as q8_idot_vnni.  The eight steps of a block go to
  * two sums (integer: exact in any order). */
 static inline __m512i
+il_idot_bw_step(__m512i s, const uint8_t *qs, const int8_t *x, int j)
+{
+	__m512i w = _mm512_loadu_si512(qs + 64 * j);
+	__m512i xb = _mm512_set1_epi32(*(const int32_t *)(const void *)
+				       (x + 4 * j));
+	__m512i sx = _mm512_mask_sub_epi8(xb, _mm512_movepi8_mask(w),
+					  _mm512_setzero_si512(), xb);
+
+	return _mm512_add_epi32(s, _mm512_madd_epi16(
+		_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx),
+		_mm512_set1_epi16(1)));
+}
+
+/* (the sums in named variables: GCC keeps an array indexed by j % 2 in
+ * memory, and each step then waits for the store of the last) */
+static inline __m512i
 il_idot_bw(const uint8_t *qs, const int8_t *x, int32_t off)
 {
-	__m512i s[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+	__m512i s0 = _mm512_setzero_si512(), s1 = s0;
 
 	(void)off;
-	for (int j = 0; j < TXL_QK / 4; j++) {
-		__m512i w = _mm512_loadu_si512(qs + 64 * j);
-		__m512i xb = _mm512_set1_epi32(*(const int32_t *)(const void *)
-					       (x + 4 * j));
-		__m512i sx = _mm512_mask_sub_epi8(xb, _mm512_movepi8_mask(w),
-						  _mm512_setzero_si512(), xb);
-		s[j % 2] = _mm512_add_epi32(s[j % 2], _mm512_madd_epi16(
-			_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx),
-			_mm512_set1_epi16(1)));
+	for (int j = 0; j < TXL_QK / 4; j += 2) {
+		s0 = il_idot_bw_step(s0, qs, x, j);
+		s1 = il_idot_bw_step(s1, qs, x, j + 1);
 	}
-	return _mm512_add_epi32(s[0], s[1]);
+	return _mm512_add_epi32(s0, s1);
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+il_idot_vnni_step(__m512i s, const uint8_t *qs, const int8_t *x, int j)
+{
+	return _mm512_dpbusd_epi32(s, _mm512_xor_si512(
+		_mm512_loadu_si512(qs + 64 * j), _mm512_set1_epi8(-128)),
+		_mm512_set1_epi32(*(const int32_t *)(const void *)(x + 4 * j)));
 }
 
 __attribute__((target("avx512vnni")))
 static inline __m512i
 il_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
 {
-	const __m512i flip = _mm512_set1_epi8(-128);
-	__m512i s[2] = { _mm512_set1_epi32(off), _mm512_setzero_si512() };
+	__m512i s0 = _mm512_set1_epi32(off), s1 = _mm512_setzero_si512();
 
-	for (int j = 0; j < TXL_QK / 4; j++)
-		s[j % 2] = _mm512_dpbusd_epi32(s[j % 2], _mm512_xor_si512(
-			_mm512_loadu_si512(qs + 64 * j), flip),
-			_mm512_set1_epi32(*(const int32_t *)(const void *)
-					  (x + 4 * j)));
-	return _mm512_add_epi32(s[0], s[1]);
+	for (int j = 0; j < TXL_QK / 4; j += 2) {
+		s0 = il_idot_vnni_step(s0, qs, x, j);
+		s1 = il_idot_vnni_step(s1, qs, x, j + 1);
+	}
+	return _mm512_add_epi32(s0, s1);
 }
 
 /* acc += block b of the group at blk: its integer sums times the scales */
@@ -517,9 +534,10 @@ AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
 
-/* Q8_0 rows: per block, its values widened exactly (q * d needs 19
- * bits) and multiplied as AXPY_ROWS does, 64 columns (two blocks) at a
- * time, then a last odd block. */
+/* Q8_0 rows: per block, a[r] times its scale, then its values widened
+ * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
+ * blocks) at a time, two rows at a time into two sets of sums (one chain
+ * of multiply-adds waits for the last), then a last odd block. */
 static void
 axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
@@ -530,43 +548,60 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 
 	for (; b + 2 <= nb; b += 2) {
 		float *yb = y + b * TXL_QK;
-		__m512 acc0 = _mm512_loadu_ps(yb), acc1 = _mm512_loadu_ps(yb + 16);
-		__m512 acc2 = _mm512_loadu_ps(yb + 32);
-		__m512 acc3 = _mm512_loadu_ps(yb + 48);
-		for (int r = 0; r < n; r++) {
+		__m512 c0 = _mm512_loadu_ps(yb), c1 = _mm512_loadu_ps(yb + 16);
+		__m512 c2 = _mm512_loadu_ps(yb + 32);
+		__m512 c3 = _mm512_loadu_ps(yb + 48);
+		__m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;
+		int r = 0;
+
+#define ROW(q, d0, d1, s0, s1, s2, s3)                                       \
+		do {                                                         \
+			s0 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs), s0);    \
+			s1 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs + 16), s1); \
+			s2 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs), s2);    \
+			s3 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs + 16), s3); \
+		} while (0)
+		for (; r + 2 <= n; r += 2) {
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
+			const struct txl_block_q8_0 *p = (const void *)
+				((const uint8_t *)q + ld);
+			const __m512 ar = _mm512_set1_ps(a[r]);
+			const __m512 ap = _mm512_set1_ps(a[r + 1]);
+			const __m512 d0 = _mm512_mul_ps(ar, q8_scale(q));
+			const __m512 d1 = _mm512_mul_ps(ar, q8_scale(q + 1));
+			const __m512 f0 = _mm512_mul_ps(ap, q8_scale(p));
+			const __m512 f1 = _mm512_mul_ps(ap, q8_scale(p + 1));
+			ROW(q, d0, d1, c0, c1, c2, c3);
+			ROW(p, f0, f1, e0, e1, e2, e3);
+		}
+		if (r < n) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
 					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m512 ar = _mm512_set1_ps(a[r]);
-			const __m512 d0 = q8_scale(q), d1 = q8_scale(q + 1);
-			acc0 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs), d0),
-					       acc0);
-			acc1 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs + 16),
-								 d0), acc1);
-			acc2 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[1].qs), d1),
-					       acc2);
-			acc3 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[1].qs + 16),
-								 d1), acc3);
+			const __m512 d0 = _mm512_mul_ps(ar, q8_scale(q));
+			const __m512 d1 = _mm512_mul_ps(ar, q8_scale(q + 1));
+			ROW(q, d0, d1, c0, c1, c2, c3);
 		}
-		_mm512_storeu_ps(yb, acc0);
-		_mm512_storeu_ps(yb + 16, acc1);
-		_mm512_storeu_ps(yb + 32, acc2);
-		_mm512_storeu_ps(yb + 48, acc3);
+#undef ROW
+		_mm512_storeu_ps(yb, _mm512_add_ps(c0, e0));
+		_mm512_storeu_ps(yb + 16, _mm512_add_ps(c1, e1));
+		_mm512_storeu_ps(yb + 32, _mm512_add_ps(c2, e2));
+		_mm512_storeu_ps(yb + 48, _mm512_add_ps(c3, e3));
 	}
 	if (b < nb) {
 		float *yb = y + b * TXL_QK;
-		__m512 acc0 = _mm512_loadu_ps(yb), acc1 = _mm512_loadu_ps(yb + 16);
+		__m512 c0 = _mm512_loadu_ps(yb), c1 = _mm512_loadu_ps(yb + 16);
 		for (int r = 0; r < n; r++) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
 					(size_t)r * ld + (size_t)b * sizeof *q);
-			const __m512 ar = _mm512_set1_ps(a[r]);
-			const __m512 d = q8_scale(q);
-			acc0 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs), d),
-					       acc0);
-			acc1 = _mm512_fmadd_ps(ar, _mm512_mul_ps(q8_load16(q[0].qs + 16),
-								 d), acc1);
+			const __m512 d = _mm512_mul_ps(_mm512_set1_ps(a[r]),
+						       q8_scale(q));
+			c0 = _mm512_fmadd_ps(d, q8_load16(q[0].qs), c0);
+			c1 = _mm512_fmadd_ps(d, q8_load16(q[0].qs + 16), c1);
 		}
-		_mm512_storeu_ps(yb, acc0);
-		_mm512_storeu_ps(yb + 16, acc1);
+		_mm512_storeu_ps(yb, c0);
+		_mm512_storeu_ps(yb + 16, c1);
 	}
 }
 
