@@ -14,7 +14,7 @@
  *          weighted sum of V, 4,096 rows (one head's memory of 4,096
  *          positions: 1-2 MB, in L2 or L3).
  *
- *   bench-kernels [--ms T] [--isa NAME]
+ *   bench-kernels [--ms T] [--isa scalar|avx2|avxvnni|avx512|avx512vnni]
  *
  * Each figure is the best of 3 runs of at least T ms (default 100).  Lines
  * are "isa kernel dtype MB GB/s".  The kernels are single-threaded: the
@@ -225,7 +225,7 @@ main(int argc, char **argv)
 			only = argv[++i];
 		} else {
 			fprintf(stderr, "usage: bench-kernels [--ms T] "
-				"[--isa scalar|avx2|avx512|avx512vnni]\n");
+				"[--isa scalar|avx2|avxvnni|avx512|avx512vnni]\n");
 			return 2;
 		}
 	}

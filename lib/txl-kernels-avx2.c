@@ -13,7 +13,10 @@
  * by memory (F32) or by the conversions (compact weights in cache); so
  * Q8_0 weights there go against activations quantized per block instead
  * (dot_rows_q8: integer dot products by vpmaddubsw and vpmaddwd, one
- * conversion per block).
+ * conversion per block).  The avxvnni table is this one with those
+ * integer products by vpdpbusd on 256-bit vectors (AVX-VNNI: Alder Lake
+ * and later Intel cores, which have no AVX-512; Zen 5), called only on
+ * CPUs that have it.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -351,73 +354,91 @@ quantize_q8(struct txl_q8_act *a, const float *x, int K)
 /* Q8_0 against quantized activations: the integer products of block b of
  * a row and the activations' block xq, in 8 lanes (exact, as floats): |w|
  * (unsigned: 128 for -128) times x with w's sign, by pairs (at most
- * 2 * 128 * 127 < 2^15), then by fours. */
-static inline __m256
-q8_block_idot(const struct txl_block_q8_0 *b, __m256i xq)
+ * 2 * 128 * 127 < 2^15), then by fours.  (off: for the VNNI version.) */
+static inline __m256i
+q8_block_idot_bw(const struct txl_block_q8_0 *b, __m256i xq, __m256i off)
 {
 	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)b->qs);
-	__m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
-							   _mm256_sign_epi8(xq, w)),
-				      _mm256_set1_epi16(1));
 
-	return _mm256_cvtepi32_ps(s);
+	(void)off;
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+						      _mm256_sign_epi8(xq, w)),
+				 _mm256_set1_epi16(1));
+}
+
+/* The same by vpdpbusd, which multiplies unsigned by signed bytes: w + 128
+ * (w with its sign bit flipped) times x, from off (-128 sum(x) in one
+ * lane). */
+__attribute__((target("avxvnni")))
+static inline __m256i
+q8_block_idot_vnni(const struct txl_block_q8_0 *b, __m256i xq, __m256i off)
+{
+	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)b->qs);
+
+	return _mm256_dpbusd_avx_epi32(off, _mm256_xor_si256(w,
+				       _mm256_set1_epi8(-128)), xq);
 }
 
 /* acc += block b of a row times the activations' block (xq, scale d) */
-static inline __m256
-q8_block_acc(const struct txl_block_q8_0 *b, __m256i xq, __m256 d, __m256 acc)
-{
-	return _mm256_fmadd_ps(q8_block_idot(b, xq), _mm256_mul_ps(q8_scale(b), d),
-			       acc);
+#define Q8_BLOCK_ACC(idot, b, xq, d, off, acc)                               \
+	_mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(b, xq, off)),                \
+			_mm256_mul_ps(q8_scale(b), d), acc)
+
+#define DOT_ROWS_Q8(name, idot, attr)                                        \
+attr static void                                                             \
+name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
+     int K)                                                                  \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int nb = K / TXL_QK;                                           \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		const struct txl_block_q8_0 *q0 = (const void *)(base +      \
+							 (size_t)r * ld);    \
+		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld); \
+		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld); \
+		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld); \
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
+                                                                             \
+		for (int b = 0; b < nb; b++) {                               \
+			__m256i xq = _mm256_loadu_si256((const __m256i *)(const void *) \
+							(a->q + b * TXL_QK)); \
+			__m256 d = _mm256_set1_ps(a->d[b]);                  \
+			__m256i off = _mm256_setr_epi32(a->off[b], 0, 0, 0,  \
+							0, 0, 0, 0);         \
+			a0 = Q8_BLOCK_ACC(idot, q0 + b, xq, d, off, a0);     \
+			a1 = Q8_BLOCK_ACC(idot, q1 + b, xq, d, off, a1);     \
+			a2 = Q8_BLOCK_ACC(idot, q2 + b, xq, d, off, a2);     \
+			a3 = Q8_BLOCK_ACC(idot, q3 + b, xq, d, off, a3);     \
+		}                                                            \
+		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));                 \
+	}                                                                    \
+	for (; r < n; r++) {                                                 \
+		const struct txl_block_q8_0 *q = (const void *)(base +       \
+							(size_t)r * ld);     \
+		__m256 acc = _mm256_setzero_ps();                            \
+                                                                             \
+		for (int b = 0; b < nb; b++)                                 \
+			acc = Q8_BLOCK_ACC(idot, q + b, _mm256_loadu_si256(  \
+				(const __m256i *)(const void *)(a->q + b * TXL_QK)), \
+				_mm256_set1_ps(a->d[b]),                     \
+				_mm256_setr_epi32(a->off[b], 0, 0, 0, 0, 0, 0, 0), \
+				acc);                                        \
+		y[r] = hsum(acc);                                            \
+	}                                                                    \
 }
 
-static void
-dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
-	    int n, int K)
-{
-	const uint8_t *base = w;
-	const int nb = K / TXL_QK;
-	int r = 0;
-
-	for (; r + 4 <= n; r += 4) {
-		const struct txl_block_q8_0 *q0 = (const void *)(base +
-								 (size_t)r * ld);
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
-		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-
-		for (int b = 0; b < nb; b++) {
-			__m256i xq = _mm256_loadu_si256((const __m256i *)(const void *)
-							(a->q + b * TXL_QK));
-			__m256 d = _mm256_set1_ps(a->d[b]);
-			a0 = q8_block_acc(q0 + b, xq, d, a0);
-			a1 = q8_block_acc(q1 + b, xq, d, a1);
-			a2 = q8_block_acc(q2 + b, xq, d, a2);
-			a3 = q8_block_acc(q3 + b, xq, d, a3);
-		}
-		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
-	}
-	for (; r < n; r++) {
-		const struct txl_block_q8_0 *q = (const void *)(base +
-								(size_t)r * ld);
-		__m256 acc = _mm256_setzero_ps();
-
-		for (int b = 0; b < nb; b++)
-			acc = q8_block_acc(q + b, _mm256_loadu_si256(
-						   (const __m256i *)(const void *)
-						   (a->q + b * TXL_QK)),
-					   _mm256_set1_ps(a->d[b]), acc);
-		y[r] = hsum(acc);
-	}
-}
+DOT_ROWS_Q8(dot_rows_q8, q8_block_idot_bw, )
+DOT_ROWS_Q8(dot_rows_q8_vnni, q8_block_idot_vnni, __attribute__((target("avxvnni"))))
 
 /* Interleaved Q8_0 (txl-kernels.h): a group's 16 rows in two halves of 8
  * lanes.  The 4 columns j of 8 rows, 32 bytes, times the activations' 4
- * bytes broadcast, by sign transfer and pairs as q8_block_idot; a block's
- * eight steps into two sums (integer: exact in any order). */
+ * bytes broadcast, by sign transfer and pairs as q8_block_idot_bw, or by
+ * vpdpbusd from off as q8_block_idot_vnni (every lane a row: off in each);
+ * a block's eight steps into two sums (integer: exact in any order). */
 static inline __m256i
-il_idot_step(__m256i s, const uint8_t *w8, __m256i xb)
+il_step_bw(__m256i s, const uint8_t *w8, __m256i xb)
 {
 	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
 
@@ -426,69 +447,84 @@ il_idot_step(__m256i s, const uint8_t *w8, __m256i xb)
 		_mm256_set1_epi16(1)));
 }
 
-/* (sums and accumulators in named variables: GCC keeps arrays of them in
- * memory, and each step then waits for the store of the last) */
-static inline void
-il_idot(const uint8_t *qs, const int8_t *x, __m256i *lo, __m256i *hi)
+__attribute__((target("avxvnni")))
+static inline __m256i
+il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
 {
-	__m256i l0 = _mm256_setzero_si256(), l1 = l0, h0 = l0, h1 = l0;
-
-	for (int j = 0; j < TXL_QK / 4; j += 2) {
-		__m256i x0 = _mm256_set1_epi32(*(const int32_t *)(const void *)
-					       (x + 4 * j));
-		__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *)
-					       (x + 4 * j + 4));
-		l0 = il_idot_step(l0, qs + 64 * j, x0);
-		h0 = il_idot_step(h0, qs + 64 * j + 32, x0);
-		l1 = il_idot_step(l1, qs + 64 * j + 64, x1);
-		h1 = il_idot_step(h1, qs + 64 * j + 96, x1);
-	}
-	*lo = _mm256_add_epi32(l0, l1);
-	*hi = _mm256_add_epi32(h0, h1);
+	return _mm256_dpbusd_avx_epi32(s, _mm256_xor_si256(_mm256_loadu_si256(
+		(const __m256i *)(const void *)w8), _mm256_set1_epi8(-128)), xb);
 }
+
+/* The integer sums of a block (qs, the activations' x) into lo (rows
+ * 0..7) and hi (8..15), from init in each lane (sums and accumulators in
+ * named variables: GCC keeps arrays of them in memory, and each step then
+ * waits for the store of the last). */
+#define IL_IDOT(step, qs, x, init, lo, hi)                                   \
+	do {                                                                 \
+		__m256i l0 = init, h0 = init, l1 = _mm256_setzero_si256(),   \
+			h1 = l1;                                             \
+		for (int j = 0; j < TXL_QK / 4; j += 2) {                    \
+			__m256i x0 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
+						       ((x) + 4 * j));       \
+			__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
+						       ((x) + 4 * j + 4));   \
+			l0 = step(l0, (qs) + 64 * j, x0);                    \
+			h0 = step(h0, (qs) + 64 * j + 32, x0);               \
+			l1 = step(l1, (qs) + 64 * j + 64, x1);               \
+			h1 = step(h1, (qs) + 64 * j + 96, x1);               \
+		}                                                            \
+		lo = _mm256_add_epi32(l0, l1);                               \
+		hi = _mm256_add_epi32(h0, h1);                               \
+	} while (0)
 
 /* acc_lo, acc_hi += block b at blk: rows 0..7 and 8..15, their integer
  * sums times their scales (halves) times the activations' */
-static inline void
-il_block(const uint8_t *blk, const struct txl_q8_act *a, int b, __m256 *acc_lo,
-	 __m256 *acc_hi)
-{
-	const __m256 dx = _mm256_set1_ps(a->d[b]);
-	__m256i lo, hi;
+#define IL_BLOCK(step, init, blk, b, acc_lo, acc_hi)                         \
+	do {                                                                 \
+		const __m256 dx = _mm256_set1_ps(a->d[b]);                   \
+		__m256i lo, hi;                                              \
+		IL_IDOT(step, (blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,    \
+			init, lo, hi);                                       \
+		acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), \
+			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
+				(const __m128i *)(const void *)(blk))), dx))); \
+		acc_hi = _mm256_add_ps(acc_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), \
+			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
+				(const __m128i *)(const void *)((blk) + 16))), dx))); \
+	} while (0)
 
-	il_idot(blk + TXL_IL_SCALES, a->q + b * TXL_QK, &lo, &hi);
-	*acc_lo = _mm256_add_ps(*acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo),
-		_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-			(const __m128i *)(const void *)blk)), dx)));
-	*acc_hi = _mm256_add_ps(*acc_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(hi),
-		_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
-			(const __m128i *)(const void *)(blk + 16))), dx)));
+/* init: the sums' start for block b (zero; off for vpdpbusd) */
+#define DOT_IL(name, step, init, attr)                                       \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	const uint8_t *blk = w;                                              \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		/* even and odd blocks */                                    \
+		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo, \
+		       o_hi = e_lo;                                          \
+		int b = 0;                                                   \
+                                                                             \
+		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {       \
+			IL_BLOCK(step, init(b), blk, b, e_lo, e_hi);         \
+			IL_BLOCK(step, init(b + 1), blk + TXL_IL_BLOCK, b + 1, \
+				 o_lo, o_hi);                                \
+		}                                                            \
+		if (b < nb) {                                                \
+			IL_BLOCK(step, init(b), blk, b, e_lo, e_hi);         \
+			blk += TXL_IL_BLOCK;                                 \
+		}                                                            \
+		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
+		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
+	}                                                                    \
 }
 
-static void
-dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
-{
-	const int nb = K / TXL_QK;
-	const uint8_t *blk = w;
-
-	for (int g = 0; g < ng; g++) {
-		/* even and odd blocks */
-		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo,
-		       o_hi = e_lo;
-		int b = 0;
-
-		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {
-			il_block(blk, a, b, &e_lo, &e_hi);
-			il_block(blk + TXL_IL_BLOCK, a, b + 1, &o_lo, &o_hi);
-		}
-		if (b < nb) {
-			il_block(blk, a, b, &e_lo, &e_hi);
-			blk += TXL_IL_BLOCK;
-		}
-		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo));
-		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi));
-	}
-}
+#define IL_ZERO(b) _mm256_setzero_si256()
+#define IL_OFF(b) _mm256_set1_epi32(a->off[b])
+DOT_IL(dot_il, il_step_bw, IL_ZERO, )
+DOT_IL(dot_il_vnni, il_step_vnni, IL_OFF, __attribute__((target("avxvnni"))))
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers
  * (written out: GCC keeps an array of accumulators in memory, and each
@@ -774,27 +810,33 @@ max_of(const float *x, int n)
 	return r;
 }
 
-const struct txl_kernels txl_kernels_avx2 = {
-	.name = "avx2",
-	.dot_rows = {
-		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
-		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
-	},
-	.widen = {
-		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
-		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
-	},
-	.narrow = {
-		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
-		[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,
-	},
-	.axpy_rows = {
-		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
-		[TXL_BF16] = axpy_rows_bf16, [TXL_Q8_0] = axpy_rows_q8_0,
-	},
-	.quantize_q8 = quantize_q8,
-	.dot_rows_q8 = dot_rows_q8,
-	.dot_il = dot_il,
-	.exp_sum = exp_sum,
-	.max = max_of,
-};
+#define TABLE(name_, dot_rows_q8_, dot_il_)                                  \
+	{                                                                    \
+		.name = name_,                                               \
+		.dot_rows = {                                                \
+			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
+			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
+		},                                                           \
+		.widen = {                                                   \
+			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
+			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
+		},                                                           \
+		.narrow = {                                                  \
+			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
+			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
+		},                                                           \
+		.axpy_rows = {                                               \
+			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
+			[TXL_BF16] = axpy_rows_bf16,                         \
+			[TXL_Q8_0] = axpy_rows_q8_0,                         \
+		},                                                           \
+		.quantize_q8 = quantize_q8,                                  \
+		.dot_rows_q8 = dot_rows_q8_,                                 \
+		.dot_il = dot_il_,                                           \
+		.exp_sum = exp_sum,                                          \
+		.max = max_of,                                               \
+	}
+
+const struct txl_kernels txl_kernels_avx2 = TABLE("avx2", dot_rows_q8, dot_il);
+const struct txl_kernels txl_kernels_avx2_vnni =
+	TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni);

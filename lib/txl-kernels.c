@@ -384,6 +384,15 @@ txl_kernels_for(enum txl_isa isa)
 		    __builtin_cpu_supports("fma") && cpu_has_f16c())
 			return &txl_kernels_avx2;
 		return NULL;
+	case TXL_ISA_AVX2_VNNI: {
+		/* AVX-VNNI: CPUID leaf 7, subleaf 1, EAX bit 4 (clang 14
+		 * has no name for it in __builtin_cpu_supports) */
+		unsigned a, b, c, d;
+		if (txl_kernels_for(TXL_ISA_AVX2) &&
+		    __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)))
+			return &txl_kernels_avx2_vnni;
+		return NULL;
+	}
 	case TXL_ISA_AVX512:
 		__builtin_cpu_init();
 		if (__builtin_cpu_supports("avx512f") &&
@@ -409,8 +418,8 @@ static const struct txl_kernels *chosen;
 static void
 choose(void)
 {
-	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avx512",
-						"avx512vnni" };
+	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avxvnni",
+						"avx512", "avx512vnni" };
 	const char *want = getenv("TXL_ISA");
 	int top = TXL_N_ISA - 1;
 

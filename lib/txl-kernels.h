@@ -6,8 +6,8 @@
  * scalar reference, txl-kernels-avx2.c and txl-kernels-avx512.c the
  * vector versions, each compiled for its own target).  txl_kernels()
  * returns the best table the CPU runs, so one binary runs on any x86-64;
- * TXL_ISA=scalar|avx2|avx512|avx512vnni in the environment asks for a
- * lower one (for tests and benchmarks).  The kernels are single-threaded;
+ * TXL_ISA=scalar|avx2|avxvnni|avx512|avx512vnni in the environment asks
+ * for a lower one (for tests and benchmarks).  The kernels are single-threaded;
  * txl-math.c splits the work over the thread pool (txl-pool.c).  Not
  * installed.
  */
@@ -21,7 +21,9 @@
 
 /* In order of preference; TXL_ISA caps the choice by this order. */
 enum txl_isa {
-	TXL_ISA_SCALAR, TXL_ISA_AVX2, TXL_ISA_AVX512,
+	TXL_ISA_SCALAR, TXL_ISA_AVX2,
+	TXL_ISA_AVX2_VNNI,	/* avx2 with vpdpbusd (AVX-VNNI) for Q8_0 */
+	TXL_ISA_AVX512,
 	TXL_ISA_AVX512_VNNI,	/* avx512 with vpdpbusd for Q8_0 */
 	TXL_N_ISA
 };
@@ -112,7 +114,8 @@ typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
 			      const struct txl_q8_act *a, int K);
 
 struct txl_kernels {
-	const char *name;	/* "scalar", "avx2", "avx512", "avx512vnni" */
+	const char *name;	/* "scalar", "avx2", "avxvnni", "avx512",
+				   "avx512vnni" */
 	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_widen_fn widen[TXL_N_DTYPES];
 	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8 */
@@ -137,7 +140,7 @@ const struct txl_kernels *txl_kernels_for(enum txl_isa isa);
 
 /* The vector tables, each in its own file compiled for its target;
  * built on x86-64 only. */
-extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx512,
-	txl_kernels_avx512_vnni;
+extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx2_vnni,
+	txl_kernels_avx512, txl_kernels_avx512_vnni;
 
 #endif /* TXL_KERNELS_H */
