@@ -214,14 +214,58 @@ max_blocks(int klen)
 	return (size_t)(klen + BLOCK_UNIT - 1) / BLOCK_UNIT;
 }
 
+/* A segment's units (attend_segment()) take up to SEG_ROWS queries with
+ * an F32 memory; a compact one is widened by each unit, so there a unit
+ * takes up to SEG_ROWS_WIDE, to widen it less often. */
+#define SEG_ROWS 32
+#define SEG_ROWS_WIDE 128
+
+static int
+seg_rows(int seg_len, enum txl_dtype kv_dt)
+{
+	const int rows = kv_dt == TXL_F32 ? SEG_ROWS : SEG_ROWS_WIDE;
+
+	return seg_len < rows ? seg_len : rows;
+}
+
+/* Floats of a thread's slot: its queries' scores, position scores and
+ * biased queries (two). */
+static size_t
+seg_slot_floats(const struct txl_hparams *hp, int rows, int klen_max,
+		int n_dist)
+{
+	return (size_t)rows * ((size_t)klen_max + (size_t)n_dist +
+			       2 * (size_t)hp->d_head);
+}
+
 double
-txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max)
+txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
+	       int n_dist, enum txl_dtype kv_dt, int threads)
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 
-	/* fq, the scores, the parts */
+	/* fq, the scores, the parts; the slots of the segments' units */
 	return 4.0 * few_queries(seg_len) * (2.0 * hd + (double)hp->n_head *
-		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0)));
+		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0))) +
+		4.0 * threads * (double)seg_slot_floats(hp,
+			seg_rows(seg_len, kv_dt), klen_max, n_dist);
+}
+
+/* Slots for n threads (n > s->seg_slots); false if out of memory (the
+ * slots stay as they were). */
+static bool
+seg_grow(struct txl_session *s, int n)
+{
+	const size_t slot = seg_slot_floats(&s->model->hp, s->seg_rows,
+					    s->klen_max, s->n_dist);
+	float *p = txl_alloc_floats(slot * (size_t)n);
+
+	if (!p)
+		return false;
+	free(s->seg);
+	s->seg = p;
+	s->seg_slots = n;
+	return true;
 }
 
 enum txl_status
@@ -237,7 +281,8 @@ txl_attn_init(struct txl_session *s, int klen_max)
 	s->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
-	if (!s->fq || !s->fsc || !s->part)
+	s->seg_rows = seg_rows(s->seg_len, s->kv_dt);
+	if (!s->fq || !s->fsc || !s->part || !seg_grow(s, txl_pool_threads()))
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
 		s->r = calloc((size_t)hp->n_layer, sizeof *s->r);
@@ -271,7 +316,9 @@ txl_attn_free(struct txl_session *s)
 	free(s->fq);
 	free(s->fsc);
 	free(s->part);
-	s->fq = s->fsc = s->part = NULL;
+	free(s->seg);
+	s->fq = s->fsc = s->part = s->seg = NULL;
+	s->seg_slots = 0;
 	s->r = NULL;
 	s->r_bias = NULL;
 	s->pos = NULL;
@@ -701,39 +748,39 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
  * their scores (content, then position, with sgemm), softmax and the
  * weighted sums of V, on one thread: the products inside a task run
  * alone, so the softmax runs in parallel with the rest and a layer costs
- * one hand-over to the pool rather than three per head.  The scores and
- * the biased queries have a region per head (units of several heads run
- * at once).  Compact K, V and R are widened by the products as they go,
- * a head's at each call: there a unit takes all the queries of its head,
- * so that each is widened once a layer, as before. */
-
-#define SEG_ROWS 32
+ * one hand-over to the pool rather than three per head.  Each thread
+ * works in its own slot of scratch (s->seg), whatever the number of
+ * heads and the length of the segment; a thread that the pool gained
+ * since the session's slots were made, when more cannot be had, leaves
+ * the units to the others.  Compact K, V and R are widened by the
+ * products as they go, a head's at each call (hence SEG_ROWS_WIDE). */
 
 struct seg {
 	struct txl_session *s;
-	int l, n, base, klen, n_bd, qs, rows, n_blocks;
+	int l, n, base, klen, n_bd, qs, n_blocks;
 	float scale;
 	atomic_int next;	/* the next unit: head * n_blocks + block */
 };
 
 static void
-seg_unit(const struct seg *g, int h, int i0, int i1)
+seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 {
 	struct txl_session *s = g->s;
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[g->l];
 	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
-	const int klen = g->klen, n_bd = g->n_bd;
-	const size_t S = (size_t)s->seg_len;
+	const int klen = g->klen, n_bd = g->n_bd, rows = s->seg_rows;
 	const enum txl_dtype dt = s->kv_dt;
 	const float *q = s->qkv + (size_t)i0 * g->qs + h * D;
 	/* head h's rows of the window's K and V */
 	const uint8_t *K = txl_kv_row(s, s->k[g->l], s->cap, h, g->base);
 	const uint8_t *V = txl_kv_row(s, s->v[g->l], s->cap, h, g->base);
-	float *sc = s->score + (h * S + i0) * (size_t)s->klen_max;
-	float *bd = s->bd + (h * S + i0) * (size_t)s->n_dist;
-	float *qw = s->qw + (h * S + i0) * (size_t)D;
-	float *qr = s->qr + (h * S + i0) * (size_t)D;
+	/* the slot: scores (rows klen apart), position scores (n_bd apart),
+	 * q + r_w_bias, q + r_r_bias */
+	float *sc = slot;
+	float *bd = sc + (size_t)rows * s->klen_max;
+	float *qw = bd + (size_t)rows * s->n_dist;
+	float *qr = qw + (size_t)rows * D;
 
 	if (relative(hp)) {
 		/* AC[i, j] = (q_i + r_w_bias) . k_j */
@@ -760,14 +807,23 @@ static void
 seg_task(void *p, int ith, int nth)
 {
 	struct seg *g = p;
-	const int units = g->s->model->hp.n_head * g->n_blocks;
+	struct txl_session *s = g->s;
+	const int units = s->model->hp.n_head * g->n_blocks;
+	const size_t slot = seg_slot_floats(&s->model->hp, s->seg_rows,
+					    s->klen_max, s->n_dist);
 	int u;
 
+	(void)nth;
+	if (ith >= s->seg_slots)
+		return;
 	while ((u = atomic_fetch_add_explicit(&g->next, 1,
 					      memory_order_relaxed)) < units) {
-		const int h = u / g->n_blocks, i0 = u % g->n_blocks * g->rows;
+		const int h = u / g->n_blocks;
+		const int i0 = u % g->n_blocks * s->seg_rows;
+		const int i1 = i0 + s->seg_rows < g->n ? i0 + s->seg_rows
+			: g->n;
 
-		seg_unit(g, h, i0, i0 + g->rows < g->n ? i0 + g->rows : g->n);
+		seg_unit(g, s->seg + (size_t)ith * slot, h, i0, i1);
 	}
 }
 
@@ -779,12 +835,13 @@ attend_segment(struct txl_session *s, int l, int n, int base, int qs)
 	struct seg g = {
 		.s = s, .l = l, .n = n, .base = base, .klen = klen,
 		.n_bd = klen < s->n_dist ? klen : s->n_dist, .qs = qs,
-		.rows = s->kv_dt == TXL_F32 ? SEG_ROWS : n,
+		.n_blocks = (n + s->seg_rows - 1) / s->seg_rows,
 		.scale = 1.0f / sqrtf((float)hp->d_head),
 	};
 
 	TXL_ASSERT(n <= s->seg_len && klen <= s->klen_max);
-	g.n_blocks = (n + g.rows - 1) / g.rows;
+	if (txl_pool_threads() > s->seg_slots)
+		seg_grow(s, txl_pool_threads());
 	atomic_init(&g.next, 0);
 	/* a product of d_head per key and query for AC, BD and V */
 	txl_pool_run_for(seg_task, &g, 3.0 * n * hp->n_head * klen *

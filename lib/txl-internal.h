@@ -252,7 +252,9 @@ int txl_pool_threads(void);
 /* True inside a task of the pool: a product started there runs on this
  * thread alone, in one piece (the pool's threads are all busy). */
 bool txl_pool_in_task(void);
-/* Start or stop workers to have n threads in all (n >= 1). */
+/* Start or stop workers to have n threads in all (1 <= n <=
+ * TXL_MAX_THREADS; beyond, the most). */
+#define TXL_MAX_THREADS 256
 void txl_pool_set_threads(int n);
 /* CPUs this process may run on (at least 1). */
 int txl_n_cpus(void);
@@ -414,11 +416,10 @@ struct txl_session {
 	float *h;		/* (seg_len, d_model) the residual stream */
 	float *xn;		/* (seg_len, max(d_model, d_embed)) */
 	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
-	/* per head (heads are computed at once), in txl-attn.c */
-	float *qw, *qr;		/* (n_head, seg_len, d_head) q + r_w_bias,
-				   q + r_r_bias */
-	float *score;		/* (n_head, seg_len, klen_max) */
-	float *bd;		/* (n_head, seg_len, n_dist) */
+	/* segments of more queries (txl-attn.c, attend_segment()): a slot
+	 * of scratch per thread, for seg_rows queries' scores */
+	float *seg;		/* seg_slots slots */
+	int seg_slots, seg_rows;
 	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
 	int klen_max;		/* the most keys a query sees */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
@@ -474,7 +475,8 @@ bool txl_attn_has_memory(const struct txl_hparams *hp);
 int txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len,
 		    int klen_max);
 double txl_attn_bytes(const struct txl_hparams *hp, int seg_len,
-		      int klen_max);
+		      int klen_max, int n_dist, enum txl_dtype kv_dt,
+		      int threads);
 enum txl_status txl_attn_init(struct txl_session *s, int klen_max);
 void txl_attn_free(struct txl_session *s);
 void txl_attn_positions(struct txl_session *s, int l, int n);

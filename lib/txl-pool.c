@@ -55,8 +55,6 @@ spin_wait(unsigned i)
 		sched_yield();
 }
 
-#define MAX_THREADS 256
-
 /* pool.state: the workers inside the current task, plus CLOSED when no
  * worker may join it */
 #define CLOSED (1u << 30)
@@ -66,7 +64,7 @@ static struct {
 	pthread_mutex_t lock;	/* for sleeping and waking */
 	pthread_cond_t wake;
 	int n;			/* threads, the caller included */
-	pthread_t workers[MAX_THREADS];
+	pthread_t workers[TXL_MAX_THREADS];
 	atomic_uint gen;	/* bumped for every task (and to quit) */
 	atomic_uint state;	/* see CLOSED */
 	atomic_int sleeping;	/* workers waiting on `wake` */
@@ -238,8 +236,8 @@ txl_pool_set_threads(int n)
 {
 	if (n < 1)
 		n = 1;
-	if (n > MAX_THREADS)
-		n = MAX_THREADS;
+	if (n > TXL_MAX_THREADS)
+		n = TXL_MAX_THREADS;
 	pthread_mutex_lock(&pool.busy);
 	if (n != pool.n) {
 		stop_workers();

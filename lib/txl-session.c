@@ -81,7 +81,7 @@ head_size(const struct txl_hparams *hp)
  * from files and need not be sane). */
 static double
 session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
-	      int n_dist, enum txl_dtype kv_dt)
+	      int n_dist, enum txl_dtype kv_dt, int threads)
 {
 	/* K, V and R in kv_dt: bytes per value, over 4 */
 	const double kv = (double)txl_row_bytes(kv_dt, hp->d_head) /
@@ -89,14 +89,22 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
-		(double)hp->n_head * (2.0 * hp->d_head + klen_max + n_dist) +
 		hp->d_inner + hp->n_token + head_size(hp) + 2.0;
 
 	/* K, V and R in kv_dt, the rest in floats */
 	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
 				     (double)n_dist * hp->n_head) +
 		      seg * per_row + hp->d_model) +
-		txl_attn_bytes(hp, seg, klen_max);
+		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
+}
+
+/* The threads a session with these settings runs (txl_set_threads()). */
+static int
+session_threads(const struct txl_session *s)
+{
+	int n = s->params.n_threads > 0 ? s->params.n_threads : txl_n_cpus();
+
+	return n < TXL_MAX_THREADS ? n : TXL_MAX_THREADS;
 }
 
 static enum txl_status
@@ -200,7 +208,7 @@ txl_session_bytes(const struct txl_model *m,
 		return -1;
 	klen_max = session_shape(&s);
 	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
-				      s.n_dist, s.kv_dt);
+				      s.n_dist, s.kv_dt, session_threads(&s));
 }
 
 enum txl_status
@@ -225,15 +233,13 @@ txl_session_new(const struct txl_model *m,
 		free(s);
 		return st;
 	}
-	txl_set_threads(s->params.n_threads);
-
 	S = (size_t)s->seg_len;
 	klen_max = session_shape(s);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
 	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
-				    s->n_dist, s->kv_dt);
+				    s->n_dist, s->kv_dt, session_threads(s));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	if (have > 0 && need > have) {
@@ -244,6 +250,8 @@ txl_session_new(const struct txl_model *m,
 		free(s);
 		return TXL_ERR_NOMEM;
 	}
+	/* (after the refusal: a session refused changes nothing) */
+	txl_set_threads(s->params.n_threads);
 
 	s->k = calloc((size_t)hp->n_layer, sizeof *s->k);
 	s->v = calloc((size_t)hp->n_layer, sizeof *s->v);
@@ -259,19 +267,14 @@ txl_session_new(const struct txl_model *m,
 	s->h = txl_alloc_floats(S * hp->d_model);
 	s->xn = txl_alloc_floats(S * dx);
 	s->qkv = txl_alloc_floats(S * 3 * hd);
-	s->qw = txl_alloc_floats(S * hd);
-	s->qr = txl_alloc_floats(S * hd);
-	s->score = txl_alloc_floats(S * hp->n_head * klen_max);
-	s->bd = txl_alloc_floats(S * hp->n_head * s->n_dist);
 	s->attn = txl_alloc_floats(S * hd);
 	s->tmp = txl_alloc_floats(S * hp->d_model);
 	s->ff = txl_alloc_floats(S * hp->d_inner);
 	s->logits = txl_alloc_floats(S * hp->n_token);
 	s->last_h = txl_alloc_floats((size_t)hp->d_model);
 	s->rows = txl_alloc_floats(S * hp->d_model);
-	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->qw || !s->qr ||
-	    !s->score || !s->bd || !s->attn || !s->tmp || !s->ff ||
-	    !s->logits || !s->rows)
+	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->attn || !s->tmp ||
+	    !s->ff || !s->logits || !s->rows)
 		goto nomem;
 	if (head_size(hp) &&
 	    !(s->head = txl_alloc_floats(S * (size_t)head_size(hp))))
@@ -307,10 +310,6 @@ txl_session_free(struct txl_session *s)
 	free(s->h);
 	free(s->xn);
 	free(s->qkv);
-	free(s->qw);
-	free(s->qr);
-	free(s->score);
-	free(s->bd);
 	free(s->attn);
 	free(s->tmp);
 	free(s->ff);
