@@ -589,6 +589,31 @@ AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 /* Q8_0 rows: per block, a[r] times its scale, then its values widened
  * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
  * blocks) at a time in registers, then a last odd block. */
+
+/* the 32 floats at y into c0..c3; c0..c3 back */
+#define LOAD4(y, c0, c1, c2, c3)                                             \
+	do {                                                                 \
+		c0 = _mm256_loadu_ps(y);                                     \
+		c1 = _mm256_loadu_ps((y) + 8);                               \
+		c2 = _mm256_loadu_ps((y) + 16);                              \
+		c3 = _mm256_loadu_ps((y) + 24);                              \
+	} while (0)
+#define STORE4(y, c0, c1, c2, c3)                                            \
+	do {                                                                 \
+		_mm256_storeu_ps(y, c0);                                     \
+		_mm256_storeu_ps((y) + 8, c1);                               \
+		_mm256_storeu_ps((y) + 16, c2);                              \
+		_mm256_storeu_ps((y) + 24, c3);                              \
+	} while (0)
+/* c0..c3 += d times the 32 values of block q */
+#define BLOCK_FMA(d, q, c0, c1, c2, c3)                                      \
+	do {                                                                 \
+		c0 = _mm256_fmadd_ps(d, q8_load8((q)->qs), c0);              \
+		c1 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 8), c1);          \
+		c2 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 16), c2);         \
+		c3 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 24), c3);         \
+	} while (0)
+
 static void
 axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
@@ -599,58 +624,37 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 
 	for (; b + 2 <= nb; b += 2) {
 		float *yb = y + b * TXL_QK;
-		__m256 c0 = _mm256_loadu_ps(yb), c1 = _mm256_loadu_ps(yb + 8);
-		__m256 c2 = _mm256_loadu_ps(yb + 16);
-		__m256 c3 = _mm256_loadu_ps(yb + 24);
-		__m256 c4 = _mm256_loadu_ps(yb + 32);
-		__m256 c5 = _mm256_loadu_ps(yb + 40);
-		__m256 c6 = _mm256_loadu_ps(yb + 48);
-		__m256 c7 = _mm256_loadu_ps(yb + 56);
+		__m256 c0, c1, c2, c3, c4, c5, c6, c7;
+		LOAD4(yb, c0, c1, c2, c3);
+		LOAD4(yb + 32, c4, c5, c6, c7);
 		for (int r = 0; r < n; r++) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
 					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m256 ar = _mm256_broadcast_ss(a + r);
-			const __m256 d0 = _mm256_mul_ps(ar, q8_scale(q));
-			const __m256 d1 = _mm256_mul_ps(ar, q8_scale(q + 1));
-			c0 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs), c0);
-			c1 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 8), c1);
-			c2 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 16), c2);
-			c3 = _mm256_fmadd_ps(d0, q8_load8(q[0].qs + 24), c3);
-			c4 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs), c4);
-			c5 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 8), c5);
-			c6 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 16), c6);
-			c7 = _mm256_fmadd_ps(d1, q8_load8(q[1].qs + 24), c7);
+			BLOCK_FMA(_mm256_mul_ps(ar, q8_scale(q)), q, c0, c1, c2, c3);
+			BLOCK_FMA(_mm256_mul_ps(ar, q8_scale(q + 1)), q + 1, c4,
+				  c5, c6, c7);
 		}
-		_mm256_storeu_ps(yb, c0);
-		_mm256_storeu_ps(yb + 8, c1);
-		_mm256_storeu_ps(yb + 16, c2);
-		_mm256_storeu_ps(yb + 24, c3);
-		_mm256_storeu_ps(yb + 32, c4);
-		_mm256_storeu_ps(yb + 40, c5);
-		_mm256_storeu_ps(yb + 48, c6);
-		_mm256_storeu_ps(yb + 56, c7);
+		STORE4(yb, c0, c1, c2, c3);
+		STORE4(yb + 32, c4, c5, c6, c7);
 	}
 	if (b < nb) {
 		float *yb = y + b * TXL_QK;
-		__m256 c0 = _mm256_loadu_ps(yb), c1 = _mm256_loadu_ps(yb + 8);
-		__m256 c2 = _mm256_loadu_ps(yb + 16);
-		__m256 c3 = _mm256_loadu_ps(yb + 24);
+		__m256 c0, c1, c2, c3;
+		LOAD4(yb, c0, c1, c2, c3);
 		for (int r = 0; r < n; r++) {
 			const struct txl_block_q8_0 *q = (const void *)(base +
 					(size_t)r * ld + (size_t)b * sizeof *q);
-			const __m256 d = _mm256_mul_ps(
-				_mm256_broadcast_ss(a + r), q8_scale(q));
-			c0 = _mm256_fmadd_ps(d, q8_load8(q[0].qs), c0);
-			c1 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 8), c1);
-			c2 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 16), c2);
-			c3 = _mm256_fmadd_ps(d, q8_load8(q[0].qs + 24), c3);
+			BLOCK_FMA(_mm256_mul_ps(_mm256_broadcast_ss(a + r),
+						q8_scale(q)), q, c0, c1, c2, c3);
 		}
-		_mm256_storeu_ps(yb, c0);
-		_mm256_storeu_ps(yb + 8, c1);
-		_mm256_storeu_ps(yb + 16, c2);
-		_mm256_storeu_ps(yb + 24, c3);
+		STORE4(yb, c0, c1, c2, c3);
 	}
 }
+
+#undef LOAD4
+#undef STORE4
+#undef BLOCK_FMA
 
 static void
 narrow_f32(void *dst, const float *src, size_t n)
