@@ -209,7 +209,7 @@ q8_scale(const struct txl_block_q8_0 *b)
 	uint16_t d;
 
 	memcpy(&d, &b->d, sizeof d);
-	return _mm256_set1_ps(_cvtsh_ss(d));
+	return _mm256_cvtph_ps(_mm_set1_epi16((short)d));
 }
 
 static void
