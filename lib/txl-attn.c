@@ -238,6 +238,20 @@ seg_slot_floats(const struct txl_hparams *hp, int rows, int klen_max,
 			       2 * (size_t)hp->d_head);
 }
 
+/* The same for a session: its rows and floats */
+static int
+slot_rows(const struct txl_session *s)
+{
+	return seg_rows(s->seg_len, s->kv_dt);
+}
+
+static size_t
+slot_floats(const struct txl_session *s)
+{
+	return seg_slot_floats(&s->model->hp, slot_rows(s), s->klen_max,
+			       s->n_dist);
+}
+
 double
 txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 	       int n_dist, enum txl_dtype kv_dt, int threads)
@@ -256,9 +270,7 @@ txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 static bool
 seg_grow(struct txl_session *s, int n)
 {
-	const size_t slot = seg_slot_floats(&s->model->hp, s->seg_rows,
-					    s->klen_max, s->n_dist);
-	float *p = txl_alloc_floats(slot * (size_t)n);
+	float *p = txl_alloc_floats(slot_floats(s) * (size_t)n);
 
 	if (!p)
 		return false;
@@ -281,7 +293,6 @@ txl_attn_init(struct txl_session *s, int klen_max)
 	s->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
-	s->seg_rows = seg_rows(s->seg_len, s->kv_dt);
 	if (!s->fq || !s->fsc || !s->part || !seg_grow(s, txl_pool_threads()))
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
@@ -769,7 +780,7 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_layer *ly = &s->model->layers[g->l];
 	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
-	const int klen = g->klen, n_bd = g->n_bd, rows = s->seg_rows;
+	const int klen = g->klen, n_bd = g->n_bd, rows = slot_rows(s);
 	const enum txl_dtype dt = s->kv_dt;
 	const float *q = s->qkv + (size_t)i0 * g->qs + h * D;
 	/* head h's rows of the window's K and V */
@@ -809,8 +820,8 @@ seg_task(void *p, int ith, int nth)
 	struct seg *g = p;
 	struct txl_session *s = g->s;
 	const int units = s->model->hp.n_head * g->n_blocks;
-	const size_t slot = seg_slot_floats(&s->model->hp, s->seg_rows,
-					    s->klen_max, s->n_dist);
+	const int rows = slot_rows(s);
+	const size_t slot = slot_floats(s);
 	int u;
 
 	(void)nth;
@@ -819,9 +830,8 @@ seg_task(void *p, int ith, int nth)
 	while ((u = atomic_fetch_add_explicit(&g->next, 1,
 					      memory_order_relaxed)) < units) {
 		const int h = u / g->n_blocks;
-		const int i0 = u % g->n_blocks * s->seg_rows;
-		const int i1 = i0 + s->seg_rows < g->n ? i0 + s->seg_rows
-			: g->n;
+		const int i0 = u % g->n_blocks * rows;
+		const int i1 = i0 + rows < g->n ? i0 + rows : g->n;
 
 		seg_unit(g, s->seg + (size_t)ith * slot, h, i0, i1);
 	}
@@ -835,7 +845,7 @@ attend_segment(struct txl_session *s, int l, int n, int base, int qs)
 	struct seg g = {
 		.s = s, .l = l, .n = n, .base = base, .klen = klen,
 		.n_bd = klen < s->n_dist ? klen : s->n_dist, .qs = qs,
-		.n_blocks = (n + s->seg_rows - 1) / s->seg_rows,
+		.n_blocks = (n + slot_rows(s) - 1) / slot_rows(s),
 		.scale = 1.0f / sqrtf((float)hp->d_head),
 	};
 

@@ -233,6 +233,8 @@ double txl_exp_sum(float *out, const float *x, int n, float max);
 /* Threads of the kernels (the pool) and of OpenBLAS together; n <= 0:
  * one per CPU this process may run on. */
 void txl_set_threads(int n);
+/* The threads txl_set_threads(n) starts. */
+int txl_threads_of(int n);
 
 /* ---- the thread pool (txl-pool.c) ---- */
 
@@ -417,9 +419,9 @@ struct txl_session {
 	float *xn;		/* (seg_len, max(d_model, d_embed)) */
 	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
 	/* segments of more queries (txl-attn.c, attend_segment()): a slot
-	 * of scratch per thread, for seg_rows queries' scores */
+	 * of scratch per thread */
 	float *seg;		/* seg_slots slots */
-	int seg_slots, seg_rows;
+	int seg_slots;
 	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
 	int klen_max;		/* the most keys a query sees */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */

@@ -814,33 +814,7 @@ max_of(const float *x, int n)
 	return r;
 }
 
-#define TABLE(name_, dot_rows_q8_, dot_il_)                                  \
-	{                                                                    \
-		.name = name_,                                               \
-		.dot_rows = {                                                \
-			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
-			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
-		},                                                           \
-		.widen = {                                                   \
-			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
-			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
-		},                                                           \
-		.narrow = {                                                  \
-			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
-			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
-		},                                                           \
-		.axpy_rows = {                                               \
-			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
-			[TXL_BF16] = axpy_rows_bf16,                         \
-			[TXL_Q8_0] = axpy_rows_q8_0,                         \
-		},                                                           \
-		.quantize_q8 = quantize_q8,                                  \
-		.dot_rows_q8 = dot_rows_q8_,                                 \
-		.dot_il = dot_il_,                                           \
-		.exp_sum = exp_sum,                                          \
-		.max = max_of,                                               \
-	}
-
-const struct txl_kernels txl_kernels_avx2 = TABLE("avx2", dot_rows_q8, dot_il);
+const struct txl_kernels txl_kernels_avx2 =
+	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il);
 const struct txl_kernels txl_kernels_avx2_vnni =
-	TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni);
+	TXL_KERNEL_TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni);

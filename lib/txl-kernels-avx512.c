@@ -732,36 +732,7 @@ max_of(const float *x, int n)
 	return _mm512_reduce_max_ps(m);
 }
 
-/* The two tables differ only in the integer products of Q8_0. */
-#define TABLE(table_name, q8, il)                                           \
-	{                                                                    \
-		.name = table_name,                                          \
-		.dot_rows = {                                                \
-			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
-			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
-		},                                                           \
-		.widen = {                                                   \
-			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
-			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
-		},                                                           \
-		.narrow = {                                                  \
-			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
-			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
-		},                                                           \
-		.axpy_rows = {                                               \
-			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
-			[TXL_BF16] = axpy_rows_bf16,                         \
-			[TXL_Q8_0] = axpy_rows_q8_0,                         \
-		},                                                           \
-		.quantize_q8 = quantize_q8,                                  \
-		.dot_rows_q8 = q8,                                           \
-		.dot_il = il,                                                \
-		.exp_sum = exp_sum,                                          \
-		.max = max_of,                                               \
-	}
-
 const struct txl_kernels txl_kernels_avx512 =
-	TABLE("avx512", dot_rows_q8_bw, dot_il_bw);
+	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw);
 const struct txl_kernels txl_kernels_avx512_vnni =
-	TABLE("avx512vnni", dot_rows_q8_vnni,
-			 dot_il_vnni);
+	TXL_KERNEL_TABLE("avx512vnni", dot_rows_q8_vnni, dot_il_vnni);

@@ -329,30 +329,8 @@ max_of(const float *x, int n)
 	return m;
 }
 
-static const struct txl_kernels kernels_scalar = {
-	.name = "scalar",
-	.dot_rows = {
-		[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,
-		[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0,
-	},
-	.widen = {
-		[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,
-		[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,
-	},
-	.narrow = {
-		[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,
-		[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,
-	},
-	.axpy_rows = {
-		[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16,
-		[TXL_BF16] = axpy_rows_bf16, [TXL_Q8_0] = axpy_rows_q8_0,
-	},
-	.quantize_q8 = quantize_q8,
-	.dot_rows_q8 = dot_rows_q8,
-	.dot_il = dot_il,
-	.exp_sum = exp_sum,
-	.max = max_of,
-};
+static const struct txl_kernels kernels_scalar =
+	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1

@@ -76,9 +76,10 @@ typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
  * float32 -> float16), and returns the factor 1 / d that takes a value to
  * its int8, q = the product rounded half away from zero (|v| + 0.5
  * truncated), clipped to [-127, 127] (a normal scale rounded down puts
- * |v| up to 127 (1 + 2^-11), a subnormal one below 191).  The value then widens to within half a step, d / 2,
- * of x, when d is a normal F16 (amax >= 127 * 2^-14; below, within
- * d / 2 + 127 * 2^-25 = 4e-6: the subnormals' spacing).  It
+ * |v| up to 127 (1 + 2^-11), a subnormal one below 191).  The value
+ * then widens to within half a step, d / 2, of x, when d is a normal F16
+ * (amax >= 127 * 2^-14; below, within d / 2 + 127 * 2^-25 = 4e-6: the
+ * subnormals' spacing).  It
  * returns 0 when the block's values are all to be 0: a zero
  * scale, a NaN one (the block then widens to NaNs, as the memory of
  * another kv_type would hold them), or past F16's range (amax above
@@ -131,6 +132,36 @@ struct txl_kernels {
 	/* the largest of x[n] (-INFINITY for n == 0) */
 	float (*max)(const float *x, int n);
 };
+
+/* A table of the kernels of one file, which names them the same in each
+ * (dot_rows_f32, ..., exp_sum, max_of): its tables differ only in the
+ * integer products of Q8_0. */
+#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_)                       \
+	{                                                                    \
+		.name = name_,                                               \
+		.dot_rows = {                                                \
+			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
+			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
+		},                                                           \
+		.widen = {                                                   \
+			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
+			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
+		},                                                           \
+		.narrow = {                                                  \
+			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
+			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
+		},                                                           \
+		.axpy_rows = {                                               \
+			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
+			[TXL_BF16] = axpy_rows_bf16,                         \
+			[TXL_Q8_0] = axpy_rows_q8_0,                         \
+		},                                                           \
+		.quantize_q8 = quantize_q8,                                  \
+		.dot_rows_q8 = dot_rows_q8_,                                 \
+		.dot_il = dot_il_,                                           \
+		.exp_sum = exp_sum,                                          \
+		.max = max_of,                                               \
+	}
 
 /* The table in use (chosen once, on first use). */
 const struct txl_kernels *txl_kernels(void);

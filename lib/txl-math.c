@@ -30,11 +30,18 @@
  * handing it to the pool costs about a microsecond. */
 #define PARALLEL_MIN 32768
 
-void
-txl_set_threads(int n)
+int
+txl_threads_of(int n)
 {
 	if (n <= 0)
 		n = txl_n_cpus();
+	return n < TXL_MAX_THREADS ? n : TXL_MAX_THREADS;
+}
+
+void
+txl_set_threads(int n)
+{
+	n = txl_threads_of(n);
 	if (n == txl_pool_threads() && n > 1)
 		return;
 	/* one thread for OpenBLAS: the pool splits the sgemm calls */

@@ -90,13 +90,16 @@ txl_pool_in_task(void)
 	return in_task;
 }
 
-/* fn on this thread, as thread ith of nth */
+/* fn on this thread, as thread ith of nth (a task started inside one,
+ * which runs alone, leaves the flag as it found it) */
 static void
 run_task(txl_task_fn fn, void *ctx, int ith, int nth)
 {
+	const bool was = in_task;
+
 	in_task = true;
 	fn(ctx, ith, nth);
-	in_task = false;
+	in_task = was;
 }
 
 static uint64_t
@@ -183,12 +186,12 @@ void
 txl_pool_run(txl_task_fn fn, void *ctx)
 {
 	if (pool.n == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
-		fn(ctx, 0, 1);
+		run_task(fn, ctx, 0, 1);
 		return;
 	}
 	if (pool.n == 1) {	/* shrunk meanwhile */
 		pthread_mutex_unlock(&pool.busy);
-		fn(ctx, 0, 1);
+		run_task(fn, ctx, 0, 1);
 		return;
 	}
 	pool.fn = fn;

@@ -98,14 +98,6 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
 }
 
-/* The threads a session with these settings runs (txl_set_threads()). */
-static int
-session_threads(const struct txl_session *s)
-{
-	int n = s->params.n_threads > 0 ? s->params.n_threads : txl_n_cpus();
-
-	return n < TXL_MAX_THREADS ? n : TXL_MAX_THREADS;
-}
 
 static enum txl_status
 resolve_params(const struct txl_model *m, const struct txl_session_params *in,
@@ -208,7 +200,7 @@ txl_session_bytes(const struct txl_model *m,
 		return -1;
 	klen_max = session_shape(&s);
 	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
-				      s.n_dist, s.kv_dt, session_threads(&s));
+				      s.n_dist, s.kv_dt, txl_threads_of(s.params.n_threads));
 }
 
 enum txl_status
@@ -239,7 +231,7 @@ txl_session_new(const struct txl_model *m,
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
 	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
-				    s->n_dist, s->kv_dt, session_threads(s));
+				    s->n_dist, s->kv_dt, txl_threads_of(s->params.n_threads));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	if (have > 0 && need > have) {

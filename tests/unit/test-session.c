@@ -2,8 +2,9 @@
 /*
  * test-session.c - properties of sessions and the tokenizer on a random
  * model (argv[1], made by tests/make_random_model.py; argv[2] a scratch
- * directory; argv[3] a model of d_head 32, for kv_type Q8_0).  Numbers against PyTorch are test_parity.py's business;
- * these are the invariants that hold whatever the weights:
+ * directory; argv[3] a model of d_head 32, for kv_type Q8_0).  Numbers
+ * against PyTorch are test_parity.py's business; these are the
+ * invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
  *   - saving the memory and loading it into a new session continues
  *     exactly, and so does changing the settings of a live session; a
