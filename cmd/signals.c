@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,9 +17,19 @@
 
 volatile sig_atomic_t interrupted;
 
+static pthread_t main_thread;
+
 static void
 on_signal(int sig)
 {
+	/* the kernel may hand a signal to any thread that does not block it
+	 * (OpenBLAS starts its own before main()): sent on, it wakes the
+	 * main thread where that one waits for input, and sets the flag
+	 * there, once */
+	if (!pthread_equal(pthread_self(), main_thread)) {
+		pthread_kill(main_thread, sig);
+		return;
+	}
 	/* SIGTERM wins: the session must end even if Ctrl-C only asked to
 	 * stop a generation */
 	if (interrupted != SIGTERM)
@@ -30,6 +41,7 @@ signals_setup(bool restart)
 {
 	struct sigaction sa;
 
+	main_thread = pthread_self();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);

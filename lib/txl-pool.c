@@ -22,6 +22,7 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -243,6 +244,13 @@ txl_pool_set_threads(int n)
 		n = TXL_MAX_THREADS;
 	pthread_mutex_lock(&pool.busy);
 	if (n != pool.n) {
+		sigset_t all, old;
+
+		/* the workers never take the application's signals: a
+		 * handler run on one of them could not wake the thread that
+		 * waits for input */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		stop_workers();
 		for (int i = 1; i < n; i++) {
 			struct worker_arg *a = malloc(sizeof *a);
@@ -256,6 +264,7 @@ txl_pool_set_threads(int n)
 			}
 			pool.n = i + 1;
 		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (pool.n != n)
 			txl_log(TXL_LOG_WARN, "thread pool: started %d of %d "
 				"threads", pool.n, n);

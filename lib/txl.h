@@ -273,7 +273,8 @@ struct txl_session_params {
 			      TXL_FROM_MODEL */
 	int same_length;   /* 0 off, 1 on; TXL_FROM_MODEL */
 	int n_threads;     /* threads of the kernels and of OpenBLAS, one
-			      setting for the whole process; 0 = one per CPU */
+			      setting for the whole process; 0 = one per CPU.
+			      libtxl's own threads block every signal */
 	txl_abort_fn abort_cb; /* NULL = never abort */
 	void *abort_data;  /* passed to abort_cb */
 	int stride;        /* models without memory (attn_type 2, 3): the

@@ -8,6 +8,7 @@ pseudo-terminal (pty) as a person would, and as a script through a pipe.
 Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
+import ctypes
 import fcntl
 import json
 import math
@@ -128,6 +129,40 @@ def read_pipe(f, done, timeout=30):
                 break
             got += b
     return got
+
+
+def wait_stdin_open(p, timeout=30):
+    """(stdout, stderr) of @p once it has ended, its stdin left open:
+    communicate() would close it, and an end of input that comes with a
+    signal races it."""
+    pipes, got = {p.stdout.fileno(): b"", p.stderr.fileno(): b""}, {}
+    end = time.time() + timeout
+    while pipes:
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError("still running after a signal")
+        for fd in select.select(list(pipes), [], [], left)[0]:
+            b = os.read(fd, 65536)
+            if b:
+                pipes[fd] += b
+            else:
+                got[fd] = pipes.pop(fd)
+    p.wait(timeout=max(end - time.time(), 1))
+    return got[p.stdout.fileno()], got[p.stderr.fileno()]
+
+
+def other_thread(pid, sig):
+    """A thread of process @pid, not its main one, that would run the
+    handler of @sig (one that does not block it), or None."""
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+        if tid == pid:
+            continue
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            blk = next(int(line.split()[1], 16) for line in f
+                       if line.startswith("SigBlk:"))
+        if not blk & (1 << (sig - 1)):
+            return tid
+    return None
 
 
 def tmpfile(name, content):
@@ -928,13 +963,35 @@ class Signals(unittest.TestCase):
         line = read_pipe(p.stdout, lambda b: b"\n" in b)  # the turn ends
         self.assertTrue(line.endswith(b"\n"))
         p.send_signal(signal.SIGTERM)       # waiting for the next line
-        _, err = p.communicate(timeout=30)
+        _, err = wait_stdin_open(p)
         self.assertEqual(p.returncode, 143)
         self.assertIn(b"terminated", err)
         # the memory was saved whole: it continues the text
         rc, out, err = run("--state-in", st, "-n", "3", "--seed", "1",
                            "-p", "")
         self.assertEqual((rc, err), (0, ""))
+
+    def test_a_signal_taken_by_another_thread_wakes_the_reader(self):
+        # the kernel gives a process's signal to any thread that does not
+        # block it; run on OpenBLAS's, the handler used to set the flag
+        # while the main thread slept on in read(), until input came
+        libc = ctypes.CDLL(None, use_errno=True)
+        for argv, sig, status in (
+                (["-i", "-n", "3"], signal.SIGTERM, 143),
+                (["--score", "-", "--seg-len", "8"], signal.SIGINT, 130)):
+            p = popen(self, [TXLGEN, "-m", MODEL, *argv],
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE)
+            p.stdin.write(b"Hello\n")  # and no end: it waits for more
+            p.stdin.flush()
+            time.sleep(1)
+            tid = other_thread(p.pid, sig)
+            if tid is None:
+                self.skipTest("no thread but the main one takes signals")
+            self.assertEqual(libc.tgkill(p.pid, tid, sig), 0)
+            _, err = wait_stdin_open(p, timeout=10)
+            self.assertEqual(p.returncode, status, argv)
+            self.assertIn(b"txlgen: ", err)
 
     def test_sigint_during_prime_says_so(self):
         p = popen(self, [TXLGEN, "-m", MODEL, "--prime", "-", "-p", "x"],
@@ -944,7 +1001,7 @@ class Signals(unittest.TestCase):
         p.stdin.flush()
         time.sleep(1)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        out, err = wait_stdin_open(p)
         self.assertEqual((p.returncode, out), (130, b""))
         self.assertEqual(err, b"txlgen: interrupted\n")
 
@@ -1248,7 +1305,7 @@ class ScoringReports(unittest.TestCase):
         p.stdin.flush()
         time.sleep(1.5)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
+        out, err = wait_stdin_open(p)
         self.assertEqual(p.returncode, 130)
         self.assertIn(b"interrupted", err)
         return out, len(data)
