@@ -110,6 +110,7 @@ struct call {
 	int n, K;
 	float *x, *y;
 	struct txl_q8_act *a;
+	struct txl_q16_act *a16;
 };
 
 static void
@@ -126,6 +127,14 @@ call_dot_il(void *p)
 	struct call *c = p;
 
 	c->k->dot_il(c->y, c->w, c->n / TXL_IL, c->a, c->K);
+}
+
+static void
+call_dot_rows_q16(void *p)
+{
+	struct call *c = p;
+
+	c->k->dot_rows_q16(c->y, c->w, c->ld, c->a16, c->n, c->K);
 }
 
 static void
@@ -154,10 +163,14 @@ bench_table(const struct txl_kernels *k)
 	float *ad = xmalloc(sizeof(float) * (size_t)(K / TXL_QK));
 	int32_t *aoff = xmalloc(sizeof(int32_t) * (size_t)(K / TXL_QK));
 	struct txl_q8_act act = { .q = aq, .d = ad, .off = aoff };
+	int16_t q16[64];
+	float d16[64 / TXL_QK];
+	struct txl_q16_act act16 = { .q = q16, .d = d16 };
 
 	for (int i = 0; i < (n_attn > K ? n_attn : K); i++)
 		x[i] = uniform();
 	k->quantize_q8(&act, x, K);
+	txl_quantize_q16(&act16, x, D);
 
 	for (size_t s = 0; s < sizeof sizes_mb / sizeof *sizes_mb; s++) {
 		for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
@@ -193,12 +206,18 @@ bench_table(const struct txl_kernels *k)
 		const size_t ld = txl_row_bytes(dt, D);
 		uint8_t *w = make_rows(dt, n_attn, D);
 		struct call c = { .k = k, .dt = dt, .w = w, .ld = ld,
-				  .n = n_attn, .K = D, .x = x, .y = y };
+				  .n = n_attn, .K = D, .x = x, .y = y,
+				  .a16 = &act16 };
 		const double bytes = (double)ld * n_attn;
 
 		printf("%s attn_dot_rows %s %.1f %.1f\n", k->name,
 		       dt_names[dt], bytes / (1 << 20),
 		       rate(call_dot_rows, &c, bytes));
+		if (dt == TXL_Q8_0)
+			/* what a Q8_0 memory takes: an int16 query */
+			printf("%s attn_dot_rows_q16 %s %.1f %.1f\n", k->name,
+			       dt_names[dt], bytes / (1 << 20),
+			       rate(call_dot_rows_q16, &c, bytes));
 		memset(y, 0, sizeof(float) * (size_t)D);
 		printf("%s attn_axpy_rows %s %.1f %.1f\n", k->name,
 		       dt_names[dt], bytes / (1 << 20),

@@ -258,8 +258,10 @@ txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 
-	/* fq, the scores, the parts; the slots of the segments' units */
-	return 4.0 * few_queries(seg_len) * (2.0 * hd + (double)hp->n_head *
+	/* fq (and in int16, with its scales, for a Q8_0 memory), the
+	 * scores, the parts; the slots of the segments' units */
+	return 4.0 * few_queries(seg_len) * ((kv_dt == TXL_Q8_0 ? 3.0 + 2.0 /
+		TXL_QK : 2.0) * hd + (double)hp->n_head *
 		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0))) +
 		4.0 * threads * (double)seg_slot_floats(hp,
 			seg_rows(seg_len, kv_dt), klen_max, n_dist);
@@ -293,6 +295,12 @@ txl_attn_init(struct txl_session *s, int klen_max)
 	s->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
+	if (s->kv_dt == TXL_Q8_0) {
+		s->fq16 = malloc(nq * 2 * hd * sizeof *s->fq16);
+		s->fq16d = txl_alloc_floats(nq * 2 * hd / TXL_QK);
+		if (!s->fq16 || !s->fq16d)
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
 	if (!s->fq || !s->fsc || !s->part || !seg_grow(s, txl_pool_threads()))
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
@@ -325,6 +333,10 @@ txl_attn_free(struct txl_session *s)
 	free(s->r_bias);
 	free(s->pos);
 	free(s->fq);
+	free(s->fq16);
+	free(s->fq16d);
+	s->fq16 = NULL;
+	s->fq16d = NULL;
 	free(s->fsc);
 	free(s->part);
 	free(s->seg);
@@ -553,14 +565,43 @@ prefetch_rows(const uint8_t *w, size_t ld, int r)
 		__builtin_prefetch((const void *)(p + o));
 }
 
-static void
-dot_stream(txl_dot_rows_fn fn, float *y, const uint8_t *w, size_t ld,
-	   const float *x, int n, int K)
+/* A query of few_unit's products: float, or int16 (the slot's of fq16)
+ * against a Q8_0 memory, whose integer products read it twice as fast
+ * as converting each key to float. */
+struct few_query {
+	const float *x;
+	struct txl_q16_act q16;
+};
+
+static struct few_query
+few_query(const struct txl_session *s, const float *x, size_t slot)
 {
+	const size_t D = (size_t)s->model->hp.d_head;
+	struct few_query fq = { .x = x };
+
+	if (s->kv_dt == TXL_Q8_0) {
+		fq.q16.q = s->fq16 + slot * D;
+		fq.q16.d = s->fq16d + slot * D / TXL_QK;
+	}
+	return fq;
+}
+
+static void
+dot_stream(const struct txl_session *s, float *y, const uint8_t *w,
+	   size_t ld, const struct few_query *x, int n, int K)
+{
+	const struct txl_kernels *k = txl_kernels();
+	const enum txl_dtype dt = s->kv_dt;
+
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
 		prefetch_rows(w, ld, r + PF_AHEAD);
-		fn(y + r, w + (size_t)r * ld, ld, x, m, K);
+		if (dt == TXL_Q8_0)
+			k->dot_rows_q16(y + r, w + (size_t)r * ld, ld,
+					&x->q16, m, K);
+		else
+			k->dot_rows[dt](y + r, w + (size_t)r * ld, ld, x->x,
+					m, K);
 	}
 }
 
@@ -595,14 +636,14 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	for (int c = j0; c < j1; c += STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {
-			const float *q = relative(hp)
+			const struct few_query q = few_query(s, relative(hp)
 				? s->fq + ((size_t)i * H + h) * D
-				: f->q + (size_t)i * f->qs + h * D;
+				: f->q + (size_t)i * f->qs + h * D,
+				(size_t)i * H + h);
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				dot_stream(k->dot_rows[dt],
-					   few_scores(f, h, i) + lo,
+				dot_stream(s, few_scores(f, h, i) + lo,
 					   K + (size_t)lo * s->kv_row,
-					   s->kv_row, q, hi - lo, D);
+					   s->kv_row, &q, hi - lo, D);
 		}
 	}
 	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
@@ -624,13 +665,14 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 			const int near = qpos - (hi - 1) < last ? qpos - (hi - 1)
 				: last;
 			const int far = qpos - lo < last ? qpos - lo : last;
-			const float *q = hp->attn_type == 0
+			const struct few_query q = few_query(s,
+				hp->attn_type == 0
 				? s->fq + ((size_t)(f->n + i) * H + h) * D
-				: f->q + (size_t)i * f->qs + h * D;
-			dot_stream(k->dot_rows[dt], bd,
-				   txl_kv_row(s, s->r[f->l], s->n_dist, h,
-					      near),
-				   s->kv_row, q, far - near + 1, D);
+				: f->q + (size_t)i * f->qs + h * D,
+				(size_t)(f->n + i) * H + h);
+			dot_stream(s, bd, txl_kv_row(s, s->r[f->l], s->n_dist,
+						     h, near),
+				   s->kv_row, &q, far - near + 1, D);
 			if (hp->attn_type == 1)
 				for (int t = near; t <= far; t++)
 					bd[t - near] += s->r_bias[f->l]
@@ -745,6 +787,24 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 					qr[c] = qi[c] + ly->r_r_bias[c];
 			}
 		}
+	}
+	if (s->kv_dt == TXL_Q8_0) {
+		/* the queries of AC and BD as few_unit takes them, in int16
+		 * (slots as fq's) */
+		for (int i = 0; i < n; i++)
+			for (int h = 0; h < H; h++) {
+				const float *q = s->qkv + (size_t)i * qs + h * D;
+				const size_t ac = (size_t)i * H + h;
+				const size_t bd = (size_t)(n + i) * H + h;
+				struct few_query x = few_query(s, NULL, ac);
+				txl_quantize_q16(&x.q16, relative(hp) ?
+						 s->fq + ac * D : q, D);
+				if (!relative(hp))
+					continue;
+				x = few_query(s, NULL, bd);
+				txl_quantize_q16(&x.q16, hp->attn_type == 0 ?
+						 s->fq + bd * D : q, D);
+			}
 	}
 	/* a product of d_head per key and query for AC, BD and V */
 	txl_pool_run_for(few_task, &f, 3.0 * n * H * klen * D);

@@ -425,6 +425,9 @@ struct txl_session {
 	/* segments of a few queries (txl-attn.c, txl_attn_bytes()) */
 	int klen_max;		/* the most keys a query sees */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
+	int16_t *fq16;		/* with a Q8_0 memory: the queries of fq (or
+				   q itself) in int16, per query and head */
+	float *fq16d;		/* their scales, one per TXL_QK values */
 	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
 				   softmax (d_head sums, max, sum of exps) */

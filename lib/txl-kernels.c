@@ -173,6 +173,47 @@ dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
 	}
 }
 
+void
+txl_quantize_q16(struct txl_q16_act *a, const float *x, int K)
+{
+	for (int b = 0; b < K / TXL_QK; b++) {
+		const float *xb = x + b * TXL_QK;
+		const float d = block_amax(xb) / 32767.0f;
+
+		for (int i = 0; i < TXL_QK; i++) {
+			/* a division, not a product by 1 / d: that is inf
+			 * for the smallest d.  A NaN d leaves the values 0
+			 * and makes the block's products NaN */
+			float v = d > 0.0f ? xb[i] / d : 0.0f;
+			v = v > 32767.0f ? 32767.0f : v < -32767.0f ? -32767.0f
+				: v;
+			a->q[b * TXL_QK + i] = (int16_t)lrintf(v);
+		}
+		a->d[b] = d;
+	}
+}
+
+static void
+dot_rows_q16(float *y, const void *w, size_t ld, const struct txl_q16_act *a,
+	     int n, int K)
+{
+	for (int r = 0; r < n; r++) {
+		const struct txl_block_q8_0 *blk =
+			(const void *)((const uint8_t *)w + (size_t)r * ld);
+		float acc = 0.0f;
+
+		for (int b = 0; b < K / TXL_QK; b++) {
+			int32_t s = 0;
+
+			for (int i = 0; i < TXL_QK; i++)
+				s += blk[b].qs[i] * a->q[b * TXL_QK + i];
+			acc += (float)s * (txl_f16_to_f32(load_u16((const uint8_t *)
+							  &blk[b].d)) * a->d[b]);
+		}
+		y[r] = acc;
+	}
+}
+
 /* Interleaved Q8_0 (txl-kernels.h): row i of a group, block b, has its
  * scale at half i of the block and its values j * 4 .. j * 4 + 3 at
  * bytes (j * TXL_IL + i) * 4 of what follows the scales. */

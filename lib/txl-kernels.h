@@ -69,6 +69,33 @@ typedef void (*txl_quantize_q8_fn)(struct txl_q8_act *a, const float *x,
 typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
 				   const struct txl_q8_act *a, int n, int K);
 
+/* A query of K values (K a multiple of TXL_QK) quantized to int16 for
+ * the attention's products with a Q8_0 memory, where the keys are the
+ * rounded side: block b holds q[32b .. 32b + 31] in [-32767, 32767] and
+ * the scale d[b] = max |x| / 32767 of the block (float), value i =
+ * q[i] * d[i / TXL_QK], within d / 2 of x (a 2^-16 of the block's largest
+ * value, 258 times finer than the keys' blocks).  txl_quantize_q16(). */
+struct txl_q16_act {
+	int16_t *q;
+	float *d;
+};
+
+/* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart.  Every table
+ * computes the same floats: per row, for each block in turn, the exact
+ * integer dot product of the row's int8 and the query's int16 values
+ * (|sum| < 2^27), rounded to float, times (the row's scale times a's),
+ * added to a sum that starts at 0; no fused multiply-add. */
+typedef void (*txl_dot_rows_q16_fn)(float *y, const void *w, size_t ld,
+				    const struct txl_q16_act *a, int n,
+				    int K);
+
+/* x[K] into a, as struct txl_q16_act says (one function for every
+ * table: a query is 64 or 128 values a head).  A NaN or an inf in a
+ * block makes its scale NaN, and so its products, as with a float query;
+ * values quantize as x / d rounded to nearest even, clipped (and to 0
+ * where d is 0). */
+void txl_quantize_q16(struct txl_q16_act *a, const float *x, int K);
+
 /* Narrowing to Q8_0 (every table's narrow[TXL_Q8_0]), one block of
  * values whose largest magnitude is amax (NaN if the block holds a NaN or
  * an inf): stores the block's scale in *d, amax / 127 in float rounded to
@@ -126,6 +153,8 @@ struct txl_kernels {
 	txl_quantize_q8_fn quantize_q8;
 	txl_dot_rows_q8_fn dot_rows_q8;
 	txl_dot_il_fn dot_il;	/* the same, interleaved weights */
+	/* the attention's queries against a Q8_0 memory */
+	txl_dot_rows_q16_fn dot_rows_q16;
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);
@@ -134,8 +163,8 @@ struct txl_kernels {
 };
 
 /* A table of the kernels of one file, which names them the same in each
- * (dot_rows_f32, ..., exp_sum, max_of): its tables differ only in the
- * integer products of Q8_0. */
+ * (dot_rows_f32, ..., dot_rows_q16, exp_sum, max_of): its tables differ
+ * only in the integer products of Q8_0 weights. */
 #define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_)                       \
 	{                                                                    \
 		.name = name_,                                               \
@@ -159,6 +188,7 @@ struct txl_kernels {
 		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = dot_rows_q8_,                                 \
 		.dot_il = dot_il_,                                           \
+		.dot_rows_q16 = dot_rows_q16,                                \
 		.exp_sum = exp_sum,                                          \
 		.max = max_of,                                               \
 	}

@@ -14,7 +14,9 @@
  * Q8_0 against quantized activations: the quantization (quantize_q8) bit
  * for bit against the scalar one, the integer sums of dot_rows_q8
  * exactly, the whole against the float product with the bound of the
- * activations' rounding (check_q8_dot).
+ * activations' rounding (check_q8_dot).  The attention's Q8_0 products
+ * against an int16 query likewise (check_q16_dot), and bit for bit the
+ * scalar table's, as every table computes the same floats.
  *
  * Run under meson with each TXL_ISA, so that the products (which use the
  * chosen table) run on each instruction set too.
@@ -121,10 +123,12 @@ make_weights(enum txl_dtype dt, int n, int K, size_t ld, float *exact)
 	return w;
 }
 
-/* |got - sum w x| <= gamma_K sum |w x| (twice: slack for the final
- * additions of the partial sums) */
+/* |got - (acc + sum w x)| <= gamma_K sum |w x| (twice: slack for the
+ * final additions of the partial sums), and half an ulp of the result
+ * for the addition to acc (a product that accumulates: acc 1, 0 else) */
 static void
-check_dot(float got, const float *w, const float *x, int K, const char *what)
+check_dot(float got, float acc, const float *w, const float *x, int K,
+	  const char *what)
 {
 	double exact = 0, mag = 0;
 
@@ -132,7 +136,9 @@ check_dot(float got, const float *w, const float *x, int K, const char *what)
 		exact += (double)w[k] * x[k];
 		mag += fabs((double)w[k] * x[k]);
 	}
-	double u = ldexp(1.0, -24), tol = 2 * K * u / (1 - K * u) * mag + 1e-37;
+	exact += acc;
+	double u = ldexp(1.0, -24), tol = 2 * K * u / (1 - K * u) * mag + 1e-37 +
+		(acc != 0.0f ? u * fabs(exact) : 0.0);
 	if (!(fabs(got - exact) <= tol)) {
 		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
 			what, K, got, exact, tol);
@@ -181,7 +187,7 @@ test_dot_rows(const struct txl_kernels *kt)
 						char what[64];
 						snprintf(what, sizeof what, "%s %s dot row %d",
 							 kt->name, txl_dtype_name(dt), r);
-						check_dot(y[r], e + (size_t)r * K, x, K, what);
+						check_dot(y[r], 0, e + (size_t)r * K, x, K, what);
 						/* widen is exact */
 						kt->widen[dt](w1, (uint8_t *)w + (size_t)r * ld,
 							      (size_t)K);
@@ -280,7 +286,7 @@ act_free(struct act *v)
 	free(v->a.off);
 }
 
-/* y = w . x (w: K values of Q8_0 blocks, exact values e) computed from
+/* y = acc + w . x (w: K values of Q8_0 blocks, exact values e) computed from
  * the quantized activations: each x_i is replaced by q_i d (d = the
  * block's scale), which is within d (1/2 + 2^-15) of it (round to
  * nearest: |x_i / d - q_i| <= 1/2, and x_i / d is x_i * fl(1 / d) up to
@@ -290,7 +296,8 @@ act_free(struct act *v)
  * then by the sum), are summed in float: gamma_(nb + 2) sum |w_i q_i d|
  * (twice, as check_dot). */
 static void
-check_q8_dot(float got, const float *e, const struct act *v, const char *what)
+check_q8_dot(float got, float acc, const float *e, const struct act *v,
+	     const char *what)
 {
 	const int nb = v->K / TXL_QK;
 	double exact = 0, quant = 0, mag = 0;
@@ -301,8 +308,10 @@ check_q8_dot(float got, const float *e, const struct act *v, const char *what)
 		quant += fabs((double)e[k]) * d * (0.5 + ldexp(1.0, -15));
 		mag += fabs((double)e[k] * v->a.q[k]) * d;
 	}
+	exact += acc;
 	double u = ldexp(1.0, -24);
-	double tol = quant + 2 * (nb + 2) * u / (1 - (nb + 2) * u) * mag + 1e-37;
+	double tol = quant + 2 * (nb + 2) * u / (1 - (nb + 2) * u) * mag + 1e-37 +
+		(acc != 0.0f ? u * fabs(exact) : 0.0);
 	if (!(fabs(got - exact) <= tol)) {
 		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
 			what, v->K, got, exact, tol);
@@ -455,13 +464,198 @@ test_dot_rows_q8(const struct txl_kernels *kt)
 					char what[64];
 					snprintf(what, sizeof what, "%s q8 dot row %d",
 						 kt->name, r);
-					check_q8_dot(y[r], e + (size_t)r * K, &v, what);
+					check_q8_dot(y[r], 0, e + (size_t)r * K, &v, what);
 				}
 				free(w);
 				free(e);
 			}
 		}
 		act_free(&v);
+	}
+}
+
+/* An int16 query of K values (struct txl_q16_act). */
+struct act16 {
+	int K;
+	float *x;
+	struct txl_q16_act a;
+};
+
+static void
+act16_init(struct act16 *v, int K)
+{
+	v->K = K;
+	v->x = malloc(sizeof(float) * K);
+	v->a.q = malloc(sizeof(int16_t) * K);
+	v->a.d = malloc(sizeof(float) * (K / TXL_QK));
+	CHECK(v->x && v->a.q && v->a.d);
+}
+
+static void
+act16_free(struct act16 *v)
+{
+	free(v->x);
+	free(v->a.q);
+	free(v->a.d);
+}
+
+/* txl_quantize_q16: the scale of a block is its max |x| / 32767, every
+ * value within d (1/2 + 2^-9) of x (x / d rounded to nearest even, the
+ * division correct to a relative 2^-24 of at most 32767), the largest
+ * +-32767; an all-zero block has scale 0 and values 0, one with a NaN or
+ * an inf a NaN scale; the smallest scales (subnormal values) too. */
+static void
+test_quantize_q16(void)
+{
+	static const int Ks[] = { 32, 64, 384 };
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		struct act16 v;
+		act16_init(&v, Ks[i]);
+		for (int k = 0; k < v.K; k++)
+			/* blocks from 2^-140 (subnormal) to 2^60; one zero */
+			v.x[k] = k / TXL_QK == 1 ? 0.0f : uniform() *
+				ldexpf(1.0f, (k / TXL_QK * 37) % 201 - 140);
+		v.x[3] = -ldexpf(1.0f, 20);	/* led by a negative */
+		txl_quantize_q16(&v.a, v.x, v.K);
+		for (int b = 0; b < v.K / TXL_QK; b++) {
+			float amax = 0.0f, d = v.a.d[b];
+			int qmax = 0;
+			for (int j = 0; j < TXL_QK; j++) {
+				int k = b * TXL_QK + j, q = v.a.q[k];
+				amax = fmaxf(amax, fabsf(v.x[k]));
+				qmax = abs(q) > qmax ? abs(q) : qmax;
+				CHECK(abs(q) <= 32767);
+				if (d > 0.0f)
+					CHECK(fabs(v.x[k] - (double)q * d) <=
+					      d * (0.5 + ldexp(1.0, -9)));
+				else
+					CHECK(q == 0 && fabsf(v.x[k]) <=
+					      ldexpf(1.0f, -149) * 32767);
+			}
+			CHECK(d == amax / 32767.0f);
+			if (d > ldexpf(1.0f, -126))	/* a normal scale */
+				CHECK_EQ(qmax, 32767);
+		}
+		CHECK(v.K == TXL_QK || v.a.d[1] == 0.0f);
+		v.x[3] = NAN;
+		v.x[v.K - 1] = INFINITY;
+		txl_quantize_q16(&v.a, v.x, v.K);
+		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
+		act16_free(&v);
+	}
+}
+
+/* y = w . x from the int16 query, as check_q8_dot: each x_i replaced by
+ * q_i d, within d (1/2 + 2^-9) of it; the integer sums exact, each of
+ * the nb block terms rounded at most three times (the sum to float, the
+ * product of the scales, the product), then summed in float. */
+static void
+check_q16_dot(float got, const float *e, const struct act16 *v,
+	      const char *what)
+{
+	const int nb = v->K / TXL_QK;
+	double exact = 0, quant = 0, mag = 0;
+
+	for (int k = 0; k < v->K; k++) {
+		double d = v->a.d[k / TXL_QK];
+		exact += (double)e[k] * v->x[k];
+		quant += fabs((double)e[k]) * d * (0.5 + ldexp(1.0, -9));
+		mag += fabs((double)e[k] * v->a.q[k]) * d;
+	}
+	double u = ldexp(1.0, -24);
+	double tol = quant + 2 * (nb + 3) * u / (1 - (nb + 3) * u) * mag + 1e-37;
+	if (!(fabs(got - exact) <= tol)) {
+		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
+			what, v->K, got, exact, tol);
+		exit(1);
+	}
+}
+
+/* Each table's dot_rows_q16: (1) scales 1 and extreme values (weights
+ * -128 and 127, the query +-32767) in every other block: block sums up
+ * to 2^27, so the result is the sum, in block order, of each block's
+ * exact integer sum rounded to float, computed here; (2) random scales
+ * and values: bit for bit the scalar table's result (every table does
+ * the same float operations, txl-kernels.h), and against the float
+ * product (check_q16_dot).  Rows in eights and not, padded apart. */
+static void
+test_dot_rows_q16(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 32, 64, 96, 128, 384 };
+	static const int ns[] = { 1, 7, 8, 9, 17, 32 };
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		const int K = Ks[i], nb = K / TXL_QK;
+		struct act16 v;
+		act16_init(&v, K);
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+			const int n = ns[j];
+			for (int pad = 0; pad < 2; pad++) {
+				const size_t ld = txl_row_bytes(TXL_Q8_0, K) +
+					(size_t)pad * 68;
+				float *e = malloc(sizeof(float) * n * K);
+				float y[32], want[32];
+				CHECK(e);
+				uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
+				/* (1) integers */
+				for (int r = 0; r < n; r++) {
+					struct txl_block_q8_0 *q =
+						(void *)(w + (size_t)r * ld);
+					for (int b = 0; b < nb; b++) {
+						q[b].d = 0x3c00;	/* 1.0 */
+						for (int t = 0; t < TXL_QK && b % 2; t++)
+							q[b].qs[t] = (int8_t)((r + t) % 2 ?
+								-128 : 127);
+					}
+				}
+				for (int k = 0; k < K; k++)
+					v.a.q[k] = (int16_t)(k / TXL_QK % 2 ?
+						((k + 1) % 2 ? 32767 : -32767) :
+						(int)(next_u32() % 65535) - 32767);
+				for (int b = 0; b < nb; b++)
+					v.a.d[b] = 1.0f;
+				kt->dot_rows_q16(y, w, ld, &v.a, n, K);
+				for (int r = 0; r < n; r++) {
+					const struct txl_block_q8_0 *q =
+						(const void *)(w + (size_t)r * ld);
+					float acc = 0.0f;
+					for (int b = 0; b < nb; b++) {
+						int64_t s = 0;
+						for (int t = 0; t < TXL_QK; t++)
+							s += q[b].qs[t] *
+								v.a.q[b * TXL_QK + t];
+						CHECK(llabs(s) <= 32 * 128 * 32767);
+						acc += (float)s;
+					}
+					if (y[r] != acc) {
+						fprintf(stderr, "FAIL: %s q16 K %d n %d row "
+							"%d: %.9g, want %.9g\n", kt->name,
+							K, n, r, y[r], acc);
+						exit(1);
+					}
+				}
+				free(w);
+				/* (2) random scales, the query quantized */
+				w = make_weights(TXL_Q8_0, n, K, ld, e);
+				for (int k = 0; k < K; k++)
+					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+				txl_quantize_q16(&v.a, v.x, K);
+				kt->dot_rows_q16(y, w, ld, &v.a, n, K);
+				ref->dot_rows_q16(want, w, ld, &v.a, n, K);
+				CHECK(memcmp(y, want, sizeof(float) * n) == 0);
+				for (int r = 0; r < n; r++) {
+					char what[64];
+					snprintf(what, sizeof what, "%s q16 dot row %d",
+						 kt->name, r);
+					check_q16_dot(y[r], e + (size_t)r * K, &v, what);
+				}
+				free(w);
+				free(e);
+			}
+		}
+		act16_free(&v);
 	}
 }
 
@@ -522,7 +716,7 @@ test_dot_il(const struct txl_kernels *kt)
 				char what[64];
 				snprintf(what, sizeof what, "%s il row %d", kt->name, r);
 				if (r < n)
-					check_q8_dot(y[r], e + (size_t)r * K, &v, what);
+					check_q8_dot(y[r], 0, e + (size_t)r * K, &v, what);
 				else
 					CHECK(y[r] == 0.0f);
 			}
@@ -567,7 +761,7 @@ test_axpy(const struct txl_kernels *kt)
 					col[r] = a[r];
 					wcol[r] = e[(size_t)r * ld + k];
 				}
-				check_dot(y[k], wcol, col, n, kt->name);
+				check_dot(y[k], 0, wcol, col, n, kt->name);
 			}
 			free(w);
 			free(e);
@@ -785,12 +979,12 @@ test_mat_mul(void)
 				txl_mat_mul(out, a, M, &wi, acc);
 				for (int m = 0; m < M; m++)
 					for (int r = 0; r < N; r++) {
-						float got = out[m * N + r] - acc;
+						float got = out[m * N + r];
 						const float *er = e + (size_t)r * K;
 						if (M == 1 && dt == TXL_Q8_0)
-							check_q8_dot(got, er, &v, "Q8_0");
+							check_q8_dot(got, acc, er, &v, "Q8_0");
 						else
-							check_dot(got, er, a + (size_t)m * K,
+							check_dot(got, acc, er, a + (size_t)m * K,
 								  K, txl_dtype_name(dt));
 					}
 			}
@@ -817,7 +1011,7 @@ test_mat_mul(void)
 				txl_kernels()->quantize_q8(&v.a, v.x, K);
 				txl_mat_mul(out, v.x, 1, &sub, false);
 				for (int r = 0; r < N - first; r++)
-					check_q8_dot(out[r], e + (size_t)(first + r) * K,
+					check_q8_dot(out[r], 0, e + (size_t)(first + r) * K,
 						     &v, "Q8_0 rows");
 				act_free(&v);
 			}
@@ -849,7 +1043,7 @@ test_gemm(void)
 		txl_gemm_nt(out, N, a, ld, b, ld, M, K, N);
 		for (int m = 0; m < M; m++)
 			for (int n = 0; n < N; n++)
-				check_dot(out[m * N + n], b + (size_t)n * ld,
+				check_dot(out[m * N + n], 0, b + (size_t)n * ld,
 					  a + (size_t)m * ld, K, "gemm_nt");
 		/* out[M,N] = a[M,K] . b[K,N] (b as K rows of ld >= N) */
 		txl_gemm_nn(out, N, a, ld, b, N + 3, M, K, N);
@@ -857,7 +1051,7 @@ test_gemm(void)
 			for (int n = 0; n < N; n++) {
 				for (int k = 0; k < K; k++)
 					col[k] = b[(size_t)k * (N + 3) + n];
-				check_dot(out[m * N + n], col, a + (size_t)m * ld,
+				check_dot(out[m * N + n], 0, col, a + (size_t)m * ld,
 					  K, "gemm_nn");
 			}
 	}
@@ -870,7 +1064,7 @@ test_gemm(void)
 			txl_gemm_nt_dt(out, N, a, ld, bc, dt, ld, M, K, N);
 			for (int m = 0; m < M; m++)
 				for (int n = 0; n < N; n++)
-					check_dot(out[m * N + n], e + (size_t)n * ld,
+					check_dot(out[m * N + n], 0, e + (size_t)n * ld,
 						  a + (size_t)m * ld, K, "gemm_nt_dt");
 			/* b as K rows of N (ldb = ld >= N? no: K rows of ld) */
 			txl_gemm_nn_dt(out, N, a, ld, bc, dt, ld, M, K, 60);
@@ -878,7 +1072,7 @@ test_gemm(void)
 				for (int n = 0; n < 60; n++) {
 					for (int k = 0; k < K; k++)
 						col[k] = e[(size_t)k * ld + n];
-					check_dot(out[m * N + n], col,
+					check_dot(out[m * N + n], 0, col,
 						  a + (size_t)m * ld, K, "gemm_nn_dt");
 				}
 		}
@@ -896,7 +1090,7 @@ test_gemm(void)
 				col[k] = a[(size_t)k * M0 + m] * -0.5f;
 				brow[k] = b[(size_t)k * N + n];
 			}
-			check_dot(out[m * N + n] - 1.0f, col, brow, K, "gemm_tn");
+			check_dot(out[m * N + n], 1.0f, col, brow, K, "gemm_tn");
 		}
 	free(a);
 	free(b);
@@ -981,12 +1175,14 @@ main(void)
 		RUN_ON(test_quantize_q8, kt);
 		RUN_ON(test_dot_rows_q8, kt);
 		RUN_ON(test_dot_il, kt);
+		RUN_ON(test_dot_rows_q16, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
 		RUN_ON(test_narrow_q8_0, kt);
 		RUN_ON(test_exp, kt);
 	}
 	CHECK(n_isa >= 1);
+	RUN(test_quantize_q16);
 	fprintf(stderr, "products with the %s kernels\n", txl_kernels()->name);
 	RUN(test_pool);
 	for (int n = 1; n <= 3; n++) {
