@@ -30,7 +30,10 @@ and measured:
     txlgen, the same ids fed in segments for the original);
   - memory for mem_len 1600: txlgen's peak RSS while scoring, and the
     original's (the process's peak RSS growth, and the size of its mems:
-    19 tensors of 1600 x 1024 floats).
+    19 tensors of 1600 x 1024 floats);
+  - the same txlgen figures for each of --dtypes (default Q8_0: the
+    checkpoint converted with --dtype Q8_0, generating with a Q8_0
+    memory too), with its mean log-prob against the original's.
 --threads N sets both sides' threads (default: every CPU the process may
 use); on a shared machine --threads 1 and the tokens per CPU second
 printed beside tokens/s are the fairer comparison.  --keep DIR keeps
@@ -130,6 +133,9 @@ def main():
     ap.add_argument("--score-tokens", type=int, default=2049)
     ap.add_argument("--gen-tokens", type=int, default=100)
     ap.add_argument("--torch-gen-tokens", type=int, default=30)
+    ap.add_argument("--dtypes", default="Q8_0",
+                    help="compact formats to measure too, comma-separated "
+                    "(F16, BF16, Q8_0; '' for none)")
     ap.add_argument("--threads", type=int, default=0,
                     help="threads for both sides (default: every CPU)")
     a = ap.parse_args()
@@ -186,39 +192,28 @@ def main():
             sys.exit(f"txlgen refused the model: {err}")
         print(f"txlgen load + 1 prediction: {wall:.2f} s, peak RSS "
               f"{rss:.0f} MB")
-        rc, out, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
-                                         ids_path, "--ids", "--stats",
-                                         "--json"] + common)
-        sc = re.search(r"scored (\d+) tokens in ([\d.]+) s", err)
-        txl_score = int(sc.group(1)) / float(sc.group(2))
-        txl_score_cpu = int(sc.group(1)) / CPU["s"]
-        print(f"txlgen scoring: {txl_score:.1f} tokens/s, "
-              f"{txl_score_cpu:.1f} tokens per CPU second (seg {seg}, mem "
-              f"{mem}, clamp {clamp}, same_length), peak RSS {rss:.0f} MB")
-        txl_lp = [float(json.loads(x)["logprob"]) for x in
-                  out.splitlines() if '"pos"' in x]
-        # generation from a 3-word prompt, and with the memory filled
-        # first (--prime: mem_len words of text)
-        # mem_len tokens to fill the memory: ids 2.. are the words w0..
         fill = (ids * (mem // len(ids) + 1))[:mem]
         prime = os.path.join(work, "prime.txt")
         with open(prime, "w") as f:
             f.write(" ".join(f"w{max(i, 2) - 2}" for i in fill[:-1]) +
                     "\n")
-        txl_gen = {}
-        for label, extra in (("short", []), ("full", ["--prime", prime])):
-            rc, out, err, wall, rss_gen = timed(
-                [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
-                 str(a.gen_tokens), "--temp", "0", "--stats"] + common +
-                extra)
-            g = re.search(r"generated: (\d+) tokens? in ([\d.]+) s", err)
-            if rc or not g:
-                sys.exit(f"txlgen generation ({label}): exit {rc}: {err}")
-            txl_gen[label] = int(g.group(1)) / float(g.group(2))
-            print(f"txlgen generation, memory {label}: "
-                  f"{txl_gen[label]:.2f} tokens/s, peak RSS "
-                  f"{rss_gen:.0f} MB (the run: {wall:.1f} s, "
-                  f"{CPU['s']:.1f} CPU s)")
+        f32 = txlgen_runs(txlgen, mbin, ids_path, prime, common,
+                          a.gen_tokens, "F32")
+        txl_score, txl_lp, txl_gen = f32["score"], f32["lp"], f32["gen"]
+        compact = {}
+        for dt in filter(None, a.dtypes.split(",")):
+            path = os.path.join(work, f"m-{dt}.bin")
+            r = subprocess.run([sys.executable, os.path.join(
+                ROOT, "models", "convert.py"), "--weights", model_pt,
+                "--vocab", vocab, "--dataset", "wt103", "--dtype", dt,
+                "-o", path], capture_output=True, text=True)
+            if r.returncode:
+                sys.exit(f"convert.py --dtype {dt}: {r.stderr.strip()}")
+            print(f"{dt}: m.bin {os.path.getsize(path) / 1e6:.0f} MB")
+            kv = ["--kv-type", dt] if dt == "Q8_0" and \
+                shape["d_head"] % 32 == 0 else []
+            compact[dt] = txlgen_runs(txlgen, path, ids_path, prime,
+                                      common, a.gen_tokens, dt, kv)
 
         # the original, same weights, same run
         step, init = original_step(m)
@@ -234,6 +229,12 @@ def main():
         print(f"original scoring: {pt_score:.1f} tokens/s, "
               f"{pt_score_cpu:.1f} tokens per CPU second; max |txlgen - "
               f"original| log-prob over {len(lp)} tokens: {diff:.2e}")
+        for dt, c in compact.items():
+            mean_nll = -sum(c["lp"]) / len(c["lp"]) + sum(lp) / len(lp)
+            print(f"{dt} against the original: mean NLL "
+                  f"{mean_nll:+.2e} nats per token, max |log-prob diff| "
+                  f"{max(abs(x - y) for x, y in zip(c['lp'], lp)):.2e}; "
+                  f"scoring x{c['score'] / pt_score:.1f}")
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         pt_gen = {}
         with torch.no_grad():
@@ -261,15 +262,55 @@ def main():
                           "txlgen_score_tok_s": txl_score,
                           "txlgen_gen_tok_s": txl_gen,
                           "orig_score_tok_s": pt_score,
-                          "txlgen_score_tok_cpu_s": txl_score_cpu,
+                          "txlgen_score_tok_cpu_s": f32["score_cpu"],
                           "orig_score_tok_cpu_s": pt_score_cpu,
                           "orig_gen_tok_s": pt_gen,
                           "max_logprob_diff": diff,
-                          "txlgen_score_rss_mb": rss,
-                          "txlgen_gen_rss_mb": rss_gen}))
+                          "txlgen_score_rss_mb": f32["rss"],
+                          "txlgen_gen_rss_mb": f32["rss_gen"],
+                          "compact": {dt: {"score_tok_s": c["score"],
+                                           "gen_tok_s": c["gen"]}
+                                      for dt, c in compact.items()}}))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def txlgen_runs(txlgen, mbin, ids_path, prime, common, gen_tokens, label,
+                gen_extra=()):
+    """Scoring, then generation from a 3-word prompt and with the memory
+    filled first (--prime: mem_len words), of one model file; returns
+    {score: tokens/s, score_cpu: tokens per CPU second, lp: log-probs,
+    gen: {short, full: tokens/s}, rss, rss_gen: peak RSS, MB}."""
+    rc, out, err, wall, rss = timed([txlgen, "--model", mbin, "--score",
+                                     ids_path, "--ids", "--stats",
+                                     "--json"] + common)
+    sc = re.search(r"scored (\d+) tokens in ([\d.]+) s", err)
+    if rc or not sc:
+        sys.exit(f"txlgen scoring ({label}): exit {rc}: {err}")
+    score = int(sc.group(1)) / float(sc.group(2))
+    score_cpu = int(sc.group(1)) / CPU["s"]
+    print(f"txlgen {label} scoring: {score:.1f} tokens/s, "
+          f"{score_cpu:.1f} tokens per CPU second, peak RSS {rss:.0f} MB")
+    lp = [float(json.loads(x)["logprob"]) for x in out.splitlines()
+          if '"pos"' in x]
+    gen = {}
+    for what, extra in (("short", []), ("full", ["--prime", prime])):
+        rc, out, err, wall, rss_gen = timed(
+            [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
+             str(gen_tokens), "--temp", "0", "--stats"] + common + extra +
+            list(gen_extra))
+        g = re.search(r"generated: (\d+) tokens? in ([\d.]+) s", err)
+        if rc or not g:
+            sys.exit(f"txlgen generation ({label}, {what}): exit {rc}: "
+                     f"{err}")
+        gen[what] = int(g.group(1)) / float(g.group(2))
+        print(f"txlgen {label} generation, memory {what}"
+              f"{' ' + ' '.join(gen_extra) if gen_extra else ''}: "
+              f"{gen[what]:.2f} tokens/s, peak RSS {rss_gen:.0f} MB (the "
+              f"run: {wall:.1f} s, {CPU['s']:.1f} CPU s)")
+    return {"score": score, "score_cpu": score_cpu, "lp": lp, "gen": gen,
+            "rss": rss, "rss_gen": rss_gen}
 
 
 def original_step(m):
