@@ -248,8 +248,15 @@ txl_pool_set_threads(int n)
 
 		/* the workers never take the application's signals: a
 		 * handler run on one of them could not wake the thread that
-		 * waits for input */
+		 * waits for input.  Those of their own faults stay open (a
+		 * SIGBUS blocked when a mapped model shrinks would kill the
+		 * process without the application's handler) */
 		sigfillset(&all);
+		sigdelset(&all, SIGBUS);
+		sigdelset(&all, SIGSEGV);
+		sigdelset(&all, SIGFPE);
+		sigdelset(&all, SIGILL);
+		sigdelset(&all, SIGTRAP);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		stop_workers();
 		for (int i = 1; i < n; i++) {

@@ -23,6 +23,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1136,6 +1137,56 @@ run_many(void *p)
 	return p;
 }
 
+/* Each pool thread's signal mask, by its index. */
+struct masks {
+	sigset_t set[4];
+	atomic_int seen;
+};
+
+static void
+mask_task(void *p, int ith, int nth)
+{
+	struct masks *m = p;
+
+	(void)nth;
+	if (ith < 4) {
+		pthread_sigmask(SIG_SETMASK, NULL, &m->set[ith]);
+		atomic_fetch_or(&m->seen, 1 << ith);
+	}
+}
+
+/* The workers block the application's signals (a handler run there
+ * could not wake the thread that waits for input), not those of their
+ * own faults (a blocked SIGBUS kills the process without the
+ * application's handler); the caller's mask is left as it was. */
+static void
+test_pool_signals(void)
+{
+	sigset_t before, after;
+	struct masks m;
+
+	txl_pool_set_threads(1);
+	pthread_sigmask(SIG_SETMASK, NULL, &before);
+	txl_pool_set_threads(3);
+	pthread_sigmask(SIG_SETMASK, NULL, &after);
+	CHECK(sigismember(&before, SIGINT) == sigismember(&after, SIGINT));
+	CHECK(sigismember(&before, SIGTERM) == sigismember(&after, SIGTERM));
+	/* the workers take a task each in turn until all have run one */
+	atomic_init(&m.seen, 0);
+	for (int i = 0; i < 100000 && atomic_load(&m.seen) != 7; i++)
+		txl_pool_run(mask_task, &m);
+	CHECK_EQ(atomic_load(&m.seen), 7);
+	for (int t = 1; t < 3; t++) {
+		CHECK(sigismember(&m.set[t], SIGINT));
+		CHECK(sigismember(&m.set[t], SIGTERM));
+		CHECK(sigismember(&m.set[t], SIGPIPE));
+		CHECK(!sigismember(&m.set[t], SIGBUS));
+		CHECK(!sigismember(&m.set[t], SIGSEGV));
+		CHECK(!sigismember(&m.set[t], SIGFPE));
+	}
+	txl_pool_set_threads(1);
+}
+
 static void
 test_pool(void)
 {
@@ -1185,6 +1236,7 @@ main(void)
 	RUN(test_quantize_q16);
 	fprintf(stderr, "products with the %s kernels\n", txl_kernels()->name);
 	RUN(test_pool);
+	RUN(test_pool_signals);
 	for (int n = 1; n <= 3; n++) {
 		txl_set_threads(n);
 		CHECK_EQ(txl_pool_threads(), n);
