@@ -432,119 +432,35 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 DOT_ROWS_Q8(dot_rows_q8, q8_block_idot_bw, )
 DOT_ROWS_Q8(dot_rows_q8_vnni, q8_block_idot_vnni, __attribute__((target("avxvnni"))))
 
-/* Q8_0 rows against an int16 query (txl-kernels.h): a block of a row
- * times the query's block (a0: values 0..15, a1: 16..31), by pairs into
- * 8 int32 lanes (exact: |w a| <= 128 * 32767). */
+/* Q8_0 rows against an int16 query (txl-kernels-q16.h): a block of the
+ * query in two registers (values 0..15, 16..31), a block of a row times
+ * it by pairs into 8 int32 lanes (exact: |w a| <= 128 * 32767). */
+typedef struct {
+	__m256i lo, hi;
+} q16_query_t;
+
+static inline q16_query_t
+q16_query(const int16_t *q)
+{
+	return (q16_query_t){
+		_mm256_loadu_si256((const __m256i *)(const void *)q),
+		_mm256_loadu_si256((const __m256i *)(const void *)(q + 16)),
+	};
+}
+
 static inline __m256i
-q16_block_idot(const struct txl_block_q8_0 *b, __m256i a0, __m256i a1)
+q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 {
 	const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(
 		(const __m128i *)(const void *)b->qs));
 	const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(
 		(const __m128i *)(const void *)(b->qs + 16)));
 
-	return _mm256_add_epi32(_mm256_madd_epi16(w0, a0),
-				_mm256_madd_epi16(w1, a1));
+	return _mm256_add_epi32(_mm256_madd_epi16(w0, a.lo),
+				_mm256_madd_epi16(w1, a.hi));
 }
 
-/* [sum(p0), ..., sum(p7)] of int32 lanes (exact) */
-static inline __m256i
-hsum8_epi32(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i p4,
-	    __m256i p5, __m256i p6, __m256i p7)
-{
-	/* rows 0..3 (then 4..7): the sums of lanes 0..3 in the low half,
-	 * of lanes 4..7 in the high one */
-	const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1),
-					     _mm256_hadd_epi32(p2, p3));
-	const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p4, p5),
-					     _mm256_hadd_epi32(p6, p7));
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20),
-				_mm256_permute2x128_si256(t0, t1, 0x31));
-}
-
-/* The scale of a block at p, its 16 bits in an int. */
-static inline int
-q8_scale_bits(const uint8_t *p)
-{
-	uint16_t d;
-
-	memcpy(&d, p, sizeof d);
-	return d;
-}
-
-/* The scales of 8 blocks `ld` bytes apart, as floats (inserted one by
- * one: an array of them is stored, then loaded whole, a stall). */
-static inline __m256
-q8_scales8(const uint8_t *p, size_t ld)
-{
-	__m128i v = _mm_cvtsi32_si128(q8_scale_bits(p));
-
-	v = _mm_insert_epi16(v, q8_scale_bits(p + ld), 1);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 2 * ld), 2);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 3 * ld), 3);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 4 * ld), 4);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 5 * ld), 5);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 6 * ld), 6);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 7 * ld), 7);
-	return _mm256_cvtph_ps(v);
-}
-
-/* Eight rows at a time, a block at a time: the integer sums of the rows
- * in one vector, then one float product and sum per row and block, as
- * the scalar kernel does them. */
-static void
-dot_rows_q16(float *y, const void *w, size_t ld, const struct txl_q16_act *a,
-	     int n, int K)
-{
-	const uint8_t *base = w;
-	const int nb = K / TXL_QK;
-	int r = 0;
-
-	for (; r + 8 <= n; r += 8) {
-		const uint8_t *w0 = base + (size_t)r * ld;
-		__m256 acc = _mm256_setzero_ps();
-
-		for (int b = 0; b < nb; b++) {
-			const int16_t *qb = a->q + b * TXL_QK;
-			const __m256i a0 = _mm256_loadu_si256(
-				(const __m256i *)(const void *)qb);
-			const __m256i a1 = _mm256_loadu_si256(
-				(const __m256i *)(const void *)(qb + 16));
-			const uint8_t *wb = w0 + b * sizeof(struct txl_block_q8_0);
-#define ROW(i) q16_block_idot((const void *)(wb + (i) * ld), a0, a1)
-			const __m256i s = hsum8_epi32(ROW(0), ROW(1), ROW(2),
-				ROW(3), ROW(4), ROW(5), ROW(6), ROW(7));
-#undef ROW
-			const __m256 d = _mm256_mul_ps(q8_scales8(wb, ld),
-						       _mm256_set1_ps(a->d[b]));
-
-			acc = _mm256_add_ps(acc, _mm256_mul_ps(
-				_mm256_cvtepi32_ps(s), d));
-		}
-		_mm256_storeu_ps(y + r, acc);
-	}
-	for (; r < n; r++) {
-		const struct txl_block_q8_0 *q = (const void *)(base +
-								(size_t)r * ld);
-		float acc = 0.0f;
-
-		for (int b = 0; b < nb; b++) {
-			const int16_t *qb = a->q + b * TXL_QK;
-			const __m256i p = q16_block_idot(q + b,
-				_mm256_loadu_si256((const __m256i *)(const void *)qb),
-				_mm256_loadu_si256((const __m256i *)(const void *)
-						   (qb + 16)));
-			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(p),
-						  _mm256_extracti128_si256(p, 1));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
-			h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-			acc += (float)_mm_cvtsi128_si32(h) *
-				(_mm256_cvtss_f32(q8_scale(q + b)) * a->d[b]);
-		}
-		y[r] = acc;
-	}
-}
+#include "txl-kernels-q16.h"
 
 /* Interleaved Q8_0 (txl-kernels.h): a group's 16 rows in two halves of 8
  * lanes.  The 4 columns j of 8 rows, 32 bytes, times the activations' 4

@@ -400,11 +400,19 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 DOT_ROWS_Q8(dot_rows_q8_bw, q8_idot_bw, )
 DOT_ROWS_Q8(dot_rows_q8_vnni, q8_idot_vnni, __attribute__((target("avx512vnni"))))
 
-/* Q8_0 rows against an int16 query (txl-kernels.h): a block of a row
- * times the query's block, by pairs into 16 int32 lanes folded to 8
- * (exact: |w a| <= 128 * 32767). */
+/* Q8_0 rows against an int16 query (txl-kernels-q16.h): a block of the
+ * query in one register, a block of a row times it by pairs into 16 int32
+ * lanes folded to 8 (exact: |w a| <= 128 * 32767). */
+typedef __m512i q16_query_t;
+
+static inline q16_query_t
+q16_query(const int16_t *q)
+{
+	return _mm512_loadu_si512(q);
+}
+
 static inline __m256i
-q16_block_idot(const struct txl_block_q8_0 *b, __m512i a)
+q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 {
 	const __m512i p = _mm512_madd_epi16(_mm512_cvtepi8_epi16(
 		_mm256_loadu_si256((const __m256i *)(const void *)b->qs)), a);
@@ -413,94 +421,7 @@ q16_block_idot(const struct txl_block_q8_0 *b, __m512i a)
 				_mm512_extracti64x4_epi64(p, 1));
 }
 
-/* [sum(p0), ..., sum(p7)] of int32 lanes (exact) */
-static inline __m256i
-hsum8_epi32(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i p4,
-	    __m256i p5, __m256i p6, __m256i p7)
-{
-	const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1),
-					     _mm256_hadd_epi32(p2, p3));
-	const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p4, p5),
-					     _mm256_hadd_epi32(p6, p7));
-
-	return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20),
-				_mm256_permute2x128_si256(t0, t1, 0x31));
-}
-
-/* The scale of a block at p, its 16 bits in an int. */
-static inline int
-q8_scale_bits(const uint8_t *p)
-{
-	uint16_t d;
-
-	memcpy(&d, p, sizeof d);
-	return d;
-}
-
-/* The scales of 8 blocks `ld` bytes apart, as floats (inserted one by
- * one: an array of them is stored, then loaded whole, a stall). */
-static inline __m256
-q8_scales8(const uint8_t *p, size_t ld)
-{
-	__m128i v = _mm_cvtsi32_si128(q8_scale_bits(p));
-
-	v = _mm_insert_epi16(v, q8_scale_bits(p + ld), 1);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 2 * ld), 2);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 3 * ld), 3);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 4 * ld), 4);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 5 * ld), 5);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 6 * ld), 6);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 7 * ld), 7);
-	return _mm256_cvtph_ps(v);
-}
-
-/* As txl-kernels-avx2.c's, a block of the query in one register. */
-static void
-dot_rows_q16(float *y, const void *w, size_t ld, const struct txl_q16_act *a,
-	     int n, int K)
-{
-	const uint8_t *base = w;
-	const int nb = K / TXL_QK;
-	int r = 0;
-
-	for (; r + 8 <= n; r += 8) {
-		const uint8_t *w0 = base + (size_t)r * ld;
-		__m256 acc = _mm256_setzero_ps();
-
-		for (int b = 0; b < nb; b++) {
-			const __m512i qa = _mm512_loadu_si512(a->q + b * TXL_QK);
-			const uint8_t *wb = w0 + b * sizeof(struct txl_block_q8_0);
-#define ROW(i) q16_block_idot((const void *)(wb + (i) * ld), qa)
-			const __m256i s = hsum8_epi32(ROW(0), ROW(1), ROW(2),
-				ROW(3), ROW(4), ROW(5), ROW(6), ROW(7));
-#undef ROW
-			const __m256 d = _mm256_mul_ps(q8_scales8(wb, ld),
-						       _mm256_set1_ps(a->d[b]));
-
-			acc = _mm256_add_ps(acc, _mm256_mul_ps(
-				_mm256_cvtepi32_ps(s), d));
-		}
-		_mm256_storeu_ps(y + r, acc);
-	}
-	for (; r < n; r++) {
-		const struct txl_block_q8_0 *q = (const void *)(base +
-								(size_t)r * ld);
-		float acc = 0.0f;
-
-		for (int b = 0; b < nb; b++) {
-			const __m512i p = _mm512_madd_epi16(_mm512_cvtepi8_epi16(
-				_mm256_loadu_si256((const __m256i *)(const void *)
-						   q[b].qs)),
-				_mm512_loadu_si512(a->q + b * TXL_QK));
-			uint16_t d;
-
-			memcpy(&d, &q[b].d, sizeof d);
-			acc += (float)_mm512_reduce_add_epi32(p) *
-				(_cvtsh_ss(d) * a->d[b]);
-		}
-		y[r] = acc;
-	}
-}
+#include "txl-kernels-q16.h"
 
 /* Interleaved Q8_0 (txl-kernels.h): the 4 columns j of every row of a
  * group, 64 bytes, times the activations' 4 bytes broadcast, summed into
