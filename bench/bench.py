@@ -31,7 +31,8 @@ Q8_0), and measures in one run, on the same weights:
              against the time of a token with that memory cached.
 
 Every libtxl figure is the best of --reps runs (a shared machine only ever
-slows a run down); still, run it on an idle machine.  The environment is
+slows a run down), taken after PyTorch's model is freed and the machine
+left 5 s; still, run it on an idle machine.  The environment is
 passed through: on machines where OPENBLAS_CORETYPE forces slower kernels,
 run `env -u OPENBLAS_CORETYPE bench/bench.py` for both sides.
 OMP_WAIT_POLICY=PASSIVE is set for PyTorch unless already set (its
@@ -39,6 +40,7 @@ spinning threads otherwise fight OpenBLAS's).
 """
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -326,6 +328,12 @@ def main():
     step, init, name = torch_model(cfg, state, a.orig)
     ids = pseudo_random_ids(a.score_tokens, cfg.n_token)
     pt = bench_torch(step, init, ids, a.seg_len, a.torch_gen_tokens)
+    # the machine settles before libtxl's figures: run right after PyTorch
+    # (its model still held), F32 generation came out at 713 tokens/s,
+    # against 843-999 after freeing it and 5 s (AVX2 alone, Zen 5)
+    del step, init
+    gc.collect()
+    time.sleep(5)
 
     # ---- each format
     res = {}
