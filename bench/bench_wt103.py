@@ -192,6 +192,8 @@ def main():
             sys.exit(f"txlgen refused the model: {err}")
         print(f"txlgen load + 1 prediction: {wall:.2f} s, peak RSS "
               f"{rss:.0f} MB")
+        # mem_len tokens to fill the memory (--prime): ids 2.. are the
+        # words w0..
         fill = (ids * (mem // len(ids) + 1))[:mem]
         prime = os.path.join(work, "prime.txt")
         with open(prime, "w") as f:
