@@ -574,26 +574,31 @@ struct few_query {
 	struct txl_q16_act q16;
 };
 
+/* A slot of fq16: a query and head, numbered as fq's rows are. */
+static struct txl_q16_act
+q16_slot(const struct txl_session *s, size_t slot)
+{
+	const size_t D = (size_t)s->model->hp.d_head;
+
+	return (struct txl_q16_act){ s->fq16 + slot * D,
+				     s->fq16d + slot * D / TXL_QK };
+}
+
 static struct few_query
 few_query(const struct txl_session *s, const float *x, size_t slot)
 {
-	const size_t D = (size_t)s->model->hp.d_head;
 	struct few_query fq = { .x = x };
 
-	if (s->kv_dt == TXL_Q8_0) {
-		fq.q16.q = s->fq16 + slot * D;
-		fq.q16.d = s->fq16d + slot * D / TXL_QK;
-	}
+	if (s->kv_dt == TXL_Q8_0)
+		fq.q16 = q16_slot(s, slot);
 	return fq;
 }
 
 static void
-dot_stream(const struct txl_session *s, float *y, const uint8_t *w,
-	   size_t ld, const struct few_query *x, int n, int K)
+dot_stream(const struct txl_kernels *k, enum txl_dtype dt, float *y,
+	   const uint8_t *w, size_t ld, const struct few_query *x, int n,
+	   int K)
 {
-	const struct txl_kernels *k = txl_kernels();
-	const enum txl_dtype dt = s->kv_dt;
-
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
 		prefetch_rows(w, ld, r + PF_AHEAD);
@@ -642,7 +647,7 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)i * H + h);
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				dot_stream(s, few_scores(f, h, i) + lo,
+				dot_stream(k, dt, few_scores(f, h, i) + lo,
 					   K + (size_t)lo * s->kv_row,
 					   s->kv_row, &q, hi - lo, D);
 		}
@@ -671,8 +676,8 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				? s->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)(f->n + i) * H + h);
-			dot_stream(s, bd, txl_kv_row(s, s->r[f->l], s->n_dist,
-						     h, near),
+			dot_stream(k, dt, bd, txl_kv_row(s, s->r[f->l],
+							 s->n_dist, h, near),
 				   s->kv_row, &q, far - near + 1, D);
 			if (hp->attn_type == 1)
 				for (int t = near; t <= far; t++)
@@ -797,13 +802,13 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 				const float *q = s->qkv + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				struct few_query x = few_query(s, NULL, ac);
-				txl_quantize_q16(&x.q16, relative(hp) ?
+				struct txl_q16_act x = q16_slot(s, ac);
+				txl_quantize_q16(&x, relative(hp) ?
 						 s->fq + ac * D : q, D);
 				if (!relative(hp))
 					continue;
-				x = few_query(s, NULL, bd);
-				txl_quantize_q16(&x.q16, hp->attn_type == 0 ?
+				x = q16_slot(s, bd);
+				txl_quantize_q16(&x, hp->attn_type == 0 ?
 						 s->fq + bd * D : q, D);
 			}
 	}

@@ -152,26 +152,32 @@ quantize_q8(struct txl_q8_act *a, const float *x, int K)
 	}
 }
 
-static void
-dot_rows_q8(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
-	    int n, int K)
-{
-	for (int r = 0; r < n; r++) {
-		const struct txl_block_q8_0 *blk =
-			(const void *)((const uint8_t *)w + (size_t)r * ld);
-		float acc = 0.0f;
-
-		for (int b = 0; b < K / TXL_QK; b++) {
-			int32_t s = 0;
-
-			for (int i = 0; i < TXL_QK; i++)
-				s += blk[b].qs[i] * a->q[b * TXL_QK + i];
-			acc += (float)s * (txl_f16_to_f32(load_u16((const uint8_t *)
-							  &blk[b].d)) * a->d[b]);
-		}
-		y[r] = acc;
-	}
+/* Q8_0 rows against a quantized activation (struct txl_q8_act, or the
+ * int16 struct txl_q16_act): per block, the exact integer sum, then the
+ * two scales; the same code for both. */
+#define DOT_ROWS_INT(name, act_type)                                         \
+static void                                                                  \
+name(float *y, const void *w, size_t ld, const act_type *a, int n, int K)    \
+{                                                                            \
+	for (int r = 0; r < n; r++) {                                        \
+		const struct txl_block_q8_0 *blk =                           \
+			(const void *)((const uint8_t *)w + (size_t)r * ld); \
+		float acc = 0.0f;                                            \
+                                                                             \
+		for (int b = 0; b < K / TXL_QK; b++) {                       \
+			int32_t s = 0;                                       \
+                                                                             \
+			for (int i = 0; i < TXL_QK; i++)                     \
+				s += blk[b].qs[i] * a->q[b * TXL_QK + i];    \
+			acc += (float)s * (txl_f16_to_f32(load_u16(          \
+				(const uint8_t *)&blk[b].d)) * a->d[b]);     \
+		}                                                            \
+		y[r] = acc;                                                  \
+	}                                                                    \
 }
+
+DOT_ROWS_INT(dot_rows_q8, struct txl_q8_act)
+DOT_ROWS_INT(dot_rows_q16, struct txl_q16_act)
 
 void
 txl_quantize_q16(struct txl_q16_act *a, const float *x, int K)
@@ -190,27 +196,6 @@ txl_quantize_q16(struct txl_q16_act *a, const float *x, int K)
 			a->q[b * TXL_QK + i] = (int16_t)lrintf(v);
 		}
 		a->d[b] = d;
-	}
-}
-
-static void
-dot_rows_q16(float *y, const void *w, size_t ld, const struct txl_q16_act *a,
-	     int n, int K)
-{
-	for (int r = 0; r < n; r++) {
-		const struct txl_block_q8_0 *blk =
-			(const void *)((const uint8_t *)w + (size_t)r * ld);
-		float acc = 0.0f;
-
-		for (int b = 0; b < K / TXL_QK; b++) {
-			int32_t s = 0;
-
-			for (int i = 0; i < TXL_QK; i++)
-				s += blk[b].qs[i] * a->q[b * TXL_QK + i];
-			acc += (float)s * (txl_f16_to_f32(load_u16((const uint8_t *)
-							  &blk[b].d)) * a->d[b]);
-		}
-		y[r] = acc;
 	}
 }
 

@@ -98,7 +98,6 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
 }
 
-
 static enum txl_status
 resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	       struct txl_session *s)
@@ -200,7 +199,8 @@ txl_session_bytes(const struct txl_model *m,
 		return -1;
 	klen_max = session_shape(&s);
 	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
-				      s.n_dist, s.kv_dt, txl_threads_of(s.params.n_threads));
+				      s.n_dist, s.kv_dt,
+				      txl_threads_of(s.params.n_threads));
 }
 
 enum txl_status
@@ -231,7 +231,8 @@ txl_session_new(const struct txl_model *m,
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
 	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
-				    s->n_dist, s->kv_dt, txl_threads_of(s->params.n_threads));
+				    s->n_dist, s->kv_dt,
+				    txl_threads_of(s->params.n_threads));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	if (have > 0 && need > have) {
