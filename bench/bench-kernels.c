@@ -138,6 +138,14 @@ call_dot_rows_q16(void *p)
 }
 
 static void
+call_dot_rows_q4(void *p)
+{
+	struct call *c = p;
+
+	c->k->dot_rows_q4(c->y, c->w, c->ld, c->a, c->n, c->K);
+}
+
+static void
 call_axpy_rows(void *p)
 {
 	struct call *c = p;
@@ -147,10 +155,13 @@ call_axpy_rows(void *p)
 
 static const char *const dt_names[] = {
 	[TXL_F32] = "F32", [TXL_F16] = "F16", [TXL_BF16] = "BF16",
-	[TXL_Q8_0] = "Q8_0",
+	[TXL_Q8_0] = "Q8_0", [TXL_Q4_0] = "Q4_0",
 };
+/* of the weights; the memory's add Q4_0 */
 static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
 					 TXL_Q8_0 };
+static const enum txl_dtype kv_dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
+					    TXL_Q8_0, TXL_Q4_0 };
 
 static void
 bench_table(const struct txl_kernels *k)
@@ -166,11 +177,16 @@ bench_table(const struct txl_kernels *k)
 	int16_t q16[64];
 	float d16[64 / TXL_QK];
 	struct txl_q16_act act16 = { .q = q16, .d = d16 };
+	int8_t q8[64];
+	float d8[64 / TXL_QK];
+	int32_t off8[64 / TXL_QK];
+	struct txl_q8_act act8 = { .q = q8, .d = d8, .off = off8 };
 
 	for (int i = 0; i < (n_attn > K ? n_attn : K); i++)
 		x[i] = uniform();
 	k->quantize_q8(&act, x, K);
 	txl_quantize_q16(&act16, x, D);
+	k->quantize_q8(&act8, x, D);
 
 	for (size_t s = 0; s < sizeof sizes_mb / sizeof *sizes_mb; s++) {
 		for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
@@ -201,23 +217,29 @@ bench_table(const struct txl_kernels *k)
 			free(w);
 		}
 	}
-	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-		const enum txl_dtype dt = dtypes[d];
+	for (size_t d = 0; d < sizeof kv_dtypes / sizeof *kv_dtypes; d++) {
+		const enum txl_dtype dt = kv_dtypes[d];
 		const size_t ld = txl_row_bytes(dt, D);
 		uint8_t *w = make_rows(dt, n_attn, D);
 		struct call c = { .k = k, .dt = dt, .w = w, .ld = ld,
 				  .n = n_attn, .K = D, .x = x, .y = y,
-				  .a16 = &act16 };
+				  .a16 = &act16, .a = &act8 };
 		const double bytes = (double)ld * n_attn;
 
-		printf("%s attn_dot_rows %s %.1f %.1f\n", k->name,
-		       dt_names[dt], bytes / (1 << 20),
-		       rate(call_dot_rows, &c, bytes));
+		if (k->dot_rows[dt])
+			printf("%s attn_dot_rows %s %.1f %.1f\n", k->name,
+			       dt_names[dt], bytes / (1 << 20),
+			       rate(call_dot_rows, &c, bytes));
 		if (dt == TXL_Q8_0)
 			/* what a Q8_0 memory takes: an int16 query */
 			printf("%s attn_dot_rows_q16 %s %.1f %.1f\n", k->name,
 			       dt_names[dt], bytes / (1 << 20),
 			       rate(call_dot_rows_q16, &c, bytes));
+		if (dt == TXL_Q4_0)
+			/* and a Q4_0 one: an int8 query */
+			printf("%s attn_dot_rows_q4 %s %.1f %.1f\n", k->name,
+			       dt_names[dt], bytes / (1 << 20),
+			       rate(call_dot_rows_q4, &c, bytes));
 		memset(y, 0, sizeof(float) * (size_t)D);
 		printf("%s attn_axpy_rows %s %.1f %.1f\n", k->name,
 		       dt_names[dt], bytes / (1 << 20),

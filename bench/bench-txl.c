@@ -4,7 +4,7 @@
  *
  *   bench-txl MODEL [--score N] [--gen N] [--seg-len T] [--mem-len M]
  *             [--prime P] [--window W] [--threads K] [--reps R]
- *             [--recompute C] [--kv-type F32|F16|BF16] [--dram]
+ *             [--recompute C] [--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram]
  *
  * score:     N token ids (fixed pseudo-random stream) scored as the
  *            original eval.py does: segments of T tokens, all logits,
@@ -224,7 +224,8 @@ main(int argc, char **argv)
 	int n_score = 4096, n_gen = 512, seg = 128, mem = 256, window = 0;
 	int threads = 0, reps = 1, n_prime = 0, recompute = 0, dram = 0;
 	int kv_type = TXL_KV_F32;
-	static const char *const kv_names[] = { "F32", "F16", "BF16", "Q8_0" };
+	static const char *const kv_names[] = { "F32", "F16", "BF16", "Q8_0",
+						"Q4_0" };
 	struct txl_model *m;
 	struct txl_session *s;
 	struct txl_session_params p = txl_session_params_default();
@@ -233,7 +234,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-txl MODEL [--score N] [--gen N] "
 			"[--seg-len T] [--mem-len M] [--prime P] [--window W] "
 			"[--threads K] [--reps R] [--recompute C] "
-			"[--kv-type F32|F16|BF16|Q8_0] [--dram]\n");
+			"[--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
@@ -248,12 +249,13 @@ main(int argc, char **argv)
 		if (strcmp(argv[i], "--kv-type") == 0) {
 			const char *t = argv[++i];
 			kv_type = -1;
-			for (int k = 0; k < 4; k++)
+			for (int k = 0; k < (int)(sizeof kv_names /
+						      sizeof *kv_names); k++)
 				if (strcmp(t, kv_names[k]) == 0)
 					kv_type = k;
 			if (kv_type < 0) {
 				fprintf(stderr, "bench-txl: --kv-type %s: not "
-					"F32, F16, BF16 or Q8_0\n", t);
+					"F32, F16, BF16, Q8_0 or Q4_0\n", t);
 				return 2;
 			}
 			continue;

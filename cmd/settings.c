@@ -64,9 +64,9 @@ _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
 	       "raise SETTINGS_MAX");
 
 const char *const color_names[3] = { "auto", "always", "never" };
-const char *const kv_type_names[4] = {
+const char *const kv_type_names[5] = {
 	[TXL_KV_F32] = "F32", [TXL_KV_F16] = "F16", [TXL_KV_BF16] = "BF16",
-	[TXL_KV_Q8_0] = "Q8_0",
+	[TXL_KV_Q8_0] = "Q8_0", [TXL_KV_Q4_0] = "Q4_0",
 };
 
 const char *const *

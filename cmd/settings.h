@@ -167,7 +167,7 @@ bool setting_check_range(const struct setting *s, double v, char *err,
 
 /** The names of enum color_mode: "auto", "always", "never". */
 extern const char *const color_names[3];
-extern const char *const kv_type_names[4];	/* by enum txl_kv_type */
+extern const char *const kv_type_names[5];	/* by enum txl_kv_type */
 /** The names of an ST_COLOR or ST_KV_TYPE setting's values, and their
  * number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);

@@ -18,7 +18,7 @@
  * cache and the position tables R are held in the session's kv_dt (F32,
  * or F16 / BF16 with --kv-type: half the bytes a token with a long memory
  * reads; Q8_0: a bit more than a quarter, each head's row of d_head
- * values in blocks of 32) and read as stored by the kernels of
+ * values in blocks of 32; Q4_0: 4 bits, a seventh) and read as stored by the kernels of
  * txl_gemm_nt_dt() and txl_gemm_nn_dt(); the queries and scores stay in
  * float.  A segment of a few queries (generation: one) takes a path of
  * its own, one pass over K, R and V for every head at once
@@ -258,10 +258,14 @@ txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 
-	/* fq (and in int16, with its scales, for a Q8_0 memory), the
-	 * scores, the parts; the slots of the segments' units */
-	return 4.0 * few_queries(seg_len) * ((kv_dt == TXL_Q8_0 ? 3.0 + 2.0 /
-		TXL_QK : 2.0) * hd + (double)hp->n_head *
+	/* fq (and in int16 or int8, with scales and offsets, for a Q8_0 or
+	 * Q4_0 memory: per value 2 + 4 / 32 or 1 + 8 / 32 bytes, each a
+	 * float), the scores, the parts; the slots of the segments' units */
+	const double fq_floats = kv_dt == TXL_Q8_0 ? 2.0 + 1.0 / TXL_QK
+		: kv_dt == TXL_Q4_0 ? 2.0 + 0.5 + 2.0 / TXL_QK : 2.0;
+
+	return 4.0 * few_queries(seg_len) * (fq_floats * hd +
+		(double)hp->n_head *
 		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0))) +
 		4.0 * threads * (double)seg_slot_floats(hp,
 			seg_rows(seg_len, kv_dt), klen_max, n_dist);
@@ -301,6 +305,13 @@ txl_attn_init(struct txl_session *s, int klen_max)
 		if (!s->fq16 || !s->fq16d)
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	}
+	if (s->kv_dt == TXL_Q4_0) {
+		s->fq8 = malloc(nq * 2 * hd);
+		s->fq8d = txl_alloc_floats(nq * 2 * hd / TXL_QK);
+		s->fq8off = malloc(nq * 2 * hd / TXL_QK * sizeof *s->fq8off);
+		if (!s->fq8 || !s->fq8d || !s->fq8off)
+			return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
 	if (!s->fq || !s->fsc || !s->part || !seg_grow(s, txl_pool_threads()))
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (relative(hp)) {
@@ -335,8 +346,14 @@ txl_attn_free(struct txl_session *s)
 	free(s->fq);
 	free(s->fq16);
 	free(s->fq16d);
+	free(s->fq8);
+	free(s->fq8d);
+	free(s->fq8off);
 	s->fq16 = NULL;
 	s->fq16d = NULL;
+	s->fq8 = NULL;
+	s->fq8d = NULL;
+	s->fq8off = NULL;
 	free(s->fsc);
 	free(s->part);
 	free(s->seg);
@@ -565,16 +582,17 @@ prefetch_rows(const uint8_t *w, size_t ld, int r)
 		__builtin_prefetch((const void *)(p + o));
 }
 
-/* A query of few_unit's products: float, or int16 (the slot's of fq16)
- * against a Q8_0 memory, whose integer products read it faster than
- * widening each key to float (1.7 times on one core with AVX2, 1.2 with
- * AVX-512: bench-kernels). */
+/* A query of few_unit's products: float, or (the slot's of fq16) int16
+ * against a Q8_0 memory, or (of fq8) int8 against a Q4_0 one, whose
+ * integer products read it faster than widening each key to float (Q8_0:
+ * 1.7 times on one core with AVX2, 1.2 with AVX-512: bench-kernels). */
 struct few_query {
 	const float *x;
 	struct txl_q16_act q16;
+	struct txl_q8_act q8;
 };
 
-/* A slot of fq16: a query and head, numbered as fq's rows are. */
+/* A slot of fq16 or fq8: a query and head, numbered as fq's rows are. */
 static struct txl_q16_act
 q16_slot(const struct txl_session *s, size_t slot)
 {
@@ -584,6 +602,16 @@ q16_slot(const struct txl_session *s, size_t slot)
 				     s->fq16d + slot * D / TXL_QK };
 }
 
+static struct txl_q8_act
+q8_slot(const struct txl_session *s, size_t slot)
+{
+	const size_t D = (size_t)s->model->hp.d_head;
+
+	return (struct txl_q8_act){ s->fq8 + slot * D,
+				    s->fq8d + slot * D / TXL_QK,
+				    s->fq8off + slot * D / TXL_QK };
+}
+
 static struct few_query
 few_query(const struct txl_session *s, const float *x, size_t slot)
 {
@@ -591,7 +619,24 @@ few_query(const struct txl_session *s, const float *x, size_t slot)
 
 	if (s->kv_dt == TXL_Q8_0)
 		fq.q16 = q16_slot(s, slot);
+	if (s->kv_dt == TXL_Q4_0)
+		fq.q8 = q8_slot(s, slot);
 	return fq;
+}
+
+/* x (d_head values) into slot `slot` of fq16 or fq8 */
+static void
+quantize_query(const struct txl_session *s, size_t slot, const float *x)
+{
+	const int D = s->model->hp.d_head;
+
+	if (s->kv_dt == TXL_Q8_0) {
+		struct txl_q16_act a = q16_slot(s, slot);
+		txl_quantize_q16(&a, x, D);
+	} else {
+		struct txl_q8_act a = q8_slot(s, slot);
+		txl_kernels()->quantize_q8(&a, x, D);
+	}
 }
 
 static void
@@ -601,13 +646,15 @@ dot_stream(const struct txl_kernels *k, enum txl_dtype dt, float *y,
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
+		const uint8_t *wr = w + (size_t)r * ld;
+
 		prefetch_rows(w, ld, r + PF_AHEAD);
 		if (dt == TXL_Q8_0)
-			k->dot_rows_q16(y + r, w + (size_t)r * ld, ld,
-					&x->q16, m, K);
+			k->dot_rows_q16(y + r, wr, ld, &x->q16, m, K);
+		else if (dt == TXL_Q4_0)
+			k->dot_rows_q4(y + r, wr, ld, &x->q8, m, K);
 		else
-			k->dot_rows[dt](y + r, w + (size_t)r * ld, ld, x->x,
-					m, K);
+			k->dot_rows[dt](y + r, wr, ld, x->x, m, K);
 	}
 }
 
@@ -794,22 +841,20 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 			}
 		}
 	}
-	if (s->kv_dt == TXL_Q8_0) {
+	if (txl_dtype_blocked(s->kv_dt)) {
 		/* the queries of AC and BD as few_unit takes them, in int16
-		 * (slots as fq's) */
+		 * or int8 (slots as fq's) */
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < H; h++) {
 				const float *q = s->qkv + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				struct txl_q16_act x = q16_slot(s, ac);
-				txl_quantize_q16(&x, relative(hp) ?
-						 s->fq + ac * D : q, D);
-				if (!relative(hp))
-					continue;
-				x = q16_slot(s, bd);
-				txl_quantize_q16(&x, hp->attn_type == 0 ?
-						 s->fq + bd * D : q, D);
+				quantize_query(s, ac, relative(hp) ?
+					       s->fq + ac * D : q);
+				if (relative(hp))
+					quantize_query(s, bd,
+						       hp->attn_type == 0 ?
+						       s->fq + bd * D : q);
 			}
 	}
 	/* a product of d_head per key and query for AC, BD and V */

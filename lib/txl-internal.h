@@ -37,9 +37,13 @@ _Noreturn void txl_abort(const char *file, int line, const char *what);
 
 /* ---- the model file (txl-file.c) ---- */
 
-/* Tensor storage types.  Q8_0 is a block type (below): one F16 scale per
- * 32 int8 values along the last dimension, as GGUF's block_q8_0. */
-enum txl_dtype { TXL_F32, TXL_F16, TXL_BF16, TXL_U8, TXL_Q8_0, TXL_N_DTYPES };
+/* Storage types.  Q8_0 is a block type (below): one F16 scale per 32
+ * int8 values along the last dimension, as GGUF's block_q8_0.  Q4_0, the
+ * same in 4 bits, holds the attention's memory only (--kv-type Q4_0): no
+ * model file stores it (txl-file.c does not know its name). */
+enum txl_dtype {
+	TXL_F32, TXL_F16, TXL_BF16, TXL_U8, TXL_Q8_0, TXL_Q4_0, TXL_N_DTYPES
+};
 
 #define TXL_QK 32		/* values per Q8_0 block */
 struct txl_block_q8_0 {
@@ -47,6 +51,16 @@ struct txl_block_q8_0 {
 	int8_t qs[TXL_QK];	/* value i = qs[i] * d */
 };
 _Static_assert(sizeof(struct txl_block_q8_0) == 34, "block_q8_0 is packed");
+
+/* 32 values in 4 bits: value i = (q_i - 8) * d, q_i in [0, 15] the low
+ * nibble of qs[i] for i < 16 and the high one of qs[i - 16] above (so a
+ * load of the 16 bytes, masked and shifted, gives the values in order);
+ * the layout of GGUF's block_q4_0.  txl_q4_0_scale() in txl-kernels.h. */
+struct txl_block_q4_0 {
+	uint16_t d;		/* the scale, IEEE half */
+	uint8_t qs[TXL_QK / 2];
+};
+_Static_assert(sizeof(struct txl_block_q4_0) == 18, "block_q4_0 is packed");
 
 #define TXL_MAX_DIMS 4
 
@@ -102,13 +116,24 @@ uint16_t txl_f32_to_bf16(float f);
 
 /* ---- weights ---- */
 
-/* The bytes of one row of K values (K a multiple of TXL_QK for Q8_0). */
+/* The bytes of one row of K values (K a multiple of TXL_QK for the block
+ * types). */
 static inline size_t
 txl_row_bytes(enum txl_dtype dt, int K)
 {
 	if (dt == TXL_Q8_0)
 		return (size_t)K / TXL_QK * sizeof(struct txl_block_q8_0);
+	if (dt == TXL_Q4_0)
+		return (size_t)K / TXL_QK * sizeof(struct txl_block_q4_0);
 	return (size_t)K * txl_dtype_size(dt);
+}
+
+/* A block type of the memory, whose attention products take the query in
+ * int16 (txl_quantize_q16(), dot_rows_q16 of txl-kernels.h). */
+static inline bool
+txl_dtype_blocked(enum txl_dtype dt)
+{
+	return dt == TXL_Q8_0 || dt == TXL_Q4_0;
 }
 
 /* Q8_0 rows interleaved by groups of TXL_IL for the matrix-vector
@@ -380,7 +405,7 @@ struct txl_session {
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16, TXL_BF16 or TXL_Q8_0 */
+	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16, TXL_BF16, TXL_Q8_0, TXL_Q4_0 */
 	size_t kv_row;		/* bytes of one head's row: d_head values */
 	uint8_t **k, **v;	/* (n_layer) x (n_head, cap, d_head) */
 
@@ -428,6 +453,9 @@ struct txl_session {
 	int16_t *fq16;		/* with a Q8_0 memory: the queries of fq (or
 				   q itself) in int16, per query and head */
 	float *fq16d;		/* their scales, one per TXL_QK values */
+	int8_t *fq8;		/* with a Q4_0 memory: the same in int8 */
+	float *fq8d;		/* their scales */
+	int32_t *fq8off;	/* their offsets (struct txl_q8_act) */
 	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
 				   softmax (d_head sums, max, sum of exps) */

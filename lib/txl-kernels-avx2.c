@@ -203,12 +203,13 @@ q8_block_dot(const struct txl_block_q8_0 *b, __m256 x0, __m256 x1, __m256 x2,
 	return _mm256_fmadd_ps(q8_load8(b->qs + 24), x3, t);
 }
 
+/* A block's scale in every lane (Q8_0 and Q4_0 start with it). */
 static inline __m256
-q8_scale(const struct txl_block_q8_0 *b)
+block_scale8(const void *p)
 {
 	uint16_t d;
 
-	memcpy(&d, &b->d, sizeof d);
+	memcpy(&d, p, sizeof d);
 	return _mm256_cvtph_ps(_mm_set1_epi16((short)d));
 }
 
@@ -236,13 +237,13 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 			__m256 x2 = _mm256_loadu_ps(xb + 16);
 			__m256 x3 = _mm256_loadu_ps(xb + 24);
 			a0 = _mm256_fmadd_ps(q8_block_dot(q0 + b, x0, x1, x2, x3),
-					     q8_scale(q0 + b), a0);
+					     block_scale8(q0 + b), a0);
 			a1 = _mm256_fmadd_ps(q8_block_dot(q1 + b, x0, x1, x2, x3),
-					     q8_scale(q1 + b), a1);
+					     block_scale8(q1 + b), a1);
 			a2 = _mm256_fmadd_ps(q8_block_dot(q2 + b, x0, x1, x2, x3),
-					     q8_scale(q2 + b), a2);
+					     block_scale8(q2 + b), a2);
 			a3 = _mm256_fmadd_ps(q8_block_dot(q3 + b, x0, x1, x2, x3),
-					     q8_scale(q3 + b), a3);
+					     block_scale8(q3 + b), a3);
 		}
 		_mm_storeu_ps(y + r, hsum4(a0, a1, a2, a3));
 	}
@@ -258,7 +259,7 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 					     _mm256_loadu_ps(xb + 8),
 					     _mm256_loadu_ps(xb + 16),
 					     _mm256_loadu_ps(xb + 24)),
-				q8_scale(q + b), acc);
+				block_scale8(q + b), acc);
 		}
 		y[r] = hsum(acc);
 	}
@@ -270,9 +271,34 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	const struct txl_block_q8_0 *q = src;
 
 	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m256 d = q8_scale(q + b);
+		__m256 d = block_scale8(q + b);
 		for (int i = 0; i < TXL_QK; i += 8)
 			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q8_load8(q[b].qs + i),
+							       d));
+	}
+}
+
+/* Q4_0: values i .. i + 7 of a block (i a multiple of 8) as floats. */
+static inline __m256
+q4_load8(const struct txl_block_q4_0 *b, int i)
+{
+	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)
+				    (b->qs + i % 16));
+
+	x = _mm_and_si128(i >= 16 ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
+	return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(x),
+						   _mm256_set1_epi32(8)));
+}
+
+static void
+widen_q4_0(float *dst, const void *src, size_t n)
+{
+	const struct txl_block_q4_0 *q = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
+		__m256 d = block_scale8(q + b);
+		for (int i = 0; i < TXL_QK; i += 8)
+			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q4_load8(q + b, i),
 							       d));
 	}
 }
@@ -382,7 +408,7 @@ q8_block_idot_vnni(const struct txl_block_q8_0 *b, __m256i xq, __m256i off)
 /* acc += block b of a row times the activations' block (xq, scale d) */
 #define Q8_BLOCK_ACC(idot, b, xq, d, off, acc)                               \
 	_mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(b, xq, off)),                \
-			_mm256_mul_ps(q8_scale(b), d), acc)
+			_mm256_mul_ps(block_scale8(b), d), acc)
 
 #define DOT_ROWS_Q8(name, idot, attr)                                        \
 attr static void                                                             \
@@ -461,6 +487,93 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 }
 
 #include "txl-kernels-q16.h"
+#include "txl-kernels-q4.h"
+
+/* ---- Q4_0 memory against an int8 query ----
+ *
+ * As txl-kernels-avx512.c's, eight rows at a time: two rows' blocks to a
+ * register, the 8 rows' lanes summed by a 4 x 4 transpose within each
+ * half, row 2 g + k in lane 4 k + g. */
+
+/* The lane of each row (the permutation that puts the rows back) */
+#define Q4_ROW_LANES _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+
+static inline __m256i
+q4_idot(const uint8_t *p, size_t ld, __m256i qlo, __m256i qhi)
+{
+	const __m256i v = _mm256_loadu2_m128i((const __m128i *)(const void *)(p + ld),
+					      (const __m128i *)(const void *)p);
+	const __m256i m = _mm256_set1_epi8(15);
+	const __m256i s = _mm256_add_epi16(
+		_mm256_maddubs_epi16(_mm256_and_si256(v, m), qlo),
+		_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4),
+						      m), qhi));
+
+	return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+/* [sum of a's lanes of row k, b's, c's, d's] in each half k */
+static inline __m256i
+sum_lanes4x4(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+	const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b),
+					    _mm256_unpackhi_epi32(a, b));
+	const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d),
+					    _mm256_unpackhi_epi32(c, d));
+
+	return _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1),
+				_mm256_unpackhi_epi64(t0, t1));
+}
+
+/* The scales of 8 blocks ld bytes apart, lane 4 k + g that of row 2 g + k */
+static inline __m256
+q4_scales8(const uint8_t *p, size_t ld)
+{
+	uint16_t h[8];
+
+	for (int i = 0; i < 8; i++)
+		memcpy(&h[i], p + (size_t)(2 * (i % 4) + i / 4) * ld, 2);
+	return _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1],
+		(short)h[2], (short)h[3], (short)h[4], (short)h[5],
+		(short)h[6], (short)h[7]));
+}
+
+static void
+dot_rows_q4(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
+	    int n, int K)
+{
+	const uint8_t *base = w;
+	const size_t bs = sizeof(struct txl_block_q4_0);
+	int r = 0;
+
+	for (; r + 8 <= n; r += 8) {
+		const uint8_t *w0 = base + (size_t)r * ld;
+		__m256 acc = _mm256_setzero_ps();
+
+		for (int b = 0; b < K / TXL_QK; b++) {
+			const uint8_t *wb = w0 + b * bs, *v = wb + 2;
+			const int8_t *q = a->q + b * TXL_QK;
+			const __m256i qlo = _mm256_broadcastsi128_si256(
+				_mm_loadu_si128((const __m128i *)(const void *)q));
+			const __m256i qhi = _mm256_broadcastsi128_si256(
+				_mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
+			__m256i s = sum_lanes4x4(q4_idot(v, ld, qlo, qhi),
+				q4_idot(v + 2 * ld, ld, qlo, qhi),
+				q4_idot(v + 4 * ld, ld, qlo, qhi),
+				q4_idot(v + 6 * ld, ld, qlo, qhi));
+			const __m256 d = _mm256_mul_ps(q4_scales8(wb, ld),
+						       _mm256_set1_ps(a->d[b]));
+
+			s = _mm256_add_epi32(s, _mm256_set1_epi32(a->off[b] / 16));
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(
+				_mm256_cvtepi32_ps(s), d));
+		}
+		_mm256_storeu_ps(y + r, _mm256_permutevar8x32_ps(acc,
+								 Q4_ROW_LANES));
+	}
+	for (; r < n; r++)
+		y[r] = q4_row_dot(base + (size_t)r * ld, a, K);
+}
 
 /* Interleaved Q8_0 (txl-kernels.h): a group's 16 rows in two halves of 8
  * lanes.  The 4 columns j of 8 rows, 32 bytes, times the activations' 4
@@ -616,9 +729,9 @@ AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 
-/* Q8_0 rows: per block, a[r] times its scale, then its values widened
- * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
- * blocks) at a time in registers, then a last odd block. */
+/* Q8_0 and Q4_0 rows: per block, a[r] times its scale, then its values
+ * widened (exactly, by load8) and multiplied by that as AXPY_ROWS does, 64
+ * columns (two blocks) at a time in registers, then a last odd block. */
 
 /* the 32 floats at y into c0..c3; c0..c3 back */
 #define LOAD4(y, c0, c1, c2, c3)                                             \
@@ -638,15 +751,15 @@ AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 /* c0..c3 += d times the 32 values of block q */
 #define BLOCK_FMA(d, q, c0, c1, c2, c3)                                      \
 	do {                                                                 \
-		c0 = _mm256_fmadd_ps(d, q8_load8((q)->qs), c0);              \
-		c1 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 8), c1);          \
-		c2 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 16), c2);         \
-		c3 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 24), c3);         \
+		c0 = _mm256_fmadd_ps(d, load8(q, 0), c0);                    \
+		c1 = _mm256_fmadd_ps(d, load8(q, 8), c1);                    \
+		c2 = _mm256_fmadd_ps(d, load8(q, 16), c2);                   \
+		c3 = _mm256_fmadd_ps(d, load8(q, 24), c3);                   \
 	} while (0)
 
-static void
-axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
+static inline __attribute__((always_inline)) void
+axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
+		 int K, size_t bs, __m256 (*load8)(const void *q, int i))
 {
 	const uint8_t *base = w;
 	const int nb = K / TXL_QK;
@@ -658,12 +771,11 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 		LOAD4(yb, c0, c1, c2, c3);
 		LOAD4(yb + 32, c4, c5, c6, c7);
 		for (int r = 0; r < n; r++) {
-			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld + (size_t)b * sizeof *q);
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
 			const __m256 ar = _mm256_broadcast_ss(a + r);
-			BLOCK_FMA(_mm256_mul_ps(ar, q8_scale(q)), q, c0, c1, c2, c3);
-			BLOCK_FMA(_mm256_mul_ps(ar, q8_scale(q + 1)), q + 1, c4,
-				  c5, c6, c7);
+			BLOCK_FMA(_mm256_mul_ps(ar, block_scale8(q)), q, c0, c1, c2, c3);
+			BLOCK_FMA(_mm256_mul_ps(ar, block_scale8(q + bs)), q + bs,
+				  c4, c5, c6, c7);
 		}
 		STORE4(yb, c0, c1, c2, c3);
 		STORE4(yb + 32, c4, c5, c6, c7);
@@ -673,13 +785,40 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 		__m256 c0, c1, c2, c3;
 		LOAD4(yb, c0, c1, c2, c3);
 		for (int r = 0; r < n; r++) {
-			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld + (size_t)b * sizeof *q);
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
 			BLOCK_FMA(_mm256_mul_ps(_mm256_broadcast_ss(a + r),
-						q8_scale(q)), q, c0, c1, c2, c3);
+						block_scale8(q)), q, c0, c1, c2, c3);
 		}
 		STORE4(yb, c0, c1, c2, c3);
 	}
+}
+
+static inline __m256
+q8_vals8(const void *q, int i)
+{
+	return q8_load8(((const struct txl_block_q8_0 *)q)->qs + i);
+}
+
+static inline __m256
+q4_vals8(const void *q, int i)
+{
+	return q4_load8(q, i);
+}
+
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q8_0),
+			 q8_vals8);
+}
+
+static void
+axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q4_0),
+			 q4_vals8);
 }
 
 #undef LOAD4
@@ -845,6 +984,7 @@ max_of(const float *x, int n)
 }
 
 const struct txl_kernels txl_kernels_avx2 =
-	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il);
+	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il, dot_rows_q4);
 const struct txl_kernels txl_kernels_avx2_vnni =
-	TXL_KERNEL_TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni);
+	TXL_KERNEL_TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni,
+			 dot_rows_q4);

@@ -157,12 +157,13 @@ q8_load16(const int8_t *q)
 	return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
 }
 
+/* A block's scale in every lane (Q8_0 and Q4_0 start with it). */
 static inline __m512
-q8_scale(const struct txl_block_q8_0 *b)
+block_scale16(const void *p)
 {
 	uint16_t d;
 
-	memcpy(&d, &b->d, sizeof d);
+	memcpy(&d, p, sizeof d);
 	return _mm512_cvtph_ps(_mm256_set1_epi16((short)d));
 }
 
@@ -191,7 +192,7 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 			do {                                                 \
 				__m512 t = _mm512_mul_ps(q8_load16(q[b].qs), x0); \
 				t = _mm512_fmadd_ps(q8_load16(q[b].qs + 16), x1, t); \
-				a = _mm512_fmadd_ps(t, q8_scale(q + b), a);  \
+				a = _mm512_fmadd_ps(t, block_scale16(q + b), a);  \
 			} while (0)
 			ROW(q0, a0);
 			ROW(q1, a1);
@@ -211,7 +212,7 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 						 _mm512_loadu_ps(x + b * TXL_QK));
 			t = _mm512_fmadd_ps(q8_load16(q[b].qs + 16),
 					    _mm512_loadu_ps(x + b * TXL_QK + 16), t);
-			acc = _mm512_fmadd_ps(t, q8_scale(q + b), acc);
+			acc = _mm512_fmadd_ps(t, block_scale16(q + b), acc);
 		}
 		y[r] = _mm512_reduce_add_ps(acc);
 	}
@@ -223,10 +224,34 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	const struct txl_block_q8_0 *q = src;
 
 	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m512 d = q8_scale(q + b);
+		__m512 d = block_scale16(q + b);
 		_mm512_storeu_ps(dst, _mm512_mul_ps(q8_load16(q[b].qs), d));
 		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q8_load16(q[b].qs + 16),
 							 d));
+	}
+}
+
+/* Q4_0: sixteen values of a block (half h: values 16 h .. 16 h + 15) as
+ * floats. */
+static inline __m512
+q4_load16(const struct txl_block_q4_0 *b, int h)
+{
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)b->qs);
+
+	x = _mm_and_si128(h ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
+	return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(x),
+						   _mm512_set1_epi32(8)));
+}
+
+static void
+widen_q4_0(float *dst, const void *src, size_t n)
+{
+	const struct txl_block_q4_0 *q = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
+		__m512 d = block_scale16(q + b);
+		_mm512_storeu_ps(dst, _mm512_mul_ps(q4_load16(q + b, 0), d));
+		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q4_load16(q + b, 1), d));
 	}
 }
 
@@ -422,6 +447,118 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 }
 
 #include "txl-kernels-q16.h"
+#include "txl-kernels-q4.h"
+
+/* ---- Q4_0 memory against an int8 query ----
+ *
+ * Sixteen rows at a time, a block at a time: the 16 bytes of each row's
+ * block, four rows to a register; their low and high nibbles times the
+ * query's bytes into 4 int32 lanes per row (vpdpbusd, or vpmaddubsw and
+ * vpmaddwd), exact; the 16 rows' lanes summed by a 4 x 4 transpose into
+ * one register, row 4 g + k in lane 4 k + g (Q4_LANE_ROWS); then the
+ * float steps of the scalar kernel in those lanes, the rows put back in
+ * order when stored. */
+#define Q4_LANE_ROWS _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, \
+				       14, 3, 7, 11, 15)
+
+/* The 16 value bytes of a block of 4 rows, ld bytes apart. */
+static inline __m512i
+q4_rows4(const uint8_t *p, size_t ld)
+{
+	__m512i v = _mm512_castsi128_si512(_mm_loadu_si128(
+		(const __m128i *)(const void *)p));
+
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)
+						  (p + ld)), 1);
+	v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)
+						  (p + 2 * ld)), 2);
+	return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)
+						     (p + 3 * ld)), 3);
+}
+
+static inline __m512i
+q4_idot_bw(__m512i v, __m512i qlo, __m512i qhi)
+{
+	const __m512i m = _mm512_set1_epi8(15);
+	const __m512i p = _mm512_add_epi16(
+		_mm512_maddubs_epi16(_mm512_and_si512(v, m), qlo),
+		_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v, 4),
+						      m), qhi));
+
+	return _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+q4_idot_vnni(__m512i v, __m512i qlo, __m512i qhi)
+{
+	const __m512i m = _mm512_set1_epi8(15);
+
+	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(),
+		_mm512_and_si512(v, m), qlo),
+		_mm512_and_si512(_mm512_srli_epi16(v, 4), m), qhi);
+}
+
+/* [sum of a's lanes of row k, b's, c's, d's] in each 128-bit lane k */
+static inline __m512i
+sum_lanes4x4(__m512i a, __m512i b, __m512i c, __m512i d)
+{
+	const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b),
+					    _mm512_unpackhi_epi32(a, b));
+	const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d),
+					    _mm512_unpackhi_epi32(c, d));
+
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1),
+				_mm512_unpackhi_epi64(t0, t1));
+}
+
+#define DOT_ROWS_Q4(name, idot, attr)                                        \
+attr static void                                                             \
+name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
+     int K)                                                                  \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const size_t bs = sizeof(struct txl_block_q4_0);                     \
+	/* the scales' offsets, lane by lane (gathered, 4 bytes: the     \
+	 * scale and two value bytes of its block) */                        \
+	const __m512i offs = _mm512_mullo_epi32(Q4_LANE_ROWS,                \
+						_mm512_set1_epi32((int)ld)); \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 16 <= n; r += 16) {                                       \
+		const uint8_t *w0 = base + (size_t)r * ld;                   \
+		__m512 acc = _mm512_setzero_ps();                            \
+                                                                             \
+		for (int b = 0; b < K / TXL_QK; b++) {                       \
+			const uint8_t *wb = w0 + b * bs, *v = wb + 2;        \
+			const int8_t *q = a->q + b * TXL_QK;                 \
+			const __m512i qlo = _mm512_broadcast_i32x4(          \
+				_mm_loadu_si128((const __m128i *)(const void *)q)); \
+			const __m512i qhi = _mm512_broadcast_i32x4(          \
+				_mm_loadu_si128((const __m128i *)(const void *)(q + 16))); \
+			__m512i s = sum_lanes4x4(                            \
+				idot(q4_rows4(v, ld), qlo, qhi),             \
+				idot(q4_rows4(v + 4 * ld, ld), qlo, qhi),    \
+				idot(q4_rows4(v + 8 * ld, ld), qlo, qhi),    \
+				idot(q4_rows4(v + 12 * ld, ld), qlo, qhi));  \
+			const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(      \
+				_mm512_cvtepi32_epi16(_mm512_i32gather_epi32( \
+					offs, (const void *)wb, 1))),        \
+				_mm512_set1_ps(a->d[b]));                    \
+                                                                             \
+			s = _mm512_add_epi32(s, _mm512_set1_epi32(a->off[b] / 16)); \
+			acc = _mm512_add_ps(acc, _mm512_mul_ps(              \
+				_mm512_cvtepi32_ps(s), d));                  \
+		}                                                            \
+		/* lane 4 k + g holds row 4 g + k: the same swap back */     \
+		_mm512_storeu_ps(y + r, _mm512_permutexvar_ps(Q4_LANE_ROWS, acc)); \
+	}                                                                    \
+	for (; r < n; r++)                                                   \
+		y[r] = q4_row_dot(base + (size_t)r * ld, a, K);              \
+}
+
+DOT_ROWS_Q4(dot_rows_q4_bw, q4_idot_bw, )
+DOT_ROWS_Q4(dot_rows_q4_vnni, q4_idot_vnni, __attribute__((target("avx512vnni"))))
 
 /* Interleaved Q8_0 (txl-kernels.h): the 4 columns j of every row of a
  * group, 64 bytes, times the activations' 4 bytes broadcast, summed into
@@ -557,13 +694,27 @@ AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
 
-/* Q8_0 rows: per block, a[r] times its scale, then its values widened
- * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
- * blocks) at a time, two rows at a time into two sets of sums (one chain
- * of multiply-adds waits for the last), then a last odd block. */
-static void
-axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
+/* Half h of a block's values (16 h .. 16 h + 15) as floats. */
+static inline __m512
+q8_half16(const void *q, int h)
+{
+	return q8_load16(((const struct txl_block_q8_0 *)q)->qs + 16 * h);
+}
+
+static inline __m512
+q4_half16(const void *q, int h)
+{
+	return q4_load16(q, h);
+}
+
+/* Q8_0 and Q4_0 rows: per block, a[r] times its scale, then its values
+ * widened (exactly, by load16) and multiplied by that as AXPY_ROWS does,
+ * 64 columns (two blocks) at a time, two rows at a time into two sets of
+ * sums (one chain of multiply-adds waits for the last), then a last odd
+ * block. */
+static inline __attribute__((always_inline)) void
+axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
+		 int K, size_t bs, __m512 (*load16)(const void *q, int h))
 {
 	const uint8_t *base = w;
 	const int nb = K / TXL_QK;
@@ -579,31 +730,28 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 
 #define ROW(q, d0, d1, s0, s1, s2, s3)                                       \
 		do {                                                         \
-			s0 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs), s0);    \
-			s1 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs + 16), s1); \
-			s2 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs), s2);    \
-			s3 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs + 16), s3); \
+			s0 = _mm512_fmadd_ps(d0, load16(q, 0), s0);          \
+			s1 = _mm512_fmadd_ps(d0, load16(q, 1), s1);          \
+			s2 = _mm512_fmadd_ps(d1, load16(q + bs, 0), s2);     \
+			s3 = _mm512_fmadd_ps(d1, load16(q + bs, 1), s3);     \
 		} while (0)
 		for (; r + 2 <= n; r += 2) {
-			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld + (size_t)b * sizeof *q);
-			const struct txl_block_q8_0 *p = (const void *)
-				((const uint8_t *)q + ld);
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const uint8_t *p = q + ld;
 			const __m512 ar = _mm512_set1_ps(a[r]);
 			const __m512 ap = _mm512_set1_ps(a[r + 1]);
-			const __m512 d0 = _mm512_mul_ps(ar, q8_scale(q));
-			const __m512 d1 = _mm512_mul_ps(ar, q8_scale(q + 1));
-			const __m512 f0 = _mm512_mul_ps(ap, q8_scale(p));
-			const __m512 f1 = _mm512_mul_ps(ap, q8_scale(p + 1));
+			const __m512 d0 = _mm512_mul_ps(ar, block_scale16(q));
+			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + bs));
+			const __m512 f0 = _mm512_mul_ps(ap, block_scale16(p));
+			const __m512 f1 = _mm512_mul_ps(ap, block_scale16(p + bs));
 			ROW(q, d0, d1, c0, c1, c2, c3);
 			ROW(p, f0, f1, e0, e1, e2, e3);
 		}
 		if (r < n) {
-			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld + (size_t)b * sizeof *q);
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
 			const __m512 ar = _mm512_set1_ps(a[r]);
-			const __m512 d0 = _mm512_mul_ps(ar, q8_scale(q));
-			const __m512 d1 = _mm512_mul_ps(ar, q8_scale(q + 1));
+			const __m512 d0 = _mm512_mul_ps(ar, block_scale16(q));
+			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + bs));
 			ROW(q, d0, d1, c0, c1, c2, c3);
 		}
 #undef ROW
@@ -616,16 +764,31 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 		float *yb = y + b * TXL_QK;
 		__m512 c0 = _mm512_loadu_ps(yb), c1 = _mm512_loadu_ps(yb + 16);
 		for (int r = 0; r < n; r++) {
-			const struct txl_block_q8_0 *q = (const void *)(base +
-					(size_t)r * ld + (size_t)b * sizeof *q);
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
 			const __m512 d = _mm512_mul_ps(_mm512_set1_ps(a[r]),
-						       q8_scale(q));
-			c0 = _mm512_fmadd_ps(d, q8_load16(q[0].qs), c0);
-			c1 = _mm512_fmadd_ps(d, q8_load16(q[0].qs + 16), c1);
+						       block_scale16(q));
+			c0 = _mm512_fmadd_ps(d, load16(q, 0), c0);
+			c1 = _mm512_fmadd_ps(d, load16(q, 1), c1);
 		}
 		_mm512_storeu_ps(yb, c0);
 		_mm512_storeu_ps(yb + 16, c1);
 	}
+}
+
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q8_0),
+			 q8_half16);
+}
+
+static void
+axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q4_0),
+			 q4_half16);
 }
 
 static void
@@ -756,6 +919,7 @@ max_of(const float *x, int n)
 }
 
 const struct txl_kernels txl_kernels_avx512 =
-	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw);
+	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw, dot_rows_q4_bw);
 const struct txl_kernels txl_kernels_avx512_vnni =
-	TXL_KERNEL_TABLE("avx512vnni", dot_rows_q8_vnni, dot_il_vnni);
+	TXL_KERNEL_TABLE("avx512vnni", dot_rows_q8_vnni, dot_il_vnni,
+			 dot_rows_q4_vnni);

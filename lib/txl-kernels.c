@@ -61,6 +61,28 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* Value i of a Q4_0 block, q - 8 (txl-internal.h). */
+static inline int
+q4_value(const struct txl_block_q4_0 *b, int i)
+{
+	return (i < TXL_QK / 2 ? b->qs[i] & 15 : b->qs[i - TXL_QK / 2] >> 4) - 8;
+}
+
+static void
+widen_q4_0(float *dst, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		struct txl_block_q4_0 blk;
+
+		memcpy(&blk, s + b * sizeof blk, sizeof blk);
+		const float d = txl_f16_to_f32(blk.d);
+		for (int i = 0; i < TXL_QK; i++)
+			dst[b * TXL_QK + i] = (float)q4_value(&blk, i) * d;
+	}
+}
+
 /* The dot products widen a row at a time into a buffer: the definition,
  * not the fast way (the vector kernels fuse the two). */
 #define ROW_CHUNK 256
@@ -179,6 +201,28 @@ name(float *y, const void *w, size_t ld, const act_type *a, int n, int K)    \
 DOT_ROWS_INT(dot_rows_q8, struct txl_q8_act)
 DOT_ROWS_INT(dot_rows_q16, struct txl_q16_act)
 
+/* Q4_0 rows against an int8 query (txl-kernels.h). */
+static void
+dot_rows_q4(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
+	    int n, int K)
+{
+	for (int r = 0; r < n; r++) {
+		const uint8_t *row = (const uint8_t *)w + (size_t)r * ld;
+		float acc = 0.0f;
+
+		for (int b = 0; b < K / TXL_QK; b++) {
+			struct txl_block_q4_0 blk;
+			int32_t s = 0;
+
+			memcpy(&blk, row + b * sizeof blk, sizeof blk);
+			for (int i = 0; i < TXL_QK; i++)
+				s += q4_value(&blk, i) * a->q[b * TXL_QK + i];
+			acc += (float)s * (txl_f16_to_f32(blk.d) * a->d[b]);
+		}
+		y[r] = acc;
+	}
+}
+
 void
 txl_quantize_q16(struct txl_q16_act *a, const float *x, int K)
 {
@@ -286,6 +330,38 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 	}
 }
 
+void
+txl_narrow_q4_0(void *dst, const float *src, size_t n)
+{
+	uint8_t *out = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		const float *x = src + b * TXL_QK;
+		struct txl_block_q4_0 blk;
+		float m = 0.0f, nan = 0.0f;
+
+		for (int i = 0; i < TXL_QK; i++) {
+			m = fabsf(x[i]) > fabsf(m) ? x[i] : m;
+			nan += x[i] - x[i];	/* NaN for a NaN or inf */
+		}
+		const float id = txl_q4_0_scale(m + nan, &blk.d);
+		for (int i = 0; i < TXL_QK / 2; i++) {
+			int q[2];
+
+			for (int j = 0; j < 2; j++) {
+				/* id != 0: every x finite, |x id| < 12 (8 for
+				 * a normal scale, 1.5 times that at most for
+				 * a subnormal one) */
+				const float v = x[i + j * TXL_QK / 2] * id + 8.5f;
+				q[j] = id != 0.0f ? (int)v : 8;
+				q[j] = q[j] < 0 ? 0 : q[j] > 15 ? 15 : q[j];
+			}
+			blk.qs[i] = (uint8_t)(q[0] | q[1] << 4);
+		}
+		memcpy(out + b * sizeof blk, &blk, sizeof blk);
+	}
+}
+
 static void
 axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
@@ -331,6 +407,13 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	axpy_rows_with(widen_q8_0, TXL_Q8_0, y, a, w, ld, n, K);
 }
 
+static void
+axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_with(widen_q4_0, TXL_Q4_0, y, a, w, ld, n, K);
+}
+
 static double
 exp_sum(float *out, const float *x, int n, float max)
 {
@@ -356,7 +439,7 @@ max_of(const float *x, int n)
 }
 
 static const struct txl_kernels kernels_scalar =
-	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il);
+	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il, dot_rows_q4);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1

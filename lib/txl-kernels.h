@@ -33,14 +33,15 @@ enum txl_isa {
 typedef void (*txl_dot_rows_fn)(float *y, const void *w, size_t ld,
 				const float *x, int n, int K);
 /* dst[n] = src widened to floats (exactly: every stored value is a
- * float); n is a multiple of TXL_QK for Q8_0. */
+ * float); n is a multiple of TXL_QK for Q8_0 and Q4_0. */
 typedef void (*txl_widen_fn)(float *dst, const void *src, size_t n);
 /* dst[n] = src rounded to the dtype (F16, BF16: nearest even; Q8_0: n a
  * multiple of TXL_QK, blocks as models/txlfile.py's quantize_q8_0 makes
- * them, see txl_q8_0_scale()). */
+ * them, see txl_q8_0_scale(); Q4_0: txl_q4_0_scale()). */
 typedef void (*txl_narrow_fn)(void *dst, const float *src, size_t n);
 /* y[K] += sum_{r < n} a[r] * w_r, rows of w `ld` bytes apart (K a
- * multiple of TXL_QK for Q8_0): attention's probabilities times V. */
+ * multiple of TXL_QK for Q8_0 and Q4_0): attention's probabilities times
+ * V. */
 typedef void (*txl_axpy_rows_fn)(float *y, const float *a, const void *w,
 				 size_t ld, int n, int K);
 
@@ -89,6 +90,16 @@ typedef void (*txl_dot_rows_q16_fn)(float *y, const void *w, size_t ld,
 				    const struct txl_q16_act *a, int n,
 				    int K);
 
+/* y[r] = w_r . a for r < n, Q4_0 rows `ld` bytes apart, against a query
+ * quantized as the Q8_0 weights' activations (int8: where the keys have
+ * 4 bits, the query's rounding is 16 times finer).  Every table computes
+ * the same floats: per row, for each block in turn, the exact integer sum
+ * of (q_i - 8) a_i (the sum of q_i a_i, plus a's off / 16), rounded to
+ * float, times (the row's scale times a's), added to a sum that starts at
+ * 0; no fused multiply-add. */
+typedef void (*txl_dot_rows_q4_fn)(float *y, const void *w, size_t ld,
+				   const struct txl_q8_act *a, int n, int K);
+
 /* x[K] into a, as struct txl_q16_act says (one function for every
  * table: a query is 64 or 128 values a head).  A NaN or an inf in a
  * block makes its scale NaN, and so its products, as with a float query;
@@ -122,6 +133,29 @@ txl_q8_0_scale(float amax, uint16_t *d)
 	return df > 0.0f && df <= 65504.0f ? 1.0f / df : 0.0f;
 }
 
+/* Narrowing to Q4_0 (narrow[TXL_Q4_0]), one block whose value of largest
+ * magnitude is m (the first of them; NaN if the block holds a NaN or an
+ * inf): stores the scale in *d, m / -8 in float rounded to F16 to nearest
+ * even, so that m itself is q = 0, and returns the factor 1 / d (0 as
+ * txl_q8_0_scale() says: a zero, NaN or infinite scale).  A value's q is
+ * then v = x / d + 8.5 truncated, clipped to [0, 15]: the nearest of the
+ * 16 steps (halves up), within d / 2 of x but for values of m's opposite
+ * sign beyond 7.5 steps, which take 7 (the scheme of GGUF's Q4_0). */
+static inline float
+txl_q4_0_scale(float m, uint16_t *d)
+{
+	/* a zero block's scale +0, not -0 */
+	*d = m != m ? 0x7e00 : m == 0.0f ? 0 : txl_f32_to_f16(m / -8.0f);
+	const float df = txl_f16_to_f32(*d);
+	const float a = df < 0.0f ? -df : df;
+
+	return a > 0.0f && a <= 65504.0f ? 1.0f / df : 0.0f;
+}
+
+/* The scalar narrowing to Q4_0, every table's: it rounds only the new
+ * rows of a memory. */
+void txl_narrow_q4_0(void *dst, const float *src, size_t n);
+
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 matrix, txl_q8_interleave() of
  * txl-internal.h): groups of TXL_IL rows (the last padded with zero
@@ -144,7 +178,7 @@ typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avxvnni", "avx512",
 				   "avx512vnni" */
-	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
+	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8, Q4_0 */
 	txl_widen_fn widen[TXL_N_DTYPES];
 	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8 */
@@ -153,8 +187,10 @@ struct txl_kernels {
 	txl_quantize_q8_fn quantize_q8;
 	txl_dot_rows_q8_fn dot_rows_q8;
 	txl_dot_il_fn dot_il;	/* the same, interleaved weights */
-	/* the attention's queries against a Q8_0 memory */
+	/* the attention's queries against a Q8_0 memory (int16), and
+	 * against a Q4_0 one (int8, quantize_q8) */
 	txl_dot_rows_q16_fn dot_rows_q16;
+	txl_dot_rows_q4_fn dot_rows_q4;
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);
@@ -164,8 +200,8 @@ struct txl_kernels {
 
 /* A table of the kernels of one file, which names them the same in each
  * (dot_rows_f32, ..., dot_rows_q16, exp_sum, max_of): its tables differ
- * only in the integer products of Q8_0 weights. */
-#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_)                       \
+ * only in the integer products of Q8_0 weights and Q4_0 memory. */
+#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_, dot_rows_q4_)         \
 	{                                                                    \
 		.name = name_,                                               \
 		.dot_rows = {                                                \
@@ -175,20 +211,24 @@ struct txl_kernels {
 		.widen = {                                                   \
 			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
 			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
+			[TXL_Q4_0] = widen_q4_0,                             \
 		},                                                           \
 		.narrow = {                                                  \
 			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
 			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
+			[TXL_Q4_0] = txl_narrow_q4_0,                        \
 		},                                                           \
 		.axpy_rows = {                                               \
 			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
 			[TXL_BF16] = axpy_rows_bf16,                         \
 			[TXL_Q8_0] = axpy_rows_q8_0,                         \
+			[TXL_Q4_0] = axpy_rows_q4_0,                         \
 		},                                                           \
 		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = dot_rows_q8_,                                 \
 		.dot_il = dot_il_,                                           \
 		.dot_rows_q16 = dot_rows_q16,                                \
+		.dot_rows_q4 = dot_rows_q4_,                                 \
 		.exp_sum = exp_sum,                                          \
 		.max = max_of,                                               \
 	}

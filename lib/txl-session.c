@@ -65,6 +65,8 @@ txl_kv_dtype(int kv_type)
 		return TXL_BF16;
 	case TXL_KV_Q8_0:
 		return TXL_Q8_0;
+	case TXL_KV_Q4_0:
+		return TXL_Q4_0;
 	default:
 		return TXL_N_DTYPES;
 	}
@@ -153,12 +155,14 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES)
 		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of "
 				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16, "
-				"TXL_KV_Q8_0", p.kv_type);
-	if (p.kv_type == TXL_KV_Q8_0 && hp->d_head % TXL_QK != 0)
-		return txl_fail(TXL_ERR_INVALID, "kv_type Q8_0 needs d_head "
+				"TXL_KV_Q8_0, TXL_KV_Q4_0", p.kv_type);
+	if (txl_dtype_blocked(txl_kv_dtype(p.kv_type)) &&
+	    hp->d_head % TXL_QK != 0)
+		return txl_fail(TXL_ERR_INVALID, "kv_type %s needs d_head "
 				"to be a multiple of %d (blocks of %d values "
-				"per head); this model's d_head is %d", TXL_QK,
-				TXL_QK, hp->d_head);
+				"per head); this model's d_head is %d",
+				p.kv_type == TXL_KV_Q8_0 ? "Q8_0" : "Q4_0",
+				TXL_QK, TXL_QK, hp->d_head);
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;

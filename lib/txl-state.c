@@ -469,11 +469,12 @@ txl_session_load(struct txl_session *s, const char *path)
 			      hdr.mem_len);
 		goto out;
 	}
-	if (ft == TXL_Q8_0 && hp->d_head % TXL_QK != 0) {
-		/* no session of this model holds Q8_0 rows */
-		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type Q8_0 "
+	if (txl_dtype_blocked(ft) && hp->d_head % TXL_QK != 0) {
+		/* no session of this model holds Q8_0 or Q4_0 rows */
+		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type %s "
 			      "with d_head %d, not a multiple of %d)", path,
-			      hp->d_head, TXL_QK);
+			      ft == TXL_Q8_0 ? "Q8_0" : "Q4_0", hp->d_head,
+			      TXL_QK);
 		goto out;
 	}
 	/* the file's rows, in its kv_type */

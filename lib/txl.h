@@ -255,8 +255,14 @@ typedef bool (*txl_abort_fn)(void *data);
  * (a bit more than a quarter of F32), each head's row of d_head values
  * cut into blocks of 32 int8 with one F16 scale, max |block| / 127, as
  * the weights' Q8_0: a value is off by at most half a step, max |block| /
- * 254, and blocks past 65504 * 127 hold NaNs.  Q8_0 needs a model whose
- * d_head is a multiple of 32 (txl_session_new() refuses the others:
+ * 254, and blocks past 65504 * 127 hold NaNs.  Q4_0 takes 18 bytes for
+ * 32 values (a seventh of F32): blocks of 32 values in 4 bits, v = (q -
+ * 8) d with q in 0..15 and d = the block's value of largest magnitude
+ * over -8 (F16), so that it is exact and the others off by at most half
+ * a step, |d| / 2 (as GGUF's Q4_0; a value of the opposite sign beyond
+ * 7.5 steps takes 7).  It trades accuracy for speed and room: measure it
+ * on your text (txlgen --score).  Q8_0 and Q4_0 need a model whose d_head
+ * is a multiple of 32 (txl_session_new() refuses the others:
  * TXL_ERR_INVALID).  The attention reads them as stored, accumulating in
  * float. */
 enum txl_kv_type {
@@ -264,6 +270,7 @@ enum txl_kv_type {
 	TXL_KV_F16 = 1,
 	TXL_KV_BF16 = 2,
 	TXL_KV_Q8_0 = 3,
+	TXL_KV_Q4_0 = 4,
 };
 
 struct txl_session_params {

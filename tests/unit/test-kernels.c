@@ -116,6 +116,27 @@ make_weights(enum txl_dtype dt, int n, int K, size_t ld, float *exact)
 				e[k] = b->qs[k % TXL_QK] * txl_f16_to_f32(h);
 				break;
 			}
+			case TXL_Q4_0: {
+				struct txl_block_q4_0 *b = (void *)row;
+				b += k / TXL_QK;
+				const int i = k % TXL_QK, q = (int)(next_u32() % 16);
+				if (i == 0) {
+					/* scales from -2^4 to -2^-20 and
+					 * 2^-20 to 2^4 */
+					h = f32_to_f16(ldexpf((next_u32() % 2 ? 1.0f
+						: -1.0f) * (1.0f + uniform() / 2),
+						-20 + (int)(next_u32() % 25)));
+					memcpy(&b->d, &h, 2);
+				}
+				if (i < TXL_QK / 2)
+					b->qs[i] = (uint8_t)((b->qs[i] & 0xf0) | q);
+				else
+					b->qs[i - TXL_QK / 2] = (uint8_t)
+						((b->qs[i - TXL_QK / 2] & 0x0f) | q << 4);
+				memcpy(&h, &b->d, 2);
+				e[k] = (float)(q - 8) * txl_f16_to_f32(h);
+				break;
+			}
 			default:
 				CHECK(!"dtype");
 			}
@@ -155,6 +176,9 @@ check_dot(float got, float acc, const float *w, const float *x, int K,
 
 static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
 					 TXL_Q8_0 };
+/* the memory's: the weights' and Q4_0 */
+static const enum txl_dtype kv_dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
+					    TXL_Q8_0, TXL_Q4_0 };
 
 static void
 test_dot_rows(const struct txl_kernels *kt)
@@ -256,6 +280,106 @@ test_q8_0_block(const struct txl_kernels *kt)
 	x[0] = 3.0f;		/* -(-127) * 3 instead of * 1: +254 */
 	kt->dot_rows[TXL_Q8_0](&y, b, sizeof b, x, 1, 64);
 	CHECK(y == 254.0f);
+}
+
+/* A Q4_0 block by hand: d = -0.5, q = i % 16 (low nibbles) and 15 - i %
+ * 16 (high ones). */
+static void
+test_q4_0_block(const struct txl_kernels *kt)
+{
+	struct txl_block_q4_0 b[2];
+	float out[64];
+
+	for (int k = 0; k < 2; k++) {
+		b[k].d = k ? 0x4000 : 0xb800;	/* 2.0, -0.5 */
+		for (int i = 0; i < TXL_QK / 2; i++)
+			b[k].qs[i] = (uint8_t)(i | (15 - i) << 4);
+	}
+	kt->widen[TXL_Q4_0](out, b, 64);
+	for (int i = 0; i < 64; i++) {
+		const int j = i % 32, q = j < 16 ? j : 15 - (j - 16);
+		CHECK(out[i] == (float)(q - 8) * (i < 32 ? -0.5f : 2.0f));
+	}
+}
+
+/* Narrowing to Q4_0 (txl_q4_0_scale()): hand-worked blocks; in random
+ * ones every value within half a step, but those of the largest's
+ * opposite sign past 7.5 steps, within one; the table's bit for bit the
+ * scalar one's. */
+static void
+test_narrow_q4_0(const struct txl_kernels *kt)
+{
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+	enum { NB = 131, N = NB * TXL_QK };
+	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+	struct txl_block_q4_0 got[NB + 1], want[NB];
+
+	CHECK(x && back);
+	for (int b = 0; b < NB; b++) {
+		/* magnitudes with normal F16 scales (8 * 2^-14 to 65504 * 8) */
+		const float mag = ldexpf(1.0f, -10 + (int)(next_u32() % 28));
+		for (int i = 0; i < TXL_QK; i++)
+			x[b * TXL_QK + i] = uniform() * mag;
+	}
+	/* block 0: largest 8, so d = -1 and q = 8 - x rounded, halves to
+	 * the larger q (the smaller value) */
+	static const float b0[9] = { 8.0f, -1.0f, 3.4f, -7.6f, 2.5f, -2.5f,
+				     0.4f, -0.5f, 7.5f };
+	static const int q0[9] = { 0, 9, 5, 15, 6, 11, 8, 9, 1 };
+	for (int i = 0; i < TXL_QK; i++)
+		x[i] = i < 9 ? b0[i] : 0.0f;
+	for (int i = 0; i < TXL_QK; i++)
+		x[TXL_QK + i] = 0.0f;			/* block 1: zeros */
+	x[2 * TXL_QK + 5] = NAN;			/* block 2: a NaN */
+	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
+	x[4 * TXL_QK + 9] = -65504.0f * 8.0f * 1.01f;	/* block 4: too big */
+	for (int i = 0; i < TXL_QK; i++)	/* block 5: largest negative */
+		x[5 * TXL_QK + i] = i == 3 ? -16.0f : (float)(i % 8);
+
+	ref->narrow[TXL_Q4_0](want, x, N);
+	CHECK_EQ(want[0].d, 0xbc00);		/* -1.0 */
+	for (int i = 0; i < TXL_QK; i++) {
+		const int q = i < 16 ? want[0].qs[i] & 15 : want[0].qs[i - 16] >> 4;
+		CHECK_EQ(q, i < 9 ? q0[i] : 8);
+	}
+	CHECK_EQ(want[1].d, 0);
+	CHECK_EQ(want[5].d, 0x4000);		/* 2.0: -16 is q = 0 */
+	for (int b = 1; b <= 4; b++)
+		for (int i = 0; i < TXL_QK / 2; i++)
+			CHECK_EQ(want[b].qs[i], 0x88);
+	CHECK((want[2].d & 0x7c00) == 0x7c00 && (want[2].d & 0x3ff));
+	CHECK((want[3].d & 0x7c00) == 0x7c00 && (want[3].d & 0x3ff));
+	CHECK_EQ(want[4].d, 0x7c00);		/* +inf: -(too big) / 8 */
+	ref->widen[TXL_Q4_0](back, want, N);
+	for (int i = 0; i < 4 * TXL_QK; i++)
+		CHECK(i < TXL_QK ? back[i] == (float)(8 - q0[i < 9 ? i : 6]) :
+		      i < 2 * TXL_QK ? back[i] == 0.0f : isnan(back[i]));
+	for (int b = 5; b < NB; b++) {
+		float m = 0.0f;
+		for (int i = 0; i < TXL_QK; i++)
+			if (fabsf(x[b * TXL_QK + i]) > fabsf(m))
+				m = x[b * TXL_QK + i];
+		const double d = fabs(txl_f16_to_f32(want[b].d));
+		for (int i = 0; i < TXL_QK; i++) {
+			const int k = b * TXL_QK + i;
+			/* the rounding of x / d: a few ulps of a step; far
+			 * values, up to |m| = 8 |d| (1 + 2^-11) (d rounded to
+			 * F16) from q = 15, within a step and 2^-8 */
+			const bool far = (x[k] < 0) != (m < 0) &&
+				fabs(x[k]) > 7.5 * d;
+			CHECK(fabs((double)back[k] - x[k]) <=
+			      d * (far ? 1.0 + 0x1p-7 : 0.5 + 0x1p-18));
+		}
+	}
+	/* odd block counts: no byte past the last block */
+	for (int nb = NB; nb > NB - 20; nb -= 7) {
+		memset(got, 0xa5, sizeof got);
+		kt->narrow[TXL_Q4_0](got, x, (size_t)nb * TXL_QK);
+		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
+		CHECK_EQ(got[nb].d, 0xa5a5);
+	}
+	free(x);
+	free(back);
 }
 
 /* ---- Q8_0 against quantized activations ---- */
@@ -660,6 +784,100 @@ test_dot_rows_q16(const struct txl_kernels *kt)
 	}
 }
 
+/* Each table's dot_rows_q4 (a Q4_0 memory against an int8 query): (1)
+ * scales 1, the extreme values (q 0 and 15, the query +-127): the exact
+ * integer sums, block by block; (2) random scales and values: bit for
+ * bit the scalar table's result (txl-kernels.h), and against the float
+ * product (check_q8_dot: every key value widens exactly, and the int
+ * sums, below 2^15, are floats).  Rows in sixteens, eights and not,
+ * padded apart. */
+static void
+test_dot_rows_q4(const struct txl_kernels *kt)
+{
+	static const int Ks[] = { 32, 64, 96, 128 };
+	static const int ns[] = { 1, 7, 8, 9, 16, 17, 31, 32 };
+	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		const int K = Ks[i], nb = K / TXL_QK;
+		struct act v;
+		act_init(&v, K);
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+			const int n = ns[j];
+			for (int pad = 0; pad < 2; pad++) {
+				const size_t ld = txl_row_bytes(TXL_Q4_0, K) +
+					(size_t)pad * 18;
+				float *e = malloc(sizeof(float) * n * K);
+				float y[32], want[32];
+				CHECK(e);
+				uint8_t *w = make_weights(TXL_Q4_0, n, K, ld, e);
+				/* (1) integers */
+				for (int r = 0; r < n; r++) {
+					struct txl_block_q4_0 *q =
+						(void *)(w + (size_t)r * ld);
+					for (int b = 0; b < nb; b++) {
+						q[b].d = 0x3c00;	/* 1.0 */
+						for (int t = 0; t < TXL_QK / 2 && b % 2; t++)
+							q[b].qs[t] = (r + t) % 2 ? 0xf0 : 0x0f;
+					}
+				}
+				for (int b = 0; b < nb; b++) {
+					int32_t sum = 0;
+					for (int t = 0; t < TXL_QK; t++) {
+						v.a.q[b * TXL_QK + t] = (int8_t)(b % 2 ?
+							(t % 3 ? 127 : -127) :
+							(int)(next_u32() % 255) - 127);
+						sum += v.a.q[b * TXL_QK + t];
+					}
+					v.a.d[b] = 1.0f;
+					v.a.off[b] = -128 * sum;
+				}
+				kt->dot_rows_q4(y, w, ld, &v.a, n, K);
+				for (int r = 0; r < n; r++) {
+					const struct txl_block_q4_0 *q =
+						(const void *)(w + (size_t)r * ld);
+					float acc = 0.0f;
+					for (int b = 0; b < nb; b++) {
+						int32_t s = 0;
+						for (int t = 0; t < TXL_QK; t++) {
+							const int h = t < 16 ?
+								q[b].qs[t] & 15 :
+								q[b].qs[t - 16] >> 4;
+							s += (h - 8) * v.a.q[b * TXL_QK + t];
+						}
+						acc += (float)s;
+					}
+					if (y[r] != acc) {
+						fprintf(stderr, "FAIL: %s q4 K %d n %d row "
+							"%d: %.9g, want %.9g\n", kt->name,
+							K, n, r, y[r], acc);
+						exit(1);
+					}
+				}
+				free(w);
+				/* (2) random scales, the query quantized */
+				w = make_weights(TXL_Q4_0, n, K, ld, e);
+				for (int k = 0; k < K; k++)
+					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+				ref->quantize_q8(&v.a, v.x, K);
+				kt->dot_rows_q4(y, w, ld, &v.a, n, K);
+				ref->dot_rows_q4(want, w, ld, &v.a, n, K);
+				CHECK(memcmp(y, want, sizeof(float) * n) == 0);
+				for (int r = 0; r < n; r++) {
+					char what[64];
+					snprintf(what, sizeof what, "%s q4 dot row %d",
+						 kt->name, r);
+					check_q8_dot(y[r], 0.0f, e + (size_t)r * K, &v,
+						     what);
+				}
+				free(w);
+				free(e);
+			}
+		}
+		act_free(&v);
+	}
+}
+
 /* Each table's dot_il (interleaved Q8_0, the copy of txl_q8_interleave()):
  * (1) integers as in test_dot_rows_q8, extremes included: the exact
  * integer dot product; (2) random scales: against the float product
@@ -731,17 +949,17 @@ test_dot_il(const struct txl_kernels *kt)
 
 /* The weighted sums of rows against the double-precision ones: every
  * value widens exactly, so each column is a float dot product of n terms
- * (check_dot's bound).  Q8_0 rows take lengths of whole blocks, an odd
- * number of them too (the kernels' last block alone). */
+ * (check_dot's bound).  Q8_0 and Q4_0 rows take lengths of whole blocks,
+ * an odd number of them too (the kernels' last block alone). */
 static void
 test_axpy(const struct txl_kernels *kt)
 {
 	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
 	static const int Ks_q8[] = { 32, 64, 96, 128, 160 };
 
-	for (size_t d = 0; d < 4; d++) {
-		enum txl_dtype dt = dtypes[d];
-		const bool q8 = dt == TXL_Q8_0;
+	for (size_t d = 0; d < sizeof kv_dtypes / sizeof *kv_dtypes; d++) {
+		enum txl_dtype dt = kv_dtypes[d];
+		const bool q8 = txl_dtype_blocked(dt);
 		const size_t nK = q8 ? sizeof Ks_q8 / sizeof *Ks_q8
 			: sizeof Ks / sizeof *Ks;
 		for (size_t i = 0; i < nK; i++) {
@@ -1227,6 +1445,9 @@ main(void)
 		RUN_ON(test_dot_rows_q8, kt);
 		RUN_ON(test_dot_il, kt);
 		RUN_ON(test_dot_rows_q16, kt);
+		RUN_ON(test_q4_0_block, kt);
+		RUN_ON(test_dot_rows_q4, kt);
+		RUN_ON(test_narrow_q4_0, kt);
 		RUN_ON(test_axpy, kt);
 		RUN_ON(test_narrow, kt);
 		RUN_ON(test_narrow_q8_0, kt);
