@@ -239,8 +239,10 @@ q4_load16(const struct txl_block_q4_0 *b, int h)
 	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)b->qs);
 
 	x = _mm_and_si128(h ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
-	return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(x),
-						   _mm512_set1_epi32(8)));
+	/* q - 8 by a look-up, one permute where a subtraction and a
+	 * conversion took two */
+	return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(x), _mm512_setr_ps(
+		-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 static void
@@ -783,12 +785,85 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 			 q8_half16);
 }
 
+/* Q4_0 rows, two blocks (64 columns) and two rows at a time, the tail
+ * block alone: a block's 16 bytes widened once to 16 int32, its low
+ * nibbles (values 0..15) and high ones (16..31) taken from them and
+ * converted, q times the row's a d summed, and the sum of a d (times 8)
+ * taken back at the end. */
+static inline void
+q4_block_fma(const uint8_t *blk, float a, __m512 *c0, __m512 *c1,
+	     __m512 *sum)
+{
+	uint16_t d;
+
+	memcpy(&d, blk, sizeof d);
+	const __m512 s = _mm512_set1_ps(a * _cvtsh_ss(d));
+	const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+		(const __m128i *)(const void *)(blk + 2)));
+
+	*c0 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(
+		_mm512_and_si512(v, _mm512_set1_epi32(15))), *c0);
+	*c1 = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)),
+			      *c1);
+	*sum = _mm512_add_ps(*sum, s);
+}
+
+/* y + c - 8 sum, stored to y */
+static inline void
+q4_store(float *y, __m512 c, __m512 sum)
+{
+	_mm512_storeu_ps(y, _mm512_add_ps(_mm512_loadu_ps(y),
+		_mm512_fnmadd_ps(_mm512_set1_ps(8.0f), sum, c)));
+}
+
 static void
 axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q4_0),
-			 q4_half16);
+	const uint8_t *base = w;
+	const size_t bs = sizeof(struct txl_block_q4_0);
+	const int nb = K / TXL_QK;
+	int b = 0;
+
+	for (; b + 2 <= nb; b += 2) {
+		__m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+		__m512 e0 = c0, e1 = c0, e2 = c0, e3 = c0, s0 = c0, s1 = c0;
+		__m512 t0 = c0, t1 = c0;
+		float *yb = y + b * TXL_QK;
+		int r = 0;
+
+		for (; r + 2 <= n; r += 2) {
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const uint8_t *p = q + ld;
+
+			q4_block_fma(q, a[r], &c0, &c1, &s0);
+			q4_block_fma(q + bs, a[r], &c2, &c3, &s1);
+			q4_block_fma(p, a[r + 1], &e0, &e1, &t0);
+			q4_block_fma(p + bs, a[r + 1], &e2, &e3, &t1);
+		}
+		if (r < n) {
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
+
+			q4_block_fma(q, a[r], &c0, &c1, &s0);
+			q4_block_fma(q + bs, a[r], &c2, &c3, &s1);
+		}
+		s0 = _mm512_add_ps(s0, t0);
+		s1 = _mm512_add_ps(s1, t1);
+		q4_store(yb, _mm512_add_ps(c0, e0), s0);
+		q4_store(yb + 16, _mm512_add_ps(c1, e1), s0);
+		q4_store(yb + 32, _mm512_add_ps(c2, e2), s1);
+		q4_store(yb + 48, _mm512_add_ps(c3, e3), s1);
+	}
+	if (b < nb) {
+		__m512 c0 = _mm512_setzero_ps(), c1 = c0, s0 = c0;
+		float *yb = y + b * TXL_QK;
+
+		for (int r = 0; r < n; r++)
+			q4_block_fma(base + (size_t)r * ld + b * bs, a[r], &c0,
+				     &c1, &s0);
+		q4_store(yb, c0, s0);
+		q4_store(yb + 16, c1, s0);
+	}
 }
 
 static void
