@@ -529,13 +529,16 @@ sum_lanes4x4(__m256i a, __m256i b, __m256i c, __m256i d)
 static inline __m256
 q4_scales8(const uint8_t *p, size_t ld)
 {
-	uint16_t h[8];
+	__m128i v = _mm_cvtsi32_si128(q8_scale_bits(p));
 
-	for (int i = 0; i < 8; i++)
-		memcpy(&h[i], p + (size_t)(2 * (i % 4) + i / 4) * ld, 2);
-	return _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1],
-		(short)h[2], (short)h[3], (short)h[4], (short)h[5],
-		(short)h[6], (short)h[7]));
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 2 * ld), 1);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 4 * ld), 2);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 6 * ld), 3);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + ld), 4);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 3 * ld), 5);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 5 * ld), 6);
+	v = _mm_insert_epi16(v, q8_scale_bits(p + 7 * ld), 7);
+	return _mm256_cvtph_ps(v);
 }
 
 static void
@@ -729,9 +732,9 @@ AXPY_ROWS(axpy_rows_f32, 4, load8_f32, load1_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load8_f16, load1_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 
-/* Q8_0 and Q4_0 rows: per block, a[r] times its scale, then its values
- * widened (exactly, by load8) and multiplied by that as AXPY_ROWS does, 64
- * columns (two blocks) at a time in registers, then a last odd block. */
+/* Q8_0 rows: per block, a[r] times its scale, then its values widened
+ * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
+ * blocks) at a time in registers, then a last odd block. */
 
 /* the 32 floats at y into c0..c3; c0..c3 back */
 #define LOAD4(y, c0, c1, c2, c3)                                             \
@@ -751,15 +754,15 @@ AXPY_ROWS(axpy_rows_bf16, 2, load8_bf16, load1_bf16)
 /* c0..c3 += d times the 32 values of block q */
 #define BLOCK_FMA(d, q, c0, c1, c2, c3)                                      \
 	do {                                                                 \
-		c0 = _mm256_fmadd_ps(d, load8(q, 0), c0);                    \
-		c1 = _mm256_fmadd_ps(d, load8(q, 8), c1);                    \
-		c2 = _mm256_fmadd_ps(d, load8(q, 16), c2);                   \
-		c3 = _mm256_fmadd_ps(d, load8(q, 24), c3);                   \
+		c0 = _mm256_fmadd_ps(d, q8_load8((q)->qs), c0);              \
+		c1 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 8), c1);          \
+		c2 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 16), c2);         \
+		c3 = _mm256_fmadd_ps(d, q8_load8((q)->qs + 24), c3);         \
 	} while (0)
 
-static inline __attribute__((always_inline)) void
-axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
-		 int K, size_t bs, __m256 (*load8)(const void *q, int i))
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
 {
 	const uint8_t *base = w;
 	const int nb = K / TXL_QK;
@@ -771,11 +774,12 @@ axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
 		LOAD4(yb, c0, c1, c2, c3);
 		LOAD4(yb + 32, c4, c5, c6, c7);
 		for (int r = 0; r < n; r++) {
-			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m256 ar = _mm256_broadcast_ss(a + r);
 			BLOCK_FMA(_mm256_mul_ps(ar, block_scale8(q)), q, c0, c1, c2, c3);
-			BLOCK_FMA(_mm256_mul_ps(ar, block_scale8(q + bs)), q + bs,
-				  c4, c5, c6, c7);
+			BLOCK_FMA(_mm256_mul_ps(ar, block_scale8(q + 1)), q + 1, c4,
+				  c5, c6, c7);
 		}
 		STORE4(yb, c0, c1, c2, c3);
 		STORE4(yb + 32, c4, c5, c6, c7);
@@ -785,7 +789,8 @@ axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
 		__m256 c0, c1, c2, c3;
 		LOAD4(yb, c0, c1, c2, c3);
 		for (int r = 0; r < n; r++) {
-			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
 			BLOCK_FMA(_mm256_mul_ps(_mm256_broadcast_ss(a + r),
 						block_scale8(q)), q, c0, c1, c2, c3);
 		}
@@ -793,32 +798,57 @@ axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
 	}
 }
 
-static inline __m256
-q8_vals8(const void *q, int i)
+/* Q4_0 rows, as txl-kernels-avx512.c's: a block's bytes widened once (in
+ * two halves of 8), the nibbles converted, q times the row's a d summed
+ * into c[4] (values 0..7, 8..15, 16..23, 24..31), 8 times the sum of a d
+ * taken back at the end; a block column at a time, two rows at a time. */
+static inline void
+q4_block_fma(const uint8_t *blk, float a, __m256 c[4], __m256 *sum)
 {
-	return q8_load8(((const struct txl_block_q8_0 *)q)->qs + i);
-}
+	uint16_t d;
 
-static inline __m256
-q4_vals8(const void *q, int i)
-{
-	return q4_load8(q, i);
-}
+	memcpy(&d, blk, sizeof d);
+	const __m256 s = _mm256_set1_ps(a * _cvtsh_ss(d));
+	const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
+	const __m256i v0 = _mm256_cvtepu8_epi32(x);
+	const __m256i v1 = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x));
+	const __m256i m = _mm256_set1_epi32(15);
 
-static void
-axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
-{
-	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q8_0),
-			 q8_vals8);
+	c[0] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_and_si256(v0, m)), c[0]);
+	c[1] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_and_si256(v1, m)), c[1]);
+	c[2] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_srli_epi32(v0, 4)), c[2]);
+	c[3] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_srli_epi32(v1, 4)), c[3]);
+	*sum = _mm256_add_ps(*sum, s);
 }
 
 static void
 axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q4_0),
-			 q4_vals8);
+	const uint8_t *base = w;
+	const size_t bs = sizeof(struct txl_block_q4_0);
+
+	for (int b = 0; b < K / TXL_QK; b++) {
+		__m256 c[4], e[4], s = _mm256_setzero_ps(), t = s;
+		float *yb = y + b * TXL_QK;
+		int r = 0;
+
+		for (int i = 0; i < 4; i++)
+			c[i] = e[i] = s;
+		for (; r + 2 <= n; r += 2) {
+			const uint8_t *q = base + (size_t)r * ld + b * bs;
+
+			q4_block_fma(q, a[r], c, &s);
+			q4_block_fma(q + ld, a[r + 1], e, &t);
+		}
+		if (r < n)
+			q4_block_fma(base + (size_t)r * ld + b * bs, a[r], c, &s);
+		s = _mm256_mul_ps(_mm256_set1_ps(8.0f), _mm256_add_ps(s, t));
+		for (int i = 0; i < 4; i++)
+			_mm256_storeu_ps(yb + 8 * i, _mm256_add_ps(
+				_mm256_loadu_ps(yb + 8 * i),
+				_mm256_sub_ps(_mm256_add_ps(c[i], e[i]), s)));
+	}
 }
 
 #undef LOAD4

@@ -514,6 +514,23 @@ sum_lanes4x4(__m512i a, __m512i b, __m512i c, __m512i d)
 				_mm512_unpackhi_epi64(t0, t1));
 }
 
+/* The scales of 16 blocks ld bytes apart, lane 4 k + g that of row
+ * 4 g + k (inserted one by one: a gather of them took twice as long) */
+static inline __m512
+q4_scales16(const uint8_t *p, size_t ld)
+{
+	__m128i lo = _mm_cvtsi32_si128(q8_scale_bits(p));
+	__m128i hi = _mm_cvtsi32_si128(q8_scale_bits(p + 2 * ld));
+
+#define INS(v, lane, row) v = _mm_insert_epi16(v, q8_scale_bits(p + (row) * ld), lane)
+	INS(lo, 1, 4); INS(lo, 2, 8); INS(lo, 3, 12); INS(lo, 4, 1);
+	INS(lo, 5, 5); INS(lo, 6, 9); INS(lo, 7, 13);
+	INS(hi, 1, 6); INS(hi, 2, 10); INS(hi, 3, 14); INS(hi, 4, 3);
+	INS(hi, 5, 7); INS(hi, 6, 11); INS(hi, 7, 15);
+#undef INS
+	return _mm512_cvtph_ps(_mm256_set_m128i(hi, lo));
+}
+
 #define DOT_ROWS_Q4(name, idot, attr)                                        \
 attr static void                                                             \
 name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
@@ -521,10 +538,6 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 {                                                                            \
 	const uint8_t *base = w;                                             \
 	const size_t bs = sizeof(struct txl_block_q4_0);                     \
-	/* the scales' offsets, lane by lane (gathered, 4 bytes: the     \
-	 * scale and two value bytes of its block) */                        \
-	const __m512i offs = _mm512_mullo_epi32(Q4_LANE_ROWS,                \
-						_mm512_set1_epi32((int)ld)); \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 16 <= n; r += 16) {                                       \
@@ -543,9 +556,7 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 				idot(q4_rows4(v + 4 * ld, ld), qlo, qhi),    \
 				idot(q4_rows4(v + 8 * ld, ld), qlo, qhi),    \
 				idot(q4_rows4(v + 12 * ld, ld), qlo, qhi));  \
-			const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(      \
-				_mm512_cvtepi32_epi16(_mm512_i32gather_epi32( \
-					offs, (const void *)wb, 1))),        \
+			const __m512 d = _mm512_mul_ps(q4_scales16(wb, ld),  \
 				_mm512_set1_ps(a->d[b]));                    \
                                                                              \
 			s = _mm512_add_epi32(s, _mm512_set1_epi32(a->off[b] / 16)); \
@@ -696,27 +707,13 @@ AXPY_ROWS(axpy_rows_f32, 4, load16_f32)
 AXPY_ROWS(axpy_rows_f16, 2, load16_f16)
 AXPY_ROWS(axpy_rows_bf16, 2, load16_bf16)
 
-/* Half h of a block's values (16 h .. 16 h + 15) as floats. */
-static inline __m512
-q8_half16(const void *q, int h)
-{
-	return q8_load16(((const struct txl_block_q8_0 *)q)->qs + 16 * h);
-}
-
-static inline __m512
-q4_half16(const void *q, int h)
-{
-	return q4_load16(q, h);
-}
-
-/* Q8_0 and Q4_0 rows: per block, a[r] times its scale, then its values
- * widened (exactly, by load16) and multiplied by that as AXPY_ROWS does,
- * 64 columns (two blocks) at a time, two rows at a time into two sets of
- * sums (one chain of multiply-adds waits for the last), then a last odd
- * block. */
-static inline __attribute__((always_inline)) void
-axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
-		 int K, size_t bs, __m512 (*load16)(const void *q, int h))
+/* Q8_0 rows: per block, a[r] times its scale, then its values widened
+ * (exactly) and multiplied by that as AXPY_ROWS does, 64 columns (two
+ * blocks) at a time, two rows at a time into two sets of sums (one chain
+ * of multiply-adds waits for the last), then a last odd block. */
+static void
+axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
 {
 	const uint8_t *base = w;
 	const int nb = K / TXL_QK;
@@ -732,28 +729,31 @@ axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
 
 #define ROW(q, d0, d1, s0, s1, s2, s3)                                       \
 		do {                                                         \
-			s0 = _mm512_fmadd_ps(d0, load16(q, 0), s0);          \
-			s1 = _mm512_fmadd_ps(d0, load16(q, 1), s1);          \
-			s2 = _mm512_fmadd_ps(d1, load16(q + bs, 0), s2);     \
-			s3 = _mm512_fmadd_ps(d1, load16(q + bs, 1), s3);     \
+			s0 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs), s0);    \
+			s1 = _mm512_fmadd_ps(d0, q8_load16(q[0].qs + 16), s1); \
+			s2 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs), s2);    \
+			s3 = _mm512_fmadd_ps(d1, q8_load16(q[1].qs + 16), s3); \
 		} while (0)
 		for (; r + 2 <= n; r += 2) {
-			const uint8_t *q = base + (size_t)r * ld + b * bs;
-			const uint8_t *p = q + ld;
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
+			const struct txl_block_q8_0 *p = (const void *)
+				((const uint8_t *)q + ld);
 			const __m512 ar = _mm512_set1_ps(a[r]);
 			const __m512 ap = _mm512_set1_ps(a[r + 1]);
 			const __m512 d0 = _mm512_mul_ps(ar, block_scale16(q));
-			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + bs));
+			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + 1));
 			const __m512 f0 = _mm512_mul_ps(ap, block_scale16(p));
-			const __m512 f1 = _mm512_mul_ps(ap, block_scale16(p + bs));
+			const __m512 f1 = _mm512_mul_ps(ap, block_scale16(p + 1));
 			ROW(q, d0, d1, c0, c1, c2, c3);
 			ROW(p, f0, f1, e0, e1, e2, e3);
 		}
 		if (r < n) {
-			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m512 ar = _mm512_set1_ps(a[r]);
 			const __m512 d0 = _mm512_mul_ps(ar, block_scale16(q));
-			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + bs));
+			const __m512 d1 = _mm512_mul_ps(ar, block_scale16(q + 1));
 			ROW(q, d0, d1, c0, c1, c2, c3);
 		}
 #undef ROW
@@ -766,23 +766,16 @@ axpy_rows_blocks(float *y, const float *a, const void *w, size_t ld, int n,
 		float *yb = y + b * TXL_QK;
 		__m512 c0 = _mm512_loadu_ps(yb), c1 = _mm512_loadu_ps(yb + 16);
 		for (int r = 0; r < n; r++) {
-			const uint8_t *q = base + (size_t)r * ld + b * bs;
+			const struct txl_block_q8_0 *q = (const void *)(base +
+					(size_t)r * ld + (size_t)b * sizeof *q);
 			const __m512 d = _mm512_mul_ps(_mm512_set1_ps(a[r]),
 						       block_scale16(q));
-			c0 = _mm512_fmadd_ps(d, load16(q, 0), c0);
-			c1 = _mm512_fmadd_ps(d, load16(q, 1), c1);
+			c0 = _mm512_fmadd_ps(d, q8_load16(q[0].qs), c0);
+			c1 = _mm512_fmadd_ps(d, q8_load16(q[0].qs + 16), c1);
 		}
 		_mm512_storeu_ps(yb, c0);
 		_mm512_storeu_ps(yb + 16, c1);
 	}
-}
-
-static void
-axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
-{
-	axpy_rows_blocks(y, a, w, ld, n, K, sizeof(struct txl_block_q8_0),
-			 q8_half16);
 }
 
 /* Q4_0 rows, two blocks (64 columns) and two rows at a time, the tail
