@@ -730,10 +730,16 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				for (int t = near; t <= far; t++)
 					bd[t - near] += s->r_bias[f->l]
 						[(size_t)t * H + h];
-			for (int j = lo; j < hi; j++) {
-				int t = qpos - j < last ? qpos - j : last;
-				sc[j] = (sc[j] + bd[t - near]) * f->scale;
-			}
+			/* keys at distance last and beyond, then the others,
+			 * whose terms are bd backwards (two loops that GCC
+			 * vectorizes, where a min() per key kept it scalar) */
+			const int mid = qpos - last + 1 < lo ? lo
+				: qpos - last + 1 < hi ? qpos - last + 1 : hi;
+			const int back = qpos - near;
+			for (int j = lo; j < mid; j++)
+				sc[j] = (sc[j] + bd[last - near]) * f->scale;
+			for (int j = mid; j < hi; j++)
+				sc[j] = (sc[j] + bd[back - j]) * f->scale;
 		}
 	}
 	/* e_j = exp(score_j - m), their sum */
