@@ -76,8 +76,9 @@ const struct cli_opt cli_opts[] = {
 	    "(default 0 = one per CPU)"),
 	SET("kv-type", 0, "kv_type", "TYPE",
 	    "the memory's K, V and R in F32 (default), F16\n"
-	    "or BF16 (half the bytes, slightly rounded), or\n"
-	    "Q8_0 (a quarter, to 1/254 of each block's max;\n"
+	    "or BF16 (half the bytes, slightly rounded),\n"
+	    "Q8_0 (a quarter, to 1/254 of each block's max)\n"
+	    "or Q4_0 (a seventh, to 1/16; Q8_0 and Q4_0 for\n"
 	    "models with d_head a multiple of 32)"),
 
 	HEAD("Scoring and tokens:"),

@@ -847,9 +847,20 @@ class TestKvType(ParityCase):
     rounded to int16 per block of 32 for integer products with the keys:
     an error of 1/65534 of the block's largest, 258 times below the keys'
     (the deviation stayed 0.133 with it).  The blocks themselves are the
-    converter's, bit for bit (test_q8_0_blocks)."""
+    converter's, bit for bit (test_q8_0_blocks).
 
-    U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8, "Q8_0": 1 / 254}
+    Q4_0 rounds to 16 steps of a block's largest value, half a step being
+    max |block| / 16: 254 / 16 = 16 times Q8_0's u, so its deviation must
+    be 4 to 64 times Q8_0's on the same run (measured on head32: 14.7
+    segments, 9.0 token by token, 1.38 and 1.20 nats at most on these
+    random models' peaked attention; a memory that was really 8-bit would
+    give 1, one that was not rounded at all less).  Its blocks are
+    test_q4_0_blocks' rounding of the F32 memory, bit for bit; token by
+    token, each query meets them rounded to int8 per block of 32, 16 times
+    finer than the keys."""
+
+    U = {"F16": 2.0 ** -11, "BF16": 2.0 ** -8, "Q8_0": 1 / 254,
+         "Q4_0": 1 / 16}
 
     def deviation(self, name, kv, **settings):
         m = _models[name]
@@ -909,16 +920,29 @@ class TestKvType(ParityCase):
     def test_q8_0_token_by_token(self):
         self.check_q8_0("head32", seg_len=1, mem_len=24)
 
-    def test_q8_0_blocks(self):
-        """The memory's Q8_0 blocks are models/txlfile.py's quantize_q8_0
-        of the F32 memory, bit for bit: the keys and values of layer 0
-        (which depend on the embeddings alone, so the two runs compute the
-        same floats) in state files saved after one segment."""
+    def check_q4_0(self, name, **settings):
+        dev = {}
+        for kv in ("Q8_0", "Q4_0"):
+            dev[kv], cmd = self.deviation(name, kv, **settings)
+            self.assertLessEqual(dev[kv], 64 * self.U[kv],
+                                 f"{cmd}: max |diff| {dev[kv]:.3g}")
+        ratio = dev["Q4_0"] / dev["Q8_0"]
+        self.assertTrue(4 <= ratio <= 64, f"{cmd}: Q4_0 / Q8_0 deviation "
+                        f"{ratio:.1f} ({dev})")
+
+    def test_q4_0_segments(self):
+        self.check_q4_0("head32", seg_len=12, mem_len=16)
+
+    def test_q4_0_token_by_token(self):
+        self.check_q4_0("head32", seg_len=1, mem_len=24)
+
+    def memory_rows(self, kv):
+        """The rows of layer 0's K and V in a state file saved after one
+        segment, per (K or V, head), and their block's bytes."""
         import struct
-        import numpy as np
         m = _models["head32"]
         rows = {}
-        for kv in ("F32", "Q8_0"):
+        for kv in ("F32", kv):
             path = os.path.join(_tmp, f"blocks-{kv}.state")
             r = subprocess.run([TXLGEN, "--model", m.path, "--seg-len", "32",
                                 "--mem-len", "32", "--kv-type", kv, "-n", "0",
@@ -931,15 +955,50 @@ class TestKvType(ParityCase):
             # struct txl_state_header (lib/txl-internal.h), 64 bytes
             (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
              _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
-            self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3}[kv])
-            row = d_head * 4 if kv == "F32" else d_head // 32 * 34
+            self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3, "Q4_0": 4}[kv])
+            row = d_head * 4 if kv == "F32" else d_head // 32 * (
+                34 if kv == "Q8_0" else 18)
             # layer 0: K, then V, each n_head x mem_len rows
             rows[kv] = [blob[64 + (w * n_head + h) * mem_len * row:][
                         :fill * row] for w in (0, 1) for h in range(n_head)]
         self.assertGreater(fill, 4)
+        return rows
+
+    def test_q8_0_blocks(self):
+        """The memory's Q8_0 blocks are models/txlfile.py's quantize_q8_0
+        of the F32 memory, bit for bit: the keys and values of layer 0
+        (which depend on the embeddings alone, so the two runs compute the
+        same floats) in state files saved after one segment."""
+        import numpy as np
+        rows = self.memory_rows("Q8_0")
         for f32, q8 in zip(rows["F32"], rows["Q8_0"]):
             want = txlfile.quantize_q8_0(np.frombuffer(f32, np.float32))
             self.assertEqual(want.tobytes(), q8)
+
+    def test_q4_0_blocks(self):
+        """The memory's Q4_0 blocks, bit for bit, as computed here from the
+        F32 memory by the rule of txl_q4_0_scale() (lib/txl-kernels.h): the
+        scale d = m / -8 in float rounded to F16 (numpy's conversion: to
+        nearest even), m the block's first value of largest magnitude (0
+        for a zero block); q = x * (1 / d) + 8.5 in float, truncated and
+        clipped to [0, 15]; value i < 16 in the low nibble of byte i, i + 16
+        in its high one."""
+        import numpy as np
+        rows = self.memory_rows("Q4_0")
+        for f32, q4 in zip(rows["F32"], rows["Q4_0"]):
+            b = np.frombuffer(f32, np.float32).reshape(-1, 32)
+            m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
+            d = (m / np.float32(-8)).astype(np.float16)
+            d[m == 0] = 0
+            df = d.astype(np.float32)
+            inv = np.where(df != 0, np.float32(1) / np.where(df != 0, df, 1),
+                           np.float32(0)).astype(np.float32)
+            v = (b * inv[:, None]).astype(np.float32) + np.float32(8.5)
+            q = np.clip(np.trunc(v), 0, 15).astype(np.uint8)
+            packed = q[:, :16] | (q[:, 16:] << 4)
+            want = b"".join(di.tobytes() + pi.tobytes()
+                            for di, pi in zip(d, packed))
+            self.assertEqual(want, q4)
 
     def test_q8_0_refused(self):
         """A model whose d_head (12) is no multiple of 32 refuses a Q8_0
@@ -955,10 +1014,10 @@ class TestKvType(ParityCase):
         self.assertIn("d_head is 12", r.stderr)
 
     def test_bad_kv_type(self):
-        """Names other than F32, F16, BF16, Q8_0 are a usage error (exit
-        2)."""
+        """Names other than F32, F16, BF16, Q8_0, Q4_0 are a usage error
+        (exit 2)."""
         m = _models["base"]
-        for bad in ("f16", "FP16", "q8_0", "Q8", ""):
+        for bad in ("f16", "FP16", "q8_0", "Q8", "q4_0", "Q4", ""):
             r = subprocess.run([TXLGEN, "--model", m.path, "--kv-type", bad,
                                 "-n", "1", "--text", "a"],
                                capture_output=True, text=True, timeout=60)

@@ -481,12 +481,13 @@ file_size(const char *path)
 	return (long)sb.st_size;
 }
 
-/* A compact memory (kv_type F16, BF16, Q8_0) of model m: its state files
- * hold 16-bit rows (Q8_0: 34 bytes a block of 32 values), and a state of
- * another kv_type is converted on load.  Widening to F32 is exact, and
- * rounding an F32 that holds such a value gives it back (Q8_0: the
- * block's max is 127 d, so its scale comes out as d and every value as q
- * d, for scales in F16's normal range), so a compact memory that goes
+/* A compact memory (kv_type F16, BF16, Q8_0, Q4_0) of model m: its state
+ * files hold 16-bit rows (Q8_0: 34 bytes a block of 32 values, Q4_0: 18),
+ * and a state of another kv_type is converted on load.  Widening to F32
+ * is exact, and rounding an F32 that holds such a value gives it back
+ * (Q8_0: the block's max is 127 d, so its scale comes out as d and every
+ * value as q d, for scales in F16's normal range; Q4_0: a narrowed
+ * block's largest value is -8 d, q = 0, so the same), so a compact memory that goes
  * through an F32 session (loaded there, saved again) comes back bit for
  * bit: the session that loads it continues as the one that saved it.
  * set_params converts as a load does. */
@@ -514,9 +515,11 @@ test_kv_type_of(const struct txl_model *m, int kv)
 	CHECK_EQ(txl_session_save(a, pc), TXL_OK);
 	CHECK_EQ(txl_session_load(wide, pc), TXL_OK);
 	CHECK_EQ(txl_session_save(wide, p32), TXL_OK);
-	/* the K and V rows take 2 bytes a value (Q8_0: 34 / 32), then 4 */
+	/* the K and V rows take 2 bytes a value (Q8_0: 34 / 32, Q4_0:
+	 * 18 / 32), then 4 */
 	CHECK_EQ(file_size(p32) - file_size(pc),
-		 kv == TXL_KV_Q8_0 ? values * 4 - values / 32 * 34 : values * 2);
+		 kv == TXL_KV_Q8_0 ? values * 4 - values / 32 * 34 :
+		 kv == TXL_KV_Q4_0 ? values * 4 - values / 32 * 18 : values * 2);
 	CHECK_EQ(txl_session_load(b, p32), TXL_OK);
 	CHECK_EQ(txl_session_n_past(b), 23);
 	CHECK(same_continuation(a, b, toks + 23, 7, TOL_REORDER));
@@ -542,9 +545,9 @@ test_kv_type_of(const struct txl_model *m, int kv)
 }
 
 /* kv_type: every compact type on the models that allow it.  Bad kv_types
- * are refused, and so is Q8_0 on a model whose d_head (16) is no multiple
- * of 32, as a session or as a state file (one that says Q8_0, made by
- * hand: no session of the model can save it). */
+ * are refused, and so are Q8_0 and Q4_0 on a model whose d_head (16) is no
+ * multiple of 32, as a session or as a state file (one that says so, made
+ * by hand: no session of the model can save it). */
 static void
 test_kv_type(const struct txl_model *m32)
 {
@@ -556,35 +559,40 @@ test_kv_type(const struct txl_model *m32)
 
 	for (int kv = TXL_KV_F16; kv <= TXL_KV_BF16; kv++)
 		test_kv_type_of(model, kv);
-	if (m32)
-		test_kv_type_of(m32, TXL_KV_Q8_0);
-	else
-		fprintf(stderr, "skip: kv_type Q8_0 (no model of d_head 32)\n");
+	for (int kv = TXL_KV_Q8_0; kv <= TXL_KV_Q4_0; kv++) {
+		const char *name = kv == TXL_KV_Q8_0 ? "Q8_0" : "Q4_0";
+		if (m32)
+			test_kv_type_of(m32, kv);
+		else
+			fprintf(stderr, "skip: kv_type %s (no model of d_head "
+				"32)\n", name);
 
-	CHECK(hp->d_head % 32 != 0);
-	p.kv_type = TXL_KV_Q8_0;
-	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
-	snprintf(want, sizeof want, "d_head is %d", hp->d_head);
-	CHECK(strstr(txl_last_error(), "Q8_0") != NULL);
-	CHECK(strstr(txl_last_error(), want) != NULL);
-	CHECK(txl_session_bytes(model, &p) == -1);
+		CHECK(hp->d_head % 32 != 0);
+		p.kv_type = kv;
+		CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+		snprintf(want, sizeof want, "d_head is %d", hp->d_head);
+		CHECK(strstr(txl_last_error(), name) != NULL);
+		CHECK(strstr(txl_last_error(), want) != NULL);
+		CHECK(txl_session_bytes(model, &p) == -1);
 
-	snprintf(path, sizeof path, "%s/kvq8.state", scratch);
-	s = session_kv(model, 5, 16, TXL_KV_F32);
-	CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
-	CHECK_EQ(txl_session_save(s, path), TXL_OK);
-	/* the header's kv_type: after magic, version, n_layer, fingerprint,
-	 * d_model, n_head, d_head, mem_len, fill, have_last, n_past */
-	const uint32_t q8 = TXL_KV_Q8_0;
-	int fd = open(path, O_WRONLY);
-	CHECK(fd >= 0 && pwrite(fd, &q8, 4, 56) == 4 && close(fd) == 0);
-	CHECK_EQ(txl_session_load(s, path), TXL_ERR_FORMAT);
-	CHECK(strstr(txl_last_error(), "Q8_0") != NULL);
-	CHECK_EQ(txl_session_mem_fill(s), 9);
-	txl_session_free(s);
-	unlink(path);
+		snprintf(path, sizeof path, "%s/kvq.state", scratch);
+		s = session_kv(model, 5, 16, TXL_KV_F32);
+		CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+		CHECK_EQ(txl_session_save(s, path), TXL_OK);
+		/* the header's kv_type: after magic, version, n_layer,
+		 * fingerprint, d_model, n_head, d_head, mem_len, fill,
+		 * have_last, n_past */
+		const uint32_t q = (uint32_t)kv;
+		int fd = open(path, O_WRONLY);
+		CHECK(fd >= 0 && pwrite(fd, &q, 4, 56) == 4 && close(fd) == 0);
+		CHECK_EQ(txl_session_load(s, path), TXL_ERR_FORMAT);
+		CHECK(strstr(txl_last_error(), name) != NULL);
+		CHECK_EQ(txl_session_mem_fill(s), 9);
+		txl_session_free(s);
+		unlink(path);
+	}
 
-	p.kv_type = 4;
+	p.kv_type = 5;
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
 	CHECK(strstr(txl_last_error(), "kv_type") != NULL);
 	p.kv_type = -1;
