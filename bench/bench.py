@@ -20,11 +20,12 @@ Q8_0), and measures in one run, on the same weights:
   formats    for each storage type: file size, scoring and generation
              tokens/s, and the bits per byte of the default model
              (models/sotu.bin re-stored in that type) on --bpb-text
-             (models/data/test.txt, made by models/corpus.sh) if present;
+             (models/data/test.txt, made by models/corpus.sh) if present,
+             and in Q8_0 with a Q8_0 and a Q4_0 memory;
   memory     generation tokens/s against the length of the memory (the
              memory filled first), for every storage type with the memory
              in F32, and for F16 and Q8_0 weights with the memory in F16,
-             BF16 and Q8_0 (--kv-type); the fastest pair against F32
+             BF16, Q8_0 and Q4_0 (--kv-type); the fastest pair against F32
              weights and memory at --mem-len and at --context;
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
@@ -352,6 +353,10 @@ def main():
         bpb1 = {dt: default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
                                       work, "--seg-len", "1")[0]
                 for dt in ("F32", "Q8_0")}
+        # Q8_0 weights with the compact memories
+        bpb_kv = {kv: default_model_bpb(txlgen, a.bpb_model, a.bpb_text,
+                                        "Q8_0", work, "--kv-type", kv)[0]
+                  for kv in ("Q8_0", "Q4_0")}
     print()
     print(f"{'':24} {'file MB':>8} {'score tok/s':>12} {'gen tok/s':>10} "
           f"{'mean NLL':>9} {'bpb':>9} {'bpb MB':>7}")
@@ -376,6 +381,9 @@ def main():
               f"computes): F32 {bpb1['F32']:.5f}, Q8_0 {bpb1['Q8_0']:.5f} "
               f"({bpb1['Q8_0'] - bpb1['F32']:+.6f}: the activations "
               f"quantized too)")
+        print("bpb of Q8_0 weights with a compact memory (--kv-type), minus "
+              "with an F32 one: " + ", ".join(
+                  f"{kv} {bpb_kv[kv] - bpb['Q8_0'][0]:+.6f}" for kv in bpb_kv))
     print(f"scoring: x{f32['score_tok_per_s'] / pt['score_tok_per_s']:.2f} "
           f"the PyTorch code (F32), best format x"
           f"{max(r['score_tok_per_s'] for r in res.values()) / pt['score_tok_per_s']:.2f}")
@@ -391,7 +399,7 @@ def main():
     # memories with compact weights
     cols = [(dt, "F32") for dt in FORMATS] + \
         [(dt, kv) for dt in ("F16", "Q8_0")
-         for kv in ("F16", "BF16", "Q8_0")]
+         for kv in ("F16", "BF16", "Q8_0", "Q4_0")]
     print()
     print(f"generation tokens/s against memory length (memory filled first, "
           f"{n_gen} tokens); columns: weights/memory (--kv-type):")
