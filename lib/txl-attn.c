@@ -18,11 +18,11 @@
  * cache and the position tables R are held in the session's kv_dt (F32,
  * or F16 / BF16 with --kv-type: half the bytes a token with a long memory
  * reads; Q8_0: a bit more than a quarter, each head's row of d_head
- * values in blocks of 32; Q4_0: 4 bits, a seventh) and read as stored by the kernels of
- * txl_gemm_nt_dt() and txl_gemm_nn_dt(); the queries and scores stay in
- * float.  A segment of a few queries (generation: one) takes a path of
- * its own, one pass over K, R and V for every head at once
- * (attend_few()).
+ * values in blocks of 32; Q4_0: the same in 4 bits, a seventh) and read
+ * as stored by the kernels of txl_gemm_nt_dt() and txl_gemm_nn_dt(); the
+ * queries and scores stay in float.  A segment of a few queries
+ * (generation: one) takes a path of its own, one pass over K, R and V for
+ * every head at once (attend_few()).
  * Adding an attention means adding its case here (and its tensors to
  * bind_attention() in txl-model.c).
  */
@@ -258,11 +258,12 @@ txl_attn_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 
-	/* fq (and in int16 or int8, with scales and offsets, for a Q8_0 or
-	 * Q4_0 memory: per value 2 + 4 / 32 or 1 + 8 / 32 bytes, each a
-	 * float), the scores, the parts; the slots of the segments' units */
-	const double fq_floats = kv_dt == TXL_Q8_0 ? 2.0 + 1.0 / TXL_QK
-		: kv_dt == TXL_Q4_0 ? 2.0 + 0.5 + 2.0 / TXL_QK : 2.0;
+	/* fq, 2 hd floats a query (and again in int16 with its scales for a
+	 * Q8_0 memory: 1 + 2 / 32 floats more; in int8 with scales and
+	 * offsets for a Q4_0 one: 0.5 + 4 / 32), the scores, the parts; the
+	 * slots of the segments' units */
+	const double fq_floats = kv_dt == TXL_Q8_0 ? 3.0 + 2.0 / TXL_QK
+		: kv_dt == TXL_Q4_0 ? 2.5 + 4.0 / TXL_QK : 2.0;
 
 	return 4.0 * few_queries(seg_len) * (fq_floats * hd +
 		(double)hp->n_head *

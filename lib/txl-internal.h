@@ -128,8 +128,9 @@ txl_row_bytes(enum txl_dtype dt, int K)
 	return (size_t)K * txl_dtype_size(dt);
 }
 
-/* A block type of the memory, whose attention products take the query in
- * int16 (txl_quantize_q16(), dot_rows_q16 of txl-kernels.h). */
+/* A block type of the memory, whose attention products take the query
+ * quantized (Q8_0: int16, dot_rows_q16 of txl-kernels.h; Q4_0: int8,
+ * dot_rows_q4). */
 static inline bool
 txl_dtype_blocked(enum txl_dtype dt)
 {
@@ -405,7 +406,8 @@ struct txl_session {
 	int cap;		/* positions per K/V buffer */
 	int kv_start, mlen;
 	int64_t n_past;
-	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16, TXL_BF16, TXL_Q8_0, TXL_Q4_0 */
+	enum txl_dtype kv_dt;	/* TXL_F32, TXL_F16, TXL_BF16, TXL_Q8_0 or
+				   TXL_Q4_0 */
 	size_t kv_row;		/* bytes of one head's row: d_head values */
 	uint8_t **k, **v;	/* (n_layer) x (n_head, cap, d_head) */
 

@@ -522,7 +522,8 @@ q4_scales16(const uint8_t *p, size_t ld)
 	__m128i lo = _mm_cvtsi32_si128(q8_scale_bits(p));
 	__m128i hi = _mm_cvtsi32_si128(q8_scale_bits(p + 2 * ld));
 
-#define INS(v, lane, row) v = _mm_insert_epi16(v, q8_scale_bits(p + (row) * ld), lane)
+#define INS(v, lane, row)                                                    \
+	v = _mm_insert_epi16(v, q8_scale_bits(p + (row) * ld), lane)
 	INS(lo, 1, 4); INS(lo, 2, 8); INS(lo, 3, 12); INS(lo, 4, 1);
 	INS(lo, 5, 5); INS(lo, 6, 9); INS(lo, 7, 13);
 	INS(hi, 1, 6); INS(hi, 2, 10); INS(hi, 3, 14); INS(hi, 4, 3);

@@ -487,10 +487,10 @@ file_size(const char *path)
  * is exact, and rounding an F32 that holds such a value gives it back
  * (Q8_0: the block's max is 127 d, so its scale comes out as d and every
  * value as q d, for scales in F16's normal range; Q4_0: a narrowed
- * block's largest value is -8 d, q = 0, so the same), so a compact memory that goes
- * through an F32 session (loaded there, saved again) comes back bit for
- * bit: the session that loads it continues as the one that saved it.
- * set_params converts as a load does. */
+ * block's largest value is -8 d, q = 0, so the same), so a compact
+ * memory that goes through an F32 session (loaded there, saved again)
+ * comes back bit for bit: the session that loads it continues as the one
+ * that saved it.  set_params converts as a load does. */
 static void
 test_kv_type_of(const struct txl_model *m, int kv)
 {
