@@ -627,7 +627,8 @@ few_query(const struct txl_session *s, const float *x, size_t slot)
 
 /* x (d_head values) into slot `slot` of fq16 or fq8 */
 static void
-quantize_query(const struct txl_session *s, size_t slot, const float *x)
+quantize_query(const struct txl_kernels *k, const struct txl_session *s,
+	       size_t slot, const float *x)
 {
 	const int D = s->model->hp.d_head;
 
@@ -636,7 +637,7 @@ quantize_query(const struct txl_session *s, size_t slot, const float *x)
 		txl_quantize_q16(&a, x, D);
 	} else {
 		struct txl_q8_act a = q8_slot(s, slot);
-		txl_kernels()->quantize_q8(&a, x, D);
+		k->quantize_q8(&a, x, D);
 	}
 }
 
@@ -851,15 +852,17 @@ attend_few(struct txl_session *s, int l, int n, int base, int qs)
 	if (txl_dtype_blocked(s->kv_dt)) {
 		/* the queries of AC and BD as few_unit takes them, in int16
 		 * or int8 (slots as fq's) */
+		const struct txl_kernels *k = txl_kernels();
+
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < H; h++) {
 				const float *q = s->qkv + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				quantize_query(s, ac, relative(hp) ?
+				quantize_query(k, s, ac, relative(hp) ?
 					       s->fq + ac * D : q);
 				if (relative(hp))
-					quantize_query(s, bd,
+					quantize_query(k, s, bd,
 						       hp->attn_type == 0 ?
 						       s->fq + bd * D : q);
 			}

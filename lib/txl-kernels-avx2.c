@@ -529,16 +529,9 @@ sum_lanes4x4(__m256i a, __m256i b, __m256i c, __m256i d)
 static inline __m256
 q4_scales8(const uint8_t *p, size_t ld)
 {
-	__m128i v = _mm_cvtsi32_si128(q8_scale_bits(p));
+	static const int rows[8] = { 0, 2, 4, 6, 1, 3, 5, 7 };
 
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 2 * ld), 1);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 4 * ld), 2);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 6 * ld), 3);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + ld), 4);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 3 * ld), 5);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 5 * ld), 6);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 7 * ld), 7);
-	return _mm256_cvtph_ps(v);
+	return _mm256_cvtph_ps(scale_bits8(p, ld, rows));
 }
 
 static void

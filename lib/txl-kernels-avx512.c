@@ -515,21 +515,15 @@ sum_lanes4x4(__m512i a, __m512i b, __m512i c, __m512i d)
 }
 
 /* The scales of 16 blocks ld bytes apart, lane 4 k + g that of row
- * 4 g + k (inserted one by one: a gather of them took twice as long) */
+ * 4 g + k (Q4_LANE_ROWS) */
 static inline __m512
 q4_scales16(const uint8_t *p, size_t ld)
 {
-	__m128i lo = _mm_cvtsi32_si128(q8_scale_bits(p));
-	__m128i hi = _mm_cvtsi32_si128(q8_scale_bits(p + 2 * ld));
+	static const int rows[16] = { 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14,
+				      3, 7, 11, 15 };
 
-#define INS(v, lane, row)                                                    \
-	v = _mm_insert_epi16(v, q8_scale_bits(p + (row) * ld), lane)
-	INS(lo, 1, 4); INS(lo, 2, 8); INS(lo, 3, 12); INS(lo, 4, 1);
-	INS(lo, 5, 5); INS(lo, 6, 9); INS(lo, 7, 13);
-	INS(hi, 1, 6); INS(hi, 2, 10); INS(hi, 3, 14); INS(hi, 4, 3);
-	INS(hi, 5, 7); INS(hi, 6, 11); INS(hi, 7, 15);
-#undef INS
-	return _mm512_cvtph_ps(_mm256_set_m128i(hi, lo));
+	return _mm512_cvtph_ps(_mm256_set_m128i(scale_bits8(p, ld, rows + 8),
+						scale_bits8(p, ld, rows)));
 }
 
 #define DOT_ROWS_Q4(name, idot, attr)                                        \

@@ -47,21 +47,33 @@ q8_scale_bits(const uint8_t *p)
 	return d;
 }
 
-/* The scales of 8 blocks `ld` bytes apart, as floats (inserted one by
- * one: an array of them is stored, then loaded whole, a stall). */
+/* The 16-bit scales of the blocks of rows rows[0..7], `ld` bytes apart
+ * from p, in lanes 0..7 (inserted one by one: an array of them is
+ * stored, then loaded whole, a stall; a gather took twice as long) */
+static inline __m128i
+scale_bits8(const uint8_t *p, size_t ld, const int rows[8])
+{
+#define AT(i) q8_scale_bits(p + (size_t)rows[i] * ld)
+	__m128i v = _mm_cvtsi32_si128(AT(0));
+
+	v = _mm_insert_epi16(v, AT(1), 1);
+	v = _mm_insert_epi16(v, AT(2), 2);
+	v = _mm_insert_epi16(v, AT(3), 3);
+	v = _mm_insert_epi16(v, AT(4), 4);
+	v = _mm_insert_epi16(v, AT(5), 5);
+	v = _mm_insert_epi16(v, AT(6), 6);
+	v = _mm_insert_epi16(v, AT(7), 7);
+#undef AT
+	return v;
+}
+
+/* The scales of 8 blocks `ld` bytes apart, as floats */
 static inline __m256
 q8_scales8(const uint8_t *p, size_t ld)
 {
-	__m128i v = _mm_cvtsi32_si128(q8_scale_bits(p));
+	static const int rows[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
 
-	v = _mm_insert_epi16(v, q8_scale_bits(p + ld), 1);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 2 * ld), 2);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 3 * ld), 3);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 4 * ld), 4);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 5 * ld), 5);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 6 * ld), 6);
-	v = _mm_insert_epi16(v, q8_scale_bits(p + 7 * ld), 7);
-	return _mm256_cvtph_ps(v);
+	return _mm256_cvtph_ps(scale_bits8(p, ld, rows));
 }
 
 static void
