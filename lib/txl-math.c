@@ -96,27 +96,35 @@ thread_scratch(int which, size_t n)
 
 /* ---- splitting work ---- */
 
-/* Chunks of `align` items, about two per thread, handed out in order;
- * one thread takes it all in one (an sgemm call packs its operands).  Two
- * rather than four: with 3,800 positions of Q4_0 memory a token ran 3-5%
- * faster side by side on a 2-core Zen 5 (longer streams for the
- * prefetchers, fewer hand-overs), scoring and short memories no slower;
- * one a thread was no better, and leaves a late thread's share to wait. */
+/* Chunks of `align` items, about `per` a thread, handed out in order;
+ * one thread takes it all in one.  Two a thread rather than four: with
+ * 3,800 positions of Q4_0 memory a token ran 3-5% faster side by side on
+ * a 2-core Zen 5 (longer streams for the prefetchers, fewer hand-overs);
+ * one a thread was no better there, and leaves a late thread's share to
+ * wait.  The sgemm calls of matrix products take one a thread: each call
+ * packs the activations again, and scoring ran 2-3% faster so (AMD EPYC,
+ * avx2). */
 struct chunks {
 	atomic_int next;
 	int n, size;
 };
 
 static void
-chunks_init(struct chunks *c, int n, int align, int nth_hint)
+chunks_init_per(struct chunks *c, int n, int align, int nth_hint, int per)
 {
-	const int parts = nth_hint > 1 ? 2 * nth_hint : 1;
+	const int parts = nth_hint > 1 ? per * nth_hint : 1;
 	int size = (n + parts - 1) / parts;
 
 	size = (size + align - 1) / align * align;
 	atomic_init(&c->next, 0);
 	c->n = n;
 	c->size = size > 0 ? size : align;
+}
+
+static void
+chunks_init(struct chunks *c, int n, int align, int nth_hint)
+{
+	chunks_init_per(c, n, align, nth_hint, 2);
 }
 
 /* The next chunk [*lo, *hi), or false when none is left. */
@@ -286,6 +294,26 @@ txl_q8_interleave(void *dst, const void *src, int rows, int K)
 	}
 }
 
+/* cblas_sgemm into a block of out (rows x cols, rows ldo apart) that
+ * beta 0 overwrites: the block zeroed here and sgemm told to add to it.
+ * OpenBLAS otherwise clears C first in a pass of its own, element by
+ * element when C is a block of a wider matrix, which cost 3% of scoring
+ * (AMD EPYC, avx2). */
+static void
+sgemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols,
+	    int K, float alpha, const float *a, int lda, const float *b,
+	    int ldb, float beta, float *out, int ldo)
+{
+	if (beta == 0.0f) {
+		for (int r = 0; r < rows; r++)
+			memset(out + (size_t)r * ldo, 0,
+			       sizeof(float) * (size_t)cols);
+		beta = 1.0f;
+	}
+	cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, K, alpha, a, lda, b,
+		    ldb, beta, out, ldo);
+}
+
 /* ---- matrix-matrix: out[M, N] (ldo) = a[M, K] (lda) . W[N, K]^T
  * (+ out if beta is 1) ---- */
 
@@ -312,9 +340,8 @@ gemm_cols(const struct gemm *g, int lo, int hi)
 	float *buf;
 
 	if (g->dt == TXL_F32) {
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M,
-			    hi - lo, g->K, 1.0f, g->a, g->lda,
-			    (const float *)(const void *)w,
+		sgemm_block(CblasNoTrans, CblasTrans, g->M, hi - lo, g->K,
+			    1.0f, g->a, g->lda, (const float *)(const void *)w,
 			    (int)(g->ldw / sizeof(float)), g->beta, g->out + lo,
 			    g->ldo);
 		return;
@@ -336,9 +363,8 @@ gemm_cols(const struct gemm *g, int lo, int hi)
 	for (int r = 0; r < hi - lo; r++)
 		k->widen[g->dt](buf + (size_t)r * g->K, w + (size_t)r * g->ldw,
 				(size_t)g->K);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->M, hi - lo,
-		    g->K, 1.0f, g->a, g->lda, buf, g->K, g->beta, g->out + lo,
-		    g->ldo);
+	sgemm_block(CblasNoTrans, CblasTrans, g->M, hi - lo, g->K, 1.0f, g->a,
+		    g->lda, buf, g->K, g->beta, g->out + lo, g->ldo);
 }
 
 static void
@@ -353,9 +379,9 @@ gemm_task(void *p, int ith, int nth)
 			continue;
 		}
 		/* rows [lo, hi) of a and out; W is F32 */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hi - lo,
-			    g->N, g->K, 1.0f, g->a + (size_t)lo * g->lda,
-			    g->lda, (const float *)(const void *)g->w,
+		sgemm_block(CblasNoTrans, CblasTrans, hi - lo, g->N, g->K,
+			    1.0f, g->a + (size_t)lo * g->lda, g->lda,
+			    (const float *)(const void *)g->w,
 			    (int)(g->ldw / sizeof(float)), g->beta,
 			    g->out + (size_t)lo * g->ldo, g->ldo);
 	}
@@ -377,10 +403,10 @@ gemm(float *out, int ldo, const float *a, int lda, const void *w,
 	 * that each is widened once */
 	g.split_m = dt == TXL_F32 && M > N;
 	if (g.split_m) {
-		chunks_init(&g.part, M, 16, nth);
+		chunks_init_per(&g.part, M, 16, nth, 1);
 	} else {
 		/* compact: blocks of rows small enough to stay in cache */
-		chunks_init(&g.part, N, 16, nth);
+		chunks_init_per(&g.part, N, 16, nth, 1);
 		if (dt != TXL_F32) {
 			int cap = (65536 / (K > 0 ? K : 1)) / 16 * 16;
 			if (cap < 16)
@@ -547,8 +573,7 @@ gemm_nn_task(void *p, int ith, int nth)
 	int lo, hi;
 
 	while (chunks_take(&g->part, &lo, &hi))
-		cblas_sgemm(CblasRowMajor,
-			    g->trans_a ? CblasTrans : CblasNoTrans,
+		sgemm_block(g->trans_a ? CblasTrans : CblasNoTrans,
 			    CblasNoTrans, hi - lo, g->N, g->K, g->alpha,
 			    g->trans_a ? g->a + lo : g->a + (size_t)lo * g->lda,
 			    g->lda, g->b, g->ldb, g->beta,
