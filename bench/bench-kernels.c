@@ -205,8 +205,8 @@ bench_table(const struct txl_kernels *k)
 			       rate(call_dot_rows, &c, bytes));
 			fflush(stdout);
 			if (dt == TXL_Q8_0) {
-				uint8_t *il = xmalloc(txl_q8_il_bytes(rows, K));
-				txl_q8_interleave(il, w, rows, K);
+				uint8_t *il = xmalloc(txl_il_bytes(TXL_Q8_0, rows, K));
+				txl_interleave(il, TXL_Q8_0, w, rows, K);
 				c.w = il;
 				printf("%s gemv_dot_il %s %.1f %.1f\n", k->name,
 				       dt_names[dt], bytes / (1 << 20),

@@ -37,7 +37,7 @@ static const struct {
 	size_t size;		/* bytes per value; 0: per row */
 } dtypes[] = {
 	{ "F32", TXL_F32, 4 }, { "F16", TXL_F16, 2 }, { "BF16", TXL_BF16, 2 },
-	{ "U8", TXL_U8, 1 }, { "Q8_0", TXL_Q8_0, 0 },
+	{ "U8", TXL_U8, 1 }, { "Q8_0", TXL_Q8_0, 0 }, { "Q4_0", TXL_Q4_0, 0 },
 };
 
 size_t
@@ -202,8 +202,8 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 				p, name);
 	if (!parse_dtype(dtype->valuestring, &t->dtype))
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
-				"dtype '%.32s' (expected F32, F16, BF16, Q8_0 "
-				"or U8)", p, name, dtype->valuestring);
+				"dtype '%.32s' (expected F32, F16, BF16, Q8_0, "
+				"Q4_0 or U8)", p, name, dtype->valuestring);
 	t->ndim = cJSON_GetArraySize(shape);
 	if (t->ndim > TXL_MAX_DIMS)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %d "
@@ -231,15 +231,17 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
-	/* Q8_0 (not a safetensors dtype: txlgen's own) is blocks of 32
-	 * values along the last dimension, 34 bytes each */
+	/* Q8_0 and Q4_0 (not safetensors dtypes: txlgen's own) are blocks
+	 * of 32 values along the last dimension, 34 and 18 bytes each */
 	uint64_t need = numel * txl_dtype_size(t->dtype);
-	if (t->dtype == TXL_Q8_0) {
+	if (txl_dtype_blocked(t->dtype)) {
 		if (t->ndim == 0 || t->shape[t->ndim - 1] % TXL_QK != 0)
 			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is "
-					"Q8_0 but its last dimension is not a "
-					"multiple of %d", p, name, TXL_QK);
-		need = numel / TXL_QK * sizeof(struct txl_block_q8_0);
+					"%s but its last dimension is not a "
+					"multiple of %d", p, name,
+					txl_dtype_name(t->dtype), TXL_QK);
+		need = numel / TXL_QK *
+			txl_row_bytes(t->dtype, TXL_QK);
 	}
 	if (e - b != need)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %llu bytes, "

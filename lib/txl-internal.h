@@ -39,13 +39,13 @@ _Noreturn void txl_abort(const char *file, int line, const char *what);
 
 /* Storage types.  Q8_0 is a block type (below): one F16 scale per 32
  * int8 values along the last dimension, as GGUF's block_q8_0.  Q4_0, the
- * same in 4 bits, holds the attention's memory only (--kv-type Q4_0): no
- * model file stores it (txl-file.c does not know its name). */
+ * same in 4 bits (GGUF's block_q4_0), holds weight matrices and the
+ * attention's memory (--kv-type Q4_0). */
 enum txl_dtype {
 	TXL_F32, TXL_F16, TXL_BF16, TXL_U8, TXL_Q8_0, TXL_Q4_0, TXL_N_DTYPES
 };
 
-#define TXL_QK 32		/* values per Q8_0 block */
+#define TXL_QK 32		/* values per Q8_0 and Q4_0 block */
 struct txl_block_q8_0 {
 	uint16_t d;		/* the scale, IEEE half */
 	int8_t qs[TXL_QK];	/* value i = qs[i] * d */
@@ -105,7 +105,8 @@ void txl_file_close(struct txl_file *f);
 const struct txl_tensor_info *txl_file_find(const struct txl_file *f,
 					    const char *name);
 const char *txl_file_meta(const struct txl_file *f, const char *key);
-/* Bytes per value; 0 for Q8_0, whose size is per row (txl_row_bytes). */
+/* Bytes per value; 0 for Q8_0 and Q4_0, whose size is per row
+ * (txl_row_bytes). */
 size_t txl_dtype_size(enum txl_dtype dt);
 const char *txl_dtype_name(enum txl_dtype dt);
 float txl_f16_to_f32(uint16_t h);
@@ -137,37 +138,40 @@ txl_dtype_blocked(enum txl_dtype dt)
 	return dt == TXL_Q8_0 || dt == TXL_Q4_0;
 }
 
-/* Q8_0 rows interleaved by groups of TXL_IL for the matrix-vector
- * kernels (txl-kernels.h says how): the bytes of `rows` rows of K values
- * (a partial group takes a whole one), and the copy of `rows` rows of a
- * stored Q8_0 matrix (txl-math.c).  A block of a group holds the same
- * bytes as the TXL_IL rows' blocks: their scales (IEEE halves), then
- * their values. */
+/* Q8_0 and Q4_0 rows interleaved by groups of TXL_IL for the
+ * matrix-vector kernels (txl-kernels.h says how): the bytes of `rows`
+ * rows of K values (a partial group takes a whole one), and the copy of
+ * `rows` rows of a stored matrix of either type (txl-math.c).  A block of
+ * a group holds the same bytes as the TXL_IL rows' blocks: their scales
+ * (IEEE halves), then their values. */
 #define TXL_IL 16
 #define TXL_IL_SCALES (TXL_IL * 2)
-#define TXL_IL_BLOCK (TXL_IL_SCALES + TXL_IL * TXL_QK)
+#define TXL_IL_BLOCK (TXL_IL_SCALES + TXL_IL * TXL_QK)		/* Q8_0 */
+#define TXL_IL_BLOCK_Q4 (TXL_IL_SCALES + TXL_IL * TXL_QK / 2)	/* Q4_0 */
 
 static inline size_t
-txl_q8_il_bytes(int rows, int K)
+txl_il_bytes(enum txl_dtype dt, int rows, int K)
 {
-	return (size_t)((rows + TXL_IL - 1) / TXL_IL) * (size_t)(K / TXL_QK) *
-	       TXL_IL_BLOCK;
+	return (size_t)((rows + TXL_IL - 1) / TXL_IL) * TXL_IL *
+	       txl_row_bytes(dt, K);
 }
 
-void txl_q8_interleave(void *dst, const void *src, int rows, int K);
+void txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
+		    int K);
 
 /* A weight matrix as the file stores it, in PyTorch's (out_features,
- * in_features) row-major layout: rows x cols, in F32, F16, BF16 or Q8_0,
- * used in place (the mapped file) and computed as stored: the kernels
- * widen each value to float exactly and accumulate in float (except Q8_0
- * against one row of activations, which are quantized for integer dot
- * products: quantize_q8 in txl-kernels.h). */
+ * in_features) row-major layout: rows x cols, in F32, F16, BF16, Q8_0 or
+ * Q4_0, used in place (the mapped file) and computed as stored: the
+ * kernels widen each value to float exactly and accumulate in float
+ * (except Q8_0 and Q4_0 against one row of activations, which are
+ * quantized for integer dot products: quantize_q8 in txl-kernels.h). */
 struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;
 	const void *data;	/* NULL: absent (e.g. no projection) */
-	const void *il;		/* Q8_0: the rows interleaved for matrix-vector
-				   products (txl_q8_interleave()), or NULL */
+	const void *il;		/* Q8_0, Q4_0: the rows interleaved for
+				   matrix-vector products (txl_interleave()),
+				   or NULL */
 };
 
 /* Rows [first, first + n) of w as a matrix of its own (a cluster of an
@@ -185,7 +189,8 @@ txl_mat_rows(const struct txl_mat *w, int first, int n)
 				  * TXL_IL rows */
 				 .il = w->il && first % TXL_IL == 0
 					 ? (const uint8_t *)w->il +
-					   txl_q8_il_bytes(first, w->cols)
+					   txl_il_bytes(w->dtype, first,
+							w->cols)
 					 : NULL };
 }
 

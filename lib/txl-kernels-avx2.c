@@ -665,6 +665,89 @@ name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 DOT_IL(dot_il, il_step_bw, IL_ZERO, )
 DOT_IL(dot_il_vnni, il_step_vnni, IL_OFF, __attribute__((target("avxvnni"))))
 
+/* Interleaved Q4_0 (txl-kernels.h): 8 columns of 8 rows, 32 bytes, a
+ * mask and a shift from two vectors of the Q8_0 layout's unsigned bytes,
+ * each times 4 bytes of the activations broadcast: by pairs (a pair of
+ * nibble products is at most 2 * 15 * 127, two pairs fit int16), or by
+ * vpdpbusd; from off / 16 in every lane. */
+static inline __m256i
+il4_step_bw(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
+{
+	const __m256i m = _mm256_set1_epi8(15);
+	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
+	__m256i p = _mm256_add_epi16(
+		_mm256_maddubs_epi16(_mm256_and_si256(w, m), x0),
+		_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4),
+						      m), x1));
+
+	return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+__attribute__((target("avxvnni")))
+static inline __m256i
+il4_step_vnni(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
+{
+	const __m256i m = _mm256_set1_epi8(15);
+	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
+
+	s = _mm256_dpbusd_avx_epi32(s, _mm256_and_si256(w, m), x0);
+	return _mm256_dpbusd_avx_epi32(s, _mm256_and_si256(
+		_mm256_srli_epi16(w, 4), m), x1);
+}
+
+/* acc_lo, acc_hi += block b at blk (rows 0..7, 8..15), as IL_BLOCK */
+#define IL4_BLOCK(step, blk, b, acc_lo, acc_hi)                              \
+	do {                                                                 \
+		const __m256 dx = _mm256_set1_ps(a->d[b]);                   \
+		const int8_t *x = a->q + (b) * TXL_QK;                       \
+		const uint8_t *qs = (blk) + TXL_IL_SCALES;                   \
+		__m256i lo = _mm256_set1_epi32(a->off[b] / 16), hi = lo;     \
+		for (int j = 0; j < TXL_QK / 8; j++) {                       \
+			__m256i x0 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
+						       (x + 8 * j));         \
+			__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
+						       (x + 8 * j + 4));     \
+			lo = step(lo, qs + 64 * j, x0, x1);                  \
+			hi = step(hi, qs + 64 * j + 32, x0, x1);             \
+		}                                                            \
+		acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), \
+			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
+				(const __m128i *)(const void *)(blk))), dx))); \
+		acc_hi = _mm256_add_ps(acc_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), \
+			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
+				(const __m128i *)(const void *)((blk) + 16))), dx))); \
+	} while (0)
+
+#define DOT_IL_Q4(name, step, attr)                                          \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	const uint8_t *blk = w;                                              \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		/* even and odd blocks */                                    \
+		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo, \
+		       o_hi = e_lo;                                          \
+		int b = 0;                                                   \
+                                                                             \
+		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK_Q4) {    \
+			IL4_BLOCK(step, blk, b, e_lo, e_hi);                 \
+			IL4_BLOCK(step, blk + TXL_IL_BLOCK_Q4, b + 1, o_lo,  \
+				  o_hi);                                     \
+		}                                                            \
+		if (b < nb) {                                                \
+			IL4_BLOCK(step, blk, b, e_lo, e_hi);                 \
+			blk += TXL_IL_BLOCK_Q4;                              \
+		}                                                            \
+		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
+		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
+	}                                                                    \
+}
+
+DOT_IL_Q4(dot_il_q4, il4_step_bw, )
+DOT_IL_Q4(dot_il_q4_vnni, il4_step_vnni, __attribute__((target("avxvnni"))))
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers
  * (written out: GCC keeps an array of accumulators in memory, and each
  * multiply-add then waits for the store of the last). */
@@ -1007,7 +1090,7 @@ max_of(const float *x, int n)
 }
 
 const struct txl_kernels txl_kernels_avx2 =
-	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il, dot_rows_q4);
+	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il, dot_rows_q4, dot_il_q4);
 const struct txl_kernels txl_kernels_avx2_vnni =
 	TXL_KERNEL_TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni,
-			 dot_rows_q4);
+			 dot_rows_q4, dot_il_q4_vnni);

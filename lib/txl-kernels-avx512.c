@@ -658,6 +658,91 @@ name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 DOT_IL(dot_il_bw, il_idot_bw, )
 DOT_IL(dot_il_vnni, il_idot_vnni, __attribute__((target("avx512vnni"))))
 
+/* Interleaved Q4_0 (txl-kernels.h): 8 columns of the 16 rows, 64 bytes,
+ * a mask and a shift from two vectors of the Q8_0 layout's unsigned
+ * bytes, each times 4 bytes of the activations broadcast: by pairs (two
+ * pairs of nibble products fit int16, as il4_step_bw of the AVX2 file),
+ * or by vpdpbusd; from off / 16 in every lane. */
+static inline __m512i
+il4_idot_bw(const uint8_t *qs, const int8_t *x, int32_t off)
+{
+	const __m512i m = _mm512_set1_epi8(15);
+	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
+
+	for (int j = 0; j < TXL_QK / 8; j++) {
+		__m512i w = _mm512_loadu_si512(qs + 64 * j);
+		__m512i p = _mm512_add_epi16(
+			_mm512_maddubs_epi16(_mm512_and_si512(w, m),
+				_mm512_set1_epi32(*(const int32_t *)(const void *)
+						  (x + 8 * j))),
+			_mm512_maddubs_epi16(_mm512_and_si512(
+				_mm512_srli_epi16(w, 4), m),
+				_mm512_set1_epi32(*(const int32_t *)(const void *)
+						  (x + 8 * j + 4))));
+		p = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+		if (j % 2)
+			s1 = _mm512_add_epi32(s1, p);
+		else
+			s0 = _mm512_add_epi32(s0, p);
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+il4_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
+{
+	const __m512i m = _mm512_set1_epi8(15);
+	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
+
+	for (int j = 0; j < TXL_QK / 8; j++) {
+		__m512i w = _mm512_loadu_si512(qs + 64 * j);
+
+		s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(w, m),
+			_mm512_set1_epi32(*(const int32_t *)(const void *)
+					  (x + 8 * j)));
+		s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(
+			_mm512_srli_epi16(w, 4), m),
+			_mm512_set1_epi32(*(const int32_t *)(const void *)
+					  (x + 8 * j + 4)));
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+/* acc += block b of the Q4_0 group at blk, as IL_BLOCK */
+#define IL4_BLOCK(idot, blk, b, acc)                                         \
+	acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(           \
+		idot((blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,             \
+		     a->off[b])),                                            \
+		_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(            \
+				(const __m256i *)(const void *)(blk))),      \
+			      _mm512_set1_ps(a->d[b]))))
+
+#define DOT_IL_Q4(name, idot, attr)                                          \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	const uint8_t *blk = w;                                              \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
+		int b = 0;                                                   \
+		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK_Q4) {    \
+			IL4_BLOCK(idot, blk, b, acc0);                       \
+			IL4_BLOCK(idot, blk + TXL_IL_BLOCK_Q4, b + 1, acc1); \
+		}                                                            \
+		if (b < nb) {                                                \
+			IL4_BLOCK(idot, blk, b, acc0);                       \
+			blk += TXL_IL_BLOCK_Q4;                              \
+		}                                                            \
+		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
+	}                                                                    \
+}
+
+DOT_IL_Q4(dot_il_q4_bw, il4_idot_bw, )
+DOT_IL_Q4(dot_il_q4_vnni, il4_idot_vnni, __attribute__((target("avx512vnni"))))
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
@@ -982,7 +1067,8 @@ max_of(const float *x, int n)
 }
 
 const struct txl_kernels txl_kernels_avx512 =
-	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw, dot_rows_q4_bw);
+	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw, dot_rows_q4_bw,
+			 dot_il_q4_bw);
 const struct txl_kernels txl_kernels_avx512_vnni =
 	TXL_KERNEL_TABLE("avx512vnni", dot_rows_q8_vnni, dot_il_vnni,
-			 dot_rows_q4_vnni);
+			 dot_rows_q4_vnni, dot_il_q4_vnni);

@@ -136,6 +136,15 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
 }
 
+/* Every table's: Q4_0 weights meet float activations only when memory for
+ * quantizing the activations ran out (txl-math.c). */
+void
+txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
+		  int K)
+{
+	dot_rows_with(widen_q4_0, TXL_Q4_0, y, w, ld, x, n, K);
+}
+
 /* The largest magnitude of a block's TXL_QK values, NaN if one of them is
  * NaN or inf. */
 static float
@@ -268,6 +277,44 @@ dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 					for (int t = 0; t < 4; t++)
 						s += qs[(j * TXL_IL + i) * 4 + t] *
 						     x[4 * j + t];
+				acc[b % 2][i] += (float)s *
+					(txl_f16_to_f32(load_u16(blk + 2 * i)) *
+					 a->d[b]);
+			}
+		}
+		for (int i = 0; i < TXL_IL; i++)
+			y[g * TXL_IL + i] = acc[0][i] + acc[1][i];
+	}
+}
+
+/* Interleaved Q4_0 (txl-kernels.h): row i of a group, block b, has its
+ * scale at half i of the block, values 8 j + t and 8 j + 4 + t in the
+ * nibbles of byte (j * TXL_IL + i) * 4 + t of what follows the scales. */
+static void
+dot_il_q4(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
+{
+	const int nb = K / TXL_QK;
+
+	for (int g = 0; g < ng; g++) {
+		const uint8_t *grp = (const uint8_t *)w +
+			(size_t)g * nb * TXL_IL_BLOCK_Q4;
+		float acc[2][TXL_IL] = { { 0 } };
+
+		for (int b = 0; b < nb; b++) {
+			const uint8_t *blk = grp + (size_t)b * TXL_IL_BLOCK_Q4;
+			const uint8_t *qs = blk + TXL_IL_SCALES;
+			const int8_t *x = a->q + b * TXL_QK;
+
+			for (int i = 0; i < TXL_IL; i++) {
+				int32_t s = a->off[b] / 16;
+
+				for (int j = 0; j < TXL_QK / 8; j++)
+					for (int t = 0; t < 4; t++) {
+						const int v = qs[(j * TXL_IL + i) *
+								 4 + t];
+						s += (v & 15) * x[8 * j + t] +
+						     (v >> 4) * x[8 * j + 4 + t];
+					}
 				acc[b % 2][i] += (float)s *
 					(txl_f16_to_f32(load_u16(blk + 2 * i)) *
 					 a->d[b]);
@@ -439,7 +486,8 @@ max_of(const float *x, int n)
 }
 
 static const struct txl_kernels kernels_scalar =
-	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il, dot_rows_q4);
+	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il, dot_rows_q4,
+			 dot_il_q4);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1

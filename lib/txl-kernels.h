@@ -155,9 +155,14 @@ txl_q4_0_scale(float m, uint16_t *d)
 /* The scalar narrowing to Q4_0, every table's: it rounds only the new
  * rows of a memory. */
 void txl_narrow_q4_0(void *dst, const float *src, size_t n);
+/* Q4_0 weights against float activations, every table's: the matrix-
+ * vector products quantize the activations (dot_rows_q4), this runs only
+ * when there was no memory for that. */
+void txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x,
+		       int n, int K);
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
- * model loader makes of every Q8_0 matrix, txl_q8_interleave() of
+ * model loader makes of every Q8_0 matrix, txl_interleave() of
  * txl-internal.h): groups of TXL_IL rows (the last padded with zero
  * rows), and in a group, for each block b of TXL_QK columns, TXL_IL_BLOCK
  * bytes: the TXL_IL rows' scales (IEEE halves, as stored), then for each
@@ -165,20 +170,25 @@ void txl_narrow_q4_0(void *dst, const float *src, size_t n);
  * one forward stream of as many bytes as the stored rows, and each 4
  * bytes of the activations multiply a whole vector of rows (vpdpbusd
  * with a broadcast operand), where the stored layout takes a horizontal
- * sum per row. */
+ * sum per row.  Q4_0 weights alike, TXL_IL_BLOCK_Q4 bytes a block: the
+ * scales, then for each 8 columns 8 j .. 8 j + 7 the 4 bytes of every
+ * row in turn, byte t holding value 8 j + t (0..15, unsigned, as stored)
+ * in its low nibble and value 8 j + 4 + t in its high one: a mask and a
+ * shift make two vectors of bytes of the Q8_0 layout. */
 
 /* y[TXL_IL g + i] for g < ng = the rows of ng interleaved groups against
  * a (K columns).  Every table computes the same floats: per row, the
  * exact integer sum of each block, times the weights' scale times the
  * activations' (a rounded product), added to one of two sums (even and
- * odd blocks), then the two added; no fused multiply-add. */
+ * odd blocks), then the two added; no fused multiply-add.  For Q4_0 the
+ * integer sum is that of (q - 8) a: the sum of q a plus a's off / 16. */
 typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
 			      const struct txl_q8_act *a, int K);
 
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avxvnni", "avx512",
 				   "avx512vnni" */
-	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8, Q4_0 */
+	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_widen_fn widen[TXL_N_DTYPES];
 	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8 */
 	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8 */
@@ -187,6 +197,9 @@ struct txl_kernels {
 	txl_quantize_q8_fn quantize_q8;
 	txl_dot_rows_q8_fn dot_rows_q8;
 	txl_dot_il_fn dot_il;	/* the same, interleaved weights */
+	txl_dot_il_fn dot_il_q4; /* interleaved Q4_0 weights (with float
+				    activations: dot_rows[TXL_Q4_0]; stored
+				    rows: dot_rows_q4) */
 	/* the attention's queries against a Q8_0 memory (int16), and
 	 * against a Q4_0 one (int8, quantize_q8) */
 	txl_dot_rows_q16_fn dot_rows_q16;
@@ -200,13 +213,16 @@ struct txl_kernels {
 
 /* A table of the kernels of one file, which names them the same in each
  * (dot_rows_f32, ..., dot_rows_q16, exp_sum, max_of): its tables differ
- * only in the integer products of Q8_0 weights and Q4_0 memory. */
-#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_, dot_rows_q4_)         \
+ * only in the integer products of Q8_0 and Q4_0 weights and Q4_0
+ * memory. */
+#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_, dot_rows_q4_,        \
+			 dot_il_q4_)                                         \
 	{                                                                    \
 		.name = name_,                                               \
 		.dot_rows = {                                                \
 			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
 			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
+			[TXL_Q4_0] = txl_dot_rows_q4_0,                      \
 		},                                                           \
 		.widen = {                                                   \
 			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
@@ -227,6 +243,7 @@ struct txl_kernels {
 		.quantize_q8 = quantize_q8,                                  \
 		.dot_rows_q8 = dot_rows_q8_,                                 \
 		.dot_il = dot_il_,                                           \
+		.dot_il_q4 = dot_il_q4_,                                     \
 		.dot_rows_q16 = dot_rows_q16,                                \
 		.dot_rows_q4 = dot_rows_q4_,                                 \
 		.exp_sum = exp_sum,                                          \

@@ -168,9 +168,11 @@ txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
 struct gemv {
 	struct chunks rows;
 	txl_dot_rows_fn dot;
-	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq */
+	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq (Q8_0:
+					   dot_rows_q8, Q4_0: dot_rows_q4) */
 	txl_dot_il_fn dot_il;		/* instead of dot_q8, on il */
 	struct txl_q8_act xq;
+	enum txl_dtype dt;
 	float *y;
 	const uint8_t *w;
 	const uint8_t *il;	/* W interleaved (Q8_0), or NULL */
@@ -187,7 +189,7 @@ gemv_rows(const struct gemv *g, float *y, int r, int n)
 	const uint8_t *w = g->w + (size_t)r * g->ld;
 
 	if (g->dot_il) {
-		const uint8_t *il = g->il + txl_q8_il_bytes(r, g->K);
+		const uint8_t *il = g->il + txl_il_bytes(g->dt, r, g->K);
 		const int full = n / TXL_IL;
 		float tail[TXL_IL];
 
@@ -195,7 +197,8 @@ gemv_rows(const struct gemv *g, float *y, int r, int n)
 		if (full * TXL_IL < n) {
 			/* the matrix's last group: its padding rows into
 			 * tail */
-			g->dot_il(tail, il + txl_q8_il_bytes(full * TXL_IL, g->K),
+			g->dot_il(tail, il + txl_il_bytes(g->dt, full * TXL_IL,
+							  g->K),
 				  1, &g->xq, g->K);
 			memcpy(y + full * TXL_IL, tail,
 			       sizeof(float) * (size_t)(n - full * TXL_IL));
@@ -228,9 +231,10 @@ gemv_task(void *p, int ith, int nth)
 	}
 }
 
-/* Q8_0 weights: x quantized once for all the rows, into the caller's
- * OPERAND buffer (per block a scale and an offset, then the K int8
- * values); out of memory, dot_q8 stays NULL and the float kernel runs. */
+/* Q8_0 and Q4_0 weights: x quantized once for all the rows, into the
+ * caller's OPERAND buffer (per block a scale and an offset, then the K
+ * int8 values); out of memory, dot_q8 stays NULL and the float kernel
+ * runs. */
 static void
 quantize_operand(struct gemv *g)
 {
@@ -244,6 +248,12 @@ quantize_operand(struct gemv *g)
 	g->xq.off = (int32_t *)(void *)(buf + nb);
 	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
 	txl_kernels()->quantize_q8(&g->xq, g->x, g->K);
+	if (g->dt == TXL_Q4_0) {
+		g->dot_q8 = txl_kernels()->dot_rows_q4;
+		if (g->il)
+			g->dot_il = txl_kernels()->dot_il_q4;
+		return;
+	}
 	g->dot_q8 = txl_kernels()->dot_rows_q8;
 	if (g->il)
 		g->dot_il = txl_kernels()->dot_il;
@@ -255,12 +265,12 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
      const float *x, int N, int K, bool accumulate)
 {
 	struct gemv g = {
-		.dot = txl_kernels()->dot_rows[dt], .y = y, .w = w, .il = il,
-		.ld = ld, .x = x, .K = K, .accumulate = accumulate,
+		.dot = txl_kernels()->dot_rows[dt], .dt = dt, .y = y, .w = w,
+		.il = il, .ld = ld, .x = x, .K = K, .accumulate = accumulate,
 	};
 	double macs = (double)N * K;
 
-	if (dt == TXL_Q8_0)
+	if (txl_dtype_blocked(dt))
 		quantize_operand(&g);
 
 	/* rows in multiples of TXL_IL (an interleaved group; 4 rows are
@@ -269,23 +279,51 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 	run(gemv_task, &g, macs);
 }
 
+/* Row i of a group, block b: its scale at half i of the block, then
+ * Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
+ * Q4_0: values 8 j + t (t < 4) in the low nibbles of bytes
+ * (j * TXL_IL + i) * 4 + t, values 8 j + 4 + t in their high ones. */
+static void
+interleave_q4(uint8_t *blk, int i, const struct txl_block_q4_0 *q)
+{
+	uint8_t v[TXL_QK];
+
+	for (int c = 0; c < TXL_QK / 2; c++) {
+		v[c] = q->qs[c] & 15;
+		v[c + TXL_QK / 2] = q->qs[c] >> 4;
+	}
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 8; j++)
+		for (int t = 0; t < 4; t++)
+			blk[TXL_IL_SCALES + (j * TXL_IL + i) * 4 + t] =
+				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
+}
+
 void
-txl_q8_interleave(void *dst, const void *src, int rows, int K)
+txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
+	       int K)
 {
 	const int nb = K / TXL_QK;
-	const size_t ld = txl_row_bytes(TXL_Q8_0, K);
+	const size_t ld = txl_row_bytes(dt, K);
+	const size_t il_block = TXL_IL * txl_row_bytes(dt, TXL_QK);
 	uint8_t *out = dst;
 
-	memset(dst, 0, txl_q8_il_bytes(rows, K));
+	TXL_ASSERT(txl_dtype_blocked(dt));
+	memset(dst, 0, txl_il_bytes(dt, rows, K));
 	for (int r = 0; r < rows; r++) {
-		const struct txl_block_q8_0 *q = (const void *)
-			((const uint8_t *)src + (size_t)r * ld);
-		uint8_t *grp = out + txl_q8_il_bytes(r / TXL_IL * TXL_IL, K);
+		const uint8_t *row = (const uint8_t *)src + (size_t)r * ld;
+		uint8_t *grp = out + txl_il_bytes(dt, r / TXL_IL * TXL_IL, K);
 		const int i = r % TXL_IL;
 
 		for (int b = 0; b < nb; b++) {
-			uint8_t *blk = grp + (size_t)b * TXL_IL_BLOCK;
+			uint8_t *blk = grp + (size_t)b * il_block;
 
+			if (dt == TXL_Q4_0) {
+				interleave_q4(blk, i, (const void *)(row +
+					(size_t)b * sizeof(struct txl_block_q4_0)));
+				continue;
+			}
+			const struct txl_block_q8_0 *q = (const void *)row;
 			memcpy(blk + 2 * i, &q[b].d, 2);
 			for (int j = 0; j < TXL_QK / 4; j++)
 				memcpy(blk + TXL_IL_SCALES +

@@ -257,7 +257,7 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 
 /* Bind one tensor: check its shape and dtype, and point *out at its data.
  * A weight matrix (as_floats false) is used in the dtype it is stored in
- * (F32, F16, BF16 or Q8_0: the kernels compute with it as stored);
+ * (F32, F16, BF16, Q8_0 or Q4_0: the kernels compute with it as stored);
  * anything else as floats (stored as F32, F16 or BF16).  In place needs
  * 64-byte aligned F32 (for BLAS) or 2-byte aligned compact data; the rest
  * is copied or widened into *arena (advancing it).  With arena NULL (the
@@ -289,11 +289,11 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 				      (size_t)ndim) != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has shape [%s], "
 				"expected [%s]", f->path, name, got, want);
-	if (t->dtype == TXL_U8 || (as_floats && t->dtype == TXL_Q8_0))
+	if (t->dtype == TXL_U8 || (as_floats && txl_dtype_blocked(t->dtype)))
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has dtype %s, "
 				"expected F32, F16 or BF16%s", f->path, name,
 				txl_dtype_name(t->dtype),
-				as_floats ? "" : " or Q8_0");
+				as_floats ? "" : ", Q8_0 or Q4_0");
 
 	const uint8_t *src = f->map + t->begin;
 	const size_t bytes = t->end - t->begin;
@@ -402,23 +402,24 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 	return st;
 }
 
-/* A Q8_0 matrix that enters matrix-vector products (generation) gets an
- * interleaved copy in the arena as well (txl_q8_interleave(): as many
- * bytes as the stored rows, read by kernels that take half the
+/* A Q8_0 or Q4_0 matrix that enters matrix-vector products (generation)
+ * gets an interleaved copy in the arena as well (txl_interleave(): as
+ * many bytes as the stored rows, read by kernels that take half the
  * instructions); the stored rows stay in use for everything else. */
 static void
 interleave(struct binder *b, struct txl_mat *w)
 {
 	/* the arena's copies stay 64-byte aligned, as bind()'s */
-	const size_t len = (txl_q8_il_bytes(w->rows, w->cols) + 63) / 64 * 64;
+	const size_t len = (txl_il_bytes(w->dtype, w->rows, w->cols) + 63) /
+		64 * 64;
 
-	if (w->dtype != TXL_Q8_0)
+	if (!txl_dtype_blocked(w->dtype))
 		return;
 	if (!b->arena) {
 		b->need += len;
 		return;
 	}
-	txl_q8_interleave(*b->arena, w->data, w->rows, w->cols);
+	txl_interleave(*b->arena, w->dtype, w->data, w->rows, w->cols);
 	w->il = *b->arena;
 	*b->arena += len;
 }

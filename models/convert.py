@@ -334,7 +334,7 @@ def main():
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
                     help="storage type of the weight matrices (default "
-                    "F32; F16, BF16 and Q8_0 are computed as stored, "
+                    "F32; F16, BF16, Q8_0 and Q4_0 are computed as stored, "
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
     a = ap.parse_args()

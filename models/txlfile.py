@@ -13,16 +13,17 @@ Tensor names are those of the original PyTorch state_dict; tied weights
 are stored once (the output weight is absent when tie_weight is true).
 
 Storage types (write(dtype=...)): F32, or a compact type for the weight
-matrices, which txlgen computes with as stored: F16, BF16, or Q8_0 (blocks
+matrices, which txlgen computes with as stored: F16, BF16, Q8_0 (blocks
 of 32 int8 values along a row with one F16 scale, as GGUF's block_q8_0;
-34 bytes per 32 weights).  Only the matrices that hold the parameters and
+34 bytes per 32 weights) or Q4_0 (the same in 4 bits, as GGUF's
+block_q4_0; 18 bytes per 32 weights).  Only the matrices that hold the parameters and
 the time are compact: the 2-D "*.weight" tensors (embedding, output layer,
 qkv_net, r_net, o_net, the two feed-forward layers).  Everything else stays
 F32: biases, LayerNorm gains, r_w_bias and r_r_bias (a few thousand
 values, and precision-sensitive: they shift every activation), and the
 d_embed != d_model projections, which are small and which txlgen reads
-transposed.  A Q8_0 matrix whose rows are not a multiple of 32 long is
-stored as F16.
+transposed.  A Q8_0 or Q4_0 matrix whose rows are not a multiple of 32
+long is stored as F16.
 
 As a program, it re-stores a model file in another type:
 
@@ -38,10 +39,11 @@ FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 ALIGN = 64
 
-DTYPES = ("F32", "F16", "BF16", "Q8_0")
-QK = 32                 # values per Q8_0 block
+DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+QK = 32                 # values per Q8_0 and Q4_0 block
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
 _Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
+_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
 
 
 def stored_dtype(name, shape, dtype):
@@ -49,7 +51,7 @@ def stored_dtype(name, shape, dtype):
     written with `dtype` (see the module's docstring)."""
     if dtype == "F32" or len(shape) != 2 or not name.endswith(".weight"):
         return "F32"
-    if dtype == "Q8_0" and shape[-1] % QK != 0:
+    if dtype in ("Q8_0", "Q4_0") and shape[-1] % QK != 0:
         return "F16"
     return dtype
 
@@ -82,13 +84,47 @@ def dequantize_q8_0(raw, shape):
     return x.reshape(shape)
 
 
+def quantize_q4_0(arr, what="Q4_0"):
+    """Q4_0 blocks of a float array whose last dimension is a multiple of
+    32, by the rule of txl_q4_0_scale() (lib/txl-kernels.h): d = m / -8
+    in float rounded to F16, m the block's first value of largest
+    magnitude (so that m itself is exact; a zero block's d is +0); q = x *
+    (1 / d) + 8.5 in float, truncated and clipped to [0, 15] (8 where d is
+    0); value i < 16 in the low nibble of byte i, value i + 16 in its high
+    one.  Weights (what) must give finite scales."""
+    b = np.asarray(arr, np.float32).reshape(-1, QK)
+    m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = (m / np.float32(-8)).astype(np.float16)
+    d[m == 0] = 0
+    if not np.isfinite(d).all():
+        raise ValueError(f"{what}: a weight is too large for an F16 scale")
+    df = d.astype(np.float32)
+    inv = np.where(df != 0, np.float32(1) / np.where(df != 0, df, 1),
+                   np.float32(0)).astype(np.float32)
+    v = (b * inv[:, None]).astype(np.float32) + np.float32(8.5)
+    q = np.clip(np.trunc(v), 0, 15).astype(np.uint8)
+    blocks = np.empty(len(b), _Q4_0)
+    blocks["d"] = d
+    blocks["qs"] = q[:, :QK // 2] | (q[:, QK // 2:] << 4)
+    return blocks
+
+
+def dequantize_q4_0(raw, shape):
+    """The float32 values of Q4_0 bytes: (q - 8) * d, exact."""
+    blocks = np.frombuffer(raw, _Q4_0)
+    q = np.concatenate([blocks["qs"] & 15, blocks["qs"] >> 4], axis=1)
+    x = (q.astype(np.float32) - 8) * blocks["d"].astype(np.float32)[:, None]
+    return x.reshape(shape)
+
+
 def stored_values(name, arr, dtype):
     """The float32 values txlgen will compute with after writing arr as
     tensor `name` with `dtype`: what a reference must use to agree."""
     a = _as_numpy(arr)
     dt = stored_dtype(name, a.shape, dtype)
-    if dt == "Q8_0":
-        return dequantize_q8_0(quantize_q8_0(a).tobytes(), a.shape)
+    if dt in ("Q8_0", "Q4_0"):
+        return _from_bytes(_to_bytes(a, dt), dt, a.shape)
     if dt == "BF16":
         return _from_bytes(_to_bytes(a, dt), dt, a.shape)
     return a.astype(_NP_DTYPES[dt]).astype(np.float32)
@@ -103,6 +139,8 @@ def _as_numpy(arr):
 def _from_bytes(raw, dtype, shape):
     if dtype == "Q8_0":
         return dequantize_q8_0(raw, shape)
+    if dtype == "Q4_0":
+        return dequantize_q4_0(raw, shape)
     if dtype == "BF16":
         u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
         return u.view(np.float32).reshape(shape)
@@ -123,6 +161,8 @@ def _to_bytes(arr, dtype):
     arr = np.asarray(arr)
     if dtype == "Q8_0":
         return quantize_q8_0(arr).tobytes()
+    if dtype == "Q4_0":
+        return quantize_q4_0(arr).tobytes()
     if dtype == "BF16":
         f = arr.astype("<f4")
         bits = f.view("<u4").astype(np.uint64)

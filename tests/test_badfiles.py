@@ -251,12 +251,12 @@ def _dtype(name):
     return f
 
 
-def _q8_0(name, nbytes=None):
-    """Tensor `name` declared Q8_0, with nbytes of data if given (the rest
-    of its bytes become a padding tensor)."""
+def _blocked(dtype, name, nbytes=None):
+    """Tensor `name` declared Q8_0 or Q4_0 (dtype), with nbytes of data if
+    given (the rest of its bytes become a padding tensor)."""
     def f(h, data):
         t = h[name]
-        t["dtype"] = "Q8_0"
+        t["dtype"] = dtype
         if nbytes is not None:
             b, e = t["data_offsets"]
             t["data_offsets"] = [b, b + nbytes]
@@ -364,18 +364,28 @@ CASES = {
     "dtype_unknown": (_edit(_dtype("Q4_K")), r"dtype|type"),
     "dtype_int32": (_edit(_dtype("I32")), r"dtype|type"),
     "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
-    # Q8_0: 34 bytes per 32 values, along rows that are a multiple of 32
-    # long, for weight matrices only
-    "dtype_q8_0_size": (_edit(_q8_0("layers.0.dec_attn.qkv_net.weight")),
+    # Q8_0 and Q4_0: 34 and 18 bytes per 32 values, along rows that are a
+    # multiple of 32 long, for weight matrices only
+    "dtype_q8_0_size": (_edit(_blocked("Q8_0",
+                                       "layers.0.dec_attn.qkv_net.weight")),
                         r"qkv_net.weight' has 6144 bytes, its shape and "
                         r"dtype need 1632"),
-    "dtype_q8_0_rows": (_edit(_q8_0("r_w_bias", 34)),
+    "dtype_q8_0_rows": (_edit(_blocked("Q8_0", "r_w_bias", 34)),
                         r"r_w_bias' is Q8_0 but its last dimension is not "
                         r"a multiple of 32"),
-    "dtype_q8_0_vector": (_edit(_q8_0("layers.0.pos_ff.CoreNet.3.bias",
-                                      34)),
-                          r"CoreNet.3.bias' has dtype Q8_0, expected F32, "
-                          r"F16 or BF16$"),
+    "dtype_q8_0_vector": (_edit(_blocked(
+        "Q8_0", "layers.0.pos_ff.CoreNet.3.bias", 34)),
+        r"CoreNet.3.bias' has dtype Q8_0, expected F32, F16 or BF16$"),
+    "dtype_q4_0_size": (_edit(_blocked("Q4_0",
+                                       "layers.0.dec_attn.qkv_net.weight")),
+                        r"qkv_net.weight' has 6144 bytes, its shape and "
+                        r"dtype need 864"),
+    "dtype_q4_0_rows": (_edit(_blocked("Q4_0", "r_w_bias", 18)),
+                        r"r_w_bias' is Q4_0 but its last dimension is not "
+                        r"a multiple of 32"),
+    "dtype_q4_0_vector": (_edit(_blocked(
+        "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
+        r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
     # shapes
     "shape_transposed": (_edit(_transposed), r"shape|expected"),
     "shape_rank": (_edit(_reshaped), r"shape|expected|dimension"),

@@ -78,6 +78,10 @@ CONFIGS = {
     "q8_0_proj": dict(dtype="Q8_0", d_model=64, n_head=2, d_head=32,
                       d_inner=64, d_embed=40, tie_weight=False,
                       pre_lnorm=True, seed=5),
+    "q4_0": dict(dtype="Q4_0", seed=7),
+    "q4_0_proj": dict(dtype="Q4_0", d_model=64, n_head=2, d_head=32,
+                      d_inner=64, d_embed=40, tie_weight=False,
+                      pre_lnorm=True, seed=8),
     # d_head 32, F32 weights: a memory in Q8_0 blocks (TestKvType)
     "head32": dict(d_model=64, n_head=2, d_head=32, d_inner=96, tgt_len=6,
                    mem_len=12, clamp_len=5, same_length=True, seed=6),
@@ -687,11 +691,11 @@ class TestGeneration(unittest.TestCase):
 
 
 class TestFormats(ParityCase):
-    """Compact weight formats (F16, BF16, Q8_0), computed as stored.
+    """Compact weight formats (F16, BF16, Q8_0, Q4_0), computed as stored.
 
     Tolerance: the builder gives the reference exactly the values the file
     stores (txlfile.stored_values: F16 and BF16 values and Q8_0's q * d
-    are all floats), and txlgen widens each stored value to float exactly
+    and Q4_0's (q - 8) * d are all floats), and txlgen widens each stored value to float exactly
     and accumulates in float as it does for F32.  So the two compute the
     same function of the same numbers, and differ only by the order of
     float32 additions: the same TOL as F32 (1e-4 on log-probs) holds, with
@@ -701,7 +705,7 @@ class TestFormats(ParityCase):
     so that agreeing within TOL means txlgen computed with the stored
     values.  Segments run the matrix-matrix path (blocks of rows widened
     for sgemm), one token at a time the matrix-vector kernels, which for
-    Q8_0 quantize the activations too: TestQ8Activations."""
+    Q8_0 and Q4_0 quantize the activations too: TestQ8Activations."""
 
     def test_q8_0(self):
         self.compare("q8_0", seg_len=8, mem_len=16)
@@ -709,12 +713,19 @@ class TestFormats(ParityCase):
     def test_q8_0_projection(self):
         self.compare("q8_0_proj", seg_len=6, mem_len=12, clamp_len=5)
 
+    def test_q4_0(self):
+        self.compare("q4_0", seg_len=8, mem_len=16)
+
+    def test_q4_0_projection(self):
+        self.compare("q4_0_proj", seg_len=6, mem_len=12, clamp_len=5)
+
     def test_storage(self):
         """Which tensors are compact: the 2-D *.weight matrices, in the
-        file's type (F16 where Q8_0 rows are not a multiple of 32 long);
-        everything else F32."""
+        file's type (F16 where Q8_0 and Q4_0 rows are not a multiple of 32
+        long); everything else F32."""
         import struct
-        for name in ("f16", "bf16", "q8_0", "q8_0_proj"):
+        for name in ("f16", "bf16", "q8_0", "q8_0_proj", "q4_0",
+                     "q4_0_proj"):
             m = _models[name]
             with open(m.path, "rb") as f:
                 (n,) = struct.unpack("<Q", f.read(8))
@@ -727,18 +738,18 @@ class TestFormats(ParityCase):
                 shape = info["shape"]
                 want = "F32"
                 if len(shape) == 2 and t.endswith(".weight"):
-                    want = "F16" if m.dtype == "Q8_0" and shape[1] % 32 \
-                        else m.dtype
+                    want = "F16" if m.dtype in ("Q8_0", "Q4_0") and \
+                        shape[1] % 32 else m.dtype
                     compact += 1
                 self.assertEqual(info["dtype"], want, f"{name}: {t}")
             self.assertGreaterEqual(compact, 5, name)
         hdr = header["word_emb.emb_layers.0.weight"]
-        self.assertEqual(hdr["dtype"], "F16")           # q8_0_proj, E = 40
+        self.assertEqual(hdr["dtype"], "F16")           # q4_0_proj, E = 40
 
     def test_rounding_matters(self):
         """The stored values differ from the model's F32 weights enough to
         move the log-probs well beyond TOL."""
-        for name in ("f16", "bf16", "q8_0"):
+        for name in ("f16", "bf16", "q8_0", "q4_0"):
             m = _models[name]
             kw = dict(CONFIGS[name])
             kw.pop("dtype")
@@ -752,11 +763,11 @@ class TestFormats(ParityCase):
 
 
 class TestQ8Activations(ParityCase):
-    """Q8_0 weights one token at a time (matrix-vector products).
+    """Q8_0 and Q4_0 weights one token at a time (matrix-vector products).
 
     There txlgen computes another function than the reference: every
-    activation vector entering a Q8_0 product is quantized as the weights
-    are, per block of 32 values (scale max |x| / 127, round to nearest),
+    activation vector entering a Q8_0 or Q4_0 product is quantized as Q8_0
+    weights are, per block of 32 values (scale max |x| / 127, round to nearest),
     for integer dot products (lib/txl-kernels.h, quantize_q8).  Each
     value moves by at most u = 1/254 (about 2^-8) of its block's largest,
     so to first order a log-prob moves by S * u, S the model's sensitivity
@@ -764,7 +775,8 @@ class TestQ8Activations(ParityCase):
     suite (peaked attention, logits of size ~10, d_model 32 and 64: one or
     two blocks per vector) S measured 17 to 50 on the largest deviation of
     149 predictions and 4.5 to 9 on their mean (2 models, 4 settings of
-    seg_len 1 and 4 id streams each), so the tolerance is 128 u (0.50) on
+    seg_len 1 and 4 id streams each; with Q4_0 weights 27 to 70 and 6.4 to
+    6.8, 2 models and settings), so the tolerance is 128 u (0.50) on
     the largest deviation and 16 u (0.063) on the mean.  An error of the
     products (a block's scale or values taken from another block, a row
     skipped) moves the activations by O(1) of themselves, log-probs by
@@ -808,6 +820,14 @@ class TestQ8Activations(ParityCase):
 
     def test_no_memory(self):
         self.check("q8_0", seg_len=1, mem_len=0)
+
+    def test_q4_0_token_by_token(self):
+        """Q4_0 weights meet the same quantized activations (the weights'
+        values are exact, as in TestFormats): the same bounds."""
+        self.check("q4_0", seg_len=1, mem_len=16, same_length=True)
+
+    def test_q4_0_projection_token_by_token(self):
+        self.check("q4_0_proj", seg_len=1, mem_len=9)
 
 
 class TestKvType(ParityCase):
@@ -976,29 +996,15 @@ class TestKvType(ParityCase):
             self.assertEqual(want.tobytes(), q8)
 
     def test_q4_0_blocks(self):
-        """The memory's Q4_0 blocks, bit for bit, as computed here from the
-        F32 memory by the rule of txl_q4_0_scale() (lib/txl-kernels.h): the
-        scale d = m / -8 in float rounded to F16 (numpy's conversion: to
-        nearest even), m the block's first value of largest magnitude (0
-        for a zero block); q = x * (1 / d) + 8.5 in float, truncated and
-        clipped to [0, 15]; value i < 16 in the low nibble of byte i, i + 16
-        in its high one."""
+        """The memory's Q4_0 blocks, bit for bit, as models/txlfile.py's
+        quantize_q4_0 computes them from the F32 memory (in NumPy, by the
+        rule of txl_q4_0_scale() in lib/txl-kernels.h; model files'
+        Q4_0 weights are made by it too)."""
         import numpy as np
         rows = self.memory_rows("Q4_0")
         for f32, q4 in zip(rows["F32"], rows["Q4_0"]):
-            b = np.frombuffer(f32, np.float32).reshape(-1, 32)
-            m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
-            d = (m / np.float32(-8)).astype(np.float16)
-            d[m == 0] = 0
-            df = d.astype(np.float32)
-            inv = np.where(df != 0, np.float32(1) / np.where(df != 0, df, 1),
-                           np.float32(0)).astype(np.float32)
-            v = (b * inv[:, None]).astype(np.float32) + np.float32(8.5)
-            q = np.clip(np.trunc(v), 0, 15).astype(np.uint8)
-            packed = q[:, :16] | (q[:, 16:] << 4)
-            want = b"".join(di.tobytes() + pi.tobytes()
-                            for di, pi in zip(d, packed))
-            self.assertEqual(want, q4)
+            want = txlfile.quantize_q4_0(np.frombuffer(f32, np.float32))
+            self.assertEqual(want.tobytes(), q4)
 
     def test_q8_0_refused(self):
         """A model whose d_head (12) is no multiple of 32 refuses a Q8_0

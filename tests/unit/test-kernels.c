@@ -174,11 +174,9 @@ check_dot(float got, float acc, const float *w, const float *x, int K,
 		fprintf(stderr, "ok %s %s\n", #test, (kt)->name);            \
 	} while (0)
 
+/* the weights' and the memory's */
 static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
-					 TXL_Q8_0 };
-/* the memory's: the weights' and Q4_0 */
-static const enum txl_dtype kv_dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
-					    TXL_Q8_0, TXL_Q4_0 };
+					 TXL_Q8_0, TXL_Q4_0 };
 
 static void
 test_dot_rows(const struct txl_kernels *kt)
@@ -191,7 +189,7 @@ test_dot_rows(const struct txl_kernels *kt)
 		enum txl_dtype dt = dtypes[d];
 		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
 			int K = Ks[i];
-			if (dt == TXL_Q8_0 && K % TXL_QK)
+			if (txl_dtype_blocked(dt) && K % TXL_QK)
 				continue;
 			for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
 				int n = ns[j];
@@ -499,13 +497,16 @@ test_quantize_q8(const struct txl_kernels *kt)
 	}
 }
 
-/* Room for the interleaved copy of rows x K Q8_0 values, aligned as the
- * model's arena aligns it (aligned_alloc wants a multiple of 64). */
+/* Room for the interleaved copy of rows x K Q8_0 or Q4_0 values, aligned
+ * as the model's arena aligns it (aligned_alloc wants a multiple of
+ * 64). */
 static void *
-alloc_il(int rows, int K)
+alloc_il(enum txl_dtype dt, int rows, int K)
 {
-	return aligned_alloc(64, (txl_q8_il_bytes(rows, K) + 63) / 64 * 64);
+	return aligned_alloc(64, (txl_il_bytes(dt, rows, K) + 63) / 64 * 64);
 }
+
+static void make_int_act(struct act *v);
 
 /* The integer case of the Q8_0 products: n rows of w (ld bytes apart)
  * and v's quantized activations with every scale 1, random values and
@@ -524,6 +525,16 @@ make_integers(uint8_t *w, size_t ld, int n, struct act *v)
 				q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
 		}
 	}
+	make_int_act(v);
+}
+
+/* make_integers' activations: scales 1, the extremes -127 and 127 in
+ * every third block, random values elsewhere. */
+static void
+make_int_act(struct act *v)
+{
+	const int K = v->K;
+
 	for (int k = 0; k < K; k++)
 		v->a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ? (k % 3 ? -127 : 127) :
 				     (int)(next_u32() % 255) - 127);
@@ -878,58 +889,105 @@ test_dot_rows_q4(const struct txl_kernels *kt)
 	}
 }
 
-/* Each table's dot_il (interleaved Q8_0, the copy of txl_q8_interleave()):
- * (1) integers as in test_dot_rows_q8, extremes included: the exact
- * integer dot product; (2) random scales: against the float product
- * (check_q8_dot), and bit for bit the scalar table's result, as every
- * table does the same float operations in the same order
- * (txl-kernels.h); the padding rows of a partial group are 0. */
+/* The integer case of the Q4_0 products: n rows of w (ld bytes apart)
+ * with every scale 1, the extreme values 0 and 15 in every third block
+ * (make_weights' random ones elsewhere), and make_integers'
+ * activations. */
+static void
+make_integers_q4(uint8_t *w, size_t ld, int n, struct act *v)
+{
+	for (int r = 0; r < n; r++) {
+		struct txl_block_q4_0 *q = (void *)(w + (size_t)r * ld);
+		for (int b = 0; b < v->K / TXL_QK; b++) {
+			q[b].d = 0x3c00;	/* 1.0 */
+			for (int t = 0; t < TXL_QK / 2 && b % 3 == 2; t++)
+				q[b].qs[t] = (r + t) % 2 ? 0xf0 : 0x0f;
+		}
+	}
+	make_int_act(v);
+}
+
+/* The exact integer product of a row of Q8_0 or Q4_0 values (scales
+ * ignored) and the quantized activations: sum q x, or sum (q - 8) x. */
+static int64_t
+int_row_dot(enum txl_dtype dt, const uint8_t *row, const struct act *v)
+{
+	int64_t sum = 0;
+
+	for (int k = 0; k < v->K; k++) {
+		const int b = k / TXL_QK, t = k % TXL_QK;
+		int q;
+		if (dt == TXL_Q8_0) {
+			q = ((const struct txl_block_q8_0 *)(const void *)row)[b].qs[t];
+		} else {
+			const uint8_t *qs = ((const struct txl_block_q4_0 *)
+					     (const void *)row)[b].qs;
+			q = (t < TXL_QK / 2 ? qs[t] & 15 : qs[t - TXL_QK / 2] >> 4) - 8;
+		}
+		sum += q * v->a.q[k];
+	}
+	return sum;
+}
+
+/* Each table's dot_il and dot_il_q4 (interleaved Q8_0 and Q4_0, the
+ * copies of txl_interleave()): (1) integers as in test_dot_rows_q8 and
+ * test_dot_rows_q4, extremes included: the exact integer dot product;
+ * (2) random scales: against the float product (check_q8_dot), and bit
+ * for bit the scalar table's result, as every table does the same float
+ * operations in the same order (txl-kernels.h); the padding rows of a
+ * partial group are 0. */
 static void
 test_dot_il(const struct txl_kernels *kt)
 {
 	static const int Ks[] = { 32, 96, 384, 416 };
 	static const int ns[] = { 1, 15, 16, 17, 33 };
+	static const enum txl_dtype dts[] = { TXL_Q8_0, TXL_Q4_0 };
 	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
 
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		const int K = Ks[i];
-		const size_t ld = txl_row_bytes(TXL_Q8_0, K);
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks * 2; i++) {
+		const enum txl_dtype dt = dts[i % 2];
+		const int K = Ks[i / 2];
+		const size_t ld = txl_row_bytes(dt, K);
+		const txl_dot_il_fn dot = dt == TXL_Q8_0 ? kt->dot_il : kt->dot_il_q4;
+		const txl_dot_il_fn dot_ref = dt == TXL_Q8_0 ? ref->dot_il
+			: ref->dot_il_q4;
 		struct act v;
 		act_init(&v, K);
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
 			const int n = ns[j], ng = (n + TXL_IL - 1) / TXL_IL;
 			float *e = malloc(sizeof(float) * n * K);
 			float y[48], want[48];
-			uint8_t *il = alloc_il(n, K);
+			uint8_t *il = alloc_il(dt, n, K);
 			CHECK(e && il);
 			/* (1) integers, scales 1 */
-			uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
-			make_integers(w, ld, n, &v);
-			txl_q8_interleave(il, w, n, K);
-			kt->dot_il(y, il, ng, &v.a, K);
+			uint8_t *w = make_weights(dt, n, K, ld, e);
+			if (dt == TXL_Q8_0)
+				make_integers(w, ld, n, &v);
+			else
+				make_integers_q4(w, ld, n, &v);
+			txl_interleave(il, dt, w, n, K);
+			dot(y, il, ng, &v.a, K);
 			for (int r = 0; r < ng * TXL_IL; r++) {
-				int64_t exact = 0;
-				for (int k = 0; r < n && k < K; k++)
-					exact += ((const struct txl_block_q8_0 *)
-						  (const void *)(w + (size_t)r * ld))
-						 [k / TXL_QK].qs[k % TXL_QK] * v.a.q[k];
+				int64_t exact = r < n ?
+					int_row_dot(dt, w + (size_t)r * ld, &v) : 0;
 				CHECK(llabs(exact) < (1 << 24));
 				if (y[r] != (float)exact) {
-					fprintf(stderr, "FAIL: %s il K %d n %d row %d: "
-						"%.9g, want %lld\n", kt->name, K, n,
-						r, y[r], (long long)exact);
+					fprintf(stderr, "FAIL: %s %s il K %d n %d row %d: "
+						"%.9g, want %lld\n", kt->name,
+						txl_dtype_name(dt), K, n, r, y[r],
+						(long long)exact);
 					exit(1);
 				}
 			}
 			free(w);
 			/* (2) random scales, the activations quantized */
-			w = make_weights(TXL_Q8_0, n, K, ld, e);
+			w = make_weights(dt, n, K, ld, e);
 			for (int k = 0; k < K; k++)
 				v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
 			ref->quantize_q8(&v.a, v.x, K);
-			txl_q8_interleave(il, w, n, K);
-			kt->dot_il(y, il, ng, &v.a, K);
-			ref->dot_il(want, il, ng, &v.a, K);
+			txl_interleave(il, dt, w, n, K);
+			dot(y, il, ng, &v.a, K);
+			dot_ref(want, il, ng, &v.a, K);
 			CHECK(memcmp(y, want, sizeof(float) * ng * TXL_IL) == 0);
 			for (int r = 0; r < ng * TXL_IL; r++) {
 				char what[64];
@@ -957,8 +1015,8 @@ test_axpy(const struct txl_kernels *kt)
 	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
 	static const int Ks_q8[] = { 32, 64, 96, 128, 160 };
 
-	for (size_t d = 0; d < sizeof kv_dtypes / sizeof *kv_dtypes; d++) {
-		enum txl_dtype dt = kv_dtypes[d];
+	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
+		enum txl_dtype dt = dtypes[d];
 		const bool q8 = txl_dtype_blocked(dt);
 		const size_t nK = q8 ? sizeof Ks_q8 / sizeof *Ks_q8
 			: sizeof Ks / sizeof *Ks;
@@ -1169,10 +1227,10 @@ test_mat_mul(void)
 			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
 		};
 		void *il = NULL;
-		if (dt == TXL_Q8_0) {
-			il = alloc_il(N, K);
+		if (txl_dtype_blocked(dt)) {
+			il = alloc_il(dt, N, K);
 			CHECK(il);
-			txl_q8_interleave(il, w.data, N, K);
+			txl_interleave(il, dt, w.data, N, K);
 		}
 		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
 			int M = Ms[i];
@@ -1182,14 +1240,16 @@ test_mat_mul(void)
 			CHECK(a && out);
 			for (int j = 0; j < M * K; j++)
 				a[j] = uniform();
-			/* one row against Q8_0: the activations quantized */
+			/* one row against Q8_0, Q4_0: the activations
+			 * quantized */
 			struct act v;
 			act_init(&v, K);
 			memcpy(v.x, a, sizeof(float) * K);
 			txl_kernels()->quantize_q8(&v.a, v.x, K);
-			/* k 2, 3: Q8_0 weights with the interleaved copy the
-			 * loader makes (used for one row of activations) */
-			for (int k = 0; k < (dt == TXL_Q8_0 ? 4 : 2); k++) {
+			/* k 2, 3: Q8_0, Q4_0 weights with the interleaved
+			 * copy the loader makes (used for one row of
+			 * activations) */
+			for (int k = 0; k < (il ? 4 : 2); k++) {
 				const int acc = k % 2;
 				struct txl_mat wi = w;
 				wi.il = k >= 2 ? il : NULL;
@@ -1200,8 +1260,9 @@ test_mat_mul(void)
 					for (int r = 0; r < N; r++) {
 						float got = out[m * N + r];
 						const float *er = e + (size_t)r * K;
-						if (M == 1 && dt == TXL_Q8_0)
-							check_q8_dot(got, acc, er, &v, "Q8_0");
+						if (M == 1 && il)
+							check_q8_dot(got, acc, er, &v,
+								     txl_dtype_name(dt));
 						else
 							check_dot(got, acc, er, a + (size_t)m * K,
 								  K, txl_dtype_name(dt));
@@ -1231,7 +1292,7 @@ test_mat_mul(void)
 				txl_mat_mul(out, v.x, 1, &sub, false);
 				for (int r = 0; r < N - first; r++)
 					check_q8_dot(out[r], 0, e + (size_t)(first + r) * K,
-						     &v, "Q8_0 rows");
+						     &v, txl_dtype_name(dt));
 				act_free(&v);
 			}
 		}
