@@ -6,7 +6,7 @@
 Builds a random model of the requested shape (default: the 14.6M shape of
 issue 12: 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
 converts it with models/convert.py to every storage type (F32, F16, BF16,
-Q8_0), and measures in one run, on the same weights:
+Q8_0, Q4_0), and measures in one run, on the same weights:
 
   machine    the CPU, the kernels libtxl chose, the read bandwidth of
              memory (bench-txl --dram) and the generation floor it sets:
@@ -21,11 +21,12 @@ Q8_0), and measures in one run, on the same weights:
              tokens/s, and the bits per byte of the default model
              (models/sotu.bin re-stored in that type) on --bpb-text
              (models/data/test.txt, made by models/corpus.sh) if present,
-             and in Q8_0 with a Q8_0 and a Q4_0 memory;
+             and in Q8_0 and Q4_0 with a Q8_0 and a Q4_0 memory;
   memory     generation tokens/s against the length of the memory (the
              memory filled first), for every storage type with the memory
-             in F32, and for F16 and Q8_0 weights with the memory in F16,
-             BF16, Q8_0 and Q4_0 (--kv-type); the fastest pair against F32
+             in F32, for F16 and Q8_0 weights with the memory in F16,
+             BF16, Q8_0 and Q4_0 (--kv-type), and for Q4_0 weights with
+             the memory in Q8_0 and Q4_0; the fastest pair against F32
              weights and memory at --mem-len and at --context;
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
@@ -231,7 +232,8 @@ def bytes_per_token(cfg, dtype, mem):
     positions) and R (as many distances) of every layer in F32."""
     L, M, HD, I = cfg.n_layer, cfg.d_model, cfg.n_head * cfg.d_head, \
         cfg.d_inner
-    per_value = {"F32": 4, "F16": 2, "BF16": 2, "Q8_0": 34 / 32}[dtype]
+    per_value = {"F32": 4, "F16": 2, "BF16": 2, "Q8_0": 34 / 32,
+                 "Q4_0": 18 / 32}[dtype]
     mats = L * (3 * HD * M + M * HD + 2 * I * M) + cfg.n_token * cfg.d_embed
     vecs = L * (4 * M + I + M) + cfg.n_token
     kvr = L * 3 * (mem + 1) * HD * 4
@@ -348,15 +350,16 @@ def main():
         for dt in FORMATS:
             bpb[dt] = default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
                                         work)
-        # one token at a time, as generation computes: Q8_0's activations
-        # quantized for the integer kernels
+        # one token at a time, as generation computes: Q8_0's and Q4_0's
+        # activations quantized for the integer kernels
         bpb1 = {dt: default_model_bpb(txlgen, a.bpb_model, a.bpb_text, dt,
                                       work, "--seg-len", "1")[0]
-                for dt in ("F32", "Q8_0")}
-        # Q8_0 weights with the compact memories
-        bpb_kv = {kv: default_model_bpb(txlgen, a.bpb_model, a.bpb_text,
-                                        "Q8_0", work, "--kv-type", kv)[0]
-                  for kv in ("Q8_0", "Q4_0")}
+                for dt in ("F32", "Q8_0", "Q4_0")}
+        # Q8_0 and Q4_0 weights with the compact memories
+        bpb_kv = {(dt, kv): default_model_bpb(txlgen, a.bpb_model,
+                                              a.bpb_text, dt, work,
+                                              "--kv-type", kv)[0]
+                  for dt in ("Q8_0", "Q4_0") for kv in ("Q8_0", "Q4_0")}
     print()
     print(f"{'':24} {'file MB':>8} {'score tok/s':>12} {'gen tok/s':>10} "
           f"{'mean NLL':>9} {'bpb':>9} {'bpb MB':>7}")
@@ -378,19 +381,21 @@ def main():
               + ", ".join(f"{dt} {bpb[dt][0] - bpb['F32'][0]:+.6f}"
                           for dt in FORMATS[1:]))
         print(f"bpb one token at a time (--seg-len 1, as generation "
-              f"computes): F32 {bpb1['F32']:.5f}, Q8_0 {bpb1['Q8_0']:.5f} "
-              f"({bpb1['Q8_0'] - bpb1['F32']:+.6f}: the activations "
-              f"quantized too)")
-        print("bpb of Q8_0 weights with a compact memory (--kv-type), minus "
-              "with an F32 one: " + ", ".join(
-                  f"{kv} {bpb_kv[kv] - bpb['Q8_0'][0]:+.6f}" for kv in bpb_kv))
+              f"computes; Q8_0's and Q4_0's activations quantized too), "
+              f"minus F32's ({bpb1['F32']:.5f}): " + ", ".join(
+                  f"{dt} {bpb1[dt] - bpb1['F32']:+.6f}"
+                  for dt in ("Q8_0", "Q4_0")))
+        print("bpb with a compact memory (--kv-type), minus with an F32 "
+              "one: " + ", ".join(
+                  f"{dt}/{kv} {bpb_kv[dt, kv] - bpb[dt][0]:+.6f}"
+                  for dt, kv in bpb_kv))
     print(f"scoring: x{f32['score_tok_per_s'] / pt['score_tok_per_s']:.2f} "
           f"the PyTorch code (F32), best format x"
           f"{max(r['score_tok_per_s'] for r in res.values()) / pt['score_tok_per_s']:.2f}")
     print(f"generation: F32 x{f32['gen_tok_per_s'] / pt['gen_tok_per_s']:.1f}"
           f" the PyTorch code, {100 * f32['gen_tok_per_s'] / floor:.0f}% of "
           f"the DRAM floor; Q8_0 x{q8['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}"
-          f" F32")
+          f" F32, Q4_0 x{res['Q4_0']['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}")
 
     # ---- generation against memory length
     mem_lens = [int(x) for x in a.mem_lens.split(",")]
@@ -399,7 +404,8 @@ def main():
     # memories with compact weights
     cols = [(dt, "F32") for dt in FORMATS] + \
         [(dt, kv) for dt in ("F16", "Q8_0")
-         for kv in ("F16", "BF16", "Q8_0", "Q4_0")]
+         for kv in ("F16", "BF16", "Q8_0", "Q4_0")] + \
+        [("Q4_0", kv) for kv in ("Q8_0", "Q4_0")]
     print()
     print(f"generation tokens/s against memory length (memory filled first, "
           f"{n_gen} tokens); columns: weights/memory (--kv-type):")
@@ -430,12 +436,14 @@ def main():
     if long_rate:
         print()
         recompute = {}
-        # Q8_0 weights with an F32 memory, then with the fastest memory
-        compact = [kv for dt, kv in long_rate if dt == "Q8_0" and kv != "F32"]
+        # Q8_0 weights with an F32 memory, then Q8_0 and Q4_0 weights
+        # each with its fastest memory
         pairs = [("F32", "F32"), ("Q8_0", "F32")]
-        if compact:
-            pairs.append(("Q8_0", max(compact,
-                                      key=lambda kv: long_rate["Q8_0", kv])))
+        for w in ("Q8_0", "Q4_0"):
+            compact = [kv for dt, kv in long_rate if dt == w and kv != "F32"]
+            if compact:
+                pairs.append((w, max(compact,
+                                     key=lambda kv: long_rate[w, kv])))
         for dt, kv in pairs:
             if (dt, kv) not in long_rate:
                 continue

@@ -84,21 +84,21 @@ def dequantize_q8_0(raw, shape):
     return x.reshape(shape)
 
 
-def quantize_q4_0(arr, what="Q4_0"):
+def quantize_q4_0(arr):
     """Q4_0 blocks of a float array whose last dimension is a multiple of
     32, by the rule of txl_q4_0_scale() (lib/txl-kernels.h): d = m / -8
     in float rounded to F16, m the block's first value of largest
     magnitude (so that m itself is exact; a zero block's d is +0); q = x *
     (1 / d) + 8.5 in float, truncated and clipped to [0, 15] (8 where d is
     0); value i < 16 in the low nibble of byte i, value i + 16 in its high
-    one.  Weights (what) must give finite scales."""
+    one.  The scales must be finite."""
     b = np.asarray(arr, np.float32).reshape(-1, QK)
     m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
     with np.errstate(over="ignore", invalid="ignore"):
         d = (m / np.float32(-8)).astype(np.float16)
     d[m == 0] = 0
     if not np.isfinite(d).all():
-        raise ValueError(f"{what}: a weight is too large for an F16 scale")
+        raise ValueError("Q4_0: a weight is too large for an F16 scale")
     df = d.astype(np.float32)
     inv = np.where(df != 0, np.float32(1) / np.where(df != 0, df, 1),
                    np.float32(0)).astype(np.float32)
