@@ -175,7 +175,7 @@ struct gemv {
 	enum txl_dtype dt;
 	float *y;
 	const uint8_t *w;
-	const uint8_t *il;	/* W interleaved (Q8_0), or NULL */
+	const uint8_t *il;	/* W interleaved (Q8_0, Q4_0), or NULL */
 	size_t ld;
 	const float *x;
 	int K;
@@ -259,7 +259,7 @@ quantize_operand(struct gemv *g)
 		g->dot_il = txl_kernels()->dot_il;
 }
 
-/* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, Q8_0) */
+/* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, Q8_0 or Q4_0) */
 static void
 gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
      const float *x, int N, int K, bool accumulate)
