@@ -210,6 +210,13 @@ txl_mat_f32(const struct txl_mat *w)
  * weights widened to F32 a block of rows at a time). */
 void txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 		 bool accumulate);
+/* txl_mat_mul() with float activations whatever M: one row meets Q8_0 and
+ * Q4_0 weights as more rows do (sgemm), not quantized.  For the rows of a
+ * segment of several tokens that a product takes a few at a time (the
+ * adaptive softmax's tail clusters: the targets that fall in each), so
+ * that a segment's result does not depend on how many there are. */
+void txl_mat_mul_float(float *out, const float *a, int M,
+		       const struct txl_mat *w, bool accumulate);
 /* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
 void txl_mat_row(float *out, const struct txl_mat *w, int row);
 /* dst[n] = n values of dtype dt at src, as floats (exact). */

@@ -531,6 +531,19 @@ txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 }
 
 void
+txl_mat_mul_float(float *out, const float *a, int M, const struct txl_mat *w,
+		  bool accumulate)
+{
+	if (M == 1 && !txl_dtype_blocked(w->dtype)) {
+		txl_mat_mul(out, a, M, w, accumulate);
+		return;
+	}
+	gemm(out, w->rows, a, w->cols, w->data, w->dtype,
+	     txl_row_bytes(w->dtype, w->cols), M, w->rows, w->cols,
+	     accumulate);
+}
+
+void
 txl_mat_row(float *out, const struct txl_mat *w, int row)
 {
 	const size_t ld = txl_row_bytes(w->dtype, w->cols);

@@ -157,7 +157,9 @@ adaptive_logits(struct txl_session *s)
 			float *dst = s->logits + (size_t)i0 * V + oc->lo;
 			float *t = b == 1 ? dst : shortl;
 
-			txl_mat_mul(t, x + (size_t)i0 * e, b, &oc->w, false);
+			/* n > 1: in float, a block of one row too */
+			txl_mat_mul_float(t, x + (size_t)i0 * e, b, &oc->w,
+					  false);
 			txl_add_bias(t, oc->b, b, size);
 			for (int i = 0; i < b; i++, dst += V) {
 				const float *lt = t + (size_t)i * size;
@@ -236,7 +238,12 @@ score_adaptive(struct txl_session *s, const int32_t *targets, int n,
 		if (k == 0)
 			continue;
 		x = project(s, c, s->tmp, k);
-		txl_mat_mul(s->logits, x, k, &oc->w, false);
+		/* a segment of several tokens computes in float throughout,
+		 * one of one token (generation's products) quantizes */
+		if (n > 1)
+			txl_mat_mul_float(s->logits, x, k, &oc->w, false);
+		else
+			txl_mat_mul(s->logits, x, k, &oc->w, false);
 		txl_add_bias(s->logits, oc->b, k, size);
 		k = 0;
 		for (int i = 0; i < n; i++) {

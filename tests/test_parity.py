@@ -82,6 +82,11 @@ CONFIGS = {
     "q4_0_proj": dict(dtype="Q4_0", d_model=64, n_head=2, d_head=32,
                       d_inner=64, d_embed=40, tie_weight=False,
                       pre_lnorm=True, seed=8),
+    # the adaptive input and softmax in Q4_0: clusters 64, 32 and 16
+    # wide (the last stored F16)
+    "q4_0_adaptive": dict(dtype="Q4_0", cutoffs=[40, 120], div_val=2,
+                          d_embed=64, tie_projs=[False, True, True],
+                          seed=9),
     # d_head 32, F32 weights: a memory in Q8_0 blocks (TestKvType)
     "head32": dict(d_model=64, n_head=2, d_head=32, d_inner=96, tgt_len=6,
                    mem_len=12, clamp_len=5, same_length=True, seed=6),
@@ -705,7 +710,10 @@ class TestFormats(ParityCase):
     so that agreeing within TOL means txlgen computed with the stored
     values.  Segments run the matrix-matrix path (blocks of rows widened
     for sgemm), one token at a time the matrix-vector kernels, which for
-    Q8_0 and Q4_0 quantize the activations too: TestQ8Activations."""
+    Q8_0 and Q4_0 quantize the activations too: TestQ8Activations.  A
+    segment's products that take a single row (an adaptive softmax's tail
+    cluster with one target in the segment: test_q4_0_adaptive) stay in
+    float; they were quantized before stop 22, 1.5e-2 off here."""
 
     def test_q8_0(self):
         self.compare("q8_0", seg_len=8, mem_len=16)
@@ -719,13 +727,16 @@ class TestFormats(ParityCase):
     def test_q4_0_projection(self):
         self.compare("q4_0_proj", seg_len=6, mem_len=12, clamp_len=5)
 
+    def test_q4_0_adaptive(self):
+        self.compare("q4_0_adaptive", seg_len=8, mem_len=16)
+
     def test_storage(self):
         """Which tensors are compact: the 2-D *.weight matrices, in the
         file's type (F16 where Q8_0 and Q4_0 rows are not a multiple of 32
         long); everything else F32."""
         import struct
         for name in ("f16", "bf16", "q8_0", "q8_0_proj", "q4_0",
-                     "q4_0_proj"):
+                     "q4_0_adaptive", "q4_0_proj"):
             m = _models[name]
             with open(m.path, "rb") as f:
                 (n,) = struct.unpack("<Q", f.read(8))
@@ -828,6 +839,9 @@ class TestQ8Activations(ParityCase):
 
     def test_q4_0_projection_token_by_token(self):
         self.check("q4_0_proj", seg_len=1, mem_len=9)
+
+    def test_q4_0_adaptive_token_by_token(self):
+        self.check("q4_0_adaptive", seg_len=1, mem_len=16)
 
 
 class TestKvType(ParityCase):
