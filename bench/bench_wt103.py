@@ -33,7 +33,8 @@ and measured:
     19 tensors of 1600 x 1024 floats);
   - the same txlgen figures for each of --dtypes (default Q8_0: the
     checkpoint converted with --dtype Q8_0, generating with a Q8_0
-    memory too), with its mean log-prob against the original's.
+    memory too; Q4_0 with a Q4_0 memory), with its mean log-prob against
+    the original's.
 --threads N sets both sides' threads (default: every CPU the process may
 use); on a shared machine --threads 1 and the tokens per CPU second
 printed beside tokens/s are the fairer comparison.  --keep DIR keeps
@@ -135,7 +136,7 @@ def main():
     ap.add_argument("--torch-gen-tokens", type=int, default=30)
     ap.add_argument("--dtypes", default="Q8_0",
                     help="compact formats to measure too, comma-separated "
-                    "(F16, BF16, Q8_0; '' for none)")
+                    "(F16, BF16, Q8_0, Q4_0; '' for none)")
     ap.add_argument("--threads", type=int, default=0,
                     help="threads for both sides (default: every CPU)")
     a = ap.parse_args()
@@ -212,7 +213,8 @@ def main():
             if r.returncode:
                 sys.exit(f"convert.py --dtype {dt}: {r.stderr.strip()}")
             print(f"{dt}: m.bin {os.path.getsize(path) / 1e6:.0f} MB")
-            kv = ["--kv-type", dt] if dt == "Q8_0" and \
+            # the block types generate with a memory of their own kind
+            kv = ["--kv-type", dt] if dt in ("Q8_0", "Q4_0") and \
                 shape["d_head"] % 32 == 0 else []
             compact[dt] = txlgen_runs(txlgen, path, ids_path, prime,
                                       common, a.gen_tokens, dt, kv)
