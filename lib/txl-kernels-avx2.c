@@ -1019,6 +1019,56 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 	}
 }
 
+/* The scalar txl_narrow_q4_0 (txl-kernels.c) a block at a time, as
+ * txl-kernels-avx512.c's. */
+static void
+narrow_q4_0(void *dst, const float *src, size_t n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f), half8 = _mm256_set1_ps(8.5f);
+	const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(15);
+	uint8_t *out = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		const float *xb = src + b * TXL_QK;
+		uint8_t *o = out + b * sizeof(struct txl_block_q4_0);
+		__m256 v[4];
+		__m256i q[4];
+		const float amax = block_amax(xb, v);
+
+		if (amax != amax) {
+			txl_narrow_q4_0(o, xb, TXL_QK);
+			continue;
+		}
+		const __m256 am = _mm256_set1_ps(amax);
+		uint32_t eq = 0;
+		for (int i = 0; i < 4; i++)
+			eq |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(
+				_mm256_andnot_ps(sign, v[i]), am, _CMP_EQ_OQ))
+				<< 8 * i;
+		uint16_t d;
+		const float id = txl_q4_0_scale(xb[__builtin_ctz(eq)], &d);
+
+		memcpy(o, &d, sizeof d);
+		if (id == 0.0f) {
+			memset(o + 2, 0x88, TXL_QK / 2);
+			continue;
+		}
+		for (int i = 0; i < 4; i++)
+			q[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(
+				_mm256_add_ps(_mm256_mul_ps(v[i], _mm256_set1_ps(id)),
+					      half8)), zero), top);
+		/* value j (< 16) in the low nibble of byte j, j + 16 in its
+		 * high one; the packs keep the order within 128 bits */
+		const __m256i t0 = _mm256_or_si256(q[0], _mm256_slli_epi32(q[2], 4));
+		const __m256i t1 = _mm256_or_si256(q[1], _mm256_slli_epi32(q[3], 4));
+		_mm_storeu_si128((__m128i *)(void *)(o + 2), _mm_packus_epi16(
+			_mm_packs_epi32(_mm256_castsi256_si128(t0),
+					_mm256_extracti128_si256(t0, 1)),
+			_mm_packs_epi32(_mm256_castsi256_si128(t1),
+					_mm256_extracti128_si256(t1, 1))));
+	}
+}
+
 /* exp(x) for x <= 0 (Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a degree
  * 6 polynomial for exp(r), times 2^n; about 1 ulp); 0 below -87.3, where
  * expf's results are subnormal. */

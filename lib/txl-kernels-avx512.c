@@ -1015,6 +1015,55 @@ narrow_q8_0(void *dst, const float *src, size_t n)
 	}
 }
 
+/* The scalar txl_narrow_q4_0 (txl-kernels.c) a block at a time: the same
+ * largest value (the first of largest magnitude, found by comparing
+ * with the exact max), the same operations (a product, then a sum,
+ * truncated: no fused multiply-add); a block with a NaN or an inf goes
+ * to the scalar function itself. */
+static void
+narrow_q4_0(void *dst, const float *src, size_t n)
+{
+	const __m512 half8 = _mm512_set1_ps(8.5f);
+	const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(15);
+	uint8_t *out = dst;
+
+	for (size_t b = 0; b < n / TXL_QK; b++) {
+		const float *xb = src + b * TXL_QK;
+		uint8_t *o = out + b * sizeof(struct txl_block_q4_0);
+		__m512 x0, x1;
+		const float amax = block_amax(xb, &x0, &x1);
+
+		if (amax != amax) {
+			txl_narrow_q4_0(o, xb, TXL_QK);
+			continue;
+		}
+		const __m512 am = _mm512_set1_ps(amax);
+		const uint32_t eq = _mm512_cmp_ps_mask(_mm512_abs_ps(x0), am,
+						       _CMP_EQ_OQ) |
+			(uint32_t)_mm512_cmp_ps_mask(_mm512_abs_ps(x1), am,
+						     _CMP_EQ_OQ) << 16;
+		uint16_t d;
+		const float id = txl_q4_0_scale(xb[__builtin_ctz(eq)], &d);
+
+		memcpy(o, &d, sizeof d);
+		if (id == 0.0f) {
+			memset(o + 2, 0x88, TXL_QK / 2);
+			continue;
+		}
+		const __m512 vid = _mm512_set1_ps(id);
+		__m512i q0 = _mm512_cvttps_epi32(_mm512_add_ps(
+			_mm512_mul_ps(x0, vid), half8));
+		__m512i q1 = _mm512_cvttps_epi32(_mm512_add_ps(
+			_mm512_mul_ps(x1, vid), half8));
+
+		q0 = _mm512_min_epi32(_mm512_max_epi32(q0, zero), top);
+		q1 = _mm512_min_epi32(_mm512_max_epi32(q1, zero), top);
+		_mm_storeu_si128((__m128i *)(void *)(o + 2), _mm_or_si128(
+			_mm512_cvtepi32_epi8(q0),
+			_mm_slli_epi16(_mm512_cvtepi32_epi8(q1), 4)));
+	}
+}
+
 /* exp(x) for x <= 0, as exp8() of txl-kernels-avx2.c. */
 static inline __m512
 exp16(__m512 x)

@@ -410,6 +410,12 @@ txl_narrow_q4_0(void *dst, const float *src, size_t n)
 }
 
 static void
+narrow_q4_0(void *dst, const float *src, size_t n)
+{
+	txl_narrow_q4_0(dst, src, n);
+}
+
+static void
 axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
 {

@@ -152,8 +152,8 @@ txl_q4_0_scale(float m, uint16_t *d)
 	return a > 0.0f && a <= 65504.0f ? 1.0f / df : 0.0f;
 }
 
-/* The scalar narrowing to Q4_0, every table's: it rounds only the new
- * rows of a memory. */
+/* The scalar narrowing to Q4_0: the scalar table's, and the vector
+ * tables' for a block with a NaN or an inf. */
 void txl_narrow_q4_0(void *dst, const float *src, size_t n);
 /* Q4_0 weights against float activations, every table's: the matrix-
  * vector products quantize the activations (dot_rows_q4), this runs only
@@ -232,7 +232,7 @@ struct txl_kernels {
 		.narrow = {                                                  \
 			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
 			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
-			[TXL_Q4_0] = txl_narrow_q4_0,                        \
+			[TXL_Q4_0] = narrow_q4_0,                            \
 		},                                                           \
 		.axpy_rows = {                                               \
 			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \

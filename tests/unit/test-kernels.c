@@ -333,6 +333,13 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	x[4 * TXL_QK + 9] = -65504.0f * 8.0f * 1.01f;	/* block 4: too big */
 	for (int i = 0; i < TXL_QK; i++)	/* block 5: largest negative */
 		x[5 * TXL_QK + i] = i == 3 ? -16.0f : (float)(i % 8);
+	/* block 6: the largest magnitude twice, the first one's sign; block
+	 * 7: negative zeros (a zero block) */
+	for (int i = 0; i < TXL_QK; i++)
+		x[6 * TXL_QK + i] = i == 2 ? -4.0f : i == 9 ? 4.0f
+			: (float)(i % 7) / 2;
+	for (int i = 0; i < TXL_QK; i++)
+		x[7 * TXL_QK + i] = -0.0f;
 
 	ref->narrow[TXL_Q4_0](want, x, N);
 	CHECK_EQ(want[0].d, 0xbc00);		/* -1.0 */
@@ -342,6 +349,12 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	}
 	CHECK_EQ(want[1].d, 0);
 	CHECK_EQ(want[5].d, 0x4000);		/* 2.0: -16 is q = 0 */
+	CHECK_EQ(want[6].d, 0x3800);		/* 0.5: -4 is q = 0 */
+	CHECK_EQ(want[6].qs[2] & 15, 0);
+	CHECK_EQ(want[6].qs[9] & 15, 15);	/* 4: 16 clipped */
+	CHECK_EQ(want[7].d, 0);
+	for (int i = 0; i < TXL_QK / 2; i++)
+		CHECK_EQ(want[7].qs[i], 0x88);
 	for (int b = 1; b <= 4; b++)
 		for (int i = 0; i < TXL_QK / 2; i++)
 			CHECK_EQ(want[b].qs[i], 0x88);
