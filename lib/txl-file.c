@@ -240,8 +240,7 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 					"%s but its last dimension is not a "
 					"multiple of %d", p, name,
 					txl_dtype_name(t->dtype), TXL_QK);
-		need = numel / TXL_QK *
-			txl_row_bytes(t->dtype, TXL_QK);
+		need = numel / TXL_QK * txl_row_bytes(t->dtype, TXL_QK);
 	}
 	if (e - b != need)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %llu bytes, "

@@ -136,8 +136,7 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
 }
 
-/* Every table's: Q4_0 weights meet float activations only when memory for
- * quantizing the activations ran out (txl-math.c). */
+/* Every table's (txl-kernels.h). */
 void
 txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
 		  int K)

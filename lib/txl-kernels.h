@@ -162,7 +162,7 @@ void txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x,
 		       int n, int K);
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
- * model loader makes of every Q8_0 matrix, txl_interleave() of
+ * model loader makes of every Q8_0 and Q4_0 matrix, txl_interleave() of
  * txl-internal.h): groups of TXL_IL rows (the last padded with zero
  * rows), and in a group, for each block b of TXL_QK columns, TXL_IL_BLOCK
  * bytes: the TXL_IL rows' scales (IEEE halves, as stored), then for each
