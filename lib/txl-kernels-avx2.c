@@ -617,13 +617,14 @@ il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
 	} while (0)
 
 /* acc_lo, acc_hi += block b at blk: rows 0..7 and 8..15, their integer
- * sums times their scales (halves) times the activations' */
-#define IL_BLOCK(step, init, blk, b, acc_lo, acc_hi)                         \
+ * sums (IDOT: IL_IDOT, IL4_IDOT) times their scales (halves) times the
+ * activations' */
+#define IL_BLOCK(IDOT, step, init, blk, b, acc_lo, acc_hi)                   \
 	do {                                                                 \
 		const __m256 dx = _mm256_set1_ps(a->d[b]);                   \
 		__m256i lo, hi;                                              \
-		IL_IDOT(step, (blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,    \
-			init, lo, hi);                                       \
+		IDOT(step, (blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,       \
+		     init, lo, hi);                                          \
 		acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), \
 			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
 				(const __m128i *)(const void *)(blk))), dx))); \
@@ -632,8 +633,10 @@ il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
 				(const __m128i *)(const void *)((blk) + 16))), dx))); \
 	} while (0)
 
-/* init: the sums' start for block b (zero; off for vpdpbusd) */
-#define DOT_IL(name, step, init, attr)                                       \
+/* IDOT: IL_IDOT or IL4_IDOT, blocks of bsz bytes (TXL_IL_BLOCK,
+ * TXL_IL_BLOCK_Q4); init: the sums' start for block b (zero; off for
+ * vpdpbusd; off / 16 for Q4_0) */
+#define DOT_IL(name, IDOT, step, init, bsz, attr)                            \
 attr static void                                                             \
 name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 {                                                                            \
@@ -646,14 +649,14 @@ name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 		       o_hi = e_lo;                                          \
 		int b = 0;                                                   \
                                                                              \
-		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {       \
-			IL_BLOCK(step, init(b), blk, b, e_lo, e_hi);         \
-			IL_BLOCK(step, init(b + 1), blk + TXL_IL_BLOCK, b + 1, \
+		for (; b + 2 <= nb; b += 2, blk += 2 * (bsz)) {              \
+			IL_BLOCK(IDOT, step, init(b), blk, b, e_lo, e_hi);   \
+			IL_BLOCK(IDOT, step, init(b + 1), blk + (bsz), b + 1, \
 				 o_lo, o_hi);                                \
 		}                                                            \
 		if (b < nb) {                                                \
-			IL_BLOCK(step, init(b), blk, b, e_lo, e_hi);         \
-			blk += TXL_IL_BLOCK;                                 \
+			IL_BLOCK(IDOT, step, init(b), blk, b, e_lo, e_hi);   \
+			blk += (bsz);                                        \
 		}                                                            \
 		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
 		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
@@ -662,8 +665,9 @@ name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 
 #define IL_ZERO(b) _mm256_setzero_si256()
 #define IL_OFF(b) _mm256_set1_epi32(a->off[b])
-DOT_IL(dot_il, il_step_bw, IL_ZERO, )
-DOT_IL(dot_il_vnni, il_step_vnni, IL_OFF, __attribute__((target("avxvnni"))))
+DOT_IL(dot_il, IL_IDOT, il_step_bw, IL_ZERO, TXL_IL_BLOCK, )
+DOT_IL(dot_il_vnni, IL_IDOT, il_step_vnni, IL_OFF, TXL_IL_BLOCK,
+       __attribute__((target("avxvnni"))))
 
 /* Interleaved Q4_0 (txl-kernels.h): 8 columns of 8 rows, 32 bytes, a
  * mask and a shift from two vectors of the Q8_0 layout's unsigned bytes,
@@ -695,58 +699,25 @@ il4_step_vnni(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
 		_mm256_srli_epi16(w, 4), m), x1);
 }
 
-/* acc_lo, acc_hi += block b at blk (rows 0..7, 8..15), as IL_BLOCK */
-#define IL4_BLOCK(step, blk, b, acc_lo, acc_hi)                              \
+/* The integer sums of a Q4_0 block (qs, the activations' x) into lo
+ * (rows 0..7) and hi (8..15), from init, as IL_IDOT */
+#define IL4_IDOT(step, qs, x, init, lo, hi)                                  \
 	do {                                                                 \
-		const __m256 dx = _mm256_set1_ps(a->d[b]);                   \
-		const int8_t *x = a->q + (b) * TXL_QK;                       \
-		const uint8_t *qs = (blk) + TXL_IL_SCALES;                   \
-		__m256i lo = _mm256_set1_epi32(a->off[b] / 16), hi = lo;     \
+		lo = hi = (init);                                            \
 		for (int j = 0; j < TXL_QK / 8; j++) {                       \
 			__m256i x0 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
-						       (x + 8 * j));         \
+						       ((x) + 8 * j));       \
 			__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
-						       (x + 8 * j + 4));     \
-			lo = step(lo, qs + 64 * j, x0, x1);                  \
-			hi = step(hi, qs + 64 * j + 32, x0, x1);             \
+						       ((x) + 8 * j + 4));   \
+			lo = step(lo, (qs) + 64 * j, x0, x1);                \
+			hi = step(hi, (qs) + 64 * j + 32, x0, x1);           \
 		}                                                            \
-		acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), \
-			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
-				(const __m128i *)(const void *)(blk))), dx))); \
-		acc_hi = _mm256_add_ps(acc_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), \
-			_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(       \
-				(const __m128i *)(const void *)((blk) + 16))), dx))); \
 	} while (0)
 
-#define DOT_IL_Q4(name, step, attr)                                          \
-attr static void                                                             \
-name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
-{                                                                            \
-	const int nb = K / TXL_QK;                                           \
-	const uint8_t *blk = w;                                              \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		/* even and odd blocks */                                    \
-		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo, \
-		       o_hi = e_lo;                                          \
-		int b = 0;                                                   \
-                                                                             \
-		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK_Q4) {    \
-			IL4_BLOCK(step, blk, b, e_lo, e_hi);                 \
-			IL4_BLOCK(step, blk + TXL_IL_BLOCK_Q4, b + 1, o_lo,  \
-				  o_hi);                                     \
-		}                                                            \
-		if (b < nb) {                                                \
-			IL4_BLOCK(step, blk, b, e_lo, e_hi);                 \
-			blk += TXL_IL_BLOCK_Q4;                              \
-		}                                                            \
-		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
-		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
-	}                                                                    \
-}
-
-DOT_IL_Q4(dot_il_q4, il4_step_bw, )
-DOT_IL_Q4(dot_il_q4_vnni, il4_step_vnni, __attribute__((target("avxvnni"))))
+#define IL_OFF16(b) _mm256_set1_epi32(a->off[b] / 16)
+DOT_IL(dot_il_q4, IL4_IDOT, il4_step_bw, IL_OFF16, TXL_IL_BLOCK_Q4, )
+DOT_IL(dot_il_q4_vnni, IL4_IDOT, il4_step_vnni, IL_OFF16, TXL_IL_BLOCK_Q4,
+       __attribute__((target("avxvnni"))))
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers
  * (written out: GCC keeps an array of accumulators in memory, and each

@@ -633,7 +633,8 @@ il_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
 				(const __m256i *)(const void *)(blk))),      \
 			      _mm512_set1_ps(a->d[b]))))
 
-#define DOT_IL(name, idot, attr)                                             \
+/* bsz: the bytes of a group's block (TXL_IL_BLOCK, TXL_IL_BLOCK_Q4) */
+#define DOT_IL(name, idot, bsz, attr)                                        \
 attr static void                                                             \
 name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 {                                                                            \
@@ -643,20 +644,21 @@ name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
 	for (int g = 0; g < ng; g++) {                                       \
 		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
 		int b = 0;                                                   \
-		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK) {       \
+		for (; b + 2 <= nb; b += 2, blk += 2 * (bsz)) {              \
 			IL_BLOCK(idot, blk, b, acc0);                        \
-			IL_BLOCK(idot, blk + TXL_IL_BLOCK, b + 1, acc1);     \
+			IL_BLOCK(idot, blk + (bsz), b + 1, acc1);            \
 		}                                                            \
 		if (b < nb) {                                                \
 			IL_BLOCK(idot, blk, b, acc0);                        \
-			blk += TXL_IL_BLOCK;                                 \
+			blk += (bsz);                                        \
 		}                                                            \
 		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
 	}                                                                    \
 }
 
-DOT_IL(dot_il_bw, il_idot_bw, )
-DOT_IL(dot_il_vnni, il_idot_vnni, __attribute__((target("avx512vnni"))))
+DOT_IL(dot_il_bw, il_idot_bw, TXL_IL_BLOCK, )
+DOT_IL(dot_il_vnni, il_idot_vnni, TXL_IL_BLOCK,
+       __attribute__((target("avx512vnni"))))
 
 /* Interleaved Q4_0 (txl-kernels.h): 8 columns of the 16 rows, 64 bytes,
  * a mask and a shift from two vectors of the Q8_0 layout's unsigned
@@ -709,39 +711,9 @@ il4_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
 	return _mm512_add_epi32(s0, s1);
 }
 
-/* acc += block b of the Q4_0 group at blk, as IL_BLOCK */
-#define IL4_BLOCK(idot, blk, b, acc)                                         \
-	acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(           \
-		idot((blk) + TXL_IL_SCALES, a->q + (b) * TXL_QK,             \
-		     a->off[b])),                                            \
-		_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(            \
-				(const __m256i *)(const void *)(blk))),      \
-			      _mm512_set1_ps(a->d[b]))))
-
-#define DOT_IL_Q4(name, idot, attr)                                          \
-attr static void                                                             \
-name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
-{                                                                            \
-	const int nb = K / TXL_QK;                                           \
-	const uint8_t *blk = w;                                              \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
-		int b = 0;                                                   \
-		for (; b + 2 <= nb; b += 2, blk += 2 * TXL_IL_BLOCK_Q4) {    \
-			IL4_BLOCK(idot, blk, b, acc0);                       \
-			IL4_BLOCK(idot, blk + TXL_IL_BLOCK_Q4, b + 1, acc1); \
-		}                                                            \
-		if (b < nb) {                                                \
-			IL4_BLOCK(idot, blk, b, acc0);                       \
-			blk += TXL_IL_BLOCK_Q4;                              \
-		}                                                            \
-		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
-	}                                                                    \
-}
-
-DOT_IL_Q4(dot_il_q4_bw, il4_idot_bw, )
-DOT_IL_Q4(dot_il_q4_vnni, il4_idot_vnni, __attribute__((target("avx512vnni"))))
+DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
+DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,
+       __attribute__((target("avx512vnni"))))
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
