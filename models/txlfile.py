@@ -111,7 +111,7 @@ def quantize_q4_0(arr):
     return blocks
 
 
-def quantize_q4_0_weights(arr, chunk=1 << 18):
+def quantize_q4_0_weights(arr, chunk=1 << 15):
     """Q4_0 blocks of weights: for each block the scale of least squared
     error among 21 candidates, where quantize_q4_0 (the memory's rule,
     which must be quick) takes the first.  Candidate t (-10 .. 10) rounds
@@ -120,38 +120,45 @@ def quantize_q4_0_weights(arr, chunk=1 << 18):
     for those q) rounded to F16; the values are then rounded to nearest
     multiples of that d, q - 8 clipped to [-8, 7], and the candidate with
     the smallest error kept.  On the default model it halves the bits per
-    byte lost (+0.0011 against +0.0023)."""
+    byte lost (+0.0011 against +0.0023).  In float32, a chunk of blocks
+    at a time (a WikiText-103 model's 285M weights take minutes)."""
     x = np.asarray(arr, np.float32).reshape(-1, QK)
     if not np.isfinite(x).all():
         raise ValueError("Q4_0: a weight is NaN or infinite")
     blocks = np.empty(len(x), _Q4_0)
+    f32 = np.float32
     for lo in range(0, len(x), chunk):
-        b = x[lo:lo + chunk].astype(np.float64)
+        b = x[lo:lo + chunk]
         m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
-        best = np.full(len(b), np.inf)
+        with np.errstate(divide="ignore"):
+            inv_m = np.where(m != 0, f32(1) / m, f32(0)).astype(f32)
+        best = np.full(len(b), np.inf, f32)
         d_best = np.zeros(len(b), np.float16)
-        q_best = np.full(b.shape, 8, np.uint8)
+        q_best = np.zeros(b.shape, f32)
         for t in range(-10, 11):
-            with np.errstate(divide="ignore", invalid="ignore"):
-                inv = np.where(m != 0, (t / 10 - 8) / m, 0.0)
-                q = np.clip(np.round(b * inv[:, None]), -8, 7)
-                qq = (q * q).sum(axis=1)
-                d = np.where(qq > 0, (b * q).sum(axis=1) / qq, 0.0)
-                d16 = d.astype(np.float16)
+            q = np.clip(np.rint(b * (inv_m * f32(t / 10 - 8))[:, None]),
+                        -8, 7)
+            qq = np.einsum("ij,ij->i", q, q)
+            with np.errstate(divide="ignore", invalid="ignore"), \
+                    np.errstate(over="ignore"):
+                d16 = np.where(qq > 0, np.einsum("ij,ij->i", b, q) / qq,
+                               f32(0)).astype(np.float16)
             if not np.isfinite(d16).all():
                 raise ValueError("Q4_0: a weight is too large for an F16 "
                                  "scale")
-            df = d16.astype(np.float64)[:, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                q = np.clip(np.round(np.where(df != 0, b / df, 0.0)), -8, 7)
-            err = ((b - q * df) ** 2).sum(axis=1)
+            df = d16.astype(f32)
+            with np.errstate(divide="ignore"):
+                inv = np.where(df != 0, f32(1) / df, f32(0)).astype(f32)
+            q = np.clip(np.rint(b * inv[:, None]), -8, 7)
+            r = b - q * df[:, None]
+            err = np.einsum("ij,ij->i", r, r)
             better = err < best
-            best[better] = err[better]
-            d_best[better] = d16[better]
-            q_best[better] = (q[better] + 8).astype(np.uint8)
+            best = np.where(better, err, best)
+            d_best = np.where(better, d16, d_best)
+            q_best = np.where(better[:, None], q, q_best)
+        qb = (q_best + 8).astype(np.uint8)
         blocks["d"][lo:lo + chunk] = d_best
-        blocks["qs"][lo:lo + chunk] = q_best[:, :QK // 2] | \
-            (q_best[:, QK // 2:] << 4)
+        blocks["qs"][lo:lo + chunk] = qb[:, :QK // 2] | (qb[:, QK // 2:] << 4)
     return blocks
 
 
