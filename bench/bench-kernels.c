@@ -158,7 +158,6 @@ static const char *const dt_names[] = {
 	[TXL_F32] = "F32", [TXL_F16] = "F16", [TXL_BF16] = "BF16",
 	[TXL_Q8_0] = "Q8_0", [TXL_Q4_0] = "Q4_0",
 };
-/* of the weights; the memory's add Q4_0 */
 /* the weights' and the memory's */
 static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
 					 TXL_Q8_0, TXL_Q4_0 };

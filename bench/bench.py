@@ -373,7 +373,7 @@ def main():
         print(f"{'txlgen ' + dt:24} {os.path.getsize(paths[dt]) / 1e6:8.1f} "
               f"{r['score_tok_per_s']:12.0f} {r['gen_tok_per_s']:10.1f} "
               f"{r['score_mean_nll']:9.4f} {b:9.5f} {size / 1e6:7.1f}")
-    f32, q8 = res["F32"], res["Q8_0"]
+    f32, q8, q4 = res["F32"], res["Q8_0"], res["Q4_0"]
     print(f"PyTorch: {name}")
     if bpb:
         print(f"bpb: the default model ({os.path.basename(a.bpb_model)}) "
@@ -395,7 +395,7 @@ def main():
     print(f"generation: F32 x{f32['gen_tok_per_s'] / pt['gen_tok_per_s']:.1f}"
           f" the PyTorch code, {100 * f32['gen_tok_per_s'] / floor:.0f}% of "
           f"the DRAM floor; Q8_0 x{q8['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}"
-          f" F32, Q4_0 x{res['Q4_0']['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}")
+          f" F32, Q4_0 x{q4['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}")
 
     # ---- generation against memory length
     mem_lens = [int(x) for x in a.mem_lens.split(",")]

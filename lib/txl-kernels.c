@@ -286,6 +286,23 @@ dot_il(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 	}
 }
 
+/* The integer sum of row i of an interleaved Q4_0 block (its values qs)
+ * and the activations x: sum (q - 8) x, from off / 16. */
+static int32_t
+il_q4_sum(const uint8_t *qs, int i, const int8_t *x, int32_t off)
+{
+	int32_t s = off / 16;
+
+	for (int j = 0; j < TXL_QK / 8; j++)
+		for (int t = 0; t < 4; t++) {
+			const int v = qs[(j * TXL_IL + i) * 4 + t];
+
+			s += (v & 15) * x[8 * j + t] +
+			     (v >> 4) * x[8 * j + 4 + t];
+		}
+	return s;
+}
+
 /* Interleaved Q4_0 (txl-kernels.h): row i of a group, block b, has its
  * scale at half i of the block, values 8 j + t and 8 j + 4 + t in the
  * nibbles of byte (j * TXL_IL + i) * 4 + t of what follows the scales. */
@@ -305,15 +322,9 @@ dot_il_q4(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 			const int8_t *x = a->q + b * TXL_QK;
 
 			for (int i = 0; i < TXL_IL; i++) {
-				int32_t s = a->off[b] / 16;
+				const int32_t s =
+					il_q4_sum(qs, i, x, a->off[b]);
 
-				for (int j = 0; j < TXL_QK / 8; j++)
-					for (int t = 0; t < 4; t++) {
-						const int v = qs[(j * TXL_IL + i) *
-								 4 + t];
-						s += (v & 15) * x[8 * j + t] +
-						     (v >> 4) * x[8 * j + 4 + t];
-					}
 				acc[b % 2][i] += (float)s *
 					(txl_f16_to_f32(load_u16(blk + 2 * i)) *
 					 a->d[b]);

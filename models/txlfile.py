@@ -13,18 +13,17 @@ Tensor names are those of the original PyTorch state_dict; tied weights
 are stored once (the output weight is absent when tie_weight is true).
 
 Storage types (write(dtype=...)): F32, or a compact type for the weight
-matrices, which txlgen computes with as stored: F16, BF16, Q8_0 (blocks
-of 32 int8 values along a row with one F16 scale, as GGUF's block_q8_0;
-34 bytes per 32 weights) or Q4_0 (the same in 4 bits, as GGUF's
-block_q4_0; 18 bytes per 32 weights; each block's scale the one of least
-squared error among 21 candidates, quantize_q4_0_weights).  Only the matrices that hold the parameters and
-the time are compact: the 2-D "*.weight" tensors (embedding, output layer,
-qkv_net, r_net, o_net, the two feed-forward layers).  Everything else stays
-F32: biases, LayerNorm gains, r_w_bias and r_r_bias (a few thousand
-values, and precision-sensitive: they shift every activation), and the
-d_embed != d_model projections, which are small and which txlgen reads
-transposed.  A Q8_0 or Q4_0 matrix whose rows are not a multiple of 32
-long is stored as F16.
+matrices, which txlgen computes with as stored: F16, BF16, Q8_0 (blocks of 32
+int8 values along a row with one F16 scale, as GGUF's block_q8_0; 34 bytes per
+32 weights) or Q4_0 (the same in 4 bits, as GGUF's block_q4_0; 18 bytes per 32
+weights; each block's scale the one of least squared error among 21 candidates,
+quantize_q4_0_weights).  Only the matrices that hold the parameters and the
+time are compact: the 2-D "*.weight" tensors (embedding, output layer, qkv_net,
+r_net, o_net, the two feed-forward layers).  Everything else stays F32: biases,
+LayerNorm gains, r_w_bias and r_r_bias (a few thousand values, and
+precision-sensitive: they shift every activation), and the d_embed != d_model
+projections, which are small and which txlgen reads transposed.  A Q8_0 or Q4_0
+matrix whose rows are not a multiple of 32 long is stored as F16.
 
 As a program, it re-stores a model file in another type:
 

@@ -699,21 +699,21 @@ class TestFormats(ParityCase):
     """Compact weight formats (F16, BF16, Q8_0, Q4_0), computed as stored.
 
     Tolerance: the builder gives the reference exactly the values the file
-    stores (txlfile.stored_values: F16 and BF16 values and Q8_0's q * d
-    and Q4_0's (q - 8) * d are all floats), and txlgen widens each stored value to float exactly
-    and accumulates in float as it does for F32.  So the two compute the
-    same function of the same numbers, and differ only by the order of
-    float32 additions: the same TOL as F32 (1e-4 on log-probs) holds, with
-    no allowance for the format.  The formats' own error (against the
-    unrounded F32 weights) is what bits per byte on held-out text measures
-    (README); test_rounding_matters shows that it is far above TOL here,
-    so that agreeing within TOL means txlgen computed with the stored
-    values.  Segments run the matrix-matrix path (blocks of rows widened
-    for sgemm), one token at a time the matrix-vector kernels, which for
-    Q8_0 and Q4_0 quantize the activations too: TestQ8Activations.  A
-    segment's products that take a single row (an adaptive softmax's tail
-    cluster with one target in the segment: test_q4_0_adaptive) stay in
-    float; they were quantized before stop 22, 1.5e-2 off here."""
+    stores (txlfile.stored_values: F16 and BF16 values and Q8_0's q * d and
+    Q4_0's (q - 8) * d are all floats), and txlgen widens each stored value to
+    float exactly and accumulates in float as it does for F32.  So the two
+    compute the same function of the same numbers, and differ only by the order
+    of float32 additions: the same TOL as F32 (1e-4 on log-probs) holds, with
+    no allowance for the format.  The formats' own error (against the unrounded
+    F32 weights) is what bits per byte on held-out text measures (README);
+    test_rounding_matters shows that it is far above TOL here, so that agreeing
+    within TOL means txlgen computed with the stored values.  Segments run the
+    matrix-matrix path (blocks of rows widened for sgemm), one token at a time
+    the matrix-vector kernels, which for Q8_0 and Q4_0 quantize the activations
+    too: TestQ8Activations.  A segment's products that take a single row (an
+    adaptive softmax's tail cluster with one target in the segment:
+    test_q4_0_adaptive) stay in float; they were quantized before stop 22,
+    1.5e-2 off here."""
 
     def test_q8_0(self):
         self.compare("q8_0", seg_len=8, mem_len=16)
@@ -778,8 +778,8 @@ class TestQ8Activations(ParityCase):
 
     There txlgen computes another function than the reference: every
     activation vector entering a Q8_0 or Q4_0 product is quantized as Q8_0
-    weights are, per block of 32 values (scale max |x| / 127, round to nearest),
-    for integer dot products (lib/txl-kernels.h, quantize_q8).  Each
+    weights are, per block of 32 values (scale max |x| / 127, round to
+    nearest), for integer dot products (lib/txl-kernels.h, quantize_q8).  Each
     value moves by at most u = 1/254 (about 2^-8) of its block's largest,
     so to first order a log-prob moves by S * u, S the model's sensitivity
     to relative errors of its activations.  On the random models of this
