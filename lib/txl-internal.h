@@ -129,9 +129,10 @@ txl_row_bytes(enum txl_dtype dt, int K)
 	return (size_t)K * txl_dtype_size(dt);
 }
 
-/* A block type of the memory, whose attention products take the query
- * quantized (Q8_0: int16, dot_rows_q16 of txl-kernels.h; Q4_0: int8,
- * dot_rows_q4). */
+/* A block type (Q8_0, Q4_0): its rows are K / TXL_QK blocks, and one
+ * row of activations meets it quantized (the weights: quantize_q8 of
+ * txl-kernels.h; the memory's queries: int16 for Q8_0, dot_rows_q16,
+ * int8 for Q4_0, dot_rows_q4). */
 static inline bool
 txl_dtype_blocked(enum txl_dtype dt)
 {

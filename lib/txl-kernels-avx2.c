@@ -498,11 +498,12 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 /* The lane of each row (the permutation that puts the rows back) */
 #define Q4_ROW_LANES _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
 
+/* The low nibbles of v's bytes times qlo's, the high ones times qhi's:
+ * in each int32 lane 4 of each, exact (a pair of products is at most
+ * 2 * 15 * 127, two pairs fit int16). */
 static inline __m256i
-q4_idot(const uint8_t *p, size_t ld, __m256i qlo, __m256i qhi)
+q4_nibbles_idot(__m256i v, __m256i qlo, __m256i qhi)
 {
-	const __m256i v = _mm256_loadu2_m128i((const __m128i *)(const void *)(p + ld),
-					      (const __m128i *)(const void *)p);
 	const __m256i m = _mm256_set1_epi8(15);
 	const __m256i s = _mm256_add_epi16(
 		_mm256_maddubs_epi16(_mm256_and_si256(v, m), qlo),
@@ -510,6 +511,15 @@ q4_idot(const uint8_t *p, size_t ld, __m256i qlo, __m256i qhi)
 						      m), qhi));
 
 	return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+/* The blocks (16 value bytes) of two rows, ld bytes apart. */
+static inline __m256i
+q4_idot(const uint8_t *p, size_t ld, __m256i qlo, __m256i qhi)
+{
+	return q4_nibbles_idot(_mm256_loadu2_m128i(
+		(const __m128i *)(const void *)(p + ld),
+		(const __m128i *)(const void *)p), qlo, qhi);
 }
 
 /* [sum of a's lanes of row k, b's, c's, d's] in each half k */
@@ -671,20 +681,13 @@ DOT_IL(dot_il_vnni, IL_IDOT, il_step_vnni, IL_OFF, TXL_IL_BLOCK,
 
 /* Interleaved Q4_0 (txl-kernels.h): 8 columns of 8 rows, 32 bytes, a
  * mask and a shift from two vectors of the Q8_0 layout's unsigned bytes,
- * each times 4 bytes of the activations broadcast: by pairs (a pair of
- * nibble products is at most 2 * 15 * 127, two pairs fit int16), or by
- * vpdpbusd; from off / 16 in every lane. */
+ * each times 4 bytes of the activations broadcast: by pairs
+ * (q4_nibbles_idot), or by vpdpbusd; from off / 16 in every lane. */
 static inline __m256i
 il4_step_bw(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
 {
-	const __m256i m = _mm256_set1_epi8(15);
-	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
-	__m256i p = _mm256_add_epi16(
-		_mm256_maddubs_epi16(_mm256_and_si256(w, m), x0),
-		_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(w, 4),
-						      m), x1));
-
-	return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+	return _mm256_add_epi32(s, q4_nibbles_idot(_mm256_loadu_si256(
+		(const __m256i *)(const void *)w8), x0, x1));
 }
 
 __attribute__((target("avxvnni")))

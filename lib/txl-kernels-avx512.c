@@ -662,54 +662,30 @@ DOT_IL(dot_il_vnni, il_idot_vnni, TXL_IL_BLOCK,
 
 /* Interleaved Q4_0 (txl-kernels.h): 8 columns of the 16 rows, 64 bytes,
  * a mask and a shift from two vectors of the Q8_0 layout's unsigned
- * bytes, each times 4 bytes of the activations broadcast: by pairs (two
- * pairs of nibble products fit int16, as il4_step_bw of the AVX2 file),
- * or by vpdpbusd; from off / 16 in every lane. */
-static inline __m512i
-il4_idot_bw(const uint8_t *qs, const int8_t *x, int32_t off)
-{
-	const __m512i m = _mm512_set1_epi8(15);
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-	for (int j = 0; j < TXL_QK / 8; j++) {
-		__m512i w = _mm512_loadu_si512(qs + 64 * j);
-		__m512i p = _mm512_add_epi16(
-			_mm512_maddubs_epi16(_mm512_and_si512(w, m),
-				_mm512_set1_epi32(*(const int32_t *)(const void *)
-						  (x + 8 * j))),
-			_mm512_maddubs_epi16(_mm512_and_si512(
-				_mm512_srli_epi16(w, 4), m),
-				_mm512_set1_epi32(*(const int32_t *)(const void *)
-						  (x + 8 * j + 4))));
-		p = _mm512_madd_epi16(p, _mm512_set1_epi16(1));
-		if (j % 2)
-			s1 = _mm512_add_epi32(s1, p);
-		else
-			s0 = _mm512_add_epi32(s0, p);
-	}
-	return _mm512_add_epi32(s0, s1);
+ * bytes, each times 4 bytes of the activations broadcast (q4_idot_bw or
+ * q4_idot_vnni, as the memory's rows); from off / 16 in every lane, the
+ * even and odd steps in sums of their own. */
+#define IL4_STEP(idot, qs, x, j)                                             \
+	idot(_mm512_loadu_si512((qs) + 64 * (j)),                            \
+	     _mm512_set1_epi32(*(const int32_t *)(const void *)((x) + 8 * (j))), \
+	     _mm512_set1_epi32(*(const int32_t *)(const void *)              \
+			       ((x) + 8 * (j) + 4)))
+/* (the sums in named variables, as il_idot_bw's) */
+#define IL4_IDOT(name, idot, attr)                                           \
+attr static inline __m512i                                                   \
+name(const uint8_t *qs, const int8_t *x, int32_t off)                        \
+{                                                                            \
+	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512(); \
+                                                                             \
+	for (int j = 0; j < TXL_QK / 8; j += 2) {                            \
+		s0 = _mm512_add_epi32(s0, IL4_STEP(idot, qs, x, j));         \
+		s1 = _mm512_add_epi32(s1, IL4_STEP(idot, qs, x, j + 1));     \
+	}                                                                    \
+	return _mm512_add_epi32(s0, s1);                                     \
 }
 
-__attribute__((target("avx512vnni")))
-static inline __m512i
-il4_idot_vnni(const uint8_t *qs, const int8_t *x, int32_t off)
-{
-	const __m512i m = _mm512_set1_epi8(15);
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-	for (int j = 0; j < TXL_QK / 8; j++) {
-		__m512i w = _mm512_loadu_si512(qs + 64 * j);
-
-		s0 = _mm512_dpbusd_epi32(s0, _mm512_and_si512(w, m),
-			_mm512_set1_epi32(*(const int32_t *)(const void *)
-					  (x + 8 * j)));
-		s1 = _mm512_dpbusd_epi32(s1, _mm512_and_si512(
-			_mm512_srli_epi16(w, 4), m),
-			_mm512_set1_epi32(*(const int32_t *)(const void *)
-					  (x + 8 * j + 4)));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
+IL4_IDOT(il4_idot_bw, q4_idot_bw, )
+IL4_IDOT(il4_idot_vnni, q4_idot_vnni, __attribute__((target("avx512vnni"))))
 
 DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
 DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,

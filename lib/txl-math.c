@@ -238,6 +238,7 @@ gemv_task(void *p, int ith, int nth)
 static void
 quantize_operand(struct gemv *g)
 {
+	const struct txl_kernels *k = txl_kernels();
 	const int nb = g->K / TXL_QK;
 	float *buf = thread_scratch(SCRATCH_OPERAND,
 				    (size_t)g->K / 4 + 2 * (size_t)nb);
@@ -247,16 +248,10 @@ quantize_operand(struct gemv *g)
 	g->xq.d = buf;
 	g->xq.off = (int32_t *)(void *)(buf + nb);
 	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
-	txl_kernels()->quantize_q8(&g->xq, g->x, g->K);
-	if (g->dt == TXL_Q4_0) {
-		g->dot_q8 = txl_kernels()->dot_rows_q4;
-		if (g->il)
-			g->dot_il = txl_kernels()->dot_il_q4;
-		return;
-	}
-	g->dot_q8 = txl_kernels()->dot_rows_q8;
+	k->quantize_q8(&g->xq, g->x, g->K);
+	g->dot_q8 = g->dt == TXL_Q4_0 ? k->dot_rows_q4 : k->dot_rows_q8;
 	if (g->il)
-		g->dot_il = txl_kernels()->dot_il;
+		g->dot_il = g->dt == TXL_Q4_0 ? k->dot_il_q4 : k->dot_il;
 }
 
 /* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, Q8_0 or Q4_0) */
@@ -279,10 +274,19 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 	run(gemv_task, &g, macs);
 }
 
-/* Row i of a group, block b: its scale at half i of the block, then
- * Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
+/* Row i of a group, block b (at blk): its scale at half i of the block,
+ * then Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
  * Q4_0: values 8 j + t (t < 4) in the low nibbles of bytes
  * (j * TXL_IL + i) * 4 + t, values 8 j + 4 + t in their high ones. */
+static void
+interleave_q8(uint8_t *blk, int i, const struct txl_block_q8_0 *q)
+{
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 4; j++)
+		memcpy(blk + TXL_IL_SCALES + (j * TXL_IL + i) * 4,
+		       q->qs + 4 * j, 4);
+}
+
 static void
 interleave_q4(uint8_t *blk, int i, const struct txl_block_q4_0 *q)
 {
@@ -305,7 +309,7 @@ txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
 {
 	const int nb = K / TXL_QK;
 	const size_t ld = txl_row_bytes(dt, K);
-	const size_t il_block = TXL_IL * txl_row_bytes(dt, TXL_QK);
+	const size_t bs = txl_row_bytes(dt, TXL_QK);	/* a stored block */
 	uint8_t *out = dst;
 
 	TXL_ASSERT(txl_dtype_blocked(dt));
@@ -316,18 +320,13 @@ txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
 		const int i = r % TXL_IL;
 
 		for (int b = 0; b < nb; b++) {
-			uint8_t *blk = grp + (size_t)b * il_block;
+			uint8_t *blk = grp + (size_t)b * TXL_IL * bs;
+			const void *q = row + (size_t)b * bs;
 
-			if (dt == TXL_Q4_0) {
-				interleave_q4(blk, i, (const void *)(row +
-					(size_t)b * sizeof(struct txl_block_q4_0)));
-				continue;
-			}
-			const struct txl_block_q8_0 *q = (const void *)row;
-			memcpy(blk + 2 * i, &q[b].d, 2);
-			for (int j = 0; j < TXL_QK / 4; j++)
-				memcpy(blk + TXL_IL_SCALES +
-				       (j * TXL_IL + i) * 4, q[b].qs + 4 * j, 4);
+			if (dt == TXL_Q4_0)
+				interleave_q4(blk, i, q);
+			else
+				interleave_q8(blk, i, q);
 		}
 	}
 }

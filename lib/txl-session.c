@@ -161,7 +161,7 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 		return txl_fail(TXL_ERR_INVALID, "kv_type %s needs d_head "
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
-				p.kv_type == TXL_KV_Q8_0 ? "Q8_0" : "Q4_0",
+				txl_dtype_name(txl_kv_dtype(p.kv_type)),
 				TXL_QK, TXL_QK, hp->d_head);
 	s->params = p;
 	s->mem_len = p.mem_len;

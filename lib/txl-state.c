@@ -473,8 +473,7 @@ txl_session_load(struct txl_session *s, const char *path)
 		/* no session of this model holds Q8_0 or Q4_0 rows */
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type %s "
 			      "with d_head %d, not a multiple of %d)", path,
-			      ft == TXL_Q8_0 ? "Q8_0" : "Q4_0", hp->d_head,
-			      TXL_QK);
+			      txl_dtype_name(ft), hp->d_head, TXL_QK);
 		goto out;
 	}
 	/* the file's rows, in its kv_type */
