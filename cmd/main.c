@@ -11,8 +11,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
-#include <limits.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,12 +25,11 @@
 #include "engine.h"
 #include "errors.h"
 #include "input.h"
+#include "models.h"
 #include "output.h"
 #include "repl.h"
 #include "settings.h"
 #include "signals.h"
-
-#define DEFAULT_MODEL "sotu.bin"
 
 /*
  * Give closed standard descriptors a harmless file, so that no file we
@@ -47,54 +44,27 @@ fix_std_fds(void)
 			open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
 }
 
-/* PREFIX/share/txlgen of the prefix this program is installed in, found
- * from its own path (bin/txlgen), so that an installation works wherever
- * it is moved or staged (DESTDIR). */
-static char *
-own_datadir(void)
-{
-	char exe[PATH_MAX], *dir, *path;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		return NULL;
-	exe[n] = '\0';
-	dir = dirname(exe);
-	if (asprintf(&path, "%s/%s", dir, TXLGEN_BIN_TO_DATADIR) < 0)
-		return NULL;
-	return path;
-}
-
-/* The default model: $TXLGEN_MODEL, else sotu.bin installed beside this
- * program, in the configured data directory, or in the source tree.
+/* The model file: --model, the config's "model", $TXLGEN_MODEL or the
+ * default model, each a file or a name along the model path (models.c).
  * NULL (reported) if there is none. */
 static char *
-default_model(void)
+choose_model(const struct txlgen_options *o)
 {
 	const char *env = getenv("TXLGEN_MODEL");
-	char *own = own_datadir();
-	const char *dirs[] = { own, TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS };
-	char *path;
+	const struct setting *s = setting_find("model");
+	char what[1100];
 
-	if (env && *env) {
-		free(own);
-		return xstrdup(env);
+	if (o->model) {
+		if (setting_origin(s, o) == ORIGIN_CONFIG)
+			snprintf(what, sizeof(what), "%s: key 'model'",
+				 o->config);
+		else
+			snprintf(what, sizeof(what), "--model");
+		return model_find(o->model, what);
 	}
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (!dirs[i] || asprintf(&path, "%s/%s", dirs[i],
-					 DEFAULT_MODEL) < 0)
-			continue;
-		if (access(path, R_OK) == 0) {
-			free(own);
-			return path;
-		}
-		free(path);
-	}
-	free(own);
-	errmsg("no model: the default model %s is in neither %s nor %s; "
-	       "pass --model FILE or set TXLGEN_MODEL", DEFAULT_MODEL,
-	       TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS);
-	return NULL;
+	if (env && *env)
+		return model_find(env, "TXLGEN_MODEL");
+	return model_find(DEFAULT_MODEL_NAME, NULL);
 }
 
 /* Flush and close stdout; a failure is an error unless one was already
@@ -261,7 +231,12 @@ main(int argc, char **argv)
 	}
 	signals_setup(true);
 
-	model = o.model ? xstrdup(o.model) : default_model();
+	if (o.list_models) {
+		rc = models_list(stdout, o.json);
+		options_free(&o);
+		return finish(rc);
+	}
+	model = choose_model(&o);
 	if (!model) {
 		options_free(&o);
 		return finish(EXIT_BADMODEL);

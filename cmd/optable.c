@@ -23,8 +23,10 @@
 
 const struct cli_opt cli_opts[] = {
 	HEAD("Model and input:"),
-	SET("model", 'm', "model", "FILE",
-	    "model file (default: $TXLGEN_MODEL or sotu.bin)"),
+	SET("model", 'm', "model", "MODEL",
+	    "model file, or the name of one along the model\n"
+	    "path (--list-models; default: $TXLGEN_MODEL,\n"
+	    "else sotu)"),
 	SET("prompt", 'f', "prompt", "FILE",
 	    "read the prompt from FILE ('-' = stdin)"),
 	SET("file", 0, "prompt", "FILE", NULL),
@@ -123,6 +125,9 @@ const struct cli_opt cli_opts[] = {
 	     "where each came from, and exit"),
 	FLAG("info", 0, info, false,
 	     "describe the model (--json: as JSON) and exit"),
+	FLAG("list-models", 0, list_models, false,
+	     "list the models -m NAME finds (--json: as JSON\n"
+	     "lines) and exit"),
 	{ "help", 'h', no_argument, OPT_HELP, NULL, 0, false, NULL,
 	  "show this help and exit" },
 	{ "version", 'V', no_argument, OPT_VERSION, NULL, 0, false, NULL,

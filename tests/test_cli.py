@@ -264,7 +264,8 @@ class Options(unittest.TestCase):
             if opt in ("--help", "--version", "--print-config", "--score",
                        "--ids", "--interactive", "--prompt", "--config",
                        "--prime", "--state-in", "--state-out", "--model",
-                       "--tokenize", "--info", "--score-stride"):
+                       "--tokenize", "--info", "--score-stride",
+                       "--list-models"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -1225,7 +1226,7 @@ class ForgivingOptions(unittest.TestCase):
         flags = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)(?:\[=\w+\])?"
                                r"(?: {2,}|$)", help_text))
         negatable = flags - {"--help", "--version", "--print-config",
-                             "--info"}
+                             "--info", "--list-models"}
         want = longs | {"--no-" + o[2:] for o in negatable}
         with open(os.path.join(ROOT, "cmd", "txlgen.bash-completion")) as f:
             comp = f.read()
@@ -1241,7 +1242,7 @@ class ForgivingOptions(unittest.TestCase):
                               .split("esac")[0]))
         self.assertEqual(arms - {"--file", "--colour"}, with_value)
         # what bash offers (bash-completion's helpers stubbed)
-        def complete(*words):
+        def complete(*words, environ=None):
             stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
                      'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
                      '_filedir() { COMPREPLY=(FILE); }\n'
@@ -1251,13 +1252,22 @@ class ForgivingOptions(unittest.TestCase):
                      'printf "%s\\n" "${COMPREPLY[@]}"\n')
             p = subprocess.run(["bash", "-c", stubs, os.path.join(
                 ROOT, "cmd", "txlgen.bash-completion"), "x", *words],
-                capture_output=True, text=True, timeout=60)
+                capture_output=True, text=True, timeout=60, env=environ)
             self.assertEqual(p.stderr, "")
             return set(p.stdout.split())
         self.assertEqual(complete("--"), want)
         self.assertEqual(complete("--color", ""), {"auto", "always", "never"})
         self.assertEqual(complete("--score", ""), {"FILE", "-"})
         self.assertEqual(complete("--temp", ""), set())
+        # -m: files, and the names of the models txlgen finds
+        models = tempfile.mkdtemp(dir=TMP)
+        for name in ("zeta", "zebra"):
+            shutil.copy(MODEL, os.path.join(models, name + ".bin"))
+        bindir = tempfile.mkdtemp(dir=TMP)
+        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
+        self.assertEqual(complete("-m", "ze", environ=env(
+            PATH=bindir + ":" + os.environ["PATH"],
+            TXLGEN_MODEL_PATH=models)), {"FILE", "zeta", "zebra"})
         # ...with its short form in the same arm
         patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
                     for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
@@ -1451,6 +1461,142 @@ class Info(unittest.TestCase):
         rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),
                            model=False)
         self.assertEqual((rc, out), (3, b""))
+
+
+class ModelsByName(unittest.TestCase):
+    """-m NAME along the model path, and --list-models."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=TMP)
+        self.a, self.b = os.path.join(self.dir, "a"), os.path.join(self.dir,
+                                                                   "b")
+        self.xdg = os.path.join(self.dir, "xdg")
+        self.user = os.path.join(self.xdg, "txlgen", "models")
+        for d in (self.a, self.b, self.user):
+            os.makedirs(d)
+        with_metadata(MODEL, os.path.join(self.a, "twin.bin"),
+                      description="the first twin")
+        with_metadata(MODEL, os.path.join(self.b, "twin.bin"),
+                      description="the second twin")
+        with_metadata(MODEL, os.path.join(self.user, "mine.bin"),
+                      description="fetched", source="https://example.org/m")
+
+    def environ(self, path=None, **kw):
+        e = env(**{"XDG_DATA_HOME": self.xdg, **kw})
+        e["TXLGEN_MODEL_PATH"] = (path if path is not None
+                                  else f"{self.a}:{self.b}")
+        return e
+
+    def used(self, *argv, environ=None, cwd=None):
+        """The model file a run with argv uses (--info --json)."""
+        p = subprocess.run([TXLGEN, *argv, "--info", "--json"],
+                           capture_output=True, text=True, timeout=60,
+                           env=environ or self.environ(), cwd=cwd,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return os.path.realpath(os.path.join(cwd or "",
+                                             json.loads(p.stdout)["model"]))
+
+    def test_a_name_is_found_along_the_path(self):
+        a, b = (os.path.join(d, "twin.bin") for d in (self.a, self.b))
+        mine = os.path.join(self.user, "mine.bin")
+        self.assertEqual(self.used("-m", "twin"), a)
+        self.assertEqual(self.used("--model=twin.bin"), a)
+        # empty entries count for nothing (not for the current directory)
+        self.assertEqual(self.used("-m", "twin", environ=self.environ(
+            f"::{self.b}:")), b)
+        # the user's models directory, where txlgen-get installs
+        self.assertEqual(self.used("-m", "mine"), mine)
+        self.assertEqual(self.used(environ=self.environ(
+            TXLGEN_MODEL="mine")), mine)
+        cfg = tmpfile("model-by-name.json", '{"model": "mine"}')
+        self.assertEqual(self.used("-c", cfg), mine)
+        # ~/.local/share without XDG_DATA_HOME (and with a relative one)
+        home = os.path.join(self.dir, "home")
+        os.makedirs(os.path.join(home, ".local", "share", "txlgen"))
+        os.symlink(self.xdg + "/txlgen/models",
+                   os.path.join(home, ".local", "share", "txlgen", "models"))
+        for xdg in ("", "relative/dir"):
+            self.assertEqual(self.used("-m", "mine", environ=self.environ(
+                HOME=home, XDG_DATA_HOME=xdg)), mine)
+        # a file of that name is the file, not a name
+        with_metadata(MODEL, os.path.join(self.dir, "twin"))
+        self.assertEqual(self.used("-m", "twin", cwd=self.dir),
+                         os.path.join(os.path.realpath(self.dir), "twin"))
+
+    def test_a_missing_name_lists_where_it_was_looked_for(self):
+        rc, out, err = run("-m", "nothere", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for part in ("nothere.bin", self.a, self.b, self.user,
+                     "txlgen-get nothere", "txlgen --list-models"):
+            self.assertIn(part, err)
+        # a path is a path: its own error, no search
+        rc, _, err = run("-m", "./nothere", "-p", "x", model=False,
+                         environ=self.environ())
+        self.assertEqual(rc, 3)
+        self.assertIn("./nothere", err)
+        self.assertNotIn(self.a, err)
+
+    def test_list_models(self):
+        bad = os.path.join(self.b, "broken.bin")
+        with open(bad, "wb") as f:
+            f.write(b"not a model at all")
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, err), (0, ""))
+        # (and the source tree's models/, for txlgen in its build tree)
+        rows = [r for r in jsonl(out) if r["path"].startswith(self.dir)]
+        self.assertEqual([(r["name"], os.path.dirname(r["path"]))
+                          for r in rows],
+                         [("twin", self.a), ("broken", self.b),
+                          ("twin", self.b), ("mine", self.user)])
+        self.assertEqual([r["shadowed"] for r in rows],
+                         [False, False, True, False])
+        self.assertIn("error", rows[1])
+        header = model_header(MODEL)
+        meta = header["__metadata__"]
+        dtypes = {t["dtype"] for k, t in header.items()
+                  if k != "__metadata__" and t["dtype"] != "U8"}
+        for r in (rows[0], rows[3]):
+            self.assertEqual(r["bytes"], os.path.getsize(r["path"]))
+            self.assertEqual(r["n_token"], int(meta["n_token"]))
+            self.assertEqual(r["vocabulary"], "SentencePiece")
+            self.assertIn(r["weights"], dtypes)
+        self.assertEqual((rows[0]["description"], rows[0]["source"]),
+                         ("the first twin", None))
+        self.assertEqual((rows[3]["description"], rows[3]["source"]),
+                         ("fetched", "https://example.org/m"))
+        # the table: a heading per directory, a line per model
+        rc, out, err = run("--list-models", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, err), (0, ""))
+        lines = out.decode().splitlines()
+        self.assertRegex(lines[0], r"NAME +SIZE +WEIGHTS +VOCABULARY +"
+                         r"DESCRIPTION")
+        self.assertEqual(lines[1], self.a + ":")
+        self.assertRegex(lines[2], r"^  twin +\d+\.\d kB +\w+ +SentencePiece "
+                         rf"{meta['n_token']} +the first twin$")
+        self.assertIn("(shadowed) the second twin", out.decode())
+        self.assertIn("fetched (source: https://example.org/m)",
+                      out.decode())
+
+    def test_list_models_reads_only_headers(self):
+        # a file cut short after its header lists as it is: the weights
+        # are not read (a full load refuses it)
+        with open(os.path.join(self.a, "twin.bin"), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head = f.read(n)
+        cut = os.path.join(self.b, "cut.bin")
+        with open(cut, "wb") as f:
+            f.write(n.to_bytes(8, "little") + head + b"\0" * 64)
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=self.environ(path=self.b))
+        self.assertEqual((rc, err), (0, ""))
+        row = next(r for r in jsonl(out) if r["name"] == "cut")
+        self.assertEqual(row["description"], "the first twin")
+        self.assertEqual(run("-m", cut, "--info", model=False)[0], 3)
 
 
 class Recommended(unittest.TestCase):
