@@ -101,6 +101,7 @@ engine_open(struct engine *e, struct txlgen_options *opts,
 void
 engine_close(struct engine *e)
 {
+	txl_sampler_free(e->sampler);
 	txl_session_free(e->session);
 	txl_model_free(e->model);
 	free(e->ids);
@@ -183,6 +184,8 @@ void
 engine_reset(struct engine *e)
 {
 	txl_session_reset(e->session);
+	if (e->sampler)
+		txl_sampler_reset(e->sampler);
 	e->have_logits = false;
 	e->started = false;
 }

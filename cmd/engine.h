@@ -55,6 +55,11 @@ struct engine {
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
+	bool keep_sampler;     /* one sampler across generations (REPL) */
+	struct txl_sampler *sampler;  /* that sampler, its settings, */
+	struct txl_sampler_params sampler_params;
+	uint64_t sampler_seed; /* the session's seed it was made for */
+	uint64_t n_samplers;   /* and how many were made for that seed */
 };
 
 /* A growing array of token ids. */
@@ -81,7 +86,8 @@ void engine_close(struct engine *e);
  *  code; on error the live session is unchanged. */
 int engine_apply_settings(struct engine *e);
 
-/** Forget the memory. */
+/** Forget the memory (and the sampler's history of recent tokens; its
+ *  random stream goes on). */
 void engine_reset(struct engine *e);
 
 /** The library's reason for the last failure, or a generic one. */

@@ -34,11 +34,48 @@ start_token(struct engine *e)
 	return t < 0 ? 0 : t;
 }
 
+/* The seed of the n-th sampler of a session whose seed is @p base: the
+ * first takes @p base itself (as a run with --seed does), the others a
+ * SplitMix64 step away, so that their streams do not overlap. */
+static uint64_t
+nth_seed(uint64_t base, uint64_t n)
+{
+	uint64_t z = base + n * 0x9e3779b97f4a7c15u;
+
+	if (n == 0)
+		return base;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	return z ^ (z >> 31);
+}
+
+static bool
+same_sampling(const struct txl_sampler_params *a,
+	      const struct txl_sampler_params *b)
+{
+	return a->temp == b->temp && a->top_k == b->top_k &&
+		a->top_p == b->top_p && a->min_p == b->min_p &&
+		a->repeat_penalty == b->repeat_penalty &&
+		a->repeat_last_n == b->repeat_last_n;
+}
+
+/*
+ * The sampler of a generation; *@p seed gets the session's seed.  A
+ * batch run makes one per generation, its random stream started from the
+ * seed, so that a saved memory continued elsewhere gives the same text.
+ * The REPL (e->keep_sampler) keeps one across turns: its random stream
+ * goes on, so that the same input after /reset gives another sample, and
+ * a session with --seed is reproducible as a whole.  A /set of a sampling
+ * setting makes a new sampler with the next seed of the session's; a
+ * /set seed starts again from that seed.
+ */
 static struct txl_sampler *
-new_sampler(struct engine *e, uint64_t *seed)
+get_sampler(struct engine *e, uint64_t *seed)
 {
 	const struct txlgen_options *o = e->opts;
 	struct txl_sampler_params sp = txl_sampler_params_default();
+	uint64_t base = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
+	struct txl_sampler *smp;
 
 	sp.temp = (float)o->temp;
 	sp.top_k = o->top_k;
@@ -46,11 +83,26 @@ new_sampler(struct engine *e, uint64_t *seed)
 	sp.min_p = (float)o->min_p;
 	sp.repeat_penalty = (float)o->repeat_penalty;
 	sp.repeat_last_n = o->repeat_last_n;
-	/* each generation starts the random stream anew, so that a saved
-	 * memory continued elsewhere gives the same text */
-	sp.seed = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
-	*seed = sp.seed;
-	return txl_sampler_new(&sp, e->hp->n_token);
+	*seed = base;
+	if (!e->keep_sampler) {
+		sp.seed = base;
+		return txl_sampler_new(&sp, e->hp->n_token);
+	}
+	if (e->sampler && e->sampler_seed == base &&
+	    same_sampling(&sp, &e->sampler_params))
+		return e->sampler;
+	if (!e->sampler || e->sampler_seed != base)
+		e->n_samplers = 0;
+	sp.seed = nth_seed(base, e->n_samplers);
+	smp = txl_sampler_new(&sp, e->hp->n_token);
+	if (smp) {
+		txl_sampler_free(e->sampler);
+		e->sampler = smp;
+		e->sampler_params = sp;
+		e->sampler_seed = base;
+		e->n_samplers++;
+	}
+	return smp;
 }
 
 /* Feed the prompt (or, with none and nothing to continue, the token a
@@ -180,7 +232,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 
 	memset(gs, 0, sizeof(*gs));
 	gs->end = GEN_LENGTH;
-	smp = new_sampler(e, &seed);
+	smp = get_sampler(e, &seed);
 	if (!smp) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		gs->end = GEN_ERROR;
@@ -249,7 +301,8 @@ out:
 		if (rc == EXIT_OK)
 			rc = wrc;
 	}
-	txl_sampler_free(smp);
+	if (smp != e->sampler)
+		txl_sampler_free(smp);
 	return rc;
 }
 

@@ -343,6 +343,7 @@ repl_run(struct engine *e, struct output *out, struct input *first)
 	int rc = EXIT_OK;
 
 	e->keep_memory = true;
+	e->keep_sampler = true;
 	e->trim_lead = true;
 	out->color_text = out->color;
 	lineio_open(&r.io);

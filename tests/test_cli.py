@@ -721,7 +721,9 @@ class State(unittest.TestCase):
 class ScriptedRepl(unittest.TestCase):
     def test_line_by_line(self):
         st = os.path.join(TMP, "r.state")
-        rc, out, err = run("-i", "-n", "8", "--seed", "1", input=(
+        # (greedy: the random stream goes on across turns, and a new
+        # process starts it again)
+        rc, out, err = run("-i", "-n", "8", "--temp", "0", input=(
             "Hello\n/mem\n/set n_predict 4\nagain\n/bogus\n"
             f"/save {st}\nnext\n"))
         # the session goes on after an error, but a script learns of it
@@ -731,7 +733,7 @@ class ScriptedRepl(unittest.TestCase):
         self.assertRegex(lines[1], r"^memory: \d+/\d+ positions")
         self.assertEqual(len(lines), 5)          # 3 turns, /mem, final ""
         # /load in a new process continues identically
-        rc, out2, _ = run("-i", "-n", "4", "--seed", "1",
+        rc, out2, _ = run("-i", "-n", "4", "--temp", "0",
                           input=f"/load {st}\nnext\n")
         self.assertEqual(out2.decode(), lines[3] + "\n")
 
@@ -748,6 +750,32 @@ class ScriptedRepl(unittest.TestCase):
         self.assertIn("memory: 0/20 positions", text)
         self.assertIn("'model' can only be set at start-up", err)
         self.assertIn("/set top_k: -1 is out of range", err)
+
+    def test_the_random_stream_goes_on_across_turns(self):
+        # the same input after /reset is another sample, not the same one
+        # again; a session with --seed is reproducible as a whole, and its
+        # first turn is what a run with that seed gives
+        script = "Fellow citizens\n/reset\nFellow citizens\n" * 2
+
+        def turns(out):
+            got, ids = [], []
+            for ev in jsonl(out):
+                if "id" in ev:
+                    ids.append(ev["id"])
+                elif "n_gen" in ev:
+                    got.append(tuple(ids))
+                    ids = []
+            return got
+
+        argv = ("-n", "12", "--seed", "5", "--ignore-eos", "--json")
+        rc, out, err = run("-i", *argv, input=script)
+        self.assertEqual((rc, err), (0, ""))
+        got = turns(out)
+        self.assertEqual(len(got), 4)
+        self.assertEqual(len(set(got)), 4, got)
+        self.assertEqual(turns(run("-i", *argv, input=script)[1]), got)
+        rc, out, err = run("-p", "Fellow citizens", *argv)
+        self.assertEqual(turns(out), got[:1])
 
     def test_set_keeps_memory(self):
         # /set mem_len keeps what the memory holds: the newest positions
@@ -837,7 +865,9 @@ class PtyRepl(PtyBase):
     def test_session(self):
         hist = os.path.join(TMP, "hist")
         st = os.path.join(TMP, "pty.state")
-        self.spawn("-n", "-1", "--ignore-eos", "--seed", "1",
+        # (greedy, for the /load below: the random stream goes on across
+        # turns, and a new process starts it again)
+        self.spawn("-n", "-1", "--ignore-eos", "--temp", "0",
                    environ=env(TXLGEN_HISTFILE=hist))
         self.read_until(rb"/help for help.*\r\n> ")
         # Ctrl-C during generation stops it and returns to the prompt
@@ -865,7 +895,7 @@ class PtyRepl(PtyBase):
         with open(hist, "rb") as f:
             self.assertIn(b"Once\\040upon\\040a\\040time", f.read())
         # /load in a new process continues identically
-        self.spawn("-n", "10", "--ignore-eos", "--seed", "1")
+        self.spawn("-n", "10", "--ignore-eos", "--temp", "0")
         self.read_until(rb"> ")
         self.send(f"/load {st}\r".encode())
         self.read_until(rb"memory loaded.*\r\n> ")
