@@ -1433,6 +1433,26 @@ class Tokenize(unittest.TestCase):
         for x, y in zip(a[:-1], b[:-1]):
             self.assertAlmostEqual(x["logprob"], y["logprob"], places=5)
 
+    def test_round_trip_is_byte_exact_where_newlines_are_tokens(self):
+        # the default model's tokenizer keeps newlines (an identity
+        # normaliser): text to ids and back through pipes gives every
+        # byte back, blank lines, CRLF and a missing final newline too
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        for text in ("a\nb\n", "a\nb", "\n\nx\n\n\n", "one\r\ntwo\r\n",
+                     "Hé, naïve café!\n\n  two  spaces\n", "no newline",
+                     ""):
+            rc, ids, err = run("-m", sotu, "--tokenize", "-", input=text,
+                               model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(ids.count(b"\n"), text.count("\n") +
+                             (not text.endswith("\n") and text != ""))
+            rc, back, err = run("-m", sotu, "--tokenize", "-", "--ids",
+                                input=ids, model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(back.decode(), text)
+
     def test_bad_ids(self):
         rc, out, err = run("--tokenize", "-", "--ids", input="1 2\n3 x\n")
         self.assertEqual(rc, 1)
