@@ -76,10 +76,14 @@ void tokvec_drop(struct tokvec *t, int n);  /* the first n */
 int engine_load_model(struct engine *e, struct txlgen_options *opts,
 		      const char *model_path);
 
-/** engine_load_model(), then the session. */
-int engine_open(struct engine *e, struct txlgen_options *opts,
-		const char *model_path);
 void engine_close(struct engine *e);
+
+/** The settings as the run uses them (--print-config, /show): a shallow
+ *  copy of e->opts, valid while they are, with the model's path and the
+ *  seed picked for a run without --seed.  (The session's values of the
+ *  settings that default to the model's come from config_print().) */
+void engine_effective_options(const struct engine *e,
+			      struct txlgen_options *shown);
 
 /** Create the session, or apply the current settings to the live one,
  *  which keeps its memory (txl_session_set_params).  Returns an exit

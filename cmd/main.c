@@ -154,18 +154,39 @@ close_inputs(struct inputs *in)
 	free(in->prime);
 }
 
-/* --print-config and --info: the model's recommended settings count. */
+/* Load the model and make the session with the settings of the run
+ * (the REPL's own defaults where it is one).  Returns an exit code. */
 static int
-describe(struct txlgen_options *o, const char *model)
+open_engine(struct engine *e, struct txlgen_options *o, const char *model,
+	    bool repl)
+{
+	int rc = engine_load_model(e, o, model);
+
+	if (rc == EXIT_OK && repl)
+		repl_settings(e);
+	return rc == EXIT_OK ? engine_apply_settings(e) : rc;
+}
+
+/* --print-config (the settings of the run these options make, the
+ * model's values and the seed resolved) and --info. */
+static int
+describe(struct txlgen_options *o, const char *model, bool repl)
 {
 	struct engine e;
-	int rc = engine_load_model(&e, o, model);
+	struct txlgen_options shown;
+	int rc;
 
-	if (rc == EXIT_OK && o->info)
-		rc = engine_info(&e, stdout);
-	else if (rc == EXIT_OK && !config_print(stdout, o, NULL, true) &&
-		 !ferror(stdout))
-		rc = EXIT_RUNTIME;
+	if (o->info) {
+		rc = engine_load_model(&e, o, model);
+		if (rc == EXIT_OK)
+			rc = engine_info(&e, stdout);
+	} else {
+		rc = open_engine(&e, o, model, repl);
+		engine_effective_options(&e, &shown);
+		if (rc == EXIT_OK && !config_print(stdout, &shown, e.session,
+						   true) && !ferror(stdout))
+			rc = EXIT_RUNTIME;
+	}
 	if (e.model)
 		engine_close(&e);
 	return rc;
@@ -241,13 +262,13 @@ main(int argc, char **argv)
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
+	repl = !o.score && !o.tokenize && (o.interactive ||
+		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	if (o.print_config || o.info) {
-		rc = describe(&o, model);
+		rc = describe(&o, model, repl);
 		goto out;
 	}
 
-	repl = !o.score && !o.tokenize && (o.interactive ||
-		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	rc = check_stdin_users(&o, repl);
 	if (rc == EXIT_OK)
 		rc = open_inputs(&in, &o, repl);
@@ -259,7 +280,7 @@ main(int argc, char **argv)
 		if (rc == EXIT_OK)
 			rc = engine_list_tokens(&e, &in.stream, stdout);
 	} else {
-		rc = engine_open(&e, &o, model);
+		rc = open_engine(&e, &o, model, repl);
 		if (rc == EXIT_OK)
 			rc = run(&e, &o, &in, repl);
 	}

@@ -117,6 +117,21 @@ unescape(char *s)
 	*d = '\0';
 }
 
+void
+repl_settings(struct engine *e)
+{
+	struct txlgen_options *o = e->opts;
+	const struct setting *s = setting_find("mem_len");
+	int model_len = o->mem_len >= 0 ? o->mem_len : e->hp->mem_len;
+
+	/* a model without memory has none to enlarge */
+	if (e->hp->attn_type >= 2 ||
+	    (o->mem_len >= 0 && setting_origin(s, o) != ORIGIN_MODEL))
+		return;
+	if (model_len < REPL_MIN_MEM_LEN)
+		o->mem_len = REPL_MIN_MEM_LEN;
+}
+
 /* "(temp = 0.5)": the value now in effect, as JSON. */
 static void
 show_setting(struct repl *r, const struct setting *s)
@@ -170,6 +185,7 @@ cmd_set(struct repl *r, char *args)
 			errmsg("/set %s: %s", s->key, err);
 			return EXIT_USAGE;
 		}
+		repl_settings(e);  /* the REPL's default memory */
 	} else {
 		if (!*val) {
 			errmsg("/set %s: needs a value", s->key);
@@ -229,7 +245,10 @@ command(struct repl *r, char *line)
 	} else if (!strcmp(cmd, "set")) {
 		rc = cmd_set(r, arg);
 	} else if (!strcmp(cmd, "show")) {
-		config_print(stdout, e->opts, e->session, false);
+		struct txlgen_options shown;
+
+		engine_effective_options(e, &shown);
+		config_print(stdout, &shown, e->session, false);
 	} else if (!strcmp(cmd, "mem")) {
 		engine_print_mem(e, stdout, "");
 	} else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
@@ -301,6 +320,10 @@ banner(struct repl *r)
 	snprintf(line, sizeof(line), "%lld parameters, memory %d positions",
 		 (long long)txl_model_n_params(r->e->model),
 		 txl_session_get_params(r->e->session).mem_len);
+	text_fit(line, width - 1);
+	fprintf(stderr, "%s\n", line);
+	snprintf(line, sizeof(line), "The model continues the text you type; "
+		 "it does not chat or answer.");
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
 	snprintf(line, sizeof(line), "/help for help, Ctrl-D to quit.");

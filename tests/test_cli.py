@@ -357,7 +357,8 @@ class Config(unittest.TestCase):
         self.assertEqual(got["top_p"], 0.95)           # default
         self.assertEqual(got["stop"], ["\n\n", "END"])
         self.assertEqual((got["prompt"], got["text"]), ("p.txt", None))
-        self.assertIsNone(got["seg_len"])              # the model's
+        self.assertEqual(got["seg_len"], int(           # the model's
+            model_header(MODEL)["__metadata__"]["tgt_len"]))
         self.assertEqual(got["sources"]["temp"], "config file")
         self.assertEqual(got["sources"]["top_k"], "command line")
         self.assertEqual(got["sources"]["top_p"], "default")
@@ -376,6 +377,30 @@ class Config(unittest.TestCase):
         got = json.loads(out3)
         self.assertEqual(got["stop"], ["X"])
         self.assertIs(got["same_length"], False)
+
+    def test_print_config_resolves_what_the_run_uses(self):
+        # the model file, the model's values and the seed picked, as
+        # numbers a config can hold; their sources stay where they came
+        # from
+        meta = model_header(MODEL)["__metadata__"]
+        name_dir = tempfile.mkdtemp(dir=TMP)
+        shutil.copy(MODEL, os.path.join(name_dir, "named.bin"))
+        rc, out, err = run("-m", "named", "--print-config", model=False,
+                           environ=env(TXLGEN_MODEL_PATH=name_dir))
+        self.assertEqual((rc, err), (0, ""))
+        got = json.loads(out)
+        self.assertEqual(got["model"], os.path.join(name_dir, "named.bin"))
+        self.assertEqual((got["mem_len"], got["seg_len"]),
+                         (int(meta["mem_len"]), int(meta["tgt_len"])))
+        self.assertIsInstance(got["seed"], int)
+        self.assertEqual(got["sources"]["seed"], "default")
+        # a config of it gives the run it describes: same seed, same text
+        cfg = tmpfile("resolved.json", out)
+        a = run("-c", cfg, "-p", "x", "-n", "8", model=False)
+        b = run("-m", MODEL, "--seed", str(got["seed"]), "-p", "x", "-n",
+                "8", model=False)
+        self.assertEqual((a[0], a[2]), (0, ""))
+        self.assertEqual(a[1], b[1])
 
     def test_config_settings_take_effect(self):
         cfg = tmpfile("gen.json", json.dumps(
@@ -776,6 +801,34 @@ class ScriptedRepl(unittest.TestCase):
         self.assertEqual(turns(run("-i", *argv, input=script)[1]), got)
         rc, out, err = run("-p", "Fellow citizens", *argv)
         self.assertEqual(turns(out), got[:1])
+
+    def test_memory_is_at_least_1024_positions(self):
+        # the model's length, or 1024 positions if that is more, where no
+        # number was given; a run without the REPL keeps the model's
+        model_len = int(model_header(MODEL)["__metadata__"]["mem_len"])
+        self.assertLess(model_len, 1024)
+
+        def mems(*argv, model=MODEL):
+            rc, out, err = run("-m", model, "-i", *argv, model=False,
+                               input="/mem\n/set mem_len 7\n"
+                               "/set mem_len null\n/mem\n")
+            self.assertEqual((rc, err), (0, ""))
+            return re.findall(r"memory: \d+/(\d+) positions", out.decode())
+
+        self.assertEqual(mems(), ["1024", "1024"])
+        self.assertEqual(mems("--mem-len", "20"), ["20", "1024"])
+        cfg = tmpfile("mem-null.json", '{"mem_len": null}')
+        self.assertEqual(mems("-c", cfg), ["1024", "1024"])
+        # a model's recommended mem_len is the model's length
+        for rec, want in ((2000, "2000"), (64, "1024")):
+            m = with_metadata(MODEL, os.path.join(TMP, f"rec{rec}.bin"),
+                              recommended=json.dumps({"mem_len": rec}))
+            self.assertEqual(mems(model=m)[0], want)
+        rc, out, err = run("-p", "x", "-n", "1", "--stats")
+        self.assertIn(f"memory: 2/{model_len} positions", err)
+        for argv, want in ((["-i"], 1024), ([], model_len)):
+            rc, out, err = run(*argv, "--print-config")
+            self.assertEqual(json.loads(out)["mem_len"], want)
 
     def test_set_keeps_memory(self):
         # /set mem_len keeps what the memory holds: the newest positions
@@ -1741,6 +1794,15 @@ class ReplPolish(PtyBase):
         self.read_until(rb"^\r\n.{50}")
         self.send(b"\x03")
         self.read_until(rb"\(stopped\)\r\n> ")
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
+    def test_banner_says_the_model_continues_text(self):
+        self.spawn("-n", "5", "--seed", "1")
+        banner = self.read_until(rb"> ").decode()
+        self.assertIn("memory 1024 positions", banner)
+        self.assertIn("The model continues the text you type; it does not "
+                      "chat", banner)
         self.send(b"\x04")
         self.assertEqual(self.wait(), 0)
 
