@@ -16,6 +16,9 @@
 #include "signals.h"
 #include "text.h"
 
+/* Bytes that follow the first of a UTF-8 character, at most. */
+#define UTF8_MAX_CONT 3
+
 static const char *const end_names[] = {
 	"length", "eos", "stop", "interrupted", "error"
 };
@@ -160,6 +163,16 @@ emit(struct engine *e, struct output *out, int32_t tok, double logprob,
 	return out_token(out, tok, p, (size_t)plen, logprob);
 }
 
+/* Does token @p tok go on with the character the output holds open? */
+static bool
+continues_char(struct engine *e, struct output *out, int32_t tok)
+{
+	int plen;
+	const char *p = engine_piece(e, tok, &plen);
+
+	return p && out_char_continues(out, p, (size_t)plen);
+}
+
 /* The JSON summary of a generation. */
 static int
 write_summary(struct engine *e, FILE *f, uint64_t seed)
@@ -248,9 +261,10 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	drop_space = e->trim_lead || (!was_started && n_text == 0);
 
 	t0 = now_s();
-	for (int i = 0; o->n_predict < 0 || i < o->n_predict; i++) {
+	for (int i = 0; o->n_predict < 0 || i < o->n_predict ||
+	     out_char_open(out); i++) {
 		enum out_status os;
-		bool last = o->n_predict >= 0 && i + 1 == o->n_predict;
+		bool last;
 		double logprob;
 
 		if (interrupted) {
@@ -262,6 +276,10 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			rc = EXIT_RUNTIME;
 			break;
 		}
+		/* past -n, a token only completes the last character */
+		if (o->n_predict >= 0 && i >= o->n_predict &&
+		    !continues_char(e, out, tok))
+			break;
 		gs->n_gen++;
 		e->started = true;
 		if (tok == eos && !o->ignore_eos) {
@@ -275,6 +293,11 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			rc = EXIT_RUNTIME;
 			break;
 		}
+		/* the -n-th token, or one after it that completes (or
+		 * cannot complete: at most 3 more) the last character */
+		last = o->n_predict >= 0 && i + 1 >= o->n_predict &&
+			(!out_char_open(out) ||
+			 i + 1 >= o->n_predict + UTF8_MAX_CONT);
 		if (os == OUT_STOP)
 			gs->end = GEN_STOP;
 		if ((os == OUT_STOP || last) && !e->keep_memory) {
@@ -282,7 +305,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			break;
 		}
 		rc = engine_feed(e, &tok, 1, TXL_LOGITS_LAST);
-		if (rc != EXIT_OK || os == OUT_STOP)
+		if (rc != EXIT_OK || os == OUT_STOP || last)
 			break;
 	}
 	gs->t_gen = now_s() - t0;
@@ -291,6 +314,11 @@ out:
 		gs->end = GEN_INTERRUPTED;
 	else if (rc != EXIT_OK)
 		gs->end = GEN_ERROR;
+	/* a cut of the length or of Ctrl-C writes whole characters: the
+	 * first bytes of one the model did not complete are dropped, not
+	 * shown as U+FFFD */
+	if (gs->end == GEN_LENGTH || gs->end == GEN_INTERRUPTED)
+		out_drop_open_char(out);
 	if (out_end(out, gs->end == GEN_STOP) == OUT_ERROR && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	if (rc == EXIT_RUNTIME && ferror(out->f))

@@ -443,6 +443,59 @@ class Config(unittest.TestCase):
 
 
 class Generation(unittest.TestCase):
+    @staticmethod
+    def token_texts(*argv, model=None):
+        """The text of each token of a long run with argv (--json)."""
+        rc, out, err = run(*argv, "-n", "80", "--ignore-eos", "--json",
+                           *(["-m", model] if model else []),
+                           model=model is None)
+        assert rc == 0, err
+        return [ev["text"] for ev in jsonl(out) if "id" in ev]
+
+    def test_length_never_cuts_a_character(self):
+        # byte tokens spell a character over several tokens: -n N that
+        # ends inside one drops its first bytes where the model does not
+        # complete it (the random model rarely does), never U+FFFD (which
+        # only stands for the model's own stray bytes)
+        argv = ("-p", "America", "--seed", "11")
+        texts = self.token_texts(*argv)
+        cuts = 0
+        for n in range(1, 61):
+            rc, out, err = run(*argv, "-n", str(n), "--ignore-eos")
+            self.assertEqual((rc, err), (0, ""))
+            text = out.decode("utf-8")            # strict
+            head = "".join(texts[:n])
+            if not head.endswith("\ufffd"):
+                self.assertFalse(text.endswith("\ufffd"), (n, text[-10:]))
+            self.assertTrue(text.startswith(head), n)
+            self.assertLessEqual(len(text.encode()) - len(head.encode()), 4)
+            cuts += texts[n - 1] == ""
+        self.assertGreater(cuts, 0, "no -n ended inside a character")
+
+    def test_length_completes_a_character_the_model_completes(self):
+        # the default model spells rare characters in byte tokens: -n N
+        # that ends inside one generates the tokens that complete it
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        for seed in ("11", "12", "13", "14"):
+            argv = ("-p", "America", "--seed", seed)
+            texts = self.token_texts(*argv, model=sotu)
+            for n in range(1, len(texts) - 3):
+                done = next(i for i in range(n - 1, len(texts))
+                            if texts[i])
+                if texts[n - 1] == "" and not texts[done].startswith(
+                        "\ufffd") and done - n < 3:
+                    break
+            else:
+                continue
+            rc, out, err = run(*argv, "-n", str(n), "--ignore-eos", "-m",
+                               sotu, model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(out.decode("utf-8"), "".join(texts[:done + 1]))
+            return
+        self.skipTest("no character in byte tokens in these samples")
+
     def test_same_seed_same_bytes(self):
         a = run("-p", "Hello", "-n", "40", "--seed", "3")
         b = run("-p", "Hello", "-n", "40", "--seed", "3")
