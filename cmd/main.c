@@ -245,12 +245,17 @@ main(int argc, char **argv)
 	setlocale(LC_CTYPE, "");
 
 	options_init(&o);
+	/* before the config file, which may be a stream that never comes */
+	signals_setup(true);
 	rc = options_parse(&o, argc, argv, &done);
 	if (done) {
+		if (rc != EXIT_OK && interrupted) {
+			errmsg("%s", signals_word());
+			rc = EXIT_INTERRUPTED;
+		}
 		options_free(&o);
 		return finish(rc);
 	}
-	signals_setup(true);
 
 	if (o.list_models) {
 		rc = models_list(stdout, o.json);

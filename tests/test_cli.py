@@ -845,7 +845,10 @@ class ScriptedRepl(unittest.TestCase):
                     ids = []
             return got
 
-        argv = ("-n", "12", "--seed", "5", "--ignore-eos", "--json")
+        # (a flat distribution: a random model may prefer one token)
+        argv = ("-n", "12", "--seed", "5", "--ignore-eos", "--json",
+                "--temp", "5", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                "--mem-len", "64")
         rc, out, err = run("-i", *argv, input=script)
         self.assertEqual((rc, err), (0, ""))
         got = turns(out)
@@ -1103,9 +1106,10 @@ class Signals(unittest.TestCase):
         _, err = wait_stdin_open(p)
         self.assertEqual(p.returncode, 143)
         self.assertIn(b"terminated", err)
-        # the memory was saved whole: it continues the text
+        # the memory was saved whole: it continues the text (in a memory
+        # as large as the REPL's)
         rc, out, err = run("--state-in", st, "-n", "3", "--seed", "1",
-                           "-p", "")
+                           "-p", "", "--mem-len", "1024")
         self.assertEqual((rc, err), (0, ""))
 
     def test_a_signal_taken_by_another_thread_wakes_the_reader(self):
@@ -1144,29 +1148,69 @@ class Signals(unittest.TestCase):
 
 
 class SpecialFiles(unittest.TestCase):
-    """Files that could block are refused before anything reads them."""
+    """Streams (pipes, FIFOs, character devices) are read wherever txlgen
+    reads text; waiting for them ends with a signal."""
 
-    def test_fifos_and_devices_are_refused(self):
-        fifo = os.path.join(TMP, "fifo")
-        if not os.path.exists(fifo):
-            os.mkfifo(fifo)
-        cases = [(["--config", fifo, "-p", "x"], 3),
-                 (["-f", fifo], 1),
-                 (["--score", fifo], 1),
-                 (["--tokenize", fifo], 1),
-                 (["--prime", fifo, "-p", "x"], 1),
-                 (["--score", "/dev/zero"], 1),
-                 (["--config", "/dev/zero", "-p", "x"], 3),
-                 (["--prime", "/dev/null", "-p", "x"], 1)]
-        for argv, code in cases:
-            rc, out, err = run(*argv, timeout=20)   # used to hang
-            self.assertEqual((rc, out), (code, b""), argv)
-            self.assertEqual(len(err.splitlines()), 1, err)
-            self.assertRegex(err, r"is a (FIFO|character device).*'-'",
-                             argv)
+    def test_process_substitution_and_dev_stdin(self):
+        text = os.path.join(ROOT, "tests", "data", "text.txt")
+        # each way of reading text, from a file and from a pipe
+        for opts in ("--score {} --json", "--tokenize {}",
+                     "-f {} -n 5 --seed 1", "--prime {} -p x -n 5 --seed 1"):
+            want = run_shell(self, f"{TXLGEN} -m {MODEL} "
+                             + opts.format(text))
+            self.assertEqual(want[0], 0, want)
+            for src in (f"<(cat {text})", f"/dev/stdin < {text}"):
+                got = run_shell(self, f"{TXLGEN} -m {MODEL} "
+                                + opts.format(src))
+                self.assertEqual(got, want, (opts, src))
+        rc, out, err = run_shell(self, f"{TXLGEN} -m {MODEL} --config "
+                                 "<(echo '{\"top_k\": 3}') --print-config")
+        self.assertEqual((rc, err), (0, b""))
+        self.assertEqual(json.loads(out)["top_k"], 3)
+
+    def test_a_fifo_is_read_when_its_writer_comes(self):
+        fifo = os.path.join(TMP, "fifo-late")
+        os.mkfifo(fifo)
+        p = popen(self, [TXLGEN, "-m", MODEL, "--tokenize", fifo],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.3)              # txlgen waits, not reads an end
+        self.assertIsNone(p.poll())
+        with open(fifo, "w") as f:
+            f.write("one line\n")
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertEqual(out, run("--tokenize", "-", input="one line\n")[1])
+
+    def test_waiting_for_a_stream_ends_with_a_signal(self):
+        fifo = os.path.join(TMP, "fifo-never")
+        os.mkfifo(fifo)
+        for argv, sig, code in ((["--score", fifo], signal.SIGINT, 130),
+                                (["-f", fifo], signal.SIGTERM, 143),
+                                (["--config", fifo, "-p", "x"],
+                                 signal.SIGINT, 130)):
+            p = popen(self, [TXLGEN, "-m", MODEL, *argv],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(0.3)
+            self.assertIsNone(p.poll(), argv)
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual((p.returncode, out), (code, b""), argv)
+
+    def test_what_is_not_a_file_or_stream_is_refused(self):
         rc, _, err = run("--score", TMP)
         self.assertEqual(rc, 1)
         self.assertIn("Is a directory", err)
+        sock = os.path.join(TMP, "sock")
+        import socket
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(sock)
+        self.addCleanup(s.close)
+        rc, out, err = run("--score", sock, timeout=20)
+        self.assertEqual((rc, out), (1, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        # the model file stays a regular file (it is mapped)
+        rc, _, err = run_shell(self, f"{TXLGEN} -m <(cat {MODEL}) -p x")
+        self.assertEqual(rc, 3)
 
 
 class TerminalSafeMessages(unittest.TestCase):
@@ -1289,7 +1333,10 @@ class ForgivingOptions(unittest.TestCase):
 
     def test_seed_minus_one_is_random(self):
         rc, out, _ = run("--seed", "5", "--seed", "-1", "--print-config")
-        self.assertIsNone(json.loads(out)["seed"])
+        got = json.loads(out)        # the seed picked, not 5
+        self.assertEqual(got["sources"]["seed"], "command line")
+        self.assertIsInstance(got["seed"], int)
+        self.assertNotEqual(got["seed"], 5)
         seeds = set()
         for _ in range(2):
             rc, out, err = run("-p", "Hi", "-n", "2", "--seed", "-1",
