@@ -23,6 +23,7 @@
 #include "lineio.h"
 #include "repl.h"
 #include "signals.h"
+#include "suggest.h"
 #include "text.h"
 
 struct repl {
@@ -169,7 +170,14 @@ cmd_set(struct repl *r, char *args)
 	}
 	s = setting_find(key);
 	if (!s) {
-		errmsg("/set: unknown key '%s'; /show lists the keys", key);
+		const char *hint = suggest_setting(key);
+
+		if (hint)
+			errmsg("/set: unknown key '%s'; did you mean '%s'?", key,
+			       hint);
+		else
+			errmsg("/set: unknown key '%s'; /show lists the keys",
+			       key);
 		return EXIT_USAGE;
 	}
 	if (s->scope == SCOPE_START) {
@@ -268,7 +276,19 @@ command(struct repl *r, char *line)
 			}
 		}
 	} else {
-		errmsg("unknown command '/%s'; /help lists the commands", cmd);
+		static const char *const commands[] = {
+			"help", "reset", "set", "show", "mem", "save", "load",
+			"quit", "exit",
+		};
+		const char *hint = suggest_closest(cmd, commands,
+			(int)(sizeof(commands) / sizeof(commands[0])));
+
+		if (hint)
+			errmsg("unknown command '/%s'; did you mean '/%s'?", cmd,
+			       hint);
+		else
+			errmsg("unknown command '/%s'; /help lists the "
+			       "commands", cmd);
 		rc = EXIT_USAGE;
 	}
 	failed(r, rc);

@@ -1331,6 +1331,36 @@ class ForgivingOptions(unittest.TestCase):
         for argv, msg in cases:
             self.assertIn(msg, self.usage(*argv), argv)
 
+    def test_the_e_hint_works_when_pasted(self):
+        # -e's hint, pasted into bash, gives a newline as the stop string
+        err = self.usage("-e")
+        hint = re.search(r"did you mean (--stop \S+)", err).group(1)
+        rc, out, err = run_shell(self, f"{TXLGEN} -m {MODEL} {hint} "
+                                 "--print-config")
+        self.assertEqual((rc, err), (0, b""))
+        self.assertEqual(json.loads(out)["stop"], ["\n"])
+
+    def test_did_you_mean_for_keys_and_commands(self):
+        for key, want in (("topk", "top_k"), ("top-k", "top_k"),
+                          ("temperature", "temp"), ("ctx_size", "mem_len"),
+                          ("repeat_penalti", "repeat_penalty")):
+            cfg = tmpfile("mistyped.json", json.dumps({key: 1}))
+            rc, _, err = run("-c", cfg, "-p", "x")
+            self.assertEqual(rc, 3)
+            self.assertIn(f"unknown key '{key}'; did you mean '{want}'?",
+                          err)
+        cfg = tmpfile("mistyped.json", '{"qwertyuiop": 1}')
+        self.assertNotIn("did you mean", run("-c", cfg, "-p", "x")[2])
+        rc, out, err = run("-i", "-n", "1", input="/set topk 3\n/rset\n"
+                           "/set temperature 0\n/qwertyuiop\n")
+        self.assertEqual(rc, 2)
+        self.assertEqual(err.splitlines(), [
+            "txlgen: /set: unknown key 'topk'; did you mean 'top_k'?",
+            "txlgen: unknown command '/rset'; did you mean '/reset'?",
+            "txlgen: /set: unknown key 'temperature'; did you mean 'temp'?",
+            "txlgen: unknown command '/qwertyuiop'; /help lists the "
+            "commands"])
+
     def test_seed_minus_one_is_random(self):
         rc, out, _ = run("--seed", "5", "--seed", "-1", "--print-config")
         got = json.loads(out)        # the seed picked, not 5
