@@ -121,6 +121,53 @@ class Install(unittest.TestCase):
         self.assertEqual((p.returncode, p.stderr), (0, b""))
         self.assertTrue(p.stdout.strip())
 
+    def test_man_page_names_the_prefix(self):
+        # the installed txlgen(1) names this installation's paths, not
+        # the default prefix's, and still renders without warnings
+        page = os.path.join(self.prefix, "share", "man", "man1", "txlgen.1")
+        with open(page) as f:
+            text = f.read().replace("\\-", "-")
+        model = os.path.join(self.prefix, "share", "txlgen", "sotu.bin")
+        self.assertTrue(model in text, f"{model} not in {page}")
+        self.assertFalse("/usr/local" in text, f"/usr/local in {page}")
+        if shutil.which("man"):
+            p = subprocess.run(["man", "--warnings", "-l", page],
+                               capture_output=True, timeout=60,
+                               env=dict(clean_env(), MANWIDTH="80"))
+            self.assertEqual((p.returncode, p.stderr), (0, b""))
+
+    def test_models_by_name(self):
+        # the installed default model is found by name and listed
+        if not os.path.exists(os.path.join(SOURCE, "models", "sotu.bin")):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        txlgen = os.path.join(self.prefix, "bin", "txlgen")
+        env = dict(clean_env(), HOME=self.elsewhere)
+        env.pop("XDG_DATA_HOME", None)
+        env.pop("TXLGEN_MODEL_PATH", None)
+        p = subprocess.run([txlgen, "--list-models", "--json"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines()]
+        model = os.path.join(self.prefix, "share", "txlgen", "sotu.bin")
+        self.assertEqual([(r["name"], os.path.realpath(r["path"]))
+                          for r in rows], [("sotu", os.path.realpath(model))])
+        # -m NAME, and the message that lists where it looked
+        p = subprocess.run([txlgen, "-m", "sotu", "--info", "--json"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(os.path.realpath(json.loads(p.stdout)["model"]),
+                         os.path.realpath(model))
+        p = subprocess.run([txlgen, "-m", "nothere", "-p", "x"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn(os.path.join(self.elsewhere, ".local", "share",
+                                   "txlgen", "models"), p.stderr)
+        self.assertIn(os.path.realpath(os.path.dirname(model)), p.stderr)
+        self.assertNotIn(os.path.join(SOURCE, "models"), p.stderr)
+
     def test_c_program_with_pkg_config(self):
         env = clean_env()
         env["PKG_CONFIG_PATH"] = os.path.join(self.libdir, "pkgconfig")
