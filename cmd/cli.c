@@ -364,8 +364,7 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 			options_usage(stdout);
 			return EXIT_OK;
 		case OPT_VERSION:
-			printf("txlgen %s (libtxl %s)\n", TXLGEN_VERSION,
-			       txl_version());
+			options_version(stdout);
 			return EXIT_OK;
 		default:
 			rc = apply(o, i, c, optarg, argc, argv);

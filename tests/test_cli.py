@@ -251,6 +251,30 @@ class Options(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertRegex(out.decode(), r"^txlgen \d+\.\d+\.\d+ \(libtxl ")
 
+    def test_version_names_commit_kernels_and_blas(self):
+        rc, out, err = run("--version", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        first, kernels, blas = out.decode().splitlines()
+        commit = re.match(r"txlgen \d+\.\d+\.\d+ \(libtxl \d+\.\d+\.\d+\), "
+                          r"commit (\S+)", first).group(1)
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=60)
+        if shutil.which("git") and head.returncode == 0:
+            # git describe: [TAG-N-g]HASH[-dirty]
+            short = re.sub(r"-dirty$", "", commit).rsplit("-g", 1)[-1]
+            self.assertGreaterEqual(len(short), 7)
+            self.assertTrue(head.stdout.startswith(short), (commit, head))
+        self.assertRegex(kernels, r"^kernels: (scalar|avx2|avxvnni|avx512|"
+                         r"avx512vnni) ")
+        self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
+        # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
+        out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
+        self.assertIn("kernels: scalar ", out.decode())
+        if "DYNAMIC_ARCH" in blas:
+            out = run("--version", model=False,
+                      environ=env(OPENBLAS_CORETYPE="Prescott"))[1]
+            self.assertIn("(core Prescott)", out.decode())
+
     def test_every_help_option_is_accepted_and_documented(self):
         _, out, _ = run("--help", model=False)
         longs = sorted(set(re.findall(r"--[a-z][a-z-]*[a-z]", out.decode()))
