@@ -238,6 +238,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	struct txl_sampler *smp;
 	int32_t eos = txl_token_eos(e->model), tok;
 	bool drop_space, was_started = e->started;
+	struct progress pg;
 	uint64_t seed;
 	int64_t n_text;
 	double t0;
@@ -261,6 +262,8 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	drop_space = e->trim_lead || (!was_started && n_text == 0);
 
 	t0 = now_s();
+	progress_init(&pg, 0);
+	pg.on = pg.on && e->gen_progress;
 	for (int i = 0; o->n_predict < 0 || i < o->n_predict ||
 	     out_char_open(out); i++) {
 		enum out_status os;
@@ -282,6 +285,8 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			break;
 		gs->n_gen++;
 		e->started = true;
+		progress_count(&pg, gs->n_gen, o->n_predict > 0 ?
+			       o->n_predict : 0);
 		if (tok == eos && !o->ignore_eos) {
 			gs->end = GEN_EOS;
 			if (e->keep_memory)
@@ -309,6 +314,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			break;
 	}
 	gs->t_gen = now_s() - t0;
+	progress_done(&pg);
 out:
 	if (rc == EXIT_INTERRUPTED)
 		gs->end = GEN_INTERRUPTED;

@@ -214,6 +214,8 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		out_free(&out);
 	} else {
 		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
+		/* into a file or pipe, the terminal shows how far it is */
+		e->gen_progress = !out.tty;
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);
 		if (o->stats && e->last.end != GEN_ERROR)

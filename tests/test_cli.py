@@ -2103,6 +2103,42 @@ class Manual(unittest.TestCase):
             self.assertIn(code, " ".join(readme.split()))
 
 
+class GenerationProgress(PtyBase):
+    """Generation into a file shows how far it is on the terminal."""
+
+    def run_on_pty(self, *args, out_path):
+        """txlgen with stderr (and stdin) on a pty, stdout into a file;
+        (exit status, what the terminal got)."""
+        pid, fd = pty.fork()
+        if pid == 0:
+            out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, 1)
+            os.execve(TXLGEN, [TXLGEN, "-m", MODEL, *args], env())
+        self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
+        return self.wait(), self.buf
+
+    def test_progress_line_when_stdout_is_not_the_terminal(self):
+        out = os.path.join(TMP, "progress.txt")
+        rc, tty = self.run_on_pty("-p", "We", "-n", "300", "--ignore-eos",
+                                  "--seed", "1", out_path=out)
+        self.assertEqual(rc, 0, tty)
+        self.assertRegex(tty, rb"\r\d+/300 tokens  \d+ tokens/s  \d+s")
+        # cleared at the end: nothing after the erasing of the line
+        self.assertTrue(tty.endswith(b"\r\x1b[K"), tty[-80:])
+        self.assertEqual(open(out, "rb").read(),
+                         run("-p", "We", "-n", "300", "--ignore-eos",
+                             "--seed", "1")[1])
+        # never when stderr is not a terminal (run() takes it in a pipe)
+        rc, _, err = run("-p", "We", "-n", "300", "--ignore-eos")
+        self.assertEqual((rc, err), (0, ""))
+
+    def test_no_progress_line_when_stdout_is_the_terminal(self):
+        self.spawn("-p", "We", "-n", "50", "--ignore-eos", "--seed", "1")
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b"tokens/s", self.buf)
+
+
 class Stats(unittest.TestCase):
     def test_counts_agree_with_their_nouns(self):
         rc, out, err = run("-p", "Hi", "-n", "1", "--stats", "--seed", "1")
