@@ -1516,6 +1516,37 @@ class ForgivingOptions(unittest.TestCase):
                                 for arm in patterns), name)
 
 
+class Completion(unittest.TestCase):
+    def test_completion_from_the_build_tree(self):
+        # with bash-completion itself (setup.sh installs it), sourcing the
+        # file completes options, and -m the models txlgen finds
+        if not os.path.exists("/usr/share/bash-completion/bash_completion"):
+            self.skipTest("bash-completion is not installed")
+        script = ('. "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+                  'COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; '
+                  '_txlgen "$1" "${COMP_WORDS[COMP_CWORD]}" '
+                  '"${COMP_WORDS[COMP_CWORD-1]}"; '
+                  'printf "%s\\n" "${COMPREPLY[@]}"')
+        bindir = tempfile.mkdtemp(dir=TMP)
+        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
+        models = tempfile.mkdtemp(dir=TMP)
+        shutil.copy(MODEL, os.path.join(models, "zorro.bin"))
+        e = env(PATH=bindir + ":" + os.environ["PATH"],
+                TXLGEN_MODEL_PATH=models)
+
+        def complete(*words):
+            p = subprocess.run(["bash", "--norc", "-c", script, os.path.join(
+                ROOT, "cmd", "txlgen.bash-completion"), "txlgen", *words],
+                capture_output=True, text=True, env=e, cwd=models,
+                timeout=60)
+            self.assertEqual(p.stderr, "")
+            return p.stdout.split()
+
+        self.assertEqual(complete("--list-m"), ["--list-models"])
+        self.assertEqual(complete("--kv-type", "Q"), ["Q8_0", "Q4_0"])
+        self.assertIn("zorro", complete("-m", "zo"))
+
+
 class ScoringReports(unittest.TestCase):
     def test_standard_error_and_row_text(self):
         path = tmpfile("se.txt", TEXT)
