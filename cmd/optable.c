@@ -136,6 +136,10 @@ const struct cli_opt cli_opts[] = {
 const int n_cli_opts = (int)(sizeof(cli_opts) / sizeof(cli_opts[0]));
 
 const char cli_help_footer[] =
+"A model NAME is NAME.bin in $TXLGEN_MODEL_PATH (directories separated by\n"
+"colons), ~/.local/share/txlgen/models ($XDG_DATA_HOME/txlgen/models, where\n"
+"txlgen-get installs), or the installed share/txlgen.\n"
+"\n"
 "Every boolean option has a --no- form (--no-echo, --no-json, --no-color,\n"
 "...) that overrides a config file.  Exit status: 0 ok, 1 runtime error,\n"
 "2 usage error, 3 bad model or config, 130 interrupted (SIGINT), 143\n"

@@ -190,13 +190,18 @@ class Install(unittest.TestCase):
         page = os.path.join(self.prefix, "share", "man", "man1", "txlgen.1")
         with open(page) as f:
             text = f.read().replace("\\-", "-")
-        model = os.path.join(self.prefix, "share", "txlgen", "sotu.bin")
-        self.assertTrue(model in text, f"{model} not in {page}")
-        self.assertFalse("/usr/local" in text, f"/usr/local in {page}")
+        for path in (os.path.join("share", "txlgen", "sotu.bin"),
+                     os.path.join("share", "bash-completion", "completions",
+                                  "txlgen")):
+            self.assertTrue(os.path.join(self.prefix, path) in text,
+                            f"{self.prefix}/{path} not in {page}")
+            self.assertFalse("/usr/local/" + path in text,
+                             f"/usr/local/{path} in {page}")
         if shutil.which("man"):
+            # (wide: a temporary prefix makes paths longer than a line)
             p = subprocess.run(["man", "--warnings", "-l", page],
                                capture_output=True, timeout=60,
-                               env=dict(clean_env(), MANWIDTH="80"))
+                               env=dict(clean_env(), MANWIDTH="200"))
             self.assertEqual((p.returncode, p.stderr), (0, b""))
 
     def test_bash_completion_finds_the_installed_file(self):
