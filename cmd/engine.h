@@ -57,7 +57,7 @@ struct engine {
 	struct gen_stats last; /* of the last generation */
 	bool keep_sampler;     /* one sampler across generations (REPL) */
 	bool gen_progress;     /* a progress line of generation on stderr,
-				  when it is a terminal (stdout is not) */
+				  when it is a terminal (stdout a file) */
 	struct txl_sampler *sampler;  /* that sampler, its settings, */
 	struct txl_sampler_params sampler_params;
 	uint64_t sampler_seed; /* the session's seed it was made for */

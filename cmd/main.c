@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "txl.h"
@@ -83,6 +84,18 @@ finish(int rc)
 		rc = EXIT_RUNTIME;
 	}
 	return rc == EXIT_INTERRUPTED ? signals_exit_code() : rc;
+}
+
+/* Is stdout a file (or /dev/null), not a terminal or a pipe?  Then the
+ * terminal may show how far generation is: the reader of a pipe (less,
+ * head) may draw on it or end the run before the line is erased. */
+static bool
+into_file(void)
+{
+	struct stat sb;
+
+	return fstat(STDOUT_FILENO, &sb) == 0 && !isatty(STDOUT_FILENO) &&
+		(S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode));
 }
 
 /* Everything a run reads, opened (and checked) before the model loads. */
@@ -214,8 +227,7 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		out_free(&out);
 	} else {
 		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
-		/* into a file or pipe, the terminal shows how far it is */
-		e->gen_progress = !out.tty;
+		e->gen_progress = !out.tty && into_file();
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);
 		if (o->stats && e->last.end != GEN_ERROR)

@@ -2164,6 +2164,19 @@ class GenerationProgress(PtyBase):
         rc, _, err = run("-p", "We", "-n", "300", "--ignore-eos")
         self.assertEqual((rc, err), (0, ""))
 
+    def test_no_progress_line_into_a_pipe(self):
+        # the reader of a pipe may draw on the terminal (less) or end the
+        # run before the line is erased (head)
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execve("/bin/sh", ["sh", "-c", f"'{TXLGEN}' -m '{MODEL}' -p We "
+                                  "-n 300 --ignore-eos | cat > /dev/null"],
+                      env())
+        self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b"tokens/s", self.buf)
+
     def test_no_progress_line_when_stdout_is_the_terminal(self):
         self.spawn("-p", "We", "-n", "50", "--ignore-eos", "--seed", "1")
         self.assertEqual(self.wait(), 0)
