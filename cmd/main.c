@@ -195,10 +195,12 @@ describe(struct txlgen_options *o, const char *model, bool repl)
 			rc = engine_info(&e, stdout);
 	} else {
 		rc = open_engine(&e, o, model, repl);
-		engine_effective_options(&e, &shown);
-		if (rc == EXIT_OK && !config_print(stdout, &shown, e.session,
-						   true) && !ferror(stdout))
-			rc = EXIT_RUNTIME;
+		if (rc == EXIT_OK) {
+			engine_effective_options(&e, &shown);
+			if (!config_print(stdout, &shown, e.session, true) &&
+			    !ferror(stdout))
+				rc = EXIT_RUNTIME;
+		}
 	}
 	if (e.model)
 		engine_close(&e);
