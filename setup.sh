@@ -1,13 +1,29 @@
 #!/bin/sh
-# Install txlgen's build and test dependencies from Debian's packages,
-# then configure and build in ./build.  Safe to run again.
+# Install txlgen's dependencies from Debian's packages, then configure and
+# build in ./build.  Safe to run again.
+#
+#   ./setup.sh            everything: what txlgen needs, and what its tests,
+#                         model training and checkpoint conversion need
+#                         (PyTorch among them, about 230 MB)
+#   ./setup.sh --runtime  only what building and running txlgen needs, with
+#                         NumPy for converting and fetching models
+#                         (models/convert.py, txlgen-get)
 set -eu
 cd "$(dirname "$0")"
 
-pkgs="build-essential pkg-config meson ninja-build
-      libopenblas-dev libsentencepiece-dev sentencepiece libcjson-dev
-      libedit-dev man-db
-      python3 python3-numpy python3-torch python3-sentencepiece"
+runtime="build-essential pkg-config meson ninja-build
+	 libopenblas-dev libsentencepiece-dev libcjson-dev libedit-dev
+	 man-db bash-completion python3 python3-numpy"
+tests="sentencepiece python3-torch python3-sentencepiece"
+
+case "${1:-}" in
+--runtime) pkgs=$runtime ;;
+"") pkgs="$runtime $tests" ;;
+*)
+	echo "usage: $0 [--runtime]" >&2
+	exit 2
+	;;
+esac
 
 missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $pkgs 2>/dev/null |
 	awk '$1 != "ii" { print $2 }')
@@ -23,3 +39,11 @@ fi
 
 [ -d build ] || meson setup build
 ninja -C build
+
+cat <<EOF
+
+txlgen is built: $PWD/build/cmd/txlgen
+  export PATH="$PWD/build/cmd:\$PATH"     # to run it as txlgen
+  . cmd/txlgen.bash-completion            # its completion in this shell
+  meson install -C build                  # or install it, completion included
+EOF

@@ -2,7 +2,8 @@
 /*
  * cli.c - the command line: getopt_long over the option table, and
  * messages that help: an ambiguous abbreviation lists its candidates, a
- * misspelt option or one of llama.cpp's names gets "did you mean".
+ * misspelt option or one of llama.cpp's names gets "did you mean"
+ * (suggest.c).
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -17,6 +18,7 @@
 #include "config.h"
 #include "errors.h"
 #include "settings.h"
+#include "suggest.h"
 
 #define MAX_LONG 128
 
@@ -67,32 +69,6 @@ build_getopt(struct getopt_table *t)
 /* ------------------------------------------------------------------ */
 /* Suggestions                                                         */
 
-/* Options of other programs, llama.cpp's above all, and what they are
- * called here. */
-static const struct {
-	const char *theirs, *ours;
-} aliases[] = {
-	{ "ctx-size", "mem-len" },
-	{ "n-ctx", "mem-len" },
-	{ "context", "mem-len" },
-	{ "temperature", "temp" },
-	{ "reverse-prompt", "stop" },
-	{ "antiprompt", "stop" },
-	{ "predict", "n-predict" },
-	{ "max-tokens", "n-predict" },
-	{ "batch-size", "seg-len" },
-	{ "ubatch-size", "seg-len" },
-	{ "threads-batch", "threads" },
-	{ "prompt-cache", "state-in" },
-	{ "perplexity", "score" },
-	{ "verbose-prompt", "echo" },
-	{ "display-prompt", "echo" },
-	{ "no-display-prompt", "no-echo" },
-	{ "conversation", "interactive" },
-	{ "interactive-first", "interactive" },
-	{ "log-disable", "no-stats" },
-};
-
 /* llama.cpp's short options that mean something else here or nothing */
 static const struct {
 	char theirs;
@@ -100,39 +76,8 @@ static const struct {
 } short_aliases[] = {
 	{ 'r', "--stop (llama.cpp's -r/--reverse-prompt)" },
 	{ 'b', "--seg-len (llama.cpp's -b/--batch-size)" },
-	{ 'e', "--stop \"$(printf '\\n')\" (escapes are the shell's job)" },
+	{ 'e', "--stop $'\\n' (the shell's $'...' makes the escapes)" },
 };
-
-/* Damerau-Levenshtein distance (optimal string alignment), capped. */
-static int
-distance(const char *a, const char *b)
-{
-	int la = (int)strlen(a), lb = (int)strlen(b);
-	int d[40][40];
-
-	if (la >= 40 || lb >= 40)
-		return 99;
-	for (int i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (int j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (int i = 1; i <= la; i++) {
-		for (int j = 1; j <= lb; j++) {
-			int cost = a[i - 1] != b[j - 1];
-			int v = d[i - 1][j] + 1;
-
-			if (d[i][j - 1] + 1 < v)
-				v = d[i][j - 1] + 1;
-			if (d[i - 1][j - 1] + cost < v)
-				v = d[i - 1][j - 1] + cost;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-				v = d[i - 2][j - 2] + 1;
-			d[i][j] = v;
-		}
-	}
-	return d[la][lb];
-}
 
 static int
 cmp_str(const void *a, const void *b)
@@ -145,7 +90,7 @@ static void
 bad_long_option(const struct getopt_table *t, const char *arg)
 {
 	char name[64], norm[64], list[1024];
-	const char *match[MAX_LONG];
+	const char *match[MAX_LONG], *alias;
 	const char *eq = strchr(arg, '=');
 	size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 	int n_match = 0, best = -1, best_d = 99, at = 0;
@@ -182,23 +127,20 @@ bad_long_option(const struct getopt_table *t, const char *arg)
 		norm[i] = name[i] == '_' ? '-' : (char)tolower(
 			(unsigned char)name[i]);
 	norm[len] = '\0';
-	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
-		if (!strcmp(norm, aliases[i].theirs)) {
-			usage_error("unknown option '--%s'; did you mean "
-				    "'--%s'?", name, aliases[i].ours);
-			return;
-		}
+	if ((alias = suggest_alias(norm))) {
+		usage_error("unknown option '--%s'; did you mean '--%s'?", name,
+			    alias);
+		return;
 	}
 	for (int i = 0; i < t->n; i++) {
-		int d = distance(norm, t->names[i]);
+		int d = suggest_distance(norm, t->names[i]);
 
 		if (d < best_d) {
 			best_d = d;
 			best = i;
 		}
 	}
-	if (best >= 0 && (best_d == 0 || (best_d <= 2 &&
-					  best_d * 3 <= (int)len)))
+	if (best >= 0 && SUGGEST_CLOSE(best_d, (int)len))
 		usage_error("unknown option '--%s'; did you mean '--%s'?",
 			    name, t->names[best]);
 	else
@@ -422,8 +364,7 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 			options_usage(stdout);
 			return EXIT_OK;
 		case OPT_VERSION:
-			printf("txlgen %s (libtxl %s)\n", TXLGEN_VERSION,
-			       txl_version());
+			options_version(stdout);
 			return EXIT_OK;
 		default:
 			rc = apply(o, i, c, optarg, argc, argv);

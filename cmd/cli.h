@@ -52,4 +52,8 @@ int options_parse(struct txlgen_options *o, int argc, char **argv,
 /** Print the usage summary (--help) to @p f. */
 void options_usage(FILE *f);
 
+/** Print the versions, the commit built, the kernels chosen and the BLAS
+ *  (--version) to @p f. */
+void options_version(FILE *f);
+
 #endif /* TXLGEN_CLI_H */

@@ -32,6 +32,7 @@
 #include "errors.h"
 #include "input.h"
 #include "settings.h"
+#include "suggest.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -203,7 +204,11 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 		    cJSON_IsObject(v))
 			continue;  /* what --print-config adds */
 		if (!s && !src->from_model) {
-			errmsg("%s: unknown key '%s'", src->name, v->string);
+			const char *hint = suggest_setting(v->string);
+
+			errmsg("%s: unknown key '%s'%s%s%s", src->name,
+			       v->string, hint ? "; did you mean '" : "",
+			       hint ? hint : "", hint ? "'?" : "");
 			goto out;
 		}
 		if (src->from_model && (!s || !s->model_may_set)) {

@@ -89,18 +89,20 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	return config_apply_recommended(opts, e->model, model_path);
 }
 
-int
-engine_open(struct engine *e, struct txlgen_options *opts,
-	    const char *model_path)
+void
+engine_effective_options(const struct engine *e,
+			 struct txlgen_options *shown)
 {
-	int rc = engine_load_model(e, opts, model_path);
-
-	return rc != EXIT_OK ? rc : engine_apply_settings(e);
+	*shown = *e->opts;
+	shown->model = (char *)e->model_path;
+	if (shown->seed < 0)
+		shown->seed = (int64_t)e->seed;
 }
 
 void
 engine_close(struct engine *e)
 {
+	txl_sampler_free(e->sampler);
 	txl_session_free(e->session);
 	txl_model_free(e->model);
 	free(e->ids);
@@ -183,6 +185,8 @@ void
 engine_reset(struct engine *e)
 {
 	txl_session_reset(e->session);
+	if (e->sampler)
+		txl_sampler_reset(e->sampler);
 	e->have_logits = false;
 	e->started = false;
 }

@@ -55,6 +55,13 @@ struct engine {
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
+	bool keep_sampler;     /* one sampler across generations (REPL) */
+	bool gen_progress;     /* a progress line of generation on stderr,
+				  when it is a terminal (stdout a file) */
+	struct txl_sampler *sampler;  /* that sampler, its settings, */
+	struct txl_sampler_params sampler_params;
+	uint64_t sampler_seed; /* the session's seed it was made for */
+	uint64_t n_samplers;   /* and how many were made for that seed */
 };
 
 /* A growing array of token ids. */
@@ -71,17 +78,22 @@ void tokvec_drop(struct tokvec *t, int n);  /* the first n */
 int engine_load_model(struct engine *e, struct txlgen_options *opts,
 		      const char *model_path);
 
-/** engine_load_model(), then the session. */
-int engine_open(struct engine *e, struct txlgen_options *opts,
-		const char *model_path);
 void engine_close(struct engine *e);
+
+/** The settings as the run uses them (--print-config, /show): a shallow
+ *  copy of e->opts, valid while they are, with the model's path and the
+ *  seed picked for a run without --seed.  (The session's values of the
+ *  settings that default to the model's come from config_print().) */
+void engine_effective_options(const struct engine *e,
+			      struct txlgen_options *shown);
 
 /** Create the session, or apply the current settings to the live one,
  *  which keeps its memory (txl_session_set_params).  Returns an exit
  *  code; on error the live session is unchanged. */
 int engine_apply_settings(struct engine *e);
 
-/** Forget the memory. */
+/** Forget the memory (and the sampler's history of recent tokens; its
+ *  random stream goes on). */
 void engine_reset(struct engine *e);
 
 /** The library's reason for the last failure, or a generic one. */

@@ -16,6 +16,9 @@
 #include "signals.h"
 #include "text.h"
 
+/* Bytes that follow the first of a UTF-8 character, at most. */
+#define UTF8_MAX_CONT 3
+
 static const char *const end_names[] = {
 	"length", "eos", "stop", "interrupted", "error"
 };
@@ -34,11 +37,48 @@ start_token(struct engine *e)
 	return t < 0 ? 0 : t;
 }
 
+/* The seed of the n-th sampler of a session whose seed is @p base: the
+ * first takes @p base itself (as a run with --seed does), the others a
+ * SplitMix64 step away, so that their streams do not overlap. */
+static uint64_t
+nth_seed(uint64_t base, uint64_t n)
+{
+	uint64_t z = base + n * 0x9e3779b97f4a7c15u;
+
+	if (n == 0)
+		return base;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+	return z ^ (z >> 31);
+}
+
+static bool
+same_sampling(const struct txl_sampler_params *a,
+	      const struct txl_sampler_params *b)
+{
+	return a->temp == b->temp && a->top_k == b->top_k &&
+		a->top_p == b->top_p && a->min_p == b->min_p &&
+		a->repeat_penalty == b->repeat_penalty &&
+		a->repeat_last_n == b->repeat_last_n;
+}
+
+/*
+ * The sampler of a generation; *@p seed gets the session's seed.  A
+ * batch run makes one per generation, its random stream started from the
+ * seed, so that a saved memory continued elsewhere gives the same text.
+ * The REPL (e->keep_sampler) keeps one across turns: its random stream
+ * goes on, so that the same input after /reset gives another sample, and
+ * a session with --seed is reproducible as a whole.  A /set of a sampling
+ * setting makes a new sampler with the next seed of the session's; a
+ * /set seed starts again from that seed.
+ */
 static struct txl_sampler *
-new_sampler(struct engine *e, uint64_t *seed)
+get_sampler(struct engine *e, uint64_t *seed)
 {
 	const struct txlgen_options *o = e->opts;
 	struct txl_sampler_params sp = txl_sampler_params_default();
+	uint64_t base = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
+	struct txl_sampler *smp;
 
 	sp.temp = (float)o->temp;
 	sp.top_k = o->top_k;
@@ -46,11 +86,26 @@ new_sampler(struct engine *e, uint64_t *seed)
 	sp.min_p = (float)o->min_p;
 	sp.repeat_penalty = (float)o->repeat_penalty;
 	sp.repeat_last_n = o->repeat_last_n;
-	/* each generation starts the random stream anew, so that a saved
-	 * memory continued elsewhere gives the same text */
-	sp.seed = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
-	*seed = sp.seed;
-	return txl_sampler_new(&sp, e->hp->n_token);
+	*seed = base;
+	if (!e->keep_sampler) {
+		sp.seed = base;
+		return txl_sampler_new(&sp, e->hp->n_token);
+	}
+	if (e->sampler && e->sampler_seed == base &&
+	    same_sampling(&sp, &e->sampler_params))
+		return e->sampler;
+	if (!e->sampler || e->sampler_seed != base)
+		e->n_samplers = 0;
+	sp.seed = nth_seed(base, e->n_samplers);
+	smp = txl_sampler_new(&sp, e->hp->n_token);
+	if (smp) {
+		txl_sampler_free(e->sampler);
+		e->sampler = smp;
+		e->sampler_params = sp;
+		e->sampler_seed = base;
+		e->n_samplers++;
+	}
+	return smp;
 }
 
 /* Feed the prompt (or, with none and nothing to continue, the token a
@@ -106,6 +161,16 @@ emit(struct engine *e, struct output *out, int32_t tok, double logprob,
 					 logprob);
 	}
 	return out_token(out, tok, p, (size_t)plen, logprob);
+}
+
+/* Does token @p tok go on with the character the output holds open? */
+static bool
+continues_char(struct engine *e, struct output *out, int32_t tok)
+{
+	int plen;
+	const char *p = engine_piece(e, tok, &plen);
+
+	return p && out_char_continues(out, p, (size_t)plen);
 }
 
 /* The JSON summary of a generation. */
@@ -173,6 +238,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	struct txl_sampler *smp;
 	int32_t eos = txl_token_eos(e->model), tok;
 	bool drop_space, was_started = e->started;
+	struct progress pg;
 	uint64_t seed;
 	int64_t n_text;
 	double t0;
@@ -180,7 +246,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 
 	memset(gs, 0, sizeof(*gs));
 	gs->end = GEN_LENGTH;
-	smp = new_sampler(e, &seed);
+	smp = get_sampler(e, &seed);
 	if (!smp) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		gs->end = GEN_ERROR;
@@ -196,9 +262,12 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	drop_space = e->trim_lead || (!was_started && n_text == 0);
 
 	t0 = now_s();
-	for (int i = 0; o->n_predict < 0 || i < o->n_predict; i++) {
+	progress_init(&pg, 0);
+	pg.on = pg.on && e->gen_progress;
+	for (int i = 0; o->n_predict < 0 || i < o->n_predict ||
+	     out_char_open(out); i++) {
 		enum out_status os;
-		bool last = o->n_predict >= 0 && i + 1 == o->n_predict;
+		bool last;
 		double logprob;
 
 		if (interrupted) {
@@ -210,8 +279,14 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			rc = EXIT_RUNTIME;
 			break;
 		}
+		/* past -n, a token only completes the last character */
+		if (o->n_predict >= 0 && i >= o->n_predict &&
+		    !continues_char(e, out, tok))
+			break;
 		gs->n_gen++;
 		e->started = true;
+		progress_count(&pg, gs->n_gen, o->n_predict > 0 ?
+			       o->n_predict : 0);
 		if (tok == eos && !o->ignore_eos) {
 			gs->end = GEN_EOS;
 			if (e->keep_memory)
@@ -223,6 +298,11 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			rc = EXIT_RUNTIME;
 			break;
 		}
+		/* the -n-th token, or one after it that completes (or
+		 * cannot complete: at most 3 more) the last character */
+		last = o->n_predict >= 0 && i + 1 >= o->n_predict &&
+			(!out_char_open(out) ||
+			 i + 1 >= o->n_predict + UTF8_MAX_CONT);
 		if (os == OUT_STOP)
 			gs->end = GEN_STOP;
 		if ((os == OUT_STOP || last) && !e->keep_memory) {
@@ -230,15 +310,21 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			break;
 		}
 		rc = engine_feed(e, &tok, 1, TXL_LOGITS_LAST);
-		if (rc != EXIT_OK || os == OUT_STOP)
+		if (rc != EXIT_OK || os == OUT_STOP || last)
 			break;
 	}
 	gs->t_gen = now_s() - t0;
+	progress_done(&pg);
 out:
 	if (rc == EXIT_INTERRUPTED)
 		gs->end = GEN_INTERRUPTED;
 	else if (rc != EXIT_OK)
 		gs->end = GEN_ERROR;
+	/* a cut of the length or of Ctrl-C writes whole characters: the
+	 * first bytes of one the model did not complete are dropped, not
+	 * shown as U+FFFD */
+	if (gs->end == GEN_LENGTH || gs->end == GEN_INTERRUPTED)
+		out_drop_open_char(out);
 	if (out_end(out, gs->end == GEN_STOP) == OUT_ERROR && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	if (rc == EXIT_RUNTIME && ferror(out->f))
@@ -249,7 +335,8 @@ out:
 		if (rc == EXIT_OK)
 			rc = wrc;
 	}
-	txl_sampler_free(smp);
+	if (smp != e->sampler)
+		txl_sampler_free(smp);
 	return rc;
 }
 

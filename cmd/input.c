@@ -2,10 +2,14 @@
 /*
  * input.c - reading files: one opening that cannot hang, one chunker.
  *
- * open() of a FIFO waits for a writer, and read() of a device may never
- * end: every file is opened with O_NONBLOCK and checked with fstat()
- * before anything reads it.  Only stdin, given as "-", may be a pipe or
- * a terminal.
+ * A file is a regular file or a stream: a FIFO or pipe (`<(cmd)`,
+ * /dev/stdin), or a character device (a terminal).  open() of a FIFO
+ * waits for a writer, and read() of a stream may wait for ever: every
+ * file is opened with O_NONBLOCK, so that opening never waits, and a
+ * stream stays non-blocking, so that every read waits in
+ * signals_read()'s poll, where Ctrl-C and SIGTERM end it.  (A FIFO that
+ * has had no writer yet polls as not ready, not as ended.)  Directories,
+ * block devices and sockets are refused.
  *
  * Streams (--prime, --score, --tokenize, prompts) are handed out line by
  * line, so memory use does not depend on their size.  Line by line is
@@ -29,20 +33,17 @@
 static const char *
 kind_of(mode_t m)
 {
-	if (S_ISFIFO(m))
-		return "a FIFO (named pipe)";
-	if (S_ISCHR(m))
-		return "a character device";
 	if (S_ISBLK(m))
 		return "a block device";
 	if (S_ISSOCK(m))
 		return "a socket";
-	return "not a regular file";
+	return "neither a file nor a stream";
 }
 
-/* A descriptor of the regular file @p path, or -1 (reported). */
+/* A descriptor of the regular file or stream @p path, or -1 (reported).
+ * *size: a regular file's, else 0. */
 static int
-open_regular(const char *path, const char *hint, uint64_t *size)
+open_file(const char *path, const char *hint, uint64_t *size)
 {
 	struct stat sb;
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -66,9 +67,12 @@ open_regular(const char *path, const char *hint, uint64_t *size)
 		close(fd);
 		return -1;
 	}
+	*size = 0;
+	if (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode))
+		return fd;  /* a stream: reads wait in signals_read() */
 	if (!S_ISREG(sb.st_mode)) {
-		errmsg("%s: is %s, not a regular file; to read it, give '-' "
-		       "and redirect it to stdin", path, kind_of(sb.st_mode));
+		errmsg("%s: is %s, which txlgen does not read", path,
+		       kind_of(sb.st_mode));
 		close(fd);
 		return -1;
 	}
@@ -95,7 +99,7 @@ input_open(struct input *in, const char *path, const char *hint)
 			in->size = (uint64_t)sb.st_size;
 	} else {
 		in->name = path;
-		in->fd = open_regular(path, hint, &in->size);
+		in->fd = open_file(path, hint, &in->size);
 		if (in->fd < 0)
 			return false;
 	}

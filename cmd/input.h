@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * input.h - the one way txlgen reads a file: opened without blocking and
- * checked (a regular file, or stdin as "-"), then read as a stream of
- * chunks, or whole when small (config files).
+ * checked (a regular file or a stream, or stdin as "-"), then read as a
+ * stream of chunks, or whole when small (config files).
  */
 #ifndef TXLGEN_INPUT_H
 #define TXLGEN_INPUT_H
@@ -27,9 +27,10 @@ struct input {
 };
 
 /**
- * Open @p path for reading ("-": stdin).  Anything but a regular file is
- * refused before a read could block (a FIFO, a device, a directory), with
- * a one-line message; so is a missing file, with @p hint appended to the
+ * Open @p path for reading ("-": stdin): a regular file, or a stream (a
+ * FIFO or pipe, a character device) whose reads wait where a signal ends
+ * them.  A directory, a block device or a socket is refused with a
+ * one-line message; so is a missing file, with @p hint appended to the
  * message if not NULL.  Returns false after printing the message.
  */
 bool input_open(struct input *in, const char *path, const char *hint);

@@ -11,13 +11,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
-#include <limits.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "txl.h"
@@ -27,12 +26,11 @@
 #include "engine.h"
 #include "errors.h"
 #include "input.h"
+#include "models.h"
 #include "output.h"
 #include "repl.h"
 #include "settings.h"
 #include "signals.h"
-
-#define DEFAULT_MODEL "sotu.bin"
 
 /*
  * Give closed standard descriptors a harmless file, so that no file we
@@ -47,54 +45,27 @@ fix_std_fds(void)
 			open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
 }
 
-/* PREFIX/share/txlgen of the prefix this program is installed in, found
- * from its own path (bin/txlgen), so that an installation works wherever
- * it is moved or staged (DESTDIR). */
-static char *
-own_datadir(void)
-{
-	char exe[PATH_MAX], *dir, *path;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n <= 0)
-		return NULL;
-	exe[n] = '\0';
-	dir = dirname(exe);
-	if (asprintf(&path, "%s/%s", dir, TXLGEN_BIN_TO_DATADIR) < 0)
-		return NULL;
-	return path;
-}
-
-/* The default model: $TXLGEN_MODEL, else sotu.bin installed beside this
- * program, in the configured data directory, or in the source tree.
+/* The model file: --model, the config's "model", $TXLGEN_MODEL or the
+ * default model, each a file or a name along the model path (models.c).
  * NULL (reported) if there is none. */
 static char *
-default_model(void)
+choose_model(const struct txlgen_options *o)
 {
 	const char *env = getenv("TXLGEN_MODEL");
-	char *own = own_datadir();
-	const char *dirs[] = { own, TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS };
-	char *path;
+	const struct setting *s = setting_find("model");
+	char what[1100];
 
-	if (env && *env) {
-		free(own);
-		return xstrdup(env);
+	if (o->model) {
+		if (setting_origin(s, o) == ORIGIN_CONFIG)
+			snprintf(what, sizeof(what), "%s: key 'model'",
+				 o->config);
+		else
+			snprintf(what, sizeof(what), "--model");
+		return model_find(o->model, what);
 	}
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		if (!dirs[i] || asprintf(&path, "%s/%s", dirs[i],
-					 DEFAULT_MODEL) < 0)
-			continue;
-		if (access(path, R_OK) == 0) {
-			free(own);
-			return path;
-		}
-		free(path);
-	}
-	free(own);
-	errmsg("no model: the default model %s is in neither %s nor %s; "
-	       "pass --model FILE or set TXLGEN_MODEL", DEFAULT_MODEL,
-	       TXLGEN_DATADIR, TXLGEN_SOURCE_MODELS);
-	return NULL;
+	if (env && *env)
+		return model_find(env, "TXLGEN_MODEL");
+	return model_find(DEFAULT_MODEL_NAME, NULL);
 }
 
 /* Flush and close stdout; a failure is an error unless one was already
@@ -113,6 +84,18 @@ finish(int rc)
 		rc = EXIT_RUNTIME;
 	}
 	return rc == EXIT_INTERRUPTED ? signals_exit_code() : rc;
+}
+
+/* Is stdout a file (or /dev/null), not a terminal or a pipe?  Then the
+ * terminal may show how far generation is: the reader of a pipe (less,
+ * head) may draw on it or end the run before the line is erased. */
+static bool
+into_file(void)
+{
+	struct stat sb;
+
+	return fstat(STDOUT_FILENO, &sb) == 0 && !isatty(STDOUT_FILENO) &&
+		(S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode));
 }
 
 /* Everything a run reads, opened (and checked) before the model loads. */
@@ -184,18 +167,41 @@ close_inputs(struct inputs *in)
 	free(in->prime);
 }
 
-/* --print-config and --info: the model's recommended settings count. */
+/* Load the model and make the session with the settings of the run
+ * (the REPL's own defaults where it is one).  Returns an exit code. */
 static int
-describe(struct txlgen_options *o, const char *model)
+open_engine(struct engine *e, struct txlgen_options *o, const char *model,
+	    bool repl)
+{
+	int rc = engine_load_model(e, o, model);
+
+	if (rc == EXIT_OK && repl)
+		repl_settings(e);
+	return rc == EXIT_OK ? engine_apply_settings(e) : rc;
+}
+
+/* --print-config (the settings of the run these options make, the
+ * model's values and the seed resolved) and --info. */
+static int
+describe(struct txlgen_options *o, const char *model, bool repl)
 {
 	struct engine e;
-	int rc = engine_load_model(&e, o, model);
+	struct txlgen_options shown;
+	int rc;
 
-	if (rc == EXIT_OK && o->info)
-		rc = engine_info(&e, stdout);
-	else if (rc == EXIT_OK && !config_print(stdout, o, NULL, true) &&
-		 !ferror(stdout))
-		rc = EXIT_RUNTIME;
+	if (o->info) {
+		rc = engine_load_model(&e, o, model);
+		if (rc == EXIT_OK)
+			rc = engine_info(&e, stdout);
+	} else {
+		rc = open_engine(&e, o, model, repl);
+		if (rc == EXIT_OK) {
+			engine_effective_options(&e, &shown);
+			if (!config_print(stdout, &shown, e.session, true) &&
+			    !ferror(stdout))
+				rc = EXIT_RUNTIME;
+		}
+	}
 	if (e.model)
 		engine_close(&e);
 	return rc;
@@ -223,6 +229,7 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		out_free(&out);
 	} else {
 		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
+		e->gen_progress = !out.tty && into_file();
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);
 		if (o->stats && e->last.end != GEN_ERROR)
@@ -254,25 +261,35 @@ main(int argc, char **argv)
 	setlocale(LC_CTYPE, "");
 
 	options_init(&o);
+	/* before the config file, which may be a stream that never comes */
+	signals_setup(true);
 	rc = options_parse(&o, argc, argv, &done);
 	if (done) {
+		if (rc != EXIT_OK && interrupted) {
+			errmsg("%s", signals_word());
+			rc = EXIT_INTERRUPTED;
+		}
 		options_free(&o);
 		return finish(rc);
 	}
-	signals_setup(true);
 
-	model = o.model ? xstrdup(o.model) : default_model();
+	if (o.list_models) {
+		rc = models_list(stdout, o.json);
+		options_free(&o);
+		return finish(rc);
+	}
+	model = choose_model(&o);
 	if (!model) {
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
+	repl = !o.score && !o.tokenize && (o.interactive ||
+		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	if (o.print_config || o.info) {
-		rc = describe(&o, model);
+		rc = describe(&o, model, repl);
 		goto out;
 	}
 
-	repl = !o.score && !o.tokenize && (o.interactive ||
-		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	rc = check_stdin_users(&o, repl);
 	if (rc == EXIT_OK)
 		rc = open_inputs(&in, &o, repl);
@@ -284,7 +301,7 @@ main(int argc, char **argv)
 		if (rc == EXIT_OK)
 			rc = engine_list_tokens(&e, &in.stream, stdout);
 	} else {
-		rc = engine_open(&e, &o, model);
+		rc = open_engine(&e, &o, model, repl);
 		if (rc == EXIT_OK)
 			rc = run(&e, &o, &in, repl);
 	}

@@ -23,8 +23,10 @@
 
 const struct cli_opt cli_opts[] = {
 	HEAD("Model and input:"),
-	SET("model", 'm', "model", "FILE",
-	    "model file (default: $TXLGEN_MODEL or sotu.bin)"),
+	SET("model", 'm', "model", "MODEL",
+	    "model file, or the name of one along the model\n"
+	    "path (--list-models; default: $TXLGEN_MODEL,\n"
+	    "else sotu)"),
 	SET("prompt", 'f', "prompt", "FILE",
 	    "read the prompt from FILE ('-' = stdin)"),
 	SET("file", 0, "prompt", "FILE", NULL),
@@ -123,6 +125,9 @@ const struct cli_opt cli_opts[] = {
 	     "where each came from, and exit"),
 	FLAG("info", 0, info, false,
 	     "describe the model (--json: as JSON) and exit"),
+	FLAG("list-models", 0, list_models, false,
+	     "list the models -m NAME finds (--json: as JSON\n"
+	     "lines) and exit"),
 	{ "help", 'h', no_argument, OPT_HELP, NULL, 0, false, NULL,
 	  "show this help and exit" },
 	{ "version", 'V', no_argument, OPT_VERSION, NULL, 0, false, NULL,
@@ -131,6 +136,10 @@ const struct cli_opt cli_opts[] = {
 const int n_cli_opts = (int)(sizeof(cli_opts) / sizeof(cli_opts[0]));
 
 const char cli_help_footer[] =
+"A model NAME is NAME.bin in $TXLGEN_MODEL_PATH (directories separated by\n"
+"colons), ~/.local/share/txlgen/models ($XDG_DATA_HOME/txlgen/models, where\n"
+"txlgen-get installs), or the installed share/txlgen.\n"
+"\n"
 "Every boolean option has a --no- form (--no-echo, --no-json, --no-color,\n"
 "...) that overrides a config file.  Exit status: 0 ok, 1 runtime error,\n"
 "2 usage error, 3 bad model or config, 130 interrupted (SIGINT), 143\n"

@@ -255,6 +255,26 @@ out_token(struct output *out, int32_t id, const char *piece, size_t len,
 	return st;
 }
 
+bool
+out_char_open(const struct output *out)
+{
+	return out->u8.need > 0;
+}
+
+bool
+out_char_continues(const struct output *out, const char *piece, size_t len)
+{
+	unsigned char c = len ? (unsigned char)piece[0] : 0;
+
+	return out->u8.need > 0 && len && c >= out->u8.lo && c <= out->u8.hi;
+}
+
+void
+out_drop_open_char(struct output *out)
+{
+	memset(&out->u8, 0, sizeof(out->u8));
+}
+
 enum out_status
 out_end(struct output *out, bool stopped)
 {

@@ -62,6 +62,17 @@ enum out_status out_prompt(struct output *out, const char *text, size_t len);
 enum out_status out_token(struct output *out, int32_t id, const char *piece,
 			  size_t len, double logprob);
 
+/** Is a character cut short, its first bytes held until the rest come? */
+bool out_char_open(const struct output *out);
+
+/** Would @p piece go on with the character held (out_char_open())? */
+bool out_char_continues(const struct output *out, const char *piece,
+			size_t len);
+
+/** Forget the bytes of a character cut short, before out_end(), so that
+ *  they are neither written nor replaced by U+FFFD. */
+void out_drop_open_char(struct output *out);
+
 /** End the generation: release held text (unless a stop string matched),
  *  repair a cut character, add the final newline. */
 enum out_status out_end(struct output *out, bool stopped);

@@ -81,6 +81,34 @@ progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 }
 
 void
+progress_count(struct progress *p, int64_t done, int64_t total)
+{
+	double t = now_s(), dt = t - p->t0;
+	double rate = dt > 0 ? (double)done / dt : 0;
+	char took[32], left[32] = "";
+
+	if (!p->on || (p->shown && t - p->last < 0.2))
+		return;
+	p->last = t;
+	p->shown = true;
+	if (total > 0 && done > total)
+		total = done;  /* the tokens that complete a character */
+	fmt_duration(dt, took, sizeof(took));
+	if (total > 0 && done > 0 && done < total && dt >= 1) {
+		fmt_duration(dt * (double)(total - done) / (double)done, left,
+			     sizeof(left));
+		strcat(left, " left");
+	}
+	if (total > 0)
+		fprintf(stderr, "\r%lld/%lld tokens  %.0f tokens/s  %s%s%s"
+			"\033[K", (long long)done, (long long)total, rate, took,
+			*left ? ", " : "", left);
+	else
+		fprintf(stderr, "\r%lld tokens  %.0f tokens/s  %s\033[K",
+			(long long)done, rate, took);
+}
+
+void
 progress_done(struct progress *p)
 {
 	if (p->shown)

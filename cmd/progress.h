@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * progress.h - the progress line of long reads (--score, --prime) on
- * stderr when it is a terminal: position, speed, time left and a running
- * figure.
+ * progress.h - the progress line of long reads (--score, --prime) and of
+ * generation into a file or pipe, on stderr when it is a terminal:
+ * position, speed, time left and a running figure.
  */
 #ifndef TXLGEN_PROGRESS_H
 #define TXLGEN_PROGRESS_H
@@ -27,6 +27,11 @@ void progress_init(struct progress *p, uint64_t size);
  *  @p force. */
 void progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 		   const char *extra, bool force);
+
+/** Show that @p done of @p total (0: no end known) tokens are generated,
+ *  with the speed and the time taken (and left); the first call at once,
+ *  then at most five times a second. */
+void progress_count(struct progress *p, int64_t done, int64_t total);
 
 /** Erase the line. */
 void progress_done(struct progress *p);

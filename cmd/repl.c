@@ -23,6 +23,7 @@
 #include "lineio.h"
 #include "repl.h"
 #include "signals.h"
+#include "suggest.h"
 #include "text.h"
 
 struct repl {
@@ -117,6 +118,21 @@ unescape(char *s)
 	*d = '\0';
 }
 
+void
+repl_settings(struct engine *e)
+{
+	struct txlgen_options *o = e->opts;
+	const struct setting *s = setting_find("mem_len");
+	int model_len = o->mem_len >= 0 ? o->mem_len : e->hp->mem_len;
+
+	/* a model without memory has none to enlarge */
+	if (e->hp->attn_type >= 2 ||
+	    (o->mem_len >= 0 && setting_origin(s, o) != ORIGIN_MODEL))
+		return;
+	if (model_len < REPL_MIN_MEM_LEN)
+		o->mem_len = REPL_MIN_MEM_LEN;
+}
+
 /* "(temp = 0.5)": the value now in effect, as JSON. */
 static void
 show_setting(struct repl *r, const struct setting *s)
@@ -154,7 +170,14 @@ cmd_set(struct repl *r, char *args)
 	}
 	s = setting_find(key);
 	if (!s) {
-		errmsg("/set: unknown key '%s'; /show lists the keys", key);
+		const char *hint = suggest_setting(key);
+
+		if (hint)
+			errmsg("/set: unknown key '%s'; did you mean '%s'?", key,
+			       hint);
+		else
+			errmsg("/set: unknown key '%s'; /show lists the keys",
+			       key);
 		return EXIT_USAGE;
 	}
 	if (s->scope == SCOPE_START) {
@@ -170,6 +193,7 @@ cmd_set(struct repl *r, char *args)
 			errmsg("/set %s: %s", s->key, err);
 			return EXIT_USAGE;
 		}
+		repl_settings(e);  /* the REPL's default memory */
 	} else {
 		if (!*val) {
 			errmsg("/set %s: needs a value", s->key);
@@ -229,7 +253,10 @@ command(struct repl *r, char *line)
 	} else if (!strcmp(cmd, "set")) {
 		rc = cmd_set(r, arg);
 	} else if (!strcmp(cmd, "show")) {
-		config_print(stdout, e->opts, e->session, false);
+		struct txlgen_options shown;
+
+		engine_effective_options(e, &shown);
+		config_print(stdout, &shown, e->session, false);
 	} else if (!strcmp(cmd, "mem")) {
 		engine_print_mem(e, stdout, "");
 	} else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
@@ -249,7 +276,19 @@ command(struct repl *r, char *line)
 			}
 		}
 	} else {
-		errmsg("unknown command '/%s'; /help lists the commands", cmd);
+		static const char *const commands[] = {
+			"help", "reset", "set", "show", "mem", "save", "load",
+			"quit", "exit",
+		};
+		const char *hint = suggest_closest(cmd, commands,
+			(int)(sizeof(commands) / sizeof(commands[0])));
+
+		if (hint)
+			errmsg("unknown command '/%s'; did you mean '/%s'?", cmd,
+			       hint);
+		else
+			errmsg("unknown command '/%s'; /help lists the "
+			       "commands", cmd);
 		rc = EXIT_USAGE;
 	}
 	failed(r, rc);
@@ -303,6 +342,10 @@ banner(struct repl *r)
 		 txl_session_get_params(r->e->session).mem_len);
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
+	snprintf(line, sizeof(line), "The model continues the text you type; "
+		 "it does not chat or answer.");
+	text_fit(line, width - 1);
+	fprintf(stderr, "%s\n", line);
 	snprintf(line, sizeof(line), "/help for help, Ctrl-D to quit.");
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
@@ -343,6 +386,7 @@ repl_run(struct engine *e, struct output *out, struct input *first)
 	int rc = EXIT_OK;
 
 	e->keep_memory = true;
+	e->keep_sampler = true;
 	e->trim_lead = true;
 	out->color_text = out->color;
 	lineio_open(&r.io);

@@ -9,6 +9,18 @@
 #include "engine.h"
 #include "output.h"
 
+/* The least memory of an interactive session, in positions: a turn of
+ * 256 tokens must not push the text typed before it out of the memory. */
+#define REPL_MIN_MEM_LEN 1024
+
+/**
+ * The interactive session's own defaults, applied to the settings of the
+ * loaded model before its session is made: where no number was given
+ * for mem_len (or the model's recommended one), the model's length or
+ * REPL_MIN_MEM_LEN, whichever is larger.
+ */
+void repl_settings(struct engine *e);
+
 /**
  * Run the loop on stdin until /quit, end of input, two Ctrl-C at an empty
  * prompt, or SIGTERM.  @p first (may be NULL) is a first turn (the

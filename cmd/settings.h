@@ -42,7 +42,8 @@ enum origin {
 
 struct txlgen_options {
 	/* settable from the config file (see the table in settings.c) */
-	char *model;          /* NULL: TXLGEN_MODEL or the default model */
+	char *model;          /* a file or a name along the model path;
+				 NULL: TXLGEN_MODEL or the default model */
 	char *prompt;         /* prompt file; "-" = stdin; NULL = none */
 	char *text;           /* prompt text; NULL = none */
 	bool echo;            /* print the prompt before the continuation */
@@ -85,6 +86,7 @@ struct txlgen_options {
 	bool interactive;     /* -i */
 	bool print_config;    /* --print-config */
 	bool info;            /* --info */
+	bool list_models;     /* --list-models */
 };
 
 enum setting_type {

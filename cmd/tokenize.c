@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tokenize.c - --tokenize: text to token ids, one line of ids per line of
- * text, or with --ids the way back; with --json one object per token with
- * its id and its text.  Read as a stream, like --score.
+ * text, or with --ids the way back (byte for byte where the tokenizer
+ * keeps the text); with --json one object per token with its id and its
+ * text.  Read as a stream, like --score.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 struct lister {
 	struct engine *e;
 	FILE *out;
+	bool newline_tokens;   /* --ids: newlines are in the ids' text */
 	int64_t pos;           /* tokens listed */
 	uint64_t bytes;        /* bytes of text */
 	bool line_start;       /* the next token starts a line */
@@ -67,10 +69,30 @@ end_line(struct lister *l)
 	utf8_finish(&l->u8, &l->text);
 	if (!l->e->opts->json) {
 		fwrite(l->text.s, 1, l->text.len, l->out);
-		fputc('\n', l->out);
+		if (!l->newline_tokens)
+			fputc('\n', l->out);
 	}
 	l->line_start = true;
 	l->on_line = false;
+}
+
+/* Does the tokenizer keep a newline as a token (an identity normaliser,
+ * byte fallback, the end-of-line symbol of a word-level vocabulary)?
+ * Then the ids of a line end with the newline's, and the text they stand
+ * for holds its newlines; with SentencePiece's default normalisation
+ * newlines vanish, and only the lines of ids tell where they were. */
+static bool
+newline_is_token(struct engine *e)
+{
+	int n = engine_tokenize(e, "\n", 1), len;
+
+	for (int i = 0; i < n; i++) {
+		const char *p = engine_piece(e, e->ids[i], &len);
+
+		if (p && memchr(p, '\n', (size_t)len))
+			return true;
+	}
+	return false;
 }
 
 int
@@ -84,6 +106,11 @@ engine_list_tokens(struct engine *e, struct input *in, FILE *out)
 	int rc = EXIT_OK, got;
 
 	strbuf_add(&l.text, "", 0);
+	/* ids to text: a line of ids is a line of text, whose newline is
+	 * among the ids where the tokenizer keeps it (so that --tokenize
+	 * and back give the text byte for byte) */
+	l.newline_tokens = e->opts->ids && !e->opts->json &&
+		newline_is_token(e);
 	while ((got = input_next(in, &chunk, &len)) > 0) {
 		bool nl = chunk[len - 1] == '\n';
 

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * usage.c - the --help text, laid out from the option table.
+ * usage.c - the --help text, laid out from the option table, and
+ * --version.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "txl.h"
+
 #include "cli.h"
+#include "commit.h"
 
 #define HELP_COLUMN 26
 
@@ -62,4 +66,15 @@ options_usage(FILE *f)
 	}
 	fputc('\n', f);
 	fputs(cli_help_footer, f);
+}
+
+void
+options_version(FILE *f)
+{
+	fprintf(f, "txlgen %s (libtxl %s), commit %s%s\n", TXLGEN_VERSION,
+		txl_version(), TXLGEN_COMMIT, strcmp(TXLGEN_COMMIT, "unknown") ?
+		"" : " (not built from a git checkout)");
+	fprintf(f, "kernels: %s (the best this CPU runs, at most $TXL_ISA)\n",
+		txl_isa_name());
+	fprintf(f, "BLAS: %s\n", txl_blas_info());
 }

@@ -44,6 +44,21 @@ extern "C" {
 /** Version of the library, "MAJOR.MINOR.PATCH". */
 TXL_API const char *txl_version(void);
 
+/**
+ * The set of the library's own kernels chosen for this CPU: "scalar",
+ * "avx2", "avxvnni", "avx512" or "avx512vnni" (the best the CPU runs, at
+ * most the one named by $TXL_ISA).  For version reports and benchmarks.
+ */
+TXL_API const char *txl_isa_name(void);
+
+/**
+ * The BLAS library under the matrix-matrix products, as OpenBLAS describes
+ * its build and the kernels it chose for this CPU (which
+ * $OPENBLAS_CORETYPE overrides): "OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core
+ * Zen)".
+ */
+TXL_API const char *txl_blas_info(void);
+
 /* ------------------------------------------------------------------ */
 /* Status codes and logging                                            */
 

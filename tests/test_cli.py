@@ -251,6 +251,30 @@ class Options(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertRegex(out.decode(), r"^txlgen \d+\.\d+\.\d+ \(libtxl ")
 
+    def test_version_names_commit_kernels_and_blas(self):
+        rc, out, err = run("--version", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        first, kernels, blas = out.decode().splitlines()
+        commit = re.match(r"txlgen \d+\.\d+\.\d+ \(libtxl \d+\.\d+\.\d+\), "
+                          r"commit (\S+)", first).group(1)
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"],
+                              capture_output=True, text=True, timeout=60)
+        if shutil.which("git") and head.returncode == 0:
+            # git describe: [TAG-N-g]HASH[-dirty]
+            short = re.sub(r"-dirty$", "", commit).rsplit("-g", 1)[-1]
+            self.assertGreaterEqual(len(short), 7)
+            self.assertTrue(head.stdout.startswith(short), (commit, head))
+        self.assertRegex(kernels, r"^kernels: (scalar|avx2|avxvnni|avx512|"
+                         r"avx512vnni) ")
+        self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
+        # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
+        out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
+        self.assertIn("kernels: scalar ", out.decode())
+        if "DYNAMIC_ARCH" in blas:
+            out = run("--version", model=False,
+                      environ=env(OPENBLAS_CORETYPE="Prescott"))[1]
+            self.assertIn("(core Prescott)", out.decode())
+
     def test_every_help_option_is_accepted_and_documented(self):
         _, out, _ = run("--help", model=False)
         longs = sorted(set(re.findall(r"--[a-z][a-z-]*[a-z]", out.decode()))
@@ -264,7 +288,8 @@ class Options(unittest.TestCase):
             if opt in ("--help", "--version", "--print-config", "--score",
                        "--ids", "--interactive", "--prompt", "--config",
                        "--prime", "--state-in", "--state-out", "--model",
-                       "--tokenize", "--info", "--score-stride"):
+                       "--tokenize", "--info", "--score-stride",
+                       "--list-models"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -356,7 +381,8 @@ class Config(unittest.TestCase):
         self.assertEqual(got["top_p"], 0.95)           # default
         self.assertEqual(got["stop"], ["\n\n", "END"])
         self.assertEqual((got["prompt"], got["text"]), ("p.txt", None))
-        self.assertIsNone(got["seg_len"])              # the model's
+        self.assertEqual(got["seg_len"], int(           # the model's
+            model_header(MODEL)["__metadata__"]["tgt_len"]))
         self.assertEqual(got["sources"]["temp"], "config file")
         self.assertEqual(got["sources"]["top_k"], "command line")
         self.assertEqual(got["sources"]["top_p"], "default")
@@ -375,6 +401,30 @@ class Config(unittest.TestCase):
         got = json.loads(out3)
         self.assertEqual(got["stop"], ["X"])
         self.assertIs(got["same_length"], False)
+
+    def test_print_config_resolves_what_the_run_uses(self):
+        # the model file, the model's values and the seed picked, as
+        # numbers a config can hold; their sources stay where they came
+        # from
+        meta = model_header(MODEL)["__metadata__"]
+        name_dir = tempfile.mkdtemp(dir=TMP)
+        shutil.copy(MODEL, os.path.join(name_dir, "named.bin"))
+        rc, out, err = run("-m", "named", "--print-config", model=False,
+                           environ=env(TXLGEN_MODEL_PATH=name_dir))
+        self.assertEqual((rc, err), (0, ""))
+        got = json.loads(out)
+        self.assertEqual(got["model"], os.path.join(name_dir, "named.bin"))
+        self.assertEqual((got["mem_len"], got["seg_len"]),
+                         (int(meta["mem_len"]), int(meta["tgt_len"])))
+        self.assertIsInstance(got["seed"], int)
+        self.assertEqual(got["sources"]["seed"], "default")
+        # a config of it gives the run it describes: same seed, same text
+        cfg = tmpfile("resolved.json", out)
+        a = run("-c", cfg, "-p", "x", "-n", "8", model=False)
+        b = run("-m", MODEL, "--seed", str(got["seed"]), "-p", "x", "-n",
+                "8", model=False)
+        self.assertEqual((a[0], a[2]), (0, ""))
+        self.assertEqual(a[1], b[1])
 
     def test_config_settings_take_effect(self):
         cfg = tmpfile("gen.json", json.dumps(
@@ -417,6 +467,59 @@ class Config(unittest.TestCase):
 
 
 class Generation(unittest.TestCase):
+    @staticmethod
+    def token_texts(*argv, model=None):
+        """The text of each token of a long run with argv (--json)."""
+        rc, out, err = run(*argv, "-n", "80", "--ignore-eos", "--json",
+                           *(["-m", model] if model else []),
+                           model=model is None)
+        assert rc == 0, err
+        return [ev["text"] for ev in jsonl(out) if "id" in ev]
+
+    def test_length_never_cuts_a_character(self):
+        # byte tokens spell a character over several tokens: -n N that
+        # ends inside one drops its first bytes where the model does not
+        # complete it (the random model rarely does), never U+FFFD (which
+        # only stands for the model's own stray bytes)
+        argv = ("-p", "America", "--seed", "11")
+        texts = self.token_texts(*argv)
+        cuts = 0
+        for n in range(1, 61):
+            rc, out, err = run(*argv, "-n", str(n), "--ignore-eos")
+            self.assertEqual((rc, err), (0, ""))
+            text = out.decode("utf-8")            # strict
+            head = "".join(texts[:n])
+            if not head.endswith("\ufffd"):
+                self.assertFalse(text.endswith("\ufffd"), (n, text[-10:]))
+            self.assertTrue(text.startswith(head), n)
+            self.assertLessEqual(len(text.encode()) - len(head.encode()), 4)
+            cuts += texts[n - 1] == ""
+        self.assertGreater(cuts, 0, "no -n ended inside a character")
+
+    def test_length_completes_a_character_the_model_completes(self):
+        # the default model spells rare characters in byte tokens: -n N
+        # that ends inside one generates the tokens that complete it
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        for seed in ("11", "12", "13", "14"):
+            argv = ("-p", "America", "--seed", seed)
+            texts = self.token_texts(*argv, model=sotu)
+            for n in range(1, len(texts) - 3):
+                done = next(i for i in range(n - 1, len(texts))
+                            if texts[i])
+                if texts[n - 1] == "" and not texts[done].startswith(
+                        "\ufffd") and done - n < 3:
+                    break
+            else:
+                continue
+            rc, out, err = run(*argv, "-n", str(n), "--ignore-eos", "-m",
+                               sotu, model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(out.decode("utf-8"), "".join(texts[:done + 1]))
+            return
+        self.skipTest("no character in byte tokens in these samples")
+
     def test_same_seed_same_bytes(self):
         a = run("-p", "Hello", "-n", "40", "--seed", "3")
         b = run("-p", "Hello", "-n", "40", "--seed", "3")
@@ -720,7 +823,9 @@ class State(unittest.TestCase):
 class ScriptedRepl(unittest.TestCase):
     def test_line_by_line(self):
         st = os.path.join(TMP, "r.state")
-        rc, out, err = run("-i", "-n", "8", "--seed", "1", input=(
+        # (greedy: the random stream goes on across turns, and a new
+        # process starts it again)
+        rc, out, err = run("-i", "-n", "8", "--temp", "0", input=(
             "Hello\n/mem\n/set n_predict 4\nagain\n/bogus\n"
             f"/save {st}\nnext\n"))
         # the session goes on after an error, but a script learns of it
@@ -730,7 +835,7 @@ class ScriptedRepl(unittest.TestCase):
         self.assertRegex(lines[1], r"^memory: \d+/\d+ positions")
         self.assertEqual(len(lines), 5)          # 3 turns, /mem, final ""
         # /load in a new process continues identically
-        rc, out2, _ = run("-i", "-n", "4", "--seed", "1",
+        rc, out2, _ = run("-i", "-n", "4", "--temp", "0",
                           input=f"/load {st}\nnext\n")
         self.assertEqual(out2.decode(), lines[3] + "\n")
 
@@ -747,6 +852,63 @@ class ScriptedRepl(unittest.TestCase):
         self.assertIn("memory: 0/20 positions", text)
         self.assertIn("'model' can only be set at start-up", err)
         self.assertIn("/set top_k: -1 is out of range", err)
+
+    def test_the_random_stream_goes_on_across_turns(self):
+        # the same input after /reset is another sample, not the same one
+        # again; a session with --seed is reproducible as a whole, and its
+        # first turn is what a run with that seed gives
+        script = "Fellow citizens\n/reset\nFellow citizens\n" * 2
+
+        def turns(out):
+            got, ids = [], []
+            for ev in jsonl(out):
+                if "id" in ev:
+                    ids.append(ev["id"])
+                elif "n_gen" in ev:
+                    got.append(tuple(ids))
+                    ids = []
+            return got
+
+        # (a flat distribution: a random model may prefer one token)
+        argv = ("-n", "12", "--seed", "5", "--ignore-eos", "--json",
+                "--temp", "5", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                "--mem-len", "64")
+        rc, out, err = run("-i", *argv, input=script)
+        self.assertEqual((rc, err), (0, ""))
+        got = turns(out)
+        self.assertEqual(len(got), 4)
+        self.assertEqual(len(set(got)), 4, got)
+        self.assertEqual(turns(run("-i", *argv, input=script)[1]), got)
+        rc, out, err = run("-p", "Fellow citizens", *argv)
+        self.assertEqual(turns(out), got[:1])
+
+    def test_memory_is_at_least_1024_positions(self):
+        # the model's length, or 1024 positions if that is more, where no
+        # number was given; a run without the REPL keeps the model's
+        model_len = int(model_header(MODEL)["__metadata__"]["mem_len"])
+        self.assertLess(model_len, 1024)
+
+        def mems(*argv, model=MODEL):
+            rc, out, err = run("-m", model, "-i", *argv, model=False,
+                               input="/mem\n/set mem_len 7\n"
+                               "/set mem_len null\n/mem\n")
+            self.assertEqual((rc, err), (0, ""))
+            return re.findall(r"memory: \d+/(\d+) positions", out.decode())
+
+        self.assertEqual(mems(), ["1024", "1024"])
+        self.assertEqual(mems("--mem-len", "20"), ["20", "1024"])
+        cfg = tmpfile("mem-null.json", '{"mem_len": null}')
+        self.assertEqual(mems("-c", cfg), ["1024", "1024"])
+        # a model's recommended mem_len is the model's length
+        for rec, want in ((2000, "2000"), (64, "1024")):
+            m = with_metadata(MODEL, os.path.join(TMP, f"rec{rec}.bin"),
+                              recommended=json.dumps({"mem_len": rec}))
+            self.assertEqual(mems(model=m)[0], want)
+        rc, out, err = run("-p", "x", "-n", "1", "--stats")
+        self.assertIn(f"memory: 2/{model_len} positions", err)
+        for argv, want in ((["-i"], 1024), ([], model_len)):
+            rc, out, err = run(*argv, "--print-config")
+            self.assertEqual(json.loads(out)["mem_len"], want)
 
     def test_set_keeps_memory(self):
         # /set mem_len keeps what the memory holds: the newest positions
@@ -836,7 +998,9 @@ class PtyRepl(PtyBase):
     def test_session(self):
         hist = os.path.join(TMP, "hist")
         st = os.path.join(TMP, "pty.state")
-        self.spawn("-n", "-1", "--ignore-eos", "--seed", "1",
+        # (greedy, for the /load below: the random stream goes on across
+        # turns, and a new process starts it again)
+        self.spawn("-n", "-1", "--ignore-eos", "--temp", "0",
                    environ=env(TXLGEN_HISTFILE=hist))
         self.read_until(rb"/help for help.*\r\n> ")
         # Ctrl-C during generation stops it and returns to the prompt
@@ -864,7 +1028,7 @@ class PtyRepl(PtyBase):
         with open(hist, "rb") as f:
             self.assertIn(b"Once\\040upon\\040a\\040time", f.read())
         # /load in a new process continues identically
-        self.spawn("-n", "10", "--ignore-eos", "--seed", "1")
+        self.spawn("-n", "10", "--ignore-eos", "--temp", "0")
         self.read_until(rb"> ")
         self.send(f"/load {st}\r".encode())
         self.read_until(rb"memory loaded.*\r\n> ")
@@ -966,9 +1130,10 @@ class Signals(unittest.TestCase):
         _, err = wait_stdin_open(p)
         self.assertEqual(p.returncode, 143)
         self.assertIn(b"terminated", err)
-        # the memory was saved whole: it continues the text
+        # the memory was saved whole: it continues the text (in a memory
+        # as large as the REPL's)
         rc, out, err = run("--state-in", st, "-n", "3", "--seed", "1",
-                           "-p", "")
+                           "-p", "", "--mem-len", "1024")
         self.assertEqual((rc, err), (0, ""))
 
     def test_a_signal_taken_by_another_thread_wakes_the_reader(self):
@@ -1007,29 +1172,69 @@ class Signals(unittest.TestCase):
 
 
 class SpecialFiles(unittest.TestCase):
-    """Files that could block are refused before anything reads them."""
+    """Streams (pipes, FIFOs, character devices) are read wherever txlgen
+    reads text; waiting for them ends with a signal."""
 
-    def test_fifos_and_devices_are_refused(self):
-        fifo = os.path.join(TMP, "fifo")
-        if not os.path.exists(fifo):
-            os.mkfifo(fifo)
-        cases = [(["--config", fifo, "-p", "x"], 3),
-                 (["-f", fifo], 1),
-                 (["--score", fifo], 1),
-                 (["--tokenize", fifo], 1),
-                 (["--prime", fifo, "-p", "x"], 1),
-                 (["--score", "/dev/zero"], 1),
-                 (["--config", "/dev/zero", "-p", "x"], 3),
-                 (["--prime", "/dev/null", "-p", "x"], 1)]
-        for argv, code in cases:
-            rc, out, err = run(*argv, timeout=20)   # used to hang
-            self.assertEqual((rc, out), (code, b""), argv)
-            self.assertEqual(len(err.splitlines()), 1, err)
-            self.assertRegex(err, r"is a (FIFO|character device).*'-'",
-                             argv)
+    def test_process_substitution_and_dev_stdin(self):
+        text = os.path.join(ROOT, "tests", "data", "text.txt")
+        # each way of reading text, from a file and from a pipe
+        for opts in ("--score {} --json", "--tokenize {}",
+                     "-f {} -n 5 --seed 1", "--prime {} -p x -n 5 --seed 1"):
+            want = run_shell(self, f"{TXLGEN} -m {MODEL} "
+                             + opts.format(text))
+            self.assertEqual(want[0], 0, want)
+            for src in (f"<(cat {text})", f"/dev/stdin < {text}"):
+                got = run_shell(self, f"{TXLGEN} -m {MODEL} "
+                                + opts.format(src))
+                self.assertEqual(got, want, (opts, src))
+        rc, out, err = run_shell(self, f"{TXLGEN} -m {MODEL} --config "
+                                 "<(echo '{\"top_k\": 3}') --print-config")
+        self.assertEqual((rc, err), (0, b""))
+        self.assertEqual(json.loads(out)["top_k"], 3)
+
+    def test_a_fifo_is_read_when_its_writer_comes(self):
+        fifo = os.path.join(TMP, "fifo-late")
+        os.mkfifo(fifo)
+        p = popen(self, [TXLGEN, "-m", MODEL, "--tokenize", fifo],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.3)              # txlgen waits, not reads an end
+        self.assertIsNone(p.poll())
+        with open(fifo, "w") as f:
+            f.write("one line\n")
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertEqual(out, run("--tokenize", "-", input="one line\n")[1])
+
+    def test_waiting_for_a_stream_ends_with_a_signal(self):
+        fifo = os.path.join(TMP, "fifo-never")
+        os.mkfifo(fifo)
+        for argv, sig, code in ((["--score", fifo], signal.SIGINT, 130),
+                                (["-f", fifo], signal.SIGTERM, 143),
+                                (["--config", fifo, "-p", "x"],
+                                 signal.SIGINT, 130)):
+            p = popen(self, [TXLGEN, "-m", MODEL, *argv],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(0.3)
+            self.assertIsNone(p.poll(), argv)
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=30)
+            self.assertEqual((p.returncode, out), (code, b""), argv)
+
+    def test_what_is_not_a_file_or_stream_is_refused(self):
         rc, _, err = run("--score", TMP)
         self.assertEqual(rc, 1)
         self.assertIn("Is a directory", err)
+        sock = os.path.join(TMP, "sock")
+        import socket
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(sock)
+        self.addCleanup(s.close)
+        rc, out, err = run("--score", sock, timeout=20)
+        self.assertEqual((rc, out), (1, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        # the model file stays a regular file (it is mapped)
+        rc, _, err = run_shell(self, f"{TXLGEN} -m <(cat {MODEL}) -p x")
+        self.assertEqual(rc, 3)
 
 
 class TerminalSafeMessages(unittest.TestCase):
@@ -1150,9 +1355,42 @@ class ForgivingOptions(unittest.TestCase):
         for argv, msg in cases:
             self.assertIn(msg, self.usage(*argv), argv)
 
+    def test_the_e_hint_works_when_pasted(self):
+        # -e's hint, pasted into bash, gives a newline as the stop string
+        err = self.usage("-e")
+        hint = re.search(r"did you mean (--stop \S+)", err).group(1)
+        rc, out, err = run_shell(self, f"{TXLGEN} -m {MODEL} {hint} "
+                                 "--print-config")
+        self.assertEqual((rc, err), (0, b""))
+        self.assertEqual(json.loads(out)["stop"], ["\n"])
+
+    def test_did_you_mean_for_keys_and_commands(self):
+        for key, want in (("topk", "top_k"), ("top-k", "top_k"),
+                          ("temperature", "temp"), ("ctx_size", "mem_len"),
+                          ("repeat_penalti", "repeat_penalty")):
+            cfg = tmpfile("mistyped.json", json.dumps({key: 1}))
+            rc, _, err = run("-c", cfg, "-p", "x")
+            self.assertEqual(rc, 3)
+            self.assertIn(f"unknown key '{key}'; did you mean '{want}'?",
+                          err)
+        cfg = tmpfile("mistyped.json", '{"qwertyuiop": 1}')
+        self.assertNotIn("did you mean", run("-c", cfg, "-p", "x")[2])
+        rc, out, err = run("-i", "-n", "1", input="/set topk 3\n/rset\n"
+                           "/set temperature 0\n/qwertyuiop\n")
+        self.assertEqual(rc, 2)
+        self.assertEqual(err.splitlines(), [
+            "txlgen: /set: unknown key 'topk'; did you mean 'top_k'?",
+            "txlgen: unknown command '/rset'; did you mean '/reset'?",
+            "txlgen: /set: unknown key 'temperature'; did you mean 'temp'?",
+            "txlgen: unknown command '/qwertyuiop'; /help lists the "
+            "commands"])
+
     def test_seed_minus_one_is_random(self):
         rc, out, _ = run("--seed", "5", "--seed", "-1", "--print-config")
-        self.assertIsNone(json.loads(out)["seed"])
+        got = json.loads(out)        # the seed picked, not 5
+        self.assertEqual(got["sources"]["seed"], "command line")
+        self.assertIsInstance(got["seed"], int)
+        self.assertNotEqual(got["seed"], 5)
         seeds = set()
         for _ in range(2):
             rc, out, err = run("-p", "Hi", "-n", "2", "--seed", "-1",
@@ -1225,7 +1463,7 @@ class ForgivingOptions(unittest.TestCase):
         flags = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)(?:\[=\w+\])?"
                                r"(?: {2,}|$)", help_text))
         negatable = flags - {"--help", "--version", "--print-config",
-                             "--info"}
+                             "--info", "--list-models"}
         want = longs | {"--no-" + o[2:] for o in negatable}
         with open(os.path.join(ROOT, "cmd", "txlgen.bash-completion")) as f:
             comp = f.read()
@@ -1241,7 +1479,7 @@ class ForgivingOptions(unittest.TestCase):
                               .split("esac")[0]))
         self.assertEqual(arms - {"--file", "--colour"}, with_value)
         # what bash offers (bash-completion's helpers stubbed)
-        def complete(*words):
+        def complete(*words, environ=None):
             stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
                      'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
                      '_filedir() { COMPREPLY=(FILE); }\n'
@@ -1251,13 +1489,22 @@ class ForgivingOptions(unittest.TestCase):
                      'printf "%s\\n" "${COMPREPLY[@]}"\n')
             p = subprocess.run(["bash", "-c", stubs, os.path.join(
                 ROOT, "cmd", "txlgen.bash-completion"), "x", *words],
-                capture_output=True, text=True, timeout=60)
+                capture_output=True, text=True, timeout=60, env=environ)
             self.assertEqual(p.stderr, "")
             return set(p.stdout.split())
         self.assertEqual(complete("--"), want)
         self.assertEqual(complete("--color", ""), {"auto", "always", "never"})
         self.assertEqual(complete("--score", ""), {"FILE", "-"})
         self.assertEqual(complete("--temp", ""), set())
+        # -m: files, and the names of the models txlgen finds
+        models = tempfile.mkdtemp(dir=TMP)
+        for name in ("zeta", "zebra"):
+            shutil.copy(MODEL, os.path.join(models, name + ".bin"))
+        bindir = tempfile.mkdtemp(dir=TMP)
+        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
+        self.assertEqual(complete("-m", "ze", environ=env(
+            PATH=bindir + ":" + os.environ["PATH"],
+            TXLGEN_MODEL_PATH=models)), {"FILE", "zeta", "zebra"})
         # ...with its short form in the same arm
         patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
                     for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
@@ -1267,6 +1514,37 @@ class ForgivingOptions(unittest.TestCase):
                                       help_text):
             self.assertTrue(any({"-" + short, name} <= arm
                                 for arm in patterns), name)
+
+
+class Completion(unittest.TestCase):
+    def test_completion_from_the_build_tree(self):
+        # with bash-completion itself (setup.sh installs it), sourcing the
+        # file completes options, and -m the models txlgen finds
+        if not os.path.exists("/usr/share/bash-completion/bash_completion"):
+            self.skipTest("bash-completion is not installed")
+        script = ('. "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+                  'COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; '
+                  '_txlgen "$1" "${COMP_WORDS[COMP_CWORD]}" '
+                  '"${COMP_WORDS[COMP_CWORD-1]}"; '
+                  'printf "%s\\n" "${COMPREPLY[@]}"')
+        bindir = tempfile.mkdtemp(dir=TMP)
+        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
+        models = tempfile.mkdtemp(dir=TMP)
+        shutil.copy(MODEL, os.path.join(models, "zorro.bin"))
+        e = env(PATH=bindir + ":" + os.environ["PATH"],
+                TXLGEN_MODEL_PATH=models)
+
+        def complete(*words):
+            p = subprocess.run(["bash", "--norc", "-c", script, os.path.join(
+                ROOT, "cmd", "txlgen.bash-completion"), "txlgen", *words],
+                capture_output=True, text=True, env=e, cwd=models,
+                timeout=60)
+            self.assertEqual(p.stderr, "")
+            return p.stdout.split()
+
+        self.assertEqual(complete("--list-m"), ["--list-models"])
+        self.assertEqual(complete("--kv-type", "Q"), ["Q8_0", "Q4_0"])
+        self.assertIn("zorro", complete("-m", "zo"))
 
 
 class ScoringReports(unittest.TestCase):
@@ -1393,6 +1671,26 @@ class Tokenize(unittest.TestCase):
         for x, y in zip(a[:-1], b[:-1]):
             self.assertAlmostEqual(x["logprob"], y["logprob"], places=5)
 
+    def test_round_trip_is_byte_exact_where_newlines_are_tokens(self):
+        # the default model's tokenizer keeps newlines (an identity
+        # normaliser): text to ids and back through pipes gives every
+        # byte back, blank lines, CRLF and a missing final newline too
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        for text in ("a\nb\n", "a\nb", "\n\nx\n\n\n", "one\r\ntwo\r\n",
+                     "Hé, naïve café!\n\n  two  spaces\n", "no newline",
+                     ""):
+            rc, ids, err = run("-m", sotu, "--tokenize", "-", input=text,
+                               model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(ids.count(b"\n"), text.count("\n") +
+                             (not text.endswith("\n") and text != ""))
+            rc, back, err = run("-m", sotu, "--tokenize", "-", "--ids",
+                                input=ids, model=False)
+            self.assertEqual((rc, err), (0, ""))
+            self.assertEqual(back.decode(), text)
+
     def test_bad_ids(self):
         rc, out, err = run("--tokenize", "-", "--ids", input="1 2\n3 x\n")
         self.assertEqual(rc, 1)
@@ -1451,6 +1749,142 @@ class Info(unittest.TestCase):
         rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),
                            model=False)
         self.assertEqual((rc, out), (3, b""))
+
+
+class ModelsByName(unittest.TestCase):
+    """-m NAME along the model path, and --list-models."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=TMP)
+        self.a, self.b = os.path.join(self.dir, "a"), os.path.join(self.dir,
+                                                                   "b")
+        self.xdg = os.path.join(self.dir, "xdg")
+        self.user = os.path.join(self.xdg, "txlgen", "models")
+        for d in (self.a, self.b, self.user):
+            os.makedirs(d)
+        with_metadata(MODEL, os.path.join(self.a, "twin.bin"),
+                      description="the first twin")
+        with_metadata(MODEL, os.path.join(self.b, "twin.bin"),
+                      description="the second twin")
+        with_metadata(MODEL, os.path.join(self.user, "mine.bin"),
+                      description="fetched", source="https://example.org/m")
+
+    def environ(self, path=None, **kw):
+        e = env(**{"XDG_DATA_HOME": self.xdg, **kw})
+        e["TXLGEN_MODEL_PATH"] = (path if path is not None
+                                  else f"{self.a}:{self.b}")
+        return e
+
+    def used(self, *argv, environ=None, cwd=None):
+        """The model file a run with argv uses (--info --json)."""
+        p = subprocess.run([TXLGEN, *argv, "--info", "--json"],
+                           capture_output=True, text=True, timeout=60,
+                           env=environ or self.environ(), cwd=cwd,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return os.path.realpath(os.path.join(cwd or "",
+                                             json.loads(p.stdout)["model"]))
+
+    def test_a_name_is_found_along_the_path(self):
+        a, b = (os.path.join(d, "twin.bin") for d in (self.a, self.b))
+        mine = os.path.join(self.user, "mine.bin")
+        self.assertEqual(self.used("-m", "twin"), a)
+        self.assertEqual(self.used("--model=twin.bin"), a)
+        # empty entries count for nothing (not for the current directory)
+        self.assertEqual(self.used("-m", "twin", environ=self.environ(
+            f"::{self.b}:")), b)
+        # the user's models directory, where txlgen-get installs
+        self.assertEqual(self.used("-m", "mine"), mine)
+        self.assertEqual(self.used(environ=self.environ(
+            TXLGEN_MODEL="mine")), mine)
+        cfg = tmpfile("model-by-name.json", '{"model": "mine"}')
+        self.assertEqual(self.used("-c", cfg), mine)
+        # ~/.local/share without XDG_DATA_HOME (and with a relative one)
+        home = os.path.join(self.dir, "home")
+        os.makedirs(os.path.join(home, ".local", "share", "txlgen"))
+        os.symlink(self.xdg + "/txlgen/models",
+                   os.path.join(home, ".local", "share", "txlgen", "models"))
+        for xdg in ("", "relative/dir"):
+            self.assertEqual(self.used("-m", "mine", environ=self.environ(
+                HOME=home, XDG_DATA_HOME=xdg)), mine)
+        # a file of that name is the file, not a name
+        with_metadata(MODEL, os.path.join(self.dir, "twin"))
+        self.assertEqual(self.used("-m", "twin", cwd=self.dir),
+                         os.path.join(os.path.realpath(self.dir), "twin"))
+
+    def test_a_missing_name_lists_where_it_was_looked_for(self):
+        rc, out, err = run("-m", "nothere", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for part in ("nothere.bin", self.a, self.b, self.user,
+                     "txlgen-get nothere", "txlgen --list-models"):
+            self.assertIn(part, err)
+        # a path is a path: its own error, no search
+        rc, _, err = run("-m", "./nothere", "-p", "x", model=False,
+                         environ=self.environ())
+        self.assertEqual(rc, 3)
+        self.assertIn("./nothere", err)
+        self.assertNotIn(self.a, err)
+
+    def test_list_models(self):
+        bad = os.path.join(self.b, "broken.bin")
+        with open(bad, "wb") as f:
+            f.write(b"not a model at all")
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, err), (0, ""))
+        # (and the source tree's models/, for txlgen in its build tree)
+        rows = [r for r in jsonl(out) if r["path"].startswith(self.dir)]
+        self.assertEqual([(r["name"], os.path.dirname(r["path"]))
+                          for r in rows],
+                         [("twin", self.a), ("broken", self.b),
+                          ("twin", self.b), ("mine", self.user)])
+        self.assertEqual([r["shadowed"] for r in rows],
+                         [False, False, True, False])
+        self.assertIn("error", rows[1])
+        header = model_header(MODEL)
+        meta = header["__metadata__"]
+        dtypes = {t["dtype"] for k, t in header.items()
+                  if k != "__metadata__" and t["dtype"] != "U8"}
+        for r in (rows[0], rows[3]):
+            self.assertEqual(r["bytes"], os.path.getsize(r["path"]))
+            self.assertEqual(r["n_token"], int(meta["n_token"]))
+            self.assertEqual(r["vocabulary"], "SentencePiece")
+            self.assertIn(r["weights"], dtypes)
+        self.assertEqual((rows[0]["description"], rows[0]["source"]),
+                         ("the first twin", None))
+        self.assertEqual((rows[3]["description"], rows[3]["source"]),
+                         ("fetched", "https://example.org/m"))
+        # the table: a heading per directory, a line per model
+        rc, out, err = run("--list-models", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, err), (0, ""))
+        lines = out.decode().splitlines()
+        self.assertRegex(lines[0], r"NAME +SIZE +WEIGHTS +VOCABULARY +"
+                         r"DESCRIPTION")
+        self.assertEqual(lines[1], self.a + ":")
+        self.assertRegex(lines[2], r"^  twin +\d+\.\d kB +\w+ +SentencePiece "
+                         rf"{meta['n_token']} +the first twin$")
+        self.assertIn("(shadowed) the second twin", out.decode())
+        self.assertIn("fetched (source: https://example.org/m)",
+                      out.decode())
+
+    def test_list_models_reads_only_headers(self):
+        # a file cut short after its header lists as it is: the weights
+        # are not read (a full load refuses it)
+        with open(os.path.join(self.a, "twin.bin"), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head = f.read(n)
+        cut = os.path.join(self.b, "cut.bin")
+        with open(cut, "wb") as f:
+            f.write(n.to_bytes(8, "little") + head + b"\0" * 64)
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=self.environ(path=self.b))
+        self.assertEqual((rc, err), (0, ""))
+        row = next(r for r in jsonl(out) if r["name"] == "cut")
+        self.assertEqual(row["description"], "the first twin")
+        self.assertEqual(run("-m", cut, "--info", model=False)[0], 3)
 
 
 class Recommended(unittest.TestCase):
@@ -1545,6 +1979,15 @@ class ReplPolish(PtyBase):
         self.read_until(rb"^\r\n.{50}")
         self.send(b"\x03")
         self.read_until(rb"\(stopped\)\r\n> ")
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
+    def test_banner_says_the_model_continues_text(self):
+        self.spawn("-n", "5", "--seed", "1")
+        banner = self.read_until(rb"> ").decode()
+        self.assertIn("memory 1024 positions", banner)
+        self.assertIn("The model continues the text you type; it does not "
+                      "chat", banner)
         self.send(b"\x04")
         self.assertEqual(self.wait(), 0)
 
@@ -1689,6 +2132,55 @@ class Manual(unittest.TestCase):
                      "130 interrupted", "143 terminated"):
             self.assertIn(code, " ".join(out.decode().split()))
             self.assertIn(code, " ".join(readme.split()))
+
+
+class GenerationProgress(PtyBase):
+    """Generation into a file shows how far it is on the terminal."""
+
+    def run_on_pty(self, *args, out_path):
+        """txlgen with stderr (and stdin) on a pty, stdout into a file;
+        (exit status, what the terminal got)."""
+        pid, fd = pty.fork()
+        if pid == 0:
+            out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, 1)
+            os.execve(TXLGEN, [TXLGEN, "-m", MODEL, *args], env())
+        self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
+        return self.wait(), self.buf
+
+    def test_progress_line_when_stdout_is_not_the_terminal(self):
+        out = os.path.join(TMP, "progress.txt")
+        rc, tty = self.run_on_pty("-p", "We", "-n", "300", "--ignore-eos",
+                                  "--seed", "1", out_path=out)
+        self.assertEqual(rc, 0, tty)
+        self.assertRegex(tty, rb"\r\d+/300 tokens  \d+ tokens/s  \d+s")
+        # cleared at the end: nothing after the erasing of the line
+        self.assertTrue(tty.endswith(b"\r\x1b[K"), tty[-80:])
+        self.assertEqual(open(out, "rb").read(),
+                         run("-p", "We", "-n", "300", "--ignore-eos",
+                             "--seed", "1")[1])
+        # never when stderr is not a terminal (run() takes it in a pipe)
+        rc, _, err = run("-p", "We", "-n", "300", "--ignore-eos")
+        self.assertEqual((rc, err), (0, ""))
+
+    def test_no_progress_line_into_a_pipe(self):
+        # the reader of a pipe may draw on the terminal (less) or end the
+        # run before the line is erased (head)
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execve("/bin/sh", ["sh", "-c", f"'{TXLGEN}' -m '{MODEL}' -p We "
+                                  "-n 300 --ignore-eos | cat > /dev/null"],
+                      env())
+        self.pid, self.fd, self.buf = pid, fd, b""
+        self.addCleanup(self.end, pid, fd)
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b"tokens/s", self.buf)
+
+    def test_no_progress_line_when_stdout_is_the_terminal(self):
+        self.spawn("-p", "We", "-n", "50", "--ignore-eos", "--seed", "1")
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b"tokens/s", self.buf)
 
 
 class Stats(unittest.TestCase):

@@ -51,6 +51,69 @@ def clean_env():
     return e
 
 
+BASH_COMPLETION = "/usr/share/bash-completion/bash_completion"
+
+
+class Setup(unittest.TestCase):
+    """./setup.sh installs what each use needs: the whole set by default,
+    txlgen's build and run time alone with --runtime.  Run with stand-ins
+    for dpkg-query (nothing installed), apt-get, sudo, meson and ninja
+    that record what they are asked."""
+
+    def setup_sh(self, *args):
+        tmp = tempfile.mkdtemp(prefix="txlgen-setup-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        log = os.path.join(tmp, "log")
+        for tool, body in (("dpkg-query", "exit 0"),
+                           ("apt-get", 'echo "apt-get $*" >> "$LOG"'),
+                           ("sudo", '"$@"'),
+                           ("meson", 'echo "meson $*" >> "$LOG"'),
+                           ("ninja", 'echo "ninja $*" >> "$LOG"')):
+            path = os.path.join(tmp, tool)
+            with open(path, "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(path, 0o755)
+        env = dict(clean_env(), LOG=log,
+                   PATH=tmp + ":" + os.environ["PATH"])
+        p = subprocess.run(["sh", os.path.join(SOURCE, "setup.sh"), *args],
+                           capture_output=True, text=True, env=env,
+                           timeout=60)
+        calls = open(log).read().splitlines() if os.path.exists(log) else []
+        return p, calls
+
+    def installed(self, calls):
+        line = next(c for c in calls if c.startswith("apt-get install"))
+        return set(line.split()) - {"apt-get", "install", "-y", "-q",
+                                    "--no-install-recommends"}
+
+    def test_runtime_installs_no_torch(self):
+        p, calls = self.setup_sh("--runtime")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pkgs = self.installed(calls)
+        self.assertTrue({"libopenblas-dev", "libsentencepiece-dev",
+                         "libcjson-dev", "libedit-dev", "meson", "ninja-build",
+                         "bash-completion", "python3-numpy"} <= pkgs, pkgs)
+        self.assertFalse(pkgs & {"python3-torch", "python3-sentencepiece"},
+                         pkgs)
+        self.assertIn("ninja -C build", calls)
+
+    def test_default_installs_everything(self):
+        p, calls = self.setup_sh()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pkgs = self.installed(calls)
+        self.assertTrue({"python3-torch", "python3-sentencepiece",
+                         "sentencepiece", "bash-completion",
+                         "libopenblas-dev"} <= pkgs, pkgs)
+        self.assertIn("ninja -C build", calls)
+        # and says how to run it and have its completion
+        self.assertIn("txlgen.bash-completion", p.stdout)
+
+    def test_unknown_argument(self):
+        p, calls = self.setup_sh("--bogus")
+        self.assertEqual((p.returncode, calls), (2, []))
+        self.assertIn("usage:", p.stderr)
+
+
 class Install(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -120,6 +183,74 @@ class Install(unittest.TestCase):
                            cwd=self.elsewhere, env=clean_env(), timeout=60)
         self.assertEqual((p.returncode, p.stderr), (0, b""))
         self.assertTrue(p.stdout.strip())
+
+    def test_man_page_names_the_prefix(self):
+        # the installed txlgen(1) names this installation's paths, not
+        # the default prefix's, and still renders without warnings
+        page = os.path.join(self.prefix, "share", "man", "man1", "txlgen.1")
+        with open(page) as f:
+            text = f.read().replace("\\-", "-")
+        for path in (os.path.join("share", "txlgen", "sotu.bin"),
+                     os.path.join("share", "bash-completion", "completions",
+                                  "txlgen")):
+            self.assertTrue(os.path.join(self.prefix, path) in text,
+                            f"{self.prefix}/{path} not in {page}")
+            self.assertFalse("/usr/local/" + path in text,
+                             f"/usr/local/{path} in {page}")
+        if shutil.which("man"):
+            # (wide: a temporary prefix makes paths longer than a line)
+            p = subprocess.run(["man", "--warnings", "-l", page],
+                               capture_output=True, timeout=60,
+                               env=dict(clean_env(), MANWIDTH="200"))
+            self.assertEqual((p.returncode, p.stderr), (0, b""))
+
+    def test_bash_completion_finds_the_installed_file(self):
+        # bash-completion loads completions from the share/ of the
+        # prefixes in XDG_DATA_DIRS (/usr/local and /usr by default)
+        if not os.path.exists(BASH_COMPLETION):
+            self.skipTest("bash-completion is not installed")
+        script = (f". {BASH_COMPLETION}\n"
+                  "__load_completion txlgen && complete -p txlgen\n")
+        env = dict(clean_env(), XDG_DATA_DIRS=os.path.join(self.prefix,
+                                                           "share"),
+                   HOME=self.elsewhere)
+        env.pop("XDG_DATA_HOME", None)
+        p = subprocess.run(["bash", "-c", script], capture_output=True,
+                           text=True, env=env, timeout=60)
+        self.assertEqual(p.stdout.strip(), "complete -F _txlgen txlgen",
+                         p.stderr)
+
+    def test_models_by_name(self):
+        # the installed default model is found by name and listed
+        if not os.path.exists(os.path.join(SOURCE, "models", "sotu.bin")):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        txlgen = os.path.join(self.prefix, "bin", "txlgen")
+        env = dict(clean_env(), HOME=self.elsewhere)
+        env.pop("XDG_DATA_HOME", None)
+        env.pop("TXLGEN_MODEL_PATH", None)
+        p = subprocess.run([txlgen, "--list-models", "--json"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [json.loads(line) for line in p.stdout.splitlines()]
+        model = os.path.join(self.prefix, "share", "txlgen", "sotu.bin")
+        self.assertEqual([(r["name"], os.path.realpath(r["path"]))
+                          for r in rows], [("sotu", os.path.realpath(model))])
+        # -m NAME, and the message that lists where it looked
+        p = subprocess.run([txlgen, "-m", "sotu", "--info", "--json"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(os.path.realpath(json.loads(p.stdout)["model"]),
+                         os.path.realpath(model))
+        p = subprocess.run([txlgen, "-m", "nothere", "-p", "x"],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=60)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn(os.path.join(self.elsewhere, ".local", "share",
+                                   "txlgen", "models"), p.stderr)
+        self.assertIn(os.path.realpath(os.path.dirname(model)), p.stderr)
+        self.assertNotIn(os.path.join(SOURCE, "models"), p.stderr)
 
     def test_c_program_with_pkg_config(self):
         env = clean_env()

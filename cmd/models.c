@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * models.c - models by name, and --list-models.
+ *
+ * A model is named by its file (anything with a '/', or a file that
+ * exists) or by a name: NAME.bin in the first directory of the model
+ * path that has one.  The path is $TXLGEN_MODEL_PATH (colon-separated),
+ * then the user's models directory, where txlgen-get installs
+ * ($XDG_DATA_HOME/txlgen/models, default ~/.local/share/txlgen/models),
+ * then the installed data directory with the default model (PREFIX/share/
+ * txlgen, found from the program's own path so that an installation can
+ * be moved), or for a program run from its build directory the source
+ * tree's models/ instead.
+ *
+ * --list-models reads each file's safetensors header only (a few
+ * kilobytes; no weights, no fingerprint), so that a directory of large
+ * models lists at once.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "errors.h"
+#include "models.h"
+#include "text.h"
+
+#define SUFFIX ".bin"
+#define MAX_HEADER (16u << 20)  /* as libtxl's loader */
+#define MAX_DTYPES 8
+
+/* ------------------------------------------------------------------ */
+/* The model path                                                      */
+
+struct dirlist {
+	char **v;
+	int n;
+};
+
+static void
+add_dir(struct dirlist *l, const char *dir)
+{
+	char real[PATH_MAX];
+	const char *d = realpath(dir, real) ? real : dir;
+
+	for (int i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], d))
+			return;
+	l->v = xrealloc(l->v, (size_t)(l->n + 2) * sizeof(*l->v));
+	l->v[l->n++] = xstrdup(d);
+	l->v[l->n] = NULL;
+}
+
+static bool
+same_dir(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+
+	return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
+char **
+model_path(void)
+{
+	struct dirlist l = { 0 };
+	const char *env = getenv("TXLGEN_MODEL_PATH");
+	const char *xdg = getenv("XDG_DATA_HOME");
+	const char *home = getenv("HOME");
+	char exe[PATH_MAX], *bindir = NULL, *s;
+	ssize_t n;
+
+	l.v = xrealloc(NULL, sizeof(*l.v));
+	l.v[0] = NULL;
+	if (env) {
+		char *copy = xstrdup(env), *save = NULL;
+
+		/* empty entries (a leading, trailing or doubled ':') count
+		 * for nothing, not for the current directory */
+		for (char *d = strtok_r(copy, ":", &save); d;
+		     d = strtok_r(NULL, ":", &save))
+			add_dir(&l, d);
+		free(copy);
+	}
+	/* XDG: a relative XDG_DATA_HOME is invalid and ignored */
+	if (xdg && xdg[0] == '/' && asprintf(&s, "%s/txlgen/models", xdg) >= 0) {
+		add_dir(&l, s);
+		free(s);
+	} else if (home && *home &&
+		   asprintf(&s, "%s/.local/share/txlgen/models", home) >= 0) {
+		add_dir(&l, s);
+		free(s);
+	}
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		bindir = dirname(exe);
+	}
+	if (bindir && same_dir(bindir, TXLGEN_BUILD_DIR)) {
+		/* run from the build directory: the source tree's model */
+		add_dir(&l, TXLGEN_SOURCE_MODELS);
+		return l.v;
+	}
+	if (bindir && TXLGEN_BIN_TO_DATADIR[0] != '/' &&
+	    asprintf(&s, "%s/%s", bindir, TXLGEN_BIN_TO_DATADIR) >= 0) {
+		add_dir(&l, s);
+		free(s);
+	}
+	add_dir(&l, TXLGEN_DATADIR);
+	return l.v;
+}
+
+void
+model_path_free(char **dirs)
+{
+	for (char **d = dirs; d && *d; d++)
+		free(*d);
+	free(dirs);
+}
+
+/* "NAME.bin" for a name (a name ending in .bin as it is) */
+static char *
+file_name(const char *name)
+{
+	size_t n = strlen(name);
+	char *f;
+
+	if (n > strlen(SUFFIX) && !strcmp(name + n - strlen(SUFFIX), SUFFIX))
+		return xstrdup(name);
+	if (asprintf(&f, "%s%s", name, SUFFIX) < 0)
+		die_oom();
+	return f;
+}
+
+char *
+model_find(const char *spec, const char *what)
+{
+	struct stat sb;
+	struct strbuf where = { 0 };
+	char **dirs, *file, *path = NULL;
+
+	if (what && (strchr(spec, '/') || stat(spec, &sb) == 0))
+		return xstrdup(spec);
+	file = file_name(spec);
+	dirs = model_path();
+	for (char **d = dirs; *d && !path; d++) {
+		if (asprintf(&path, "%s/%s", *d, file) < 0)
+			die_oom();
+		if (stat(path, &sb) != 0 || S_ISDIR(sb.st_mode)) {
+			free(path);
+			path = NULL;
+		}
+		if (where.len)
+			strbuf_add(&where, ", ", 2);
+		strbuf_add(&where, *d, strlen(*d));
+	}
+	if (!path && what)
+		errmsg("%s %s: no such file, nor %s in %s; 'txlgen "
+		       "--list-models' lists the models there, 'txlgen-get %s' "
+		       "installs a published one", what, spec, file,
+		       where.len ? where.s : "(no directory)", spec);
+	else if (!path)
+		errmsg("no model: the default model %s is in none of %s; "
+		       "give one with --model FILE or NAME", file,
+		       where.len ? where.s : "(no directory)");
+	strbuf_free(&where);
+	model_path_free(dirs);
+	free(file);
+	return path;
+}
+
+/* ------------------------------------------------------------------ */
+/* --list-models                                                       */
+
+struct entry {
+	char *name;         /* without .bin */
+	const char *dir;
+	char *path;
+	uint64_t bytes;
+	char weights[16];   /* the dtype holding most of the weight bytes */
+	char *vocab;        /* "SentencePiece", "word", "char" */
+	long n_token;
+	char *description;
+	char *source;
+	char *error;        /* not a model txlgen reads: why */
+	bool shadowed;      /* a file of the same name comes earlier */
+};
+
+static char *
+dup_clean(const char *s)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = xstrdup(s);
+	text_clean_line(d);
+	return d;
+}
+
+static const char *
+meta_string(const cJSON *meta, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Fill @p e from the safetensors header of its file; e->error on failure. */
+static void
+read_entry(struct entry *e)
+{
+	struct dtype_bytes {
+		const char *name;
+		double bytes;
+	} dt[MAX_DTYPES];
+	int n_dt = 0;
+	unsigned char n8[8];
+	uint64_t n = 0;
+	double best = 0;
+	struct stat sb;
+	cJSON *root = NULL;
+	const cJSON *meta, *t;
+	const char *format, *kind, *nt;
+	char *h = NULL;
+	int fd = open(e->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		e->error = dup_clean(strerror(errno));
+		goto out;
+	}
+	e->bytes = (uint64_t)sb.st_size;
+	if (!S_ISREG(sb.st_mode)) {
+		e->error = xstrdup("not a regular file");
+		goto out;
+	}
+	if (pread(fd, n8, 8, 0) != 8) {
+		e->error = xstrdup("not a model file (too short)");
+		goto out;
+	}
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | n8[i];
+	if (n > MAX_HEADER || n > e->bytes - 8) {
+		e->error = xstrdup("not a model file (no safetensors header)");
+		goto out;
+	}
+	h = xrealloc(NULL, (size_t)n + 1);
+	if (pread(fd, h, (size_t)n, 8) != (ssize_t)n) {
+		e->error = xstrdup("could not read the header");
+		goto out;
+	}
+	h[n] = '\0';
+	root = cJSON_ParseWithLength(h, (size_t)n);
+	meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+	format = meta_string(meta, "format");
+	if (!cJSON_IsObject(root) || !format || strcmp(format, "txlgen-model")) {
+		e->error = xstrdup("not a txlgen model file");
+		goto out;
+	}
+	kind = meta_string(meta, "vocab_kind");
+	e->vocab = dup_clean(kind ? kind : "SentencePiece");
+	nt = meta_string(meta, "n_token");
+	e->n_token = nt ? strtol(nt, NULL, 10) : 0;
+	e->description = dup_clean(meta_string(meta, "description"));
+	e->source = dup_clean(meta_string(meta, "source"));
+
+	/* the weights' storage: the dtype of most bytes, the tokenizer's
+	 * bytes (U8) aside */
+	cJSON_ArrayForEach(t, root) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+		const cJSON *off = cJSON_GetObjectItemCaseSensitive(t,
+								  "data_offsets");
+		int k;
+
+		if (!cJSON_IsString(type) || !strcmp(type->valuestring, "U8") ||
+		    cJSON_GetArraySize(off) != 2)
+			continue;
+		for (k = 0; k < n_dt && strcmp(dt[k].name, type->valuestring);
+		     k++)
+			;
+		if (k == n_dt) {
+			if (n_dt == MAX_DTYPES)
+				continue;
+			dt[n_dt++] = (struct dtype_bytes){ type->valuestring, 0 };
+		}
+		dt[k].bytes += cJSON_GetArrayItem(off, 1)->valuedouble -
+			cJSON_GetArrayItem(off, 0)->valuedouble;
+		if (dt[k].bytes > best) {
+			best = dt[k].bytes;
+			snprintf(e->weights, sizeof(e->weights), "%s", dt[k].name);
+		}
+	}
+	text_clean_line(e->weights);
+out:
+	cJSON_Delete(root);
+	free(h);
+	if (fd >= 0)
+		close(fd);
+}
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->name,
+		      ((const struct entry *)b)->name);
+}
+
+/* The models of @p dir, sorted by name, appended to *@p v. */
+static void
+scan_dir(const char *dir, struct entry **v, int *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int first = *n;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		struct stat sb;
+		struct entry *e;
+
+		if (len <= strlen(SUFFIX) || de->d_name[0] == '.' ||
+		    strcmp(de->d_name + len - strlen(SUFFIX), SUFFIX) ||
+		    fstatat(dirfd(d), de->d_name, &sb, 0) != 0 ||
+		    S_ISDIR(sb.st_mode))
+			continue;
+		*v = xrealloc(*v, (size_t)(*n + 1) * sizeof(**v));
+		e = &(*v)[(*n)++];
+		memset(e, 0, sizeof(*e));
+		e->name = xstrdup(de->d_name);
+		e->name[len - strlen(SUFFIX)] = '\0';
+		e->dir = dir;
+		if (asprintf(&e->path, "%s/%s", dir, de->d_name) < 0)
+			die_oom();
+	}
+	closedir(d);
+	qsort(*v + first, (size_t)(*n - first), sizeof(**v), cmp_name);
+}
+
+/* "37.1 MB" */
+static void
+fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "kB", "MB", "GB", "TB" };
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1000 && u < 4) {
+		v /= 1000;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 " B", b);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static void
+vocab_text(const struct entry *e, char *buf, size_t len)
+{
+	if (e->error)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%s %ld", e->vocab, e->n_token);
+}
+
+/* What the model is, in the last column. */
+static char *
+about(const struct entry *e)
+{
+	struct strbuf b = { 0 };
+
+	strbuf_add(&b, "", 0);
+	if (e->shadowed)
+		strbuf_add(&b, "(shadowed) ", 11);
+	if (e->error)
+		strbuf_add(&b, e->error, strlen(e->error));
+	else if (e->description)
+		strbuf_add(&b, e->description, strlen(e->description));
+	if (e->source) {
+		strbuf_add(&b, b.len ? " (source: " : "(source: ",
+			   b.len ? 10 : 9);
+		strbuf_add(&b, e->source, strlen(e->source));
+		strbuf_add(&b, ")", 1);
+	}
+	return b.s;
+}
+
+static void
+print_json(FILE *out, const struct entry *e)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *s;
+
+	cJSON_AddStringToObject(o, "name", e->name);
+	cJSON_AddStringToObject(o, "path", e->path);
+	cJSON_AddNumberToObject(o, "bytes", (double)e->bytes);
+	if (e->error) {
+		cJSON_AddStringToObject(o, "error", e->error);
+	} else {
+		cJSON_AddStringToObject(o, "weights", e->weights);
+		cJSON_AddStringToObject(o, "vocabulary", e->vocab);
+		cJSON_AddNumberToObject(o, "n_token", (double)e->n_token);
+		if (e->description)
+			cJSON_AddStringToObject(o, "description", e->description);
+		else
+			cJSON_AddNullToObject(o, "description");
+		if (e->source)
+			cJSON_AddStringToObject(o, "source", e->source);
+		else
+			cJSON_AddNullToObject(o, "source");
+	}
+	cJSON_AddBoolToObject(o, "shadowed", e->shadowed);
+	s = cJSON_PrintUnformatted(o);
+	if (!s)
+		die_oom();
+	fprintf(out, "%s\n", s);
+	free(s);
+	cJSON_Delete(o);
+}
+
+static void
+print_table(FILE *out, const struct entry *v, int n)
+{
+	int wn = 4, ws = 4, ww = 7, wv = 10;
+	char size[32], voc[64];
+	const char *dir = NULL;
+
+	for (int i = 0; i < n; i++) {
+		fmt_bytes(v[i].bytes, size, sizeof(size));
+		vocab_text(&v[i], voc, sizeof(voc));
+		wn = (int)strlen(v[i].name) > wn ? (int)strlen(v[i].name) : wn;
+		ws = (int)strlen(size) > ws ? (int)strlen(size) : ws;
+		ww = (int)strlen(v[i].weights) > ww ? (int)strlen(v[i].weights)
+			: ww;
+		wv = (int)strlen(voc) > wv ? (int)strlen(voc) : wv;
+	}
+	fprintf(out, "  %-*s  %*s  %-*s  %-*s  %s\n", wn, "NAME", ws, "SIZE",
+		ww, "WEIGHTS", wv, "VOCABULARY", "DESCRIPTION");
+	for (int i = 0; i < n; i++) {
+		char *name = dup_clean(v[i].name), *what = about(&v[i]);
+
+		if (v[i].dir != dir) {
+			char *d = dup_clean(v[i].dir);
+
+			dir = v[i].dir;
+			fprintf(out, "%s:\n", d);
+			free(d);
+		}
+		fmt_bytes(v[i].bytes, size, sizeof(size));
+		vocab_text(&v[i], voc, sizeof(voc));
+		fprintf(out, "  %-*s  %*s  %-*s  %-*s  %s\n", wn, name, ws, size,
+			ww, v[i].error ? "-" : v[i].weights, wv, voc, what);
+		free(name);
+		free(what);
+	}
+}
+
+int
+models_list(FILE *out, bool json)
+{
+	char **dirs = model_path();
+	struct entry *v = NULL;
+	struct strbuf where = { 0 };
+	int n = 0;
+
+	for (char **d = dirs; *d; d++) {
+		scan_dir(*d, &v, &n);
+		if (where.len)
+			strbuf_add(&where, ", ", 2);
+		strbuf_add(&where, *d, strlen(*d));
+	}
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < i && !v[i].shadowed; j++)
+			v[i].shadowed = !strcmp(v[i].name, v[j].name);
+		read_entry(&v[i]);
+	}
+	if (json) {
+		for (int i = 0; i < n; i++)
+			print_json(out, &v[i]);
+	} else if (n) {
+		print_table(out, v, n);
+	}
+	if (!n)
+		errmsg("no models in %s; 'txlgen-get NAME' installs a "
+		       "published one", where.len ? where.s : "(no directory)");
+	for (int i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].path);
+		free(v[i].vocab);
+		free(v[i].description);
+		free(v[i].source);
+		free(v[i].error);
+	}
+	free(v);
+	strbuf_free(&where);
+	model_path_free(dirs);
+	fflush(out);
+	if (ferror(out)) {
+		errmsg("writing output failed: %s", strerror(errno));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * suggest.c - "did you mean": edit distance to the names txlgen knows,
+ * and other programs' names for its settings.
+ */
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "settings.h"
+#include "suggest.h"
+
+#define NAME_MAX_LEN 40
+
+/* Options of other programs, llama.cpp's above all, and what they are
+ * called here. */
+static const struct {
+	const char *theirs, *ours;
+} aliases[] = {
+	{ "ctx-size", "mem-len" },
+	{ "n-ctx", "mem-len" },
+	{ "context", "mem-len" },
+	{ "temperature", "temp" },
+	{ "reverse-prompt", "stop" },
+	{ "antiprompt", "stop" },
+	{ "predict", "n-predict" },
+	{ "max-tokens", "n-predict" },
+	{ "batch-size", "seg-len" },
+	{ "ubatch-size", "seg-len" },
+	{ "threads-batch", "threads" },
+	{ "prompt-cache", "state-in" },
+	{ "perplexity", "score" },
+	{ "verbose-prompt", "echo" },
+	{ "display-prompt", "echo" },
+	{ "no-display-prompt", "no-echo" },
+	{ "conversation", "interactive" },
+	{ "interactive-first", "interactive" },
+	{ "log-disable", "no-stats" },
+};
+
+int
+suggest_distance(const char *a, const char *b)
+{
+	int la = (int)strlen(a), lb = (int)strlen(b);
+	int d[NAME_MAX_LEN][NAME_MAX_LEN];
+
+	if (la >= NAME_MAX_LEN || lb >= NAME_MAX_LEN)
+		return 99;
+	for (int i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (int j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (int i = 1; i <= la; i++) {
+		for (int j = 1; j <= lb; j++) {
+			int cost = a[i - 1] != b[j - 1];
+			int v = d[i - 1][j] + 1;
+
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[la][lb];
+}
+
+const char *
+suggest_alias(const char *name)
+{
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (!strcmp(name, aliases[i].theirs))
+			return aliases[i].ours;
+	return NULL;
+}
+
+/* @p s in lower case with @p sep between words ('-' and '_' alike);
+ * false if it does not fit. */
+static bool
+normalise(const char *s, char sep, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < len - 1; i++)
+		out[i] = s[i] == '-' || s[i] == '_' ? sep :
+			(char)tolower((unsigned char)s[i]);
+	out[i] = '\0';
+	return !s[i];
+}
+
+const char *
+suggest_closest(const char *word, const char *const *names, int n)
+{
+	char w[NAME_MAX_LEN], c[NAME_MAX_LEN];
+	const char *best = NULL;
+	int best_d = 99;
+
+	if (!normalise(word, '_', w, sizeof(w)))
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		int d;
+
+		if (!normalise(names[i], '_', c, sizeof(c)))
+			continue;
+		d = suggest_distance(w, c);
+		if (d < best_d) {
+			best_d = d;
+			best = names[i];
+		}
+	}
+	return best && SUGGEST_CLOSE(best_d, (int)strlen(w)) ? best : NULL;
+}
+
+const char *
+suggest_setting(const char *word)
+{
+	static char key[NAME_MAX_LEN];
+	const char *keys[SETTINGS_MAX], *ours;
+	const struct setting *s;
+	char w[NAME_MAX_LEN];
+
+	if (normalise(word, '-', w, sizeof(w)) && (ours = suggest_alias(w)) &&
+	    (s = setting_find(ours))) {
+		snprintf(key, sizeof(key), "%s", s->key);
+		return key;
+	}
+	for (int i = 0; i < n_settings; i++)
+		keys[i] = settings[i].key;
+	return suggest_closest(word, keys, n_settings);
+}
