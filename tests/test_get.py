@@ -712,6 +712,62 @@ class Getter(Base):
         self.assertIn("/nonexistent.json", err.splitlines()[-1])
         self.assert_nothing_installed()
 
+    def stand_in_converter(self, body):
+        """A convert.py that writes what `body` says to its -o file."""
+        path = os.path.join(self.tmp, "convert.py")
+        with open(path, "w") as f:
+            f.write("import os, sys, time\n"
+                    "if '--help' in sys.argv:\n"
+                    "    print('usage: convert.py --weights W -o OUT')\n"
+                    "    sys.exit(0)\n"
+                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
+        return path
+
+    def test_what_the_converter_writes_is_checked(self):
+        # a converter that exits 0 without writing a model file
+        self.serve_tiny()
+        conv = self.stand_in_converter(
+            "open(out, 'wb').write(b'\\x10' + bytes(7) + b'not json')\n")
+        rc, out, err = self.get("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()}), env=self.env(TXLGEN_CONVERT=conv))
+        self.assertEqual(rc, 1, err)
+        self.assertIn("did not write a txlgen model", err.splitlines()[-1])
+        self.assertEqual(out, "")
+        self.assert_nothing_installed()
+
+    def test_interrupt_during_conversion_installs_nothing(self):
+        self.serve_tiny()
+        marker = os.path.join(self.tmp, "converting")
+        conv = self.stand_in_converter(
+            "open(out, 'wb').write(b'half a model')\n"
+            f"open({marker!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(120)\n")
+        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()})], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=self.env(TXLGEN_CONVERT=conv))
+        try:
+            deadline = time.monotonic() + 120
+            while not (os.path.exists(marker) and read(marker)):
+                self.assertIsNone(p.poll())
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            child = int(read(marker))
+            p.send_signal(signal.SIGINT)        # the getter only
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("nothing was installed", err)
+        self.assert_nothing_installed()
+        # the converter was stopped with it
+        with self.assertRaises(ProcessLookupError):
+            for _ in range(100):
+                os.kill(child, 0)
+                time.sleep(0.05)
+
     # -- the catalog --------------------------------------------------------
 
     def test_list_shows_the_real_catalog(self):
