@@ -616,6 +616,41 @@ class Getter(Base):
         self.assertEqual(self.server.requests(f"/cdn/lfs/{sha256(body)}")[-1]
                          [1], f"bytes={cut}-")
 
+    def test_complete_partial_file_is_verified(self):
+        # a partial file that has every byte: the server answers its Range
+        # request with 416, and the digest the download began with decides
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        body = self.files["config.json"]
+        d = os.path.join(self.cache, "models", "tiny")
+        os.makedirs(d)
+        path = f"/hf/tiny-org/tiny-xl/resolve/{REV}/config.json"
+
+        def leave_partial(content):
+            with open(os.path.join(d, "config.json.part"), "wb") as f:
+                f.write(content)
+            with open(os.path.join(d, "config.json.part.json"), "w") as f:
+                json.dump({"url": "https://huggingface.co/legacy-tiny-xl/"
+                           f"resolve/{REV}/config.json",
+                           "validator": git_sha1(body), "sha256": None,
+                           "git_sha1": git_sha1(body)}, f)
+        # the right size, not the right content
+        leave_partial(body.replace(b"{", b" ", 1))
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 4, err)
+        self.assertIn(f"git blob SHA-1 {git_sha1(body.replace(b'{', b' ', 1))}"
+                      f", the server states {git_sha1(body)}",
+                      err.splitlines()[-1])
+        self.assertIn((path, f"bytes={len(body)}-"), self.server.log)
+        self.assert_nothing_installed()
+        # the file itself: used without downloading it again
+        self.server.log.clear()
+        leave_partial(body)
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.server.requests(path),
+                         [(path, f"bytes={len(body)}-")])
+
     # -- progress -----------------------------------------------------------
 
     def test_progress_only_on_a_terminal(self):
