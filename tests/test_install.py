@@ -12,6 +12,7 @@ MESON_SOURCE_ROOT=. /usr/bin/python3 tests/test_install.py
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -251,6 +252,23 @@ class Install(unittest.TestCase):
                                    "txlgen", "models"), p.stderr)
         self.assertIn(os.path.realpath(os.path.dirname(model)), p.stderr)
         self.assertNotIn(os.path.join(SOURCE, "models"), p.stderr)
+
+    def test_installed_txlgen_get_finds_its_converter(self):
+        # txlgen-get runs the convert.py installed beside it in
+        # libexec/txlgen, found from its own directory
+        get = os.path.join(self.prefix, "bin", "txlgen-get")
+        env = clean_env()
+        env.pop("TXLGEN_CONVERT", None)
+        p = subprocess.run([get, "--check"], capture_output=True, text=True,
+                           cwd=self.elsewhere, env=env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        conv = re.match(r"converter: (\S+) ", p.stdout).group(1)
+        self.assertEqual(os.path.realpath(conv), os.path.realpath(
+            os.path.join(self.prefix, "libexec", "txlgen", "convert.py")))
+        self.assertIn("transformer-xl: yes", p.stdout)
+        self.assertTrue(os.path.islink(os.path.join(
+            self.prefix, "share", "bash-completion", "completions",
+            "txlgen-get")))
 
     def test_c_program_with_pkg_config(self):
         env = clean_env()

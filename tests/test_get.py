@@ -1,0 +1,1026 @@
+#!/usr/bin/python3
+"""models/txlgen-get against a local HTTP server (nothing leaves
+127.0.0.1: every run sets TXLGEN_GET_ONLY_LOCAL, and the catalog's
+addresses are mapped onto the server with TXLGEN_GET_MIRROR).
+
+The server plays the parts the real sources play: the Hugging Face Hub's
+resolve/<revision>/<file> (files in git answered with their git blob
+SHA-1 as ETag, LFS files redirected to a CDN address with the sha256 in
+X-Linked-Etag, X-Linked-Size and X-Repo-Commit; a renamed repository
+answered with a relative redirect, as the Hub does), and plain static
+servers like dl.fbaipublicfiles.com and mattmahoney.net; all with Range
+requests, and on demand a connection dropped or stalled part-way, a body
+that differs from its stated digest, a 404.  It serves a tiny Hugging Face
+TransfoXL directory (config.json, pytorch_model.bin in the legacy
+torch.save format of the real 2019 file, vocab.bin) made from
+tests/make_random_model.py's random model, run as a command.
+
+Programs: $TXLGEN (meson test sets it) or build/cmd/txlgen; the getter
+$TXLGEN_GET or models/txlgen-get.  Run: /usr/bin/python3 tests/test_get.py
+"""
+
+import hashlib
+import http.server
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import pty
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+GET = os.environ.get("TXLGEN_GET") or os.path.join(ROOT, "models",
+                                                   "txlgen-get")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
+    else sys.executable
+
+
+def find_txlgen():
+    path = os.environ.get("TXLGEN") or os.path.join(ROOT, "build", "cmd",
+                                                    "txlgen")
+    return path if os.path.exists(path) else None
+
+
+TXLGEN = find_txlgen()
+
+
+def load_getter():
+    """The getter as a module (for its data preparation)."""
+    loader = importlib.machinery.SourceFileLoader("txlgen_get", GET)
+    spec = importlib.util.spec_from_loader("txlgen_get", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def sha256(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def git_sha1(b):
+    return hashlib.sha1(b"blob %d\0" % len(b) + b).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# The server
+
+class Route:
+    """What a path answers.  kind: "file" (a body, with Range), "redirect"
+    (status and Location), "lfs" (the Hub's redirect of an LFS file to its
+    CDN address), "git" (the Hub's answer for a file in git)."""
+
+    def __init__(self, kind, body=b"", location=None, status=302,
+                 headers=None):
+        self.kind, self.body, self.location = kind, body, location
+        self.status, self.headers = status, dict(headers or {})
+        self.drop_after = None      # close the connection after N bytes
+        self.drops = 0              # ...on this many GETs
+        self.stall_after = None     # stop sending after N bytes
+        self.served = body          # what is sent (differs when corrupt)
+
+
+class Server:
+    def __init__(self):
+        self.routes = {}
+        self.log = []                   # (path, Range header or None)
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                outer.handle(self)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                     Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def file(self, path, body, **kw):
+        r = Route("file", body, **kw)
+        self.routes[path] = r
+        return r
+
+    def hub(self, repo, rev, name, body, lfs):
+        """A file of a Hub repository at revision rev; LFS files are
+        served from /cdn/<sha256> after a redirect, as the Hub does."""
+        path = f"/hf/{repo}/resolve/{rev}/{name}"
+        common = {"X-Repo-Commit": rev}
+        if lfs:
+            cdn = f"/cdn/lfs/{sha256(body)}"
+            self.routes[path] = Route("lfs", location=(
+                f"{self.base}{cdn}?X-Amz-Signature=abc"), headers=dict(
+                common, **{"X-Linked-Etag": f'"{sha256(body)}"',
+                           "X-Linked-Size": str(len(body)),
+                           "ETag": f'"{git_sha1(b"pointer")}"'}))
+            r = self.file(cdn, body, headers={"ETag": '"cdn-etag"'})
+        else:
+            r = self.file(path, body, headers=dict(
+                common, ETag=f'"{git_sha1(body)}"'))
+        return r
+
+    def requests(self, prefix):
+        return [x for x in self.log if x[0].startswith(prefix)]
+
+    def handle(self, h):
+        path = h.path.split("?")[0]
+        rng = h.headers.get("Range")
+        self.log.append((path, rng))
+        r = self.routes.get(path)
+        if r is None:
+            # the Hub answers a renamed repository with a relative redirect
+            m = re.match(r"/hf/legacy-([\w-]+)/(resolve/.*)", path)
+            if m:
+                r = Route("redirect", status=307,
+                          location=f"/hf/tiny-org/{m.group(1)}/{m.group(2)}")
+            else:
+                body = b"Entry not found"
+                h.send_response(404)
+                h.send_header("X-Error-Code", "EntryNotFound")
+                h.send_header("Content-Length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body)
+                return
+        if r.kind in ("redirect", "lfs"):
+            h.send_response(r.status)
+            h.send_header("Location", r.location)
+            for k, v in r.headers.items():
+                h.send_header(k, v)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        body, start = r.served, 0
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-", rng)
+            start = int(m.group(1))
+            if start >= len(body):
+                h.send_response(416)
+                h.send_header("Content-Range", f"bytes */{len(body)}")
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
+            h.send_response(206)
+            h.send_header("Content-Range",
+                          f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            h.send_response(200)
+        h.send_header("Accept-Ranges", "bytes")
+        h.send_header("Content-Length", str(len(body) - start))
+        for k, v in r.headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        end = len(body)
+        if r.drops and r.drop_after is not None and r.drop_after > start:
+            r.drops -= 1
+            end = r.drop_after
+        elif r.stall_after is not None and r.stall_after > start:
+            h.wfile.write(body[start:r.stall_after])
+            h.wfile.flush()
+            self.release.wait(60)
+            h.close_connection = True
+            return
+        h.wfile.write(body[start:end])
+        h.wfile.flush()
+        if end < len(body):
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+
+
+# ---------------------------------------------------------------------------
+# A tiny Hugging Face TransfoXL directory
+
+REV = "0123456789abcdef0123456789abcdef01234567"
+WORDS = ("<eos> the , . <unk> of and in to a = was @-@ The cat sat on mat "
+         "dog").split()
+
+
+def make_hf_dir(outdir):
+    """config.json, pytorch_model.bin and vocab.bin as the Hub's
+    transfo-xl-wt103 has them (adaptive input and softmax, per-layer
+    relative biases, legacy torch.save files), from a random model."""
+    import torch
+    work = os.path.join(outdir, "random")
+    r = subprocess.run(
+        [PYTHON, os.path.join(HERE, "make_random_model.py"), "-o", work,
+         "--cutoffs", "40,120", "--div-val", "2", "--d-embed", "32",
+         "--tie-projs", "false,true,true", "--untie-r", "true",
+         "--tgt-len", "6", "--mem-len", "8", "--same-length", "true",
+         "--clamp-len", "6", "--seed", "5"],
+        capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+    if r.returncode:
+        raise RuntimeError(f"make_random_model.py: {r.stderr}")
+    with open(os.path.join(work, "cfg.json")) as f:
+        cfg = json.load(f)
+    state = torch.load(os.path.join(work, "state.pt"))
+    hf = {}
+    for k, v in state.items():
+        if k in ("r_w_bias", "r_r_bias"):
+            for i in range(cfg["n_layer"]):
+                hf[f"transformer.layers.{i}.dec_attn.{k}"] = v[i].clone()
+        elif k.startswith("crit."):
+            hf[k] = v
+        else:
+            hf["transformer." + k] = v
+    d = os.path.join(outdir, "hf")
+    os.makedirs(d)
+    torch.save(hf, os.path.join(d, "pytorch_model.bin"),
+               _use_new_zipfile_serialization=False)
+    n = cfg["n_token"]
+    syms = WORDS + [f"w{i}" for i in range(n - len(WORDS))]
+    torch.save({"special": ["<eos>"], "min_freq": 0, "max_size": None,
+                "lower_case": False, "delimiter": None, "vocab_file": None,
+                "counter": {s: 1 for s in syms}, "idx2sym": syms,
+                "sym2idx": {s: i for i, s in enumerate(syms)},
+                "eos_idx": 0, "unk_idx": syms.index("<unk>")},
+               os.path.join(d, "vocab.bin"),
+               _use_new_zipfile_serialization=False)
+    conf = {"adaptive": True, "architectures": ["TransfoXLLMHeadModel"],
+            "attn_type": 0, "clamp_len": cfg["clamp_len"],
+            "cutoffs": cfg["cutoffs"], "d_embed": cfg["d_embed"],
+            "d_head": cfg["d_head"], "d_inner": cfg["d_inner"],
+            "d_model": cfg["d_model"], "div_val": cfg["div_val"],
+            "dropatt": 0.0, "dropout": 0.1, "eos_token_id": 0, "ext_len": 0,
+            "init": "normal", "init_range": 0.01, "init_std": 0.02,
+            "layer_norm_epsilon": 1e-05, "mem_len": cfg["mem_len"],
+            "model_type": "transfo-xl", "n_head": cfg["n_head"],
+            "n_layer": cfg["n_layer"], "pre_lnorm": False,
+            "proj_init_std": 0.01, "same_length": True,
+            "sample_softmax": -1, "tgt_len": cfg["tgt_len"],
+            "tie_projs": cfg["tie_projs"], "tie_weight": True,
+            "untie_r": True, "vocab_size": n}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(conf, f)
+    return d, os.path.join(work, "m.bin")
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def meta(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(n))["__metadata__"]
+
+
+# ---------------------------------------------------------------------------
+
+class Base(unittest.TestCase):
+    """A local server, a tiny Hub directory, and the getter run with its
+    data, cache and models directories in a temporary directory."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="txlgen-get-")
+        cls.hfdir, cls.small_model = make_hf_dir(cls.root)
+        cls.files = {fn: read(os.path.join(cls.hfdir, fn)) for fn in
+                     ("config.json", "pytorch_model.bin", "vocab.bin")}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def setUp(self):
+        self.server = Server()
+        self.addCleanup(self.server.close)
+        self.tmp = tempfile.mkdtemp(dir=self.root)
+        self.data_home = os.path.join(self.tmp, "data")
+        self.cache = os.path.join(self.tmp, "cache", "txlgen", "downloads")
+        self.models = os.path.join(self.data_home, "txlgen", "models")
+        self.mirror = (f"https://huggingface.co={self.server.base}/hf "
+                       f"https://dl.fbaipublicfiles.com={self.server.base}/fb "
+                       f"http://mattmahoney.net={self.server.base}/mm")
+
+    # -- helpers ------------------------------------------------------------
+
+    def env(self, **kw):
+        e = dict(os.environ, XDG_DATA_HOME=self.data_home,
+                 XDG_CACHE_HOME=os.path.join(self.tmp, "cache"),
+                 TXLGEN_GET_ONLY_LOCAL="1", TXLGEN_GET_MIRROR=self.mirror,
+                 OMP_WAIT_POLICY="PASSIVE")
+        e.pop("TXLGEN_CONVERT", None)
+        e.update(kw)
+        return e
+
+    def get(self, *args, env=None, timeout=300):
+        p = subprocess.run([PYTHON, GET, *args], capture_output=True,
+                           text=True, env=env or self.env(), timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def serve_tiny(self, repo="tiny-xl", corrupt=None):
+        """The tiny directory at REV; corrupt: a file whose body differs
+        from what the server states for it."""
+        routes = {}
+        for fn, body in self.files.items():
+            r = self.server.hub(f"tiny-org/{repo}", REV, fn, body,
+                                lfs=fn != "config.json")
+            if fn == corrupt:
+                b = bytearray(body)
+                b[len(b) // 2] ^= 0xff
+                r.served = bytes(b)
+            routes[fn] = r
+        return routes
+
+    def catalog(self, models, datasets=None, name="catalog.json"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            json.dump({"models": models, "datasets": datasets or {}}, f)
+        return path
+
+    def tiny_entry(self, repo="legacy-tiny-xl", pin=True, **kw):
+        url = f"https://huggingface.co/{repo}/resolve/{REV}/"
+        files = [{"name": "config.json", "url": url + "config.json",
+                  "size": len(self.files["config.json"])},
+                 {"name": "pytorch_model.bin",
+                  "url": url + "pytorch_model.bin"},
+                 {"name": "vocab.bin", "url": url + "vocab.bin"}]
+        if pin:
+            files[1]["sha256"] = sha256(self.files["pytorch_model.bin"])
+        e = {"family": "transformer-xl", "what": "a tiny test model",
+             "source": "https://huggingface.co/tiny-org/tiny-xl",
+             "server": "huggingface", "revision": REV, "files": files,
+             "convert": ["--weights", "{dir}"],
+             "description": "tiny random Transformer-XL; from the tests"}
+        e.update(kw)
+        return e
+
+    def assert_nothing_installed(self, name="tiny"):
+        if os.path.isdir(self.models):
+            self.assertEqual(os.listdir(self.models), [], name)
+
+    def assert_one_line(self, err):
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class Getter(Base):
+
+    # -- the whole way ------------------------------------------------------
+
+    def test_get_convert_install_and_generate(self):
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        path = os.path.join(self.models, "tiny.bin")
+        self.assertEqual(out.strip(), path)
+        # the model convert.py makes of the same files, byte for byte
+        ref = os.path.join(self.tmp, "ref.bin")
+        p = subprocess.run([PYTHON, os.path.join(ROOT, "models", "convert.py"),
+                            "--weights", self.hfdir, "-o", ref, "--dtype",
+                            "Q8_0", "--description",
+                            "tiny random Transformer-XL; from the tests"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(read(path), read(ref))
+        self.assertEqual(meta(path)["description"],
+                         "tiny random Transformer-XL; from the tests")
+        # the renamed repository's relative redirect, then the CDN
+        log = self.server.log
+        self.assertIn(("/hf/legacy-tiny-xl/resolve/%s/vocab.bin" % REV, None),
+                      log)
+        self.assertIn((f"/cdn/lfs/{sha256(self.files['vocab.bin'])}", None),
+                      log)
+        self.assertIn("matches the pinned sha256", err)
+        self.assertIn("git SHA-1 the server states", err)
+        # downloads removed after installing; nothing else in the directory
+        self.assertEqual(os.listdir(self.models), ["tiny.bin"])
+        self.assertFalse(os.path.exists(os.path.join(self.cache, "models",
+                                                     "tiny")))
+        # txlgen generates with it: words of the served vocabulary
+        words = set(WORDS) | {f"w{i}" for i in range(400)}
+        argv = ["-p", "the cat", "--echo", "-n", "12", "--seed", "3",
+                "--threads", "1"]
+        r = subprocess.run([TXLGEN, "--model", path] + argv,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("the cat "), r.stdout)
+        self.assertGreater(len(r.stdout.split()), 4)
+        self.assertLessEqual(set(r.stdout.split()), words)
+        by_path = r.stdout
+        # a second get finds it installed and fetches nothing
+        n = len(self.server.log)
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual((rc, out.strip()), (0, path), err)
+        self.assertIn("installed already", err)
+        self.assertEqual(len(self.server.log), n)
+        # the same by name, where this txlgen looks models up by name
+        r = subprocess.run([TXLGEN, "-m", "tiny"] + argv, capture_output=True,
+                           text=True, timeout=120, cwd=self.tmp,
+                           env=self.env())
+        if r.returncode != 0 and "tiny" in r.stderr and \
+                "No such file" in r.stderr:
+            self.skipTest("this txlgen does not look models up by name")
+        self.assertEqual((r.returncode, r.stdout), (0, by_path), r.stderr)
+
+    def test_keep_downloads_and_dtype(self):
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        rc, _, err = self.get("tiny", "--catalog", cat, "--dtype", "F32",
+                              "--keep-downloads")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(meta(os.path.join(self.models, "tiny.bin"))
+                         ["description"],
+                         "tiny random Transformer-XL; from the tests")
+        kept = os.path.join(self.cache, "models", "tiny")
+        for fn, body in self.files.items():
+            self.assertEqual(read(os.path.join(kept, fn)), body, fn)
+        # F32: the converter's F32 file of the same weights
+        with open(os.path.join(self.models, "tiny.bin"), "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(n))
+        self.assertEqual({v["dtype"] for k, v in header.items()
+                          if k.endswith(".weight")}, {"F32"})
+        # --force converts again from the kept files, fetching nothing
+        n = len(self.server.log)
+        rc, _, err = self.get("tiny", "--catalog", cat, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(self.server.log), n)
+        self.assertIn("using the verified copy", err)
+
+    # -- digests ------------------------------------------------------------
+
+    def test_body_that_differs_from_its_digest_is_refused(self):
+        for corrupt, pinned in (("pytorch_model.bin", True),
+                                ("vocab.bin", False),
+                                ("config.json", False)):
+            with self.subTest(corrupt=corrupt):
+                self.server.routes.clear()
+                self.serve_tiny(corrupt=corrupt)
+                cat = self.catalog({"tiny": self.tiny_entry()})
+                cache = os.path.join(self.tmp, "cache-" + corrupt)
+                rc, out, err = self.get("tiny", "--catalog", cat, "--cache",
+                                        cache)
+                self.assertEqual(rc, 4, err)
+                self.assert_one_line(err.splitlines()[-1])
+                last = err.splitlines()[-1]
+                self.assertIn(corrupt, last)
+                body = self.files[corrupt]
+                if corrupt == "config.json":
+                    self.assertIn(f"git blob SHA-1 ", last)
+                    self.assertIn(git_sha1(body), last)
+                else:
+                    self.assertIn(sha256(body), last)
+                self.assertEqual(out, "")
+                self.assert_nothing_installed()
+                # the bad file is not kept
+                self.assertFalse(os.path.exists(os.path.join(
+                    cache, "models", "tiny", corrupt)))
+                self.assertFalse(os.path.exists(os.path.join(
+                    cache, "models", "tiny", corrupt + ".part")))
+
+    def test_server_digest_that_differs_from_the_pin_is_refused(self):
+        self.serve_tiny()
+        e = self.tiny_entry()
+        e["files"][1]["sha256"] = "ab" * 32
+        rc, _, err = self.get("tiny", "--catalog", self.catalog({"tiny": e}))
+        self.assertEqual(rc, 4, err)
+        self.assertIn("the server states sha256 "
+                      f"{sha256(self.files['pytorch_model.bin'])}, the "
+                      f"catalog pins {'ab' * 32}", err)
+        # refused before the download: the CDN was not asked for it
+        self.assertEqual(self.server.requests(
+            f"/cdn/lfs/{sha256(self.files['pytorch_model.bin'])}"), [])
+        self.assert_nothing_installed()
+        # a revision other than the pinned one is refused too
+        e = self.tiny_entry(revision="f" * 40)
+        rc, _, err = self.get("tiny", "--catalog", self.catalog({"tiny": e}))
+        self.assertEqual(rc, 4, err)
+        self.assertIn(f"revision {REV}, the catalog pins {'f' * 40}", err)
+
+    def test_the_real_catalog_pins_are_enforced(self):
+        # files at the real wt103 addresses (mapped onto the server) that
+        # are not the published ones: config.json padded to the pinned
+        # 856 bytes passes (its git SHA-1 is the server's), the sha256
+        # the server states for pytorch_model.bin is not the pinned one
+        conf = self.files["config.json"].rstrip()
+        conf += b" " * (856 - len(conf) - 1) + b"\n"
+        rev = "40a186da79458c9f9de846edfaea79c412137f97"
+        self.server.hub("transfo-xl/transfo-xl-wt103", rev, "config.json",
+                        conf, lfs=False)
+        for fn in ("pytorch_model.bin", "vocab.bin"):
+            self.server.hub("transfo-xl/transfo-xl-wt103", rev, fn,
+                            self.files[fn], lfs=True)
+        rc, _, err = self.get("wt103")
+        self.assertEqual(rc, 4, err)
+        want = ("edd5e62f5edb8ef65703ef827ab0bcd16ab29f2b853cfd9d11d81faa1bc7"
+                "a0fb")
+        last = err.splitlines()[-1]
+        self.assertIn("pytorch_model.bin", last)
+        self.assertIn(f"the catalog pins {want}", last)
+        # refused before the download
+        self.assertEqual(self.server.requests("/cdn/"), [])
+        self.assertIn(("/hf/transfo-xl/transfo-xl-wt103/resolve/"
+                       f"{rev}/config.json", None), self.server.log)
+        self.assert_nothing_installed()
+
+    # -- broken, resumed, interrupted ---------------------------------------
+
+    def test_broken_download_resumes_with_a_range_request(self):
+        routes = self.serve_tiny()
+        body = self.files["pytorch_model.bin"]
+        cut = len(body) // 3
+        r = routes["pytorch_model.bin"]
+        r.drop_after, r.drops = cut, 1
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        cdn = self.server.requests(f"/cdn/lfs/{sha256(body)}")
+        self.assertEqual(cdn, [(cdn[0][0], None),
+                               (cdn[0][0], f"bytes={cut}-")])
+        self.assertIn("resuming", err)
+        self.assertTrue(os.path.exists(os.path.join(self.models,
+                                                    "tiny.bin")))
+
+    def test_broken_download_kept_for_the_next_run(self):
+        routes = self.serve_tiny()
+        body = self.files["pytorch_model.bin"]
+        cut = len(body) // 2
+        r = routes["pytorch_model.bin"]
+        r.drop_after, r.drops = cut, 1
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        rc, out, err = self.get("tiny", "--catalog", cat, "--retries", "0")
+        self.assertEqual(rc, 3, err)
+        self.assert_one_line(err.splitlines()[-1])
+        part = os.path.join(self.cache, "models", "tiny",
+                            "pytorch_model.bin.part")
+        self.assertIn(part, err.splitlines()[-1])
+        self.assertEqual(read(part), body[:cut])
+        self.assert_nothing_installed()
+        rc, _, err = self.get("tiny", "--catalog", cat, "--retries", "0")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.server.requests(f"/cdn/lfs/{sha256(body)}")[-1]
+                         [1], f"bytes={cut}-")
+        self.assertFalse(os.path.exists(part))
+
+    def test_interrupt_keeps_the_partial_download_and_installs_nothing(self):
+        routes = self.serve_tiny()
+        body = self.files["pytorch_model.bin"]
+        cut = len(body) // 4
+        routes["pytorch_model.bin"].stall_after = cut
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        part = os.path.join(self.cache, "models", "tiny",
+                            "pytorch_model.bin.part")
+        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", cat],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=self.env())
+        try:
+            deadline = time.monotonic() + 120
+            while not (os.path.exists(part) and
+                       os.path.getsize(part) == cut):
+                self.assertIsNone(p.poll(), p.stderr.read() if p.poll()
+                                  is not None else "")
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("interrupted", err)
+        self.assertIn(part, err)
+        self.assertEqual(read(part), body[:cut])
+        self.assert_nothing_installed()
+        # the next run resumes it
+        routes["pytorch_model.bin"].stall_after = None
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.server.requests(f"/cdn/lfs/{sha256(body)}")[-1]
+                         [1], f"bytes={cut}-")
+
+    def test_complete_partial_file_is_verified(self):
+        # a partial file that has every byte: the server answers its Range
+        # request with 416, and the digest the download began with decides
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        body = self.files["config.json"]
+        d = os.path.join(self.cache, "models", "tiny")
+        os.makedirs(d)
+        path = f"/hf/tiny-org/tiny-xl/resolve/{REV}/config.json"
+
+        def leave_partial(content):
+            with open(os.path.join(d, "config.json.part"), "wb") as f:
+                f.write(content)
+            with open(os.path.join(d, "config.json.part.json"), "w") as f:
+                json.dump({"url": "https://huggingface.co/legacy-tiny-xl/"
+                           f"resolve/{REV}/config.json",
+                           "validator": git_sha1(body), "sha256": None,
+                           "git_sha1": git_sha1(body)}, f)
+        # the right size, not the right content
+        leave_partial(body.replace(b"{", b" ", 1))
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 4, err)
+        self.assertIn(f"git blob SHA-1 {git_sha1(body.replace(b'{', b' ', 1))}"
+                      f", the server states {git_sha1(body)}",
+                      err.splitlines()[-1])
+        self.assertIn((path, f"bytes={len(body)}-"), self.server.log)
+        self.assert_nothing_installed()
+        # the file itself: used without downloading it again
+        self.server.log.clear()
+        leave_partial(body)
+        rc, _, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.server.requests(path),
+                         [(path, f"bytes={len(body)}-")])
+
+    # -- progress -----------------------------------------------------------
+
+    def test_progress_only_on_a_terminal(self):
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        master, slave = pty.openpty()
+        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", cat,
+                              "--keep-downloads"], stdout=subprocess.DEVNULL,
+                             stderr=slave, env=self.env())
+        os.close(slave)
+        tty = b""
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except OSError:
+                break
+            if not b:
+                break
+            tty += b
+        os.close(master)
+        p.wait(timeout=300)
+        self.assertEqual(p.returncode, 0, tty)
+        size = load_getter().human(len(self.files["pytorch_model.bin"]))
+        self.assertRegex(tty.decode(), r"\rpytorch_model\.bin +100\.0% +"
+                         + re.escape(f"{size} of {size}"))
+        # not a terminal: no progress line
+        rc, _, err = self.get("tiny", "--catalog", cat, "--force",
+                              "--cache", os.path.join(self.tmp, "c2"))
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("\r", err)
+        self.assertNotIn("%", err)
+
+    # -- errors -------------------------------------------------------------
+
+    def test_usage_errors(self):
+        for args, code, words in (
+                (["wt10"], 2, ["unknown model 'wt10'", "did you mean wt103"]),
+                (["wt103", "--dtype", "Q9"], 2, ["--dtype", "Q9"]),
+                ([], 2, ["NAME"]),
+                (["wt103", "--list"], 2, ["NAME"]),
+                (["wt103", "--retries", "-1"], 2, ["--retries"]),
+                (["wt103", "--mirror", "nonsense"], 2, ["nonsense"]),
+                (["wt103", "--catalog", "/nonexistent/c.json"], 2,
+                 ["/nonexistent/c.json"])):
+            with self.subTest(args=args):
+                rc, out, err = self.get(*args)
+                self.assertEqual(rc, code, err)
+                self.assert_one_line(err)
+                for w in words:
+                    self.assertIn(w, err)
+                self.assertEqual(out, "")
+        self.assertEqual(self.server.log, [])
+
+    def test_404_and_refused_addresses(self):
+        self.serve_tiny()
+        e = self.tiny_entry()
+        e["files"][2]["url"] = e["files"][2]["url"].replace("vocab.bin",
+                                                            "vocab.pkl")
+        cases = [(e, 3, ["vocab.pkl", "HTTP 404"])]
+        e = self.tiny_entry()
+        e["files"][0]["url"] = "https://example.invalid/config.json"
+        cases.append((e, 3, ["https://example.invalid/config.json",
+                             "TXLGEN_GET_ONLY_LOCAL"]))
+        self.server.routes["/hf/tiny-org/evil/resolve/x/config.json"] = \
+            Route("redirect", location="https://evil.example/config.json")
+        self.server.routes["/hf/tiny-org/cdn/resolve/x/config.json"] = \
+            Route("redirect", location="https://cdn-lfs.hf.co/x/config.json")
+        for repo, words in (("evil", ["refused a redirect to "
+                                      "https://evil.example"]),
+                            ("cdn", ["https://cdn-lfs.hf.co/x/config.json",
+                                     "TXLGEN_GET_ONLY_LOCAL"])):
+            e = self.tiny_entry()
+            e["files"][0]["url"] = (f"https://huggingface.co/tiny-org/{repo}"
+                                    "/resolve/x/config.json")
+            cases.append((e, 3, words))
+        for e, code, words in cases:
+            with self.subTest(words=words):
+                rc, out, err = self.get("tiny", "--catalog",
+                                        self.catalog({"tiny": e}))
+                self.assertEqual(rc, code, err)
+                last = err.splitlines()[-1]
+                for w in words:
+                    self.assertIn(w, last)
+                self.assertEqual(out, "")
+                self.assert_nothing_installed()
+
+    def test_conversion_failure_installs_nothing(self):
+        self.serve_tiny()
+        e = self.tiny_entry()
+        e["convert"] = ["--weights", "{dir}", "--config", "/nonexistent.json"]
+        rc, out, err = self.get("tiny", "--catalog", self.catalog({"tiny": e}))
+        self.assertEqual(rc, 1, err)
+        self.assertIn("conversion failed", err.splitlines()[-1])
+        self.assertIn("/nonexistent.json", err.splitlines()[-1])
+        self.assert_nothing_installed()
+
+    def stand_in_converter(self, body):
+        """A convert.py that writes what `body` says to its -o file."""
+        path = os.path.join(self.tmp, "convert.py")
+        with open(path, "w") as f:
+            f.write("import os, sys, time\n"
+                    "if '--help' in sys.argv:\n"
+                    "    print('usage: convert.py --weights W -o OUT')\n"
+                    "    sys.exit(0)\n"
+                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
+        return path
+
+    def test_what_the_converter_writes_is_checked(self):
+        # a converter that exits 0 without writing a model file
+        self.serve_tiny()
+        conv = self.stand_in_converter(
+            "open(out, 'wb').write(b'\\x10' + bytes(7) + b'not json')\n")
+        rc, out, err = self.get("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()}), env=self.env(TXLGEN_CONVERT=conv))
+        self.assertEqual(rc, 1, err)
+        self.assertIn("did not write a txlgen model", err.splitlines()[-1])
+        self.assertEqual(out, "")
+        self.assert_nothing_installed()
+
+    def test_interrupt_during_conversion_installs_nothing(self):
+        self.serve_tiny()
+        marker = os.path.join(self.tmp, "converting")
+        conv = self.stand_in_converter(
+            "open(out, 'wb').write(b'half a model')\n"
+            f"open({marker!r}, 'w').write(str(os.getpid()))\n"
+            "time.sleep(120)\n")
+        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()})], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+            env=self.env(TXLGEN_CONVERT=conv))
+        try:
+            deadline = time.monotonic() + 120
+            while not (os.path.exists(marker) and read(marker)):
+                self.assertIsNone(p.poll())
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            child = int(read(marker))
+            p.send_signal(signal.SIGINT)        # the getter only
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("nothing was installed", err)
+        self.assert_nothing_installed()
+        # the converter was stopped with it
+        with self.assertRaises(ProcessLookupError):
+            for _ in range(100):
+                os.kill(child, 0)
+                time.sleep(0.05)
+
+    # -- the catalog --------------------------------------------------------
+
+    def test_list_shows_the_real_catalog(self):
+        rc, out, err = self.get("--list")
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        names = [ln.split()[0] for ln in lines[1:] if not ln.startswith(" ")]
+        self.assertEqual(names, ["wt103", "enwik8", "text8", "enwik8-large",
+                                 "text8-large"])
+        for addr in ("https://huggingface.co/transfo-xl/transfo-xl-wt103 @ "
+                     "40a186da7945",
+                     "https://dl.fbaipublicfiles.com/adaptive-span/enwik8.pt",
+                     "https://dl.fbaipublicfiles.com/adaptive-span/text8.pt",
+                     "https://dl.fbaipublicfiles.com/adaptive-span/"
+                     "enwik8_large.pt",
+                     "https://dl.fbaipublicfiles.com/adaptive-span/"
+                     "text8_large.pt",
+                     "http://mattmahoney.net/dc/enwik8.zip",
+                     "http://mattmahoney.net/dc/text8.zip"):
+            self.assertIn(addr, out)
+        row = {ln.split()[0]: ln for ln in lines[1:]
+               if not ln.startswith(" ")}
+        self.assertIn("available", row["wt103"])
+        self.assertIn("WikiText-103", row["wt103"])
+        self.assertRegex(row["wt103"], r"~1\.15 GB")
+        for n in ("enwik8", "text8", "enwik8-large", "text8-large"):
+            self.assertIn("needs the adaptive-span family", row[n])
+        # an installed model says so
+        os.makedirs(self.models)
+        shutil.copyfile(self.small_model, os.path.join(self.models,
+                                                       "wt103.bin"))
+        _, out, _ = self.get("--list")
+        self.assertIn("installed", out.splitlines()[1])
+        self.assertEqual(self.server.log, [])
+
+    def test_adaptive_span_refused_until_convert_supports_it(self):
+        for name in ("enwik8", "text8", "enwik8-large", "text8-large"):
+            with self.subTest(name=name):
+                rc, out, err = self.get(name)
+                self.assertEqual(rc, 5, err)
+                self.assert_one_line(err)
+                self.assertIn("adaptive-span", err)
+                self.assertIn("--vocab-corpus", err)
+        self.assertEqual(self.server.log, [])
+        self.assertFalse(os.path.exists(self.cache))
+
+
+class Completion(unittest.TestCase):
+    def test_completion_offers_the_names_and_options(self):
+        # bash-completion's helpers stubbed, as tests/test_cli.py does
+        def complete(*words):
+            stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
+                     'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
+                     '_filedir() { COMPREPLY=(FILE); }\n'
+                     'complete() { :; }\n'
+                     'source "$0"; shift\n'
+                     'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+                     '_txlgen_get "$1"\n'
+                     'printf "%s\\n" "${COMPREPLY[@]}"\n')
+            p = subprocess.run(["bash", "-c", stubs, os.path.join(
+                ROOT, "cmd", "txlgen.bash-completion"), "x", GET, *words],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.stderr, "")
+            return set(p.stdout.split())
+        self.assertEqual(complete(""), set(load_getter().CATALOG["models"]))
+        self.assertEqual(complete("text"), {"text8", "text8-large"})
+        p = subprocess.run([PYTHON, GET, "--help"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(complete("--"), set(re.findall(
+            r"(?m)^\s+(?:-\w, )?(--[a-z-]+)", p.stdout)))
+        self.assertEqual(complete("--dtype", ""),
+                         {"F32", "F16", "BF16", "Q8_0", "Q4_0"})
+        self.assertEqual(complete("--cache", ""), {"FILE"})
+
+
+# ---------------------------------------------------------------------------
+# enwik8 and text8: the data the adaptive-span vocabularies are built from
+
+ENWIK8 = b"a\nb c\n\xffd"          # 8 bytes: train 4, valid 2, test 2
+TEXT8 = b" anarchism originated as a term"
+
+
+class Prepare(unittest.TestCase):
+    """The preparation of prep_enwik8.py / prep_text8.py, on small data
+    with the expected files written out by hand."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.g = load_getter()
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="txlgen-prep-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def files(self):
+        return {fn: read(os.path.join(self.tmp, fn))
+                for fn in sorted(os.listdir(self.tmp))}
+
+    def test_enwik8(self):
+        self.g.prepare_enwik8(ENWIK8, self.tmp, 2)
+        self.assertEqual(self.files(), {
+            "train.txt": b"97 \n 98 32", "train.txt.raw": b"a\nb ",
+            "valid.txt": b"99 \n", "valid.txt.raw": b"c\n",
+            "test.txt": b"255 100", "test.txt.raw": b"\xffd"})
+
+    def test_enwik8_across_chunks(self):
+        # the symbols of a long split are written in pieces: one space
+        # between pieces, as between any two symbols
+        data = bytes(range(256)) * 9000 + b"xyz"
+        self.g.prepare_enwik8(data, self.tmp, 1)
+        want = " ".join("\n" if b == 10 else str(b) for b in data[:-2])
+        self.assertEqual(self.files()["train.txt"], want.encode())
+
+    def test_text8(self):
+        self.g.prepare_text8(TEXT8, self.tmp, 5)
+        self.assertEqual(self.files(), {
+            "train.txt": b"a n a r c h i s m _ o r i g i n a t e d",
+            "train.txt.raw": b" anarchism originated",
+            "valid.txt": b"a s _ a", "valid.txt.raw": b" as a",
+            "test.txt": b"t e r m", "test.txt.raw": b" term"})
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class AdaptiveSpanFlow(Base):
+    """The whole way for an adaptive-span model with a converter that
+    has --vocab-corpus (a stand-in that records its arguments): the .pt
+    from the fbaipublicfiles layout, the data set from the mattmahoney.net
+    layout, prepared, then converted and installed."""
+
+    def fake_converter(self):
+        path = os.path.join(self.tmp, "convert.py")
+        with open(path, "w") as f:
+            f.write(f"""import hashlib, json, shutil, sys
+if "--help" in sys.argv:
+    print("usage: convert.py --weights W --vocab-corpus TRAIN ...")
+    sys.exit(0)
+a = sys.argv[1:]
+w = open(a[a.index("--weights") + 1], "rb").read()
+c = open(a[a.index("--vocab-corpus") + 1], "rb").read()
+json.dump({{"args": a, "weights_sha256": hashlib.sha256(w).hexdigest(),
+           "corpus": c.decode("latin-1")}},
+          open({json.dumps(os.path.join(self.tmp, "convert.log"))}, "w"))
+shutil.copyfile({json.dumps(self.small_model)}, a[a.index("-o") + 1])
+""")
+        return path
+
+    def entries(self, zip_bytes, prepared_sha1):
+        pt = {"family": "adaptive-span", "what": "tiny adaptive span",
+              "source": "https://dl.fbaipublicfiles.com/adaptive-span/"
+                        "enwik8.pt",
+              "files": [{"name": "enwik8.pt", "url":
+                         "https://dl.fbaipublicfiles.com/adaptive-span/"
+                         "enwik8.pt"}],
+              "data": "enwik8",
+              "convert": ["--weights", "{file:enwik8.pt}", "--vocab-corpus",
+                          "{data}/train.txt", "--dataset", "enwik8"],
+              "description": "tiny adaptive span; from the tests"}
+        ds = {"enwik8": {"what": "enwik8", "files": [{
+            "name": "enwik8.zip", "url": "http://mattmahoney.net/dc/"
+            "enwik8.zip", "size": len(zip_bytes),
+            "sha256": sha256(zip_bytes)}], "member": "enwik8",
+            "member_size": len(ENWIK8),
+            "member_sha1": hashlib.sha1(ENWIK8).hexdigest(),
+            "format": "enwik8", "test_size": 2,
+            "prepared_sha1": prepared_sha1}}
+        return self.catalog({"enwik8-tiny": pt}, ds)
+
+    def test_adaptive_span_data_and_conversion(self):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("enwik8", ENWIK8)
+        zbytes = buf.getvalue()
+        weights = os.urandom(5000)
+        self.server.file("/fb/adaptive-span/enwik8.pt", weights,
+                         headers={"ETag": '"d41d8cd98f00b204e9800998ecf8427e"'})
+        self.server.file("/mm/dc/enwik8.zip", zbytes)
+        env = self.env(TXLGEN_CONVERT=self.fake_converter())
+        sums = {"train.txt": hashlib.sha1(b"97 \n 98 32").hexdigest(),
+                "valid.txt": hashlib.sha1(b"99 \n").hexdigest(),
+                "test.txt": hashlib.sha1(b"255 100").hexdigest()}
+        # a preparation that does not give the original's files is refused
+        bad = dict(sums, **{"test.txt": "0" * 40})
+        rc, _, err = self.get("enwik8-tiny", "--catalog",
+                              self.entries(zbytes, bad), env=env)
+        self.assertEqual(rc, 4, err)
+        self.assertIn("test.txt", err.splitlines()[-1])
+        data = os.path.join(self.data_home, "txlgen", "data")
+        self.assertEqual(os.listdir(data), [])
+        self.assert_nothing_installed()
+        rc, out, err = self.get("enwik8-tiny", "--catalog",
+                                self.entries(zbytes, sums), env=env)
+        self.assertEqual(rc, 0, err)
+        prepared = os.path.join(data, "enwik8")
+        self.assertEqual(read(os.path.join(prepared, "test.txt.raw")),
+                         b"\xffd")
+        with open(os.path.join(self.tmp, "convert.log")) as f:
+            log = json.load(f)
+        tmp_out = log["args"][log["args"].index("-o") + 1]
+        self.assertEqual(log["args"], [
+            "--weights", os.path.join(self.cache, "models", "enwik8-tiny",
+                                      "enwik8.pt"),
+            "--vocab-corpus", os.path.join(prepared, "train.txt"),
+            "--dataset", "enwik8", "-o", tmp_out, "--dtype", "Q8_0",
+            "--description", "tiny adaptive span; from the tests"])
+        self.assertEqual(os.path.dirname(tmp_out), self.models)
+        self.assertEqual(log["weights_sha256"], sha256(weights))
+        self.assertEqual(log["corpus"], "97 \n 98 32")
+        self.assertEqual(os.listdir(self.models), ["enwik8-tiny.bin"])
+        # no digest for the .pt: its sha256 is shown
+        self.assertIn(sha256(weights), err)
+        # the prepared data is used again; the zip was removed
+        self.assertEqual(len(self.server.requests("/mm/")), 1)
+        rc, _, err = self.get("enwik8-tiny", "--catalog",
+                              self.entries(zbytes, sums), "--force", env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(self.server.requests("/mm/")), 1)
+        self.assertIn("using the prepared data", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
