@@ -26,8 +26,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "txl-internal.h"
 #include "txl-kernels.h"
+#include "txl-repack.h"
+#include "txl-types.h"
 
 static double
 now(void)

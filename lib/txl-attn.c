@@ -31,8 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-attn.h"
+#include "txl-alloc.h"
 #include "txl-kernels.h"
+#include "txl-log.h"
+#include "txl-ops.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+#include "txl-types.h"
 
 static bool
 relative(const struct txl_hparams *hp)

@@ -9,7 +9,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-forward.h"
+#include "txl-attn.h"
+#include "txl-log.h"
+#include "txl-ops.h"
+#include "txl-products.h"
 
 /* Embedding of n tokens into s->h (AdaptiveEmbedding.forward): each
  * token's row of its cluster's table, projected to d_model where the

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "txl-kernels.h"
+#include "txl-log.h"
 
 static inline uint16_t
 load_u16(const uint8_t *p)
@@ -61,7 +62,7 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
-/* Value i of a Q4_0 block, q - 8 (txl-internal.h). */
+/* Value i of a Q4_0 block, q - 8 (txl-dtype.h). */
 static inline int
 q4_value(const struct txl_block_q4_0 *b, int i)
 {
@@ -87,12 +88,33 @@ widen_q4_0(float *dst, const void *src, size_t n)
  * not the fast way (the vector kernels fuse the two). */
 #define ROW_CHUNK 256
 
+/* How a type stores its values: `bytes` bytes per block of `block`
+ * values (the plain types: blocks of 1). */
+struct layout {
+	int block;
+	size_t bytes;
+};
+
+#define LAYOUT_F32 ((struct layout){ 1, 4 })
+#define LAYOUT_HALF ((struct layout){ 1, 2 })
+#define LAYOUT_Q8_0                                                          \
+	((struct layout){ TXL_QK, sizeof(struct txl_block_q8_0) })
+#define LAYOUT_Q4_0                                                          \
+	((struct layout){ TXL_QK, sizeof(struct txl_block_q4_0) })
+
+/* The bytes of k values (k a multiple of the block) */
+static inline size_t
+bytes_of(struct layout t, int k)
+{
+	return (size_t)k / (size_t)t.block * t.bytes;
+}
+
 static void
-dot_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+dot_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	      const void *w, size_t ld, const float *x, int n, int K)
 {
 	float buf[ROW_CHUNK];
-	const size_t chunk_bytes = txl_row_bytes(dt, ROW_CHUNK);
+	const size_t chunk_bytes = bytes_of(t, ROW_CHUNK);
 
 	for (int r = 0; r < n; r++) {
 		const uint8_t *row = (const uint8_t *)w + (size_t)r * ld;
@@ -113,27 +135,27 @@ dot_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 static void
 dot_rows_f32(float *y, const void *w, size_t ld, const float *x, int n, int K)
 {
-	dot_rows_with(widen_f32, TXL_F32, y, w, ld, x, n, K);
+	dot_rows_with(widen_f32, LAYOUT_F32, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_f16(float *y, const void *w, size_t ld, const float *x, int n, int K)
 {
-	dot_rows_with(widen_f16, TXL_F16, y, w, ld, x, n, K);
+	dot_rows_with(widen_f16, LAYOUT_HALF, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_bf16(float *y, const void *w, size_t ld, const float *x, int n,
 	      int K)
 {
-	dot_rows_with(widen_bf16, TXL_BF16, y, w, ld, x, n, K);
+	dot_rows_with(widen_bf16, LAYOUT_HALF, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	      int K)
 {
-	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
+	dot_rows_with(widen_q8_0, LAYOUT_Q8_0, y, w, ld, x, n, K);
 }
 
 /* Every table's (txl-kernels.h). */
@@ -141,7 +163,7 @@ void
 txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
 		  int K)
 {
-	dot_rows_with(widen_q4_0, TXL_Q4_0, y, w, ld, x, n, K);
+	dot_rows_with(widen_q4_0, LAYOUT_Q4_0, y, w, ld, x, n, K);
 }
 
 /* The largest magnitude of a block's TXL_QK values, NaN if one of them is
@@ -426,7 +448,7 @@ narrow_q4_0(void *dst, const float *src, size_t n)
 }
 
 static void
-axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+axpy_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
 {
 	float buf[ROW_CHUNK];
@@ -435,7 +457,7 @@ axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 		int len = K - k0 < ROW_CHUNK ? K - k0 : ROW_CHUNK;
 		for (int r = 0; r < n; r++) {
 			widen(buf, (const uint8_t *)w + (size_t)r * ld +
-			      txl_row_bytes(dt, k0), (size_t)len);
+			      bytes_of(t, k0), (size_t)len);
 			for (int k = 0; k < len; k++)
 				y[k0 + k] += a[r] * buf[k];
 		}
@@ -446,35 +468,35 @@ static void
 axpy_rows_f32(float *y, const float *a, const void *w, size_t ld, int n,
 	      int K)
 {
-	axpy_rows_with(widen_f32, TXL_F32, y, a, w, ld, n, K);
+	axpy_rows_with(widen_f32, LAYOUT_F32, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_f16(float *y, const float *a, const void *w, size_t ld, int n,
 	      int K)
 {
-	axpy_rows_with(widen_f16, TXL_F16, y, a, w, ld, n, K);
+	axpy_rows_with(widen_f16, LAYOUT_HALF, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_bf16, TXL_BF16, y, a, w, ld, n, K);
+	axpy_rows_with(widen_bf16, LAYOUT_HALF, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_q8_0, TXL_Q8_0, y, a, w, ld, n, K);
+	axpy_rows_with(widen_q8_0, LAYOUT_Q8_0, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_q4_0, TXL_Q4_0, y, a, w, ld, n, K);
+	axpy_rows_with(widen_q4_0, LAYOUT_Q4_0, y, a, w, ld, n, K);
 }
 
 static double

@@ -14,10 +14,11 @@
 #ifndef TXL_KERNELS_H
 #define TXL_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "txl-internal.h"
+#include "txl-dtype.h"
 
 /* In order of preference; TXL_ISA caps the choice by this order. */
 enum txl_isa {
@@ -163,7 +164,7 @@ void txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x,
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 and Q4_0 matrix, txl_interleave() of
- * txl-internal.h): groups of TXL_IL rows (the last padded with zero
+ * txl-repack.h): groups of TXL_IL rows (the last padded with zero
  * rows), and in a group, for each block b of TXL_QK columns, TXL_IL_BLOCK
  * bytes: the TXL_IL rows' scales (IEEE halves, as stored), then for each
  * 4 columns the 4 int8 values of every row in turn.  So a kernel reads

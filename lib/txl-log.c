@@ -2,10 +2,11 @@
 /*
  * txl-log.c - status strings, the per-thread last error, the log callback.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "txl-internal.h"
+#include "txl-log.h"
 
 static _Thread_local char last_error[1024];
 

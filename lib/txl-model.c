@@ -14,7 +14,12 @@
 
 #include <cJSON.h>
 
-#include "txl-internal.h"
+#include "txl-model.h"
+#include "txl-log.h"
+#include "txl-products.h"
+#include "txl-repack.h"
+#include "txl-tokenizer.h"
+#include "txl-types.h"
 
 #define FORMAT_NAME "txlgen-model"
 #define FORMAT_VERSION 1

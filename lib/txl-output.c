@@ -15,7 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-output.h"
+#include "txl-alloc.h"
+#include "txl-log.h"
+#include "txl-ops.h"
+#include "txl-pool.h"
+#include "txl-products.h"
 
 void
 txl_output_keep(struct txl_session *s, const float *h, int rows)

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-output.h"
+#include "txl-log.h"
 
 struct txl_sampler {
 	struct txl_sampler_params p;

@@ -20,7 +20,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "txl-internal.h"
+#include "txl-session.h"
+#include "txl-alloc.h"
+#include "txl-attn.h"
+#include "txl-forward.h"
+#include "txl-log.h"
+#include "txl-output.h"
+#include "txl-pool.h"
+#include "txl-types.h"
 
 struct txl_session_params
 txl_session_params_default(void)
@@ -34,23 +41,6 @@ txl_session_params_default(void)
 		.stride = TXL_FROM_MODEL,
 		.kv_type = TXL_KV_F32,
 	};
-}
-
-float *
-txl_alloc_floats(size_t n)
-{
-	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-
-	return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-uint8_t *
-txl_alloc_kv(const struct txl_session *s, size_t rows)
-{
-	size_t bytes = (rows * (size_t)s->model->hp.n_head * s->kv_row + 63) /
-		64 * 64;
-
-	return aligned_alloc(64, bytes ? bytes : 64);
 }
 
 enum txl_dtype

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-state.c - the content hash, model fingerprints and memory state
- * files.  A state file holds a session's memory (the K and V of every
- * layer, in the session's kv_type) and the output of the last position
- * fed, so that a later run continues the text exactly; it records the
- * fingerprint of the model it belongs to and ends with a checksum.  A
- * memory of another kv_type is converted on load (F16, BF16 and Q8_0
- * widen to F32 exactly; the other ways round as the session's kv_type
- * rounds what it stores), so that a state follows the user's --kv-type
- * rather than refusing it.
+ * txl-state.c - model fingerprints and memory state files.  A state file
+ * holds a session's memory (the K and V of every layer, in the session's
+ * kv_type) and the output of the last position fed, so that a later run
+ * continues the text exactly; it records the fingerprint of the model it
+ * belongs to and ends with a checksum (txl-state.h).  A memory of another
+ * kv_type is converted on load (F16, BF16 and Q8_0 widen to F32 exactly;
+ * the other ways round as the session's kv_type rounds what it stores),
+ * so that a state follows the user's --kv-type rather than refusing it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,55 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "txl-internal.h"
+#include "txl-state.h"
+#include "txl-alloc.h"
+#include "txl-file.h"
+#include "txl-hash.h"
+#include "txl-log.h"
+#include "txl-output.h"
+#include "txl-session.h"
+#include "txl-types.h"
 
-
-/* FNV-1a with 8-byte words as its units (eight times fewer steps than
- * bytes; a content identity, not a cryptographic hash). */
-#define HASH_SEED 0xcbf29ce484222325ull
-#define HASH_PRIME 0x100000001b3ull
-
-void
-txl_hash_init(struct txl_hash *hs)
-{
-	hs->h = HASH_SEED;
-	hs->nbuf = 0;
-}
-
-void
-txl_hash_update(struct txl_hash *hs, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t w;
-
-	/* complete a word begun by an earlier call */
-	while (hs->nbuf > 0 && hs->nbuf < 8 && n > 0) {
-		hs->buf[hs->nbuf++] = *b++;
-		n--;
-	}
-	if (hs->nbuf == 8) {
-		memcpy(&w, hs->buf, 8);
-		hs->h = (hs->h ^ w) * HASH_PRIME;
-		hs->nbuf = 0;
-	}
-	for (; n >= 8; b += 8, n -= 8) {
-		memcpy(&w, b, 8);	/* little-endian host */
-		hs->h = (hs->h ^ w) * HASH_PRIME;
-	}
-	memcpy(hs->buf + hs->nbuf, b, n);
-	hs->nbuf += (unsigned)n;
-}
-
-uint64_t
-txl_hash_final(const struct txl_hash *hs)
-{
-	uint64_t h = hs->h;
-
-	/* the tail bytes one at a time */
-	for (unsigned i = 0; i < hs->nbuf; i++)
-		h = (h ^ hs->buf[i]) * HASH_PRIME;
-	return h;
-}
 
 uint64_t
 txl_model_fingerprint(struct txl_model *m)

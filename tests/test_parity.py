@@ -986,7 +986,7 @@ class TestKvType(ParityCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(path, "rb") as f:
                 blob = f.read()
-            # struct txl_state_header (lib/txl-internal.h), 64 bytes
+            # struct txl_state_header (lib/txl-state.h), 64 bytes
             (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
              _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
             self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3, "Q4_0": 4}[kv])

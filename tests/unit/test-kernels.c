@@ -30,8 +30,11 @@
 #include <string.h>
 
 #include "test.h"
-#include "txl-internal.h"
 #include "txl-kernels.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+#include "txl-repack.h"
+#include "txl-types.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-math.c - the math of the forward pass: matrix products and the
- * element-wise kernels.  The only place that calls BLAS.
+ * txl-products.c - matrix products: the matrix-vector products of
+ * generation on libtxl's own kernels, and sgemm for segments.  The only
+ * place that calls BLAS.
  *
  * Weights stay in PyTorch's (out_features, in_features) row-major layout
  * and in the dtype of the file.  A matrix-vector product (generation: one
@@ -15,40 +16,25 @@
  * time into the thread's own buffer first, which costs one pass over the
  * weights per segment, against the M-fold reuse of sgemm.
  */
-#include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
 
-#include "txl-internal.h"
 #include "txl-kernels.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+#include "txl-repack.h"
 
-/* Below this many multiply-adds a product runs on the calling thread:
- * handing it to the pool costs about a microsecond. */
-#define PARALLEL_MIN 32768
+/* OpenBLAS runs on one thread: the pool splits the sgemm calls (set once,
+ * before the first; the setting is the process's). */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
-int
-txl_threads_of(int n)
+static void
+blas_one_thread(void)
 {
-	if (n <= 0)
-		n = txl_n_cpus();
-	return n < TXL_MAX_THREADS ? n : TXL_MAX_THREADS;
-}
-
-void
-txl_set_threads(int n)
-{
-	n = txl_threads_of(n);
-	if (n == txl_pool_threads() && n > 1)
-		return;
-	/* one thread for OpenBLAS: the pool splits the sgemm calls */
 	openblas_set_num_threads(1);
-	txl_pool_set_threads(n);
-	txl_log(TXL_LOG_INFO, "kernels: %s, %d thread%s", txl_kernels()->name,
-		txl_pool_threads(), txl_pool_threads() == 1 ? "" : "s");
 }
 
 /* ---- a thread's scratch buffer (widened weights, partial sums) ---- */
@@ -94,79 +80,10 @@ thread_scratch(int which, size_t n)
 	return (float *)(void *)((char *)s + 64);
 }
 
-/* ---- splitting work ---- */
-
-/* Chunks of `align` items, about `per` a thread, handed out in order;
- * one thread takes it all in one.  Two a thread rather than four: with
- * 3,800 positions of Q4_0 memory a token ran 3-5% faster side by side on
- * a 2-core Zen 5 (longer streams for the prefetchers, fewer hand-overs);
- * one a thread was no better there, and leaves a late thread's share to
- * wait.  The sgemm calls of matrix products take one a thread: each call
- * packs the activations again, and scoring ran 2-3% faster so (AMD EPYC,
- * avx2). */
-struct chunks {
-	atomic_int next;
-	int n, size;
-};
-
-static void
-chunks_init_per(struct chunks *c, int n, int align, int nth_hint, int per)
-{
-	const int parts = nth_hint > 1 ? per * nth_hint : 1;
-	int size = (n + parts - 1) / parts;
-
-	size = (size + align - 1) / align * align;
-	atomic_init(&c->next, 0);
-	c->n = n;
-	c->size = size > 0 ? size : align;
-}
-
-static void
-chunks_init(struct chunks *c, int n, int align, int nth_hint)
-{
-	chunks_init_per(c, n, align, nth_hint, 2);
-}
-
-/* The next chunk [*lo, *hi), or false when none is left. */
-static bool
-chunks_take(struct chunks *c, int *lo, int *hi)
-{
-	int i = atomic_fetch_add_explicit(&c->next, c->size,
-					  memory_order_relaxed);
-	if (i >= c->n)
-		return false;
-	*lo = i;
-	*hi = i + c->size < c->n ? i + c->size : c->n;
-	return true;
-}
-
-static int
-threads_for(double macs)
-{
-	return macs < PARALLEL_MIN || txl_pool_in_task() ? 1
-		: txl_pool_threads();
-}
-
-/* Run fn on the pool, or on the caller alone for small work. */
-static void
-run(txl_task_fn fn, void *ctx, double macs)
-{
-	if (threads_for(macs) > 1)
-		txl_pool_run(fn, ctx);
-	else
-		fn(ctx, 0, 1);
-}
-
-void
-txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
-{
-	run(fn, ctx, macs);
-}
-
 /* ---- matrix-vector: y[N] = W[N, K] . x (rows `ld` bytes apart) ---- */
 
 struct gemv {
-	struct chunks rows;
+	struct txl_chunks rows;
 	txl_dot_rows_fn dot;
 	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq (Q8_0:
 					   dot_rows_q8, Q4_0: dot_rows_q4) */
@@ -217,7 +134,7 @@ gemv_task(void *p, int ith, int nth)
 	float part[256];
 	int lo, hi;
 
-	while (chunks_take(&g->rows, &lo, &hi)) {
+	while (txl_chunks_take(&g->rows, &lo, &hi)) {
 		if (!g->accumulate) {
 			gemv_rows(g, g->y + lo, lo, hi - lo);
 			continue;
@@ -270,65 +187,8 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 
 	/* rows in multiples of TXL_IL (an interleaved group; 4 rows are
 	 * the other kernels' unit), enough of them to be worth a chunk */
-	chunks_init(&g.rows, N, TXL_IL, threads_for(macs));
-	run(gemv_task, &g, macs);
-}
-
-/* Row i of a group, block b (at blk): its scale at half i of the block,
- * then Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
- * Q4_0: values 8 j + t (t < 4) in the low nibbles of bytes
- * (j * TXL_IL + i) * 4 + t, values 8 j + 4 + t in their high ones. */
-static void
-interleave_q8(uint8_t *blk, int i, const struct txl_block_q8_0 *q)
-{
-	memcpy(blk + 2 * i, &q->d, 2);
-	for (int j = 0; j < TXL_QK / 4; j++)
-		memcpy(blk + TXL_IL_SCALES + (j * TXL_IL + i) * 4,
-		       q->qs + 4 * j, 4);
-}
-
-static void
-interleave_q4(uint8_t *blk, int i, const struct txl_block_q4_0 *q)
-{
-	uint8_t v[TXL_QK];
-
-	for (int c = 0; c < TXL_QK / 2; c++) {
-		v[c] = q->qs[c] & 15;
-		v[c + TXL_QK / 2] = q->qs[c] >> 4;
-	}
-	memcpy(blk + 2 * i, &q->d, 2);
-	for (int j = 0; j < TXL_QK / 8; j++)
-		for (int t = 0; t < 4; t++)
-			blk[TXL_IL_SCALES + (j * TXL_IL + i) * 4 + t] =
-				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
-}
-
-void
-txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
-	       int K)
-{
-	const int nb = K / TXL_QK;
-	const size_t ld = txl_row_bytes(dt, K);
-	const size_t bs = txl_row_bytes(dt, TXL_QK);	/* a stored block */
-	uint8_t *out = dst;
-
-	TXL_ASSERT(txl_dtype_blocked(dt));
-	memset(dst, 0, txl_il_bytes(dt, rows, K));
-	for (int r = 0; r < rows; r++) {
-		const uint8_t *row = (const uint8_t *)src + (size_t)r * ld;
-		uint8_t *grp = out + txl_il_bytes(dt, r / TXL_IL * TXL_IL, K);
-		const int i = r % TXL_IL;
-
-		for (int b = 0; b < nb; b++) {
-			uint8_t *blk = grp + (size_t)b * TXL_IL * bs;
-			const void *q = row + (size_t)b * bs;
-
-			if (dt == TXL_Q4_0)
-				interleave_q4(blk, i, q);
-			else
-				interleave_q8(blk, i, q);
-		}
-	}
+	txl_chunks_init(&g.rows, N, TXL_IL, txl_pool_threads_for(macs));
+	txl_pool_run_for(gemv_task, &g, macs);
 }
 
 /* cblas_sgemm into a block of out (rows x cols, rows ldo apart) that
@@ -355,7 +215,7 @@ sgemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols,
  * (+ out if beta is 1) ---- */
 
 struct gemm {
-	struct chunks part;	/* of N (rows of W), or of M if split_m */
+	struct txl_chunks part;	/* of N (rows of W), or of M if split_m */
 	bool split_m;
 	float *out;
 	int ldo;
@@ -410,7 +270,7 @@ gemm_task(void *p, int ith, int nth)
 	struct gemm *g = p;
 	int lo, hi;
 
-	while (chunks_take(&g->part, &lo, &hi)) {
+	while (txl_chunks_take(&g->part, &lo, &hi)) {
 		if (!g->split_m) {
 			gemm_cols(g, lo, hi);
 			continue;
@@ -434,16 +294,17 @@ gemm(float *out, int ldo, const float *a, int lda, const void *w,
 		.beta = accumulate ? 1.0f : 0.0f,
 	};
 	double macs = (double)M * N * K;
-	int nth = threads_for(macs);
+	int nth = txl_pool_threads_for(macs);
 
+	pthread_once(&blas_once, blas_one_thread);
 	/* split the longer side; compact weights always by their rows, so
 	 * that each is widened once */
 	g.split_m = dt == TXL_F32 && M > N;
 	if (g.split_m) {
-		chunks_init_per(&g.part, M, 16, nth, 1);
+		txl_chunks_init_per(&g.part, M, 16, nth, 1);
 	} else {
 		/* compact: blocks of rows small enough to stay in cache */
-		chunks_init_per(&g.part, N, 16, nth, 1);
+		txl_chunks_init_per(&g.part, N, 16, nth, 1);
 		if (dt != TXL_F32) {
 			int cap = (65536 / (K > 0 ? K : 1)) / 16 * 16;
 			if (cap < 16)
@@ -452,7 +313,7 @@ gemm(float *out, int ldo, const float *a, int lda, const void *w,
 				g.part.size = cap;
 		}
 	}
-	run(gemm_task, &g, macs);
+	txl_pool_run_for(gemm_task, &g, macs);
 }
 
 /* ---- y[N] = a[K] . b[K, N] (rows ldb bytes apart): the weighted sum
@@ -461,7 +322,7 @@ gemm(float *out, int ldo, const float *a, int lda, const void *w,
 #define MAX_PARTS 256
 
 struct axpy {
-	struct chunks rows;
+	struct txl_chunks rows;
 	txl_axpy_rows_fn fn;
 	const float *a;
 	const uint8_t *b;
@@ -485,7 +346,7 @@ axpy_task(void *p, int ith, int nth)
 	if (!acc)
 		return;
 	memset(acc, 0, sizeof(float) * (size_t)x->N);
-	while (chunks_take(&x->rows, &lo, &hi))
+	while (txl_chunks_take(&x->rows, &lo, &hi))
 		x->fn(acc, x->a + lo, x->b + (size_t)lo * x->ldb, x->ldb,
 		      hi - lo, x->N);
 }
@@ -499,9 +360,9 @@ axpy(float *y, const float *a, const void *b, enum txl_dtype dt, size_t ldb,
 		.N = N, .y = y,
 	};
 	double macs = (double)K * N;
-	int nth = threads_for(macs);
+	int nth = txl_pool_threads_for(macs);
 
-	chunks_init(&x.rows, K, 16, nth);
+	txl_chunks_init(&x.rows, K, 16, nth);
 	if (nth == 1) {
 		axpy_task(&x, 0, 1);
 		return;
@@ -553,41 +414,6 @@ txl_mat_row(float *out, const struct txl_mat *w, int row)
 }
 
 void
-txl_widen(float *dst, const void *src, enum txl_dtype dt, size_t n)
-{
-	txl_kernels()->widen[dt](dst, src, n);
-}
-
-void
-txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n)
-{
-	txl_kernels()->narrow[dt](dst, src, n);
-}
-
-void
-txl_convert(void *dst, enum txl_dtype dd, const void *src, enum txl_dtype sd,
-	    size_t n)
-{
-	/* chunks of whole Q8_0 blocks */
-	float buf[1024];
-	const uint8_t *s = src;
-	uint8_t *d = dst;
-
-	for (size_t i = 0; i < n; i += 1024) {
-		const int len = n - i < 1024 ? (int)(n - i) : 1024;
-
-		if (dd == sd) {
-			memcpy(d, s, txl_row_bytes(sd, len));
-		} else {
-			txl_widen(buf, s, sd, (size_t)len);
-			txl_narrow(d, buf, dd, (size_t)len);
-		}
-		s += txl_row_bytes(sd, 1024);
-		d += txl_row_bytes(dd, 1024);
-	}
-}
-
-void
 txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
 	    int ldb, int M, int K, int N)
 {
@@ -608,7 +434,7 @@ txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda, const void *b,
 }
 
 struct gemm_nn {
-	struct chunks part;	/* of M */
+	struct txl_chunks part;	/* of M */
 	float *out;
 	const float *a, *b;
 	int ldo, lda, ldb, K, N;
@@ -622,7 +448,7 @@ gemm_nn_task(void *p, int ith, int nth)
 	struct gemm_nn *g = p;
 	int lo, hi;
 
-	while (chunks_take(&g->part, &lo, &hi))
+	while (txl_chunks_take(&g->part, &lo, &hi))
 		sgemm_block(g->trans_a ? CblasTrans : CblasNoTrans,
 			    CblasNoTrans, hi - lo, g->N, g->K, g->alpha,
 			    g->trans_a ? g->a + lo : g->a + (size_t)lo * g->lda,
@@ -643,8 +469,9 @@ gemm_rows(float *out, int ldo, const float *a, int lda, bool trans_a,
 	};
 	double macs = (double)M * N * K;
 
-	chunks_init(&g.part, M, 16, threads_for(macs));
-	run(gemm_nn_task, &g, macs);
+	pthread_once(&blas_once, blas_one_thread);
+	txl_chunks_init(&g.part, M, 16, txl_pool_threads_for(macs));
+	txl_pool_run_for(gemm_nn_task, &g, macs);
 }
 
 void
@@ -690,178 +517,4 @@ txl_gemm_tn_acc(float *out, int ldo, const float *a, int lda, const float *b,
 {
 	/* out[M,N] += alpha * a[K,M]^T . b[K,N] */
 	gemm_rows(out, ldo, a, lda, true, b, ldb, M, K, N, alpha, 1.0f);
-}
-
-/* ---- element-wise, rows split over the pool ---- */
-
-struct rows {
-	struct chunks part;
-	txl_rows_fn fn;
-	void *ctx;
-};
-
-static void
-rows_task(void *p, int ith, int nth)
-{
-	struct rows *r = p;
-	int lo, hi;
-
-	while (chunks_take(&r->part, &lo, &hi))
-		r->fn(r->ctx, lo, hi);
-}
-
-void
-txl_pool_rows(txl_rows_fn fn, void *ctx, int rows, double cost)
-{
-	struct rows r = { .fn = fn, .ctx = ctx };
-	double work = (double)rows * cost;
-
-	chunks_init(&r.part, rows, 1, threads_for(work));
-	run(rows_task, &r, work);
-}
-
-/* the operands of the functions below: x[rows, n] and its vectors */
-struct elementwise {
-	float *x;
-	const float *src, *g, *b;
-	int n;
-};
-
-static void
-add_bias_rows(void *p, int lo, int hi)
-{
-	const struct elementwise *e = p;
-
-	for (int r = lo; r < hi; r++)
-		for (int i = 0; i < e->n; i++)
-			e->x[(size_t)r * e->n + i] += e->b[i];
-}
-
-void
-txl_add_bias(float *x, const float *b, int rows, int n)
-{
-	struct elementwise e = { .x = x, .b = b, .n = n };
-
-	txl_pool_rows(add_bias_rows, &e, rows, n);
-}
-
-/* (x - mean) / sqrt(var + 1e-5) * g + b, with the biased variance, as
- * torch.nn.LayerNorm; statistics in double. */
-static void
-norm_row(float *o, const float *x, const float *g, const float *b, int n)
-{
-	double mean = 0, var = 0;
-
-	for (int i = 0; i < n; i++)
-		mean += x[i];
-	mean /= n;
-	for (int i = 0; i < n; i++)
-		var += ((double)x[i] - mean) * ((double)x[i] - mean);
-	var /= n;
-	float rstd = (float)(1.0 / sqrt(var + 1e-5));
-	float fmean = (float)mean;
-	for (int i = 0; i < n; i++)
-		o[i] = (x[i] - fmean) * rstd * g[i] + b[i];
-}
-
-static void
-layer_norm_rows(void *p, int lo, int hi)
-{
-	const struct elementwise *e = p;
-
-	for (size_t r = (size_t)lo; r < (size_t)hi; r++)
-		norm_row(e->x + r * e->n, e->src + r * e->n, e->g, e->b, e->n);
-}
-
-void
-txl_layer_norm(float *out, const float *x, const float *g, const float *b,
-	       int rows, int n)
-{
-	struct elementwise e = { .x = out, .src = x, .g = g, .b = b, .n = n };
-
-	txl_pool_rows(layer_norm_rows, &e, rows, 3.0 * n);
-}
-
-static void
-residual_rows(void *p, int lo, int hi)
-{
-	const struct elementwise *e = p;
-
-	for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
-		float *x = e->x + r * e->n;
-		for (int i = 0; i < e->n; i++)
-			x[i] += e->src[r * e->n + i];
-		if (e->g)
-			norm_row(x, x, e->g, e->b, e->n);
-	}
-}
-
-void
-txl_residual(float *x, const float *y, const float *g, const float *b,
-	     int rows, int n)
-{
-	struct elementwise e = { .x = x, .src = y, .g = g, .b = b, .n = n };
-
-	txl_pool_rows(residual_rows, &e, rows, (g ? 4.0 : 1.0) * n);
-}
-
-static void
-add_bias_relu_rows(void *p, int lo, int hi)
-{
-	const struct elementwise *e = p;
-
-	/* branch-free so that it vectorizes */
-	for (int r = lo; r < hi; r++) {
-		float *xr = e->x + (size_t)r * e->n;
-		for (int i = 0; i < e->n; i++) {
-			float v = xr[i] + e->b[i];
-			xr[i] = v > 0.0f ? v : 0.0f;
-		}
-	}
-}
-
-void
-txl_add_bias_relu(float *x, const float *b, int rows, int n)
-{
-	struct elementwise e = { .x = x, .b = b, .n = n };
-
-	txl_pool_rows(add_bias_relu_rows, &e, rows, n);
-}
-
-double
-txl_exp_sum(float *out, const float *x, int n, float max)
-{
-	return txl_kernels()->exp_sum(out, x, n, max);
-}
-
-double
-txl_logsumexp(const float *x, int n)
-{
-	const struct txl_kernels *k = txl_kernels();
-	float max = k->max(x, n);
-
-	/* the terms are <= 1, their sum is kept in double */
-	return max + log(k->exp_sum(NULL, x, n, max));
-}
-
-void
-txl_softmax_inplace(float *x, int n)
-{
-	const struct txl_kernels *k = txl_kernels();
-	float max = k->max(x, n), inv;
-
-	/* one exp per element: txl_logsumexp() then exp(x - lse) would
-	 * take two */
-	inv = (float)(1.0 / k->exp_sum(x, x, n, max));
-	for (int i = 0; i < n; i++)
-		x[i] *= inv;
-}
-
-void
-txl_log_softmax(const float *logits, float *out, int n)
-{
-	float lse = (float)txl_logsumexp(logits, n);
-
-	for (int i = 0; i < n; i++)
-		out[i] = logits[i] - lse;
 }

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-repack.h - weights repacked at load for the kernels that read them
+ * (txl-repack.c).  Not installed.
+ */
+#ifndef TXL_REPACK_H
+#define TXL_REPACK_H
+
+#include <stddef.h>
+
+#include "txl-dtype.h"
+#include "txl-types.h"
+
+/* The bytes of `rows` rows of K values interleaved by groups of TXL_IL
+ * (txl-dtype.h; a partial group takes a whole one), and the copy of
+ * `rows` rows of a stored Q8_0 or Q4_0 matrix (txl-math.c). */
+static inline size_t
+txl_il_bytes(enum txl_dtype dt, int rows, int K)
+{
+	return (size_t)((rows + TXL_IL - 1) / TXL_IL) * TXL_IL *
+	       txl_row_bytes(dt, K);
+}
+
+void txl_interleave(void *dst, enum txl_dtype dt, const void *src, int rows,
+		    int K);
+
+#endif /* TXL_REPACK_H */
