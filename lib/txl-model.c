@@ -185,11 +185,15 @@ static enum txl_status
 read_attention(const struct txl_file *f, struct txl_hparams *hp)
 {
 	enum txl_status st;
+	int type;
 
-	if ((st = meta_int(f, "attn_type", 0, 3, &hp->attn_type)))
+	if ((st = meta_int(f, "attn_type", TXL_ATTN_REL_PARTIAL,
+			   TXL_ATTN_ABS_LEARNED, &type)))
 		return st;
+	hp->attn_type = (enum txl_attn_type)type;
 	hp->max_klen = 0;
-	if (hp->attn_type == 1 || hp->attn_type == 3) {
+	if (hp->attn_type == TXL_ATTN_REL_LEARNED ||
+	    hp->attn_type == TXL_ATTN_ABS_LEARNED) {
 		if ((st = meta_int(f, "max_klen", 1, MAX_SEG_LEN * 32,
 				   &hp->max_klen)))
 			return st;
@@ -200,7 +204,8 @@ read_attention(const struct txl_file *f, struct txl_hparams *hp)
 					hp->max_klen);
 	}
 	/* attn_type 3 adds r_emb rows (n_head x d_head) to the layer input */
-	if (hp->attn_type == 3 && hp->n_head * hp->d_head != hp->d_model)
+	if (hp->attn_type == TXL_ATTN_ABS_LEARNED &&
+	    hp->n_head * hp->d_head != hp->d_model)
 		return txl_fail(TXL_ERR_FORMAT, "%s: attn_type 3 needs n_head * "
 				"d_head (%d x %d) equal to d_model %d", f->path,
 				hp->n_head, hp->d_head, hp->d_model);
@@ -586,26 +591,30 @@ bind_attention(struct binder *b)
 	const struct txl_hparams *hp = &m->hp;
 	const int64_t L = hp->n_layer, H = hp->n_head, D = hp->d_head;
 	const int64_t M = hp->d_model, K = hp->max_klen, HD = H * D;
+	const bool rel = hp->attn_type == TXL_ATTN_REL_PARTIAL ||
+		hp->attn_type == TXL_ATTN_REL_LEARNED;
 	const float *rwb = NULL, *rrb = NULL, *remb = NULL, *rb = NULL;
-	bool per_layer = hp->untie_r || hp->attn_type == 1;
+	bool per_layer = hp->untie_r || hp->attn_type == TXL_ATTN_REL_LEARNED;
 	enum txl_status st = TXL_OK;
 
 	const int64_t bias[] = { L, H, D };	/* [L] x H x D */
 	const int nb = per_layer ? 3 : 2;
 
 	switch (hp->attn_type) {
-	case 0:
+	case TXL_ATTN_REL_PARTIAL:
 		if ((st = bind_floats(b, &rwb, nb, bias + 3 - nb, "r_w_bias")) ||
 		    (st = bind_floats(b, &rrb, nb, bias + 3 - nb, "r_r_bias")))
 			return st;
 		break;
-	case 1:
+	case TXL_ATTN_REL_LEARNED:
 		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")) ||
 		    (st = bind_floats(b, &rwb, SHAPE(L, H, D), "r_w_bias")) ||
 		    (st = bind_floats(b, &rb, SHAPE(L, K, H), "r_bias")))
 			return st;
 		break;
-	case 3:
+	case TXL_ATTN_ABS_SINUSOID:
+		break;
+	case TXL_ATTN_ABS_LEARNED:
 		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")))
 			return st;
 		break;
@@ -618,15 +627,15 @@ bind_attention(struct binder *b)
 		ly->r_r_bias = rrb ? rrb + off : NULL;
 		ly->r_emb = remb ? remb + (size_t)l * (size_t)(K * HD) : NULL;
 		ly->r_bias = rb ? rb + (size_t)l * (size_t)(K * H) : NULL;
-		if (hp->attn_type <= 1 &&
+		if (rel &&
 		    (st = bind_gemv_mat(b, &ly->qkv, 3 * HD, M,
 					"layers.%d.dec_attn.qkv_net.weight", l)))
 			return st;
-		if (hp->attn_type == 0 &&
+		if (hp->attn_type == TXL_ATTN_REL_PARTIAL &&
 		    (st = bind_mat(b, &ly->r_net, HD, M,
 				   "layers.%d.dec_attn.r_net.weight", l)))
 			return st;
-		if (hp->attn_type >= 2 &&
+		if (!rel &&
 		    ((st = bind_gemv_mat(b, &ly->q_net, HD, M,
 					 "layers.%d.dec_attn.q_net.weight", l)) ||
 		     (st = bind_gemv_mat(b, &ly->kv_net, 2 * HD, M,

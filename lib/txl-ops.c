@@ -155,3 +155,18 @@ txl_log_softmax(const float *logits, float *out, int n)
 	for (int i = 0; i < n; i++)
 		out[i] = logits[i] - lse;
 }
+
+void
+txl_sinusoid(float *out, float pos, int d)
+{
+	int half = (d + 1) / 2;
+
+	for (int k = 0; k < half; k++) {
+		float expo = (float)(2 * k) / (float)d;
+		float inv_freq = 1.0f / powf(10000.0f, expo);
+		float a = pos * inv_freq;
+		out[k] = sinf(a);
+		if (half + k < d)
+			out[half + k] = cosf(a);
+	}
+}

@@ -25,7 +25,6 @@
 #include "txl-file.h"
 #include "txl-hash.h"
 #include "txl-log.h"
-#include "txl-output.h"
 #include "txl-session.h"
 #include "txl-types.h"
 
@@ -73,7 +72,8 @@ static bool
 write_state(struct txl_session *s, int fd)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t row = s->kv_row;
+	const struct txl_kv *kv = &s->kv;
+	const size_t row = kv->row;
 	struct txl_state_header hdr = { .version = TXL_STATE_VERSION };
 	struct txl_hash sum;
 	uint64_t final;
@@ -87,13 +87,13 @@ write_state(struct txl_session *s, int fd)
 	hdr.n_head = (uint32_t)hp->n_head;
 	hdr.d_head = (uint32_t)hp->d_head;
 	hdr.mem_len = (uint32_t)s->mem_len;
-	hdr.fill = (uint32_t)s->mlen;
+	hdr.fill = (uint32_t)s->kv.fill;
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
 	hdr.kv_type = (uint32_t)s->params.kv_type;
 
 	txl_hash_init(&sum);
-	const size_t pad = row * (size_t)(s->mem_len - s->mlen);
+	const size_t pad = row * (size_t)(s->mem_len - s->kv.fill);
 	zeros = calloc(1, pad ? pad : 1);
 	if (!zeros) {
 		errno = ENOMEM;
@@ -104,11 +104,11 @@ write_state(struct txl_session *s, int fd)
 	 * past the fill */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			uint8_t *buf = which ? s->v[l] : s->k[l];
+			uint8_t *buf = which ? kv->v[l] : kv->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
-				ok = write_all(fd, txl_kv_row(s, buf, s->cap, h,
-							      s->kv_start),
-					       row * (size_t)s->mlen, &sum) &&
+				ok = write_all(fd, txl_kv_row(kv, buf, kv->cap,
+							      h, kv->start),
+					       row * (size_t)kv->fill, &sum) &&
 					write_all(fd, zeros, pad, &sum);
 			}
 		}
@@ -456,8 +456,8 @@ txl_session_load(struct txl_session *s, const char *path)
 	txl_hash_init(&sum);
 	txl_hash_update(&sum, &hdr, sizeof hdr);
 	for (int l = 0; l < hp->n_layer && st == TXL_OK; l++) {
-		k[l] = txl_alloc_kv(s, (size_t)s->cap);
-		v[l] = txl_alloc_kv(s, (size_t)s->cap);
+		k[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
+		v[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
 		if (!k[l] || !v[l]) {
 			st = txl_fail(TXL_ERR_NOMEM, "out of memory");
 			break;
@@ -475,8 +475,9 @@ txl_session_load(struct txl_session *s, const char *path)
 			txl_hash_update(&sum, scratch, rows_bytes);
 			/* each head's first fill rows */
 			for (int h = 0; h < hp->n_head; h++)
-				txl_convert(txl_kv_row(s, buf, s->cap, h, 0),
-					    s->kv_dt, scratch + (size_t)h *
+				txl_convert(txl_kv_row(&s->kv, buf,
+						       s->kv.cap, h, 0),
+					    s->kv.dt, scratch + (size_t)h *
 					    hdr.mem_len * txl_row_bytes(ft,
 					    hp->d_head), ft,
 					    (size_t)hp->d_head * hdr.fill);
@@ -496,22 +497,21 @@ txl_session_load(struct txl_session *s, const char *path)
 			      "(damaged file)", path);
 	if (st == TXL_OK) {
 		for (int l = 0; l < hp->n_layer; l++) {
-			uint8_t *t = s->k[l];
-			s->k[l] = k[l];
+			uint8_t *t = s->kv.k[l];
+			s->kv.k[l] = k[l];
 			k[l] = t;
-			t = s->v[l];
-			s->v[l] = v[l];
+			t = s->kv.v[l];
+			s->kv.v[l] = v[l];
 			v[l] = t;
 		}
-		s->kv_start = 0;
-		s->mlen = (int)hdr.fill;
+		s->kv.start = 0;
+		s->kv.fill = (int)hdr.fill;
 		s->n_past = hdr.n_past;
 		s->have_last = hdr.have_last;
 		memcpy(s->last_h, last, sizeof(float) * hp->d_model);
-		s->n_logits = 0;
-		s->logits_valid = false;
+		txl_out_clear(&s->out);
 		if (s->have_last)	/* the prediction after the saved text */
-			txl_output_keep(s, last, 1);
+			txl_out_keep(&s->out, last, 1);
 	}
 out:
 	for (int l = 0; l < hp->n_layer; l++) {

@@ -130,6 +130,27 @@ TXL_API void txl_model_free(struct txl_model *model);
 /** Clusters of an adaptive softmax at most (cutoffs + 1). */
 #define TXL_MAX_CLUSTERS 16
 
+/**
+ * The attention of a model (its attn_type, as MemTransformerLM names it):
+ *   REL_PARTIAL    Transformer-XL: relative positions, sinusoids through
+ *                  r_net, learned biases r_w_bias and r_r_bias;
+ *   REL_LEARNED    learnable relative positions in the manner of Shaw et
+ *                  al.: per layer r_emb, r_w_bias and r_bias, max_klen
+ *                  rows;
+ *   ABS_SINUSOID   the vanilla Transformer: absolute sinusoids added to
+ *                  the input;
+ *   ABS_LEARNED    the vanilla Transformer with learned absolute positions
+ *                  (r_emb) added to every layer's input.
+ * The absolute ones have no memory: sessions recompute a window of the
+ * last seg_len tokens instead (see txl_session_params.stride).
+ */
+enum txl_attn_type {
+	TXL_ATTN_REL_PARTIAL = 0,
+	TXL_ATTN_REL_LEARNED = 1,
+	TXL_ATTN_ABS_SINUSOID = 2,
+	TXL_ATTN_ABS_LEARNED = 3,
+};
+
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
 struct txl_hparams {
 	int n_token;     /* vocabulary size */
@@ -146,20 +167,10 @@ struct txl_hparams {
 	bool pre_lnorm;
 	bool tie_weight;
 	bool untie_r;    /* per-layer r_w_bias / r_r_bias */
-	/* The attention (attn_type):
-	 *   0  Transformer-XL: relative positions, sinusoids through r_net,
-	 *      learned biases r_w_bias and r_r_bias;
-	 *   1  learnable relative positions in the manner of Shaw et al.:
-	 *      per layer r_emb, r_w_bias and r_bias, max_klen rows;
-	 *   2  the vanilla Transformer: absolute sinusoids added to the input;
-	 *   3  the vanilla Transformer with learned absolute positions
-	 *      (r_emb) added to every layer's input.
-	 * Types 2 and 3 have no memory: sessions recompute a window of the
-	 * last seg_len tokens instead (see txl_session_params.stride). */
-	int attn_type;
-	int max_klen;    /* rows of the position tables of attn_type 1 and 3
-			    (tgt_len + ext_len + mem_len at training); 0 for
-			    the others */
+	enum txl_attn_type attn_type;
+	int max_klen;    /* rows of the position tables of REL_LEARNED and
+			    ABS_LEARNED (tgt_len + ext_len + mem_len at
+			    training); 0 for the others */
 	/* Adaptive input and softmax: cluster 0 is ids [0, cutoffs[0]),
 	 * cluster i is [cutoffs[i-1], cutoffs[i]), the last one ends at
 	 * n_token.  n_cutoffs 0 is a full softmax.  With div_val > 1,
