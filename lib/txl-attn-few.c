@@ -118,81 +118,38 @@ prefetch_rows(const uint8_t *w, size_t ld, int r)
 		__builtin_prefetch((const void *)(p + o));
 }
 
-/* A query of few_unit's products: float, or (the slot's of fq16) int16
- * against a Q8_0 memory, or (of fq8) int8 against a Q4_0 one, whose
- * integer products read it faster than widening each key to float (Q8_0:
- * 1.7 times on one core with AVX2, 1.2 with AVX-512: bench-kernels). */
-struct few_query {
-	const float *x;
-	struct txl_q16_act q16;
-	struct txl_q8_act q8;
-};
-
-/* A slot of fq16 or fq8: a query and head, numbered as fq's rows are. */
-static struct txl_q16_act
-q16_slot(const struct txl_attn *a, size_t slot)
+/* A query (x: d_head floats) as few_unit's products take it against the
+ * memory: slot `slot` of fqa (a query and head, numbered as fq's rows
+ * are) in the memory type's query form (struct txl_type's query_act),
+ * or x itself.  Against a Q8_0 memory an int16 query, against a Q4_0 one
+ * an int8 query: their integer products read the keys faster than
+ * widening each to float (Q8_0: 1.7 times on one core with AVX2, 1.2
+ * with AVX-512: bench-kernels). */
+static struct txl_act
+few_query(const struct txl_attn *a, const float *x, size_t slot)
 {
-	const size_t D = (size_t)a->model->hp.d_head;
-
-	return (struct txl_q16_act){ a->fq16 + slot * D,
-				     a->fq16d + slot * D / TXL_QK };
+	return txl_act_view(a->qact, a->fqa + slot * a->qa_floats, x,
+			    a->model->hp.d_head);
 }
 
-static struct txl_q8_act
-q8_slot(const struct txl_attn *a, size_t slot)
-{
-	const size_t D = (size_t)a->model->hp.d_head;
-
-	return (struct txl_q8_act){ a->fq8 + slot * D,
-				    a->fq8d + slot * D / TXL_QK,
-				    a->fq8off + slot * D / TXL_QK };
-}
-
-static struct few_query
-few_query(const struct txl_attn *a, enum txl_dtype dt, const float *x,
-	  size_t slot)
-{
-	struct few_query fq = { .x = x };
-
-	if (dt == TXL_Q8_0)
-		fq.q16 = q16_slot(a, slot);
-	if (dt == TXL_Q4_0)
-		fq.q8 = q8_slot(a, slot);
-	return fq;
-}
-
-/* x (d_head values) into slot `slot` of fq16 or fq8 */
+/* x into slot `slot` of fqa */
 static void
-quantize_query(const struct txl_kernels *k, const struct txl_attn *a,
-	       enum txl_dtype dt, size_t slot, const float *x)
+quantize_query(const struct txl_attn *a, size_t slot, const float *x)
 {
-	const int D = a->model->hp.d_head;
+	struct txl_act q = few_query(a, x, slot);
 
-	if (dt == TXL_Q8_0) {
-		struct txl_q16_act q = q16_slot(a, slot);
-		txl_quantize_q16(&q, x, D);
-	} else {
-		struct txl_q8_act q = q8_slot(a, slot);
-		k->quantize_q8(&q, x, D);
-	}
+	txl_act_quantize(&q, x, a->model->hp.d_head);
 }
 
 static void
-dot_stream(const struct txl_kernels *k, enum txl_dtype dt, float *y,
-	   const uint8_t *w, size_t ld, const struct few_query *x, int n,
-	   int K)
+dot_stream(const struct txl_type_kernels *k, float *y, const uint8_t *w,
+	   size_t ld, const struct txl_act *x, int n, int K)
 {
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		const uint8_t *wr = w + (size_t)r * ld;
 
 		prefetch_rows(w, ld, r + PF_AHEAD);
-		if (dt == TXL_Q8_0)
-			k->dot_rows_q16(y + r, wr, ld, &x->q16, m, K);
-		else if (dt == TXL_Q4_0)
-			k->dot_rows_q4(y + r, wr, ld, &x->q8, m, K);
-		else
-			k->dot_rows[dt](y + r, wr, ld, x->x, m, K);
+		txl_dot_act(k, y + r, w + (size_t)r * ld, ld, x, m, K);
 	}
 }
 
@@ -216,8 +173,8 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	const struct txl_kv *kv = f->kv;
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_kernels *k = txl_kernels();
+	const struct txl_type_kernels *tk = txl_type_kernels(kv->dt);
 	const int H = hp->n_head, D = hp->d_head;
-	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
 	const uint8_t *K = txl_kv_row(kv, kv->k[f->l], kv->cap, h, kv->start);
 	const uint8_t *V = txl_kv_row(kv, kv->v[f->l], kv->cap, h, kv->start);
@@ -229,12 +186,12 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	for (int c = j0; c < j1; c += STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {
-			const struct few_query q = few_query(a, dt, rel
+			const struct txl_act q = few_query(a, rel
 				? a->fq + ((size_t)i * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)i * H + h);
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				dot_stream(k, dt, few_scores(f, h, i) + lo,
+				dot_stream(tk, few_scores(f, h, i) + lo,
 					   K + (size_t)lo * kv->row,
 					   kv->row, &q, hi - lo, D);
 		}
@@ -258,13 +215,13 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 			const int near = qpos - (hi - 1) < last ? qpos - (hi - 1)
 				: last;
 			const int far = qpos - lo < last ? qpos - lo : last;
-			const struct few_query q = few_query(a, dt,
+			const struct txl_act q = few_query(a,
 				a->kind->r_query_bias
 				? a->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)(f->n + i) * H + h);
-			dot_stream(k, dt, bd, txl_kv_row(kv, a->r[f->l],
-							 a->n_dist, h, near),
+			dot_stream(tk, bd, txl_kv_row(kv, a->r[f->l],
+						      a->n_dist, h, near),
 				   kv->row, &q, far - near + 1, D);
 			if (a->kind->r_bias)
 				for (int t = near; t <= far; t++)
@@ -300,7 +257,7 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++)
 			if (few_keys(f, i, c, ce, &lo, &hi))
-				axpy_stream(k->axpy_rows[dt],
+				axpy_stream(tk->axpy_rows,
 					    few_part(f, h, b, i),
 					    few_scores(f, h, i) + lo,
 					    V + (size_t)lo * kv->row,
@@ -357,15 +314,14 @@ txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 		   enum txl_dtype kv_dt)
 {
 	const double hd = (double)hp->n_head * hp->d_head;
+	/* fq, 2 hd floats a query (and again in the memory's query form:
+	 * int16 with its scales for a Q8_0 memory, 1 + 2 / 32 floats more;
+	 * int8 with scales and offsets for a Q4_0 one, 0.5 + 4 / 32), the
+	 * scores, the parts */
+	const double fq = 2.0 * hd + 2.0 * hp->n_head *
+		(double)txl_act_floats(txl_type(kv_dt)->query_act, hp->d_head);
 
-	/* fq, 2 hd floats a query (and again in int16 with its scales for a
-	 * Q8_0 memory: 1 + 2 / 32 floats more; in int8 with scales and
-	 * offsets for a Q4_0 one: 0.5 + 4 / 32), the scores, the parts */
-	const double fq_floats = kv_dt == TXL_Q8_0 ? 3.0 + 2.0 / TXL_QK
-		: kv_dt == TXL_Q4_0 ? 2.5 + 4.0 / TXL_QK : 2.0;
-
-	return 4.0 * few_queries(seg_len) * (fq_floats * hd +
-		(double)hp->n_head *
+	return 4.0 * few_queries(seg_len) * (fq + (double)hp->n_head *
 		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0)));
 }
 
@@ -377,24 +333,16 @@ txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt)
 	const size_t hd = (size_t)hp->n_head * hp->d_head;
 	const int klen_max = a->shape.klen_max;
 
+	a->qact = txl_type(kv_dt)->query_act;
+	a->qa_floats = txl_act_floats(a->qact, hp->d_head);
 	a->fq = txl_alloc_floats(nq * 2 * hd);
 	a->fsc = txl_alloc_floats(nq * (size_t)hp->n_head * (size_t)klen_max);
 	a->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
-	if (kv_dt == TXL_Q8_0) {
-		a->fq16 = malloc(nq * 2 * hd * sizeof *a->fq16);
-		a->fq16d = txl_alloc_floats(nq * 2 * hd / TXL_QK);
-		if (!a->fq16 || !a->fq16d)
-			return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	}
-	if (kv_dt == TXL_Q4_0) {
-		a->fq8 = malloc(nq * 2 * hd);
-		a->fq8d = txl_alloc_floats(nq * 2 * hd / TXL_QK);
-		a->fq8off = malloc(nq * 2 * hd / TXL_QK * sizeof *a->fq8off);
-		if (!a->fq8 || !a->fq8d || !a->fq8off)
-			return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	}
+	if (a->qa_floats && !(a->fqa = txl_alloc_floats(
+			nq * 2 * (size_t)hp->n_head * a->qa_floats)))
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	if (!a->fq || !a->fsc || !a->part)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	return TXL_OK;
@@ -437,20 +385,17 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 			}
 		}
 	}
-	if (txl_dtype_blocked(kv->dt)) {
-		/* the queries of AC and BD as few_unit takes them, in int16
-		 * or int8 (slots as fq's) */
-		const struct txl_kernels *k = txl_kernels();
-
+	if (a->qact != TXL_ACT_F32) {
+		/* the queries of AC and BD as few_unit takes them (slots as
+		 * fq's) */
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < H; h++) {
 				const float *q = a->qkv + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				quantize_query(k, a, kv->dt, ac, rel ?
-					       a->fq + ac * D : q);
+				quantize_query(a, ac, rel ? a->fq + ac * D : q);
 				if (rel)
-					quantize_query(k, a, kv->dt, bd,
+					quantize_query(a, bd,
 						       a->kind->r_query_bias ?
 						       a->fq + bd * D : q);
 			}

@@ -100,11 +100,7 @@ txl_attn_free(struct txl_attn *a)
 	free(a->qkv);
 	free(a->seg);
 	free(a->fq);
-	free(a->fq16);
-	free(a->fq16d);
-	free(a->fq8);
-	free(a->fq8d);
-	free(a->fq8off);
+	free(a->fqa);
 	free(a->fsc);
 	free(a->part);
 	*a = (struct txl_attn){ 0 };

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "txl.h"
+#include "txl-kernels.h"
 #include "txl-kv.h"
 #include "txl-model.h"
 
@@ -99,12 +100,12 @@ struct txl_attn {
 	int seg_slots;
 	/* the few-query path */
 	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
-	int16_t *fq16;		/* with a Q8_0 memory: the queries of fq (or
-				   q itself) in int16, per query and head */
-	float *fq16d;		/* their scales, one per TXL_QK values */
-	int8_t *fq8;		/* with a Q4_0 memory: the same in int8 */
-	float *fq8d;		/* their scales */
-	int32_t *fq8off;	/* their offsets (struct txl_q8_act) */
+	enum txl_act_type qact;	/* the memory's query form (struct
+				   txl_type's query_act) */
+	size_t qa_floats;	/* floats of a query and head in it */
+	float *fqa;		/* the queries of fq (or q itself) in that
+				   form, per query and head (none for
+				   floats) */
 	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
 				   softmax (d_head sums, max, sum of exps) */

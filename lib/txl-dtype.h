@@ -16,10 +16,12 @@
 /* Storage types.  Q8_0 is a block type (below): one F16 scale per 32
  * int8 values along the last dimension, as GGUF's block_q8_0.  Q4_0, the
  * same in 4 bits (GGUF's block_q4_0), holds weight matrices and the
- * attention's memory (--kv-type Q4_0).  U8 is for bytes that are not
- * numbers (the tokenizer, padding). */
+ * attention's memory (--kv-type Q4_0).  The blocks of a block type begin
+ * with their F16 scale, then hold their values' bytes.  U8 is for bytes
+ * that are not numbers (the tokenizer, padding).  What each type is to
+ * the rest of libtxl is its row of the traits table (txl-types.h). */
 enum txl_dtype {
-	TXL_F32, TXL_F16, TXL_BF16, TXL_U8, TXL_Q8_0, TXL_Q4_0, TXL_N_DTYPES
+	TXL_F32, TXL_F16, TXL_BF16, TXL_Q8_0, TXL_Q4_0, TXL_U8, TXL_N_DTYPES
 };
 
 #define TXL_QK 32		/* values per Q8_0 and Q4_0 block */

@@ -97,10 +97,14 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s': "
 				"\"data_offsets\" is missing or not an array",
 				p, name);
-	if (!txl_dtype_parse(dtype->valuestring, &t->dtype))
+	if (!txl_dtype_parse(dtype->valuestring, &t->dtype)) {
+		char types[96];
+
+		txl_dtype_names(types, sizeof types, false, true);
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
-				"dtype '%.32s' (expected F32, F16, BF16, Q8_0, "
-				"Q4_0 or U8)", p, name, dtype->valuestring);
+				"dtype '%.32s' (expected %s)", p, name,
+				dtype->valuestring, types);
+	}
 	t->ndim = cJSON_GetArraySize(shape);
 	if (t->ndim > TXL_MAX_DIMS)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %d "

@@ -158,10 +158,12 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	dot_rows_with(widen_q8_0, LAYOUT_Q8_0, y, w, ld, x, n, K);
 }
 
-/* Every table's (txl-kernels.h). */
-void
-txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
-		  int K)
+/* Q4_0 weights against float activations, every set's: the matrix-
+ * vector products quantize the activations (dot_q8), this runs only
+ * where there was no memory for that. */
+static void
+dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
 {
 	dot_rows_with(widen_q4_0, LAYOUT_Q4_0, y, w, ld, x, n, K);
 }
@@ -523,9 +525,67 @@ max_of(const float *x, int n)
 	return m;
 }
 
-static const struct txl_kernels kernels_scalar =
-	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il, dot_rows_q4,
-			 dot_il_q4);
+/* The interleaved layouts made (txl-kernels.h): row i of a group, block b
+ * (at blk): its scale at half i of the block,
+ * then Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
+ * Q4_0: values 8 j + t (t < 4) in the low nibbles of bytes
+ * (j * TXL_IL + i) * 4 + t, values 8 j + 4 + t in their high ones. */
+static void
+il_pack_q8_0(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q8_0 *q = block;
+
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 4; j++)
+		memcpy(blk + TXL_IL_SCALES + (j * TXL_IL + i) * 4,
+		       q->qs + 4 * j, 4);
+}
+
+static void
+il_pack_q4_0(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q4_0 *q = block;
+	uint8_t v[TXL_QK];
+
+	for (int c = 0; c < TXL_QK / 2; c++) {
+		v[c] = q->qs[c] & 15;
+		v[c + TXL_QK / 2] = q->qs[c] >> 4;
+	}
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 8; j++)
+		for (int t = 0; t < 4; t++)
+			blk[TXL_IL_SCALES + (j * TXL_IL + i) * 4 + t] =
+				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
+}
+
+const struct txl_type_kernels txl_scalar_f32 = {
+	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
+	.dot = dot_rows_f32,
+};
+const struct txl_type_kernels txl_scalar_f16 = {
+	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
+	.dot = dot_rows_f16,
+};
+const struct txl_type_kernels txl_scalar_bf16 = {
+	.widen = widen_bf16, .narrow = narrow_bf16,
+	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+};
+const struct txl_type_kernels txl_scalar_q8_0 = {
+	.widen = widen_q8_0, .narrow = narrow_q8_0,
+	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
+	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
+	.il_pack = il_pack_q8_0,
+};
+const struct txl_type_kernels txl_scalar_q4_0 = {
+	.widen = widen_q4_0, .narrow = narrow_q4_0,
+	.axpy_rows = axpy_rows_q4_0, .dot = dot_rows_q4_0,
+	.dot_q8 = dot_rows_q4, .dot_il = dot_il_q4, .il_pack = il_pack_q4_0,
+};
+
+static const struct txl_kernels kernels_scalar = {
+	.name = "scalar", .isa = TXL_ISA_SCALAR, .quantize_q8 = quantize_q8,
+	.exp_sum = exp_sum, .max = max_of,
+};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1
@@ -613,4 +673,20 @@ txl_kernels(void)
 
 	pthread_once(&once, choose);
 	return chosen;
+}
+
+void
+txl_act_quantize(struct txl_act *a, const float *x, int K)
+{
+	switch (a->type) {
+	case TXL_ACT_Q8:
+		txl_kernels()->quantize_q8(&a->q8, x, K);
+		break;
+	case TXL_ACT_Q16:
+		txl_quantize_q16(&a->q16, x, K);
+		break;
+	default:
+		a->x = x;
+		break;
+	}
 }

@@ -2,6 +2,7 @@
 /*
  * txl-kv.c - a session's memory of keys and values (txl-kv.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,23 +11,37 @@
 #include "txl-log.h"
 #include "txl-types.h"
 
+/* The storage type of each kv_type (enum txl_kv_type) */
+static const struct {
+	int kv_type;
+	enum txl_dtype dt;
+} kv_types[] = {
+	{ TXL_KV_F32, TXL_F32 }, { TXL_KV_F16, TXL_F16 },
+	{ TXL_KV_BF16, TXL_BF16 }, { TXL_KV_Q8_0, TXL_Q8_0 },
+	{ TXL_KV_Q4_0, TXL_Q4_0 },
+};
+
+#define N_KV_TYPES (sizeof kv_types / sizeof *kv_types)
+
 enum txl_dtype
 txl_kv_dtype(int kv_type)
 {
-	switch (kv_type) {
-	case TXL_KV_F32:
-		return TXL_F32;
-	case TXL_KV_F16:
-		return TXL_F16;
-	case TXL_KV_BF16:
-		return TXL_BF16;
-	case TXL_KV_Q8_0:
-		return TXL_Q8_0;
-	case TXL_KV_Q4_0:
-		return TXL_Q4_0;
-	default:
-		return TXL_N_DTYPES;
-	}
+	for (size_t i = 0; i < N_KV_TYPES; i++)
+		if (kv_types[i].kv_type == kv_type)
+			return kv_types[i].dt;
+	return TXL_N_DTYPES;
+}
+
+void
+txl_kv_type_names(char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < N_KV_TYPES && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%sTXL_KV_%s",
+					i ? ", " : "",
+					txl_dtype_name(kv_types[i].dt));
 }
 
 uint8_t *

@@ -40,6 +40,8 @@ struct txl_kv {
 
 /* The storage type of a kv_type (TXL_N_DTYPES if it is none). */
 enum txl_dtype txl_kv_dtype(int kv_type);
+/* "TXL_KV_F32, ..., TXL_KV_Q4_0" into buf (cut at cap bytes). */
+void txl_kv_type_names(char *buf, size_t cap);
 
 /* An empty memory of n_layer layers of `cap` positions of n_head rows of
  * d_head values of dt; TXL_ERR_NOMEM.  Freed with txl_kv_free() in any

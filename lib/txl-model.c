@@ -299,11 +299,15 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 				      (size_t)ndim) != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has shape [%s], "
 				"expected [%s]", f->path, name, got, want);
-	if (t->dtype == TXL_U8 || (as_floats && txl_dtype_blocked(t->dtype)))
+	if (!txl_dtype_computable(t->dtype) ||
+	    (as_floats && txl_dtype_blocked(t->dtype))) {
+		char types[96];
+
+		txl_dtype_names(types, sizeof types, true, !as_floats);
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has dtype %s, "
-				"expected F32, F16 or BF16%s", f->path, name,
-				txl_dtype_name(t->dtype),
-				as_floats ? "" : ", Q8_0 or Q4_0");
+				"expected %s", f->path, name,
+				txl_dtype_name(t->dtype), types);
+	}
 
 	const uint8_t *src = f->map + t->begin;
 	const size_t bytes = t->end - t->begin;
@@ -412,10 +416,11 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 	return st;
 }
 
-/* A Q8_0 or Q4_0 matrix that enters matrix-vector products (generation)
- * gets an interleaved copy in the arena as well (txl_interleave(): as
- * many bytes as the stored rows, read by kernels that take half the
- * instructions); the stored rows stay in use for everything else. */
+/* A matrix that enters matrix-vector products (generation), of a type
+ * with an interleaved form (Q8_0, Q4_0), gets an interleaved copy in the
+ * arena as well (txl_interleave(): as many bytes as the stored rows, read
+ * by kernels that take half the instructions); the stored rows stay in
+ * use for everything else. */
 static void
 interleave(struct binder *b, struct txl_mat *w)
 {
@@ -423,7 +428,7 @@ interleave(struct binder *b, struct txl_mat *w)
 	const size_t len = (txl_il_bytes(w->dtype, w->rows, w->cols) + 63) /
 		64 * 64;
 
-	if (!txl_dtype_blocked(w->dtype))
+	if (!txl_interleaves(w->dtype))
 		return;
 	if (!b->arena) {
 		b->need += len;

@@ -8,8 +8,9 @@
  * and in the dtype of the file.  A matrix-vector product (generation: one
  * row of activations, bound by reading the weights once per token) runs
  * the kernels of txl-kernels.h, rows split over the thread pool; against
- * Q8_0 weights the activations are quantized per block first, so that the
- * kernels take integer dot products (quantize_q8).  A
+ * Q8_0 and Q4_0 weights the activations are quantized per block first,
+ * so that the kernels take integer dot products (the type's act in the
+ * traits table of txl-types.h).  A
  * matrix-matrix product (segments: scoring, prompts) is sgemm, its output
  * columns split over the pool, OpenBLAS itself kept to one thread (see
  * txl-pool.c); compact weights are widened to F32 a block of rows at a
@@ -26,6 +27,7 @@
 #include "txl-pool.h"
 #include "txl-products.h"
 #include "txl-repack.h"
+#include "txl-types.h"
 
 /* OpenBLAS runs on one thread: the pool splits the sgemm calls (set once,
  * before the first; the setting is the process's). */
@@ -84,17 +86,13 @@ thread_scratch(int which, size_t n)
 
 struct gemv {
 	struct txl_chunks rows;
-	txl_dot_rows_fn dot;
-	txl_dot_rows_q8_fn dot_q8;	/* instead of dot, against xq (Q8_0:
-					   dot_rows_q8, Q4_0: dot_rows_q4) */
-	txl_dot_il_fn dot_il;		/* instead of dot_q8, on il */
-	struct txl_q8_act xq;
+	const struct txl_type_kernels *k;
+	struct txl_act x;	/* in the form the products take */
 	enum txl_dtype dt;
 	float *y;
 	const uint8_t *w;
-	const uint8_t *il;	/* W interleaved (Q8_0, Q4_0), or NULL */
+	const uint8_t *il;	/* W interleaved, read by k->dot_il, or NULL */
 	size_t ld;
-	const float *x;
 	int K;
 	bool accumulate;
 };
@@ -103,27 +101,25 @@ struct gemv {
 static void
 gemv_rows(const struct gemv *g, float *y, int r, int n)
 {
-	const uint8_t *w = g->w + (size_t)r * g->ld;
-
-	if (g->dot_il) {
+	if (g->il) {
 		const uint8_t *il = g->il + txl_il_bytes(g->dt, r, g->K);
 		const int full = n / TXL_IL;
 		float tail[TXL_IL];
 
-		g->dot_il(y, il, full, &g->xq, g->K);
+		g->k->dot_il(y, il, full, &g->x.q8, g->K);
 		if (full * TXL_IL < n) {
 			/* the matrix's last group: its padding rows into
 			 * tail */
-			g->dot_il(tail, il + txl_il_bytes(g->dt, full * TXL_IL,
-							  g->K),
-				  1, &g->xq, g->K);
+			g->k->dot_il(tail, il + txl_il_bytes(g->dt,
+							     full * TXL_IL,
+							     g->K),
+				     1, &g->x.q8, g->K);
 			memcpy(y + full * TXL_IL, tail,
 			       sizeof(float) * (size_t)(n - full * TXL_IL));
 		}
-	} else if (g->dot_q8) {
-		g->dot_q8(y, w, g->ld, &g->xq, n, g->K);
 	} else {
-		g->dot(y, w, g->ld, g->x, n, g->K);
+		txl_dot_act(g->k, y, g->w + (size_t)r * g->ld, g->ld, &g->x, n,
+			    g->K);
 	}
 }
 
@@ -148,42 +144,37 @@ gemv_task(void *p, int ith, int nth)
 	}
 }
 
-/* Q8_0 and Q4_0 weights: x quantized once for all the rows, into the
- * caller's OPERAND buffer (per block a scale and an offset, then the K
- * int8 values); out of memory, dot_q8 stays NULL and the float kernel
- * runs. */
+/* The activations in the form the type's products take (its act):
+ * quantized once for all the rows, into the caller's OPERAND buffer (for
+ * int8 blocks: per block a scale and an offset, then the K int8 values);
+ * out of memory, as floats. */
 static void
-quantize_operand(struct gemv *g)
+take_activations(struct gemv *g, const float *x)
 {
-	const struct txl_kernels *k = txl_kernels();
-	const int nb = g->K / TXL_QK;
-	float *buf = thread_scratch(SCRATCH_OPERAND,
-				    (size_t)g->K / 4 + 2 * (size_t)nb);
+	const enum txl_act_type at = txl_type(g->dt)->act;
+	float *buf = at == TXL_ACT_F32 ? NULL :
+		thread_scratch(SCRATCH_OPERAND, txl_act_floats(at, g->K));
 
-	if (!buf)
-		return;
-	g->xq.d = buf;
-	g->xq.off = (int32_t *)(void *)(buf + nb);
-	g->xq.q = (int8_t *)(void *)(buf + 2 * nb);
-	k->quantize_q8(&g->xq, g->x, g->K);
-	g->dot_q8 = g->dt == TXL_Q4_0 ? k->dot_rows_q4 : k->dot_rows_q8;
-	if (g->il)
-		g->dot_il = g->dt == TXL_Q4_0 ? k->dot_il_q4 : k->dot_il;
+	g->x = txl_act_view(buf ? at : TXL_ACT_F32, buf, x, g->K);
+	txl_act_quantize(&g->x, x, g->K);
 }
 
-/* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, Q8_0 or Q4_0) */
+/* y[N] = W . x, W's rows ld bytes apart (il: W interleaved, or NULL) */
 static void
 gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
      const float *x, int N, int K, bool accumulate)
 {
 	struct gemv g = {
-		.dot = txl_kernels()->dot_rows[dt], .dt = dt, .y = y, .w = w,
-		.il = il, .ld = ld, .x = x, .K = K, .accumulate = accumulate,
+		.k = txl_type_kernels(dt), .dt = dt, .y = y, .w = w, .ld = ld,
+		.K = K, .accumulate = accumulate,
 	};
 	double macs = (double)N * K;
 
-	if (txl_dtype_blocked(dt))
-		quantize_operand(&g);
+	take_activations(&g, x);
+	/* the interleaved copy, where there is one and the activations are
+	 * the int8 blocks its kernel takes */
+	if (il && g.k->dot_il && g.x.type == TXL_ACT_Q8)
+		g.il = il;
 
 	/* rows in multiples of TXL_IL (an interleaved group; 4 rows are
 	 * the other kernels' unit), enough of them to be worth a chunk */
@@ -232,7 +223,7 @@ struct gemm {
 static void
 gemm_cols(const struct gemm *g, int lo, int hi)
 {
-	const struct txl_kernels *k = txl_kernels();
+	const struct txl_type_kernels *k = txl_type_kernels(g->dt);
 	const uint8_t *w = g->w + (size_t)lo * g->ldw;
 	float *buf;
 
@@ -249,17 +240,16 @@ gemm_cols(const struct gemm *g, int lo, int hi)
 		for (int m = 0; m < g->M; m++) {
 			for (int r = lo; r < hi; r++) {
 				float v, *o = g->out + (size_t)m * g->ldo + r;
-				k->dot_rows[g->dt](&v, g->w + (size_t)r * g->ldw,
-						   g->ldw, g->a + (size_t)m * g->lda,
-						   1, g->K);
+				k->dot(&v, g->w + (size_t)r * g->ldw, g->ldw,
+				       g->a + (size_t)m * g->lda, 1, g->K);
 				*o = g->beta * *o + v;
 			}
 		}
 		return;
 	}
 	for (int r = 0; r < hi - lo; r++)
-		k->widen[g->dt](buf + (size_t)r * g->K, w + (size_t)r * g->ldw,
-				(size_t)g->K);
+		k->widen(buf + (size_t)r * g->K, w + (size_t)r * g->ldw,
+			 (size_t)g->K);
 	sgemm_block(CblasNoTrans, CblasTrans, g->M, hi - lo, g->K, 1.0f, g->a,
 		    g->lda, buf, g->K, g->beta, g->out + lo, g->ldo);
 }
@@ -356,7 +346,7 @@ axpy(float *y, const float *a, const void *b, enum txl_dtype dt, size_t ldb,
      int K, int N)
 {
 	struct axpy x = {
-		.fn = txl_kernels()->axpy_rows[dt], .a = a, .b = b, .ldb = ldb,
+		.fn = txl_type_kernels(dt)->axpy_rows, .a = a, .b = b, .ldb = ldb,
 		.N = N, .y = y,
 	};
 	double macs = (double)K * N;
@@ -394,7 +384,7 @@ void
 txl_mat_mul_float(float *out, const float *a, int M, const struct txl_mat *w,
 		  bool accumulate)
 {
-	if (M == 1 && !txl_dtype_blocked(w->dtype)) {
+	if (M == 1 && txl_type(w->dtype)->act == TXL_ACT_F32) {
 		txl_mat_mul(out, a, M, w, accumulate);
 		return;
 	}
@@ -409,8 +399,8 @@ txl_mat_row(float *out, const struct txl_mat *w, int row)
 	const size_t ld = txl_row_bytes(w->dtype, w->cols);
 
 	TXL_ASSERT(row >= 0 && row < w->rows);
-	txl_kernels()->widen[w->dtype](out, (const uint8_t *)w->data +
-				       (size_t)row * ld, (size_t)w->cols);
+	txl_type_kernels(w->dtype)->widen(out, (const uint8_t *)w->data +
+					  (size_t)row * ld, (size_t)w->cols);
 }
 
 void

@@ -6,14 +6,19 @@
 #ifndef TXL_REPACK_H
 #define TXL_REPACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "txl-dtype.h"
 #include "txl-types.h"
 
+/* Whether matrices of dt have an interleaved copy for the matrix-vector
+ * products (its kernels read one: Q8_0, Q4_0). */
+bool txl_interleaves(enum txl_dtype dt);
+
 /* The bytes of `rows` rows of K values interleaved by groups of TXL_IL
  * (txl-dtype.h; a partial group takes a whole one), and the copy of
- * `rows` rows of a stored Q8_0 or Q4_0 matrix (txl-math.c). */
+ * `rows` rows of a stored matrix of such a type. */
 static inline size_t
 txl_il_bytes(enum txl_dtype dt, int rows, int K)
 {

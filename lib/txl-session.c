@@ -108,17 +108,19 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (p.n_threads < 0)
 		return txl_fail(TXL_ERR_INVALID, "n_threads %d is negative",
 				p.n_threads);
-	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES)
-		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of "
-				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16, "
-				"TXL_KV_Q8_0, TXL_KV_Q4_0", p.kv_type);
-	if (txl_dtype_blocked(txl_kv_dtype(p.kv_type)) &&
-	    hp->d_head % TXL_QK != 0)
+	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES) {
+		char types[160];
+
+		txl_kv_type_names(types, sizeof types);
+		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of %s",
+				p.kv_type, types);
+	}
+	const struct txl_type *kt = txl_type(txl_kv_dtype(p.kv_type));
+	if (hp->d_head % kt->block != 0)
 		return txl_fail(TXL_ERR_INVALID, "kv_type %s needs d_head "
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
-				txl_dtype_name(txl_kv_dtype(p.kv_type)),
-				TXL_QK, TXL_QK, hp->d_head);
+				kt->name, kt->block, kt->block, hp->d_head);
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;

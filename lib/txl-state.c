@@ -428,11 +428,12 @@ txl_session_load(struct txl_session *s, const char *path)
 			      hdr.mem_len);
 		goto out;
 	}
-	if (txl_dtype_blocked(ft) && hp->d_head % TXL_QK != 0) {
-		/* no session of this model holds Q8_0 or Q4_0 rows */
+	if (hp->d_head % txl_type(ft)->block != 0) {
+		/* no session of this model holds rows of this block type */
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type %s "
 			      "with d_head %d, not a multiple of %d)", path,
-			      txl_dtype_name(ft), hp->d_head, TXL_QK);
+			      txl_dtype_name(ft), hp->d_head,
+			      txl_type(ft)->block);
 		goto out;
 	}
 	/* the file's rows, in its kv_type */
