@@ -76,6 +76,11 @@ int engine_open(struct engine *e, struct txlgen_options *opts,
 		const char *model_path);
 void engine_close(struct engine *e);
 
+/** The session settings the options ask for (the library resolves what
+ *  they leave to the model). */
+void engine_session_params(const struct engine *e,
+			   struct txl_session_params *p);
+
 /** Create the session, or apply the current settings to the live one,
  *  which keeps its memory (txl_session_set_params).  Returns an exit
  *  code; on error the live session is unchanged. */

@@ -30,6 +30,20 @@ txl_attn_has_memory(const struct txl_hparams *hp)
 	return txl_attn_kind(hp->attn_type)->memory;
 }
 
+bool
+txl_model_has_memory(const struct txl_model *m)
+{
+	return txl_attn_has_memory(&m->hp);
+}
+
+const char *
+txl_attn_type_name(enum txl_attn_type type)
+{
+	const struct txl_attn_kind *k = txl_attn_kind(type);
+
+	return k ? k->name : NULL;
+}
+
 int
 txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len, int klen_max)
 {

@@ -26,6 +26,7 @@
 #include <cJSON.h>
 
 #include "txl-file.h"
+#include "txl-hash.h"
 #include "txl-log.h"
 #include "txl-types.h"
 
@@ -327,6 +328,45 @@ txl_open_regular(const char *path, int *fd, struct stat *sb)
 	return TXL_OK;
 }
 
+/* The content hash of the file fd (f->size bytes), read through a buffer
+ * rather than the mapping: the pages of a mapped model stay untouched
+ * until used (a large embedding table is mostly never read), so the
+ * process's resident memory is what it computes with. */
+static enum txl_status
+hash_file(struct txl_file *f, int fd)
+{
+	enum { CHUNK = 1 << 20 };
+	uint8_t *buf = malloc(CHUNK);
+	struct txl_hash hs;
+	size_t done = 0;
+
+	if (!buf)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	txl_hash_init(&hs);
+	while (done < f->size) {
+		const size_t want = f->size - done < CHUNK ? f->size - done
+			: CHUNK;
+		ssize_t r = pread(fd, buf, want, (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			enum txl_status st = r < 0
+				? txl_fail(TXL_ERR_IO, "%s: %s", f->path,
+					   strerror(errno))
+				: txl_fail(TXL_ERR_IO, "%s: the file shrank "
+					   "while it was read (replaced in "
+					   "place?)", f->path);
+			free(buf);
+			return st;
+		}
+		txl_hash_update(&hs, buf, (size_t)r);
+		done += (size_t)r;
+	}
+	free(buf);
+	f->hash = txl_hash_final(&hs);
+	return TXL_OK;
+}
+
 /* The whole file into 64-byte aligned memory (TXL_LOAD_NO_MMAP): the
  * weights are then used in place as from a mapping, and nothing that
  * happens to the file later can reach them. */
@@ -367,7 +407,7 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 	uint64_t hlen;
 	enum txl_status st;
 	void *map;
-	int fd;
+	int fd = -1;
 
 	memset(f, 0, sizeof *f);
 	f->path = strdup(path);
@@ -380,18 +420,15 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 	if ((uint64_t)sb.st_size < 8) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: file too short (%lld bytes) "
 			      "to be a model", path, (long long)sb.st_size);
-		close(fd);
 		goto fail;
 	}
 	f->size = (size_t)sb.st_size;
 	if (flags & TXL_LOAD_NO_MMAP) {
 		st = read_whole(f, fd);
-		close(fd);
 		if (st != TXL_OK)
 			goto fail;
 	} else {
 		map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-		close(fd);
 		if (map == MAP_FAILED) {
 			st = txl_fail(TXL_ERR_IO, "%s: cannot map: %s", path,
 				      strerror(errno));
@@ -418,8 +455,21 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 		st = check_overlaps(f);
 	if (st != TXL_OK)
 		goto fail;
+	/* a valid container: its fingerprint */
+	if (f->owned) {
+		struct txl_hash hs;
+
+		txl_hash_init(&hs);
+		txl_hash_update(&hs, f->map, f->size);
+		f->hash = txl_hash_final(&hs);
+	} else if ((st = hash_file(f, fd)) != TXL_OK) {
+		goto fail;
+	}
+	close(fd);
 	return TXL_OK;
 fail:
+	if (fd >= 0)
+		close(fd);
 	txl_file_close(f);
 	return st;
 }

@@ -39,6 +39,7 @@ struct txl_file {
 	int n_tensors;
 	struct txl_meta_entry *meta;
 	int n_meta;
+	uint64_t hash;		/* txl_hash of the whole file */
 };
 
 /* Open @p path for reading if it is a regular file: opened with O_NONBLOCK
@@ -50,7 +51,7 @@ enum txl_status txl_open_regular(const char *path, int *fd, struct stat *sb);
 const char *txl_file_kind(mode_t mode);
 /* Map (or with TXL_LOAD_NO_MMAP in @p flags, read) and validate the
  * container (header length, JSON, dtypes, offsets inside the data and not
- * overlapping, sizes matching shapes). */
+ * overlapping, sizes matching shapes), and hash its contents. */
 enum txl_status txl_file_open(const char *path, unsigned flags,
 			      struct txl_file *f);
 void txl_file_close(struct txl_file *f);

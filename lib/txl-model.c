@@ -756,6 +756,10 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	}
 	if ((st = read_hparams(&m->file, &m->hp)) != TXL_OK)
 		goto fail;
+	m->hp.size = sizeof m->hp;
+	/* of the whole file: the same weights in another file are another
+	 * model as far as state files go */
+	m->fingerprint = m->file.hash ? m->file.hash : 1;
 	m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
 	if (!m->layers) {
 		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
@@ -814,3 +818,8 @@ txl_model_meta(const struct txl_model *m, const char *key)
 	return txl_file_meta(&m->file, key);
 }
 
+uint64_t
+txl_model_fingerprint(const struct txl_model *m)
+{
+	return m->fingerprint;
+}

@@ -103,7 +103,7 @@ struct txl_model {
 	struct txl_vocab vocab;
 	struct txl_piece *pieces; /* (n_token) running-text bytes per token */
 	char *piece_bytes;
-	uint64_t fingerprint;	/* 0 until computed */
+	uint64_t fingerprint;	/* of the file, never 0 (txl_hash) */
 };
 
 #endif /* TXL_MODEL_H */

@@ -33,6 +33,7 @@ struct txl_sampler_params
 txl_sampler_params_default(void)
 {
 	return (struct txl_sampler_params){
+		.size = sizeof(struct txl_sampler_params),
 		.temp = 0.8f,
 		.top_k = 40,
 		.top_p = 0.95f,
@@ -65,10 +66,13 @@ random_f32(struct txl_sampler *s)
 struct txl_sampler *
 txl_sampler_new(const struct txl_sampler_params *params, int n_vocab)
 {
-	struct txl_sampler_params p = params ? *params
-		: txl_sampler_params_default();
+	struct txl_sampler_params p = txl_sampler_params_default();
 	struct txl_sampler *s;
 
+	if (params && txl_copy_sized(&p, TXL_END_OF(struct txl_sampler_params,
+						    seed), sizeof p, params,
+				     "txl_sampler_params") != TXL_OK)
+		return NULL;
 	if (n_vocab <= 0 || !(p.temp >= 0) || !isfinite(p.temp) ||
 	    p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) ||
 	    !(p.min_p >= 0 && p.min_p <= 1) ||

@@ -26,6 +26,7 @@ struct txl_session_params
 txl_session_params_default(void)
 {
 	return (struct txl_session_params){
+		.size = sizeof(struct txl_session_params),
 		.mem_len = TXL_FROM_MODEL,
 		.seg_len = TXL_FROM_MODEL,
 		.clamp_len = TXL_FROM_MODEL,
@@ -57,14 +58,24 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
 }
 
-static enum txl_status
-resolve_params(const struct txl_model *m, const struct txl_session_params *in,
-	       struct txl_session *s)
+enum txl_status
+txl_session_params_resolve(const struct txl_model *m,
+			   const struct txl_session_params *in,
+			   struct txl_session_params *out)
 {
-	const struct txl_hparams *hp = &m->hp;
-	struct txl_session_params p = in ? *in : txl_session_params_default();
-	const bool memory = txl_attn_has_memory(hp);
+	const size_t min = TXL_END_OF(struct txl_session_params, kv_type);
+	struct txl_session_params p = txl_session_params_default();
 	enum txl_status st;
+
+	if (!m || !out)
+		return txl_fail(TXL_ERR_INVALID, "no model or no params to "
+				"resolve into");
+	if (in && (st = txl_copy_sized(&p, min, sizeof p, in,
+				       "txl_session_params")) != TXL_OK)
+		return st;
+
+	const struct txl_hparams *hp = &m->hp;
+	const bool memory = txl_attn_has_memory(hp);
 
 	if (p.mem_len == TXL_FROM_MODEL)
 		p.mem_len = memory ? hp->mem_len : 0;
@@ -121,12 +132,25 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
 				kt->name, kt->block, kt->block, hp->d_head);
+	return txl_copy_sized_out(out, min, sizeof p, &p, "txl_session_params");
+}
+
+/* The settings of a session of m with in, resolved and checked, into s. */
+static enum txl_status
+resolve_params(const struct txl_model *m, const struct txl_session_params *in,
+	       struct txl_session *s)
+{
+	struct txl_session_params p = txl_session_params_default();
+	enum txl_status st = txl_session_params_resolve(m, in, &p);
+
+	if (st != TXL_OK)
+		return st;
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;
 	s->clamp_len = p.clamp_len;
 	s->same_length = p.same_length;
-	s->stride = memory ? 0 : p.stride;
+	s->stride = txl_attn_has_memory(&m->hp) ? 0 : p.stride;
 	return TXL_OK;
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-state.c - model fingerprints and memory state files.  A state file
+ * txl-state.c - memory state files.  A state file
  * holds a session's memory (the K and V of every layer, in the session's
  * kv_type) and the output of the last position fed, so that a later run
  * continues the text exactly; it records the fingerprint of the model it
@@ -28,23 +28,6 @@
 #include "txl-session.h"
 #include "txl-types.h"
 
-
-uint64_t
-txl_model_fingerprint(struct txl_model *m)
-{
-	/* of the whole file: the same weights in another file are another
-	 * model as far as state files go */
-	if (m->fingerprint == 0) {
-		struct txl_hash hs;
-		uint64_t h;
-
-		txl_hash_init(&hs);
-		txl_hash_update(&hs, m->file.map, m->file.size);
-		h = txl_hash_final(&hs);
-		m->fingerprint = h ? h : 1;
-	}
-	return m->fingerprint;
-}
 
 static bool
 write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
@@ -82,7 +65,7 @@ write_state(struct txl_session *s, int fd)
 
 	memcpy(hdr.magic, TXL_STATE_MAGIC, 8);
 	hdr.n_layer = (uint32_t)hp->n_layer;
-	hdr.fingerprint = txl_model_fingerprint((struct txl_model *)s->model);
+	hdr.fingerprint = txl_model_fingerprint(s->model);
 	hdr.d_model = (uint32_t)hp->d_model;
 	hdr.n_head = (uint32_t)hp->n_head;
 	hdr.d_head = (uint32_t)hp->d_head;
@@ -402,7 +385,7 @@ txl_session_load(struct txl_session *s, const char *path)
 		goto out;
 	}
 	if (hdr.fingerprint !=
-	    txl_model_fingerprint((struct txl_model *)s->model) ||
+	    txl_model_fingerprint(s->model) ||
 	    hdr.n_layer != (uint32_t)hp->n_layer ||
 	    hdr.d_model != (uint32_t)hp->d_model ||
 	    hdr.n_head != (uint32_t)hp->n_head ||
