@@ -11,7 +11,11 @@
 #include "txl-log.h"
 #include "txl-pool.h"
 
-static const struct txl_attn_kind *const kinds[TXL_N_ATTN] = {
+/* The kinds, each in its file (txl-attn-rel.c, txl-attn-abs.c) */
+extern const struct txl_attn_kind txl_attn_rel_partial, txl_attn_rel_learned,
+	txl_attn_abs_sinusoid, txl_attn_abs_learned;
+
+static const struct txl_attn_kind *const kinds[] = {
 	[TXL_ATTN_REL_PARTIAL] = &txl_attn_rel_partial,
 	[TXL_ATTN_REL_LEARNED] = &txl_attn_rel_learned,
 	[TXL_ATTN_ABS_SINUSOID] = &txl_attn_abs_sinusoid,
@@ -21,7 +25,8 @@ static const struct txl_attn_kind *const kinds[TXL_N_ATTN] = {
 const struct txl_attn_kind *
 txl_attn_kind(enum txl_attn_type type)
 {
-	return (unsigned)type < TXL_N_ATTN ? kinds[type] : NULL;
+	return (size_t)type < sizeof kinds / sizeof *kinds ? kinds[type]
+		: NULL;
 }
 
 bool

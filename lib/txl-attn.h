@@ -17,7 +17,9 @@
  *
  * A new kind of attention is a struct txl_attn_kind in a file of its
  * own, a row of the table of txl-attn-setup.c, its value of enum
- * txl_attn_type (txl.h) and its tensors in txl-model.c.
+ * txl_attn_type (txl.h) and its tensors in txl-model.c; a kind whose
+ * scores the paths cannot make from the fields of struct txl_attn_kind
+ * adds the field and its use in the two paths.
  */
 #ifndef TXL_ATTN_H
 #define TXL_ATTN_H
@@ -29,9 +31,6 @@
 #include "txl-kernels.h"
 #include "txl-kv.h"
 #include "txl-model.h"
-
-/* The attention types libtxl computes: attn_type 0 .. TXL_N_ATTN - 1. */
-#define TXL_N_ATTN 4
 
 /* How a kind projects a layer's input to queries, keys and values. */
 enum txl_attn_proj {
@@ -66,9 +65,6 @@ struct txl_attn_kind {
 	/* positions added to the n rows h of layer l's input (NULL: none) */
 	void (*positions)(const struct txl_attn *a, int l, float *h, int n);
 };
-
-extern const struct txl_attn_kind txl_attn_rel_partial, txl_attn_rel_learned,
-	txl_attn_abs_sinusoid, txl_attn_abs_learned;
 
 /* The settings a session's attention is made for. */
 struct txl_attn_shape {

@@ -18,6 +18,18 @@
 #define ON_X86(...)
 #endif
 
+/* The kernels of each storage type on each set that has its own:
+ * txl-kernels.c (scalar: every kernel of every type), and the vector
+ * files, built on x86-64 only. */
+extern const struct txl_type_kernels txl_scalar_f32, txl_scalar_f16,
+	txl_scalar_bf16, txl_scalar_q8_0, txl_scalar_q4_0;
+extern const struct txl_type_kernels txl_avx2_f32, txl_avx2_f16,
+	txl_avx2_bf16, txl_avx2_q8_0, txl_avx2_q4_0, txl_avxvnni_q8_0,
+	txl_avxvnni_q4_0;
+extern const struct txl_type_kernels txl_avx512_f32, txl_avx512_f16,
+	txl_avx512_bf16, txl_avx512_q8_0, txl_avx512_q4_0,
+	txl_avx512vnni_q8_0, txl_avx512vnni_q4_0;
+
 const struct txl_type txl_types[TXL_N_DTYPES] = {
 	[TXL_F32] = {
 		.name = "F32", .block = 1, .bytes = 4,
