@@ -13,10 +13,10 @@
  * by memory (F32) or by the conversions (compact weights in cache); so
  * Q8_0 weights there go against activations quantized per block instead
  * (dot_rows_q8: integer dot products by vpmaddubsw and vpmaddwd, one
- * conversion per block).  The avxvnni table is this one with those
+ * conversion per block).  The avxvnni set is this one with those
  * integer products by vpdpbusd on 256-bit vectors (AVX-VNNI: Alder Lake
  * and later Intel cores, which have no AVX-512; Zen 5), called only on
- * CPUs that have it.
+ * CPUs that have it: its structs at the end list only them.
  */
 #include <immintrin.h>
 #include <math.h>

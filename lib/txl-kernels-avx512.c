@@ -9,8 +9,8 @@
  * Q8_0 weights in matrix-vector products go against activations quantized
  * per block (quantize_q8): integer dot products of two blocks per
  * register, by vpmaddubsw/vpmaddwd here and by vpdpbusd in the
- * avx512vnni table (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
- * the only kernel that differs between the two tables.  AVX-512 BF16
+ * avx512vnni set (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
+ * the only kernels that differ between the two sets.  AVX-512 BF16
  * (vdpbf16ps) and AMX are not used: the other types are computed as
  * stored, against float activations (see bench/README.md).
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * txl-kernels.c - the scalar reference kernels, and the choice of the
- * kernel table by CPU feature.
+ * instruction set by CPU feature.
  *
  * The scalar kernels are the definition the vector ones are tested
  * against (tests/unit/test-kernels.c), and what runs on CPUs without

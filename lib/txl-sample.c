@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-session.h"
+#include "txl.h"
 #include "txl-log.h"
+#include "txl-output.h"
+#include "txl-session.h"
 
 struct txl_sampler {
 	struct txl_sampler_params p;

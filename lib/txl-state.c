@@ -24,6 +24,7 @@
 #include "txl-alloc.h"
 #include "txl-file.h"
 #include "txl-hash.h"
+#include "txl-kv.h"
 #include "txl-log.h"
 #include "txl-session.h"
 #include "txl-types.h"
