@@ -128,8 +128,8 @@ prefetch_rows(const uint8_t *w, size_t ld, int r)
 static struct txl_act
 few_query(const struct txl_attn *a, const float *x, size_t slot)
 {
-	return txl_act_view(a->qact, a->fqa + slot * a->qa_floats, x,
-			    a->model->hp.d_head);
+	return txl_act_view(a->qact, a->fqa ? a->fqa + slot * a->qa_floats
+			    : NULL, x, a->model->hp.d_head);
 }
 
 /* x into slot `slot` of fqa */
