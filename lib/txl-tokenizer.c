@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-tokenizer.h"
+#include "txl-log.h"
+#include "txl-spm.h"
 
 /* The vocab_* metadata; a model without them is a plain SentencePiece
  * model. */
