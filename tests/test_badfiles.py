@@ -36,11 +36,7 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import txlfile                                       # noqa: E402 (models/)
-import vocab                                         # noqa: E402 (models/)
+from txlgen import random_model as mrm, txlfile, vocab
 
 EXIT_BADMODEL = 3
 

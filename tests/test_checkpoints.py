@@ -37,13 +37,9 @@ import tempfile
 import types
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import torch                                         # noqa: E402
-import txl_ref                                       # noqa: E402
-import txlfile                                       # noqa: E402 (models/)
-import checkpoint                                    # noqa: E402 (models/)
+import torch
+
+from txlgen import checkpoint, random_model as mrm, txl_ref, txlfile
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
