@@ -11,6 +11,11 @@
   random_model  random-weight models for the tests
   original      the original code, run beside ours as an oracle
 
+hparams, txlfile, checkpoint, vocab and convert need only the standard
+library and numpy (vocab and convert also SentencePiece, for
+tokenizers): models/convert.py and models/txlfile.py run without
+PyTorch.  The rest import torch.
+
 Where it is found: the programs in models/ (convert.py, txlfile.py,
 vocab.py, train.py, sampling.py) are thin entry points beside this
 folder, and Python puts a script's own folder on its path, so they run

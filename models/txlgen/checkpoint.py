@@ -22,9 +22,10 @@ Both torch.save containers are read: the zip archive (torch >= 1.6) and
 the legacy sequential format (older torch, and many published files).
 
 read_checkpoint(path) -> Checkpoint(hparams, state, source): state maps
-the ORIGINAL code's state_dict names (models/txl_ref.py uses the same) to
-float tensors; hparams holds what the checkpoint says about itself, with
-the original names (n_token n_layer ... tie_weight tie_projs untie_r).
+the ORIGINAL code's state_dict names (txl_ref uses the same) to numpy
+arrays (BF16 widened to float32); hparams holds what the checkpoint says
+about itself, with the original names (n_token n_layer ... tie_weight
+tie_projs untie_r).  Standard library and numpy only: no PyTorch.
 """
 
 import collections
@@ -34,6 +35,8 @@ import os
 import pickle
 import struct
 import zipfile
+
+import numpy as np
 
 
 class CheckpointError(Exception):
@@ -91,11 +94,21 @@ _STORAGE_DTYPES = {
     "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
     "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
 }
+# their little-endian layout in numpy (bfloat16: its raw 16 bits)
+_NP_DTYPES = {
+    "float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2",
+    "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1",
+    "uint8": "u1", "bool": "?",
+}
 
 
 def _itemsize(dtype):
-    import torch
-    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    return np.dtype(_NP_DTYPES[dtype]).itemsize
+
+
+def bf16_to_f32(raw):
+    """float32 values of bfloat16 bits (uint16 array): exact."""
+    return (np.asarray(raw, np.uint32) << 16).view(np.float32)
 
 
 class _StorageType:
@@ -112,8 +125,9 @@ class _Storage:
 
 
 class TensorRef:
-    """A tensor as the pickle describes it; .tensor() builds it (once, so
-    that two references to one tensor stay one object: tied weights)."""
+    """A tensor as the pickle describes it; .tensor() builds it as a numpy
+    array (once, so that two references to one tensor stay one object:
+    tied weights)."""
 
     def __init__(self, storage, offset, size, stride):
         self.storage, self.offset = storage, offset
@@ -122,23 +136,27 @@ class TensorRef:
 
     def tensor(self):
         if self._t is None:
-            import torch
             st = self.storage
             if st.data is None:
                 raise CheckpointError("tensor data missing from the file")
-            dtype = getattr(torch, st.dtype)
-            if len(st.data) != st.numel * _itemsize(st.dtype):
+            item = _itemsize(st.dtype)
+            if len(st.data) != st.numel * item:
                 raise CheckpointError("storage has the wrong size")
-            flat = torch.frombuffer(bytearray(st.data), dtype=dtype) \
-                if st.numel else torch.empty(0, dtype=dtype)
+            flat = np.frombuffer(st.data, _NP_DTYPES[st.dtype])
             need = self.offset + sum((n - 1) * s for n, s in
                                      zip(self.size, self.stride)) + 1
             if any(n < 0 for n in self.size) or \
                     any(s < 0 for s in self.stride) or self.offset < 0 or \
                     (0 not in self.size and need > st.numel):
                 raise CheckpointError("tensor lies outside its storage")
-            self._t = flat.as_strided(self.size, self.stride, self.offset) \
-                .clone()
+            if 0 in self.size:
+                t = np.zeros(self.size, flat.dtype)
+            else:
+                t = np.lib.stride_tricks.as_strided(
+                    flat[self.offset:], self.size,
+                    [s * item for s in self.stride], writeable=False)
+            t = t.astype(t.dtype.newbyteorder("="))       # a copy
+            self._t = bf16_to_f32(t) if st.dtype == "bfloat16" else t
         return self._t
 
 
@@ -521,9 +539,7 @@ def hf_state(state):
 
 
 def read_safetensors(path):
-    """name -> float tensor of a safetensors file (header checked)."""
-    import numpy as np
-    import torch
+    """name -> float array of a safetensors file (header checked)."""
     dtypes = {"F32": np.float32, "F16": np.float16, "F64": np.float64,
               "I64": np.int64}
     try:
@@ -546,26 +562,26 @@ def read_safetensors(path):
                 raise ValueError(f"tensor {name!r} outside the file")
             raw = blob[8 + n + b:8 + n + e]
             if dt == "BF16":
-                u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-                arr = u.view(np.float32)
+                arr = bf16_to_f32(np.frombuffer(raw, "<u2"))
             elif dt in dtypes:
                 arr = np.frombuffer(raw, np.dtype(dtypes[dt])
                                     .newbyteorder("<"))
             else:
                 raise ValueError(f"tensor {name!r}: dtype {dt}")
-            out[name] = torch.from_numpy(arr.astype(arr.dtype.newbyteorder(
-                "="))).reshape(shape)
+            out[name] = arr.astype(arr.dtype.newbyteorder("=")) \
+                .reshape(shape)
         return out
     except (ValueError, KeyError, TypeError, struct.error) as e:
         raise CheckpointError(f"{path}: not a safetensors file ({e})")
 
 
 def write_safetensors(path, tensors):
-    """Write name -> tensor as an F32 safetensors file, as Hugging Face
-    stores model.safetensors (for tests and tools)."""
+    """Write name -> tensor (numpy or torch) as an F32 safetensors file, as
+    Hugging Face stores model.safetensors (for tests and tools)."""
+    from .txlfile import as_float32
     header, blobs, pos = {}, [], 0
     for k, v in tensors.items():
-        raw = v.detach().float().contiguous().numpy().tobytes()
+        raw = as_float32(v).astype("<f4").tobytes()
         header[k] = {"dtype": "F32", "shape": list(v.shape),
                      "data_offsets": [pos, pos + len(raw)]}
         blobs.append(raw)

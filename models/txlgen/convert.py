@@ -39,6 +39,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 from . import checkpoint, txlfile
 from . import vocab as vocabulary
 from .hparams import HPARAM_NAMES, TxlConfig
@@ -118,7 +120,7 @@ class _State:
             raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
                                f"{self.hint}")
         self.used.add(name)
-        t = self.state[name].detach().float().cpu()
+        t = txlfile.as_float32(self.state[name])
         if tuple(t.shape) != tuple(shape):
             raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "
                                f"{list(t.shape)}, expected {list(shape)}"
@@ -128,11 +130,10 @@ class _State:
     def tied(self, name, to, tensor, why):
         """name is stored as `to` (tensor): a copy in the state must equal
         it."""
-        import torch
         if name not in self.state:
             return
         self.used.add(name)
-        if not torch.equal(self.state[name].detach().float().cpu(), tensor):
+        if not np.array_equal(txlfile.as_float32(self.state[name]), tensor):
             raise ConvertError(f"{self.wpath}: tensor {name!r} differs from "
                                f"{to!r}, which the config ties it to "
                                f"({why})")
@@ -212,7 +213,6 @@ def output_tensors(cfg, st, inputs):
 
 
 def position_tensors(cfg, st):
-    import torch
     L, H, D, K = cfg.n_layer, cfg.n_head, cfg.d_head, cfg.max_klen
     out = {}
     if cfg.attn_type == 0:
@@ -222,8 +222,8 @@ def position_tensors(cfg, st):
                 if b in st.state:
                     out[b] = st.take(b, (L, H, D))
                 else:
-                    out[b] = torch.stack([st.take(n, (H, D))
-                                          for n in per_layer])
+                    out[b] = np.stack([st.take(n, (H, D))
+                                       for n in per_layer])
                 st.used.update(per_layer)
             else:
                 if b not in st.state and per_layer[0] in st.state:
@@ -232,7 +232,7 @@ def position_tensors(cfg, st):
                 out[b] = st.take(b, (H, D))
     if cfg.attn_type in (1, 3):
         r = st.state.get("r_emb")
-        if r is not None and r.dim() == 4 and r.shape[1] != K:
+        if r is not None and len(r.shape) == 4 and r.shape[1] != K:
             raise ConvertError(
                 f"{st.wpath}: r_emb has {r.shape[1]} rows per layer, the "
                 f"config max_klen {K} (by default tgt_len + ext_len + "

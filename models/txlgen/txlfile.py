@@ -172,14 +172,16 @@ def dequantize_q4_0(raw, shape):
 def stored_values(name, arr, dtype):
     """The float32 values txlgen will compute with after writing arr as
     tensor `name` with `dtype`: what a reference must use to agree."""
-    a = _as_numpy(arr)
+    a = as_float32(arr)
     dt = stored_dtype(name, a.shape, dtype)
     if dt in ("Q8_0", "Q4_0", "BF16"):
         return _from_bytes(_to_bytes(a, dt), dt, a.shape)
     return a.astype(_NP_DTYPES[dt]).astype(np.float32)
 
 
-def _as_numpy(arr):
+def as_float32(arr):
+    """A float32 numpy array of an array or a torch tensor (without
+    importing torch)."""
     if hasattr(arr, "detach"):
         return arr.detach().cpu().float().numpy()
     return np.asarray(arr, np.float32)
