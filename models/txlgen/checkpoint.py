@@ -4,7 +4,7 @@ Three forms (see models/README.md):
   - a whole-model pickle, torch.save(model) of the original code's
     MemTransformerLM (its train.py writes model.pt that way);
   - a Hugging Face TransfoXL directory: config.json and pytorch_model.bin
-    or model.safetensors (its vocabulary: models/vocab.py);
+    or model.safetensors (its vocabulary: txlgen.vocab);
   - a bare state_dict, torch.save(model.state_dict()).
 
 torch.save files are pickles, and a pickle is a program: unpickling calls
@@ -21,26 +21,73 @@ code, CVE-2025-32434, and Debian ships older.)
 Both torch.save containers are read: the zip archive (torch >= 1.6) and
 the legacy sequential format (older torch, and many published files).
 
+What a file declares is checked against what it holds before anything is
+allocated for it: a storage's size against the bytes the file has for it
+(zip entries must be stored, not compressed, as torch.save writes them:
+a compressed one could inflate to anything), a tensor's size, stride and
+offset against its storage (no zero strides, nothing outside it, never
+more elements than it), and the tensors built from one file together
+against its storages (one storage read as many tensors: at most twice
+what the storages hold).  Tensors are built only when used
+(Checkpoint.state is a State).  Nested structures are walked to a fixed
+depth, and a module that contains itself is refused.
+
 read_checkpoint(path) -> Checkpoint(hparams, state, source): state maps
 the ORIGINAL code's state_dict names (txl_ref uses the same) to numpy
 arrays (BF16 widened to float32); hparams holds what the checkpoint says
 about itself, with the original names (n_token n_layer ... tie_weight
-tie_projs untie_r).  Standard library and numpy only: no PyTorch.
+tie_projs untie_r).  Every problem is a CheckpointError (an InputError)
+naming the file.  Standard library and numpy only: no PyTorch.
 """
 
 import collections
+import collections.abc
 import io
 import json
+import math
 import os
 import pickle
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 
+from .errors import InputError, describe
+from .hparams import as_bool, is_int
 
-class CheckpointError(Exception):
+
+class CheckpointError(InputError):
     pass
+
+
+# Containers walked from the top of a file (a state_dict inside a
+# checkpoint dict) and modules inside modules: deeper is not a checkpoint.
+MAX_DEPTH = 32
+# config.json, vocab pickles, data.pkl: kilobytes to megabytes in real
+# files; JSON and pickles take many times their size in memory.
+MAX_JSON = 1 << 20
+
+
+def read_json(path, what="JSON"):
+    """A JSON object from a file of at most MAX_JSON bytes."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_JSON + 1)
+    except OSError as e:
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+    if len(raw) > MAX_JSON:
+        raise CheckpointError(f"{path}: more than {MAX_JSON} bytes: not a "
+                              f"{what} file")
+    try:
+        obj = json.loads(raw)
+    except RecursionError:
+        raise CheckpointError(f"{path}: JSON nested too deeply")
+    except ValueError as e:              # also UnicodeDecodeError
+        raise CheckpointError(f"{path}: not JSON ({e})")
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return obj
 
 
 # ---------------------------------------------------------------------------
@@ -55,15 +102,31 @@ class StandIn:
     def __setstate__(self, state):
         # nn.Module and plain objects pickle their __dict__; (dict, slots)
         # for classes with __slots__
-        if isinstance(state, tuple) and len(state) == 2:
+        if isinstance(state, tuple) and len(state) == 2 and \
+                all(isinstance(x, (dict, type(None))) for x in state):
             state = dict(state[0] or {}, **(state[1] or {}))
         if not isinstance(state, dict):
             raise CheckpointError(f"{self._cls}: unexpected pickled state "
-                                  f"{type(state).__name__}")
+                                  f"({describe(state)})")
+        for k in state:
+            # dunder names would reach Python's own protocols (a later
+            # BUILD looks up __setstate__ on the instance)
+            if not isinstance(k, str) or k.startswith("__") or k == "_cls":
+                raise CheckpointError(f"{self._cls}: pickled attribute "
+                                      f"{describe(k)}")
         self.__dict__.update(state)
 
     def __repr__(self):
         return f"<{self._cls}>"
+
+
+class _Inert:
+    """Objects the unpickler makes itself: their state is never set from
+    the pickle (torch.save never sets it; BUILD on them is an attack)."""
+
+    def __setstate__(self, state):
+        raise CheckpointError(f"the pickle sets the state of a "
+                              f"{self.what}, which torch.save never does")
 
 
 # Classes rebuilt as StandIn: the original code's (module names as its
@@ -111,58 +174,113 @@ def bf16_to_f32(raw):
     return (np.asarray(raw, np.uint32) << 16).view(np.float32)
 
 
-class _StorageType:
+class _StorageType(_Inert):
+    what = "storage type"
+
     def __init__(self, name):
-        self.name, self.dtype = name, _STORAGE_DTYPES[name]
+        self.dtype = _STORAGE_DTYPES[name]
 
 
-class _Storage:
+class _Archive:
+    """What one file's storages hold, and what its tensors have taken of
+    it: the bound on the arrays used from it."""
+
+    def __init__(self, path, size):
+        self.path, self.size = path, size
+        self.storage_elems = 0          # in all its storages
+        self.used_elems = 0             # in the tensors used so far
+        self.views = {}                 # (storage, view) -> array
+
+    def use(self, n):
+        """n more values used: at most twice what the storages hold (tied
+        weights are used twice; a storage read as many tensors is not a
+        checkpoint, and could make a file of megabytes gigabytes)."""
+        if self.used_elems + n > 2 * self.storage_elems + (1 << 16):
+            raise CheckpointError(
+                "the tensors hold more than the file's storages (with "
+                f"this one {self.used_elems + n:,} values, the storages "
+                f"{self.storage_elems:,}): one storage read as many "
+                "tensors")
+        self.used_elems += n
+
+
+class _Storage(_Inert):
     """Raw bytes of one torch storage (filled in later for the legacy
     format, whose data follows the pickle)."""
+    what = "storage"
 
-    def __init__(self, dtype, numel):
-        self.dtype, self.numel, self.data = dtype, numel, None
+    def __init__(self, dtype, numel, archive):
+        self.dtype, self.numel, self.archive = dtype, numel, archive
+        self.data = None
+        archive.storage_elems += numel
 
 
-class TensorRef:
-    """A tensor as the pickle describes it; .tensor() builds it as a numpy
-    array (once, so that two references to one tensor stay one object:
-    tied weights)."""
+class TensorRef(_Inert):
+    """A tensor as the pickle describes it, checked against its storage;
+    .array() builds it as a numpy array (once per view, so that two
+    references to one tensor stay one object: tied weights)."""
+    what = "tensor"
 
     def __init__(self, storage, offset, size, stride):
         self.storage, self.offset = storage, offset
-        self.size, self.stride = tuple(size), tuple(stride)
-        self._t = None
+        self.size, self.stride = size, stride
 
-    def tensor(self):
-        if self._t is None:
-            st = self.storage
-            if st.data is None:
-                raise CheckpointError("tensor data missing from the file")
-            item = _itemsize(st.dtype)
-            if len(st.data) != st.numel * item:
-                raise CheckpointError("storage has the wrong size")
-            flat = np.frombuffer(st.data, _NP_DTYPES[st.dtype])
-            need = self.offset + sum((n - 1) * s for n, s in
-                                     zip(self.size, self.stride)) + 1
-            if any(n < 0 for n in self.size) or \
-                    any(s < 0 for s in self.stride) or self.offset < 0 or \
-                    (0 not in self.size and need > st.numel):
-                raise CheckpointError("tensor lies outside its storage")
-            if 0 in self.size:
-                t = np.zeros(self.size, flat.dtype)
-            else:
-                t = np.lib.stride_tricks.as_strided(
-                    flat[self.offset:], self.size,
-                    [s * item for s in self.stride], writeable=False)
-            t = t.astype(t.dtype.newbyteorder("="))       # a copy
-            self._t = bf16_to_f32(t) if st.dtype == "bfloat16" else t
-        return self._t
+    def array(self):
+        st = self.storage
+        key = (id(st), self.offset, self.size, self.stride)
+        a = st.archive.views.get(key)
+        if a is not None:
+            return a
+        if st.data is None:
+            raise CheckpointError("tensor data missing from the file")
+        n = math.prod(self.size)
+        item = _itemsize(st.dtype)
+        flat = np.frombuffer(st.data, _NP_DTYPES[st.dtype])
+        if n == 0:
+            a = np.zeros(self.size, flat.dtype)
+        else:
+            a = np.lib.stride_tricks.as_strided(
+                flat[self.offset:], self.size,
+                [s * item for s in self.stride], writeable=False)
+        a = a.astype(a.dtype.newbyteorder("="))           # a copy
+        if st.dtype == "bfloat16":
+            a = bf16_to_f32(a)
+        st.archive.views[key] = a
+        return a
+
+
+def _ints(v, what):
+    if not isinstance(v, (tuple, list)) or not all(is_int(x) for x in v):
+        raise CheckpointError(f"tensor {what} {describe(v)} is not a list "
+                              "of integers")
+    return tuple(v)
 
 
 def _rebuild_tensor(storage, offset, size, stride, *_):
+    """torch._utils._rebuild_tensor(_v2): a view of a storage, checked
+    before anything is built from it."""
     if not isinstance(storage, _Storage):
         raise CheckpointError("tensor without storage")
+    if not is_int(offset) or offset < 0:
+        raise CheckpointError(f"tensor offset {describe(offset)}")
+    size, stride = _ints(size, "size"), _ints(stride, "stride")
+    if len(size) != len(stride):
+        raise CheckpointError(f"tensor of {len(size)} dimensions with "
+                              f"{len(stride)} strides")
+    if any(n < 0 for n in size) or any(s < 0 for s in stride):
+        raise CheckpointError("tensor with a negative size or stride")
+    if any(s == 0 and n > 1 for n, s in zip(size, stride)):
+        raise CheckpointError(f"tensor of size {list(size)} has a zero "
+                              "stride (one value read many times)")
+    n = math.prod(size)
+    if n > storage.numel:
+        raise CheckpointError(f"tensor of size {list(size)} is larger than "
+                              f"its storage ({storage.numel} values)")
+    if n and offset + sum((k - 1) * s for k, s in zip(size, stride)) >= \
+            storage.numel:
+        raise CheckpointError(f"tensor of size {list(size)}, stride "
+                              f"{list(stride)}, offset {offset} lies outside "
+                              f"its storage ({storage.numel} values)")
     return TensorRef(storage, offset, size, stride)
 
 
@@ -180,26 +298,44 @@ def _reconstructor(cls, base, state):
     return cls.__new__(cls)
 
 
+class _Function(_Inert):
+    """One of the functions below as the pickle sees it: a Python
+    function's __dict__ could be written by BUILD, for every later file
+    read in this process."""
+    what = "function"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
 _FUNCTIONS = {
     "collections.OrderedDict": collections.OrderedDict,
     "collections.Counter": collections.Counter,
     "builtins.set": set, "builtins.frozenset": frozenset,
     "builtins.dict": dict, "builtins.list": list, "builtins.tuple": tuple,
-    "copyreg._reconstructor": _reconstructor,
-    "torch._utils._rebuild_tensor": _rebuild_tensor,
-    "torch._utils._rebuild_tensor_v2": _rebuild_tensor,
-    "torch._utils._rebuild_parameter": _rebuild_parameter,
-    "torch._utils._rebuild_parameter_with_state": _rebuild_parameter,
+    "builtins.object": object,          # only for copyreg._reconstructor
+    "copyreg._reconstructor": _Function(_reconstructor),
+    "torch._utils._rebuild_tensor": _Function(_rebuild_tensor),
+    "torch._utils._rebuild_tensor_v2": _Function(_rebuild_tensor),
+    "torch._utils._rebuild_parameter": _Function(_rebuild_parameter),
+    "torch._utils._rebuild_parameter_with_state":
+        _Function(_rebuild_parameter),
     "torch.Size": tuple,
 }
 
 
 class RestrictedUnpickler(pickle.Unpickler):
-    """Resolves only the names above; refuses every other global."""
+    """Resolves only the names above; refuses every other global.  The
+    storages it meets are checked against archive (what the file holds:
+    its size) and read with storage_loader(key, nbytes) where the data
+    is elsewhere (the zip archive's entries)."""
 
-    def __init__(self, f, what, storages=None, storage_loader=None):
+    def __init__(self, f, archive, storages=None, storage_loader=None):
         super().__init__(f, encoding="latin1")
-        self.what = what
+        self.archive, self.what = archive, archive.path
         self.storages = {} if storages is None else storages
         self.storage_loader = storage_loader
         self.standins = {}
@@ -220,9 +356,10 @@ class RestrictedUnpickler(pickle.Unpickler):
                 self.standins[full] = cls
             return cls
         raise CheckpointError(
-            f"{self.what}: refused: the pickle names {full!r}, which is not "
-            "a tensor, a container or a known class of a Transformer-XL "
-            "checkpoint (a pickle can run code; nothing in it was run)")
+            f"{self.what}: refused: the pickle names {full[:100]!r}, which "
+            "is not a tensor, a container or a known class of a "
+            "Transformer-XL checkpoint (a pickle can run code; nothing in "
+            "it was run)")
 
     def persistent_load(self, pid):
         if isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "module":
@@ -234,95 +371,137 @@ class RestrictedUnpickler(pickle.Unpickler):
         if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage" \
                 or not isinstance(pid[1], _StorageType):
             raise CheckpointError(f"{self.what}: unknown persistent id")
-        key, numel = str(pid[2]), pid[4]
-        if not isinstance(numel, int) or numel < 0:
-            raise CheckpointError(f"{self.what}: bad storage size")
-        st = self.storages.get(key)
-        if st is None:
-            st = _Storage(pid[1].dtype, numel)
-            if self.storage_loader:
-                st.data = self.storage_loader(key, numel * _itemsize(
-                    st.dtype))
-            self.storages[key] = st
+        key, numel = pid[2], pid[4]
+        if not isinstance(key, str) and not is_int(key):
+            raise CheckpointError(f"{self.what}: storage key "
+                                  f"{describe(key)}")
+        key = str(key)
+        if not is_int(numel) or numel < 0:
+            raise CheckpointError(f"{self.what}: bad storage size "
+                                  f"{describe(numel)}")
+        nbytes = numel * _itemsize(pid[1].dtype)
+        if nbytes > self.archive.size:
+            raise CheckpointError(f"{self.what}: storage {key!r} of "
+                                  f"{nbytes:,} bytes, more than the file "
+                                  f"holds ({self.archive.size:,})")
         if len(pid) >= 6 and pid[5] is not None:
             raise CheckpointError(f"{self.what}: storage views (torch < "
                                   "0.4 files) are not supported")
+        st = self.storages.get(key)
+        if st is None:
+            st = _Storage(pid[1].dtype, numel, self.archive)
+            if self.storage_loader:
+                st.data = self.storage_loader(key, nbytes)
+            self.storages[key] = st
+        elif (st.dtype, st.numel) != (pid[1].dtype, numel):
+            raise CheckpointError(f"{self.what}: storage {key!r} declared "
+                                  "twice, differently")
         return st
 
     def load(self):
         try:
             return super().load()
-        except CheckpointError:
-            raise
+        except CheckpointError as e:
+            if str(e).startswith(self.what):
+                raise
+            raise CheckpointError(f"{self.what}: {e}")
         except (pickle.UnpicklingError, EOFError, TypeError, ValueError,
-                AttributeError, IndexError, KeyError, struct.error) as e:
+                AttributeError, IndexError, KeyError, struct.error,
+                OverflowError, RecursionError, MemoryError) as e:
             raise CheckpointError(f"{self.what}: not a readable pickle "
-                                  f"({type(e).__name__}: {e})")
+                                  f"({type(e).__name__}: "
+                                  f"{str(e)[:200]})")
 
 
-def _load_zip(path, f):
+def _zip_entry(z, info, path, size):
+    """The bytes of one entry, as torch.save writes them: stored, not
+    compressed (a compressed entry could inflate to anything), and inside
+    the file of size bytes."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(f"{path}: {info.filename} is compressed "
+                              "(torch.save stores its entries as they are)")
+    if info.file_size != info.compress_size or \
+            info.header_offset + info.compress_size > size:
+        raise CheckpointError(f"{path}: {info.filename} claims more bytes "
+                              "than the file holds")
+    return z.read(info)
+
+
+def _load_zip(path, f, size):
+    archive = _Archive(path, size)
     try:
         z = zipfile.ZipFile(f)
         names = z.namelist()
-    except (zipfile.BadZipFile, OSError) as e:
-        raise CheckpointError(f"{path}: bad torch zip archive ({e})")
-    pkl = [n for n in names if n.endswith("/data.pkl")]
-    if len(pkl) != 1:
-        raise CheckpointError(f"{path}: not a torch.save archive "
-                              "(no single data.pkl)")
-    prefix = pkl[0][:-len("data.pkl")]
-    order = prefix + "byteorder"
-    if order in names and z.read(order).strip() not in (b"little", b""):
-        raise CheckpointError(f"{path}: big-endian tensors not supported")
+        pkl = [n for n in names if n.endswith("/data.pkl")]
+        if len(pkl) != 1:
+            raise CheckpointError(f"{path}: not a torch.save archive "
+                                  "(no single data.pkl)")
+        prefix = pkl[0][:-len("data.pkl")]
+        order = prefix + "byteorder"
+        if order in names and _zip_entry(z, z.getinfo(order), path, size) \
+                .strip() not in (b"little", b""):
+            raise CheckpointError(f"{path}: big-endian tensors not "
+                                  "supported")
 
-    def loader(key, nbytes):
-        name = f"{prefix}data/{key}"
-        try:
-            info = z.getinfo(name)
-        except KeyError:
-            raise CheckpointError(f"{path}: storage {key!r} missing")
-        # checked before reading: a compressed entry could be a bomb
-        if info.file_size != nbytes:
-            raise CheckpointError(f"{path}: storage {key!r} holds "
-                                  f"{info.file_size} bytes, not {nbytes}")
-        return z.read(name)
-    up = RestrictedUnpickler(io.BytesIO(z.read(pkl[0])), path,
-                             storage_loader=loader)
-    return up.load()
+        def loader(key, nbytes):
+            name = f"{prefix}data/{key}"
+            try:
+                info = z.getinfo(name)
+            except KeyError:
+                raise CheckpointError(f"{path}: storage {key!r} missing")
+            if info.file_size != nbytes:
+                raise CheckpointError(f"{path}: storage {key!r} holds "
+                                      f"{info.file_size} bytes, not "
+                                      f"{nbytes}")
+            return _zip_entry(z, info, path, size)
+        data = _zip_entry(z, z.getinfo(pkl[0]), path, size)
+        return RestrictedUnpickler(io.BytesIO(data), archive,
+                                   storage_loader=loader).load()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
+            RuntimeError, ValueError, EOFError, zlib.error, struct.error,
+            KeyError, OverflowError) as e:
+        raise CheckpointError(f"{path}: bad torch zip archive "
+                              f"({type(e).__name__}: {str(e)[:200]})")
 
 
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 
-def _load_legacy(path, f):
+def _load_legacy(path, f, size):
     """torch.save before 1.6: pickled magic, version, sys_info, the object,
     the storage keys, then each storage as int64 count + raw data."""
-    head = RestrictedUnpickler(f, path)
-    if head.load() != _LEGACY_MAGIC:
+    archive = _Archive(path, size)
+    if RestrictedUnpickler(f, archive).load() != _LEGACY_MAGIC:
         raise CheckpointError(f"{path}: not a torch.save file")
-    if RestrictedUnpickler(f, path).load() != 1001:
+    if RestrictedUnpickler(f, archive).load() != 1001:
         raise CheckpointError(f"{path}: unknown torch.save version")
-    info = RestrictedUnpickler(f, path).load()
-    if isinstance(info, dict) and not info.get("little_endian", True):
+    info = RestrictedUnpickler(f, archive).load()
+    if isinstance(info, dict) and info.get("little_endian", True) is not True:
         raise CheckpointError(f"{path}: big-endian tensors not supported")
     storages = {}
-    obj = RestrictedUnpickler(f, path, storages).load()
-    keys = RestrictedUnpickler(f, path).load()
-    if not isinstance(keys, list):
+    obj = RestrictedUnpickler(f, archive, storages).load()
+    keys = RestrictedUnpickler(f, archive).load()
+    if not isinstance(keys, list) or \
+            not all(isinstance(k, str) or is_int(k) for k in keys):
         raise CheckpointError(f"{path}: bad storage list")
     for key in keys:
         st = storages.get(str(key))
         if st is None:
-            raise CheckpointError(f"{path}: unknown storage {key!r}")
+            raise CheckpointError(f"{path}: unknown storage {str(key)!r}")
         raw = f.read(8)
         if len(raw) != 8:
             raise CheckpointError(f"{path}: truncated")
         (n,) = struct.unpack("<q", raw)
         if n != st.numel:
             raise CheckpointError(f"{path}: storage {key} size mismatch")
-        size = n * _itemsize(st.dtype)
-        st.data = f.read(size)
-        if len(st.data) != size:
+        nbytes = n * _itemsize(st.dtype)
+        left = size - f.tell()
+        if nbytes > left:
+            raise CheckpointError(f"{path}: storage {key} of {nbytes:,} "
+                                  f"bytes, the file holds {left:,} more "
+                                  "(truncated?)")
+        st.data = f.read(nbytes)
+        if len(st.data) != nbytes:
             raise CheckpointError(f"{path}: truncated")
     return obj
 
@@ -332,9 +511,10 @@ def load_pickle_file(path):
     from the allow-list only.  Tensors come back as TensorRef."""
     try:
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             if zipfile.is_zipfile(f):
                 f.seek(0)
-                return _load_zip(path, f)
+                return _load_zip(path, f, size)
             f.seek(0)
             start = f.read(2)
             f.seek(0)
@@ -343,10 +523,10 @@ def load_pickle_file(path):
                                       "file")
             # a legacy torch file starts with the pickled magic number;
             # anything else is a plain pickle (HF's vocab.pkl)
-            obj = RestrictedUnpickler(f, path).load()
+            obj = RestrictedUnpickler(f, _Archive(path, size)).load()
             if obj == _LEGACY_MAGIC:
                 f.seek(0)
-                return _load_legacy(path, f)
+                return _load_legacy(path, f, size)
             return obj
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
@@ -355,93 +535,166 @@ def load_pickle_file(path):
 # ---------------------------------------------------------------------------
 # From the object graph to hyperparameters and a state_dict
 
-def _tensor(x):
-    return x.tensor() if isinstance(x, TensorRef) else x
+class State(collections.abc.Mapping):
+    """name -> array of a checkpoint, each array built the first time it
+    is used (a tensor the converter has no place for is never built), the
+    values of the names used bounded by the file's storages
+    (_Archive.use)."""
+
+    def __init__(self, refs, path):
+        self._refs, self.path = refs, path
+        self._used = set()
+
+    def __getitem__(self, name):
+        v = self._refs[name]
+        if not isinstance(v, TensorRef):
+            return v
+        try:
+            if name not in self._used:
+                v.storage.archive.use(math.prod(v.size))
+                self._used.add(name)
+            return v.array()
+        except CheckpointError as e:
+            raise CheckpointError(f"{self.path}: tensor {name!r}: {e}")
+        except (ValueError, MemoryError) as e:
+            raise CheckpointError(f"{self.path}: tensor {name!r} cannot be "
+                                  f"built ({type(e).__name__}: {e})")
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self):
+        return len(self._refs)
+
+    def renamed(self, rename):
+        return State(collections.OrderedDict(
+            (rename(k), v) for k, v in self._refs.items()), self.path)
 
 
-def module_state(mod, prefix=""):
+def _table(mod, name, path):
+    """A module's _parameters, _buffers or _modules: a dict with string
+    keys (empty if absent)."""
+    d = mod.__dict__.get(name)
+    if d is None:
+        return {}
+    if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
+        raise CheckpointError(f"{path}: {mod._cls}.{name} is "
+                              f"{describe(d)}, not a dict of names")
+    return d
+
+
+def module_state(model, path):
     """The state_dict of a rebuilt nn.Module: its parameters and persistent
-    buffers under dotted names, as TensorRef (shared ones stay shared)."""
+    buffers under dotted names, as TensorRef (shared ones stay shared).
+    A module met twice (a cycle) is refused, as is nesting deeper than
+    MAX_DEPTH."""
     out = collections.OrderedDict()
-    d = mod.__dict__
-    nonpersistent = d.get("_non_persistent_buffers_set") or set()
-    for name, p in (d.get("_parameters") or {}).items():
-        if p is not None:
-            out[prefix + name] = p
-    for name, b in (d.get("_buffers") or {}).items():
-        if b is not None and name not in nonpersistent:
-            out[prefix + name] = b
-    for name, sub in (d.get("_modules") or {}).items():
-        if isinstance(sub, StandIn):
-            out.update(module_state(sub, f"{prefix}{name}."))
+    seen = set()
+    stack = [(model, "", 0)]
+    while stack:
+        mod, prefix, depth = stack.pop()
+        if id(mod) in seen:
+            raise CheckpointError(f"{path}: module {prefix[:-1]!r} "
+                                  "appears more than once in the model (a "
+                                  "cycle)")
+        if depth > MAX_DEPTH:
+            raise CheckpointError(f"{path}: modules nested more than "
+                                  f"{MAX_DEPTH} deep")
+        seen.add(id(mod))
+        nonpersistent = mod.__dict__.get("_non_persistent_buffers_set")
+        if not isinstance(nonpersistent, (set, frozenset)):
+            nonpersistent = set()
+        for kind in ("_parameters", "_buffers"):
+            for name, p in _table(mod, kind, path).items():
+                if p is None or (kind == "_buffers" and name in
+                                 nonpersistent):
+                    continue
+                if not isinstance(p, TensorRef):
+                    raise CheckpointError(f"{path}: {prefix}{name} is "
+                                          f"{describe(p)}, not a tensor")
+                out[prefix + name] = p
+        subs = [(name, sub) for name, sub in
+                _table(mod, "_modules", path).items()
+                if isinstance(sub, StandIn)]
+        for name, sub in reversed(subs):          # in order, depth first
+            stack.append((sub, f"{prefix}{name}.", depth + 1))
     return out
 
 
-def _sub(mod, *path):
-    for p in path:
-        if isinstance(p, int):
-            mods = mod.__dict__.get("_modules") or {}
-            mod = mods.get(str(p))
-        else:
-            mod = (mod.__dict__.get("_modules") or {}).get(p)
+def _sub(mod, path, *names):
+    for name in names:
         if mod is None:
+            return None
+        mod = _table(mod, "_modules", path).get(str(name))
+        if not isinstance(mod, StandIn):
             return None
     return mod
 
 
-def _param(mod, name):
-    return (mod.__dict__.get("_parameters") or {}).get(name) if mod else None
+def _param(mod, name, path):
+    return _table(mod, "_parameters", path).get(name) if mod else None
 
 
 def whole_model_hparams(model, path):
     """Hyperparameters of a rebuilt MemTransformerLM, from its attributes
-    and the sharing of its parameters (tie_weight, tie_projs)."""
+    and the sharing of its parameters (tie_weight, tie_projs); their
+    types are checked by the caller (hparams.typed)."""
     a = model.__dict__
     missing = [k for k in ("n_token", "n_layer", "n_head", "d_model",
                            "d_head", "d_embed") if k not in a]
     if missing:
         raise CheckpointError(f"{path}: MemTransformerLM without "
                               f"{', '.join(missing)}")
-    if a.get("sample_softmax", -1) > 0:
+    ss = a.get("sample_softmax", -1)
+    if not is_int(ss):
+        raise CheckpointError(f"{path}: MemTransformerLM.sample_softmax is "
+                              f"{describe(ss)}, expected an integer")
+    if ss > 0:
         raise CheckpointError(f"{path}: sample_softmax models are not "
                               "supported")
-    emb, crit = _sub(model, "word_emb"), _sub(model, "crit")
-    layer0 = _sub(model, "layers", 0)
+    emb, crit = _sub(model, path, "word_emb"), _sub(model, path, "crit")
+    layer0 = _sub(model, path, "layers", 0)
     if emb is None or crit is None or layer0 is None:
         raise CheckpointError(f"{path}: MemTransformerLM without word_emb, "
                               "crit or layers")
-    ff, attn = _sub(layer0, "pos_ff"), _sub(layer0, "dec_attn")
-    cutoffs = list(emb.__dict__.get("cutoffs", [a["n_token"]]))[:-1]
+    ff, attn = _sub(layer0, path, "pos_ff"), _sub(layer0, path, "dec_attn")
+    ends = emb.__dict__.get("cutoffs", [a["n_token"]])
+    if not isinstance(ends, (list, tuple)) or not ends:
+        raise CheckpointError(f"{path}: AdaptiveEmbedding.cutoffs is "
+                              f"{describe(ends)}, expected a list")
+    cutoffs = list(ends)[:-1]
     div_val = emb.__dict__.get("div_val", 1)
-    out_layers = _sub(crit, "out_layers")
-    n_out = len(out_layers.__dict__.get("_modules") or {}) \
-        if out_layers else 0
-    tie_weight = n_out > 0 and all(
-        _param(_sub(crit, "out_layers", i), "weight") is not None and
-        _param(_sub(crit, "out_layers", i), "weight") is
-        _param(_sub(emb, "emb_layers", i), "weight") for i in range(n_out))
-    emb_projs = _sub(emb, "emb_projs")
-    out_projs = _sub(crit, "out_projs")
+    out_layers = _sub(crit, path, "out_layers")
+    n_out = len(_table(out_layers, "_modules", path)) if out_layers else 0
+
+    def shared(i):
+        w = _param(_sub(crit, path, "out_layers", i), "weight", path)
+        return w is not None and \
+            w is _param(_sub(emb, path, "emb_layers", i), "weight", path)
+    tie_weight = n_out > 0 and all(shared(i) for i in range(n_out))
+    emb_projs = _sub(emb, path, "emb_projs")
+    out_projs = _sub(crit, path, "out_projs")
     tie_projs = []
     for i in range(len(cutoffs) + 1):
-        p = _param(out_projs, str(i))
-        e = _param(emb_projs, "0" if div_val == 1 else str(i))
+        p = _param(out_projs, str(i), path)
+        e = _param(emb_projs, "0" if div_val == 1 else str(i), path)
         tie_projs.append(p is not None and p is e)
-    rw = _param(model, "r_w_bias")
+    rw = _param(model, "r_w_bias", path)
+    attn_type = a.get("attn_type", 0)
     hp = dict(n_token=a["n_token"], n_layer=a["n_layer"],
               n_head=a["n_head"], d_model=a["d_model"], d_head=a["d_head"],
               d_inner=(ff.__dict__.get("d_inner") if ff else None),
               d_embed=a["d_embed"], div_val=div_val, cutoffs=cutoffs,
               tie_weight=tie_weight, tie_projs=tie_projs,
-              pre_lnorm=bool(attn.__dict__.get("pre_lnorm", False))
+              pre_lnorm=attn.__dict__.get("pre_lnorm", False)
               if attn else False,
-              attn_type=a.get("attn_type", 0), tgt_len=a.get("tgt_len"),
+              attn_type=attn_type, tgt_len=a.get("tgt_len"),
               ext_len=a.get("ext_len", 0), mem_len=a.get("mem_len"),
               clamp_len=a.get("clamp_len", -1),
-              same_length=bool(a.get("same_length", False)),
-              untie_r=rw is not None and len(rw.size) == 3 and
-              a.get("attn_type", 0) == 0)
-    if a.get("attn_type", 0) in (1, 3):
+              same_length=a.get("same_length", False),
+              untie_r=isinstance(rw, TensorRef) and len(rw.size) == 3 and
+              attn_type == 0)
+    if attn_type in (1, 3):
         hp["max_klen"] = a.get("max_klen")
     return {k: v for k, v in hp.items() if v is not None}
 
@@ -450,35 +703,29 @@ Checkpoint = collections.namedtuple("Checkpoint", "hparams state source")
 
 
 def _state_of(obj, path):
-    """A state dict (name -> TensorRef) inside what a file held."""
-    if isinstance(obj, StandIn):
-        if obj._cls.endswith(".MemTransformerLM"):
-            return whole_model_hparams(obj, path), module_state(obj)
-        raise CheckpointError(f"{path}: holds a {obj._cls}, not a model")
-    if isinstance(obj, dict):
-        for key in ("model_state_dict", "state_dict", "model"):
-            if isinstance(obj.get(key), (dict, StandIn)):
-                return _state_of(obj[key], path)
+    """(hyperparameters, name -> TensorRef) inside what a file held: a
+    MemTransformerLM, a state_dict, or a dict holding one of them under
+    model_state_dict, state_dict or model (at most MAX_DEPTH deep)."""
+    for _ in range(MAX_DEPTH):
+        if isinstance(obj, StandIn):
+            if obj._cls.endswith(".MemTransformerLM"):
+                return whole_model_hparams(obj, path), \
+                    module_state(obj, path)
+            raise CheckpointError(f"{path}: holds a {obj._cls}, not a "
+                                  "model")
+        if not isinstance(obj, dict):
+            break
+        inner = [obj[k] for k in ("model_state_dict", "state_dict", "model")
+                 if isinstance(obj.get(k), (dict, StandIn))]
+        if inner:
+            obj = inner[0]
+            continue
         if obj and all(isinstance(k, str) and isinstance(v, TensorRef)
                        for k, v in obj.items()):
             return {}, obj
+        break
     raise CheckpointError(f"{path}: neither a state_dict nor a "
                           "MemTransformerLM")
-
-
-def _materialize(state, path):
-    seen, out = {}, collections.OrderedDict()
-    try:
-        for k, v in state.items():
-            if id(v) not in seen:
-                seen[id(v)] = _tensor(v)
-            out[k] = seen[id(v)]
-    except CheckpointError as e:
-        raise CheckpointError(f"{path}: tensor {k!r}: {e}")
-    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
-        raise CheckpointError(f"{path}: tensor {k!r} cannot be rebuilt "
-                              f"({e})")
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -497,8 +744,28 @@ HF_IGNORED = set(("adaptive dropout dropatt init init_range init_std "
 
 
 def hf_hparams(cfg, path):
+    """The original's hyperparameters from HF's config.json (its values'
+    types are checked here for the keys read here, by hparams.typed for
+    the rest)."""
+    def get(key, kind, default):
+        v = cfg.get(key, default)
+        if kind == "bool":
+            try:
+                return as_bool(key, v)
+            except ValueError as e:
+                raise CheckpointError(f"{path}: {e}")
+        if kind == "int" and not is_int(v):
+            raise CheckpointError(f"{path}: {key} is {describe(v)}, "
+                                  "expected an integer")
+        if kind == "number" and (not isinstance(v, (int, float)) or
+                                 isinstance(v, bool) or
+                                 not math.isfinite(v)):
+            raise CheckpointError(f"{path}: {key} is {describe(v)}, "
+                                  "expected a number")
+        return v
+
     if not isinstance(cfg, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
+        raise CheckpointError(f"{path}: not a JSON object")
     hp = {}
     for k, v in cfg.items():
         if k in HF_CONFIG_MAP:
@@ -507,21 +774,24 @@ def hf_hparams(cfg, path):
             hp[k] = v
     if "n_token" not in hp:
         raise CheckpointError(f"{path}: no vocab_size")
-    if cfg.get("sample_softmax", -1) > 0:
+    if get("sample_softmax", "int", -1) > 0:
         raise CheckpointError(f"{path}: sample_softmax is not supported")
-    if abs(cfg.get("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12:
-        raise CheckpointError(f"{path}: layer_norm_epsilon "
-                              f"{cfg['layer_norm_epsilon']} (txlgen uses "
-                              "1e-5)")
-    n_clusters = len(hp.get("cutoffs", [])) + 1
+    eps = get("layer_norm_epsilon", "number", 1e-5)
+    if abs(eps - 1e-5) > 1e-12:
+        raise CheckpointError(f"{path}: layer_norm_epsilon {eps} (txlgen "
+                              "uses 1e-5)")
+    cutoffs = hp.get("cutoffs", [])
+    if not isinstance(cutoffs, list):
+        raise CheckpointError(f"{path}: cutoffs is {describe(cutoffs)}, "
+                              "expected a list of integers")
     if "tie_projs" not in hp:
-        share = cfg.get("proj_share_all_but_first", True)
-        hp["tie_projs"] = [False] + [bool(share)] * (n_clusters - 1)
+        share = get("proj_share_all_but_first", "bool", True)
+        hp["tie_projs"] = [False] + [share] * len(cutoffs)
     if "tie_weight" not in hp:
-        hp["tie_weight"] = bool(cfg.get("tie_word_embeddings", True))
+        hp["tie_weight"] = get("tie_word_embeddings", "bool", True)
     # the HF port's default is untie_r true and same_length true
     hp.setdefault("untie_r", True)
-    if not cfg.get("adaptive", True):
+    if not get("adaptive", "bool", True):
         raise CheckpointError(f"{path}: adaptive false (a plain softmax "
                               "over d_model) is not supported")
     return hp
@@ -530,49 +800,80 @@ def hf_hparams(cfg, path):
 def hf_state(state):
     """HF names -> the original's: strip 'transformer.'; per-layer biases
     keep their layers.N.dec_attn.r_w_bias names (convert.py stacks them)."""
-    out = collections.OrderedDict()
-    for k, v in state.items():
-        if k.startswith("transformer."):
-            k = k[len("transformer."):]
-        out[k] = v
-    return out
+    def rename(k):
+        return k[len("transformer."):] if k.startswith("transformer.") \
+            else k
+    if isinstance(state, State):
+        return state.renamed(rename)
+    return collections.OrderedDict((rename(k), v) for k, v in state.items())
+
+
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8",
+                       "BF16": "<u2"}
 
 
 def read_safetensors(path):
-    """name -> float array of a safetensors file (header checked)."""
-    dtypes = {"F32": np.float32, "F16": np.float16, "F64": np.float64,
-              "I64": np.int64}
+    """name -> float array of a safetensors file: the header checked
+    (a JSON object of tensors whose byte ranges lie inside the data, fit
+    their shape and dtype and overlap no other) before any array is
+    made."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
     except OSError as e:
-        raise CheckpointError(f"{path}: {e.strerror}")
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+
+    def bad(why):
+        return CheckpointError(f"{path}: not a safetensors file ({why})")
+    if len(blob) < 8:
+        raise bad("shorter than 8 bytes")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8:
+        raise bad(f"header of {n:,} bytes, longer than the file")
     try:
-        (n,) = struct.unpack("<Q", blob[:8])
-        if n > len(blob) - 8:
-            raise ValueError("header longer than the file")
         header = json.loads(blob[8:8 + n])
-        out = collections.OrderedDict()
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            b, e = info["data_offsets"]
-            shape, dt = info["shape"], info["dtype"]
-            if not 0 <= b <= e <= len(blob) - 8 - n:
-                raise ValueError(f"tensor {name!r} outside the file")
-            raw = blob[8 + n + b:8 + n + e]
-            if dt == "BF16":
-                arr = bf16_to_f32(np.frombuffer(raw, "<u2"))
-            elif dt in dtypes:
-                arr = np.frombuffer(raw, np.dtype(dtypes[dt])
-                                    .newbyteorder("<"))
-            else:
-                raise ValueError(f"tensor {name!r}: dtype {dt}")
-            out[name] = arr.astype(arr.dtype.newbyteorder("=")) \
-                .reshape(shape)
-        return out
-    except (ValueError, KeyError, TypeError, struct.error) as e:
-        raise CheckpointError(f"{path}: not a safetensors file ({e})")
+    except RecursionError:
+        raise bad("header nested too deeply")
+    except ValueError as e:
+        raise bad(f"header: {e}")
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    data = memoryview(blob)[8 + n:]
+    spans, out = [], collections.OrderedDict()
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict):
+            raise bad(f"tensor {name[:100]!r} is {describe(info)}")
+        dt, shape, offs = (info.get("dtype"), info.get("shape"),
+                           info.get("data_offsets"))
+        if dt not in _SAFETENSORS_DTYPES:
+            raise bad(f"tensor {name[:100]!r}: dtype {describe(dt)}")
+        if not isinstance(shape, list) or \
+                not all(is_int(d) and d >= 0 for d in shape):
+            raise bad(f"tensor {name[:100]!r}: shape {describe(shape)}")
+        if not isinstance(offs, list) or len(offs) != 2 or \
+                not all(is_int(o) for o in offs) or \
+                not 0 <= offs[0] <= offs[1] <= len(data):
+            raise bad(f"tensor {name[:100]!r}: data_offsets "
+                      f"{describe(offs)} do not lie inside the data")
+        need = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[dt]).itemsize
+        if offs[1] - offs[0] != need:
+            raise bad(f"tensor {name[:100]!r}: shape {shape} of {dt} needs "
+                      f"{need} bytes, data_offsets give "
+                      f"{offs[1] - offs[0]}")
+        spans.append((offs[0], offs[1], name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise bad(f"tensors {n0[:100]!r} and {n1[:100]!r} overlap")
+    for b, e, name in spans:
+        info = header[name]
+        arr = np.frombuffer(data[b:e], _SAFETENSORS_DTYPES[info["dtype"]])
+        arr = bf16_to_f32(arr) if info["dtype"] == "BF16" else \
+            arr.astype(arr.dtype.newbyteorder("="))
+        out[name] = arr.reshape(info["shape"])
+    return out
 
 
 def write_safetensors(path, tensors):
@@ -593,19 +894,14 @@ def write_safetensors(path, tensors):
 
 def read_hf_dir(path):
     cfg_path = os.path.join(path, "config.json")
-    try:
-        with open(cfg_path) as f:
-            cfg = json.load(f)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{cfg_path}: {e}")
-    hp = hf_hparams(cfg, cfg_path)
+    hp = hf_hparams(read_json(cfg_path, "config.json"), cfg_path)
     st = os.path.join(path, "model.safetensors")
     pt = os.path.join(path, "pytorch_model.bin")
     if os.path.exists(st):
         state = read_safetensors(st)
     elif os.path.exists(pt):
         _, refs = _state_of(load_pickle_file(pt), pt)
-        state = _materialize(refs, pt)
+        state = State(refs, pt)
     else:
         raise CheckpointError(f"{path}: no model.safetensors or "
                               "pytorch_model.bin")
@@ -618,7 +914,7 @@ def read_checkpoint(path):
         return read_hf_dir(path)
     obj = load_pickle_file(path)
     hp, refs = _state_of(obj, path)
-    state = _materialize(refs, path)
+    state = State(refs, path)
     if any(k.startswith("transformer.") for k in state):
         state = hf_state(state)
     return Checkpoint(hp, state, "whole-model" if hp else "state_dict")

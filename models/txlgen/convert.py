@@ -31,11 +31,11 @@ softmax (cutoffs, div_val, tie_projs); attn_type 1 and 3 also take
 with other lengths than tgt_len + ext_len + mem_len.  attn_type 2 and 3
 run without memory: their model file says mem_len 0.  What does not fit is
 refused with a message.
-Exit status: 0 ok, 1 error (the message names the file and the problem).
+Exit status: 0 ok, 1 error (one line on stderr that names the file and
+the problem), 2 a usage error.  Standard library, numpy and SentencePiece
+only: no PyTorch.
 """
 
-import argparse
-import json
 import os
 import sys
 
@@ -43,7 +43,8 @@ import numpy as np
 
 from . import checkpoint, txlfile
 from . import vocab as vocabulary
-from .hparams import HPARAM_NAMES, TxlConfig
+from .errors import InputError, OneLineParser, describe
+from .hparams import HPARAM_NAMES, TxlConfig, as_bool, is_int, typed
 
 REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
 FF_TENSORS = ("pos_ff.CoreNet.0.weight pos_ff.CoreNet.0.bias "
@@ -58,28 +59,17 @@ ATTN_TENSORS = {0: ("qkv_net", "r_net", "o_net"), 1: ("qkv_net", "o_net"),
 IGNORED = {"pos_emb.inv_freq"}
 
 
-class ConvertError(Exception):
+class ConvertError(InputError):
     pass
 
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ConvertError(f"{path}: {e}")
-    if not isinstance(raw, dict):
-        raise ConvertError(f"{path}: expected a JSON object")
-    return raw
-
-
 def load_config(path):
-    return check_config(read_json(path), path)
+    return check_config(checkpoint.read_json(path), path)
 
 
 def check_config(raw, path):
-    """A TxlConfig from the original hyperparameter names; path names
-    where they came from in messages."""
+    """A TxlConfig from the original hyperparameter names, each of its
+    type; path names where they came from in messages."""
     raw = dict(raw)
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
@@ -87,20 +77,31 @@ def check_config(raw, path):
     unknown = [k for k in raw if k not in HPARAM_NAMES and k not in
                ("dropout", "dropatt", "sample_softmax", "adapt_inp")]
     if unknown:
-        raise ConvertError(f"{path}: unknown key {unknown[0]!r}")
-    if raw.get("sample_softmax", -1) > 0:
-        raise ConvertError(f"{path}: sample_softmax is not supported")
-    if raw.get("d_embed") in (None, -1):
-        raw["d_embed"] = raw["d_model"]
+        raise ConvertError(f"{path}: unknown key {describe(unknown[0])}")
     try:
+        raw = typed(raw)
+        # training settings: no part of the file, but of their types
+        for k in ("dropout", "dropatt"):
+            v = raw.get(k, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"{k} is {describe(v)}, expected a number")
+        as_bool("adapt_inp", raw.get("adapt_inp", False))
+        ss = raw.get("sample_softmax", -1)
+        if not is_int(ss):
+            raise ValueError(f"sample_softmax is {describe(ss)}, expected "
+                             "an integer")
+        if ss > 0:
+            raise ValueError("sample_softmax is not supported")
+        if raw.get("d_embed") in (None, -1):
+            raw["d_embed"] = raw["d_model"]
         cfg = TxlConfig.from_dict(raw)
         cfg.check_supported()
-    except (TypeError, ValueError) as e:
+    except ValueError as e:
         raise ConvertError(f"{path}: {e}")
     return cfg
 
 
-def describe(cfg):
+def describe_config(cfg):
     """The configuration's output layer and attention, in words."""
     out = (f"cutoffs {cfg.cutoffs}, div_val {cfg.div_val}" if cfg.cutoffs
            else f"no cutoffs, div_val {cfg.div_val}")
@@ -153,7 +154,8 @@ def gather_tensors(cfg, state, wpath):
     tensor it is tied to); a tensor the configuration has no place for is
     refused (the config does not fit the checkpoint).  See
     man/txlgen-model.5."""
-    st = _State(state, wpath, f"{describe(cfg)}, {cfg.n_layer} layers")
+    st = _State(state, wpath,
+                f"{describe_config(cfg)}, {cfg.n_layer} layers")
     out = input_tensors(cfg, st)
     out.update(output_tensors(cfg, st, out))
     out.update(position_tensors(cfg, st))
@@ -270,12 +272,12 @@ def check_tokenizer(path, n_token):
             proto = f.read()
     except OSError as e:
         raise ConvertError(f"{path}: {e.strerror}")
-    import sentencepiece as spm
-    sp = spm.SentencePieceProcessor()
+    sp = vocabulary.sentencepiece().SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(proto)
     except Exception as e:               # noqa: BLE001 (any parse failure)
-        raise ConvertError(f"{path}: not a SentencePiece model ({e})")
+        raise ConvertError(f"{path}: not a SentencePiece model "
+                           f"({str(e)[:200]})")
     if sp.GetPieceSize() != n_token:
         raise ConvertError(f"{path}: vocabulary has {sp.GetPieceSize()} "
                            f"pieces, the model n_token {n_token}")
@@ -286,8 +288,11 @@ def convert(cfg, state, tokenizer_proto, out_path, dtype="F32", wpath="",
             extra=None):
     tensors = gather_tensors(cfg, state, wpath)
     hp = cfg.hparams()
-    txlfile.write(out_path, hp, tensors, tokenizer_proto, dtype=dtype,
-                  extra=extra)
+    try:
+        txlfile.write(out_path, hp, tensors, tokenizer_proto, dtype=dtype,
+                      extra=extra)
+    except ValueError as e:                 # a tensor's values
+        raise ConvertError(f"{wpath}: {e}")
 
 
 def read_tokenizer(a, ck, n_token):
@@ -305,18 +310,16 @@ def read_tokenizer(a, ck, n_token):
         raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
                            "(cache.pt, vocab.pkl, a symbol list) or "
                            "--tokenizer")
-    try:
-        v = vocabulary.read_vocab(path, a.dataset)
-        if len(v.symbols) != n_token:
-            raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
-                               f"model n_token {n_token}")
-        return vocabulary.to_spm(v)
-    except vocabulary.VocabError as e:
-        raise ConvertError(str(e))
+    v = vocabulary.read_vocab(path, a.dataset)
+    if len(v.symbols) != n_token:
+        raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
+                           f"model n_token {n_token}")
+    return vocabulary.to_spm(v)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = OneLineParser(prog="convert.py",
+                       description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
                     help="state_dict, whole-model pickle or HF directory")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
@@ -334,32 +337,46 @@ def main():
                     "F32; F16, BF16, Q8_0 and Q4_0 are computed as stored, "
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.tokenizer and a.dataset:
         ap.error("--dataset goes with --vocab")
     if not a.tokenizer and not a.vocab and not os.path.isdir(a.weights):
         ap.error("one of --tokenizer or --vocab is required")
     try:
-        try:
-            ck = checkpoint.read_checkpoint(a.weights)
-        except checkpoint.CheckpointError as e:
-            raise ConvertError(str(e))
-        raw = {k: v for k, v in ck.hparams.items() if k in HPARAM_NAMES}
-        what = a.weights
-        if a.config:
-            raw.update(read_json(a.config))
-            what = a.config
-        elif not raw:
-            raise ConvertError(f"{a.weights}: a bare state_dict has no "
-                               "hyperparameters: give --config")
-        cfg = check_config(raw, what)
-        proto, meta = read_tokenizer(a, ck, cfg.n_token)
-        extra = dict(meta)
-        if a.description:
-            extra["description"] = a.description
-        convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
-                extra or None)
-    except ConvertError as e:
+        run(a)
+    except InputError as e:
         print(f"convert.py: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("convert.py: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"convert.py: {a.weights}: out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"convert.py: {a.weights}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
     return 0
+
+
+def run(a):
+    """The conversion main() asks for: InputError for what is wrong with
+    the input."""
+    ck = checkpoint.read_checkpoint(a.weights)
+    raw = {k: v for k, v in ck.hparams.items() if k in HPARAM_NAMES}
+    what = a.weights
+    if a.config:
+        raw.update(checkpoint.read_json(a.config))
+        what = a.config
+    elif not raw:
+        raise ConvertError(f"{a.weights}: a bare state_dict has no "
+                           "hyperparameters: give --config")
+    cfg = check_config(raw, what)
+    proto, meta = read_tokenizer(a, ck, cfg.n_token)
+    extra = dict(meta)
+    if a.description:
+        extra["description"] = a.description
+    convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
+            extra or None)

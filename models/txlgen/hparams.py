@@ -6,6 +6,8 @@ Standard library only: the converter runs without PyTorch.
 
 from dataclasses import dataclass, field, asdict
 
+from .errors import describe
+
 
 # The hyperparameters a txlgen model file records, with the original names
 # (max_klen only for attn_type 1 and 3, see TxlConfig.hparams).
@@ -13,6 +15,56 @@ HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
                 "cutoffs tie_weight tie_projs pre_lnorm attn_type tgt_len "
                 "ext_len mem_len clamp_len same_length untie_r "
                 "max_klen").split()
+
+
+# Their types: integers, booleans (true/false, or 0/1 as some configs
+# write them), a list of integers, a list of booleans.  d_embed may be
+# None or -1 (= d_model), max_klen None (= what the original builds).
+INT_HPARAMS = ("n_token n_layer n_head d_model d_head d_inner d_embed "
+               "div_val attn_type tgt_len ext_len mem_len clamp_len "
+               "max_klen").split()
+BOOL_HPARAMS = "tie_weight pre_lnorm same_length untie_r".split()
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def as_bool(key, v):
+    """v as a boolean: true/false, or 0/1; else ValueError naming key."""
+    if isinstance(v, bool):
+        return v
+    if is_int(v) and v in (0, 1):
+        return bool(v)
+    raise ValueError(f"{key} is {describe(v)}, expected true or false")
+
+
+def typed(raw):
+    """raw hyperparameters (the original names) with each value checked
+    for its type (bools of 0/1 made bools): ValueError naming the first
+    key that has the wrong type.  Keys of no hyperparameter pass as they
+    are."""
+    out = dict(raw)
+    for k, v in raw.items():
+        if k in INT_HPARAMS:
+            if not is_int(v) and not (v is None and k in ("d_embed",
+                                                          "max_klen")):
+                raise ValueError(f"{k} is {describe(v)}, expected an "
+                                 "integer")
+        elif k in BOOL_HPARAMS:
+            out[k] = as_bool(k, v)
+        elif k == "cutoffs":
+            if not isinstance(v, (list, tuple)) or \
+                    not all(is_int(c) for c in v):
+                raise ValueError(f"cutoffs is {describe(v)}, expected a "
+                                 "list of integers")
+            out[k] = list(v)
+        elif k == "tie_projs":
+            if not isinstance(v, (list, tuple)):
+                raise ValueError(f"tie_projs is {describe(v)}, expected a "
+                                 "list of true/false")
+            out[k] = [as_bool("tie_projs", t) for t in v]
+    return out
 
 
 @dataclass

@@ -31,19 +31,31 @@ As a program, it re-stores a model file in another type:
 """
 
 import json
+import math
 import struct
 
 import numpy as np
 
+from .errors import InputError, OneLineParser, describe
+from .hparams import is_int
+
 FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 ALIGN = 64
+MAX_HEADER = 16 << 20   # the loader's limit (lib/txl-file.c)
 
 DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
 QK = 32                 # values per Q8_0 and Q4_0 block
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
+# bytes per value of the types a file holds (Q8_0, Q4_0: per block)
+_FILE_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "U8": 1, "Q8_0": 0,
+                "Q4_0": 0}
 _Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
 _Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
+
+
+class ModelFileError(InputError):
+    pass
 
 
 def stored_dtype(name, shape, dtype):
@@ -257,7 +269,10 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
         shape = list(np.shape(t) if not hasattr(t, "shape")
                      else tuple(t.shape))
         dt = stored_dtype(name, shape, dtype)
-        blobs.append((name, dt, shape, _to_bytes(t, dt)))
+        try:
+            blobs.append((name, dt, shape, _to_bytes(t, dt)))
+        except ValueError as e:
+            raise ValueError(f"tensor {name!r}: {e}")
     blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
                   bytes(tokenizer_proto)))
 
@@ -279,7 +294,10 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
     hjson += b" " * (-(8 + len(hjson)) % ALIGN)
 
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".txl-", dir=d)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".txl-", dir=d)
+    except OSError as e:
+        raise ModelFileError(f"{path}: {e.strerror or e}")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(hjson)))
@@ -288,18 +306,90 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
                 f.write(raw)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ModelFileError(f"{path}: {e.strerror or e}")
         raise
+
+
+def _check_header(header, data_len):
+    """The problem with a parsed header (a JSON value) over data_len bytes
+    of data, or None: what txlgen's loader checks of the container
+    (lib/txl-file.c), so that read() builds no array it would refuse."""
+    if not isinstance(header, dict):
+        return "the header is not a JSON object"
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or \
+            not all(isinstance(v, str) for v in meta.values()):
+        return "__metadata__ is not an object of strings"
+    spans = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        what = f"tensor {name[:100]!r}"
+        if not isinstance(info, dict):
+            return f"{what} is {describe(info)}"
+        dt, shape, offs = (info.get("dtype"), info.get("shape"),
+                           info.get("data_offsets"))
+        if dt not in _FILE_DTYPES:
+            return f"{what} has dtype {describe(dt)}"
+        if not isinstance(shape, list) or len(shape) > 4 or \
+                not all(is_int(d) and 0 <= d < 1 << 31 for d in shape):
+            return f"{what} has shape {describe(shape)}"
+        if not isinstance(offs, list) or len(offs) != 2 or \
+                not all(is_int(o) for o in offs) or \
+                not 0 <= offs[0] <= offs[1] <= data_len:
+            return f"{what} has data_offsets {describe(offs)} outside the " \
+                "data"
+        n = math.prod(shape)
+        if dt in ("Q8_0", "Q4_0"):
+            if not shape or shape[-1] % QK:
+                return f"{what} is {dt} but its last dimension is not a " \
+                    f"multiple of {QK}"
+            need = n // QK * (_Q8_0 if dt == "Q8_0" else _Q4_0).itemsize
+        else:
+            need = n * _FILE_DTYPES[dt]
+        if offs[1] - offs[0] != need:
+            return f"{what} has {offs[1] - offs[0]} bytes, its shape " \
+                f"{shape} and dtype {dt} need {need}"
+        spans.append((offs[0], offs[1], name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            return f"tensors {n0[:100]!r} and {n1[:100]!r} overlap"
+    tok = header.get("tokenizer.model")
+    if not tok or tok["dtype"] != "U8" or len(tok["shape"]) != 1:
+        return "no 1-D U8 tensor 'tokenizer.model' (the tokenizer)"
+    return None
 
 
 def read(path):
     """Return (metadata dict, {name: numpy array}); float tensors as
-    float32, the tokenizer as bytes under "tokenizer.model"."""
-    with open(path, "rb") as f:
-        blob = f.read()
+    float32, the tokenizer as bytes under "tokenizer.model".  A file that
+    is not a model file is a ModelFileError naming it."""
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise ModelFileError(f"{path}: {e.strerror or e}")
+
+    def bad(why):
+        return ModelFileError(f"{path}: not a txlgen model file ({why})")
+    if len(blob) < 8:
+        raise bad("shorter than 8 bytes")
     (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
+    if n > len(blob) - 8 or n > MAX_HEADER:
+        raise bad(f"a header of {n:,} bytes in a file of {len(blob):,}")
+    try:
+        header = json.loads(blob[8:8 + n])
+    except RecursionError:
+        raise bad("the header is nested too deeply")
+    except ValueError as e:
+        raise bad(f"the header is not JSON: {e}")
+    why = _check_header(header, len(blob) - 8 - n)
+    if why:
+        raise bad(why)
     meta = header.pop("__metadata__", {})
     base, out = 8 + n, {}
     for name, info in header.items():
@@ -321,6 +411,10 @@ def restore(src, dst, dtype, meta_updates=None):
     src has no rounding at all), with the metadata keys of meta_updates
     set (value None: removed)."""
     meta, tensors = read(src)
+    if not all(isinstance(t, np.ndarray) and t.dtype == np.float32
+               for k, t in tensors.items() if k != "tokenizer.model"):
+        raise ModelFileError(f"{src}: a U8 tensor other than the "
+                             "tokenizer: not a txlgen model file")
     proto = tensors.pop("tokenizer.model")
     hp = {k: v for k, v in meta.items()
           if k not in ("format", "format_version")}
@@ -329,22 +423,24 @@ def restore(src, dst, dtype, meta_updates=None):
             hp.pop(k, None)
         else:
             hp[k] = v
-    write(dst, hp, tensors, proto, dtype=dtype)
+    try:
+        write(dst, hp, tensors, proto, dtype=dtype)
+    except ValueError as e:
+        raise ModelFileError(f"{src}: {e}")
 
 
-def main():
-    import argparse
+def main(argv=None):
     import sys
-    ap = argparse.ArgumentParser(description="Re-store a txlgen model file "
-                                 "with its weight matrices in another type, "
-                                 "and set or remove metadata.")
+    ap = OneLineParser(prog="txlfile.py", description="Re-store a txlgen "
+                       "model file with its weight matrices in another "
+                       "type, and set or remove metadata.")
     ap.add_argument("--dtype", required=True, choices=DTYPES)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a metadata key (KEY= removes it); e.g. "
                     "recommended='{\"temp\": 0.9}'")
     ap.add_argument("input")
     ap.add_argument("output")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     updates = {}
     for kv in a.set:
         k, eq, v = kv.partition("=")
@@ -353,7 +449,18 @@ def main():
         updates[k] = v if v else None
     try:
         restore(a.input, a.output, a.dtype, updates)
-    except (OSError, ValueError, KeyError) as e:
+    except InputError as e:
         print(f"txlfile.py: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("txlfile.py: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"txlfile.py: {a.input}: out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"txlfile.py: {a.input}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
         return 1
     return 0

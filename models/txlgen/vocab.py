@@ -44,6 +44,9 @@ import io
 import os
 import sys
 
+from .errors import InputError, OneLineParser, describe
+from .hparams import is_int
+
 SPACE = "\u2581"
 
 # dataset -> (level, newline, lower_case) as data_utils.get_lm_corpus and
@@ -61,8 +64,18 @@ DATASETS = {
 PY_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
 
 
-class VocabError(Exception):
+class VocabError(InputError):
     pass
+
+
+def sentencepiece():
+    """The sentencepiece module, or VocabError saying how to install it."""
+    try:
+        import sentencepiece as spm
+    except ImportError:
+        raise VocabError("tokenizers need SentencePiece's Python module: "
+                         "apt-get install python3-sentencepiece")
+    return spm
 
 
 Vocabulary = collections.namedtuple(
@@ -77,7 +90,7 @@ def _from_attrs(d, dataset, source):
     if len(set(syms)) != len(syms):
         raise VocabError(f"{source}: idx2sym has duplicates")
     unk = d.get("unk_idx")
-    if not (isinstance(unk, int) and 0 <= unk < len(syms)):
+    if not (is_int(unk) and 0 <= unk < len(syms)):
         unk = None
     return Vocabulary(syms, bool(d.get("lower_case", False)),
                       d.get("delimiter"), dataset, unk, source)
@@ -97,19 +110,17 @@ def read_vocab(path, dataset=None):
     except OSError as e:
         raise VocabError(f"{path}: {e.strerror}")
     if head[:1] == b"\x80" or head[:2] == b"PK":
-        try:
-            obj = checkpoint.load_pickle_file(path)
-        except checkpoint.CheckpointError as e:
-            raise VocabError(str(e))
+        obj = checkpoint.load_pickle_file(path)
         if isinstance(obj, checkpoint.StandIn) and \
                 obj._cls == "data_utils.Corpus":
             ds = obj.__dict__.get("dataset")
             v = obj.__dict__.get("vocab")
             if not isinstance(v, checkpoint.StandIn):
                 raise VocabError(f"{path}: Corpus without a vocab")
-            if dataset is None and ds not in DATASETS:
-                raise VocabError(f"{path}: unknown dataset {ds!r}: give "
-                                 "--dataset")
+            if dataset is None and not (isinstance(ds, str) and
+                                        ds in DATASETS):
+                raise VocabError(f"{path}: unknown dataset {describe(ds)}: "
+                                 "give --dataset")
             return _from_attrs(v.__dict__, dataset or ds, path)
         if isinstance(obj, checkpoint.StandIn) and obj._cls.endswith("Vocab"):
             return _from_attrs(obj.__dict__, dataset, path)
@@ -222,7 +233,7 @@ def charsmap(rules):
     {source string: replacement}, compiled by SentencePiece's own trainer
     (normalization_rule_tsv) and taken from the model it writes."""
     import tempfile
-    import sentencepiece as spm
+    spm = sentencepiece()
     if not rules:
         return b""
     with tempfile.TemporaryDirectory(prefix="txl-vocab-") as d:
@@ -376,8 +387,7 @@ def to_spm(v):
 
 def check(proto, source):
     """SentencePiece accepts the model."""
-    import sentencepiece as spm
-    sp = spm.SentencePieceProcessor()
+    sp = sentencepiece().SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(proto)
     except Exception as e:               # noqa: BLE001
@@ -386,19 +396,26 @@ def check(proto, source):
 
 
 def main(argv=None):
-    import argparse
-    ap = argparse.ArgumentParser(description="Write the SentencePiece "
-                                 "model of an original vocabulary.")
+    ap = OneLineParser(prog="vocab.py", description="Write the "
+                       "SentencePiece model of an original vocabulary.")
     ap.add_argument("vocab")
     ap.add_argument("--dataset", choices=sorted(DATASETS))
     ap.add_argument("-o", "--output", required=True)
     a = ap.parse_args(argv)
     try:
         proto, meta = to_spm(read_vocab(a.vocab, a.dataset))
-    except VocabError as e:
+        try:
+            with open(a.output, "wb") as f:
+                f.write(proto)
+        except OSError as e:
+            raise VocabError(f"{a.output}: {e.strerror or e}")
+    except InputError as e:
         print(f"vocab.py: {e}", file=sys.stderr)
         return 1
-    with open(a.output, "wb") as f:
-        f.write(proto)
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"vocab.py: {a.vocab}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
     print(" ".join(f"{k}={v}" for k, v in meta.items()))
     return 0
