@@ -311,6 +311,10 @@ CASES = {
         lambda: ["--weights", safetensors_dir("stlong", b"{}", b"",
                                               1 << 40)],
         "model.safetensors", "longer than the file"),
+    "safetensors: a dtype that is a list": (
+        lambda: ["--weights", safetensors_dir("stdt", {"w": {
+            "dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}},
+            bytes(4))], "model.safetensors", "dtype"),
     "safetensors: data_offsets of strings": (
         lambda: ["--weights", safetensors_dir("stoff", {"w": {
             "dtype": "F32", "shape": [1], "data_offsets": ["0", "4"]}},
@@ -351,6 +355,10 @@ CASES = {
     "a legacy storage key list nested 100,000 deep": (
         lambda: state_args(legacy_nested_keys("keys.pt", 100_000)), None,
         "storage list"),
+    "BYTEARRAY8 of 2^62 bytes in data.pkl": (
+        lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
+                                  struct.pack("<Q", 1 << 62) + b"x.", {})),
+        None, "bytearray8"),
     "a negative storage size": (
         lambda: state_args(legacy("neg.pt", one_tensor([4], [1], -4),
                                   {"0": (4, bytes(16))})), None,
@@ -483,6 +491,10 @@ class TestTxlfileRefuses(unittest.TestCase):
             "unknown dtype": (self.model_file("dt.bin", {
                 "__metadata__": meta, "tokenizer.model": tok,
                 "w": {"dtype": "F99", "shape": [1],
+                      "data_offsets": [4, 8]}}, bytes(8)), "dtype"),
+            "a dtype that is an object": (self.model_file("dtobj.bin", {
+                "__metadata__": meta, "tokenizer.model": tok,
+                "w": {"dtype": {}, "shape": [1],
                       "data_offsets": [4, 8]}}, bytes(8)), "dtype"),
             "no tokenizer": (self.model_file("notok.bin", {
                 "__metadata__": meta}), "tokenizer"),

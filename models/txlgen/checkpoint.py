@@ -47,6 +47,7 @@ import json
 import math
 import os
 import pickle
+import pickletools
 import struct
 import zipfile
 import zlib
@@ -76,6 +77,11 @@ def read_json(path, what="JSON"):
             raw = f.read(MAX_JSON + 1)
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
+    return parse_json(raw, path, what)
+
+
+def parse_json(raw, path, what="JSON"):
+    """A JSON object from the bytes of file path."""
     if len(raw) > MAX_JSON:
         raise CheckpointError(f"{path}: more than {MAX_JSON} bytes: not a "
                               f"{what} file")
@@ -335,7 +341,7 @@ class RestrictedUnpickler(pickle.Unpickler):
 
     def __init__(self, f, archive, storages=None, storage_loader=None):
         super().__init__(f, encoding="latin1")
-        self.archive, self.what = archive, archive.path
+        self.f, self.archive, self.what = f, archive, archive.path
         self.storages = {} if storages is None else storages
         self.storage_loader = storage_loader
         self.standins = {}
@@ -398,8 +404,23 @@ class RestrictedUnpickler(pickle.Unpickler):
                                   "twice, differently")
         return st
 
+    def check_opcodes(self):
+        """Read the pickle's opcodes first (pickletools.genops: a second
+        of Python for the largest vocabulary pickles): every argument
+        must be in the file, and protocol 5's buffer opcodes, which no
+        checkpoint uses, are refused (an absurd BYTEARRAY8 length makes
+        CPython 3.11's unpickler print a SystemError of its own)."""
+        start = self.f.tell()
+        for op, _, _ in pickletools.genops(self.f):
+            if op.name in ("BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"):
+                raise CheckpointError(f"{self.what}: the pickle uses "
+                                      f"{op.name}, which no checkpoint "
+                                      "uses")
+        self.f.seek(start)
+
     def load(self):
         try:
+            self.check_opcodes()
             return super().load()
         except CheckpointError as e:
             if str(e).startswith(self.what):
@@ -511,25 +532,28 @@ def load_pickle_file(path):
     from the allow-list only.  Tensors come back as TensorRef."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if zipfile.is_zipfile(f):
-                f.seek(0)
-                return _load_zip(path, f, size)
-            f.seek(0)
-            start = f.read(2)
-            f.seek(0)
-            if start[:1] != b"\x80":
-                raise CheckpointError(f"{path}: not a pickle or torch.save "
-                                      "file")
-            # a legacy torch file starts with the pickled magic number;
-            # anything else is a plain pickle (HF's vocab.pkl)
-            obj = RestrictedUnpickler(f, _Archive(path, size)).load()
-            if obj == _LEGACY_MAGIC:
-                f.seek(0)
-                return _load_legacy(path, f, size)
-            return obj
+            return load_pickle(f, path, os.fstat(f.fileno()).st_size)
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
+
+
+def load_pickle(f, path, size):
+    """load_pickle_file() of the open file f (seekable, size bytes)."""
+    if zipfile.is_zipfile(f):
+        f.seek(0)
+        return _load_zip(path, f, size)
+    f.seek(0)
+    start = f.read(2)
+    f.seek(0)
+    if start[:1] != b"\x80":
+        raise CheckpointError(f"{path}: not a pickle or torch.save file")
+    # a legacy torch file starts with the pickled magic number; anything
+    # else is a plain pickle (HF's vocab.pkl)
+    obj = RestrictedUnpickler(f, _Archive(path, size)).load()
+    if obj == _LEGACY_MAGIC:
+        f.seek(0)
+        return _load_legacy(path, f, size)
+    return obj
 
 
 # ---------------------------------------------------------------------------
@@ -822,7 +846,11 @@ def read_safetensors(path):
             blob = f.read()
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
+    return parse_safetensors(blob, path)
 
+
+def parse_safetensors(blob, path):
+    """read_safetensors() of the bytes of file path."""
     def bad(why):
         return CheckpointError(f"{path}: not a safetensors file ({why})")
     if len(blob) < 8:
@@ -847,7 +875,7 @@ def read_safetensors(path):
             raise bad(f"tensor {name[:100]!r} is {describe(info)}")
         dt, shape, offs = (info.get("dtype"), info.get("shape"),
                            info.get("data_offsets"))
-        if dt not in _SAFETENSORS_DTYPES:
+        if not isinstance(dt, str) or dt not in _SAFETENSORS_DTYPES:
             raise bad(f"tensor {name[:100]!r}: dtype {describe(dt)}")
         if not isinstance(shape, list) or \
                 not all(is_int(d) and d >= 0 for d in shape):
@@ -912,7 +940,11 @@ def read_checkpoint(path):
     """A state dict file, a whole-model pickle or an HF directory."""
     if os.path.isdir(path):
         return read_hf_dir(path)
-    obj = load_pickle_file(path)
+    return checkpoint_of(load_pickle_file(path), path)
+
+
+def checkpoint_of(obj, path):
+    """The Checkpoint in what a pickle file (path) held."""
     hp, refs = _state_of(obj, path)
     state = State(refs, path)
     if any(k.startswith("transformer.") for k in state):

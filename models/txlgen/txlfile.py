@@ -332,7 +332,7 @@ def _check_header(header, data_len):
             return f"{what} is {describe(info)}"
         dt, shape, offs = (info.get("dtype"), info.get("shape"),
                            info.get("data_offsets"))
-        if dt not in _FILE_DTYPES:
+        if not isinstance(dt, str) or dt not in _FILE_DTYPES:
             return f"{what} has dtype {describe(dt)}"
         if not isinstance(shape, list) or len(shape) > 4 or \
                 not all(is_int(d) and 0 <= d < 1 << 31 for d in shape):

@@ -110,24 +110,7 @@ def read_vocab(path, dataset=None):
     except OSError as e:
         raise VocabError(f"{path}: {e.strerror}")
     if head[:1] == b"\x80" or head[:2] == b"PK":
-        obj = checkpoint.load_pickle_file(path)
-        if isinstance(obj, checkpoint.StandIn) and \
-                obj._cls == "data_utils.Corpus":
-            ds = obj.__dict__.get("dataset")
-            v = obj.__dict__.get("vocab")
-            if not isinstance(v, checkpoint.StandIn):
-                raise VocabError(f"{path}: Corpus without a vocab")
-            if dataset is None and not (isinstance(ds, str) and
-                                        ds in DATASETS):
-                raise VocabError(f"{path}: unknown dataset {describe(ds)}: "
-                                 "give --dataset")
-            return _from_attrs(v.__dict__, dataset or ds, path)
-        if isinstance(obj, checkpoint.StandIn) and obj._cls.endswith("Vocab"):
-            return _from_attrs(obj.__dict__, dataset, path)
-        if isinstance(obj, dict):        # HF: the tokenizer's __dict__
-            return _from_attrs(obj, dataset, path)
-        raise VocabError(f"{path}: neither a Corpus, a Vocab nor a "
-                         "vocabulary dict")
+        return vocab_of(checkpoint.load_pickle_file(path), path, dataset)
     # Vocab._build_from_file: the first field of each line
     try:
         with open(path, encoding="utf-8") as f:
@@ -146,6 +129,29 @@ def read_vocab(path, dataset=None):
     lower = DATASETS[dataset][2] if dataset else False
     unk = syms.index("<UNK>") if "<UNK>" in syms else None
     return Vocabulary(syms, lower, None, dataset, unk, path)
+
+
+def vocab_of(obj, path, dataset=None):
+    """The Vocabulary in what a pickle file (path) held: a Corpus, a
+    Vocab or Hugging Face's dict."""
+    from . import checkpoint
+    if isinstance(obj, checkpoint.StandIn) and \
+            obj._cls == "data_utils.Corpus":
+        ds = obj.__dict__.get("dataset")
+        v = obj.__dict__.get("vocab")
+        if not isinstance(v, checkpoint.StandIn):
+            raise VocabError(f"{path}: Corpus without a vocab")
+        if dataset is None and not (isinstance(ds, str) and
+                                    ds in DATASETS):
+            raise VocabError(f"{path}: unknown dataset {describe(ds)}: "
+                             "give --dataset")
+        return _from_attrs(v.__dict__, dataset or ds, path)
+    if isinstance(obj, checkpoint.StandIn) and obj._cls.endswith("Vocab"):
+        return _from_attrs(obj.__dict__, dataset, path)
+    if isinstance(obj, dict):        # HF: the tokenizer's __dict__
+        return _from_attrs(obj, dataset, path)
+    raise VocabError(f"{path}: neither a Corpus, a Vocab nor a "
+                     "vocabulary dict")
 
 
 def conventions(v):
