@@ -101,7 +101,7 @@ def _vocab_mismatch(blob, header, data):
         hp.pop(k)
     hp["n_token"] = "321"
     path = os.path.join(_tmp, "vocab.tmp")
-    txlfile.write(path, hp, ts, proto)
+    txlfile.write(path, hp, ts, proto, check=False)
     with open(path, "rb") as f:
         return f.read()
 
@@ -120,7 +120,7 @@ def _with_tokenizer(make_proto):
         hp = {k: v for k, v in meta.items()
               if k not in ("format", "format_version")}
         path = os.path.join(_tmp, "tok.tmp")
-        txlfile.write(path, hp, ts, proto)
+        txlfile.write(path, hp, ts, proto, check=False)
         with open(path, "rb") as f:
             return f.read()
     return make

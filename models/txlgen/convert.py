@@ -41,10 +41,11 @@ import sys
 
 import numpy as np
 
-from . import checkpoint, txlfile
+from . import checkpoint, loadable, txlfile
 from . import vocab as vocabulary
 from .errors import InputError, OneLineParser, describe
-from .hparams import HPARAM_NAMES, TxlConfig, as_bool, is_int, typed
+from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
+                      typed)
 
 REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
 FF_TENSORS = ("pos_ff.CoreNet.0.weight pos_ff.CoreNet.0.bias "
@@ -92,12 +93,24 @@ def check_config(raw, path):
                              "an integer")
         if ss > 0:
             raise ValueError("sample_softmax is not supported")
+        # far past what txlgen loads: refused before any arithmetic
+        for k in INT_HPARAMS:
+            if raw.get(k) is not None and abs(raw[k]) > 2 ** 31:
+                raise ValueError(f"{k} {describe(raw[k])} is out of range")
+        most = loadable.limits()["TXL_MAX_CLUSTERS"]
+        for k in ("cutoffs", "tie_projs"):
+            if len(raw.get(k, ())) > most:
+                raise ValueError(f"{k} has more than {most} entries")
         if raw.get("d_embed") in (None, -1):
             raw["d_embed"] = raw["d_model"]
         cfg = TxlConfig.from_dict(raw)
         cfg.check_supported()
     except ValueError as e:
         raise ConvertError(f"{path}: {e}")
+    try:
+        loadable.check_hparams(cfg.hparams())
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
     return cfg
 
 
@@ -293,19 +306,29 @@ def convert(cfg, state, tokenizer_proto, out_path, dtype="F32", wpath="",
                       extra=extra)
     except ValueError as e:                 # a tensor's values
         raise ConvertError(f"{wpath}: {e}")
+    except loadable.NotLoadable as e:      # (checked before: a backstop)
+        raise ConvertError(f"{wpath}: txlgen would refuse the model: {e}")
 
 
 def read_tokenizer(a, ck, n_token):
     """(SentencePiece proto, metadata) from --tokenizer, --vocab or the
-    vocabulary an HF directory brings."""
+    vocabulary an HF directory brings, as txlgen's loader takes it."""
+    path = a.tokenizer or a.vocab
+    if path is None and os.path.isdir(a.weights):
+        path = next((os.path.join(a.weights, n) for n in ("vocab.pkl",
+                                                          "vocab.bin")
+                     if os.path.exists(os.path.join(a.weights, n))), None)
+    proto, meta = find_tokenizer(a, path, n_token)
+    try:
+        loadable.tokenizer(meta, n_token, proto)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
+    return proto, meta
+
+
+def find_tokenizer(a, path, n_token):
     if a.tokenizer:
         return check_tokenizer(a.tokenizer, n_token), {}
-    path = a.vocab
-    if path is None and os.path.isdir(a.weights):
-        for name in ("vocab.pkl", "vocab.bin"):
-            if os.path.exists(os.path.join(a.weights, name)):
-                path = os.path.join(a.weights, name)
-                break
     if path is None:
         raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
                            "(cache.pt, vocab.pkl, a symbol list) or "

@@ -180,6 +180,8 @@ class TxlConfig:
             raise ValueError(f"attn_type {self.attn_type} runs without "
                              "memory, and same_length without memory masks "
                              "every key")
+        if self.same_length and self.mem_len == 0:
+            raise ValueError("same_length with mem_len 0 masks every key")
 
 
 def cluster_bounds(cutoff_ends):

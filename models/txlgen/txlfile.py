@@ -36,13 +36,13 @@ import struct
 
 import numpy as np
 
+from . import loadable
 from .errors import InputError, OneLineParser, describe
 from .hparams import is_int
 
 FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 ALIGN = 64
-MAX_HEADER = 16 << 20   # the loader's limit (lib/txl-file.c)
 
 DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
 QK = 32                 # values per Q8_0 and Q4_0 block
@@ -245,15 +245,20 @@ def meta_value(v):
     return str(v)
 
 
-def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
+def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
+          check=True):
     """Write a model file.
 
     hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
     torch tensor (float); tokenizer_proto: bytes of a SentencePiece model;
     dtype: storage type of the weight matrices (DTYPES; stored_dtype()
     says which tensors); extra: more metadata strings (e.g. description).
-    Written to a temporary file, then renamed, so that a reader never sees
-    half a file.
+    With check (the default), a file txlgen would not load is refused
+    with loadable.NotLoadable before anything is written (the tests make
+    broken files with check=False), and so is a weight that is NaN or
+    infinite, or that its storage type cannot hold (ValueError naming the
+    tensor).  Written to a temporary file, then renamed, so that a reader
+    never sees half a file.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
@@ -264,12 +269,24 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
     meta.update({k: meta_value(v) for k, v in hparams.items()})
     meta.update({k: str(v) for k, v in (extra or {}).items()})
 
-    blobs = []
+    specs = {}
     for name, t in tensors.items():
+        if name in ("__metadata__", "tokenizer.model") or \
+                name.startswith("__pad__."):
+            raise ValueError(f"tensor name {name!r} is the file's own")
         shape = list(np.shape(t) if not hasattr(t, "shape")
                      else tuple(t.shape))
-        dt = stored_dtype(name, shape, dtype)
+        specs[name] = (stored_dtype(name, shape, dtype), shape)
+    specs["tokenizer.model"] = ("U8", [len(tokenizer_proto)])
+    if check:
+        loadable.check(meta, specs, tokenizer_proto)
+
+    blobs = []
+    for name, t in tensors.items():
+        dt, shape = specs[name]
         try:
+            if check:
+                _check_values(t, dt)
             blobs.append((name, dt, shape, _to_bytes(t, dt)))
         except ValueError as e:
             raise ValueError(f"tensor {name!r}: {e}")
@@ -292,6 +309,11 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
 
     hjson = json.dumps(header, separators=(",", ":")).encode()
     hjson += b" " * (-(8 + len(hjson)) % ALIGN)
+    if check:
+        why = _check_header(header, pos)
+        if why or len(hjson) > loadable.limits()["TXL_MAX_HEADER"]:
+            raise loadable.NotLoadable(why or f"a header of {len(hjson):,} "
+                                       "bytes, more than txlgen reads")
 
     d = os.path.dirname(os.path.abspath(path))
     try:
@@ -311,6 +333,32 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None):
         if isinstance(e, OSError):
             raise ModelFileError(f"{path}: {e.strerror or e}")
         raise
+
+
+def _no_duplicates(pairs):
+    """A JSON object whose keys are all different (a key given twice
+    would mean one thing to txlgen and another to a reader that keeps the
+    last)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup[:100]!r}")
+    return d
+
+
+def _check_values(t, dt):
+    """ValueError if a weight is NaN or infinite, or becomes infinite in
+    dt (F16 holds up to 65504; Q8_0 and Q4_0 check their scales)."""
+    a = as_float32(t)
+    if not np.isfinite(a).all():
+        raise ValueError("a weight is NaN or infinite")
+    # the magnitudes that round to infinity in dt (F16's largest: 65504)
+    inf = {"F16": 65520.0,
+           "BF16": float(np.uint32(0x7F7F8000).view(np.float32))}.get(dt)
+    if inf is not None and a.size and np.abs(a).max() >= inf:
+        raise ValueError(f"a weight of {np.abs(a).max():.6g} is too large "
+                         f"for {dt}")
 
 
 def _check_header(header, data_len):
@@ -334,8 +382,10 @@ def _check_header(header, data_len):
                            info.get("data_offsets"))
         if not isinstance(dt, str) or dt not in _FILE_DTYPES:
             return f"{what} has dtype {describe(dt)}"
-        if not isinstance(shape, list) or len(shape) > 4 or \
-                not all(is_int(d) and 0 <= d < 1 << 31 for d in shape):
+        if not isinstance(shape, list) or \
+                len(shape) > loadable.limits()["TXL_MAX_DIMS"] or \
+                not all(is_int(d) and 0 <= d < 1 << 31 for d in shape) or \
+                math.prod(shape) * 16 >= 1 << 64:
             return f"{what} has shape {describe(shape)}"
         if not isinstance(offs, list) or len(offs) != 2 or \
                 not all(is_int(o) for o in offs) or \
@@ -364,10 +414,10 @@ def _check_header(header, data_len):
     return None
 
 
-def read(path):
-    """Return (metadata dict, {name: numpy array}); float tensors as
-    float32, the tokenizer as bytes under "tokenizer.model".  A file that
-    is not a model file is a ModelFileError naming it."""
+def _parse(path):
+    """(header, file bytes, data start) of a model file whose container
+    is what txlgen's loader takes (lib/txl-file.c), else ModelFileError
+    naming it."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -379,10 +429,10 @@ def read(path):
     if len(blob) < 8:
         raise bad("shorter than 8 bytes")
     (n,) = struct.unpack("<Q", blob[:8])
-    if n > len(blob) - 8 or n > MAX_HEADER:
+    if n > len(blob) - 8 or n > loadable.limits()["TXL_MAX_HEADER"]:
         raise bad(f"a header of {n:,} bytes in a file of {len(blob):,}")
     try:
-        header = json.loads(blob[8:8 + n])
+        header = json.loads(blob[8:8 + n], object_pairs_hook=_no_duplicates)
     except RecursionError:
         raise bad("the header is nested too deeply")
     except ValueError as e:
@@ -390,8 +440,16 @@ def read(path):
     why = _check_header(header, len(blob) - 8 - n)
     if why:
         raise bad(why)
+    return header, blob, 8 + n
+
+
+def read(path):
+    """Return (metadata dict, {name: numpy array}); float tensors as
+    float32, the tokenizer as bytes under "tokenizer.model".  A file that
+    is not a model file is a ModelFileError naming it."""
+    header, blob, base = _parse(path)
     meta = header.pop("__metadata__", {})
-    base, out = 8 + n, {}
+    out = {}
     for name, info in header.items():
         if name.startswith("__pad__."):
             continue
@@ -403,6 +461,18 @@ def read(path):
         else:
             out[name] = _from_bytes(raw, dt, info["shape"])
     return meta, out
+
+
+def check_file(path):
+    """The hyperparameters of model file path if txlgen's loader takes it
+    (its checks, in Python: the container, the hyperparameters, every
+    tensor, the tokenizer); else ModelFileError (the container) or
+    loadable.NotLoadable (the model)."""
+    header, blob, base = _parse(path)
+    meta = header.pop("__metadata__", {})
+    specs = {k: (v["dtype"], v["shape"]) for k, v in header.items()}
+    b, e = header["tokenizer.model"]["data_offsets"]
+    return loadable.check(meta, specs, blob[base + b:base + e])
 
 
 def restore(src, dst, dtype, meta_updates=None):

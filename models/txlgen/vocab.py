@@ -44,6 +44,7 @@ import io
 import os
 import sys
 
+from . import loadable
 from .errors import InputError, OneLineParser, describe
 from .hparams import is_int
 
@@ -294,11 +295,17 @@ def to_spm(v):
                 if s in syms:
                     unk = syms.index(s)
                     break
+        cap = loadable.limits()["TXL_MAX_PIECE_BYTES"]
         for i, s in enumerate(syms):
             if SPACE in s or not s or any(c.isspace() for c in s):
-                raise VocabError(f"{v.source}: symbol {i} {s!r} holds a "
-                                 "space or U+2581, which SentencePiece "
+                raise VocabError(f"{v.source}: symbol {i} {s[:40]!r} holds "
+                                 "a space or U+2581, which SentencePiece "
                                  "uses for spaces")
+            # in running text a word is its bytes after a space
+            if 1 + len(s.encode()) > cap:
+                raise VocabError(f"{v.source}: symbol {i} {s[:20]!r}... is "
+                                 f"{len(s.encode())} bytes: txlgen takes "
+                                 f"words of at most {cap - 1}")
             if i == unk:
                 pieces.append((s, UNKNOWN))
             elif s == eos_sym:
