@@ -221,6 +221,34 @@ def safetensors_dir(name, header, data=b"", header_len=None):
                                         p, header, data, header_len)))
 
 
+def values_dir(name, value, f64=False):
+    """A Hugging Face directory of a model of d_model 32 (so that its
+    matrices may be Q8_0) whose first attention matrix holds value (as
+    F64 if f64, else F32), every other value zero."""
+    import numpy as np
+    from txlgen import loadable
+    hp = dict(n_token=320, n_layer=1, n_head=1, d_model=32, d_head=4,
+              d_inner=32, d_embed=32, div_val=1, cutoffs=[],
+              tie_projs=[False], tie_weight=True, untie_r=False,
+              attn_type=0, tgt_len=4, mem_len=4, max_klen=8)
+    big = "layers.0.dec_attn.qkv_net.weight"
+    header, data = {}, b""
+    for k, (shape, _) in loadable.tensors(hp).items():
+        a = np.zeros(shape, np.float64 if f64 and k == big else np.float32)
+        if k == big:
+            a.flat[0] = value
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[k] = {"dtype": "F64" if a.dtype == np.float64 else "F32",
+                     "shape": list(shape),
+                     "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    cfg = dict({k: v for k, v in hp.items() if k not in ("n_token",
+                                                         "max_klen")},
+               vocab_size=320)
+    return hf_dir(name, cfg, ("model.safetensors", lambda p:
+                              forge.safetensors(p, header, data)))
+
+
 def deep_json(depth):
     return '{"vocab_size": 320, "x": ' + "[" * depth + "]" * depth + "}"
 
@@ -301,6 +329,17 @@ CASES = {
         lambda: state_args(zipped("z3.pt", one_tensor([3], [1], 1),
                                   {"0": bytes(4)})), None,
         "larger than its storage"),
+    # values no storage type holds, with numpy's warnings on (one line)
+    "a weight of 1e300 in an F64 tensor": (
+        lambda: ["--weights", values_dir("f64", 1e300, f64=True),
+                 "--tokenizer", TOKENIZER], None, "NaN or infinite"),
+    "a weight of 1e38 stored as Q8_0": (
+        lambda: ["--weights", values_dir("q8", 1e38), "--tokenizer",
+                 TOKENIZER, "--dtype", "Q8_0"], None,
+        "too large for an F16 scale"),
+    "a weight of 1e5 stored as F16": (
+        lambda: ["--weights", values_dir("f16", 1e5), "--tokenizer",
+                 TOKENIZER, "--dtype", "F16"], None, "too large for F16"),
     # the same kinds, elsewhere
     "safetensors: two tensors on the same bytes": (
         lambda: ["--weights", safetensors_dir("stoverlap", {

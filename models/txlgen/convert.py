@@ -361,6 +361,9 @@ def main(argv=None):
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
     a = ap.parse_args(argv)
+    # numpy's floating-point warnings would be lines of their own; values
+    # are checked where they matter (txlfile._check_values, the scales)
+    np.seterr(all="ignore")
     if a.tokenizer and a.dataset:
         ap.error("--dataset goes with --vocab")
     if not a.tokenizer and not a.vocab and not os.path.isdir(a.weights):

@@ -511,6 +511,7 @@ def main(argv=None):
     ap.add_argument("input")
     ap.add_argument("output")
     a = ap.parse_args(argv)
+    np.seterr(all="ignore")            # (as convert.py: one line per error)
     updates = {}
     for kv in a.set:
         k, eq, v = kv.partition("=")
