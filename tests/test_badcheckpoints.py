@@ -397,7 +397,29 @@ CASES = {
     "BYTEARRAY8 of 2^62 bytes in data.pkl": (
         lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
                                   struct.pack("<Q", 1 << 62) + b"x.", {})),
-        None, "bytearray8"),
+        None, "BYTEARRAY8"),
+    "a zip end record that spans disks": (
+        lambda: state_args(raw_file("disks.pt", b"\x80\x02N" + struct.pack(
+            "<4sLQL", b"PK\x06\x07", 0, 0, 2) + struct.pack(
+            "<4s4H2LH", b"PK\x05\x06", 0, 0, 0, 0, 0, 0, 0))), None,
+        "bad torch zip archive"),
+    "--weights a FIFO": (
+        lambda: state_args(fifo("w.fifo")), None, "not a regular file"),
+    "--config a FIFO": (
+        lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
+                                     {"0": bytes(16)}), "--config",
+                 fifo("c.fifo"), "--tokenizer", TOKENIZER], "c.fifo",
+        "not a regular file .a FIFO"),
+    "--tokenizer a directory": (
+        lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
+                                     {"0": bytes(16)}), "--config",
+                 write_json("cfg.json", CONFIG), "--tokenizer", TMP],
+        "--tokenizer", "not a regular file .a directory"),
+    "--vocab a device": (
+        lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
+                                     {"0": bytes(16)}), "--config",
+                 write_json("cfg.json", CONFIG), "--vocab", "/dev/zero"],
+        "/dev/zero", "not a regular file .a device"),
     "a negative storage size": (
         lambda: state_args(legacy("neg.pt", one_tensor([4], [1], -4),
                                   {"0": (4, bytes(16))})), None,
@@ -411,6 +433,19 @@ CASES = {
                  write_json("cfg.json", CONFIG), "--vocab", vocab_pkl()],
         "vocab.pkl", "idx2sym"),
 }
+
+
+def raw_file(name, data):
+    with open(path(name), "wb") as f:
+        f.write(data)
+    return path(name)
+
+
+def fifo(name):
+    """A FIFO with no writer: opening it to read waits for one."""
+    if not os.path.exists(path(name)):
+        os.mkfifo(path(name))
+    return path(name)
 
 
 def bomb():
@@ -463,7 +498,9 @@ class TestConvertRefuses(unittest.TestCase):
                 if os.path.exists(out):
                     os.unlink(out)
                 status, stdout, lines, rss = run(CONVERT, *args, "-o", out)
-                named = named or args[args.index("--weights") + 1]
+                named = args[args.index(named) + 1] if named in (
+                    "--tokenizer",) else \
+                    named or args[args.index("--weights") + 1]
                 self.assertEqual(status, 1, lines)
                 self.assertEqual(stdout, "")
                 self.assertEqual(len(lines), 1, lines)

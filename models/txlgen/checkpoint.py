@@ -42,9 +42,11 @@ naming the file.  Standard library and numpy only: no PyTorch.
 
 import collections
 import collections.abc
+import contextlib
 import io
 import json
 import math
+import mmap
 import os
 import pickle
 import pickletools
@@ -54,7 +56,7 @@ import zlib
 
 import numpy as np
 
-from .errors import InputError, describe
+from .errors import InputError, describe, open_input
 from .hparams import as_bool, is_int
 
 
@@ -73,7 +75,7 @@ MAX_JSON = 1 << 20
 def read_json(path, what="JSON"):
     """A JSON object from a file of at most MAX_JSON bytes."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             raw = f.read(MAX_JSON + 1)
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
@@ -333,15 +335,70 @@ _FUNCTIONS = {
 }
 
 
+# How each opcode's argument is laid out, by opcode byte: its bytes
+# (>= 0), up to a newline (-1; GLOBAL and INST: two lines, _PAIR), or
+# counted by the 1, 4 (signed), 4 or 8 bytes before it (-2 .. -5, as
+# pickletools numbers them); None for an opcode refused or unknown:
+# protocol 5's out-of-band buffers are in no checkpoint, and an absurd
+# BYTEARRAY8 length makes CPython 3.11's unpickler print a SystemError
+# of its own (PyByteArray_FromStringAndSize frees an object it has not
+# set up).
+_PAIR, _STOP = -6, -7
+_ARGS = [None] * 256
+for _op in pickletools.opcodes:
+    if _op.name not in ("BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"):
+        _ARGS[ord(_op.code)] = (
+            _STOP if _op.name == "STOP" else
+            _PAIR if _op.name in ("GLOBAL", "INST") else
+            _op.arg.n if _op.arg else 0)
+_COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
+
+
+def _check_opcodes(buf, pos, what):
+    """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
+    the file) before the unpickler runs: every opcode known and not
+    refused, every argument inside the file.  Skips the arguments without
+    decoding them (under a microsecond an opcode)."""
+    end, args, find = len(buf), _ARGS, buf.find
+    while pos < end:
+        n = args[buf[pos]]
+        pos += 1
+        if n is None:
+            code = buf[pos - 1]
+            name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
+                    0x98: "READONLY_BUFFER"}.get(
+                        code, f"unknown opcode 0x{code:02x}")
+            raise CheckpointError(f"{what}: not a readable pickle ({name} "
+                                  f"at byte {pos - 1})")
+        if n >= 0:
+            pos += n
+        elif n == _STOP:
+            return
+        elif n == -1 or n == _PAIR:
+            pos = find(b"\n", pos) + 1
+            if pos and n == _PAIR:
+                pos = find(b"\n", pos) + 1
+            if not pos:
+                break
+        else:
+            k, signed = _COUNTS[n]
+            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
+            if count < 0:
+                break
+            pos += k + count
+    raise CheckpointError(f"{what}: not a readable pickle (truncated)")
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """Resolves only the names above; refuses every other global.  The
     storages it meets are checked against archive (what the file holds:
     its size) and read with storage_loader(key, nbytes) where the data
     is elsewhere (the zip archive's entries)."""
 
-    def __init__(self, f, archive, storages=None, storage_loader=None):
+    def __init__(self, f, buf, archive, storages=None, storage_loader=None):
         super().__init__(f, encoding="latin1")
-        self.f, self.archive, self.what = f, archive, archive.path
+        self.f, self.buf = f, buf
+        self.archive, self.what = archive, archive.path
         self.storages = {} if storages is None else storages
         self.storage_loader = storage_loader
         self.standins = {}
@@ -404,23 +461,9 @@ class RestrictedUnpickler(pickle.Unpickler):
                                   "twice, differently")
         return st
 
-    def check_opcodes(self):
-        """Read the pickle's opcodes first (pickletools.genops: a second
-        of Python for the largest vocabulary pickles): every argument
-        must be in the file, and protocol 5's buffer opcodes, which no
-        checkpoint uses, are refused (an absurd BYTEARRAY8 length makes
-        CPython 3.11's unpickler print a SystemError of its own)."""
-        start = self.f.tell()
-        for op, _, _ in pickletools.genops(self.f):
-            if op.name in ("BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"):
-                raise CheckpointError(f"{self.what}: the pickle uses "
-                                      f"{op.name}, which no checkpoint "
-                                      "uses")
-        self.f.seek(start)
-
     def load(self):
         try:
-            self.check_opcodes()
+            _check_opcodes(self.buf, self.f.tell(), self.what)
             return super().load()
         except CheckpointError as e:
             if str(e).startswith(self.what):
@@ -476,7 +519,7 @@ def _load_zip(path, f, size):
                                       f"{nbytes}")
             return _zip_entry(z, info, path, size)
         data = _zip_entry(z, z.getinfo(pkl[0]), path, size)
-        return RestrictedUnpickler(io.BytesIO(data), archive,
+        return RestrictedUnpickler(io.BytesIO(data), data, archive,
                                    storage_loader=loader).load()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
             RuntimeError, ValueError, EOFError, zlib.error, struct.error,
@@ -488,20 +531,20 @@ def _load_zip(path, f, size):
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 
-def _load_legacy(path, f, size):
+def _load_legacy(path, f, buf, size):
     """torch.save before 1.6: pickled magic, version, sys_info, the object,
     the storage keys, then each storage as int64 count + raw data."""
     archive = _Archive(path, size)
-    if RestrictedUnpickler(f, archive).load() != _LEGACY_MAGIC:
+    if RestrictedUnpickler(f, buf, archive).load() != _LEGACY_MAGIC:
         raise CheckpointError(f"{path}: not a torch.save file")
-    if RestrictedUnpickler(f, archive).load() != 1001:
+    if RestrictedUnpickler(f, buf, archive).load() != 1001:
         raise CheckpointError(f"{path}: unknown torch.save version")
-    info = RestrictedUnpickler(f, archive).load()
+    info = RestrictedUnpickler(f, buf, archive).load()
     if isinstance(info, dict) and info.get("little_endian", True) is not True:
         raise CheckpointError(f"{path}: big-endian tensors not supported")
     storages = {}
-    obj = RestrictedUnpickler(f, archive, storages).load()
-    keys = RestrictedUnpickler(f, archive).load()
+    obj = RestrictedUnpickler(f, buf, archive, storages).load()
+    keys = RestrictedUnpickler(f, buf, archive).load()
     if not isinstance(keys, list) or \
             not all(isinstance(k, str) or is_int(k) for k in keys):
         raise CheckpointError(f"{path}: bad storage list")
@@ -531,15 +574,22 @@ def load_pickle_file(path):
     """The object a torch.save file (or a plain pickle) holds, rebuilt
     from the allow-list only.  Tensors come back as TensorRef."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             return load_pickle(f, path, os.fstat(f.fileno()).st_size)
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")
 
 
 def load_pickle(f, path, size):
-    """load_pickle_file() of the open file f (seekable, size bytes)."""
-    if zipfile.is_zipfile(f):
+    """load_pickle_file() of the open file f (seekable, size bytes; a
+    file on disk, or io.BytesIO)."""
+    try:
+        is_zip = zipfile.is_zipfile(f)
+    except (zipfile.BadZipFile, ValueError, EOFError, struct.error) as e:
+        # the end of the file looks like a zip archive's, but is not one
+        raise CheckpointError(f"{path}: bad torch zip archive "
+                              f"({type(e).__name__}: {str(e)[:200]})")
+    if is_zip:
         f.seek(0)
         return _load_zip(path, f, size)
     f.seek(0)
@@ -547,13 +597,19 @@ def load_pickle(f, path, size):
     f.seek(0)
     if start[:1] != b"\x80":
         raise CheckpointError(f"{path}: not a pickle or torch.save file")
-    # a legacy torch file starts with the pickled magic number; anything
-    # else is a plain pickle (HF's vocab.pkl)
-    obj = RestrictedUnpickler(f, _Archive(path, size)).load()
-    if obj == _LEGACY_MAGIC:
-        f.seek(0)
-        return _load_legacy(path, f, size)
-    return obj
+    # the pickles' opcodes are checked in the file's bytes, mapped
+    if isinstance(f, io.BytesIO):
+        buf = contextlib.nullcontext(f.getvalue())
+    else:
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with buf as buf:
+        # a legacy torch file starts with the pickled magic number;
+        # anything else is a plain pickle (HF's vocab.pkl)
+        obj = RestrictedUnpickler(f, buf, _Archive(path, size)).load()
+        if obj == _LEGACY_MAGIC:
+            f.seek(0)
+            return _load_legacy(path, f, buf, size)
+        return obj
 
 
 # ---------------------------------------------------------------------------
@@ -842,7 +898,7 @@ def read_safetensors(path):
     their shape and dtype and overlap no other) before any array is
     made."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             blob = f.read()
     except OSError as e:
         raise CheckpointError(f"{path}: {e.strerror or e}")

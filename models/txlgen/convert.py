@@ -43,7 +43,7 @@ import numpy as np
 
 from . import checkpoint, loadable, txlfile
 from . import vocab as vocabulary
-from .errors import InputError, OneLineParser, describe
+from .errors import InputError, OneLineParser, describe, open_input
 from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
                       typed)
 
@@ -281,7 +281,7 @@ def layer_tensors(cfg, st):
 
 def check_tokenizer(path, n_token):
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             proto = f.read()
     except OSError as e:
         raise ConvertError(f"{path}: {e.strerror}")

@@ -7,6 +7,8 @@ name and exit 1.  Any other exception is a bug.
 """
 
 import argparse
+import os
+import stat
 
 
 class InputError(Exception):
@@ -26,6 +28,27 @@ def describe(v):
     else:
         return f"a {type(v).__name__}"
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def open_input(path):
+    """path opened to read, if it is a regular file; else InputError
+    naming it.  Opened without waiting, and refused, where it is a FIFO (a
+    reader would wait for a writer forever), a device or a directory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC |
+                     os.O_NOCTTY)
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(mode) else
+                "a FIFO" if stat.S_ISFIFO(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "not a plain file")
+        raise InputError(f"{path}: not a regular file ({kind})")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -37,7 +37,7 @@ import struct
 import numpy as np
 
 from . import loadable
-from .errors import InputError, OneLineParser, describe
+from .errors import InputError, OneLineParser, describe, open_input
 from .hparams import is_int
 
 FORMAT = "txlgen-model"
@@ -419,7 +419,7 @@ def _parse(path):
     is what txlgen's loader takes (lib/txl-file.c), else ModelFileError
     naming it."""
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             blob = f.read()
     except OSError as e:
         raise ModelFileError(f"{path}: {e.strerror or e}")

@@ -45,7 +45,7 @@ import os
 import sys
 
 from . import loadable
-from .errors import InputError, OneLineParser, describe
+from .errors import InputError, OneLineParser, describe, open_input
 from .hparams import is_int
 
 SPACE = "\u2581"
@@ -106,7 +106,7 @@ def read_vocab(path, dataset=None):
         raise VocabError(f"unknown dataset {dataset!r} (one of "
                          f"{', '.join(DATASETS)})")
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(4)
     except OSError as e:
         raise VocabError(f"{path}: {e.strerror}")
@@ -114,7 +114,7 @@ def read_vocab(path, dataset=None):
         return vocab_of(checkpoint.load_pickle_file(path), path, dataset)
     # Vocab._build_from_file: the first field of each line
     try:
-        with open(path, encoding="utf-8") as f:
+        with io.TextIOWrapper(open_input(path), encoding="utf-8") as f:
             syms, seen = [], set()
             for n, line in enumerate(f, 1):
                 fields = line.strip().split()

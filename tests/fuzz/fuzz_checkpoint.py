@@ -466,8 +466,9 @@ def hostile_seeds(tmp):
         if "--config" in args:
             paths.append(args[args.index("--config") + 1])
         for p in paths:
-            with open(p, "rb") as f:
-                out.append((kind_of(p), f.read()))
+            if os.path.isfile(p):            # not the cases' FIFOs
+                with open(p, "rb") as f:
+                    out.append((kind_of(p), f.read()))
     return out
 
 
