@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Convert a Transformer-XL checkpoint to a txlgen model file: see
 `convert.py --help` and txlgen/convert.py.  Needs only Python's standard
-library and numpy (python3-numpy; python3-sentencepiece for --vocab and
---tokenizer), not PyTorch."""
+library, numpy and SentencePiece (python3-numpy, python3-sentencepiece),
+not PyTorch."""
 
 import sys
 

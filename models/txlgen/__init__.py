@@ -1,6 +1,8 @@
 """The Python side of txlgen, one package:
 
+  errors        InputError, the one error class of bad input
   hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
+  loadable      what txlgen's loader accepts (limits: lib/txl-limits.h)
   txlfile       the model file: reader, writer, storage types
   checkpoint    Transformer-XL checkpoints, read without running them
   vocab         the original code's vocabularies as SentencePiece models
@@ -11,10 +13,11 @@
   random_model  random-weight models for the tests
   original      the original code, run beside ours as an oracle
 
-hparams, txlfile, checkpoint, vocab and convert need only the standard
-library and numpy (vocab and convert also SentencePiece, for
-tokenizers): models/convert.py and models/txlfile.py run without
-PyTorch.  The rest import torch.
+errors, hparams, loadable, txlfile, checkpoint, vocab and convert need
+only the standard library, numpy and SentencePiece's Python module:
+models/convert.py and models/txlfile.py run without PyTorch.  The rest
+import torch.  loadable reads lib/'s headers, so the package runs from
+txlgen's source tree.
 
 Where it is found: the programs in models/ (convert.py, txlfile.py,
 vocab.py, train.py, sampling.py) are thin entry points beside this
