@@ -26,18 +26,21 @@ allocated for it: a storage's size against the bytes the file has for it
 (zip entries must be stored, not compressed, as torch.save writes them:
 a compressed one could inflate to anything), a tensor's size, stride and
 offset against its storage (no zero strides, nothing outside it, never
-more elements than it), and the tensors built from one file together
+more elements than it), and the tensors used from one file together
 against its storages (one storage read as many tensors: at most twice
 what the storages hold).  Tensors are built only when used
-(Checkpoint.state is a State).  Nested structures are walked to a fixed
-depth, and a module that contains itself is refused.
+(Checkpoint.state is a State).  A pickle's opcodes are walked before it
+is unpickled (every argument inside the file, none of protocol 5's
+buffers).  Nested structures are walked to a fixed depth, and a module
+that contains itself is refused.  Only regular files are read.
 
 read_checkpoint(path) -> Checkpoint(hparams, state, source): state maps
 the ORIGINAL code's state_dict names (txl_ref uses the same) to numpy
 arrays (BF16 widened to float32); hparams holds what the checkpoint says
 about itself, with the original names (n_token n_layer ... tie_weight
-tie_projs untie_r).  Every problem is a CheckpointError (an InputError)
-naming the file.  Standard library and numpy only: no PyTorch.
+tie_projs untie_r).  Every problem is an InputError (a CheckpointError
+but for files that cannot be opened) naming the file.  Standard library
+and numpy only: no PyTorch.
 """
 
 import collections
