@@ -12,9 +12,10 @@ Face directories), and run as a user runs the programs, with Debian's
 /usr/bin/python3, under a parent that reports the child's peak resident
 memory (getrusage): it must stay under MAX_RSS, where an unbounded
 converter took gigabytes (a 3 MB zip whose storage inflates to 3 GiB:
-6.5 GB; a 504-byte file with a 4-byte storage read as 5e8 floats through a
-zero stride: 2.2 GB).  A programming error the cases do not foresee still
-ends in one line (the catch-all, tested by making a function fail).
+6.5 GB; a 504-byte file with a 4-byte storage read as 5e8 floats through
+a zero stride: 2.2 GB; a 10-byte pickle whose memo index is 2^26: 1 GB).
+A programming error the cases do not foresee still ends in one line (the
+catch-all, tested by making a function fail).
 
 No torch: this runs where the converter runs.  Run:
 PYTHONPATH=models /usr/bin/python3 tests/test_badcheckpoints.py
@@ -394,6 +395,12 @@ CASES = {
     "a legacy storage key list nested 100,000 deep": (
         lambda: state_args(legacy_nested_keys("keys.pt", 100_000)), None,
         "storage list"),
+    "a memo index of 2^26 in data.pkl (LONG_BINPUT: 10 bytes, 1 GB)": (
+        lambda: state_args(zipped("memo.pt", b"\x80\x02Nr" + struct.pack(
+            "<I", 1 << 26) + b".", {})), None, "memo index 67108864"),
+    "a memo index of 10^9 in a pickle (PUT)": (
+        lambda: state_args(raw_file("put.pt", b"\x80\x02Np 1_000_000_000\n.")),
+        None, "memo index 1000000000"),
     "BYTEARRAY8 of 2^62 bytes in data.pkl": (
         lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
                                   struct.pack("<Q", 1 << 62) + b"x.", {})),

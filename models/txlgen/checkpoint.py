@@ -360,12 +360,28 @@ _COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
 def _check_opcodes(buf, pos, what):
     """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
     the file) before the unpickler runs: every opcode known and not
-    refused, every argument inside the file.  Skips the arguments without
-    decoding them (under a microsecond an opcode)."""
-    end, args, find = len(buf), _ARGS, buf.find
+    refused, every argument inside the file, and no memo index past the
+    pickle's bytes so far (CPython's unpickler makes its memo as long as
+    the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte pickle asks
+    for 16 GB).  Skips the arguments without decoding them (under a
+    microsecond an opcode)."""
+    start, end, args, find = pos, len(buf), _ARGS, buf.find
     while pos < end:
         n = args[buf[pos]]
         pos += 1
+        if n is not None and buf[pos - 1] in (0x72, 0x70):   # (LONG_)PUT
+            if buf[pos - 1] == 0x72:
+                index = int.from_bytes(buf[pos:pos + 4], "little")
+            else:                           # a decimal line, as int()
+                line = buf[pos:find(b"\n", pos)]
+                try:
+                    index = int(line) if len(line) < 4000 else end
+                except ValueError:
+                    index = 0                   # the unpickler refuses it
+            if index > pos - start:
+                raise CheckpointError(f"{what}: not a readable pickle "
+                                      f"(memo index {index} at byte "
+                                      f"{pos - 1})")
         if n is None:
             code = buf[pos - 1]
             name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",

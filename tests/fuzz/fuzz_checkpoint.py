@@ -29,11 +29,14 @@ numbers in it, or the stage it reached) is new joins the corpus: a crude
 guidance, without coverage.
 
 Any exception other than the converter's own InputError is a crash, as
-is an input that takes more than --slow seconds; a crash's input and
-traceback are written to --crashes.  Memory is limited (RLIMIT_AS, --max-mb
-beyond what the process has at the start), so that an allocation the file
-does not bound is a MemoryError, a crash where the converter does not
-catch it.  Everything is decided by --seed: a run is reproduced by the same
+is anything printed on stderr, an input that takes more than --slow CPU
+seconds, and an input after which the process has grown by more than
+256 MB (its peak resident memory) or that was refused for want of memory:
+the inputs are 256 KB at most, and what the readers build of a file is
+bounded by its size.  Memory is limited (RLIMIT_AS, --max-mb beyond what
+the process has at the start) so that a runaway allocation fails rather
+than takes the machine.  A crash's input and traceback are written to
+--crashes.  Everything is decided by --seed: a run is reproduced by the same
 seed and --runs.  Prints executions, seconds, CPU seconds, executions per
 second, corpus size and crashes; exit status 1 if anything crashed.
 """
@@ -104,6 +107,10 @@ JSON_KEYS = ["vocab_size", "n_token", "n_layer", "n_head", "d_model",
 # inputs are cut to this: mutations that repeat would grow them without
 # end, and a big input is slow without being more interesting
 MAX_INPUT = 256 << 10
+# peak resident memory (KiB) past which an input is a crash: set in main()
+# to what the process holds after the seeds, plus 256 MB (the inputs are
+# 256 KB at most; what the readers build of one is bounded by its size)
+GROWTH_KB = None
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +236,7 @@ def mutate_pickle(rng, data):
     end = ops[-1][1]
     k = rng.randrange(1, len(ops) - 1)         # not PROTO, not STOP
     s, e, op, arg = ops[k]
-    what = rng.randrange(7)
+    what = rng.randrange(8)
     if what == 0:
         new = b""
     elif what == 1:
@@ -249,6 +256,13 @@ def mutate_pickle(rng, data):
     elif what == 5:
         mod, name = rng.choice(GLOBALS)
         new = f"c{mod}\n{name}\n".encode() + data[s:e]
+    elif what == 6 and op.name in ("PUT", "BINPUT", "LONG_BINPUT", "GET",
+                                   "BINGET", "LONG_BINGET", "FRAME"):
+        # the memo index or frame length, any size
+        v = rng.choice(INTERESTING) % (1 << 32)
+        new = (b"r" if "PUT" in op.name else b"j") + struct.pack("<I", v) \
+            if op.name != "FRAME" else \
+            b"\x95" + struct.pack("<Q", rng.choice(INTERESTING) % (1 << 64))
     else:
         v = rng.choice([rng.choice(INTERESTING), rng.choice(NAMES), None,
                         True, [], {}, (), 1.5, float("nan")])
@@ -419,6 +433,8 @@ def outcome(kind, data, slow):
         stage = TARGETS[kind](data)
         res = ("ok", stage)
     except InputError as e:
+        if "MemoryError" in str(e):    # an allocation the file did not bound
+            return ("crash", f"refused for want of memory: {e}")
         # the message without what the input chose: names, numbers
         res = ("error", re.sub(r"'[^']*'|\"[^\"]*\"|[0-9]+", "_",
                                str(e))[:120])
@@ -432,6 +448,9 @@ def outcome(kind, data, slow):
         return ("crash", f"printed to stderr: {printed}")
     if time.process_time() - t > slow:
         return ("crash", f"slow: {time.process_time() - t:.1f} s of CPU")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if rss > GROWTH_KB:
+        return ("crash", f"the process grew to {rss >> 10} MB")
     return res
 
 
@@ -502,9 +521,13 @@ def main(argv=None):
     rng = random.Random(a.seed)
     seen = set()
     by_kind = {}
+    global GROWTH_KB
+    GROWTH_KB = 1 << 40
     for kind, data in corpus:
         by_kind.setdefault(kind, []).append(data)
         seen.add((kind,) + outcome(kind, data, a.slow)[:2])
+    GROWTH_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + \
+        (256 << 10)
     runs = crashes = 0
     t0, c0 = time.monotonic(), time.process_time()
     while (a.runs is None or runs < a.runs) and \
