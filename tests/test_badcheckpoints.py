@@ -427,6 +427,10 @@ CASES = {
                                      {"0": bytes(16)}), "--config",
                  write_json("cfg.json", CONFIG), "--vocab", "/dev/zero"],
         "/dev/zero", "not a regular file .a device"),
+    "a legacy storage key of 5,000 digits": (
+        lambda: state_args(legacy("bigkey.pt", one_tensor([4], [1], 4),
+                                  {"0": (4, bytes(16))}, keys=[10 ** 5000])),
+        None, "bad storage list"),
     "a negative storage size": (
         lambda: state_args(legacy("neg.pt", one_tensor([4], [1], -4),
                                   {"0": (4, bytes(16))})), None,

@@ -260,6 +260,12 @@ class TensorRef(_Inert):
         return a
 
 
+def _small_int(v):
+    """An int a storage key may be (str() refuses those of 4,300 digits
+    and more)."""
+    return is_int(v) and abs(v) < 1 << 63
+
+
 def _ints(v, what):
     if not isinstance(v, (tuple, list)) or not all(is_int(x) for x in v):
         raise CheckpointError(f"tensor {what} {describe(v)} is not a list "
@@ -454,7 +460,7 @@ class RestrictedUnpickler(pickle.Unpickler):
                 or not isinstance(pid[1], _StorageType):
             raise CheckpointError(f"{self.what}: unknown persistent id")
         key, numel = pid[2], pid[4]
-        if not isinstance(key, str) and not is_int(key):
+        if not isinstance(key, str) and not _small_int(key):
             raise CheckpointError(f"{self.what}: storage key "
                                   f"{describe(key)}")
         key = str(key)
@@ -565,7 +571,7 @@ def _load_legacy(path, f, buf, size):
     obj = RestrictedUnpickler(f, buf, archive, storages).load()
     keys = RestrictedUnpickler(f, buf, archive).load()
     if not isinstance(keys, list) or \
-            not all(isinstance(k, str) or is_int(k) for k in keys):
+            not all(isinstance(k, str) or _small_int(k) for k in keys):
         raise CheckpointError(f"{path}: bad storage list")
     for key in keys:
         st = storages.get(str(key))
