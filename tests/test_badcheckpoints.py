@@ -351,6 +351,17 @@ CASES = {
         lambda: ["--weights", safetensors_dir("stlong", b"{}", b"",
                                               1 << 40)],
         "model.safetensors", "longer than the file"),
+    "safetensors: a shape of 33 dimensions": (
+        lambda: ["--weights", safetensors_dir("st33", {"w": {
+            "dtype": "F32", "shape": [1] * 33, "data_offsets": [0, 4]}},
+            bytes(4))], "model.safetensors", "shape"),
+    "safetensors: a shape [0, 2^64]": (
+        lambda: ["--weights", safetensors_dir("st64", {"w": {
+            "dtype": "F32", "shape": [0, 2 ** 64], "data_offsets": [0, 0]}})],
+        "model.safetensors", "shape"),
+    "torch zip: a tensor of 33 dimensions": (
+        lambda: state_args(zipped("z33.pt", one_tensor([1] * 33, [1] * 33, 1),
+                                  {"0": bytes(4)})), None, "33 dimensions"),
     "safetensors: a dtype that is a list": (
         lambda: ["--weights", safetensors_dir("stdt", {"w": {
             "dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}},

@@ -70,6 +70,9 @@ class CheckpointError(InputError):
 # Containers walked from the top of a file (a state_dict inside a
 # checkpoint dict) and modules inside modules: deeper is not a checkpoint.
 MAX_DEPTH = 32
+# Dimensions of a tensor: a checkpoint's have at most 4 (numpy takes 32;
+# a dimension must fit its index type).
+MAX_DIMS, MAX_DIM = 8, 1 << 62
 # config.json, vocab pickles, data.pkl: kilobytes to megabytes in real
 # files; JSON and pickles take many times their size in memory.
 MAX_JSON = 1 << 20
@@ -284,8 +287,14 @@ def _rebuild_tensor(storage, offset, size, stride, *_):
     if len(size) != len(stride):
         raise CheckpointError(f"tensor of {len(size)} dimensions with "
                               f"{len(stride)} strides")
+    if len(size) > MAX_DIMS:
+        raise CheckpointError(f"tensor of {len(size)} dimensions (at most "
+                              f"{MAX_DIMS})")
     if any(n < 0 for n in size) or any(s < 0 for s in stride):
         raise CheckpointError("tensor with a negative size or stride")
+    if any(n >= MAX_DIM for n in size) or any(s >= MAX_DIM for s in stride):
+        raise CheckpointError("tensor with a size or stride of 2^62 or "
+                              "more")
     if any(s == 0 and n > 1 for n, s in zip(size, stride)):
         raise CheckpointError(f"tensor of size {list(size)} has a zero "
                               "stride (one value read many times)")
@@ -958,8 +967,8 @@ def parse_safetensors(blob, path):
                            info.get("data_offsets"))
         if not isinstance(dt, str) or dt not in _SAFETENSORS_DTYPES:
             raise bad(f"tensor {name[:100]!r}: dtype {describe(dt)}")
-        if not isinstance(shape, list) or \
-                not all(is_int(d) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or \
+                not all(is_int(d) and 0 <= d < MAX_DIM for d in shape):
             raise bad(f"tensor {name[:100]!r}: shape {describe(shape)}")
         if not isinstance(offs, list) or len(offs) != 2 or \
                 not all(is_int(o) for o in offs) or \
