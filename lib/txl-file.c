@@ -29,10 +29,7 @@
 #include "txl-hash.h"
 #include "txl-log.h"
 #include "txl-types.h"
-
-/* A header larger than this is hostile, not a model: real ones hold a few
- * hundred entries (kilobytes), and cJSON needs ~14 bytes per header byte. */
-#define MAX_HEADER (16u << 20)
+#include "txl-limits.h"
 
 /* A JSON number that is an exact non-negative integer below 2^53. */
 static bool
@@ -443,7 +440,7 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 			      "model file)", path);
 		goto fail;
 	}
-	if (hlen > f->size - 8 || hlen > MAX_HEADER) {
+	if (hlen > f->size - 8 || hlen > TXL_MAX_HEADER) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
 			      "fit a file of %zu bytes (not a model file, or "
 			      "truncated)", path, (unsigned long long)hlen,

@@ -20,14 +20,16 @@
 #include "txl-repack.h"
 #include "txl-tokenizer.h"
 #include "txl-types.h"
+#include "txl-limits.h"
 
 #define FORMAT_NAME "txlgen-model"
 #define FORMAT_VERSION 1
 
-/* Limits that keep every size computation far from overflow. */
-#define MAX_DIM (1 << 20)
-#define MAX_TOKENS (1 << 24)
-#define MAX_LAYERS 1024
+/* Limits that keep every size computation far from overflow
+ * (txl-limits.h: the converter reads them too). */
+#define MAX_DIM TXL_MAX_DIM
+#define MAX_TOKENS TXL_MAX_TOKENS
+#define MAX_LAYERS TXL_MAX_LAYERS
 #define MAX_SEG_LEN TXL_SEG_LEN_MAX	/* as txl_session_new allows */
 
 static bool
@@ -194,7 +196,7 @@ read_attention(const struct txl_file *f, struct txl_hparams *hp)
 	hp->max_klen = 0;
 	if (hp->attn_type == TXL_ATTN_REL_LEARNED ||
 	    hp->attn_type == TXL_ATTN_ABS_LEARNED) {
-		if ((st = meta_int(f, "max_klen", 1, MAX_SEG_LEN * 32,
+		if ((st = meta_int(f, "max_klen", 1, TXL_MAX_KLEN,
 				   &hp->max_klen)))
 			return st;
 		if ((double)hp->n_layer * hp->max_klen * hp->n_head *
@@ -235,7 +237,7 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 
 	if ((st = meta_int(f, "n_token", 1, MAX_TOKENS, &hp->n_token)) ||
 	    (st = meta_int(f, "n_layer", 1, MAX_LAYERS, &hp->n_layer)) ||
-	    (st = meta_int(f, "n_head", 1, 4096, &hp->n_head)) ||
+	    (st = meta_int(f, "n_head", 1, TXL_MAX_HEADS, &hp->n_head)) ||
 	    (st = meta_int(f, "d_model", 1, MAX_DIM, &hp->d_model)) ||
 	    (st = meta_int(f, "d_head", 1, MAX_DIM, &hp->d_head)) ||
 	    (st = meta_int(f, "d_inner", 1, MAX_DIM, &hp->d_inner)) ||

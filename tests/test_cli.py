@@ -5,7 +5,7 @@ Drives the real binary: $TXLGEN (default build/cmd/txlgen) with the model
 $TXLGEN_TEST_MODEL; without that variable a small random-weight model is
 built with tests/make_random_model.py.  The REPL is driven through a
 pseudo-terminal (pty) as a person would, and as a script through a pipe.
-Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
+Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
 import ctypes
@@ -695,8 +695,7 @@ class Scoring(unittest.TestCase):
             import sentencepiece as spm
         except ImportError:
             self.skipTest("python3-sentencepiece missing")
-        sys.path.insert(0, os.path.join(ROOT, "models"))
-        import txlfile
+        from txlgen import txlfile
         proto = txlfile.read(MODEL)[1]["tokenizer.model"]
         sp = spm.SentencePieceProcessor()
         sp.LoadFromSerializedProto(bytes(proto))

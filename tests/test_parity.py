@@ -34,7 +34,8 @@ and in generation, where an adaptive softmax is sampled cluster by
 cluster.
 
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
-Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
+Run:  PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
+      tests/test_parity.py -v
 Set TXL_PARITY_REPORT=1 to print the max difference of every case.
 """
 
@@ -48,10 +49,7 @@ import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import txlfile                                       # noqa: E402
+from txlgen import random_model as mrm, txlfile
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
