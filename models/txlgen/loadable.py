@@ -21,8 +21,14 @@ import re
 
 from .errors import InputError
 
-LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "lib")
+# lib/ of the source tree (models/txlgen/ is two folders below it), or the
+# copy of the headers that meson installs beside the installed package
+# (libexecdir/txlgen/{txlgen,lib}: models/meson.build)
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = next((d for d in (os.path.join(_PACKAGE_PARENT, "lib"),
+                        os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
+            if os.path.isfile(os.path.join(d, "txl-limits.h"))),
+           os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
 INT32_MAX, INT_MIN = (1 << 31) - 1, -(1 << 31)
 
 
