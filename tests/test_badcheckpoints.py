@@ -359,6 +359,14 @@ CASES = {
         lambda: ["--weights", safetensors_dir("st64", {"w": {
             "dtype": "F32", "shape": [0, 2 ** 64], "data_offsets": [0, 0]}})],
         "model.safetensors", "shape"),
+    "safetensors: a shape [0, 2^61] (the fuzzer's)": (
+        lambda: ["--weights", safetensors_dir("st61", {"w": {
+            "dtype": "F32", "shape": [0, 2 ** 61], "data_offsets": [0, 0]}})],
+        "model.safetensors", "shape"),
+    "torch zip: a tensor of size [0, 2^61]": (
+        lambda: state_args(zipped("z61.pt", one_tensor([0, 2 ** 61], [1, 1],
+                                                       1), {"0": bytes(4)})),
+        None, "too large for any file"),
     "torch zip: a tensor of 33 dimensions": (
         lambda: state_args(zipped("z33.pt", one_tensor([1] * 33, [1] * 33, 1),
                                   {"0": bytes(4)})), None, "33 dimensions"),
