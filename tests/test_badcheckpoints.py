@@ -420,6 +420,10 @@ CASES = {
     "a memo index of 10^9 in a pickle (PUT)": (
         lambda: state_args(raw_file("put.pt", b"\x80\x02Np 1_000_000_000\n.")),
         None, "memo index 1000000000"),
+    "a memo index of 10^7 before a NUL (PUT; the fuzzer's)": (
+        lambda: state_args(raw_file("putnul.pt", b"\x80\x02Np 1_000_000_0"
+                                    b"\x00\x7f\xff0\n.")),
+        None, "memo index 10000000"),
     "BYTEARRAY8 of 2^62 bytes in data.pkl": (
         lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
                                   struct.pack("<Q", 1 << 62) + b"x.", {})),

@@ -393,8 +393,10 @@ def _check_opcodes(buf, pos, what):
         if n is not None and buf[pos - 1] in (0x72, 0x70):   # (LONG_)PUT
             if buf[pos - 1] == 0x72:
                 index = int.from_bytes(buf[pos:pos + 4], "little")
-            else:                           # a decimal line, as int()
-                line = buf[pos:find(b"\n", pos)]
+            else:
+                # a decimal line, read as the unpickler reads it: up to a
+                # NUL (PyLong_FromString), with spaces and underscores
+                line = buf[pos:find(b"\n", pos)].split(b"\0")[0]
                 try:
                     index = int(line) if len(line) < 4000 else end
                 except ValueError:
