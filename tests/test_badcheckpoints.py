@@ -424,6 +424,10 @@ CASES = {
         lambda: state_args(raw_file("putnul.pt", b"\x80\x02Np 1_000_000_0"
                                     b"\x00\x7f\xff0\n.")),
         None, "memo index 10000000"),
+    "a legacy file framed as 2^40 bytes": (
+        lambda: state_args(raw_file("frame.pt", b"\x80\x04\x95" +
+                                    struct.pack("<Q", 1 << 40) + b"N.")),
+        None, "truncated"),
     "BYTEARRAY8 of 2^62 bytes in data.pkl": (
         lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
                                   struct.pack("<Q", 1 << 62) + b"x.", {})),

@@ -381,17 +381,28 @@ _COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
 def _check_opcodes(buf, pos, what):
     """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
     the file) before the unpickler runs: every opcode known and not
-    refused, every argument inside the file, and no memo index past the
-    pickle's bytes so far (CPython's unpickler makes its memo as long as
-    the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte pickle asks
-    for 16 GB).  Skips the arguments without decoding them (under a
-    microsecond an opcode)."""
+    refused, every argument and frame inside the file, and no memo index
+    past the pickle's bytes so far (CPython's unpickler makes its memo as
+    long as the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte
+    pickle asks for 16 GB).  Skips the arguments without decoding them
+    (under a microsecond an opcode)."""
     start, end, args, find = pos, len(buf), _ARGS, buf.find
     while pos < end:
-        n = args[buf[pos]]
+        code = buf[pos]
+        n = args[code]
         pos += 1
-        if n is not None and buf[pos - 1] in (0x72, 0x70):   # (LONG_)PUT
-            if buf[pos - 1] == 0x72:
+        if n is None:
+            name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
+                    0x98: "READONLY_BUFFER"}.get(
+                        code, f"unknown opcode 0x{code:02x}")
+            raise CheckpointError(f"{what}: not a readable pickle ({name} "
+                                  f"at byte {pos - 1})")
+        if code in (0x70, 0x72, 0x95):        # PUT, LONG_BINPUT, FRAME
+            if code == 0x95:
+                if int.from_bytes(buf[pos:pos + 8], "little") > \
+                        end - pos - 8:
+                    break                       # longer than the file
+            elif code == 0x72:
                 index = int.from_bytes(buf[pos:pos + 4], "little")
             else:
                 # a decimal line, read as the unpickler reads it: up to a
@@ -401,17 +412,10 @@ def _check_opcodes(buf, pos, what):
                     index = int(line) if len(line) < 4000 else end
                 except ValueError:
                     index = 0                   # the unpickler refuses it
-            if index > pos - start:
+            if code != 0x95 and index > pos - start:
                 raise CheckpointError(f"{what}: not a readable pickle "
                                       f"(memo index {index} at byte "
                                       f"{pos - 1})")
-        if n is None:
-            code = buf[pos - 1]
-            name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
-                    0x98: "READONLY_BUFFER"}.get(
-                        code, f"unknown opcode 0x{code:02x}")
-            raise CheckpointError(f"{what}: not a readable pickle ({name} "
-                                  f"at byte {pos - 1})")
         if n >= 0:
             pos += n
         elif n == _STOP:
