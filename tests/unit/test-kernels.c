@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "test.h"
 #include "txl-kernels.h"
@@ -1446,6 +1447,17 @@ mask_task(void *p, int ith, int nth)
 		pthread_sigmask(SIG_SETMASK, NULL, &m->set[ith]);
 		atomic_fetch_or(&m->seen, 1 << ith);
 	}
+	/* Keep the task open a while (up to 1 ms): on a busy machine a
+	 * worker that is not scheduled in time finds it closed. */
+	if (ith == 0) {
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while (atomic_load(&m->seen) != (1 << nth) - 1 &&
+		       (t.tv_sec - t0.tv_sec) * 1000000000L +
+		       (t.tv_nsec - t0.tv_nsec) < 1000000L);
+	}
 }
 
 /* The workers block the application's signals (a handler run there
@@ -1466,7 +1478,7 @@ test_pool_signals(void)
 	CHECK(sigismember(&before, SIGTERM) == sigismember(&after, SIGTERM));
 	/* the workers take a task each in turn until all have run one */
 	atomic_init(&m.seen, 0);
-	for (int i = 0; i < 100000 && atomic_load(&m.seen) != 7; i++)
+	for (int i = 0; i < 20000 && atomic_load(&m.seen) != 7; i++)
 		txl_pool_run(mask_task, &m);
 	CHECK_EQ(atomic_load(&m.seen), 7);
 	for (int t = 1; t < 3; t++) {
