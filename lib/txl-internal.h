@@ -575,6 +575,11 @@ struct txl_state_header {
 	uint32_t zero;		/* 0 (explicit padding) */
 };
 
+/* The most positions a session counts as fed (n_past stays there): 2^53,
+ * 285 years at a million tokens a second, exact as a JSON number.  A
+ * state file claiming more is damaged or crafted. */
+#define TXL_MAX_N_PAST (INT64_C(1) << 53)
+
 /* A streaming 64-bit FNV-1a over 8-byte little-endian words (txl-state.c):
  * the content hash of model fingerprints and state-file checksums.  The
  * result depends only on the bytes, not on how they are split. */

@@ -450,6 +450,15 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 		txl_output_keep(s, s->h + (size_t)(n - 1) * d, 1);
 }
 
+/* n more positions fed: the count stops at TXL_MAX_N_PAST (a loaded
+ * state may start near it), never overflowing. */
+static void
+count_fed(struct txl_session *s, int n)
+{
+	s->n_past = s->n_past > TXL_MAX_N_PAST - n ? TXL_MAX_N_PAST
+		    : s->n_past + n;
+}
+
 /* Models without memory: groups of `stride` tokens, each computed after
  * the up to seg_len - stride tokens before it.  Without memory a group
  * changes nothing but the context of later ones, so only the groups whose
@@ -487,7 +496,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 				sizeof *s->window * (size_t)W);
 			s->n_window = W;
 		}
-		s->n_past += g;
+		count_fed(s, g);
 	}
 	if (want == TXL_LOGITS_NONE)
 		s->have_last = false;	/* nothing computed */
@@ -521,7 +530,7 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 			return TXL_ABORTED;
 		if ((st = txl_forward_segment(s, tokens + off, len)))
 			return st;
-		s->n_past += len;
+		count_fed(s, len);
 		if (off + len == n)
 			keep_rows(s, len, want);
 	}

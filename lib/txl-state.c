@@ -454,6 +454,7 @@ txl_session_load(struct txl_session *s, const char *path)
 	}
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
 	    hdr.have_last > 1 || hdr.n_past < (int64_t)hdr.fill ||
+	    hdr.n_past > TXL_MAX_N_PAST ||
 	    (hdr.have_last && hdr.n_past == 0) ||
 	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
 	    hdr.zero != 0) {

@@ -13,7 +13,8 @@
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
  *     undoes it;
- *   - bad arguments and bad state files are refused with the right code;
+ *   - bad arguments and bad state files are refused with the right code,
+ *     a state claiming more positions fed than any text could is too;
  *   - state files: a FIFO, a device or a directory is refused (for
  *     reading without waiting, for writing before anything is written),
  *     a replaced file keeps its mode, a symbolic link stays one, a failed
@@ -234,6 +235,88 @@ test_save_load(void)
 	txl_session_free(a);
 	txl_session_free(b);
 	txl_session_free(small);
+}
+
+/* The state file's checksum, written here from its description in
+ * txl-internal.h (64-bit FNV-1a over little-endian 8-byte words, the
+ * tail bytes one at a time), so that a test can alter a header and still
+ * get past it. */
+static uint64_t
+state_checksum(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull, w;
+	const uint64_t prime = 0x100000001b3ull;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * prime;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * prime;
+	return h;
+}
+
+/* The state file @p from with n_past (at byte 48 of the header) set to
+ * @p n_past and its checksum made right again, as @p to. */
+static void
+write_state_n_past(const char *from, const char *to, int64_t n_past)
+{
+	static unsigned char buf[1 << 16];
+	FILE *f = fopen(from, "rb");
+	size_t n;
+	uint64_t sum;
+
+	CHECK(f);
+	n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	CHECK(n > 64 && n < sizeof buf);
+	memcpy(buf + 48, &n_past, 8);
+	sum = state_checksum(buf, n - 8);
+	memcpy(buf + n - 8, &sum, 8);
+	f = fopen(to, "wb");
+	CHECK(f && fwrite(buf, 1, n, f) == n);
+	CHECK(fclose(f) == 0);
+}
+
+/* A count of positions fed that no text could reach (INT64_MAX, which
+ * the next evaluation would overflow) is a damaged state; up to 2^53 is
+ * taken, and the count then stops there. */
+static void
+test_state_n_past(void)
+{
+	char path[4096], bad[4096];
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0);
+	const int64_t most = (int64_t)1 << 53;
+
+	snprintf(path, sizeof path, "%s/past.state", scratch);
+	snprintf(bad, sizeof bad, "%s/past-bad.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 12, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	/* the rewriting is right: the count it writes is taken */
+	write_state_n_past(path, bad, 1000);
+	CHECK_EQ(txl_session_load(b, bad), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 1000);
+
+	write_state_n_past(path, bad, INT64_MAX);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "damaged state") != NULL);
+	CHECK_EQ(txl_session_n_past(b), 1000);
+	write_state_n_past(path, bad, most + 1);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+
+	write_state_n_past(path, bad, most - 2);
+	CHECK_EQ(txl_session_load(b, bad), TXL_OK);
+	CHECK_EQ(txl_session_eval(b, toks, 5, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(txl_session_n_past(b) == most);
+	CHECK_EQ(txl_session_save(b, path), TXL_OK);
+	CHECK_EQ(txl_session_load(a, path), TXL_OK);
+	CHECK(txl_session_n_past(a) == most);
+
+	unlink(path);
+	unlink(bad);
+	txl_session_free(a);
+	txl_session_free(b);
 }
 
 /* Feed @p n tokens to each session; true if both predict the same. */
@@ -950,6 +1033,7 @@ main(int argc, char **argv)
 	RUN(test_last_equals_all);
 	RUN(test_threads_after_session);
 	RUN(test_save_load);
+	RUN(test_state_n_past);
 	RUN(test_set_params);
 	if (m32)
 		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
