@@ -758,6 +758,20 @@ write_file(const char *path, const char *text)
 }
 
 static void
+copy_file(const char *from, const char *to)
+{
+	char buf[1 << 16];
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	size_t n;
+
+	CHECK(in && out);
+	while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+		CHECK(fwrite(buf, 1, n, out) == n);
+	fclose(in);
+	CHECK(fclose(out) == 0);
+}
+
+static void
 on_alarm(int sig)
 {
 	static const char msg[] = "FAIL: a state file operation hung\n";
@@ -901,13 +915,32 @@ test_state_killed_save(void)
 	CHECK_EQ(txl_session_load(b, path), TXL_OK);
 	CHECK_EQ(txl_session_n_past(b), 40);
 
-	/* what the next save removes, and what it leaves: a temporary file
-	 * of this name that no process holds goes, one that a live writer
-	 * holds (locked) stays, other names stay */
-	snprintf(stale, sizeof stale, "%s.tmpAbC123", path);
-	snprintf(live, sizeof live, "%s.tmpLiVe99", path);
-	write_file(stale, "partial");
-	write_file(live, "being written");
+	/* what the next save removes, and what it leaves: an abandoned
+	 * temporary file (its name, a state header) that no process holds
+	 * goes; one that a live writer holds (locked) stays, and so does
+	 * every file that is not provably one: other names, names like
+	 * ours holding something else, an empty one */
+	static const char *const keep[] = {
+		".tmpAbC123", ".tmpbackup", ".tmp.jsonl", ".txltmp.AbC12",
+		".txltmp.AbC1234", ".txltmp.AbC-12", ".txltmp.Empty0",
+		".txltmp.Other1",
+	};
+	char name[4200];
+
+	snprintf(stale, sizeof stale, "%s.txltmp.AbC123", path);
+	snprintf(live, sizeof live, "%s.txltmp.LiVe99", path);
+	copy_file(path, stale);
+	copy_file(path, live);
+	for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+		snprintf(name, sizeof name, "%s%s", path, keep[i]);
+		if (strstr(keep[i], "Empty"))
+			write_file(name, "");
+		else if (strstr(keep[i], "Other"))
+			write_file(name, "precious, and longer than a state "
+				   "file's header: not one of ours");
+		else
+			copy_file(path, name);
+	}
 	fd = open(live, O_RDONLY);
 	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
 	CHECK_EQ(txl_session_save(b, path), TXL_OK);
@@ -915,6 +948,11 @@ test_state_killed_save(void)
 	CHECK(access(live, F_OK) == 0);
 	close(fd);
 	unlink(live);
+	for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+		snprintf(name, sizeof name, "%s%s", path, keep[i]);
+		CHECK(access(name, F_OK) == 0);
+		unlink(name);
+	}
 	CHECK_EQ(count_files("kill.state."), 0);
 	unlink(path);
 	txl_session_free(a);
