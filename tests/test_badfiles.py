@@ -335,6 +335,12 @@ def _header_len(value):
     return f
 
 
+def _big_header(blob, header, data):
+    """A valid file but for a header (padded with spaces) over 16 MiB."""
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    return assemble(raw + b" " * ((16 << 20) + 64 - len(raw)), data)
+
+
 def _raw_header(text):
     def f(blob, header, data):
         (n,) = struct.unpack("<Q", blob[:8])
@@ -371,6 +377,10 @@ CASES = {
     "header_len_zero": (_header_len(0), r"header|json"),
     "header_len_absurd": (_header_len(2 ** 64 - 1), r"header|" + TRUNC),
     "header_len_2_63": (_header_len(2 ** 63), r"header|" + TRUNC),
+    # within the file, but beyond the 16 MiB a header may have: said so,
+    # not "does not fit the file"
+    "header_too_long": (_big_header, r"header of 167773\d\d bytes, more "
+                        r"than the 16777216 a model file may have$"),
     # JSON
     "json_malformed": (_raw_header(lambda s: s.rstrip()[:-1]), r"json"),
     "json_garbage": (_raw_header(lambda s: "\x01\x02not json at all"),
