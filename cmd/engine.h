@@ -158,11 +158,29 @@ int engine_score(struct engine *e, struct input *in, FILE *out);
 /** Text to ids, or with --ids ids to text (--tokenize). */
 int engine_list_tokens(struct engine *e, struct input *in, FILE *out);
 
+/* Reading token ids from chunks of text: where the last chunk left off.
+ * Start with { .line = 1 }. */
+struct ids_reader {
+	int64_t line;          /* for messages */
+	bool in_token;         /* a token goes on in the next chunk */
+	bool bad;              /* it holds a byte that is no digit */
+	bool nul;              /* a NUL byte */
+	long long value;       /* its value, saturated past INT32_MAX */
+	char raw[96];          /* its first bytes, for messages */
+	int raw_len;
+	bool raw_more;
+	char sig[96];          /* its first digits but leading zeros */
+	int sig_len;
+	bool sig_more;
+};
+
 /**
- * Parse the token ids in @p s (whitespace-separated) into @p t; @p line
- * counts lines for messages.  Returns an exit code.
+ * Parse the token ids in the chunk @p s of @p len bytes (whitespace-
+ * separated; a token may go on in the next chunk) into @p t; @p s NULL:
+ * the end of the input.  Returns an exit code (a bad id is reported,
+ * naming @p name and the line).
  */
-int engine_parse_ids(struct engine *e, const char *name, int64_t *line,
+int engine_parse_ids(struct engine *e, const char *name, struct ids_reader *r,
 		     const char *s, size_t len, struct tokvec *t);
 
 /** Describe the model (--info), as text or JSON.  Returns an exit code. */

@@ -1397,6 +1397,15 @@ class Tokenize(unittest.TestCase):
         rc, out, err = run("--tokenize", "-", "--ids", input="1 2\n3 x\n")
         self.assertEqual(rc, 1)
         self.assertIn("line 2: 'x' is not a token id", err)
+        # a NUL does not end the text silently, and is shown
+        rc, out, err = run("--tokenize", "-", "--ids", input=b"1\0002\n")
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "txlgen: (stdin): line 1: '1\\02' is not a "
+                         "token id (it holds a NUL byte)\n")
+        rc, out, err = run("--tokenize", "-", "--ids", input=b"1 " +
+                           b"0" * 70000 + b"99999999999\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("line 1: token id 99999999999 is out of range", err)
         rc, out, err = run("--tokenize", "-", "-i")
         self.assertEqual(rc, 2)
 

@@ -19,6 +19,7 @@ The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen;
 the model: $TXLGEN_TEST_MODEL (a small random one).
 """
 
+import fcntl
 import json
 import os
 import pty
@@ -28,6 +29,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import termios
+import threading
 import time
 import unittest
 
@@ -185,6 +188,126 @@ class StateFiles(unittest.TestCase):
         rc, _, err = run("-m", MODEL, "-p", "", "-n", "2", "--seed", "1",
                          "--state-in", path)
         self.assertEqual((rc, err), (0, ""))
+
+
+def popen(test, argv, **kw):
+    """subprocess.Popen(argv), killed when @test ends."""
+    p = subprocess.Popen(argv, env=env(), **kw)
+
+    def reap():
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+    test.addCleanup(reap)
+    return p
+
+
+
+# How a pipe delivers a text: odd sizes, and whole buffers of 64 KiB as
+# `cat` writes them (the byte after those was read uninitialised)
+ODD = (1, 7, 4093, 65535, 3, 65537, 131071, 2, 65536, 11)
+CAT = (65536,)
+
+
+def pieces(data, sizes):
+    at, i = 0, 0
+    while at < len(data):
+        yield data[at:at + sizes[i % len(sizes)]]
+        at += sizes[i % len(sizes)]
+        i += 1
+
+
+def feed_pieces(fd, data, sizes):
+    """Write @data into the pipe @fd in pieces of @sizes (cycled), each
+    once the one before has been read, so that every read() returns one
+    piece."""
+    try:
+        for piece in pieces(data, sizes):
+            while piece:
+                piece = piece[os.write(fd, piece):]
+            end = time.time() + 30
+            while time.time() < end:
+                left = fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4)
+                if int.from_bytes(left, "little") == 0:
+                    break
+                time.sleep(0.001)
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class PipeEqualsFile(unittest.TestCase):
+    """The ids of a text do not depend on how it arrives."""
+
+    def both(self, data, *argv):
+        """The output of txlgen ARGV FILE, and of txlgen ARGV - with the
+        same bytes from a pipe, once for each way of delivering them."""
+        path = os.path.join(TMP, "chunks.txt")
+        with open(path, "wb") as f:
+            f.write(data)
+        rc, from_file, err = run("-m", MODEL, *argv, path)
+        self.assertEqual((rc, err), (0, ""))
+        outs = []
+        for sizes in (ODD, CAT):
+            r, w = os.pipe()
+            p = popen(self, [TXLGEN, "-m", MODEL, *argv, "-"], stdin=r,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            os.close(r)
+            writer = threading.Thread(target=feed_pieces,
+                                      args=(w, data, sizes))
+            writer.start()
+            out, err = p.communicate(timeout=120)
+            writer.join()
+            self.assertEqual((p.returncode, err), (0, b""))
+            outs.append(out)
+        return from_file, outs
+
+    def assert_same(self, from_file, from_pipes):
+        for sizes, out in zip(("odd sizes", "64 KiB"), from_pipes):
+            self.assertEqual(from_file, out, f"pieces of {sizes}")
+
+    def test_texts_across_chunk_boundaries(self):
+        k64 = 1 << 16
+        emoji = "\U0001F642".encode()
+        texts = {
+            # no space anywhere: cut at a character boundary
+            "cjk": "日本語の文章".encode() * 20000,
+            # exactly one full buffer, and more: the byte after it
+            "a_64k": b"a" * k64,
+            "a_140k": b"a" * 140000,
+            # a 4-byte character across the 64 KiB mark, at each offset
+            "emoji_0": b"a" * (k64 - 1) + emoji * 4,
+            "emoji_1": b"a" * (k64 - 2) + emoji * 4,
+            "emoji_2": b"a" * (k64 - 3) + emoji * 4,
+            "emoji_3": b"a" * k64 + emoji * 4,
+            # long lines with spaces, a newline past 64 KiB, blank lines
+            "lines": (b"word " * 20000 + b"\n\n" + b"x" * 70000 + b"\n" +
+                      b"end\n") * 2,
+            # not UTF-8
+            "bytes": bytes(range(256)) * 1000,
+        }
+        for name, data in texts.items():
+            with self.subTest(text=name):
+                a, b = self.both(data, "--tokenize")
+                self.assert_same(a, b)
+                self.assertGreater(len(a.split()), 0)
+
+    def test_cjk_scores_the_same(self):
+        a, b = self.both("日本語の文章".encode() * 20000, "--json",
+                         "--seg-len", "64", "--score")
+        for out in b:
+            ra, rb = rows(a), rows(out)
+            self.assertEqual([r["id"] for r in ra], [r["id"] for r in rb])
+            for x, y in zip(ra, rb):
+                self.assertLessEqual(abs(x["logprob"] - y["logprob"]), TOL)
+
+    def test_an_id_longer_than_a_chunk(self):
+        data = b"0" * 100000 + b"51 " + b"0" * 70000 + b"52\n"
+        a, b = self.both(data, "--ids", "--json", "--tokenize")
+        self.assert_same(a, b)
+        self.assertEqual([r["id"] for r in map(json.loads, a.splitlines())
+                          if "id" in r], [51, 52])
 
 
 class ReplFiles(unittest.TestCase):
