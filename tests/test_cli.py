@@ -416,6 +416,62 @@ class Config(unittest.TestCase):
         self.assertIn("nope.json", err)
 
 
+    def test_integers_are_read_as_written(self):
+        # cJSON keeps a double: 2^63 - 1 was echoed as 9.22337203685478e+18
+        # and 2^53 + 1 as 2^53
+        for text, msg in (
+                ('{"n_predict": 9223372036854775807}',
+                 "key 'n_predict': 9223372036854775807 is out of range "
+                 "(-1 .. 2147483647)"),
+                ('{"seed": 9007199254740993}',
+                 "key 'seed': 9007199254740993 is out of range (0 .. "
+                 "9007199254740991"),
+                ('{"top_k": 123456789012345678901234567890}',
+                 "key 'top_k': 123456789012345678901234567890 is out of "
+                 "range"),
+                ('{"top_k": 10.5e0}', "key 'top_k': expected an integer, "
+                 "got 10.5e0"),
+                ('{"top_k": 1e-400}', "key 'top_k': expected an integer, "
+                 "got 1e-400")):
+            path = tmpfile("int.json", text)
+            rc, out, err = run("--config", path, "-p", "x", "-n", "1")
+            self.assertEqual((rc, out), (3, b""), text)
+            self.assertTrue(err.startswith(f"txlgen: {path}: {msg}"), err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+        # whole numbers however written, and the largest seed exactly
+        path = tmpfile("int.json", '{"n_predict": 3e0, "top_k": 500.00e-2,'
+                       ' "seed": 9007199254740991}')
+        rc, out, err = run("--config", path, "--print-config")
+        self.assertEqual((rc, err), (0, ""))
+        conf = json.loads(out)
+        self.assertEqual((conf["n_predict"], conf["top_k"], conf["seed"]),
+                         (3, 5, 9007199254740991))
+        self.assertIn(b'"seed":\t9007199254740991', out)
+        for argv, msg in ((["-n", "9223372036854775807"],
+                           "-n: 9223372036854775807 is out of range"),
+                          (["--seed", "9007199254740993"],
+                           "--seed: 9007199254740993 is out of range")):
+            rc, out, err = run(*argv, "-p", "x")
+            self.assertEqual(rc, 2)
+            self.assertIn(f"txlgen: {msg} (", err)
+
+    def test_a_nul_in_a_string_is_refused(self):
+        # "\u0000hi" used to become an empty prompt
+        for text in ('{"text": "\\u0000hi"}', '{"stop": ["a", "b\\u0000"]}',
+                     '{"model\\u0000x": "m.bin"}'):
+            path = tmpfile("nul.json", text)
+            rc, out, err = run("--config", path, "-n", "1")
+            self.assertEqual((rc, out), (3, b""), text)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertRegex(err, rf"^txlgen: {re.escape(path)}: line 1, "
+                             r"column \d+: a string holds \\u0000")
+        # an escaped backslash before u0000 is no NUL
+        path = tmpfile("nul.json", '{"text": "a\\\\u0000"}')
+        rc, out, err = run("--config", path, "--print-config")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(json.loads(out)["text"], "a\\u0000")
+
+
 class Generation(unittest.TestCase):
     def test_same_seed_same_bytes(self):
         a = run("-p", "Hello", "-n", "40", "--seed", "3")

@@ -310,6 +310,60 @@ class PipeEqualsFile(unittest.TestCase):
                           if "id" in r], [51, 52])
 
 
+def with_recommended(path, text):
+    """The test model, its metadata 'recommended' set to @text, as @path
+    (the header padded so that the data stays 64-byte aligned)."""
+    with open(MODEL, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    header["__metadata__"]["recommended"] = text
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-(8 + len(raw)) % 64)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def many_keys(n, last=""):
+    return "{" + ",".join(f'"k{i}":{i}' for i in range(n)) + last + "}"
+
+
+
+class HostileRecommended(unittest.TestCase):
+    def test_many_keys_warn_five_times_then_count(self):
+        path = with_recommended(os.path.join(TMP, "keys300k.bin"),
+                                many_keys(300000))
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1", "--seed", "1",
+                           timeout=120)
+        self.assertEqual(rc, 0, err[-500:])
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 6, lines[:10])
+        for i, line in enumerate(lines[:5]):
+            self.assertEqual(line, f"txlgen: warning: {path}: metadata "
+                             f"'recommended': key 'k{i}' ignored (not a "
+                             f"setting of this version)")
+        self.assertEqual(lines[5], f"txlgen: warning: {path}: metadata "
+                         f"'recommended': 299995 more keys ignored")
+
+    def test_a_key_given_twice_among_many(self):
+        path = with_recommended(os.path.join(TMP, "keysdup.bin"),
+                                many_keys(300000, ',"k123456":1'))
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1", timeout=120)
+        self.assertEqual((rc, out), (3, b""), err[-500:])
+        self.assertEqual(err, f"txlgen: {path}: metadata 'recommended': key "
+                         f"'k123456': given twice\n")
+
+    def test_nul_in_recommended_settings(self):
+        path = with_recommended(os.path.join(TMP, "nul.bin"),
+                                '{"stop": ["a\\u0000b"]}')
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1")
+        self.assertEqual((rc, out), (3, b""), err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(path, err)
+        self.assertIn("\\u0000", err)
+
+
 class ReplFiles(unittest.TestCase):
     def test_fifo_history_and_editrc(self):
         fifo = os.path.join(TMP, "repl.fifo")
