@@ -55,6 +55,8 @@ struct engine {
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
+	bool saving;           /* in engine_save() */
+	unsigned signals_at_save; /* signals_received() when it began */
 };
 
 /* A growing array of token ids. */
@@ -132,8 +134,14 @@ int engine_feed_input(struct engine *e, struct input *in,
 /** Feed the file @p in (--prime).  Returns an exit code. */
 int engine_prime(struct engine *e, struct input *in);
 
-/** Save / load the memory; print errors; return an exit code. */
+/** Save / load the memory; print errors; return an exit code.  A save
+ *  that a signal interrupts (one that came after it began) leaves the old
+ *  file and returns EXIT_INTERRUPTED. */
 int engine_save(struct engine *e, const char *path);
+/** Can a state be saved to @p path (before the work that leads to it)?
+ *  What is there must be a regular file, the directory writable; else
+ *  says why and returns EXIT_RUNTIME. */
+int engine_check_save(const char *path);
 int engine_load(struct engine *e, const char *path);
 
 /** Print "memory: ..." lines (REPL /mem, --stats) to @p f. */

@@ -5,9 +5,10 @@
  * stdout carries only the generated text (or JSON, or the scores);
  * everything else goes to stderr.  SIGPIPE keeps its default action, so
  * that `txlgen | head` ends quietly; other write errors (a full disk, a
- * closed stdout) are reported and give exit status 1.  SIGINT and SIGTERM
- * end a run cleanly (signals.c): what was generated is written, no state
- * file is left half-written, exit status 130 or 143.
+ * closed stdout) are reported and give exit status 1.  SIGINT, SIGTERM
+ * and SIGHUP end a run cleanly (signals.c): what was generated is
+ * written, no state file is left half-written, exit status 130, 143 or
+ * 129; while the model and the state load, at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -191,6 +192,8 @@ describe(struct txlgen_options *o, const char *model)
 	struct engine e;
 	int rc = engine_load_model(&e, o, model);
 
+	if (rc == EXIT_OK)
+		signals_immediate(false);
 	if (rc == EXIT_OK && o->info)
 		rc = engine_info(&e, stdout);
 	else if (rc == EXIT_OK && !config_print(stdout, o, NULL, true) &&
@@ -211,6 +214,8 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 	e->keep_memory = o->state_out != NULL;
 	if (o->state_in && (rc = engine_load(e, o->state_in)) != EXIT_OK)
 		return rc;
+	/* from here on a signal stops the work, which then finishes */
+	signals_immediate(false);
 	for (int i = 0; i < in->n_prime; i++)
 		if ((rc = engine_prime(e, &in->prime[i])) != EXIT_OK)
 			return rc;
@@ -276,13 +281,18 @@ main(int argc, char **argv)
 	rc = check_stdin_users(&o, repl);
 	if (rc == EXIT_OK)
 		rc = open_inputs(&in, &o, repl);
+	/* not found out after the whole run */
+	if (rc == EXIT_OK && o.state_out && !o.tokenize)
+		rc = engine_check_save(o.state_out);
 	if (rc != EXIT_OK)
 		goto out;
 
 	if (o.tokenize) {
 		rc = engine_load_model(&e, &o, model);
-		if (rc == EXIT_OK)
+		if (rc == EXIT_OK) {
+			signals_immediate(false);
 			rc = engine_list_tokens(&e, &in.stream, stdout);
+		}
 	} else {
 		rc = engine_open(&e, &o, model);
 		if (rc == EXIT_OK)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * signals.c - SIGINT and SIGTERM set a flag; nothing else happens in the
- * handler.  SIGBUS (the mapped model file cut short) ends the run with a
- * message.
+ * signals.c - SIGINT, SIGTERM and SIGHUP set a flag; nothing else happens
+ * in the handler, but in immediate mode, where it ends the program.
+ * SIGBUS (the mapped model file cut short) ends the run with a message.
  */
 #include <errno.h>
 #include <poll.h>
@@ -17,11 +17,48 @@
 
 volatile sig_atomic_t interrupted;
 
+static volatile sig_atomic_t hangup;	/* SIGHUP came (interrupted is
+					   SIGTERM then) */
+static volatile sig_atomic_t received;
+static volatile sig_atomic_t immediate;
+static bool installed, keep_ignored[NSIG];
 static pthread_t main_thread;
+
+/* The words and exit codes of signals_word() and signals_exit_code(),
+ * for the handler too. */
+static const char *
+word_of(int sig, bool hup)
+{
+	return hup ? "hangup" : sig == SIGTERM ? "terminated" : "interrupted";
+}
+
+static int
+code_of(int sig, bool hup)
+{
+	return hup ? EXIT_HANGUP : sig == SIGTERM ? EXIT_TERMINATED
+		: EXIT_INTERRUPTED;
+}
+
+/* End the program now, as signals_word() and signals_exit_code() say;
+ * async-signal-safe. */
+static _Noreturn void
+end_now(int sig, bool hup)
+{
+	const char *w = word_of(sig, hup);
+
+	(void)!write(STDERR_FILENO, "txlgen: ", 8);
+	(void)!write(STDERR_FILENO, w, strlen(w));
+	(void)!write(STDERR_FILENO, "\n", 1);
+	_exit(code_of(sig, hup));
+}
 
 static void
 on_signal(int sig)
 {
+	bool hup = sig == SIGHUP;
+
+	if (immediate)
+		end_now(hup ? SIGTERM : sig, hup);
 	/* the kernel may hand a signal to any thread that does not block it
 	 * (OpenBLAS starts its own before main()): sent on, it wakes the
 	 * main thread where that one waits for input, and sets the flag
@@ -30,24 +67,55 @@ on_signal(int sig)
 		pthread_kill(main_thread, sig);
 		return;
 	}
-	/* SIGTERM wins: the session must end even if Ctrl-C only asked to
-	 * stop a generation */
-	if (interrupted != SIGTERM)
-		interrupted = sig;
+	received++;
+	/* SIGTERM and SIGHUP win: the session must end even if Ctrl-C only
+	 * asked to stop a generation */
+	if (interrupted == SIGTERM)
+		return;
+	interrupted = hup ? SIGTERM : sig;
+	hangup = hup;
 }
 
 void
 signals_setup(bool restart)
 {
-	struct sigaction sa;
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
 
-	main_thread = pthread_self();
+	if (!installed) {
+		main_thread = pthread_self();
+		immediate = 1;
+		/* an ignored SIGINT (a background job) or SIGHUP (nohup)
+		 * stays ignored */
+		for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+			keep_ignored[sigs[i]] = sigs[i] != SIGTERM &&
+				sigaction(sigs[i], NULL, &old) == 0 &&
+				old.sa_handler == SIG_IGN;
+		installed = true;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
 	sa.sa_flags = restart ? SA_RESTART : 0;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		if (!keep_ignored[sigs[i]])
+			sigaction(sigs[i], &sa, NULL);
+}
+
+void
+signals_immediate(bool on)
+{
+	immediate = on;
+	if (on && interrupted)
+		end_now(interrupted, hangup);
+}
+
+unsigned
+signals_received(void)
+{
+	return (unsigned)received;
 }
 
 ssize_t
@@ -63,6 +131,7 @@ signals_read(int fd, void *buf, size_t n)
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
 	for (;;) {
 		sigprocmask(SIG_BLOCK, &block, &old);
 		k = interrupted ? -1 : ppoll(&pfd, 1, NULL, &old);
@@ -84,13 +153,13 @@ signals_read(int fd, void *buf, size_t n)
 int
 signals_exit_code(void)
 {
-	return interrupted == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
+	return code_of(interrupted, hangup);
 }
 
 const char *
 signals_word(void)
 {
-	return interrupted == SIGTERM ? "terminated" : "interrupted";
+	return word_of(interrupted, hangup);
 }
 
 /* The whole message, made before it is needed: the handler may only

@@ -144,6 +144,11 @@ write_state(struct txl_session *s, int fd)
 	/* fixed size: per layer K, then V, per head mem_len rows, zeros
 	 * past the fill */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
+		if (txl_aborted(s)) {
+			free(zeros);
+			errno = ECANCELED;
+			return false;
+		}
 		for (int which = 0; ok && which < 2; which++) {
 			uint8_t *buf = which ? s->v[l] : s->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
@@ -392,6 +397,11 @@ txl_session_save(struct txl_session *s, const char *path)
 			err = errno;
 			goto fail;
 		}
+		/* the last moment the old file can stay */
+		if (txl_aborted(s)) {
+			err = ECANCELED;
+			goto fail;
+		}
 		if (!unnamed || (named = link_unnamed(fd, tmp)))
 			break;
 		close(fd);
@@ -417,7 +427,9 @@ fail:
 		unlink(tmp);
 	if (fd >= 0 && close(fd) != 0 && !ok && !err)
 		err = errno;
-	if (!ok)
+	if (!ok && err == ECANCELED)
+		st = TXL_ABORTED;
+	else if (!ok)
 		st = txl_fail(TXL_ERR_IO, "%s: %s: %s", path, step,
 			      strerror(err ? err : EIO));
 out:

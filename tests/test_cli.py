@@ -976,6 +976,29 @@ class PtyRepl(PtyBase):
         self.assertTrue(out.startswith(text), out)
 
 
+class ReplHangup(PtyBase):
+    def test_closed_terminal_saves_the_memory(self):
+        # the terminal going away (its master side closed) sends SIGHUP:
+        # it used to kill txlgen, which wrote no --state-out; SIGTERM did
+        st = os.path.join(TMP, "hup.state")
+        self.spawn("-n", "5", "--seed", "1", "--state-out", st)
+        self.read_until(rb"> ")
+        self.send(b"Hello\r")
+        self.read_until(rb"Hello\r\n")
+        self.read_until(rb"\r\n> ")
+        os.close(self.fd)
+        end = time.time() + 30
+        while not (w := os.waitpid(self.pid, os.WNOHANG))[0]:
+            self.assertLess(time.time(), end, "still running")
+            time.sleep(0.05)
+        self.reaped.add(self.pid)
+        self.assertEqual(os.waitstatus_to_exitcode(w[1]), 129)
+        # the memory was saved whole: it continues the text
+        rc, out, err = run("--state-in", st, "-n", "3", "--seed", "1",
+                           "-p", "")
+        self.assertEqual((rc, err), (0, ""))
+
+
 class Signals(unittest.TestCase):
     """SIGTERM ends a run as SIGINT does: output flushed, exit 143."""
 
@@ -1048,6 +1071,67 @@ class Signals(unittest.TestCase):
             _, err = wait_stdin_open(p, timeout=10)
             self.assertEqual(p.returncode, status, argv)
             self.assertIn(b"txlgen: ", err)
+
+    def sighup(self, stdout):
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos", "--json"], stdout=stdout,
+                  stderr=subprocess.PIPE)
+        return p
+
+    def test_sighup_flushes_what_was_generated(self):
+        # SIGHUP killed txlgen: 4,096 bytes in the file where SIGTERM left
+        # them all, none into a pipe
+        out = os.path.join(TMP, "hup.jsonl")
+        with open(out, "wb") as f:
+            p = self.sighup(f)
+            wait_for_size(out, 3 * 4096)
+            p.send_signal(signal.SIGHUP)
+            _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 129)
+        self.assertEqual(err.decode(), "txlgen: hangup\n")
+        with open(out, "rb") as f:
+            events = jsonl(f.read())
+        self.assertEqual(events[-1]["end"], "interrupted")
+        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+
+        p = self.sighup(subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
+        p.send_signal(signal.SIGHUP)
+        rest, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 129)
+        events = jsonl(got + rest)
+        self.assertEqual(events[-1]["end"], "interrupted")
+        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+
+    def test_nohup_keeps_sighup_ignored(self):
+        p = popen(self, ["nohup", TXLGEN, "-m", MODEL, "-p", "Hi", "-n",
+                         "-1", "--ignore-eos"], stdout=subprocess.PIPE,
+                  stderr=subprocess.DEVNULL)
+        read_pipe(p.stdout, lambda b: len(b) >= 4096)
+        p.send_signal(signal.SIGHUP)
+        p.send_signal(signal.SIGTERM)   # it only ends by this one
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 143)
+
+    def test_stats_after_ctrl_c_in_the_prompt(self):
+        # it said "prompt: 0 tokens" however much had been read
+        p = popen(self, [TXLGEN, "-m", MODEL, "--stats", "-n", "5",
+                         "--seg-len", "8"], stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(TEXT.encode())     # lines, and no end
+        p.stdin.flush()
+        end = time.time() + 30
+        while int.from_bytes(fcntl.ioctl(p.stdin.fileno(), termios.FIONREAD,
+                                         b"\0" * 4), "little"):
+            self.assertLess(time.time(), end, "the prompt is not read")
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        out, err = wait_stdin_open(p)
+        self.assertEqual((p.returncode, out), (130, b""), err)
+        n = int(re.search(rb"txlgen: prompt: (\d+) tokens", err).group(1))
+        rc, ids, _ = run("--tokenize", "-", input=TEXT)
+        self.assertGreater(n, 0, err)
+        self.assertLessEqual(n, len(ids.split()))
 
     def test_sigint_during_prime_says_so(self):
         p = popen(self, [TXLGEN, "-m", MODEL, "--prime", "-", "-p", "x"],

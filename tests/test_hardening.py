@@ -15,6 +15,23 @@ broken model files in tests/test_badfiles.py.
   made in a scratch directory, so that a regression cannot replace the
   real one.
 
+Hostile input (issue 24):
+
+- A model whose recommended settings hold 300,000 keys loads at once and
+  warns about five of them, then counts the rest (the duplicate check
+  compared every key with every other: minutes of CPU, 149,287 warning
+  lines); SIGTERM, SIGINT and SIGHUP end a run while such a model loads
+  (700,000 keys) at once, with their exit status and word.
+- --state-out removes no file but its own abandoned temporary files
+  (a.bin.tmpbackup and x.tmp.jsonl were deleted); an unusable target
+  (a directory, a FIFO, a device, a missing directory, a read-only file
+  system) is refused before anything is generated; SIGTERM while the
+  state is written ends the run with status 143, the old file intact.
+- A file and a pipe give the same ids for any text, whatever sizes the
+  pipe delivers it in (a character was split at the 64 KiB chunks of a
+  pipe, the byte after a full buffer read, and a token id longer than a
+  chunk counted twice).
+
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen;
 the model: $TXLGEN_TEST_MODEL (a small random one).
 """
@@ -25,6 +42,7 @@ import os
 import pty
 import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -329,6 +347,22 @@ def many_keys(n, last=""):
     return "{" + ",".join(f'"k{i}":{i}' for i in range(n)) + last + "}"
 
 
+def wait_for(what, cond, timeout=30):
+    end = time.time() + timeout
+    while not cond():
+        if time.time() > end:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.001)
+
+
+def mapped(pid, path):
+    """Has process @pid mapped the file @path (is it loading it)?"""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return os.path.realpath(path) in f.read()
+    except FileNotFoundError:   # ended
+        return True
+
 
 class HostileRecommended(unittest.TestCase):
     def test_many_keys_warn_five_times_then_count(self):
@@ -354,6 +388,27 @@ class HostileRecommended(unittest.TestCase):
         self.assertEqual(err, f"txlgen: {path}: metadata 'recommended': key "
                          f"'k123456': given twice\n")
 
+    def test_signals_end_the_loading_at_once(self):
+        # a header of 13 MB: its recommended settings take a while to
+        # check however fast that is; the signal comes once the file is
+        # mapped, while the library reads it
+        path = with_recommended(os.path.join(TMP, "keys700k.bin"),
+                                many_keys(700000))
+        for sig, status, word in ((signal.SIGTERM, 143, "terminated"),
+                                  (signal.SIGINT, 130, "interrupted"),
+                                  (signal.SIGHUP, 129, "hangup")):
+            with self.subTest(signal=sig.name):
+                p = popen(self, [TXLGEN, "-m", path, "-p", "Hi", "-n", "-1",
+                                 "--ignore-eos"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+                wait_for("the model mapped", lambda: mapped(p.pid, path))
+                p.send_signal(sig)
+                # it used to go on checking keys for minutes
+                out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, status, err[-300:])
+                self.assertEqual(err.decode(), f"txlgen: {word}\n")
+                self.assertEqual(out, b"", "the signal came after loading")
+
     def test_nul_in_recommended_settings(self):
         path = with_recommended(os.path.join(TMP, "nul.bin"),
                                 '{"stop": ["a\\u0000b"]}')
@@ -362,6 +417,117 @@ class HostileRecommended(unittest.TestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn(path, err)
         self.assertIn("\\u0000", err)
+
+
+class StateOut(unittest.TestCase):
+    def dir(self, name):
+        d = os.path.join(TMP, name)
+        os.mkdir(d)
+        return d
+
+    def test_only_its_own_temporary_files_go(self):
+        d = self.dir("neighbours")
+        # names like the temporary files of a.bin and x, of the old form
+        # (.tmpXXXXXX) and of the new (.txltmp.XXXXXX) but holding no
+        # state
+        keep = ["a.bin.tmpbackup", "a.bin.tmpAbC123", "a.bin.tmp.jsonl",
+                "a.bin.txltmp.AbC123", "a.bin.txltmp.", "x.tmp.jsonl",
+                "x.tmpbackup", "x.txltmp.precio"]
+        for name in keep:
+            with open(os.path.join(d, name), "w") as f:
+                f.write("precious " * 20 + "\n")
+        for target in ("a.bin", "x"):
+            rc, _, err = run("-m", MODEL, "-p", "Hello", "-n", "1",
+                             "--mem-len", "4", "--seed", "1",
+                             "--state-out", os.path.join(d, target))
+            self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(sorted(os.listdir(d)), sorted(keep + ["a.bin",
+                                                               "x"]))
+        for name in keep:
+            with open(os.path.join(d, name)) as f:
+                self.assertEqual(f.read(), "precious " * 20 + "\n")
+
+    def assert_refused_first(self, target, phrase, pre=()):
+        # -n 50: the generation would have written text before the error
+        p = subprocess.run([*pre, TXLGEN, "-m", MODEL, "-p", "Hello", "-n",
+                            "50", "--ignore-eos", "--state-out", target],
+                           capture_output=True, env=env(),
+                           stdin=subprocess.DEVNULL, timeout=30)
+        rc, out, err = p.returncode, p.stdout, p.stderr.decode()
+        self.assertEqual((rc, out), (1, b""), err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(target, err)
+        self.assertIn(phrase, err)
+
+    def test_unusable_targets_are_refused_before_generating(self):
+        d = self.dir("targets")
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        self.assert_refused_first(d, "not a regular file (a directory)")
+        self.assert_refused_first(fifo, "not a regular file (a FIFO)")
+        self.assert_refused_first("/dev/null", "not a regular file (a "
+                                  "character device)")
+        self.assert_refused_first(os.path.join(d, "no-such-dir", "s.bin"),
+                                  "No such file or directory")
+        os.symlink("no-such-file", os.path.join(d, "dangling"))
+        self.assert_refused_first(os.path.join(d, "dangling"),
+                                  "No such file or directory")
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+
+    def test_read_only_file_system(self):
+        # a read-only mount in a mount namespace of its own: root (or a
+        # user namespace) needed, and unshare(1)
+        d = self.dir("ro")
+        probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                                f"mount -t tmpfs -o ro none {d}"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a read-only file system here: "
+                          f"{probe.stderr.decode().strip()}")
+        self.assert_refused_first(
+            os.path.join(d, "s.bin"), "Read-only file system",
+            pre=("unshare", "-m", "sh", "-c", f'mount -t tmpfs -o ro none '
+                 f'{d} && exec "$@"', "sh"))
+
+    def test_sigterm_while_the_state_is_written(self):
+        d = self.dir("saving")
+        target = os.path.join(d, "s.bin")
+        rc, _, err = run("-m", MODEL, "-p", "Hello", "-n", "1", "--mem-len",
+                         "4", "--state-out", target)
+        self.assertEqual((rc, err), (0, ""))
+        with open(target, "rb") as f:
+            old = f.read()
+        # a memory of 200,000 positions: a state of 51 MB, being written
+        # when its temporary file shows among the open files; stopped
+        # there, so that the signal comes in the middle of the save
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hello", "-n", "2",
+                         "--mem-len", "200000", "--state-out", target],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def saving():
+            try:
+                fds = os.listdir(f"/proc/{p.pid}/fd")
+            except FileNotFoundError:
+                raise AssertionError("ended before saving")
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith(
+                            d + "/"):
+                        return True
+                except FileNotFoundError:
+                    pass
+            return False
+        wait_for("the state being written", saving, timeout=60)
+        p.send_signal(signal.SIGSTOP)
+        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, err)
+        self.assertEqual(err.decode(), "txlgen: terminated\n")
+        self.assertNotEqual(out, b"")
+        with open(target, "rb") as f:
+            self.assertEqual(f.read(), old)
+        self.assertEqual(os.listdir(d), ["s.bin"])
 
 
 class ReplFiles(unittest.TestCase):

@@ -18,8 +18,9 @@
  *   - state files: a FIFO, a device or a directory is refused (for
  *     reading without waiting, for writing before anything is written),
  *     a replaced file keeps its mode, a symbolic link stays one, a failed
- *     save says why and leaves the old file, and no temporary file
- *     outlives a save killed with SIGKILL;
+ *     save says why and leaves the old file, as does one the abort
+ *     callback stops, and no temporary file outlives a save killed with
+ *     SIGKILL;
  *   - a model read into memory (TXL_LOAD_NO_MMAP) computes what the
  *     mapped one does and survives its file being truncated.
  */
@@ -884,6 +885,52 @@ test_state_failed_save(void)
 	txl_session_free(b);
 }
 
+static bool
+abort_after(void *data)
+{
+	int *left = data;
+	return --*left < 0;
+}
+
+/* The abort callback is polled while saving: a save it stops leaves the
+ * old file, and no temporary one; at each of its polls. */
+static void
+test_state_aborted_save(void)
+{
+	char path[4096];
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0), *ab;
+	int left = 0, polls = -1;
+
+	snprintf(path, sizeof path, "%s/abort.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	p.seg_len = 5;
+	p.mem_len = 8;
+	p.abort_cb = abort_after;
+	p.abort_data = &left;
+	CHECK_EQ(txl_session_new(model, &p, &ab), TXL_OK);
+	left = 1000;
+	CHECK_EQ(txl_session_eval(ab, toks, 12, TXL_LOGITS_LAST), TXL_OK);
+	/* count the polls of a whole save (one at least per layer) */
+	left = 1000;
+	CHECK_EQ(txl_session_save(ab, path), TXL_OK);
+	polls = 1000 - left;
+	CHECK(polls > txl_model_hparams(model)->n_layer);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	for (int k = 0; k < polls; k++) {
+		left = k;
+		CHECK_EQ(txl_session_save(ab, path), TXL_ABORTED);
+		CHECK_EQ(txl_session_load(b, path), TXL_OK);
+		CHECK_EQ(txl_session_n_past(b), 9);
+		CHECK_EQ(count_files("abort.state."), 0);
+	}
+	unlink(path);
+	txl_session_free(a);
+	txl_session_free(b);
+	txl_session_free(ab);
+}
+
 static void
 test_state_killed_save(void)
 {
@@ -1084,6 +1131,7 @@ main(int argc, char **argv)
 	RUN(test_state_targets);
 	RUN(test_state_failed_save);
 	RUN(test_state_killed_save);
+	RUN(test_state_aborted_save);
 	test_no_mmap(argv[1]);
 	fprintf(stderr, "ok test_no_mmap\n");
 	txl_model_free(model);
