@@ -85,12 +85,9 @@ signals_setup(bool restart)
 	if (!installed) {
 		main_thread = pthread_self();
 		immediate = 1;
-		/* an ignored SIGINT (a background job) or SIGHUP (nohup)
-		 * stays ignored */
-		for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-			keep_ignored[sigs[i]] = sigs[i] != SIGTERM &&
-				sigaction(sigs[i], NULL, &old) == 0 &&
-				old.sa_handler == SIG_IGN;
+		/* an ignored SIGHUP (nohup) stays ignored */
+		keep_ignored[SIGHUP] = sigaction(SIGHUP, NULL, &old) == 0 &&
+			old.sa_handler == SIG_IGN;
 		installed = true;
 	}
 	memset(&sa, 0, sizeof(sa));

@@ -20,8 +20,8 @@
 extern volatile sig_atomic_t interrupted;
 
 /**
- * Install the handlers (SIGINT and SIGHUP stay ignored if they were
- * ignored at start, as under nohup or in a background job).  @p restart:
+ * Install the handlers (SIGHUP stays ignored if it was ignored at start,
+ * as under nohup).  @p restart:
  * system calls resume after a signal (while writing, so that output is
  * never cut by EINTR); false around blocking reads of input, which must
  * wake up.  The first call enters the immediate mode (below).
