@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,7 +280,8 @@ int
 engine_check_save(const char *path)
 {
 	struct stat sb;
-	char *real = NULL, *dir;
+	char *real, *slash;
+	const char *dir;
 	int e = 0;
 
 	/* as txl_session_save() goes: through a symbolic link to a regular
@@ -294,26 +294,27 @@ engine_check_save(const char *path)
 			return EXIT_RUNTIME;
 		}
 		real = realpath(path, NULL);
-		if (!real)
-			e = errno;
-	} else if (errno != ENOENT || lstat(path, &sb) == 0) {
-		e = errno;  /* ENOENT here: a dangling symbolic link */
+		e = real ? 0 : errno;
 	} else {
-		real = xstrdup(path);
+		e = errno;
+		/* a new file, unless a dangling symbolic link is there */
+		real = e == ENOENT && lstat(path, &sb) != 0 ? xstrdup(path)
+			: NULL;
 	}
-	if (e) {
+	if (!real) {
 		errmsg("%s: %s", path, strerror(e));
 		return EXIT_RUNTIME;
 	}
-	dir = strrchr(real, '/');
-	if (!dir)
+	slash = strrchr(real, '/');
+	if (!slash) {
 		dir = ".";
-	else if (dir == real)
+	} else if (slash == real) {
 		dir = "/";
-	else
-		*dir = '\0', dir = real;
-	if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0)
-		e = errno;
+	} else {
+		*slash = '\0';
+		dir = real;
+	}
+	e = faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0 ? 0 : errno;
 	if (e)
 		errmsg("%s: cannot save a state in %s: %s", path, dir,
 		       strerror(e));
