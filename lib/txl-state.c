@@ -142,16 +142,16 @@ write_state(struct txl_session *s, int fd)
 	}
 	ok = write_all(fd, &hdr, sizeof hdr, &sum);
 	/* fixed size: per layer K, then V, per head mem_len rows, zeros
-	 * past the fill */
+	 * past the fill; the abort callback asked between heads */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
-		if (txl_aborted(s)) {
-			free(zeros);
-			errno = ECANCELED;
-			return false;
-		}
 		for (int which = 0; ok && which < 2; which++) {
 			uint8_t *buf = which ? s->v[l] : s->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
+				if (txl_aborted(s)) {
+					errno = ECANCELED;
+					ok = false;
+					break;
+				}
 				ok = write_all(fd, txl_kv_row(s, buf, s->cap, h,
 							      s->kv_start),
 					       row * (size_t)s->mlen, &sum) &&
