@@ -415,6 +415,11 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 		goto out;
 	}
 	member_texts(text, &num_at, &num_len, &n_nums);
+	if ((size_t)cJSON_GetArraySize(root) != n_nums) {
+		/* the scan and cJSON disagree: cannot be for valid JSON */
+		errmsg("%s: cannot read the members of the object", src->name);
+		goto out;
+	}
 	for (const cJSON *v = root->child; v; v = v->next, i++) {
 		const struct setting *s = NULL;
 
@@ -438,11 +443,6 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 		}
 		if (src->from_model && setting_origin(s, o) != ORIGIN_DEFAULT)
 			continue;  /* the user's choice stands */
-		if (i >= n_nums) {  /* not read as expected: cannot be */
-			errmsg("%s: key '%s': cannot read its value", src->name,
-			       v->string);
-			goto out;
-		}
 		if (!set_from_json(s, o, v, num_at[i], num_len[i], err,
 				   sizeof(err))) {
 			errmsg("%s: key '%s': %s", src->name, v->string, err);
