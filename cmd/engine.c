@@ -254,10 +254,13 @@ engine_save(struct engine *e, const char *path)
 {
 	enum txl_status st;
 
+	unsigned grace = signals_grace_pause();
+
 	e->saving = true;
 	e->signals_at_save = signals_received();
 	st = txl_session_save(e->session, path);
 	e->saving = false;
+	signals_grace_resume(grace);
 	if (st == TXL_ABORTED)
 		return EXIT_INTERRUPTED;  /* the old file stays */
 	if (st != TXL_OK) {

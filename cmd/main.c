@@ -278,6 +278,7 @@ main(int argc, char **argv)
 
 	repl = !o.score && !o.tokenize && (o.interactive ||
 		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
+	signals_int_ends_run(!repl);
 	rc = check_stdin_users(&o, repl);
 	if (rc == EXIT_OK)
 		rc = open_inputs(&in, &o, repl);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * signals.c - SIGINT, SIGTERM and SIGHUP set a flag; nothing else happens
- * in the handler, but in immediate mode, where it ends the program.
+ * in the handler, but in immediate mode, where it ends the program, and
+ * SIGTERM and SIGHUP start a grace period (alarm()) after which it ends.
  * SIGBUS (the mapped model file cut short) ends the run with a message.
  */
 #include <errno.h>
@@ -21,6 +22,7 @@ static volatile sig_atomic_t hangup;	/* SIGHUP came (interrupted is
 					   SIGTERM then) */
 static volatile sig_atomic_t received;
 static volatile sig_atomic_t immediate;
+static volatile sig_atomic_t int_ends = 1;  /* SIGINT ends the run too */
 static bool installed, keep_ignored[NSIG];
 static pthread_t main_thread;
 
@@ -39,17 +41,30 @@ code_of(int sig, bool hup)
 		: EXIT_INTERRUPTED;
 }
 
-/* End the program now, as signals_word() and signals_exit_code() say;
- * async-signal-safe. */
+/* End the program now, as signals_word() and signals_exit_code() say,
+ * the message followed by @p why; async-signal-safe. */
 static _Noreturn void
-end_now(int sig, bool hup)
+end_now(int sig, bool hup, const char *why)
 {
 	const char *w = word_of(sig, hup);
 
 	(void)!write(STDERR_FILENO, "txlgen: ", 8);
 	(void)!write(STDERR_FILENO, w, strlen(w));
+	(void)!write(STDERR_FILENO, why, strlen(why));
 	(void)!write(STDERR_FILENO, "\n", 1);
 	_exit(code_of(sig, hup));
+}
+
+/* A signal that ends the run came SIGNALS_GRACE_S seconds ago, and the
+ * run has not ended: something blocks it (output into a pipe that nobody
+ * reads), and what is left to write is given up. */
+static void
+on_alarm(int sig)
+{
+	(void)sig;
+	end_now(interrupted, hangup, " (still not done "
+		SIGNALS_GRACE_STR " s after the signal: the rest of the output "
+		"is lost)");
 }
 
 static void
@@ -58,7 +73,7 @@ on_signal(int sig)
 	bool hup = sig == SIGHUP;
 
 	if (immediate)
-		end_now(hup ? SIGTERM : sig, hup);
+		end_now(hup ? SIGTERM : sig, hup, "");
 	/* the kernel may hand a signal to any thread that does not block it
 	 * (OpenBLAS starts its own before main()): sent on, it wakes the
 	 * main thread where that one waits for input, and sets the flag
@@ -74,6 +89,8 @@ on_signal(int sig)
 		return;
 	interrupted = hup ? SIGTERM : sig;
 	hangup = hup;
+	if (interrupted == SIGTERM || int_ends)
+		alarm(SIGNALS_GRACE_S);
 }
 
 void
@@ -99,6 +116,8 @@ signals_setup(bool restart)
 	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
 		if (!keep_ignored[sigs[i]])
 			sigaction(sigs[i], &sa, NULL);
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
 }
 
 void
@@ -106,7 +125,26 @@ signals_immediate(bool on)
 {
 	immediate = on;
 	if (on && interrupted)
-		end_now(interrupted, hangup);
+		end_now(interrupted, hangup, "");
+}
+
+void
+signals_int_ends_run(bool on)
+{
+	int_ends = on;
+}
+
+unsigned
+signals_grace_pause(void)
+{
+	return alarm(0);
+}
+
+void
+signals_grace_resume(unsigned left)
+{
+	if (left)
+		alarm(left);
 }
 
 unsigned

@@ -36,6 +36,22 @@ void signals_setup(bool restart);
  */
 void signals_immediate(bool on);
 
+/* How long a signal that ends the run (SIGTERM, SIGHUP; SIGINT but in
+ * the REPL) gives it to end, flushing its output, before it ends without:
+ * a write into a pipe that nobody reads blocks for ever. */
+#define SIGNALS_GRACE_S 10
+#define SIGNALS_GRACE_STR "10"
+
+/** Does SIGINT end the run (true but for the REPL, where it stops a
+ *  generation)?  Then it starts the grace period as well. */
+void signals_int_ends_run(bool on);
+
+/** Stop the grace period while the REPL's memory is saved (the save
+ *  polls the signals itself): returns the seconds it had left, for
+ *  signals_grace_resume(). */
+unsigned signals_grace_pause(void);
+void signals_grace_resume(unsigned left);
+
 /** Signals received so far (each one counts, also after the first). */
 unsigned signals_received(void);
 

@@ -21,7 +21,8 @@ Hostile input (issue 24):
   warns about five of them, then counts the rest (the duplicate check
   compared every key with every other: minutes of CPU, 149,287 warning
   lines); SIGTERM, SIGINT and SIGHUP end a run while such a model loads
-  (700,000 keys) at once, with their exit status and word.
+  (700,000 keys) at once, with their exit status and word; and a run
+  whose output nobody reads any more 10 s after them.
 - --state-out removes no file but its own abandoned temporary files
   (a.bin.tmpbackup and x.tmp.jsonl were deleted); an unusable target
   (a directory, a FIFO, a device, a missing directory, a read-only file
@@ -418,6 +419,32 @@ class HostileRecommended(unittest.TestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn(path, err)
         self.assertIn("\\u0000", err)
+
+
+class BlockedOutput(unittest.TestCase):
+    def test_a_signal_ends_a_run_whose_reader_stopped(self):
+        # the write into a full pipe was restarted after the signal, for
+        # ever; now the run gets SIGNALS_GRACE_S (10 s), then ends
+        for sig, status, word in ((signal.SIGTERM, 143, "terminated"),
+                                  (signal.SIGINT, 130, "interrupted")):
+            with self.subTest(signal=sig.name):
+                r, w = os.pipe()
+                self.addCleanup(os.close, r)
+                p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n",
+                                 "-1", "--ignore-eos"], stdout=w,
+                          stderr=subprocess.PIPE)
+                os.close(w)
+
+                def full():
+                    n = fcntl.ioctl(r, termios.FIONREAD, b"\0" * 4)
+                    return int.from_bytes(n, "little") >= 65536
+                wait_for("a full pipe", full, timeout=60)
+                p.send_signal(sig)
+                _, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, status, err)
+                self.assertEqual(err.decode(), f"txlgen: {word} (still not "
+                                 "done 10 s after the signal: the rest of "
+                                 "the output is lost)\n")
 
 
 class StateOut(unittest.TestCase):
