@@ -17,8 +17,15 @@
  * files to read or write.  A key this version does not know, or one a
  * model may not set, is ignored with a warning, so that newer model
  * files still run; a bad value is an error.
+ *
+ * A model file is untrusted input: every check is linear (or n log n) in
+ * the number of keys, and the warnings stop after a few.  Integers are
+ * read from the number's own text (cJSON keeps only a double, which
+ * rounds above 2^53), and a string holding \u0000 is refused rather than
+ * cut short there.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +42,10 @@
 #include "suggest.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
+
+/* Warnings about ignored keys of a model's settings, at most; then one
+ * line with the count of the rest. */
+#define MAX_WARNINGS 5
 
 /* The key --print-config adds, which a config file may hold. */
 #define SOURCES_KEY "sources"
@@ -55,13 +66,81 @@ json_type_name(const cJSON *v)
 	return "an object";
 }
 
+/* The text of a JSON number (valid, as cJSON took it) as a whole number,
+ * exactly: 0, or -1 if it is no whole number ("1.5", "1e-1"), 1 if it is
+ * one beyond a long long.  "1e3" and "100.0" are whole numbers. */
+static int
+json_integer(const char *t, size_t n, long long *out)
+{
+	const char *end = t + n;
+	char sig[20];           /* the significant digits, those that fit */
+	int nsig = 0;
+	bool lost = false;      /* a nonzero digit after them */
+	bool neg = t < end && *t == '-', point = false;
+	long exp = 0;           /* the value: sig x 10^exp */
+	unsigned long long v = 0;
+
+	for (t += neg; t < end; t++) {
+		if (*t == '.') {
+			point = true;
+			continue;
+		}
+		if (*t < '0' || *t > '9')
+			break;
+		exp -= point;
+		if (nsig == 0 && *t == '0')
+			continue;
+		if (nsig < (int)sizeof(sig)) {
+			sig[nsig++] = *t;
+		} else {
+			exp++;
+			lost |= *t != '0';
+		}
+	}
+	if (t < end && (*t == 'e' || *t == 'E')) {
+		bool eneg = false;
+		long e = 0;
+
+		if (++t < end && (*t == '+' || *t == '-'))
+			eneg = *t++ == '-';
+		for (; t < end && *t >= '0' && *t <= '9'; t++)
+			if (e < 1000000)
+				e = e * 10 + (*t - '0');
+		exp += eneg ? -e : e;
+	}
+	if (nsig == 0) {
+		*out = 0;
+		return 0;
+	}
+	if (lost)   /* 20 digits and more: in range only if a fraction */
+		return exp > 0 ? 1 : -1;
+	/* trailing zeros make up for a negative exponent */
+	while (exp < 0 && sig[nsig - 1] == '0') {
+		nsig--;
+		exp++;
+	}
+	if (exp < 0)
+		return -1;
+	if (nsig + exp > 19)
+		return 1;
+	for (long i = 0; i < nsig + exp; i++)
+		v = v * 10 + (unsigned)(i < nsig ? sig[i] - '0' : 0);
+	if (v > (unsigned long long)LLONG_MAX + neg)
+		return 1;
+	*out = neg ? (long long)(0 - v) : (long long)v;
+	return 0;
+}
+
 static bool
 set_from_json(const struct setting *s, struct txlgen_options *o,
-	      const cJSON *v, char *err, size_t errlen)
+	      const cJSON *v, const char *num, size_t num_len, char *err,
+	      size_t errlen)
 {
 	void *p = setting_ptr(s, o);
 	const char *want = NULL;
-	double d;
+	char text[64];
+	long long iv;
+	int k;
 
 	if (cJSON_IsNull(v)) {
 		if (s->nullable || s->type == ST_LIST)
@@ -84,12 +163,20 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 			want = "an integer";
 			break;
 		}
-		d = v->valuedouble;
-		if (d != floor(d)) {
-			snprintf(err, errlen, "expected an integer, got %g", d);
+		/* the number as written (what the message quotes) */
+		snprintf(text, sizeof(text), "%.*s%s", num_len < 40 ?
+			 (int)num_len : 40, num, num_len < 40 ? "" : "...");
+		k = json_integer(num, num_len, &iv);
+		if (k < 0) {
+			snprintf(err, errlen, "expected an integer, got %s",
+				 text);
 			return false;
 		}
-		return setting_set_integer(s, o, d, err, errlen);
+		if (k > 0) {
+			/* beyond every setting's range */
+			iv = LLONG_MAX;
+		}
+		return setting_set_integer(s, o, iv, text, err, errlen);
 	case ST_FLOAT:
 		if (!cJSON_IsNumber(v)) {
 			want = "a number";
@@ -158,13 +245,142 @@ struct json_source {
 	bool from_model;      /* a model's recommended settings */
 };
 
+/* The first \u0000 escape in the JSON @p text, or NULL.  Outside strings
+ * valid JSON has no backslash, so every one starts an escape. */
+static const char *
+find_nul_escape(const char *text)
+{
+	for (const char *p = strchr(text, '\\'); p; p = strchr(p + 2, '\\'))
+		if (!strncmp(p + 1, "u0000", 5))
+			return p;
+		else if (!p[1])
+			break;
+	return NULL;
+}
+
+/* cJSON's whitespace: every byte up to ' ' */
+static const char *
+skip_space(const char *p)
+{
+	while (*p && (unsigned char)*p <= ' ')
+		p++;
+	return p;
+}
+
+/* Past the string that starts (its '"') at @p p. */
+static const char *
+skip_string(const char *p)
+{
+	for (p++; *p && *p != '"'; p++)
+		if (*p == '\\' && p[1])
+			p++;
+	return *p ? p + 1 : p;
+}
+
+/* Past the JSON value that starts at @p p. */
+static const char *
+skip_value(const char *p)
+{
+	long depth = 0;
+
+	for (;;) {
+		if (*p == '"')
+			p = skip_string(p);
+		else if (*p == '{' || *p == '[')
+			depth++, p++;
+		else if (*p == '}' || *p == ']')
+			depth--, p++;
+		else if (depth > 0)
+			p++;
+		else    /* a number, true, false or null */
+			while ((unsigned char)*p > ' ' && !strchr(",}]", *p))
+				p++;
+		if (depth == 0 || !*p)
+			return p;
+	}
+}
+
+/* Where the value of each member of the JSON object @p text (valid, as
+ * cJSON parsed it) is written, in order, so that numbers can be read
+ * from their text: *n of them in at[] and len[] (malloc'd).  0 members
+ * (and NULL) if the text does not read as expected. */
+static void
+member_texts(const char *text, const char ***at, size_t **len, size_t *n)
+{
+	size_t cap = 0;
+	const char *p = text;
+
+	*at = NULL;
+	*len = NULL;
+	*n = 0;
+	if (!strncmp(p, "\xef\xbb\xbf", 3))  /* cJSON skips a BOM */
+		p += 3;
+	p = skip_space(p);
+	if (*p++ != '{')
+		return;
+	for (;;) {
+		p = skip_space(p);
+		if (*p != '"')
+			break;
+		p = skip_space(skip_string(p));
+		if (*p++ != ':')
+			break;
+		p = skip_space(p);
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			*at = xrealloc(*at, cap * sizeof(**at));
+			*len = xrealloc(*len, cap * sizeof(**len));
+		}
+		(*at)[*n] = p;
+		p = skip_value(p);
+		(*len)[*n] = (size_t)(p - (*at)[*n]);
+		++*n;
+		p = skip_space(p);
+		if (*p++ != ',')
+			break;
+	}
+}
+
+static int
+cmp_keys(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key given twice in @p root, or NULL: sorted, duplicates are
+ * neighbours (n log n, where comparing each key with every other took
+ * minutes for a model file's million keys). */
+static const char *
+duplicate_key(const cJSON *root)
+{
+	const char **keys = NULL, *dup = NULL;
+	size_t n = 0, cap = 0;
+
+	for (const cJSON *v = root->child; v; v = v->next) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 64;
+			keys = xrealloc(keys, cap * sizeof(*keys));
+		}
+		keys[n++] = v->string;
+	}
+	if (n > 1)
+		qsort(keys, n, sizeof(*keys), cmp_keys);
+	for (size_t i = 1; i < n && !dup; i++)
+		if (!strcmp(keys[i - 1], keys[i]))
+			dup = keys[i];
+	free(keys);
+	return dup;
+}
+
 /* Parse @p text (of @p len bytes) as a JSON object and apply it to @p o.
  * Returns an exit code after printing any error. */
 static int
 apply_json(struct txlgen_options *o, const char *text, size_t len,
 	   const struct json_source *src)
 {
-	const char *end = NULL;
+	const char *end = NULL, *nul, *dup, **num_at = NULL;
+	size_t *num_len = NULL, n_nums = 0, i = 0;
+	long ignored = 0;
 	char err[256];
 	cJSON *root;
 	int line, col, rc = EXIT_BADMODEL;
@@ -187,19 +403,30 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 		       json_type_name(root));
 		goto out;
 	}
-	for (const cJSON *v = root->child; v; v = v->next) {
+	/* cJSON would keep the string up to the NUL: silently less */
+	if ((nul = find_nul_escape(text)) != NULL) {
+		line_col(text, nul, &line, &col);
+		errmsg("%s: line %d, column %d: a string holds \\u0000 (a NUL "
+		       "character), which no setting takes", src->name, line,
+		       col);
+		goto out;
+	}
+	if ((dup = duplicate_key(root)) != NULL) {
+		errmsg("%s: key '%s': given twice", src->name, dup);
+		goto out;
+	}
+	member_texts(text, &num_at, &num_len, &n_nums);
+	if ((size_t)cJSON_GetArraySize(root) != n_nums) {
+		/* the scan and cJSON disagree: cannot be for valid JSON */
+		errmsg("%s: cannot read the members of the object", src->name);
+		goto out;
+	}
+	for (const cJSON *v = root->child; v; v = v->next, i++) {
 		const struct setting *s = NULL;
 
-		for (int i = 0; i < n_settings; i++)
-			if (!strcmp(settings[i].key, v->string))
-				s = &settings[i];
-		for (const cJSON *w = root->child; w != v; w = w->next) {
-			if (!strcmp(w->string, v->string)) {
-				errmsg("%s: key '%s': given twice", src->name,
-				       v->string);
-				goto out;
-			}
-		}
+		for (int k = 0; k < n_settings; k++)
+			if (!strcmp(settings[k].key, v->string))
+				s = &settings[k];
 		if (!s && !src->from_model && !strcmp(v->string, SOURCES_KEY) &&
 		    cJSON_IsObject(v))
 			continue;  /* what --print-config adds */
@@ -212,19 +439,25 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 			goto out;
 		}
 		if (src->from_model && (!s || !s->model_may_set)) {
-			errmsg("warning: %s: key '%s' ignored (%s)", src->name,
-			       v->string, s ? "not a setting a model may "
-			       "choose" : "not a setting of this version");
+			if (++ignored <= MAX_WARNINGS)
+				errmsg("warning: %s: key '%s' ignored (%s)",
+				       src->name, v->string, s ? "not a setting "
+				       "a model may choose" : "not a setting of "
+				       "this version");
 			continue;
 		}
 		if (src->from_model && setting_origin(s, o) != ORIGIN_DEFAULT)
 			continue;  /* the user's choice stands */
-		if (!set_from_json(s, o, v, err, sizeof(err))) {
+		if (!set_from_json(s, o, v, num_at[i], num_len[i], err,
+				   sizeof(err))) {
 			errmsg("%s: key '%s': %s", src->name, v->string, err);
 			goto out;
 		}
 		setting_set_origin(s, o, src->origin);
 	}
+	if (ignored > MAX_WARNINGS)
+		errmsg("warning: %s: %ld more keys ignored", src->name,
+		       ignored - MAX_WARNINGS);
 	if (o->prompt && o->text) {
 		errmsg("%s: keys 'prompt' and 'text' cannot be used together",
 		       src->name);
@@ -232,6 +465,8 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 	}
 	rc = EXIT_OK;
 out:
+	free(num_at);
+	free(num_len);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -274,6 +509,7 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 {
 	const void *p = setting_ptr(st, o);
 	struct txl_session_params sp = { 0 };
+	char num[32];
 	cJSON *v;
 	int iv;
 
@@ -298,8 +534,14 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 		return st->nullable && iv < 0 ? cJSON_CreateNull() :
 			cJSON_CreateNumber(iv);
 	case ST_SEED:
-		return *(const int64_t *)p < 0 ? cJSON_CreateNull() :
-			cJSON_CreateNumber((double)*(const int64_t *)p);
+		if (*(const int64_t *)p < 0)
+			return cJSON_CreateNull();
+		/* as digits: cJSON prints a double to 15 digits when that
+		 * reads back within its tolerance (9007199254740991 became
+		 * 9.00719925474099e+15, another seed) */
+		snprintf(num, sizeof(num), "%lld",
+			 (long long)*(const int64_t *)p);
+		return cJSON_CreateRaw(num);
 	case ST_FLOAT:
 		return cJSON_CreateNumber(*(const double *)p);
 	case ST_STRING:

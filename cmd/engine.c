@@ -3,10 +3,13 @@
  * engine.c - the model and its session: loading, settings, the memory's
  * state files, tokens.  Feeding text into the memory is feed.c's.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,7 +20,12 @@
 static bool
 abort_fn(void *data)
 {
-	(void)data;
+	const struct engine *e = data;
+
+	/* while saving, a signal that came after the save began: the REPL
+	 * saves its memory after the SIGTERM that ends it */
+	if (e->saving)
+		return signals_received() != e->signals_at_save;
 	return interrupted != 0;
 }
 
@@ -173,7 +181,7 @@ engine_apply_settings(struct engine *e)
 	if ((rc = model_settings(e, &p)) != EXIT_OK)
 		return rc;
 	p.abort_cb = abort_fn;
-	p.abort_data = NULL;
+	p.abort_data = e;
 	/* a live session keeps its memory (the most recent positions if
 	 * mem_len shrinks) */
 	if (e->session)
@@ -255,13 +263,77 @@ engine_drops_space(struct engine *e, int32_t id, const char *p, int len)
 int
 engine_save(struct engine *e, const char *path)
 {
-	enum txl_status st = txl_session_save(e->session, path);
+	enum txl_status st;
 
+	unsigned grace = signals_grace_pause();
+
+	e->saving = true;
+	e->signals_at_save = signals_received();
+	st = txl_session_save(e->session, path);
+	e->saving = false;
+	signals_grace_resume(grace);
+	if (st == TXL_ABORTED)
+		return EXIT_INTERRUPTED;  /* the old file stays */
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
 	return EXIT_OK;
+}
+
+static const char *
+file_kind(mode_t m)
+{
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" :
+		S_ISCHR(m) ? "a character device" : S_ISBLK(m) ?
+		"a block device" : S_ISSOCK(m) ? "a socket" :
+		"not a plain file";
+}
+
+int
+engine_check_save(const char *path)
+{
+	struct stat sb;
+	char *real, *slash;
+	const char *dir;
+	int e = 0;
+
+	/* as txl_session_save() goes: through a symbolic link to a regular
+	 * file, replaced by a new file in that file's directory */
+	if (stat(path, &sb) == 0) {
+		if (!S_ISREG(sb.st_mode)) {
+			errmsg("%s: not a regular file (%s): a state is saved "
+			       "only over a regular file", path,
+			       file_kind(sb.st_mode));
+			return EXIT_RUNTIME;
+		}
+		real = realpath(path, NULL);
+		e = real ? 0 : errno;
+	} else {
+		e = errno;
+		/* a new file, unless a dangling symbolic link is there */
+		real = e == ENOENT && lstat(path, &sb) != 0 ? xstrdup(path)
+			: NULL;
+	}
+	if (!real) {
+		errmsg("%s: %s", path, strerror(e));
+		return EXIT_RUNTIME;
+	}
+	slash = strrchr(real, '/');
+	if (!slash) {
+		dir = ".";
+	} else if (slash == real) {
+		dir = "/";
+	} else {
+		*slash = '\0';
+		dir = real;
+	}
+	e = faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0 ? 0 : errno;
+	if (e)
+		errmsg("%s: cannot save a state in %s: %s", path, dir,
+		       strerror(e));
+	free(real);
+	return e ? EXIT_RUNTIME : EXIT_OK;
 }
 
 int

@@ -62,6 +62,8 @@ struct engine {
 	struct txl_sampler_params sampler_params;
 	uint64_t sampler_seed; /* the session's seed it was made for */
 	uint64_t n_samplers;   /* and how many were made for that seed */
+	bool saving;           /* in engine_save() */
+	unsigned signals_at_save; /* signals_received() when it began */
 };
 
 /* A growing array of token ids. */
@@ -149,8 +151,14 @@ int engine_feed_input(struct engine *e, struct input *in,
 /** Feed the file @p in (--prime).  Returns an exit code. */
 int engine_prime(struct engine *e, struct input *in);
 
-/** Save / load the memory; print errors; return an exit code. */
+/** Save / load the memory; print errors; return an exit code.  A save
+ *  that a signal interrupts (one that came after it began) leaves the old
+ *  file and returns EXIT_INTERRUPTED. */
 int engine_save(struct engine *e, const char *path);
+/** Can a state be saved to @p path (before the work that leads to it)?
+ *  What is there must be a regular file, the directory writable; else
+ *  says why and returns EXIT_RUNTIME. */
+int engine_check_save(const char *path);
 int engine_load(struct engine *e, const char *path);
 
 /** Print "memory: ..." lines (REPL /mem, --stats) to @p f. */
@@ -175,11 +183,29 @@ int engine_score(struct engine *e, struct input *in, FILE *out);
 /** Text to ids, or with --ids ids to text (--tokenize). */
 int engine_list_tokens(struct engine *e, struct input *in, FILE *out);
 
+/* Reading token ids from chunks of text: where the last chunk left off.
+ * Start with { .line = 1 }. */
+struct ids_reader {
+	int64_t line;          /* for messages */
+	bool in_token;         /* a token goes on in the next chunk */
+	bool bad;              /* it holds a byte that is no digit */
+	bool nul;              /* a NUL byte */
+	long long value;       /* its value, saturated past INT32_MAX */
+	char raw[96];          /* its first bytes, for messages */
+	int raw_len;
+	bool raw_more;
+	char sig[96];          /* its first digits but leading zeros */
+	int sig_len;
+	bool sig_more;
+};
+
 /**
- * Parse the token ids in @p s (whitespace-separated) into @p t; @p line
- * counts lines for messages.  Returns an exit code.
+ * Parse the token ids in the chunk @p s of @p len bytes (whitespace-
+ * separated; a token may go on in the next chunk) into @p t; @p s NULL:
+ * the end of the input.  Returns an exit code (a bad id is reported,
+ * naming @p name and the line).
  */
-int engine_parse_ids(struct engine *e, const char *name, int64_t *line,
+int engine_parse_ids(struct engine *e, const char *name, struct ids_reader *r,
 		     const char *s, size_t len, struct tokvec *t);
 
 /** Describe the model (--info), as text or JSON.  Returns an exit code. */

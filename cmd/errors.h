@@ -13,6 +13,7 @@ enum txlgen_exit {
 	EXIT_RUNTIME = 1,      /* I/O error, bad input, write failure */
 	EXIT_USAGE = 2,        /* bad option or value */
 	EXIT_BADMODEL = 3,     /* bad or missing model, bad config file */
+	EXIT_HANGUP = 129,     /* SIGHUP (128 + 1) */
 	EXIT_INTERRUPTED = 130, /* SIGINT (128 + 2) */
 	EXIT_TERMINATED = 143, /* SIGTERM (128 + 15) */
 };

@@ -128,6 +128,8 @@ feed_prompt(struct engine *e, struct input *prompt, struct txl_sampler *smp,
 	*n_text = 0;
 	if (prompt) {
 		rc = engine_feed_input(e, prompt, &fo, n_text, &bytes);
+		/* also when a signal stopped it: --stats tells what was read */
+		e->last.n_prompt = *n_text;
 		if (rc != EXIT_OK)
 			return rc;
 		if (bytes)

@@ -131,21 +131,31 @@ input_close(struct input *in)
 	in->fd = -1;
 }
 
-/* Where to cut @p s of @p have > INPUT_CHUNK_MAX bytes without a newline:
- * before a space or tab (same ids), else at a character boundary. */
+/* Where to cut the INPUT_CHUNK_MAX bytes at @p s, which hold no newline:
+ * before the last space or tab (which then starts the next chunk: the
+ * same ids), else after the last character they hold whole.  Only those
+ * bytes decide, so that the chunks of a text do not depend on how much
+ * of it a read() returned. */
 static size_t
 cut_point(const char *s)
 {
-	size_t cut = INPUT_CHUNK_MAX;
+	const size_t max = INPUT_CHUNK_MAX;
+	size_t cut = max;
 
 	while (cut > 1 && s[cut - 1] != ' ' && s[cut - 1] != '\t')
 		cut--;
 	if (cut > 1)
-		return cut - 1;  /* the space starts the next chunk */
-	for (cut = INPUT_CHUNK_MAX; cut > INPUT_CHUNK_MAX - 3 &&
-	     ((unsigned char)s[cut] & 0xc0) == 0x80; cut--)
-		;
-	return cut;
+		return cut - 1;
+	/* the last character's first byte, and how long it says it is */
+	for (size_t back = 1; back <= 4; back++) {
+		unsigned char c = (unsigned char)s[max - back];
+		size_t len = c >= 0xf8 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 :
+			c >= 0xc0 ? 2 : 1;
+
+		if ((c & 0xc0) != 0x80)
+			return len > back ? max - back : max;
+	}
+	return max;  /* not UTF-8 there: anywhere */
 }
 
 int
@@ -158,9 +168,15 @@ input_next(struct input *in, const char **chunk, size_t *n)
 	for (;;) {
 		char *s = in->buf + in->start;
 		size_t have = in->end - in->start;
-		char *nl = memchr(s, '\n', have);
+		/* a newline within a chunk's length ends the chunk; where
+		 * there is none, the first INPUT_CHUNK_MAX bytes are cut, or
+		 * (at the end) what is left is the chunk: more bytes read at
+		 * once never change a chunk */
+		size_t lim = have < INPUT_CHUNK_MAX ? have : INPUT_CHUNK_MAX;
+		char *nl = memchr(s + in->scanned, '\n', lim - in->scanned);
 		ssize_t got;
 
+		in->scanned = lim;
 		if (nl) {
 			*n = (size_t)(nl + 1 - s);
 		} else if (have >= INPUT_CHUNK_MAX) {
@@ -190,6 +206,7 @@ input_next(struct input *in, const char **chunk, size_t *n)
 		*chunk = s;
 		in->start += *n;
 		in->consumed += *n;
+		in->scanned = 0;
 		return 1;
 	}
 }

@@ -19,6 +19,7 @@ struct input {
 	const char *name;       /* for messages: the path, or "(stdin)" */
 	char *buf;
 	size_t start, end, cap;
+	size_t scanned;         /* bytes from start known to hold no '\n' */
 	bool eof;
 	bool own_buf;
 	uint64_t bytes;         /* read so far */
@@ -44,8 +45,9 @@ void input_close(struct input *in);
 /**
  * The next chunk: a line with its '\n', or a cut of a line longer than
  * INPUT_CHUNK_MAX, before a space or tab (which then starts the next
- * chunk) or, failing that, at a character boundary.  Valid until the next
- * call.  Returns 1 with a chunk, 0 at the end, -1 on a read error
+ * chunk) or, failing that, at a character boundary.  The chunks depend
+ * only on the bytes (a file and a pipe give the same).  Valid until the
+ * next call.  Returns 1 with a chunk, 0 at the end, -1 on a read error
  * (reported) or when interrupted (see signals.h).
  */
 int input_next(struct input *in, const char **chunk, size_t *n);

@@ -5,9 +5,10 @@
  * stdout carries only the generated text (or JSON, or the scores);
  * everything else goes to stderr.  SIGPIPE keeps its default action, so
  * that `txlgen | head` ends quietly; other write errors (a full disk, a
- * closed stdout) are reported and give exit status 1.  SIGINT and SIGTERM
- * end a run cleanly (signals.c): what was generated is written, no state
- * file is left half-written, exit status 130 or 143.
+ * closed stdout) are reported and give exit status 1.  SIGINT, SIGTERM
+ * and SIGHUP end a run cleanly (signals.c): what was generated is
+ * written, no state file is left half-written, exit status 130, 143 or
+ * 129; while the model and the state load, at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -191,11 +192,14 @@ describe(struct txlgen_options *o, const char *model, bool repl)
 
 	if (o->info) {
 		rc = engine_load_model(&e, o, model);
-		if (rc == EXIT_OK)
+		if (rc == EXIT_OK) {
+			signals_immediate(false);
 			rc = engine_info(&e, stdout);
+		}
 	} else {
 		rc = open_engine(&e, o, model, repl);
 		if (rc == EXIT_OK) {
+			signals_immediate(false);
 			engine_effective_options(&e, &shown);
 			if (!config_print(stdout, &shown, e.session, true) &&
 			    !ferror(stdout))
@@ -217,6 +221,8 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 	e->keep_memory = o->state_out != NULL;
 	if (o->state_in && (rc = engine_load(e, o->state_in)) != EXIT_OK)
 		return rc;
+	/* from here on a signal stops the work, which then finishes */
+	signals_immediate(false);
 	for (int i = 0; i < in->n_prime; i++)
 		if ((rc = engine_prime(e, &in->prime[i])) != EXIT_OK)
 			return rc;
@@ -290,16 +296,22 @@ main(int argc, char **argv)
 		goto out;
 	}
 
+	signals_int_ends_run(!repl);
 	rc = check_stdin_users(&o, repl);
 	if (rc == EXIT_OK)
 		rc = open_inputs(&in, &o, repl);
+	/* not found out after the whole run */
+	if (rc == EXIT_OK && o.state_out && !o.tokenize)
+		rc = engine_check_save(o.state_out);
 	if (rc != EXIT_OK)
 		goto out;
 
 	if (o.tokenize) {
 		rc = engine_load_model(&e, &o, model);
-		if (rc == EXIT_OK)
+		if (rc == EXIT_OK) {
+			signals_immediate(false);
 			rc = engine_list_tokens(&e, &in.stream, stdout);
+		}
 	} else {
 		rc = open_engine(&e, &o, model, repl);
 		if (rc == EXIT_OK)

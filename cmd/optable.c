@@ -143,4 +143,4 @@ const char cli_help_footer[] =
 "Every boolean option has a --no- form (--no-echo, --no-json, --no-color,\n"
 "...) that overrides a config file.  Exit status: 0 ok, 1 runtime error,\n"
 "2 usage error, 3 bad model or config, 130 interrupted (SIGINT), 143\n"
-"terminated (SIGTERM).  See txlgen(1).\n";
+"terminated (SIGTERM), 129 hangup (SIGHUP).  See txlgen(1).\n";

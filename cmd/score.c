@@ -189,7 +189,7 @@ write_summary(const struct score *sc, bool partial)
 
 /* Read the next chunk into sc->t.  Returns an exit code. */
 static int
-take_chunk(struct score *sc, const char *name, int64_t *line,
+take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 	   const char *chunk, size_t len, bool *first_piece)
 {
 	struct engine *e = sc->e;
@@ -206,7 +206,7 @@ take_chunk(struct score *sc, const char *name, int64_t *line,
 	}
 	/* ids: the bytes are those of the text the ids stand for */
 	struct tokvec ids = { 0 };
-	int rc = engine_parse_ids(e, name, line, chunk, len, &ids);
+	int rc = engine_parse_ids(e, name, idr, chunk, len, &ids);
 
 	for (int i = 0; rc == EXIT_OK && i < ids.n; i++) {
 		int pl = 0;
@@ -237,7 +237,7 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	const char *chunk;
 	char run[64];
 	size_t len;
-	int64_t line = 1;
+	struct ids_reader idr = { .line = 1 };
 	bool first_piece = true;
 	int rc = EXIT_OK, got;
 	double t0 = now_s();
@@ -245,7 +245,7 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
 	progress_init(&pg, in->size);
 	while ((got = input_next(in, &chunk, &len)) > 0) {
-		rc = take_chunk(&sc, in->name, &line, chunk, len,
+		rc = take_chunk(&sc, in->name, &idr, chunk, len,
 				&first_piece);
 		if (rc != EXIT_OK)
 			goto out;
@@ -264,6 +264,10 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 		rc = interrupted ? EXIT_INTERRUPTED : EXIT_RUNTIME;
 		goto out;
 	}
+	/* the id the input ends with (at most one: sc.t.n <= seg + 1) */
+	if (e->opts->ids &&
+	    (rc = take_chunk(&sc, in->name, &idr, NULL, 0, &first_piece)))
+		goto out;
 	if (sc.total < 2) {
 		errmsg("%s: nothing to score: %s", in->name, sc.total ?
 		       "one token gives no prediction, at least 2 are needed" :

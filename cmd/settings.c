@@ -218,10 +218,10 @@ setting_check_range(const struct setting *s, double v, char *err,
 	return true;
 }
 
-/* A whole number in a double: 0, or -1 if @p val is not one, 1 if it is
- * one too large for a long long (and for every setting). */
+/* A whole number: 0, or -1 if @p val is not one, 1 if it is one too
+ * large for a long long (and for every setting). */
 static int
-parse_integer(const char *val, double *out)
+parse_integer(const char *val, long long *out)
 {
 	char *end;
 	long long v;
@@ -232,7 +232,7 @@ parse_integer(const char *val, double *out)
 		return -1;
 	if (errno == ERANGE)
 		return 1;
-	*out = (double)v;
+	*out = v;
 	return 0;
 }
 
@@ -247,15 +247,25 @@ setting_set_bool(const struct setting *s, struct txlgen_options *o, bool v)
 
 bool
 setting_set_integer(const struct setting *s, struct txlgen_options *o,
-		    double v, char *err, size_t errlen)
+		    long long v, const char *text, char *err, size_t errlen)
 {
+	char buf[32];
+
 	if (s->type == ST_SEED && v == -1) {
 		/* llama.cpp's habit: -1 is a random seed */
 		*(int64_t *)setting_ptr(s, o) = SEED_RANDOM;
 		return true;
 	}
-	if (!setting_check_range(s, v, err, errlen))
+	/* the bounds are whole numbers below 2^53, exact in a double */
+	if (v < (long long)s->min || (s->min_exclusive && v == s->min) ||
+	    v > (long long)s->max) {
+		if (!text) {
+			snprintf(buf, sizeof(buf), "%lld", v);
+			text = buf;
+		}
+		range_error(s, text, err, errlen);
 		return false;
+	}
 	if (s->type == ST_INT)
 		*(int *)setting_ptr(s, o) = (int)v;
 	else
@@ -299,6 +309,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 	double d;
 	int k;
 	char *end;
+	long long iv;
 
 	if (!val) {
 		if (setting_reset(s, o))
@@ -325,7 +336,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_INT:
 	case ST_SEED:
-		k = parse_integer(val, &d);
+		k = parse_integer(val, &iv);
 		if (k) {
 			if (k < 0)
 				snprintf(err, errlen, "'%s' is not an integer",
@@ -334,7 +345,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 				range_error(s, val, err, errlen);
 			return false;
 		}
-		return setting_set_integer(s, o, d, err, errlen);
+		return setting_set_integer(s, o, iv, val, err, errlen);
 	case ST_FLOAT:
 		errno = 0;
 		d = strtod(val, &end);

@@ -151,9 +151,11 @@ bool setting_parse(const struct setting *s, struct txlgen_options *o,
 		   const char *val, char *err, size_t errlen);
 
 /** Set an integer setting (ST_INT, ST_SEED: -1 is a random seed) to the
- *  whole number @p v, range checked; reason in @p err. */
+ *  whole number @p v, range checked; reason in @p err, quoting @p text
+ *  (the number as the user wrote it; NULL: @p v in decimal). */
 bool setting_set_integer(const struct setting *s, struct txlgen_options *o,
-			 double v, char *err, size_t errlen);
+			 long long v, const char *text, char *err,
+			 size_t errlen);
 
 /** Set a boolean (or tri-state) setting. */
 void setting_set_bool(const struct setting *s, struct txlgen_options *o,

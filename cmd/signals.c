@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * signals.c - SIGINT and SIGTERM set a flag; nothing else happens in the
- * handler.  SIGBUS (the mapped model file cut short) ends the run with a
- * message.
+ * signals.c - SIGINT, SIGTERM and SIGHUP set a flag; nothing else happens
+ * in the handler, but in immediate mode, where it ends the program, and
+ * SIGTERM and SIGHUP start a grace period (alarm()) after which it ends.
+ * SIGBUS (the mapped model file cut short) ends the run with a message.
  */
 #include <errno.h>
 #include <poll.h>
@@ -17,11 +18,62 @@
 
 volatile sig_atomic_t interrupted;
 
+static volatile sig_atomic_t hangup;	/* SIGHUP came (interrupted is
+					   SIGTERM then) */
+static volatile sig_atomic_t received;
+static volatile sig_atomic_t immediate;
+static volatile sig_atomic_t int_ends = 1;  /* SIGINT ends the run too */
+static bool installed, keep_ignored[NSIG];
 static pthread_t main_thread;
+
+/* The words and exit codes of signals_word() and signals_exit_code(),
+ * for the handler too. */
+static const char *
+word_of(int sig, bool hup)
+{
+	return hup ? "hangup" : sig == SIGTERM ? "terminated" : "interrupted";
+}
+
+static int
+code_of(int sig, bool hup)
+{
+	return hup ? EXIT_HANGUP : sig == SIGTERM ? EXIT_TERMINATED
+		: EXIT_INTERRUPTED;
+}
+
+/* End the program now, as signals_word() and signals_exit_code() say,
+ * the message followed by @p why; async-signal-safe. */
+static _Noreturn void
+end_now(int sig, bool hup, const char *why)
+{
+	const char *w = word_of(sig, hup);
+
+	(void)!write(STDERR_FILENO, "txlgen: ", 8);
+	(void)!write(STDERR_FILENO, w, strlen(w));
+	(void)!write(STDERR_FILENO, why, strlen(why));
+	(void)!write(STDERR_FILENO, "\n", 1);
+	_exit(code_of(sig, hup));
+}
+
+/* A signal that ends the run came SIGNALS_GRACE_S seconds ago, and the
+ * run has not ended: something blocks it (output into a pipe that nobody
+ * reads), and what is left to write is given up. */
+static void
+on_alarm(int sig)
+{
+	(void)sig;
+	end_now(interrupted, hangup, " (still not done "
+		SIGNALS_GRACE_STR " s after the signal: the rest of the output "
+		"is lost)");
+}
 
 static void
 on_signal(int sig)
 {
+	bool hup = sig == SIGHUP;
+
+	if (immediate)
+		end_now(hup ? SIGTERM : sig, hup, "");
 	/* the kernel may hand a signal to any thread that does not block it
 	 * (OpenBLAS starts its own before main()): sent on, it wakes the
 	 * main thread where that one waits for input, and sets the flag
@@ -30,24 +82,75 @@ on_signal(int sig)
 		pthread_kill(main_thread, sig);
 		return;
 	}
-	/* SIGTERM wins: the session must end even if Ctrl-C only asked to
-	 * stop a generation */
-	if (interrupted != SIGTERM)
-		interrupted = sig;
+	received++;
+	/* SIGTERM and SIGHUP win: the session must end even if Ctrl-C only
+	 * asked to stop a generation */
+	if (interrupted == SIGTERM)
+		return;
+	interrupted = hup ? SIGTERM : sig;
+	hangup = hup;
+	if (interrupted == SIGTERM || int_ends)
+		alarm(SIGNALS_GRACE_S);
 }
 
 void
 signals_setup(bool restart)
 {
-	struct sigaction sa;
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
 
-	main_thread = pthread_self();
+	if (!installed) {
+		main_thread = pthread_self();
+		immediate = 1;
+		/* an ignored SIGHUP (nohup) stays ignored */
+		keep_ignored[SIGHUP] = sigaction(SIGHUP, NULL, &old) == 0 &&
+			old.sa_handler == SIG_IGN;
+		installed = true;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
 	sa.sa_flags = restart ? SA_RESTART : 0;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		if (!keep_ignored[sigs[i]])
+			sigaction(sigs[i], &sa, NULL);
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+}
+
+void
+signals_immediate(bool on)
+{
+	immediate = on;
+	if (on && interrupted)
+		end_now(interrupted, hangup, "");
+}
+
+void
+signals_int_ends_run(bool on)
+{
+	int_ends = on;
+}
+
+unsigned
+signals_grace_pause(void)
+{
+	return alarm(0);
+}
+
+void
+signals_grace_resume(unsigned left)
+{
+	if (left)
+		alarm(left);
+}
+
+unsigned
+signals_received(void)
+{
+	return (unsigned)received;
 }
 
 ssize_t
@@ -63,6 +166,7 @@ signals_read(int fd, void *buf, size_t n)
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
 	for (;;) {
 		sigprocmask(SIG_BLOCK, &block, &old);
 		k = interrupted ? -1 : ppoll(&pfd, 1, NULL, &old);
@@ -84,13 +188,13 @@ signals_read(int fd, void *buf, size_t n)
 int
 signals_exit_code(void)
 {
-	return interrupted == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
+	return code_of(interrupted, hangup);
 }
 
 const char *
 signals_word(void)
 {
-	return interrupted == SIGTERM ? "terminated" : "interrupted";
+	return word_of(interrupted, hangup);
 }
 
 /* The whole message, made before it is needed: the handler may only

@@ -102,7 +102,7 @@ engine_list_tokens(struct engine *e, struct input *in, FILE *out)
 	struct tokvec t = { 0 };
 	const char *chunk;
 	size_t len;
-	int64_t line = 1;
+	struct ids_reader idr = { .line = 1 };
 	int rc = EXIT_OK, got;
 
 	strbuf_add(&l.text, "", 0);
@@ -116,7 +116,7 @@ engine_list_tokens(struct engine *e, struct input *in, FILE *out)
 
 		t.n = 0;
 		if (e->opts->ids) {
-			rc = engine_parse_ids(e, in->name, &line, chunk, len,
+			rc = engine_parse_ids(e, in->name, &idr, chunk, len,
 					      &t);
 			if (rc != EXIT_OK)
 				break;
@@ -139,6 +139,12 @@ engine_list_tokens(struct engine *e, struct input *in, FILE *out)
 	}
 	if (got < 0)
 		rc = interrupted ? EXIT_INTERRUPTED : EXIT_RUNTIME;
+	/* the id the input ends with */
+	t.n = 0;
+	if (rc == EXIT_OK && e->opts->ids)
+		rc = engine_parse_ids(e, in->name, &idr, NULL, 0, &t);
+	for (int i = 0; rc == EXIT_OK && i < t.n; i++)
+		list_token(&l, t.v[i]);
 	if (rc == EXIT_OK && (!l.line_start || l.on_line))
 		end_line(&l);
 	if (rc == EXIT_OK && e->opts->json)

@@ -440,7 +440,13 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 			      "model file)", path);
 		goto fail;
 	}
-	if (hlen > f->size - 8 || hlen > TXL_MAX_HEADER) {
+	if (hlen <= f->size - 8 && hlen > TXL_MAX_HEADER) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: header of %llu bytes, more "
+			      "than the %u a model file may have", path,
+			      (unsigned long long)hlen, TXL_MAX_HEADER);
+		goto fail;
+	}
+	if (hlen > f->size - 8) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
 			      "fit a file of %zu bytes (not a model file, or "
 			      "truncated)", path, (unsigned long long)hlen,

@@ -267,6 +267,31 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 	return TXL_OK;
 }
 
+/* Every block scale of the Q8_0 or Q4_0 tensor t finite: a NaN or inf
+ * scale makes every product with its block NaN, and the logits NaN,
+ * which no sampler can choose from (the converter refuses non-finite
+ * weights; this is a damaged or crafted file). */
+static enum txl_status
+check_scales(const struct txl_file *f, const struct txl_tensor_info *t)
+{
+	const size_t block = txl_row_bytes(t->dtype, TXL_QK);
+	const uint8_t *p = f->map + t->begin;
+	const size_t n = (t->end - t->begin) / block;
+
+	for (size_t i = 0; i < n; i++, p += block) {
+		uint16_t d;
+
+		memcpy(&d, p, sizeof d);	/* first in both block types */
+		if ((d & 0x7c00) == 0x7c00)
+			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is %s "
+					"with a non-finite scale (%s) in block "
+					"%zu: a damaged file", f->path, t->name,
+					txl_dtype_name(t->dtype),
+					d & 0x3ff ? "NaN" : "inf", i);
+	}
+	return TXL_OK;
+}
+
 /* Bind one tensor: check its shape and dtype, and point *out at its data.
  * A weight matrix (as_floats false) is used in the dtype it is stored in
  * (F32, F16, BF16, Q8_0 or Q4_0: the kernels compute with it as stored);
@@ -313,6 +338,13 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 
 	const uint8_t *src = f->map + t->begin;
 	const size_t bytes = t->end - t->begin;
+	/* once, in the checking pass */
+	if (!arena && txl_dtype_blocked(t->dtype)) {
+		enum txl_status st = check_scales(f, t);
+
+		if (st != TXL_OK)
+			return st;
+	}
 	const bool floats = as_floats || t->dtype == TXL_F32;
 	const size_t align = floats ? 64 : 2;
 

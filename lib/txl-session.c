@@ -314,13 +314,6 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	return TXL_OK;
 }
 
-/* true if the session's abort callback asks to stop */
-static bool
-aborted(const struct txl_session *s)
-{
-	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
-}
-
 /* Models without memory: the prediction of the token after the text fed,
  * as a group of one token after its window (the rows of a stride-1 eval). */
 static enum txl_status
@@ -446,6 +439,15 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 		txl_out_keep(&s->out, s->h + (size_t)(n - 1) * d, 1);
 }
 
+/* n more positions fed: the count stops at TXL_MAX_N_PAST (a loaded
+ * state may start near it), never overflowing. */
+static void
+count_fed(struct txl_session *s, int n)
+{
+	s->n_past = s->n_past > TXL_MAX_N_PAST - n ? TXL_MAX_N_PAST
+		    : s->n_past + n;
+}
+
 /* Models without memory: groups of `stride` tokens, each computed after
  * the up to seg_len - stride tokens before it.  Without memory a group
  * changes nothing but the context of later ones, so only the groups whose
@@ -463,7 +465,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 		int32_t *win = s->window + s->n_window - ctx;
 		enum txl_status st;
 
-		if (off > 0 && aborted(s))
+		if (off > 0 && txl_aborted(s))
 			return TXL_ABORTED;
 		memcpy(s->window + s->n_window, tokens + off,
 		       sizeof *tokens * (size_t)g);
@@ -483,7 +485,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 				sizeof *s->window * (size_t)W);
 			s->n_window = W;
 		}
-		s->n_past += g;
+		count_fed(s, g);
 	}
 	if (want == TXL_LOGITS_NONE)
 		s->have_last = false;	/* nothing computed */
@@ -512,11 +514,11 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		int len = n - off < s->seg_len ? n - off : s->seg_len;
 		enum txl_status st;
 
-		if (off > 0 && aborted(s))
+		if (off > 0 && txl_aborted(s))
 			return TXL_ABORTED;
 		if ((st = forward(s, tokens + off, len)))
 			return st;
-		s->n_past += len;
+		count_fed(s, len);
 		if (off + len == n)
 			keep_rows(s, len, want);
 	}

@@ -17,6 +17,11 @@
 #include "txl-model.h"
 #include "txl-output.h"
 
+/* The most positions a session counts as fed (n_past stays there): 2^53,
+ * 285 years at a million tokens a second, exact as a JSON number.  A
+ * state file claiming more is damaged or crafted. */
+#define TXL_MAX_N_PAST (INT64_C(1) << 53)
+
 struct txl_session {
 	const struct txl_model *model;
 	struct txl_session_params params;	/* resolved */
@@ -44,5 +49,12 @@ struct txl_session {
 	float *tmp;		/* (seg_len, d_model) */
 	float *ff;		/* (seg_len, d_inner) */
 };
+
+/* true if the session's abort callback asks to stop */
+static inline bool
+txl_aborted(const struct txl_session *s)
+{
+	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
+}
 
 #endif /* TXL_SESSION_H */

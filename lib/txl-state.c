@@ -85,11 +85,16 @@ write_state(struct txl_session *s, int fd)
 	}
 	ok = write_all(fd, &hdr, sizeof hdr, &sum);
 	/* fixed size: per layer K, then V, per head mem_len rows, zeros
-	 * past the fill */
+	 * past the fill; the abort callback asked between heads */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
 			uint8_t *buf = which ? kv->v[l] : kv->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
+				if (txl_aborted(s)) {
+					errno = ECANCELED;
+					ok = false;
+					break;
+				}
 				ok = write_all(fd, txl_kv_row(kv, buf, kv->cap,
 							      h, kv->start),
 					       row * (size_t)kv->fill, &sum) &&
@@ -108,28 +113,28 @@ write_state(struct txl_session *s, int fd)
  * Saving: the state is written to a temporary file in the target's
  * directory, synced, and renamed over the target, so that the target is
  * either the old file or the complete new one.  The temporary file is an
- * unnamed O_TMPFILE, given a name (PATH.tmpXXXXXX) only once complete,
- * just before the rename: a process killed while writing leaves nothing.
- * Where the filesystem has no O_TMPFILE it is a named mkstemp() file from
- * the start.  Either way it is flock()ed by its writer for its whole life,
- * and a save first removes the PATH.tmpXXXXXX files no live writer holds
- * (left by a process killed between link and rename, or on such a
- * filesystem), so none outlives its process for longer than the next
- * save.
+ * unnamed O_TMPFILE, given a name (PATH.txltmp.XXXXXX) only once
+ * complete, just before the rename: a process killed while writing
+ * leaves nothing.  Where the filesystem has no O_TMPFILE it is a named
+ * mkstemp() file from the start.  Either way it is flock()ed by its
+ * writer for its whole life, and a save first removes the abandoned
+ * temporary files of its target (left by a process killed between link
+ * and rename, or on such a filesystem): only what is provably one,
+ * never a file of the user's that happens to have a similar name.
  */
 
-#define TMP_SUFFIX ".tmp"
+#define TMP_MARK ".txltmp."
 #define TMP_RANDOM 6		/* the XXXXXX of mkstemp() */
 
-/* "DIR/BASE.tmpXXXXXX" with the X still to be filled */
+/* "DIR/BASE.txltmp.XXXXXX" with the X still to be filled */
 static char *
 temp_name(const char *path)
 {
-	size_t n = strlen(path) + sizeof TMP_SUFFIX + TMP_RANDOM;
+	size_t n = strlen(path) + sizeof TMP_MARK + TMP_RANDOM;
 	char *t = malloc(n);
 
 	if (t)
-		snprintf(t, n, "%s" TMP_SUFFIX "XXXXXX", path);
+		snprintf(t, n, "%s" TMP_MARK "XXXXXX", path);
 	return t;
 }
 
@@ -146,13 +151,31 @@ dir_of(const char *path)
 	return strndup(path, (size_t)(slash - path));
 }
 
-/* Remove BASE.tmpXXXXXX files in dir that no writer holds: unlocked, and
- * either not empty (a writer locks its file before writing to it) or
- * older than a minute (one killed right after creating it). */
+/* Is n BASE.txltmp. and six letters or digits (what mkstemp() and
+ * link_unnamed() put there)? */
+static bool
+is_temp_name(const char *n, const char *base)
+{
+	size_t blen = strlen(base), mlen = strlen(TMP_MARK);
+
+	if (strlen(n) != blen + mlen + TMP_RANDOM ||
+	    memcmp(n, base, blen) != 0 || memcmp(n + blen, TMP_MARK, mlen) != 0)
+		return false;
+	for (const char *x = n + blen + mlen; *x; x++)
+		if (!(*x >= 'a' && *x <= 'z') && !(*x >= 'A' && *x <= 'Z') &&
+		    !(*x >= '0' && *x <= '9'))
+			return false;
+	return true;
+}
+
+/* Remove the abandoned temporary files of BASE in dir: named as ours, a
+ * regular file of this user with no other name, beginning with a state
+ * header (the first thing a writer writes), and not locked (a writer
+ * holds its lock until it closes the file).  Anything else stays: a file
+ * killed before its first write (empty) too, rather than guess. */
 static void
 remove_stale_temps(const char *dir, const char *base)
 {
-	size_t blen = strlen(base), slen = strlen(TMP_SUFFIX);
 	struct dirent *de;
 	DIR *d = opendir(dir);
 
@@ -160,28 +183,33 @@ remove_stale_temps(const char *dir, const char *base)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		const char *n = de->d_name;
-		struct stat sb;
+		struct stat sb, now;
+		char magic[8];
 		int fd;
 
-		if (strlen(n) != blen + slen + TMP_RANDOM ||
-		    memcmp(n, base, blen) != 0 ||
-		    memcmp(n + blen, TMP_SUFFIX, slen) != 0)
+		if (!is_temp_name(n, base))
 			continue;
 		fd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 			    O_NOCTTY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-		    (sb.st_size > 0 || time(NULL) - sb.st_mtime > 60) &&
-		    flock(fd, LOCK_EX | LOCK_NB) == 0)
+		    sb.st_nlink == 1 && sb.st_uid == geteuid() &&
+		    (size_t)sb.st_size >= sizeof(struct txl_state_header) &&
+		    pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+		    memcmp(magic, TXL_STATE_MAGIC, sizeof magic) == 0 &&
+		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    /* still the file checked under that name */
+		    fstatat(dirfd(d), n, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now.st_dev == sb.st_dev && now.st_ino == sb.st_ino)
 			unlinkat(dirfd(d), n, 0);
 		close(fd);
 	}
 	closedir(d);
 }
 
-/* Give the complete unnamed file fd a free name PATH.tmpXXXXXX (in tmp).
- * False with errno set if this system cannot link it. */
+/* Give the complete unnamed file fd a free name PATH.txltmp.XXXXXX (in
+ * tmp).  False with errno set if this system cannot link it. */
 static bool
 link_unnamed(int fd, char *tmp)
 {
@@ -312,6 +340,11 @@ txl_session_save(struct txl_session *s, const char *path)
 			err = errno;
 			goto fail;
 		}
+		/* the last moment the old file can stay */
+		if (txl_aborted(s)) {
+			err = ECANCELED;
+			goto fail;
+		}
 		if (!unnamed || (named = link_unnamed(fd, tmp)))
 			break;
 		close(fd);
@@ -337,7 +370,9 @@ fail:
 		unlink(tmp);
 	if (fd >= 0 && close(fd) != 0 && !ok && !err)
 		err = errno;
-	if (!ok)
+	if (!ok && err == ECANCELED)
+		st = TXL_ABORTED;
+	else if (!ok)
 		st = txl_fail(TXL_ERR_IO, "%s: %s: %s", path, step,
 			      strerror(err ? err : EIO));
 out:
@@ -397,6 +432,7 @@ txl_session_load(struct txl_session *s, const char *path)
 	}
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
 	    hdr.have_last > 1 || hdr.n_past < (int64_t)hdr.fill ||
+	    hdr.n_past > TXL_MAX_N_PAST ||
 	    (hdr.have_last && hdr.n_past == 0) ||
 	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
 	    hdr.zero != 0) {

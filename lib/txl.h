@@ -523,7 +523,10 @@ TXL_API int64_t txl_session_n_past(const struct txl_session *session);
  * created 0600.  On failure the old file is unchanged.  The temporary
  * file has no name until it is complete (O_TMPFILE), so a process killed
  * while saving leaves none behind; where the filesystem cannot do that,
- * the next save removes the PATH.tmpXXXXXX files no live process holds.
+ * the next save removes the abandoned ones (PATH.txltmp.XXXXXX, beginning
+ * with a state header, held by no live process); no other file.  The
+ * session's abort callback is polled while writing: TXL_ABORTED then, the
+ * old file unchanged.
  */
 TXL_API enum txl_status txl_session_save(struct txl_session *session,
 					 const char *path);

@@ -261,6 +261,27 @@ def _blocked(dtype, name, nbytes=None):
     return f
 
 
+def _blocked_scales(dtype, name, bad=None):
+    """Tensor `name` rewritten as valid Q8_0 or Q4_0 blocks (scale 1/16,
+    random values) except that block `bad[0]` gets the F16 scale `bad[1]`
+    (None: every scale finite)."""
+    def f(h, data):
+        t = h[name]
+        rows, cols = t["shape"]
+        per = 34 if dtype == "Q8_0" else 18
+        rng = random.Random(3)
+        blocks = []
+        for i in range(rows * cols // 32):
+            scale = bad[1] if bad and i == bad[0] else 0x2c00
+            blocks.append(struct.pack("<H", scale) +
+                          rng.randbytes(per - 2))
+        new = b"".join(blocks)
+        _blocked(dtype, name, len(new))(h, data)
+        b = t["data_offsets"][0]
+        return data[:b] + new + data[b + len(new):]
+    return f
+
+
 def _meta(key, value):
     def f(h, data):
         if value is None:
@@ -310,6 +331,12 @@ def _header_len(value):
     return f
 
 
+def _big_header(blob, header, data):
+    """A valid file but for a header (padded with spaces) over 16 MiB."""
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    return assemble(raw + b" " * ((16 << 20) + 64 - len(raw)), data)
+
+
 def _raw_header(text):
     def f(blob, header, data):
         (n,) = struct.unpack("<Q", blob[:8])
@@ -346,6 +373,10 @@ CASES = {
     "header_len_zero": (_header_len(0), r"header|json"),
     "header_len_absurd": (_header_len(2 ** 64 - 1), r"header|" + TRUNC),
     "header_len_2_63": (_header_len(2 ** 63), r"header|" + TRUNC),
+    # within the file, but beyond the 16 MiB a header may have: said so,
+    # not "does not fit the file"
+    "header_too_long": (_big_header, r"header of 167773\d\d bytes, more "
+                        r"than the 16777216 a model file may have$"),
     # JSON
     "json_malformed": (_raw_header(lambda s: s.rstrip()[:-1]), r"json"),
     "json_garbage": (_raw_header(lambda s: "\x01\x02not json at all"),
@@ -382,6 +413,23 @@ CASES = {
     "dtype_q4_0_vector": (_edit(_blocked(
         "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
         r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
+    # a non-finite block scale makes every product with the block NaN,
+    # and so every logit (NaN: 0x7e00, 0xfe00; inf: 0x7c00, 0xfc00)
+    "q4_0_scale_nan": (_edit(_blocked_scales(
+        "Q4_0", "layers.0.dec_attn.qkv_net.weight", (17, 0x7e00))),
+        r"qkv_net.weight' is Q4_0 with a non-finite scale \(NaN\) in "
+        r"block 17"),
+    "q4_0_scale_inf": (_edit(_blocked_scales(
+        "Q4_0", "layers.1.pos_ff.CoreNet.0.weight", (0, 0xfc00))),
+        r"CoreNet.0.weight' is Q4_0 with a non-finite scale \(inf\) in "
+        r"block 0"),
+    "q8_0_scale_nan": (_edit(_blocked_scales(
+        "Q8_0", "layers.0.dec_attn.qkv_net.weight", (47, 0xfe01))),
+        r"qkv_net.weight' is Q8_0 with a non-finite scale \(NaN\) in "
+        r"block 47"),
+    "q8_0_scale_inf": (_edit(_blocked_scales(
+        "Q8_0", "layers.0.dec_attn.qkv_net.weight", (3, 0x7c00))),
+        r"is Q8_0 with a non-finite scale \(inf\)"),
     # shapes
     "shape_transposed": (_edit(_transposed), r"shape|expected"),
     "shape_rank": (_edit(_reshaped), r"shape|expected|dimension"),
@@ -584,6 +632,25 @@ class TestBadFiles(unittest.TestCase):
 
 
 class TestValidVariants(unittest.TestCase):
+    def test_finite_block_scales_load(self):
+        """The files of the q*_scale_* cases with every scale finite
+        load and generate: what they are refused for is the scale."""
+        with open(_valid.path, "rb") as f:
+            blob = f.read()
+        header, data = split(blob)
+        for dtype in ("Q4_0", "Q8_0"):
+            path = os.path.join(_tmp, f"finite-{dtype}.bin")
+            with open(path, "wb") as f:
+                f.write(_edit(_blocked_scales(
+                    dtype, "layers.0.dec_attn.qkv_net.weight"))(
+                        blob, header, data))
+            for argv in commands(path):
+                r = run(argv + ["--json"])
+                self.assertEqual(r.returncode, 0,
+                                 f"{dtype}: {r.stderr.decode()}")
+                self.assertNotIn(b"null", r.stdout)
+                self.assertNotIn(b"nan", r.stdout.lower())
+
     def test_unaligned_file_scores_the_same(self):
         """A safetensors file as other tools write it (no alignment, no
         padding tensors) is valid; the library copies what it cannot map

@@ -466,6 +466,62 @@ class Config(unittest.TestCase):
         self.assertIn("nope.json", err)
 
 
+    def test_integers_are_read_as_written(self):
+        # cJSON keeps a double: 2^63 - 1 was echoed as 9.22337203685478e+18
+        # and 2^53 + 1 as 2^53
+        for text, msg in (
+                ('{"n_predict": 9223372036854775807}',
+                 "key 'n_predict': 9223372036854775807 is out of range "
+                 "(-1 .. 2147483647)"),
+                ('{"seed": 9007199254740993}',
+                 "key 'seed': 9007199254740993 is out of range (0 .. "
+                 "9007199254740991"),
+                ('{"top_k": 123456789012345678901234567890}',
+                 "key 'top_k': 123456789012345678901234567890 is out of "
+                 "range"),
+                ('{"top_k": 10.5e0}', "key 'top_k': expected an integer, "
+                 "got 10.5e0"),
+                ('{"top_k": 1e-400}', "key 'top_k': expected an integer, "
+                 "got 1e-400")):
+            path = tmpfile("int.json", text)
+            rc, out, err = run("--config", path, "-p", "x", "-n", "1")
+            self.assertEqual((rc, out), (3, b""), text)
+            self.assertTrue(err.startswith(f"txlgen: {path}: {msg}"), err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+        # whole numbers however written, and the largest seed exactly
+        path = tmpfile("int.json", '{"n_predict": 3e0, "top_k": 500.00e-2,'
+                       ' "seed": 9007199254740991}')
+        rc, out, err = run("--config", path, "--print-config")
+        self.assertEqual((rc, err), (0, ""))
+        conf = json.loads(out)
+        self.assertEqual((conf["n_predict"], conf["top_k"], conf["seed"]),
+                         (3, 5, 9007199254740991))
+        self.assertIn(b'"seed":\t9007199254740991', out)
+        for argv, msg in ((["-n", "9223372036854775807"],
+                           "-n: 9223372036854775807 is out of range"),
+                          (["--seed", "9007199254740993"],
+                           "--seed: 9007199254740993 is out of range")):
+            rc, out, err = run(*argv, "-p", "x")
+            self.assertEqual(rc, 2)
+            self.assertIn(f"txlgen: {msg} (", err)
+
+    def test_a_nul_in_a_string_is_refused(self):
+        # "\u0000hi" used to become an empty prompt
+        for text in ('{"text": "\\u0000hi"}', '{"stop": ["a", "b\\u0000"]}',
+                     '{"model\\u0000x": "m.bin"}'):
+            path = tmpfile("nul.json", text)
+            rc, out, err = run("--config", path, "-n", "1")
+            self.assertEqual((rc, out), (3, b""), text)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertRegex(err, rf"^txlgen: {re.escape(path)}: line 1, "
+                             r"column \d+: a string holds \\u0000")
+        # an escaped backslash before u0000 is no NUL
+        path = tmpfile("nul.json", '{"text": "a\\\\u0000"}')
+        rc, out, err = run("--config", path, "--print-config")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(json.loads(out)["text"], "a\\u0000")
+
+
 class Generation(unittest.TestCase):
     @staticmethod
     def token_texts(*argv, model=None):
@@ -1083,6 +1139,30 @@ class PtyRepl(PtyBase):
         self.assertTrue(out.startswith(text), out)
 
 
+class ReplHangup(PtyBase):
+    def test_closed_terminal_saves_the_memory(self):
+        # the terminal going away (its master side closed) sends SIGHUP:
+        # it used to kill txlgen, which wrote no --state-out; SIGTERM did
+        st = os.path.join(TMP, "hup.state")
+        self.spawn("-n", "5", "--seed", "1", "--state-out", st)
+        self.read_until(rb"> ")
+        self.send(b"Hello\r")
+        self.read_until(rb"Hello\r\n")
+        self.read_until(rb"\r\n> ")
+        os.close(self.fd)
+        end = time.time() + 30
+        while not (w := os.waitpid(self.pid, os.WNOHANG))[0]:
+            self.assertLess(time.time(), end, "still running")
+            time.sleep(0.05)
+        self.reaped.add(self.pid)
+        self.assertEqual(os.waitstatus_to_exitcode(w[1]), 129)
+        # the memory was saved whole: it continues the text (in a
+        # memory as long as the REPL's)
+        rc, out, err = run("--state-in", st, "--mem-len", "1024", "-n", "3",
+                           "--seed", "1", "-p", "")
+        self.assertEqual((rc, err), (0, ""))
+
+
 class Signals(unittest.TestCase):
     """SIGTERM ends a run as SIGINT does: output flushed, exit 143."""
 
@@ -1156,6 +1236,67 @@ class Signals(unittest.TestCase):
             _, err = wait_stdin_open(p, timeout=10)
             self.assertEqual(p.returncode, status, argv)
             self.assertIn(b"txlgen: ", err)
+
+    def sighup(self, stdout):
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                         "--ignore-eos", "--json"], stdout=stdout,
+                  stderr=subprocess.PIPE)
+        return p
+
+    def test_sighup_flushes_what_was_generated(self):
+        # SIGHUP killed txlgen: 4,096 bytes in the file where SIGTERM left
+        # them all, none into a pipe
+        out = os.path.join(TMP, "hup.jsonl")
+        with open(out, "wb") as f:
+            p = self.sighup(f)
+            wait_for_size(out, 3 * 4096)
+            p.send_signal(signal.SIGHUP)
+            _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 129)
+        self.assertEqual(err.decode(), "txlgen: hangup\n")
+        with open(out, "rb") as f:
+            events = jsonl(f.read())
+        self.assertEqual(events[-1]["end"], "interrupted")
+        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+
+        p = self.sighup(subprocess.PIPE)
+        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
+        p.send_signal(signal.SIGHUP)
+        rest, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 129)
+        events = jsonl(got + rest)
+        self.assertEqual(events[-1]["end"], "interrupted")
+        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+
+    def test_nohup_keeps_sighup_ignored(self):
+        p = popen(self, ["nohup", TXLGEN, "-m", MODEL, "-p", "Hi", "-n",
+                         "-1", "--ignore-eos"], stdout=subprocess.PIPE,
+                  stderr=subprocess.DEVNULL)
+        read_pipe(p.stdout, lambda b: len(b) >= 4096)
+        p.send_signal(signal.SIGHUP)
+        p.send_signal(signal.SIGTERM)   # it only ends by this one
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 143)
+
+    def test_stats_after_ctrl_c_in_the_prompt(self):
+        # it said "prompt: 0 tokens" however much had been read
+        p = popen(self, [TXLGEN, "-m", MODEL, "--stats", "-n", "5",
+                         "--seg-len", "8"], stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(TEXT.encode())     # lines, and no end
+        p.stdin.flush()
+        end = time.time() + 30
+        while int.from_bytes(fcntl.ioctl(p.stdin.fileno(), termios.FIONREAD,
+                                         b"\0" * 4), "little"):
+            self.assertLess(time.time(), end, "the prompt is not read")
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        out, err = wait_stdin_open(p)
+        self.assertEqual((p.returncode, out), (130, b""), err)
+        n = int(re.search(rb"txlgen: prompt: (\d+) tokens", err).group(1))
+        rc, ids, _ = run("--tokenize", "-", input=TEXT)
+        self.assertGreater(n, 0, err)
+        self.assertLessEqual(n, len(ids.split()))
 
     def test_sigint_during_prime_says_so(self):
         p = popen(self, [TXLGEN, "-m", MODEL, "--prime", "-", "-p", "x"],
@@ -1694,6 +1835,15 @@ class Tokenize(unittest.TestCase):
         rc, out, err = run("--tokenize", "-", "--ids", input="1 2\n3 x\n")
         self.assertEqual(rc, 1)
         self.assertIn("line 2: 'x' is not a token id", err)
+        # a NUL does not end the text silently, and is shown
+        rc, out, err = run("--tokenize", "-", "--ids", input=b"1\0002\n")
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "txlgen: (stdin): line 1: '1\\02' is not a "
+                         "token id (it holds a NUL byte)\n")
+        rc, out, err = run("--tokenize", "-", "--ids", input=b"1 " +
+                           b"0" * 70000 + b"99999999999\n")
+        self.assertEqual(rc, 1)
+        self.assertIn("line 1: token id 99999999999 is out of range", err)
         rc, out, err = run("--tokenize", "-", "-i")
         self.assertEqual(rc, 2)
 

@@ -15,18 +15,40 @@ broken model files in tests/test_badfiles.py.
   made in a scratch directory, so that a regression cannot replace the
   real one.
 
+Hostile input (issue 24):
+
+- A model whose recommended settings hold 300,000 keys loads at once and
+  warns about five of them, then counts the rest (the duplicate check
+  compared every key with every other: minutes of CPU, 149,287 warning
+  lines); SIGTERM, SIGINT and SIGHUP end a run while such a model loads
+  (700,000 keys) at once, with their exit status and word; and a run
+  whose output nobody reads any more 10 s after them.
+- --state-out removes no file but its own abandoned temporary files
+  (a.bin.tmpbackup and x.tmp.jsonl were deleted); an unusable target
+  (a directory, a FIFO, a device, a missing directory, a read-only file
+  system) is refused before anything is generated; SIGTERM while the
+  state is written ends the run with status 143, the old file intact.
+- A file and a pipe give the same ids for any text, whatever sizes the
+  pipe delivers it in (a character was split at the 64 KiB chunks of a
+  pipe, the byte after a full buffer read, and a token id longer than a
+  chunk counted twice).
+
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen;
 the model: $TXLGEN_TEST_MODEL (a small random one).
 """
 
+import fcntl
 import json
 import os
 import pty
 import select
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import termios
+import threading
 import time
 import unittest
 
@@ -182,6 +204,355 @@ class StateFiles(unittest.TestCase):
         rc, _, err = run("-m", MODEL, "-p", "", "-n", "2", "--seed", "1",
                          "--state-in", path)
         self.assertEqual((rc, err), (0, ""))
+
+
+def popen(test, argv, **kw):
+    """subprocess.Popen(argv), killed when @test ends."""
+    p = subprocess.Popen(argv, env=env(), **kw)
+
+    def reap():
+        if p.poll() is None:
+            p.kill()
+        p.communicate()
+    test.addCleanup(reap)
+    return p
+
+
+
+# How a pipe delivers a text: odd sizes, and whole buffers of 64 KiB as
+# `cat` writes them (the byte after those was read uninitialised)
+ODD = (1, 7, 4093, 65535, 3, 65537, 131071, 2, 65536, 11)
+CAT = (65536,)
+
+
+def pieces(data, sizes):
+    at, i = 0, 0
+    while at < len(data):
+        yield data[at:at + sizes[i % len(sizes)]]
+        at += sizes[i % len(sizes)]
+        i += 1
+
+
+def feed_pieces(fd, data, sizes):
+    """Write @data into the pipe @fd in pieces of @sizes (cycled), each
+    once the one before has been read, so that every read() returns one
+    piece."""
+    try:
+        for piece in pieces(data, sizes):
+            while piece:
+                piece = piece[os.write(fd, piece):]
+            end = time.time() + 30
+            while time.time() < end:
+                left = fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4)
+                if int.from_bytes(left, "little") == 0:
+                    break
+                time.sleep(0.001)
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class PipeEqualsFile(unittest.TestCase):
+    """The ids of a text do not depend on how it arrives."""
+
+    def both(self, data, *argv):
+        """The output of txlgen ARGV FILE, and of txlgen ARGV - with the
+        same bytes from a pipe, once for each way of delivering them."""
+        path = os.path.join(TMP, "chunks.txt")
+        with open(path, "wb") as f:
+            f.write(data)
+        rc, from_file, err = run("-m", MODEL, *argv, path)
+        self.assertEqual((rc, err), (0, ""))
+        outs = []
+        for sizes in (ODD, CAT):
+            r, w = os.pipe()
+            p = popen(self, [TXLGEN, "-m", MODEL, *argv, "-"], stdin=r,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            os.close(r)
+            writer = threading.Thread(target=feed_pieces,
+                                      args=(w, data, sizes))
+            writer.start()
+            out, err = p.communicate(timeout=120)
+            writer.join()
+            self.assertEqual((p.returncode, err), (0, b""))
+            outs.append(out)
+        return from_file, outs
+
+    def assert_same(self, from_file, from_pipes):
+        for sizes, out in zip(("odd sizes", "64 KiB"), from_pipes):
+            self.assertEqual(from_file, out, f"pieces of {sizes}")
+
+    def test_texts_across_chunk_boundaries(self):
+        k64 = 1 << 16
+        emoji = "\U0001F642".encode()
+        texts = {
+            # no space anywhere: cut at a character boundary
+            "cjk": "日本語の文章".encode() * 20000,
+            # exactly one full buffer, and more: the byte after it
+            "a_64k": b"a" * k64,
+            "a_140k": b"a" * 140000,
+            # a 4-byte character across the 64 KiB mark, at each offset
+            "emoji_0": b"a" * (k64 - 1) + emoji * 4,
+            "emoji_1": b"a" * (k64 - 2) + emoji * 4,
+            "emoji_2": b"a" * (k64 - 3) + emoji * 4,
+            "emoji_3": b"a" * k64 + emoji * 4,
+            # long lines with spaces, a newline past 64 KiB, blank lines
+            "lines": (b"word " * 20000 + b"\n\n" + b"x" * 70000 + b"\n" +
+                      b"end\n") * 2,
+            # not UTF-8
+            "bytes": bytes(range(256)) * 1000,
+        }
+        for name, data in texts.items():
+            with self.subTest(text=name):
+                a, b = self.both(data, "--tokenize")
+                self.assert_same(a, b)
+                self.assertGreater(len(a.split()), 0)
+
+    def test_cjk_scores_the_same(self):
+        # 72,000 bytes: across the first 64 KiB
+        a, b = self.both("日本語の文章".encode() * 4000, "--json",
+                         "--seg-len", "64", "--score")
+        for out in b:
+            ra, rb = rows(a), rows(out)
+            self.assertEqual([r["id"] for r in ra], [r["id"] for r in rb])
+            for x, y in zip(ra, rb):
+                self.assertLessEqual(abs(x["logprob"] - y["logprob"]), TOL)
+
+    def test_an_id_longer_than_a_chunk(self):
+        data = b"0" * 100000 + b"51 " + b"0" * 70000 + b"52\n"
+        a, b = self.both(data, "--ids", "--json", "--tokenize")
+        self.assert_same(a, b)
+        self.assertEqual([r["id"] for r in map(json.loads, a.splitlines())
+                          if "id" in r], [51, 52])
+
+
+def with_recommended(path, text):
+    """The test model, its metadata 'recommended' set to @text, as @path
+    (the header padded so that the data stays 64-byte aligned)."""
+    with open(MODEL, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    header["__metadata__"]["recommended"] = text
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-(8 + len(raw)) % 64)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def many_keys(n, last=""):
+    return "{" + ",".join(f'"k{i}":{i}' for i in range(n)) + last + "}"
+
+
+def wait_for(what, cond, timeout=30):
+    end = time.time() + timeout
+    while not cond():
+        if time.time() > end:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.001)
+
+
+def mapped(pid, path):
+    """Has process @pid mapped the file @path (is it loading it)?"""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return os.path.realpath(path) in f.read()
+    except FileNotFoundError:   # ended
+        return True
+
+
+class HostileRecommended(unittest.TestCase):
+    def test_many_keys_warn_five_times_then_count(self):
+        path = with_recommended(os.path.join(TMP, "keys300k.bin"),
+                                many_keys(300000))
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1", "--seed", "1",
+                           timeout=120)
+        self.assertEqual(rc, 0, err[-500:])
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 6, lines[:10])
+        for i, line in enumerate(lines[:5]):
+            self.assertEqual(line, f"txlgen: warning: {path}: metadata "
+                             f"'recommended': key 'k{i}' ignored (not a "
+                             f"setting of this version)")
+        self.assertEqual(lines[5], f"txlgen: warning: {path}: metadata "
+                         f"'recommended': 299995 more keys ignored")
+
+    def test_a_key_given_twice_among_many(self):
+        path = with_recommended(os.path.join(TMP, "keysdup.bin"),
+                                many_keys(300000, ',"k123456":1'))
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1", timeout=120)
+        self.assertEqual((rc, out), (3, b""), err[-500:])
+        self.assertEqual(err, f"txlgen: {path}: metadata 'recommended': key "
+                         f"'k123456': given twice\n")
+
+    def test_signals_end_the_loading_at_once(self):
+        # a header of 13 MB: its recommended settings take a while to
+        # check however fast that is; the signal comes once the file is
+        # mapped, while the library reads it
+        path = with_recommended(os.path.join(TMP, "keys700k.bin"),
+                                many_keys(700000))
+        for sig, status, word in ((signal.SIGTERM, 143, "terminated"),
+                                  (signal.SIGINT, 130, "interrupted"),
+                                  (signal.SIGHUP, 129, "hangup")):
+            with self.subTest(signal=sig.name):
+                p = popen(self, [TXLGEN, "-m", path, "-p", "Hi", "-n", "-1",
+                                 "--ignore-eos"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+                wait_for("the model mapped", lambda: mapped(p.pid, path))
+                p.send_signal(sig)
+                # it used to go on checking keys for minutes
+                out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, status, err[-300:])
+                self.assertEqual(err.decode(), f"txlgen: {word}\n")
+                self.assertEqual(out, b"", "the signal came after loading")
+
+    def test_nul_in_recommended_settings(self):
+        path = with_recommended(os.path.join(TMP, "nul.bin"),
+                                '{"stop": ["a\\u0000b"]}')
+        rc, out, err = run("-m", path, "-p", "Hi", "-n", "1")
+        self.assertEqual((rc, out), (3, b""), err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(path, err)
+        self.assertIn("\\u0000", err)
+
+
+class BlockedOutput(unittest.TestCase):
+    def test_a_signal_ends_a_run_whose_reader_stopped(self):
+        # the write into a full pipe was restarted after the signal, for
+        # ever; now the run gets SIGNALS_GRACE_S (10 s), then ends
+        for sig, status, word in ((signal.SIGTERM, 143, "terminated"),
+                                  (signal.SIGINT, 130, "interrupted")):
+            with self.subTest(signal=sig.name):
+                r, w = os.pipe()
+                self.addCleanup(os.close, r)
+                p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n",
+                                 "-1", "--ignore-eos"], stdout=w,
+                          stderr=subprocess.PIPE)
+                os.close(w)
+
+                def full():
+                    n = fcntl.ioctl(r, termios.FIONREAD, b"\0" * 4)
+                    return int.from_bytes(n, "little") >= 65536
+                wait_for("a full pipe", full, timeout=60)
+                p.send_signal(sig)
+                _, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, status, err)
+                self.assertEqual(err.decode(), f"txlgen: {word} (still not "
+                                 "done 10 s after the signal: the rest of "
+                                 "the output is lost)\n")
+
+
+class StateOut(unittest.TestCase):
+    def dir(self, name):
+        d = os.path.join(TMP, name)
+        os.mkdir(d)
+        return d
+
+    def test_only_its_own_temporary_files_go(self):
+        d = self.dir("neighbours")
+        # names like the temporary files of a.bin and x, of the old form
+        # (.tmpXXXXXX) and of the new (.txltmp.XXXXXX) but holding no
+        # state
+        keep = ["a.bin.tmpbackup", "a.bin.tmpAbC123", "a.bin.tmp.jsonl",
+                "a.bin.txltmp.AbC123", "a.bin.txltmp.", "x.tmp.jsonl",
+                "x.tmpbackup", "x.txltmp.precio"]
+        for name in keep:
+            with open(os.path.join(d, name), "w") as f:
+                f.write("precious " * 20 + "\n")
+        for target in ("a.bin", "x"):
+            rc, _, err = run("-m", MODEL, "-p", "Hello", "-n", "1",
+                             "--mem-len", "4", "--seed", "1",
+                             "--state-out", os.path.join(d, target))
+            self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(sorted(os.listdir(d)), sorted(keep + ["a.bin",
+                                                               "x"]))
+        for name in keep:
+            with open(os.path.join(d, name)) as f:
+                self.assertEqual(f.read(), "precious " * 20 + "\n")
+
+    def assert_refused_first(self, target, phrase, pre=()):
+        # -n 50: the generation would have written text before the error
+        p = subprocess.run([*pre, TXLGEN, "-m", MODEL, "-p", "Hello", "-n",
+                            "50", "--ignore-eos", "--state-out", target],
+                           capture_output=True, env=env(),
+                           stdin=subprocess.DEVNULL, timeout=30)
+        rc, out, err = p.returncode, p.stdout, p.stderr.decode()
+        self.assertEqual((rc, out), (1, b""), err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(target, err)
+        self.assertIn(phrase, err)
+
+    def test_unusable_targets_are_refused_before_generating(self):
+        d = self.dir("targets")
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        self.assert_refused_first(d, "not a regular file (a directory)")
+        self.assert_refused_first(fifo, "not a regular file (a FIFO)")
+        self.assert_refused_first("/dev/null", "not a regular file (a "
+                                  "character device)")
+        self.assert_refused_first(os.path.join(d, "no-such-dir", "s.bin"),
+                                  "No such file or directory")
+        os.symlink("no-such-file", os.path.join(d, "dangling"))
+        self.assert_refused_first(os.path.join(d, "dangling"),
+                                  "No such file or directory")
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+
+    def test_read_only_file_system(self):
+        # a read-only mount in a mount namespace of its own: root (or a
+        # user namespace) needed, and unshare(1)
+        d = self.dir("ro")
+        probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                                f"mount -t tmpfs -o ro none {d}"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a read-only file system here: "
+                          f"{probe.stderr.decode().strip()}")
+        self.assert_refused_first(
+            os.path.join(d, "s.bin"), "Read-only file system",
+            pre=("unshare", "-m", "sh", "-c", f'mount -t tmpfs -o ro none '
+                 f'{d} && exec "$@"', "sh"))
+
+    def test_sigterm_while_the_state_is_written(self):
+        d = self.dir("saving")
+        target = os.path.join(d, "s.bin")
+        rc, _, err = run("-m", MODEL, "-p", "Hello", "-n", "1", "--mem-len",
+                         "4", "--state-out", target)
+        self.assertEqual((rc, err), (0, ""))
+        with open(target, "rb") as f:
+            old = f.read()
+        # a memory of 200,000 positions: a state of 51 MB, being written
+        # when its temporary file shows among the open files; stopped
+        # there, so that the signal comes in the middle of the save
+        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hello", "-n", "2",
+                         "--mem-len", "200000", "--state-out", target],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def saving():
+            try:
+                fds = os.listdir(f"/proc/{p.pid}/fd")
+            except FileNotFoundError:
+                raise AssertionError("ended before saving")
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith(
+                            d + "/"):
+                        return True
+                except FileNotFoundError:
+                    pass
+            return False
+        wait_for("the state being written", saving, timeout=60)
+        p.send_signal(signal.SIGSTOP)
+        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, err)
+        self.assertEqual(err.decode(), "txlgen: terminated\n")
+        self.assertNotEqual(out, b"")
+        with open(target, "rb") as f:
+            self.assertEqual(f.read(), old)
+        self.assertEqual(os.listdir(d), ["s.bin"])
 
 
 class ReplFiles(unittest.TestCase):

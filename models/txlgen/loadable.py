@@ -368,6 +368,25 @@ def check_tensors(hp, specs):
                           "hyperparameters")
 
 
+def check_scales(name, dt, raw):
+    """A Q8_0 or Q4_0 tensor's bytes: every block's F16 scale (its first
+    two bytes) finite, as the loader checks (txl-model.c), since one NaN
+    or inf scale makes the logits NaN."""
+    block = {"Q8_0": 34, "Q4_0": 18}.get(dt)
+    if block is None or len(raw) < block:
+        return
+    import numpy as np
+    blocks = np.frombuffer(raw, dtype=np.uint8,
+                           count=len(raw) // block * block)
+    d = blocks.reshape(-1, block)[:, :2].copy().view("<u2")[:, 0]
+    bad = np.flatnonzero((d & 0x7c00) == 0x7c00)
+    if bad.size:
+        i = int(bad[0])
+        kind = "NaN" if d[i] & 0x3ff else "inf"
+        raise NotLoadable(f"tensor '{name}' is {dt} with a non-finite "
+                          f"scale ({kind}) in block {i}: a damaged file")
+
+
 # ---------------------------------------------------------------------------
 # The tokenizer (txl-spm.cc, txl-tokenizer.c)
 

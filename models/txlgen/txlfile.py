@@ -472,7 +472,12 @@ def check_file(path):
     meta = header.pop("__metadata__", {})
     specs = {k: (v["dtype"], v["shape"]) for k, v in header.items()}
     b, e = header["tokenizer.model"]["data_offsets"]
-    return loadable.check(meta, specs, blob[base + b:base + e])
+    hp = loadable.check(meta, specs, blob[base + b:base + e])
+    for name in loadable.tensors(hp):       # in the loader's order
+        b, e = header[name]["data_offsets"]
+        loadable.check_scales(name, header[name]["dtype"],
+                              blob[base + b:base + e])
+    return hp
 
 
 def restore(src, dst, dtype, meta_updates=None):

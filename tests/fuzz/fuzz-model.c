@@ -11,7 +11,10 @@
  * so that executions stay fast) that evaluates two tokens with every
  * logit read, more tokens through the memory's wrap-around, and a
  * sampler on the logits (whatever weights the file holds, NaN and inf
- * included, a sampled id must be a valid id).
+ * included, a sampled id must be a valid id).  The memory's kv_type is
+ * (size / 2) % 5 (F32, F16, BF16, Q8_0, Q4_0; F32 where d_head is not a
+ * multiple of 32): make-seeds.py pads the header of its d_head 32 seeds
+ * to give each one of them.
  *
  * TXL_FUZZ_MODEL_DEFAULTS=1 makes the session take the model's own
  * mem_len/tgt_len/clamp_len/same_length as txlgen does, to look for
@@ -113,6 +116,10 @@ use_session(const struct txl_model *m, const struct txl_hparams *hp,
 	volatile float sink = 0;
 
 	sp.n_threads = 1;
+	sp.kv_type = (int)(size / 2 % 5);
+	if ((sp.kv_type == TXL_KV_Q8_0 || sp.kv_type == TXL_KV_Q4_0) &&
+	    hp->d_head % 32 != 0)
+		sp.kv_type = TXL_KV_F32;
 	if (!model_defaults) {
 		sp.mem_len = hp->mem_len < 4 ? hp->mem_len : 4;
 		sp.seg_len = 2;

@@ -5,8 +5,12 @@
  *
  * The model is fixed: TXL_FUZZ_STATE_MODEL names a valid model file
  * (tests/fuzz/make-seeds.py writes one with the seeds, which are states
- * that txlgen saved for it).  Each input is loaded twice into a session
- * with mem_len 8, seg_len 4:
+ * that txlgen saved for it; of d_head 32, so that every kv_type can hold
+ * its memory).  Each input is loaded twice into a session with mem_len 8,
+ * seg_len 4, whose kv_type (F32, F16, BF16, Q8_0, Q4_0) is the first byte
+ * of the input's checksum modulo 5 (the second load recomputes the
+ * checksum anyway), so that the states of each type are loaded into
+ * sessions of every type:
  *   1. as it is;
  *   2. with the model's fingerprint written into the header and the
  *      trailing checksum recomputed, so that mutations reach what lies
@@ -31,7 +35,8 @@
 
 static struct fuzz_file file;
 static struct txl_model *model;
-static struct txl_session *sess;
+static struct txl_session *sessions[5];	/* by kv_type */
+static struct txl_session *sess;		/* this input's */
 static uint8_t *fixed;
 static size_t fixed_cap;
 
@@ -59,9 +64,14 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	sp.mem_len = 8;
 	sp.seg_len = 4;
 	sp.n_threads = 1;
-	if (txl_session_new(model, &sp, &sess) != TXL_OK) {
-		fprintf(stderr, "fuzz-state: %s\n", txl_last_error());
-		exit(2);
+	for (int kv = 0; kv < 5; kv++) {
+		sp.kv_type = kv;
+		if (txl_session_new(model, &sp, &sessions[kv]) != TXL_OK) {
+			fprintf(stderr, "fuzz-state: kv_type %d: %s (the model "
+				"must have d_head 32)\n", kv,
+				txl_last_error());
+			exit(2);
+		}
 	}
 	fuzz_file_init(&file, "txl-fuzz-state");
 	return 0;
@@ -111,6 +121,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct txl_hash hs;
 	uint64_t fp, sum;
 
+	sess = sessions[size >= 8 ? data[size - 8] % 5 : 0];
 	try_load(data, size);
 
 	if (size < HDR_SIZE + 8)

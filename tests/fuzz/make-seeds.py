@@ -9,10 +9,15 @@ writes
                   pre_lnorm, untie_r, d_embed != d_model with and without
                   tied projections, untied output, same_length, clamp_len,
                   unaligned), and every broken file of tests/test_badfiles.py
-                  made from a tiny 2-layer model
+                  made from a tiny 2-layer model; and models of d_head 32
+                  (d_model 32, so that matrices can be blocks of 32) with
+                  weights in every storage type (F32, F16, BF16, Q8_0,
+                  Q4_0), each in five sizes (header padding) that make
+                  fuzz-model's session use each kv_type
   DIR/state-model.bin  the model the state seeds belong to
-                  (TXL_FUZZ_STATE_MODEL for fuzz-state)
-  DIR/state/      memory states txlgen saved (txl_session_save) for it
+                  (TXL_FUZZ_STATE_MODEL for fuzz-state), of d_head 32
+  DIR/state/      memory states txlgen saved (txl_session_save) for it,
+                  in every kv_type
   DIR/config/     JSON configs: txlgen --print-config and a few by hand
   DIR/sampler/    sampler settings and logits, finite, inf and NaN
   DIR/tokenizer/  inputs of fuzz-tokenizer: real SentencePiece protos WITH
@@ -45,6 +50,13 @@ from txlgen import random_model as mrm, vocab as V    # noqa: E402
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)
+# d_head 32: the smallest model whose matrices can be Q8_0 and Q4_0 and
+# whose memory can be too
+HEAD32 = dict(n_layer=1, d_model=32, n_head=1, d_head=32, d_inner=32,
+              tgt_len=4, mem_len=4)
+DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+KV_TYPES = DTYPES      # fuzz-model: the kv_type of (size / 2) % 5
+
 VARIANTS = {
     "f32": {},
     "f16": dict(dtype="F16"),
@@ -122,8 +134,20 @@ def unaligned(blob):
     return tb.assemble(new, b"".join(chunks), align=None)
 
 
-def build(tmp, name, tok, **kw):
-    cfg = dict(TINY)
+def with_kv_type(blob, kv):
+    """The model file with its header padded (by 64 bytes at a time, so
+    that the data stays aligned) to a size whose (size / 2) % 5 is kv."""
+    header, data = tb.split(blob)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    for k in range(5):
+        out = tb.assemble(raw + b" " * (64 * k), data)
+        if len(out) // 2 % 5 == kv:
+            return out
+    raise RuntimeError("no padding gives kv_type %d" % kv)
+
+
+def build(tmp, name, tok, base=TINY, **kw):
+    cfg = dict(base)
     cfg.update(kw)
     dtype = cfg.pop("dtype", "F32")
     rm = mrm.build(os.path.join(tmp, name), dtype=dtype, tokenizer=tok,
@@ -198,7 +222,15 @@ def main():
             put("model", name + ".bin", blob)
             if name == "f32":
                 put("model", "unaligned.bin", unaligned(blob))
+        # d_head 32: every storage type of the weights, each with every
+        # kv_type of the memory
+        for dt in DTYPES:
+            blob = build(tmp, "h32-" + dt, tok, base=HEAD32, dtype=dt)
+            if dt == "F32":
                 base = blob
+            for kv, kv_name in enumerate(KV_TYPES):
+                put("model", f"head32-{dt}-kv{kv_name}.bin".lower(),
+                    with_kv_type(blob, kv))
         # the byte pieces (<0xNN>) and byte fallback, in one model
         put("model", "byte_pieces.bin", build(tmp, "bytes", full))
 
@@ -209,7 +241,9 @@ def main():
                     os.path.join(tmp, "valid.bin"))
         header, data = tb.split(blob)
         for name, (make, _) in tb.CASES.items():
-            put("model", "bad-" + name + ".bin", make(blob, header, data))
+            bad = make(blob, header, data)
+            if len(bad) < (1 << 20):   # not the 16 MB header
+                put("model", "bad-" + name + ".bin", bad)
 
         # states of the f32 model, saved by txlgen (txl_session_save)
         smodel = os.path.join(out, "state-model.bin")
@@ -220,20 +254,24 @@ def main():
                          "Hello world, a longer text.", "-n", "4"],
                 "mem4": ["--mem-len", "4", "--text", "Hello there", "-n",
                          "2"]}
-        for name, args in runs.items():
-            r = subprocess.run([a.txlgen, "--model", smodel, "--seg-len", "4",
-                                "--seed", "1", "--state-out",
-                                os.path.join(out, "state", name + ".state")]
-                               + args, capture_output=True, text=True,
-                               stdin=subprocess.DEVNULL)
-            if r.returncode != 0:
-                raise RuntimeError(f"txlgen {args}: {r.stderr.strip()}")
-        # one saying kv_type Q8_0 (the header's field at offset 56), which
-        # this model (d_head 4) cannot hold: the load refuses it
-        with open(os.path.join(out, "state", "fill3.state"), "rb") as f:
+        for kv in KV_TYPES:
+            for name, args in runs.items():
+                if kv != "F32" and name == "mem4":
+                    continue
+                state = os.path.join(out, "state",
+                                     f"{name}-{kv.lower()}.state")
+                r = subprocess.run([a.txlgen, "--model", smodel,
+                                    "--seg-len", "4", "--seed", "1",
+                                    "--kv-type", kv, "--state-out", state]
+                                   + args, capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL)
+                if r.returncode != 0:
+                    raise RuntimeError(f"txlgen {args}: {r.stderr.strip()}")
+        # one saying kv_type 5, which no session has
+        with open(os.path.join(out, "state", "fill3-f32.state"), "rb") as f:
             blob = bytearray(f.read())
-        blob[56:60] = (3).to_bytes(4, "little")
-        put("state", "kvq8.state", bytes(blob))
+        blob[56:60] = (5).to_bytes(4, "little")
+        put("state", "kv5.state", bytes(blob))
 
         # configs
         r = subprocess.run([a.txlgen, "--model", smodel, "--print-config"],

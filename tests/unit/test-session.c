@@ -13,12 +13,14 @@
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
  *     undoes it;
- *   - bad arguments and bad state files are refused with the right code;
+ *   - bad arguments and bad state files are refused with the right code,
+ *     a state claiming more positions fed than any text could is too;
  *   - state files: a FIFO, a device or a directory is refused (for
  *     reading without waiting, for writing before anything is written),
  *     a replaced file keeps its mode, a symbolic link stays one, a failed
- *     save says why and leaves the old file, and no temporary file
- *     outlives a save killed with SIGKILL;
+ *     save says why and leaves the old file, as does one the abort
+ *     callback stops, and no temporary file outlives a save killed with
+ *     SIGKILL;
  *   - a model read into memory (TXL_LOAD_NO_MMAP) computes what the
  *     mapped one does and survives its file being truncated.
  */
@@ -234,6 +236,88 @@ test_save_load(void)
 	txl_session_free(a);
 	txl_session_free(b);
 	txl_session_free(small);
+}
+
+/* The state file's checksum, written here from its description in
+ * txl-internal.h (64-bit FNV-1a over little-endian 8-byte words, the
+ * tail bytes one at a time), so that a test can alter a header and still
+ * get past it. */
+static uint64_t
+state_checksum(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull, w;
+	const uint64_t prime = 0x100000001b3ull;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * prime;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * prime;
+	return h;
+}
+
+/* The state file @p from with n_past (at byte 48 of the header) set to
+ * @p n_past and its checksum made right again, as @p to. */
+static void
+write_state_n_past(const char *from, const char *to, int64_t n_past)
+{
+	static unsigned char buf[1 << 16];
+	FILE *f = fopen(from, "rb");
+	size_t n;
+	uint64_t sum;
+
+	CHECK(f);
+	n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	CHECK(n > 64 && n < sizeof buf);
+	memcpy(buf + 48, &n_past, 8);
+	sum = state_checksum(buf, n - 8);
+	memcpy(buf + n - 8, &sum, 8);
+	f = fopen(to, "wb");
+	CHECK(f && fwrite(buf, 1, n, f) == n);
+	CHECK(fclose(f) == 0);
+}
+
+/* A count of positions fed that no text could reach (INT64_MAX, which
+ * the next evaluation would overflow) is a damaged state; up to 2^53 is
+ * taken, and the count then stops there. */
+static void
+test_state_n_past(void)
+{
+	char path[4096], bad[4096];
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0);
+	const int64_t most = (int64_t)1 << 53;
+
+	snprintf(path, sizeof path, "%s/past.state", scratch);
+	snprintf(bad, sizeof bad, "%s/past-bad.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 12, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	/* the rewriting is right: the count it writes is taken */
+	write_state_n_past(path, bad, 1000);
+	CHECK_EQ(txl_session_load(b, bad), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 1000);
+
+	write_state_n_past(path, bad, INT64_MAX);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "damaged state") != NULL);
+	CHECK_EQ(txl_session_n_past(b), 1000);
+	write_state_n_past(path, bad, most + 1);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+
+	write_state_n_past(path, bad, most - 2);
+	CHECK_EQ(txl_session_load(b, bad), TXL_OK);
+	CHECK_EQ(txl_session_eval(b, toks, 5, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(txl_session_n_past(b) == most);
+	CHECK_EQ(txl_session_save(b, path), TXL_OK);
+	CHECK_EQ(txl_session_load(a, path), TXL_OK);
+	CHECK(txl_session_n_past(a) == most);
+
+	unlink(path);
+	unlink(bad);
+	txl_session_free(a);
+	txl_session_free(b);
 }
 
 /* Feed @p n tokens to each session; true if both predict the same. */
@@ -675,6 +759,20 @@ write_file(const char *path, const char *text)
 }
 
 static void
+copy_file(const char *from, const char *to)
+{
+	char buf[1 << 16];
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	size_t n;
+
+	CHECK(in && out);
+	while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+		CHECK(fwrite(buf, 1, n, out) == n);
+	fclose(in);
+	CHECK(fclose(out) == 0);
+}
+
+static void
 on_alarm(int sig)
 {
 	static const char msg[] = "FAIL: a state file operation hung\n";
@@ -787,6 +885,52 @@ test_state_failed_save(void)
 	txl_session_free(b);
 }
 
+static bool
+abort_after(void *data)
+{
+	int *left = data;
+	return --*left < 0;
+}
+
+/* The abort callback is polled while saving: a save it stops leaves the
+ * old file, and no temporary one; at each of its polls. */
+static void
+test_state_aborted_save(void)
+{
+	char path[4096];
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *a = session(5, 8, 0), *b = session(5, 8, 0), *ab;
+	int left = 0, polls = -1;
+
+	snprintf(path, sizeof path, "%s/abort.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	p.seg_len = 5;
+	p.mem_len = 8;
+	p.abort_cb = abort_after;
+	p.abort_data = &left;
+	CHECK_EQ(txl_session_new(model, &p, &ab), TXL_OK);
+	left = 1000;
+	CHECK_EQ(txl_session_eval(ab, toks, 12, TXL_LOGITS_LAST), TXL_OK);
+	/* count the polls of a whole save (one at least per layer) */
+	left = 1000;
+	CHECK_EQ(txl_session_save(ab, path), TXL_OK);
+	polls = 1000 - left;
+	CHECK(polls > txl_model_hparams(model)->n_layer);
+	CHECK_EQ(txl_session_save(a, path), TXL_OK);
+	for (int k = 0; k < polls; k++) {
+		left = k;
+		CHECK_EQ(txl_session_save(ab, path), TXL_ABORTED);
+		CHECK_EQ(txl_session_load(b, path), TXL_OK);
+		CHECK_EQ(txl_session_n_past(b), 9);
+		CHECK_EQ(count_files("abort.state."), 0);
+	}
+	unlink(path);
+	txl_session_free(a);
+	txl_session_free(b);
+	txl_session_free(ab);
+}
+
 static void
 test_state_killed_save(void)
 {
@@ -818,13 +962,32 @@ test_state_killed_save(void)
 	CHECK_EQ(txl_session_load(b, path), TXL_OK);
 	CHECK_EQ(txl_session_n_past(b), 40);
 
-	/* what the next save removes, and what it leaves: a temporary file
-	 * of this name that no process holds goes, one that a live writer
-	 * holds (locked) stays, other names stay */
-	snprintf(stale, sizeof stale, "%s.tmpAbC123", path);
-	snprintf(live, sizeof live, "%s.tmpLiVe99", path);
-	write_file(stale, "partial");
-	write_file(live, "being written");
+	/* what the next save removes, and what it leaves: an abandoned
+	 * temporary file (its name, a state header) that no process holds
+	 * goes; one that a live writer holds (locked) stays, and so does
+	 * every file that is not provably one: other names, names like
+	 * ours holding something else, an empty one */
+	static const char *const keep[] = {
+		".tmpAbC123", ".tmpbackup", ".tmp.jsonl", ".txltmp.AbC12",
+		".txltmp.AbC1234", ".txltmp.AbC-12", ".txltmp.Empty0",
+		".txltmp.Other1",
+	};
+	char name[4200];
+
+	snprintf(stale, sizeof stale, "%s.txltmp.AbC123", path);
+	snprintf(live, sizeof live, "%s.txltmp.LiVe99", path);
+	copy_file(path, stale);
+	copy_file(path, live);
+	for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+		snprintf(name, sizeof name, "%s%s", path, keep[i]);
+		if (strstr(keep[i], "Empty"))
+			write_file(name, "");
+		else if (strstr(keep[i], "Other"))
+			write_file(name, "precious, and longer than a state "
+				   "file's header: not one of ours");
+		else
+			copy_file(path, name);
+	}
 	fd = open(live, O_RDONLY);
 	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
 	CHECK_EQ(txl_session_save(b, path), TXL_OK);
@@ -832,6 +995,11 @@ test_state_killed_save(void)
 	CHECK(access(live, F_OK) == 0);
 	close(fd);
 	unlink(live);
+	for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+		snprintf(name, sizeof name, "%s%s", path, keep[i]);
+		CHECK(access(name, F_OK) == 0);
+		unlink(name);
+	}
 	CHECK_EQ(count_files("kill.state."), 0);
 	unlink(path);
 	txl_session_free(a);
@@ -950,6 +1118,7 @@ main(int argc, char **argv)
 	RUN(test_last_equals_all);
 	RUN(test_threads_after_session);
 	RUN(test_save_load);
+	RUN(test_state_n_past);
 	RUN(test_set_params);
 	if (m32)
 		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
@@ -962,6 +1131,7 @@ main(int argc, char **argv)
 	RUN(test_state_targets);
 	RUN(test_state_failed_save);
 	RUN(test_state_killed_save);
+	RUN(test_state_aborted_save);
 	test_no_mmap(argv[1]);
 	fprintf(stderr, "ok test_no_mmap\n");
 	txl_model_free(model);
