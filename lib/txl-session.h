@@ -45,4 +45,8 @@ struct txl_session {
 	float *ff;		/* (seg_len, d_inner) */
 };
 
+/* The positions head h of layer l keeps in a session of mem_len: its
+ * span if it has one (at most mem_len), else mem_len. */
+int txl_head_keep(const struct txl_model *m, int l, int h, int mem_len);
+
 #endif /* TXL_SESSION_H */

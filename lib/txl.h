@@ -184,15 +184,29 @@ TXL_API void txl_model_free(struct txl_model *model);
  *   ABS_SINUSOID   the vanilla Transformer: absolute sinusoids added to
  *                  the input;
  *   ABS_LEARNED    the vanilla Transformer with learned absolute positions
- *                  (r_emb) added to every layer's input.
+ *                  (r_emb) added to every layer's input;
+ *   ADAPTIVE_SPAN  the adaptive attention span of Sukhbaatar et al. (2019,
+ *                  facebookresearch/adaptive-span's TransformerSeq): one
+ *                  learned position table for every layer and head
+ *                  (key_pe, attn_span positions), each head attending to
+ *                  the positions before the token (not to itself) within
+ *                  its learned span, weighted by a soft mask over the last
+ *                  span_ramp of them (txl_model_span()).
  * The absolute ones have no memory: sessions recompute a window of the
- * last seg_len tokens instead (see txl_session_params.stride).
+ * last seg_len tokens instead (see txl_session_params.stride).  The
+ * adaptive span's memory holds, for each head, the positions of its span
+ * only, so that a token costs what the spans sum to; and a session starts
+ * with its memory full of zero states (K = V = 0: the original code's
+ * evaluation starts from a cache of zeros, which takes part in the
+ * softmax through the position terms), txl_session_reset() returns to
+ * it, and txl_session_mem_fill() is always mem_len.
  */
 enum txl_attn_type {
 	TXL_ATTN_REL_PARTIAL = 0,
 	TXL_ATTN_REL_LEARNED = 1,
 	TXL_ATTN_ABS_SINUSOID = 2,
 	TXL_ATTN_ABS_LEARNED = 3,
+	TXL_ATTN_ADAPTIVE_SPAN = 4,
 };
 
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
@@ -226,6 +240,11 @@ struct txl_hparams {
 	int cutoffs[TXL_MAX_CLUSTERS - 1];
 	bool tie_projs[TXL_MAX_CLUSTERS]; /* output projection of cluster i
 					     is the input's (tie_projs) */
+	/* ADAPTIVE_SPAN (0 for the others): the longest span a head could
+	 * learn (the columns of key_pe) and the length of the soft mask's
+	 * ramp.  Fields since version 1.1 (TXL_HAS). */
+	int attn_span;
+	int span_ramp;
 };
 
 /** The model's hyperparameters (a pointer into the model). */
@@ -258,6 +277,18 @@ TXL_API bool txl_model_has_memory(const struct txl_model *model);
 /** What attention @p type is, in a few words ("relative positions with
  *  global biases (Transformer-XL)", ...); NULL for none. */
 TXL_API const char *txl_attn_type_name(enum txl_attn_type type);
+
+/**
+ * The span of head @p head of layer @p layer of an adaptive-span model
+ * (TXL_ATTN_ADAPTIVE_SPAN): a token attends to the positions 1 .. span
+ * before it (its learned span and the ramp of its soft mask: the
+ * distances whose mask is not 0, within the memory the original code
+ * keeps for the layer), and a session's memory keeps that many positions
+ * for the head.  -1 for a model of another attention, or a layer or head
+ * out of range.  Since version 1.1.
+ */
+TXL_API int txl_model_span(const struct txl_model *model, int layer,
+			   int head);
 
 /* ------------------------------------------------------------------ */
 /* Tokenizer (the SentencePiece model stored in the file)              */
