@@ -69,11 +69,22 @@ def sample_text(dataset, n=9000, seed=0):
     return text.encode() if dataset == "enwik8" else text.strip().encode()
 
 
+def set_spans(model, spans):
+    """spans[l][h] as head h's current_val in layer l (parameters named
+    as the original's: this works on its TransformerSeq too)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("current_val"):
+                layer = int(name.split(".")[1])
+                p.copy_(torch.tensor(spans[layer], dtype=torch.float32)
+                        .reshape(p.shape))
+
+
 def randomize(model, spans, seed=0):
     """Every parameter random (attention far from uniform: the largest
     weight of a row 0.15 on average, where the spans hold 20 to 250
-    keys), the spans given: spans[l][h] is head h's current_val."""
-    cfg = model.cfg
+    keys), the spans given: spans[l][h] is head h's current_val.  By
+    name, so that it works on the original's TransformerSeq too."""
     g = torch.Generator().manual_seed(seed)
 
     def normal(p, mean, std):
@@ -104,9 +115,7 @@ def randomize(model, spans, seed=0):
                 normal(p, 0.0, 0.5)
             else:                       # proj_val, proj_out, fc1, fc2
                 normal(p, 0.0, 1.2 / math.sqrt(fan_in))
-        for layer, cv in zip(model.layers, spans):
-            layer.attn.current_val.copy_(torch.tensor(
-                cv, dtype=torch.float32).reshape(-1, 1, 1))
+    set_spans(model, spans)
 
 
 def round_weights(model, dtype):
