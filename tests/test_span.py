@@ -417,5 +417,155 @@ class TestVocabulary(unittest.TestCase):
                          list("the_cat"))
 
 
+class TestConvert(unittest.TestCase):
+    """convert.py on the trainer's checkpoints: its forms, what it reads of
+    them, and what it refuses (one line naming the file and the problem,
+    exit 1; a usage error exit 2)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = _models["enwik8"]
+        cls.ck = torch.load(cls.m.checkpoint)
+
+    def convert(self, ckpt, *extra, corpus=None, out=None):
+        out = out or os.path.join(_tmp, "c.bin")
+        return subprocess.run(
+            [mrm.PYTHON, mrm.CONVERT, "--weights", ckpt, "--vocab-corpus",
+             corpus or self.m.corpus, *extra, "-o", out],
+            capture_output=True, text=True, timeout=300)
+
+    def save(self, obj, name, **kw):
+        path = os.path.join(_tmp, name)
+        torch.save(obj, path, **kw)
+        return path
+
+    def refused(self, r, pattern, code=1):
+        self.assertEqual(r.returncode, code, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertRegex(r.stderr, pattern)
+
+    def test_forms_give_the_same_file(self):
+        """The zip format, torch's format before 1.6 and the bare
+        state_dict (with or without "module.") give one file, byte for
+        byte; the hyperparameters are the tensors' shapes."""
+        state = self.ck["model"]
+        bare = {k[len("module."):]: v for k, v in state.items()}
+        files = []
+        for i, (obj, kw) in enumerate((
+                (self.ck, {}),
+                (self.ck, {"_use_new_zipfile_serialization": False}),
+                (state, {}), (bare, {}))):
+            out = os.path.join(_tmp, f"form{i}.bin")
+            r = self.convert(self.save(obj, f"form{i}.pt", **kw),
+                             "--span-ramp", "32", out=out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out, "rb") as f:
+                files.append(f.read())
+        self.assertTrue(all(f == files[0] for f in files))
+        with open(self.m.path, "rb") as f:       # built with ramp 32
+            self.assertEqual(f.read(), files[0])
+        from txlgen import txlfile
+        meta, _ = txlfile.read(self.m.path)
+        c = self.m.cfg
+        self.assertEqual({k: meta[k] for k in (
+            "n_token", "n_layer", "n_head", "d_model", "d_head", "d_inner",
+            "attn_type", "attn_span", "span_ramp")},
+            {k: str(v) for k, v in (
+                ("n_token", c.n_token), ("n_layer", c.n_layer),
+                ("n_head", c.n_head), ("d_model", c.d_model),
+                ("d_head", c.d_head), ("d_inner", c.d_inner),
+                ("attn_type", 4), ("attn_span", c.attn_span),
+                ("span_ramp", c.span_ramp))})
+
+    def test_the_optimizer_state_is_not_read(self):
+        """The Adagrad state (as large as the model here, most of the
+        published files) is never read: the bytes read from the file are
+        the model's and the pickle's."""
+        from txlgen import checkpoint, convert
+        read = [0]
+        real = checkpoint._reader
+
+        def counting(f):
+            inner = real(f)
+
+            def r(at, n):
+                out = inner(at, n)
+                read[0] += len(out)
+                return out
+            return r
+        checkpoint._reader = counting
+        try:
+            path = self.save(self.ck, "count.pt")
+            rc = convert.main(["--weights", path, "--vocab-corpus",
+                               self.m.corpus, "-o",
+                               os.path.join(_tmp, "count.bin")])
+        finally:
+            checkpoint._reader = real
+        self.assertEqual(rc, 0)
+        model = sum(v.numel() * 4 for v in self.ck["model"].values())
+        optim = sum(t.numel() * 4 for st in self.ck["optimizer"]["state"]
+                    .values() for t in st.values() if torch.is_tensor(t))
+        self.assertGreater(optim, 0.9 * model)
+        self.assertLessEqual(read[0], model)
+        self.assertGreater(os.path.getsize(path), model + optim)
+
+    def test_no_adaptive_span_is_every_head_whole(self):
+        """A model trained without --adapt-span (no current_val): every
+        head attends to its whole span."""
+        state = {k: v for k, v in self.ck["model"].items()
+                 if "_mask." not in k}
+        out = os.path.join(_tmp, "whole.bin")
+        r = self.convert(self.save(dict(self.ck, model=state), "whole.pt"),
+                         out=out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = json.loads(run("--model", out, "--info", "--json").stdout)
+        S = self.m.cfg.attn_span
+        self.assertEqual(info["attention"]["spans"],
+                         [[S] * self.m.cfg.n_head] * self.m.cfg.n_layer)
+
+    def test_refusals(self):
+        state = self.ck["model"]
+        other = os.path.join(_tmp, "other.txt")
+        with open(other, "w") as f:
+            f.write("1 2 3\n")
+        cases = {
+            "corpus": (self.ck, dict(corpus=other),
+                       r"other\.txt: 4 symbols, the checkpoint's "
+                       r"vocabulary \d+: not the corpus"),
+            "persistent": (dict(self.ck, model=dict(state, **{
+                "module.layers.0.attn.attn.persistent_memory.key":
+                torch.zeros(2)})), {}, r"persistent memory"),
+            "template": (dict(self.ck, model={
+                k: (v + 1 if k.endswith("mask_template") else v)
+                for k, v in state.items()}), {}, r"mask_template is not"),
+            "missing": (dict(self.ck, model={
+                k: v for k, v in state.items()
+                if k != "module.layers.1.ff.fc2.bias"}), {},
+                r"missing tensor 'layers\.1\.ff\.fc2\.bias'"),
+            "shape": (dict(self.ck, model=dict(state, **{
+                "module.layers.1.norm2.bias": torch.zeros(3)})), {},
+                r"'layers\.1\.norm2\.bias' has shape \[3\]"),
+            "nan": (dict(self.ck, model={
+                k: (v * math.nan if k.endswith("current_val") else v)
+                for k, v in state.items()}), {}, r"NaN"),
+            "stray": (dict(self.ck, model=dict(state, **{
+                "module.extra.weight": torch.zeros(2)})), {},
+                r"'extra\.weight' has no place"),
+        }
+        for name, (obj, kw, pattern) in cases.items():
+            with self.subTest(name):
+                self.refused(self.convert(self.save(obj, name + ".pt"),
+                                          **kw), pattern)
+        self.refused(self.convert(self.m.checkpoint, "--span-ramp", "0"),
+                     r"--span-ramp 0", code=2)
+        r = self.convert(self.m.checkpoint, "--config",
+                         os.path.join(_tmp, "none.json"))
+        self.refused(r, r"takes neither --config nor --vocab")
+        # a Transformer-XL checkpoint with --vocab-corpus
+        rm = mrm.build(os.path.join(_tmp, "xl"), do_convert=False)
+        self.refused(self.convert(rm.state, "--config", rm.config),
+                     r"--vocab-corpus is for adaptive-span checkpoints")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -126,11 +126,12 @@ def round_weights(model, dtype):
                 name, p.detach().numpy(), dtype)))
 
 
-def save_checkpoint(model, path, iter_no=1000):
+def save_checkpoint(model, path, iter_no=1000, legacy=False):
     """torch.save of the dict the original's utils.save_checkpoint
     writes, for a model trained inside DataParallel: its state_dict under
     "module." names, and an Adagrad state (one step with learning rate 0:
-    the weights unchanged, a sum per parameter)."""
+    the weights unchanged, a sum per parameter).  legacy: in torch's
+    format before 1.6, as the published files of 2019."""
     params = list(model.parameters())
     opt = torch.optim.Adagrad(params, lr=0.0)
     g = torch.Generator().manual_seed(iter_no)
@@ -145,7 +146,25 @@ def save_checkpoint(model, path, iter_no=1000):
                            "val_bpc": [1.6], "span_avg": [40.0],
                            "span_max": [float(model.cfg.attn_span)]},
                 "optimizer": opt.state_dict(), "scheduler_iter": iter_no},
-               path)
+               path, _use_new_zipfile_serialization=not legacy)
+
+
+def make_checkpoint(path, n_token, spans=((0.05, 0.3), (0.8, 0.02)),
+                    attn_span=128, span_ramp=16, d_model=64, d_inner=128,
+                    block_size=64, seed=0, dtype="F32", legacy=False):
+    """A random model of n_token symbols saved at path as the trainer
+    saves it; returns the reference module (the stored weights)."""
+    cfg = SpanConfig(n_token=n_token, n_layer=len(spans),
+                     n_head=len(spans[0]), d_model=d_model, d_inner=d_inner,
+                     attn_span=attn_span, span_ramp=span_ramp,
+                     block_size=block_size)
+    torch.manual_seed(seed)
+    model = span_ref.AdaptiveSpanLM(cfg)
+    randomize(model, spans, seed)
+    round_weights(model, dtype)
+    model.eval()
+    save_checkpoint(model, path, legacy=legacy)
+    return model
 
 
 class SpanModel:
@@ -203,17 +222,10 @@ def build(outdir, dataset="text8", spans=((0.05, 0.3), (0.8, 0.02)),
     else:
         test = bytes(b for b in test if b == 10 or str(b) in index)
         ids = [index["<eos>" if b == 10 else str(b)] for b in test]
-    cfg = SpanConfig(n_token=len(syms), n_layer=len(spans),
-                     n_head=len(spans[0]), d_model=d_model, d_inner=d_inner,
-                     attn_span=attn_span, span_ramp=span_ramp,
-                     block_size=block_size)
-    torch.manual_seed(seed)
-    model = span_ref.AdaptiveSpanLM(cfg)
-    randomize(model, spans, seed)
-    round_weights(model, dtype)
-    model.eval()
-    sm = SpanModel(outdir, cfg, model, dataset, dtype, test, ids)
-    save_checkpoint(model, sm.checkpoint)
+    model = make_checkpoint(os.path.join(outdir, "ckpt.pt"), len(syms),
+                            spans, attn_span, span_ramp, d_model, d_inner,
+                            block_size, seed, dtype)
+    sm = SpanModel(outdir, model.cfg, model, dataset, dtype, test, ids)
     if do_convert:
         convert(sm, dtype)
     return sm
