@@ -374,7 +374,9 @@ enum txl_kv_type {
 struct txl_session_params {
 	size_t size;       /* sizeof(struct txl_session_params), as
 			      txl_session_params_default() sets it */
-	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
+	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL (an
+			      adaptive-span model's: its longest span; a
+			      head keeps its span, at most mem_len) */
 	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
 	int clamp_len;     /* relative distances clamped to this; 0 = none;
 			      TXL_FROM_MODEL */
@@ -409,9 +411,10 @@ TXL_API enum txl_status txl_session_params_resolve(
 	struct txl_session_params *out);
 
 /**
- * Create a session with an empty memory.  The session borrows @p model,
- * which must outlive it.  Settings may exceed those the model was trained
- * with.  same_length with mem_len 0 is rejected (it masks every key).
+ * Create a session with an empty memory (an adaptive-span model's: full
+ * of zero states, see TXL_ATTN_ADAPTIVE_SPAN).  The session borrows @p
+ * model, which must outlive it.  Settings may exceed those the model was
+ * trained with.  same_length with mem_len 0 is rejected (it masks every key).
  * Models of attn_type 2 and 3 have no memory (the original code runs them
  * with mem_len 0 only): mem_len TXL_FROM_MODEL is 0 for them and any
  * other value is rejected; attn_type 3 also rejects a seg_len longer than
@@ -449,7 +452,8 @@ TXL_API struct txl_session_params txl_session_get_params(
 TXL_API enum txl_status txl_session_set_params(
 	struct txl_session *session, const struct txl_session_params *params);
 
-/** Forget the memory: the next token starts a new text. */
+/** Forget the memory: the next token starts a new text (an
+ *  adaptive-span model's memory is zero states again). */
 TXL_API void txl_session_reset(struct txl_session *session);
 
 enum txl_logits {
@@ -536,7 +540,8 @@ TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
 					  const int32_t *targets, int n,
 					  float lr);
 
-/** Positions currently held in memory (0..mem_len). */
+/** Positions currently held in memory (0..mem_len; always mem_len for an
+ *  adaptive-span model, whose memory starts full of zero states). */
 TXL_API int txl_session_mem_fill(const struct txl_session *session);
 
 /** Tokens fed since the session was created or reset. */

@@ -357,7 +357,8 @@ def main(argv=None):
     ap = OneLineParser(prog="convert.py",
                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
-                    help="state_dict, whole-model pickle or HF directory")
+                    help="state_dict, whole-model pickle, HF directory, or "
+                    "an adaptive-span checkpoint")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
