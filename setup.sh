@@ -6,15 +6,16 @@
 #                         model training and checkpoint conversion need
 #                         (PyTorch among them, about 230 MB)
 #   ./setup.sh --runtime  only what building and running txlgen needs, with
-#                         NumPy for converting and fetching models
-#                         (models/convert.py, txlgen-get)
+#                         NumPy and SentencePiece's Python module for
+#                         converting and fetching models (models/convert.py,
+#                         txlgen-get)
 set -eu
 cd "$(dirname "$0")"
 
 runtime="build-essential pkg-config meson ninja-build
 	 libopenblas-dev libsentencepiece-dev libcjson-dev libedit-dev
-	 man-db bash-completion python3 python3-numpy"
-tests="sentencepiece python3-torch python3-sentencepiece"
+	 man-db bash-completion python3 python3-numpy python3-sentencepiece"
+tests="sentencepiece python3-torch"
 
 case "${1:-}" in
 --runtime) pkgs=$runtime ;;

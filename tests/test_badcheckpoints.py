@@ -359,6 +359,14 @@ CASES = {
         lambda: ["--weights", safetensors_dir("st64", {"w": {
             "dtype": "F32", "shape": [0, 2 ** 64], "data_offsets": [0, 0]}})],
         "model.safetensors", "shape"),
+    "safetensors: a shape [0, 2^61] (the fuzzer's)": (
+        lambda: ["--weights", safetensors_dir("st61", {"w": {
+            "dtype": "F32", "shape": [0, 2 ** 61], "data_offsets": [0, 0]}})],
+        "model.safetensors", "shape"),
+    "torch zip: a tensor of size [0, 2^61]": (
+        lambda: state_args(zipped("z61.pt", one_tensor([0, 2 ** 61], [1, 1],
+                                                       1), {"0": bytes(4)})),
+        None, "too large for any file"),
     "torch zip: a tensor of 33 dimensions": (
         lambda: state_args(zipped("z33.pt", one_tensor([1] * 33, [1] * 33, 1),
                                   {"0": bytes(4)})), None, "33 dimensions"),
@@ -412,6 +420,14 @@ CASES = {
     "a memo index of 10^9 in a pickle (PUT)": (
         lambda: state_args(raw_file("put.pt", b"\x80\x02Np 1_000_000_000\n.")),
         None, "memo index 1000000000"),
+    "a memo index of 10^7 before a NUL (PUT; the fuzzer's)": (
+        lambda: state_args(raw_file("putnul.pt", b"\x80\x02Np 1_000_000_0"
+                                    b"\x00\x7f\xff0\n.")),
+        None, "memo index 10000000"),
+    "a legacy file framed as 2^40 bytes": (
+        lambda: state_args(raw_file("frame.pt", b"\x80\x04\x95" +
+                                    struct.pack("<Q", 1 << 40) + b"N.")),
+        None, "truncated"),
     "BYTEARRAY8 of 2^62 bytes in data.pkl": (
         lambda: state_args(zipped("ba8.pt", b"\x80\x02\x96" +
                                   struct.pack("<Q", 1 << 62) + b"x.", {})),

@@ -74,8 +74,13 @@ class CheckpointError(InputError):
 # checkpoint dict) and modules inside modules: deeper is not a checkpoint.
 MAX_DEPTH = 32
 # Dimensions of a tensor: a checkpoint's have at most 4 (numpy takes 32;
-# a dimension must fit its index type).
-MAX_DIMS, MAX_DIM = 8, 1 << 62
+# the bytes of its nonzero dimensions must fit numpy's index type, even
+# where another dimension is 0).
+MAX_DIMS, MAX_BYTES = 8, 1 << 62
+
+
+def _too_big(shape, itemsize):
+    return math.prod(d for d in shape if d) * itemsize >= MAX_BYTES
 # config.json, vocab pickles, data.pkl: kilobytes to megabytes in real
 # files; JSON and pickles take many times their size in memory.
 MAX_JSON = 1 << 20
@@ -311,9 +316,10 @@ def _rebuild_tensor(storage, offset, size, stride, *_):
                               f"{MAX_DIMS})")
     if any(n < 0 for n in size) or any(s < 0 for s in stride):
         raise CheckpointError("tensor with a negative size or stride")
-    if any(n >= MAX_DIM for n in size) or any(s >= MAX_DIM for s in stride):
-        raise CheckpointError("tensor with a size or stride of 2^62 or "
-                              "more")
+    if _too_big(size, _itemsize(storage.dtype)) or \
+            any(s >= MAX_BYTES for s in stride):
+        raise CheckpointError(f"tensor of size {list(size)}, stride "
+                              f"{list(stride)}: too large for any file")
     if any(s == 0 and n > 1 for n, s in zip(size, stride)):
         raise CheckpointError(f"tensor of size {list(size)} has a zero "
                               "stride (one value read many times)")
@@ -394,35 +400,41 @@ _COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
 def _check_opcodes(buf, pos, what):
     """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
     the file) before the unpickler runs: every opcode known and not
-    refused, every argument inside the file, and no memo index past the
-    pickle's bytes so far (CPython's unpickler makes its memo as long as
-    the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte pickle asks
-    for 16 GB).  Skips the arguments without decoding them (under a
-    microsecond an opcode)."""
+    refused, every argument and frame inside the file, and no memo index
+    past the pickle's bytes so far (CPython's unpickler makes its memo as
+    long as the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte
+    pickle asks for 16 GB).  Skips the arguments without decoding them
+    (under a microsecond an opcode)."""
     start, end, args, find = pos, len(buf), _ARGS, buf.find
     while pos < end:
-        n = args[buf[pos]]
+        code = buf[pos]
+        n = args[code]
         pos += 1
-        if n is not None and buf[pos - 1] in (0x72, 0x70):   # (LONG_)PUT
-            if buf[pos - 1] == 0x72:
-                index = int.from_bytes(buf[pos:pos + 4], "little")
-            else:                           # a decimal line, as int()
-                line = buf[pos:find(b"\n", pos)]
-                try:
-                    index = int(line) if len(line) < 4000 else end
-                except ValueError:
-                    index = 0                   # the unpickler refuses it
-            if index > pos - start:
-                raise CheckpointError(f"{what}: not a readable pickle "
-                                      f"(memo index {index} at byte "
-                                      f"{pos - 1})")
         if n is None:
-            code = buf[pos - 1]
             name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
                     0x98: "READONLY_BUFFER"}.get(
                         code, f"unknown opcode 0x{code:02x}")
             raise CheckpointError(f"{what}: not a readable pickle ({name} "
                                   f"at byte {pos - 1})")
+        if code in (0x70, 0x72, 0x95):        # PUT, LONG_BINPUT, FRAME
+            if code == 0x95:
+                if int.from_bytes(buf[pos:pos + 8], "little") > \
+                        end - pos - 8:
+                    break                       # longer than the file
+            elif code == 0x72:
+                index = int.from_bytes(buf[pos:pos + 4], "little")
+            else:
+                # a decimal line, read as the unpickler reads it: up to a
+                # NUL (PyLong_FromString), with spaces and underscores
+                line = buf[pos:find(b"\n", pos)].split(b"\0")[0]
+                try:
+                    index = int(line) if len(line) < 4000 else end
+                except ValueError:
+                    index = 0                   # the unpickler refuses it
+            if code != 0x95 and index > pos - start:
+                raise CheckpointError(f"{what}: not a readable pickle "
+                                      f"(memo index {index} at byte "
+                                      f"{pos - 1})")
         if n >= 0:
             pos += n
         elif n == _STOP:
@@ -1029,15 +1041,21 @@ def parse_safetensors(blob, path):
                            info.get("data_offsets"))
         if not isinstance(dt, str) or dt not in _SAFETENSORS_DTYPES:
             raise bad(f"tensor {name[:100]!r}: dtype {describe(dt)}")
+        item = np.dtype(_SAFETENSORS_DTYPES[dt]).itemsize
         if not isinstance(shape, list) or len(shape) > MAX_DIMS or \
-                not all(is_int(d) and 0 <= d < MAX_DIM for d in shape):
-            raise bad(f"tensor {name[:100]!r}: shape {describe(shape)}")
+                not all(is_int(d) and d >= 0 for d in shape) or \
+                _too_big(shape, item):
+            said = str(shape) if isinstance(shape, list) and \
+                len(shape) <= MAX_DIMS and all(map(is_int, shape)) else \
+                describe(shape)
+            raise bad(f"tensor {name[:100]!r}: shape {said[:100]} is not "
+                      f"at most {MAX_DIMS} sizes that a file can hold")
         if not isinstance(offs, list) or len(offs) != 2 or \
                 not all(is_int(o) for o in offs) or \
                 not 0 <= offs[0] <= offs[1] <= len(data):
             raise bad(f"tensor {name[:100]!r}: data_offsets "
                       f"{describe(offs)} do not lie inside the data")
-        need = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[dt]).itemsize
+        need = math.prod(shape) * item
         if offs[1] - offs[0] != need:
             raise bad(f"tensor {name[:100]!r}: shape {shape} of {dt} needs "
                       f"{need} bytes, data_offsets give "

@@ -546,6 +546,8 @@ def main(argv=None):
             with open(base + ".txt", "w") as f:
                 f.write(f"run {runs} of seed {a.seed}\n{res[1]}")
             print(f"CRASH ({kind}) {base}:\n{res[1]}", file=sys.stderr)
+            if res[1].startswith("the process grew"):
+                break                  # the peak stays: the run is over
             continue
         key = (kind,) + res
         if key not in seen and len(corpus) < a.max_corpus:
