@@ -374,6 +374,30 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 			"tokens\n", past, past == 1 ? "" : "s", p.seg_len);
 		return;
 	}
+	if (txl_model_span(e->model, 0, 0) >= 0) {
+		/* the spans: full from the start (zero states before the
+		 * text) */
+		long long sum = 0, field = 0;
+		int most = 0;
+
+		for (int l = 0; l < e->hp->n_layer; l++) {
+			int layer = 0;
+			for (int h = 0; h < e->hp->n_head; h++) {
+				int n = txl_model_span(e->model, l, h);
+				n = n < p.mem_len ? n : p.mem_len;
+				sum += n;
+				layer = n > layer ? n : layer;
+			}
+			most = layer > most ? layer : most;
+			field += layer;
+		}
+		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
+			"%d positions), zero states before the text; %lld "
+			"token%s consumed, receptive field %lld tokens\n",
+			prefix, (double)sum / (e->hp->n_layer * e->hp->n_head),
+			most, past, past == 1 ? "" : "s", field);
+		return;
+	}
 	fprintf(f, "%smemory: %d/%d positions (%.0f%%), %lld token%s "
 		"consumed, receptive field %lld tokens (%d layers x mem_len "
 		"%d)\n", prefix, fill, p.mem_len,

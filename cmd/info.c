@@ -316,6 +316,55 @@ describe_output(struct engine *e, cJSON *root)
 	cJSON_Delete(div);
 }
 
+/* How far back a token's prediction can look: each layer's memory, or
+ * with spans each layer's longest (at most mem_len). */
+static double
+receptive_field(struct engine *e, int mem_len)
+{
+	const struct txl_hparams *hp = e->hp;
+	double sum = 0;
+
+	if (txl_model_span(e->model, 0, 0) < 0)
+		return (double)hp->n_layer * mem_len;
+	for (int l = 0; l < hp->n_layer; l++) {
+		int most = 0;
+
+		for (int h = 0; h < hp->n_head; h++)
+			if (txl_model_span(e->model, l, h) > most)
+				most = txl_model_span(e->model, l, h);
+		sum += most < mem_len ? most : mem_len;
+	}
+	return sum;
+}
+
+/* The adaptive span's: the span of each head of each layer (the
+ * positions it reads), their mean, and the soft mask's ramp. */
+static void
+describe_spans(struct engine *e, cJSON *att)
+{
+	const struct txl_hparams *hp = e->hp;
+	cJSON *spans;
+	double sum = 0;
+
+	if (txl_model_span(e->model, 0, 0) < 0)
+		return;
+	num(att, "attn_span", hp->attn_span);
+	num(att, "span_ramp", hp->span_ramp);
+	spans = cJSON_AddArrayToObject(att, "spans");
+	for (int l = 0; l < hp->n_layer; l++) {
+		cJSON *row = cJSON_CreateArray();
+
+		for (int h = 0; h < hp->n_head; h++) {
+			const int n = txl_model_span(e->model, l, h);
+
+			cJSON_AddItemToArray(row, cJSON_CreateNumber(n));
+			sum += n;
+		}
+		cJSON_AddItemToArray(spans, row);
+	}
+	num(att, "span_mean", sum / ((double)hp->n_layer * hp->n_head));
+}
+
 /* The session the options ask for, its settings as the library resolves
  * them (what a run with these options gets) */
 static int
@@ -337,7 +386,7 @@ describe_memory(struct engine *e, cJSON *root)
 	num(m, "clamp_len", r.clamp_len);
 	flag(m, "same_length", r.same_length);
 	str(m, "kv_type", kv_type_names[r.kv_type]);
-	num(m, "receptive_field", (double)hp->n_layer * r.mem_len);
+	num(m, "receptive_field", receptive_field(e, r.mem_len));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));
@@ -386,6 +435,7 @@ describe(struct engine *e, cJSON *root)
 	att = obj(root, "attention");
 	num(att, "attn_type", hp->attn_type);
 	str(att, "kind", txl_attn_type_name(hp->attn_type));
+	describe_spans(e, att);
 
 	voc = obj(root, "vocabulary");
 	num(voc, "tokens", hp->n_token);
@@ -459,6 +509,20 @@ print_value(const cJSON *v, FILE *out)
 	}
 }
 
+/* Whether v is a non-empty array of arrays (a table: the spans). */
+static bool
+is_table(const cJSON *v)
+{
+	const cJSON *row;
+
+	if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v))
+		return false;
+	cJSON_ArrayForEach(row, v)
+		if (!cJSON_IsArray(row))
+			return false;
+	return true;
+}
+
 static void
 print_text(const cJSON *o, int depth, FILE *out)
 {
@@ -473,6 +537,17 @@ print_text(const cJSON *o, int depth, FILE *out)
 		if (cJSON_IsObject(v)) {
 			fputc('\n', out);
 			print_text(v, depth + 1, out);
+		} else if (is_table(v)) {
+			/* a row a line, numbered */
+			const cJSON *row;
+			int i = 0;
+
+			fputc('\n', out);
+			cJSON_ArrayForEach(row, v) {
+				fprintf(out, "%*s%d: ", 2 * depth + 2, "", i++);
+				print_value(row, out);
+				fputc('\n', out);
+			}
 		} else {
 			fputc(' ', out);
 			print_value(v, out);

@@ -125,8 +125,10 @@ repl_settings(struct engine *e)
 	const struct setting *s = setting_find("mem_len");
 	int model_len = o->mem_len >= 0 ? o->mem_len : e->hp->mem_len;
 
-	/* a model without memory has none to enlarge */
-	if (e->hp->attn_type >= 2 ||
+	/* a model without memory has none to enlarge; an adaptive-span
+	 * model's is its heads' spans */
+	if (!txl_model_has_memory(e->model) ||
+	    txl_model_span(e->model, 0, 0) >= 0 ||
 	    (o->mem_len >= 0 && setting_origin(s, o) != ORIGIN_MODEL))
 		return;
 	if (model_len < REPL_MIN_MEM_LEN)

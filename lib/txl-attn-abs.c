@@ -65,12 +65,12 @@ add_learned(const struct txl_attn *a, int l, float *h, int n)
 }
 
 static enum txl_status
-check_learned(const struct txl_hparams *hp, int seg_len)
+check_learned(const struct txl_model *m, const struct txl_session_params *p)
 {
-	if (seg_len > hp->max_klen)
+	if (p->seg_len > m->hp.max_klen)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d is longer than "
 				"the model's position table (max_klen %d)",
-				seg_len, hp->max_klen);
+				p->seg_len, m->hp.max_klen);
 	return TXL_OK;
 }
 

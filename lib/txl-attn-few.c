@@ -54,28 +54,15 @@ max_blocks(int klen)
 struct few {
 	const struct txl_attn *a;
 	const struct txl_kv *kv;
-	int l, n, klen, qs, n_blocks, block;
+	int l, n, qs, block;
 	const float *q;		/* the queries, rows qs floats apart */
+	const int *first;	/* per head its first unit, then the total */
+	const int *from;	/* per head the first key of its units */
 	float scale;
-	atomic_int next;	/* the next unit: head * n_blocks + block */
+	atomic_int next;	/* the next unit */
 };
 
-/* The keys [*lo, *hi) of query i among [j0, j1): causal, and with
- * same_length exactly the last mem_len positions, as softmax_row();
- * false if none. */
-static bool
-few_keys(const struct few *f, int i, int j0, int j1, int *lo, int *hi)
-{
-	const struct txl_attn *a = f->a;
-	const int qpos = f->kv->fill + i;
-	int first = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
-
-	*lo = first > j0 ? first : j0;
-	*hi = qpos + 1 < j1 ? qpos + 1 : j1;
-	return *lo < *hi;
-}
-
-/* Query i's scores for head h: klen_max floats. */
+/* Query i's scores for head h: klen_max floats, by key. */
 static float *
 few_scores(const struct few *f, int h, int i)
 {
@@ -83,16 +70,15 @@ few_scores(const struct few *f, int h, int i)
 		(size_t)f->a->shape.klen_max;
 }
 
-/* The part of query i, head h, block b: d_head weighted sums, then max
- * and sum of exps (-INFINITY and 0 when it sees none of the keys; the
- * sum in float, one rounding of a relative 6e-8 before the merge). */
+/* The part of query i in unit u: d_head weighted sums, then max and sum
+ * of exps (-INFINITY and 0 when it sees none of the keys; the sum in
+ * float, one rounding of a relative 6e-8 before the merge). */
 static float *
-few_part(const struct few *f, int h, int b, int i)
+few_part(const struct few *f, int u, int i)
 {
 	const size_t D = (size_t)f->a->model->hp.d_head;
 
-	return f->a->part + (((size_t)h * f->n_blocks + b) * f->n + i) *
-		(D + 2);
+	return f->a->part + ((size_t)u * f->n + i) * (D + 2);
 }
 
 /* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
@@ -165,19 +151,19 @@ axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
 }
 
 /* Keys [j0, j1) of head h, every query: scores, then position terms,
- * then softmax and values, into the parts of block b. */
+ * then softmax and values, into the parts of unit u. */
 static void
-few_unit(const struct few *f, int h, int b, int j0, int j1)
+few_unit(const struct few *f, int h, int u, int j0, int j1)
 {
 	const struct txl_attn *a = f->a;
 	const struct txl_kv *kv = f->kv;
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_kernels *k = txl_kernels();
 	const struct txl_type_kernels *tk = txl_type_kernels(kv->dt);
-	const int H = hp->n_head, D = hp->d_head;
+	const int H = hp->n_head, D = hp->d_head, l = f->l;
 	const bool rel = a->kind->relative;
-	const uint8_t *K = txl_kv_row(kv, kv->k[f->l], kv->cap, h, kv->start);
-	const uint8_t *V = txl_kv_row(kv, kv->v[f->l], kv->cap, h, kv->start);
+	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
+	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
 	const int last = a->n_dist - 1;
 	float bd[STEP];
 	int lo, hi;
@@ -186,11 +172,11 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	for (int c = j0; c < j1; c += STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {
-			const struct txl_act q = few_query(a, rel
+			const struct txl_act q = few_query(a, a->kind->w_bias
 				? a->fq + ((size_t)i * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)i * H + h);
-			if (few_keys(f, i, c, ce, &lo, &hi))
+			if (txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
 				dot_stream(tk, few_scores(f, h, i) + lo,
 					   K + (size_t)lo * kv->row,
 					   kv->row, &q, hi - lo, D);
@@ -203,9 +189,9 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	for (int c = j0 + (j1 - 1 - j0) / STEP * STEP; c >= j0; c -= STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {
-			const int qpos = kv->fill + i;
+			const int qpos = fill + i;
 			float *sc = few_scores(f, h, i);
-			if (!few_keys(f, i, c, ce, &lo, &hi))
+			if (!txl_attn_keys(a, l, h, qpos, c, ce, &lo, &hi))
 				continue;
 			if (!rel) {
 				for (int j = lo; j < hi; j++)
@@ -220,12 +206,11 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				? a->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)(f->n + i) * H + h);
-			dot_stream(tk, bd, txl_kv_row(kv, a->r[f->l],
-						      a->n_dist, h, near),
+			dot_stream(tk, bd, txl_attn_r_row(a, kv, l, h, near),
 				   kv->row, &q, far - near + 1, D);
 			if (a->kind->r_bias)
 				for (int t = near; t <= far; t++)
-					bd[t - near] += a->r_bias[f->l]
+					bd[t - near] += a->r_bias[l]
 						[(size_t)t * H + h];
 			/* keys at distance last and beyond, then the others,
 			 * whose terms are bd backwards (two loops that GCC
@@ -237,12 +222,13 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 				sc[j] = (sc[j] + bd[last - near]) * f->scale;
 			for (int j = mid; j < hi; j++)
 				sc[j] = (sc[j] + bd[back - j]) * f->scale;
+			txl_attn_mask(a, l, h, qpos, lo, hi, sc, 0);
 		}
 	}
 	/* e_j = exp(score_j - m), their sum */
 	for (int i = 0; i < f->n; i++) {
-		float *part = few_part(f, h, b, i), *sc = few_scores(f, h, i);
-		if (!few_keys(f, i, j0, j1, &lo, &hi)) {
+		float *part = few_part(f, u, i), *sc = few_scores(f, h, i);
+		if (!txl_attn_keys(a, l, h, fill + i, j0, j1, &lo, &hi)) {
 			part[D] = -INFINITY;
 			part[D + 1] = 0.0f;
 			continue;
@@ -256,9 +242,9 @@ few_unit(const struct few *f, int h, int b, int j0, int j1)
 	for (int c = j0; c < j1; c += STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++)
-			if (few_keys(f, i, c, ce, &lo, &hi))
+			if (txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
 				axpy_stream(tk->axpy_rows,
-					    few_part(f, h, b, i),
+					    few_part(f, u, i),
 					    few_scores(f, h, i) + lo,
 					    V + (size_t)lo * kv->row,
 					    kv->row, hi - lo, D);
@@ -269,38 +255,51 @@ static void
 few_task(void *p, int ith, int nth)
 {
 	struct few *f = p;
-	const int units = f->a->model->hp.n_head * f->n_blocks;
+	const int H = f->a->model->hp.n_head, units = f->first[H];
+	const int *first = f->first;
 	int u;
 
+	(void)ith;
+	(void)nth;
 	while ((u = atomic_fetch_add_explicit(&f->next, 1,
 					      memory_order_relaxed)) < units) {
-		const int h = u / f->n_blocks, b = u % f->n_blocks;
-		const int j0 = b * f->block;
-		const int j1 = j0 + f->block < f->klen ? j0 + f->block
-			: f->klen;
+		/* the head of unit u: first[h] <= u < first[h + 1] */
+		int h = 0, top = H - 1;
+		while (h < top) {
+			const int mid = (h + top + 1) / 2;
+			if (first[mid] <= u)
+				h = mid;
+			else
+				top = mid - 1;
+		}
+		const int j0 = f->from[h] + (u - first[h]) * f->block;
+		const int end = f->from[h + H];
+		const int j1 = j0 + f->block < end ? j0 + f->block : end;
 
-		few_unit(f, h, b, j0, j1);
+		few_unit(f, h, u, j0, j1);
 	}
 }
 
-/* The blocks of query i, head h merged: its attention vector into out. */
+/* The units of query i, head h merged: its attention vector into out
+ * (zeros where the head sees no key). */
 static void
 few_merge(const struct few *f, int h, int i, float *out)
 {
 	const int D = f->a->model->hp.d_head;
+	const int u0 = f->first[h], u1 = f->first[h + 1];
 	float max = -INFINITY;
 	double sum = 0.0;
 
-	for (int b = 0; b < f->n_blocks; b++)
-		max = fmaxf(max, few_part(f, h, b, i)[D]);
-	for (int b = 0; b < f->n_blocks; b++) {
-		const float *p = few_part(f, h, b, i);
+	for (int u = u0; u < u1; u++)
+		max = fmaxf(max, few_part(f, u, i)[D]);
+	for (int u = u0; u < u1; u++) {
+		const float *p = few_part(f, u, i);
 		if (p[D] > -INFINITY)
 			sum += exp((double)p[D] - max) * p[D + 1];
 	}
 	memset(out, 0, sizeof(float) * (size_t)D);
-	for (int b = 0; b < f->n_blocks; b++) {
-		const float *p = few_part(f, h, b, i);
+	for (int u = u0; u < u1; u++) {
+		const float *p = few_part(f, u, i);
 		if (!(p[D] > -INFINITY))
 			continue;
 		const float w = (float)(exp((double)p[D] - max) / sum);
@@ -340,12 +339,68 @@ txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt)
 	a->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
 				   (size_t)(hp->d_head + 2));
+	a->units = malloc(sizeof *a->units * (3 * (size_t)hp->n_head + 1));
 	if (a->qa_floats && !(a->fqa = txl_alloc_floats(
 			nq * 2 * (size_t)hp->n_head * a->qa_floats)))
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
-	if (!a->fq || !a->fsc || !a->part)
+	if (!a->fq || !a->fsc || !a->part || !a->units)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	return TXL_OK;
+}
+
+/* The units of work of layer l's heads for n queries into f: each head's
+ * keys [from[h], from[h + H]) (the oldest its first query sees to the
+ * newest its last one does) cut into blocks of f->block keys, as few as
+ * keep the threads busy to the end (one per head when the heads are
+ * enough); the products per key and query, for the pool. */
+static double
+few_units(struct few *f, int *units)
+{
+	const struct txl_attn *a = f->a;
+	const struct txl_kv *kv = f->kv;
+	const int H = a->model->hp.n_head, n = f->n;
+	int *first = units, *from = units + H + 1;
+	int64_t total = 0;
+	int longest = 0;
+
+	for (int h = 0; h < H; h++) {
+		const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, f->l, h));
+		int lo, hi;
+
+		/* the union of the queries' keys */
+		from[h] = from[h + H] = 0;
+		for (int i = 0; i < n; i++) {
+			if (!txl_attn_keys(a, f->l, h, fill + i, 0, fill + n,
+					   &lo, &hi))
+				continue;
+			if (from[h] == from[h + H] || lo < from[h])
+				from[h] = lo;
+			if (hi > from[h + H])
+				from[h + H] = hi;
+		}
+		total += from[h + H] - from[h];
+		if (from[h + H] - from[h] > longest)
+			longest = from[h + H] - from[h];
+	}
+	f->block = BLOCK_UNIT;
+	if (total > 0) {
+		/* blocks of the longest head: enough units for every
+		 * thread over all heads */
+		int64_t nb = ((int64_t)BLOCKS_PER_THREAD * txl_pool_threads() *
+			      longest + total - 1) / total;
+		if (nb > (int64_t)max_blocks(longest))
+			nb = (int64_t)max_blocks(longest);
+		f->block = (int)((longest + nb - 1) / nb);
+		f->block = (f->block + BLOCK_UNIT - 1) / BLOCK_UNIT *
+			BLOCK_UNIT;
+	}
+	first[0] = 0;
+	for (int h = 0; h < H; h++)
+		first[h + 1] = first[h] + (from[h + H] - from[h] + f->block - 1) /
+			f->block;
+	f->first = first;
+	f->from = from;
+	return (double)total * n * a->model->hp.d_head;
 }
 
 void
@@ -355,23 +410,16 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
-	const int klen = kv->fill + n;
-	const bool rel = a->kind->relative;
-	/* blocks: enough units for every thread */
-	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
+	const bool w_bias = a->kind->w_bias, rel = a->kind->relative;
+	const bool r_query_bias = a->kind->r_query_bias;
 	struct few f = {
-		.a = a, .kv = kv, .l = l, .n = n, .klen = klen, .qs = qs,
+		.a = a, .kv = kv, .l = l, .n = n, .qs = qs,
 		.q = a->qkv, .scale = 1.0f / sqrtf((float)D),
 	};
+	const double work = few_units(&f, a->units);
 
-	TXL_ASSERT(klen <= a->shape.klen_max);
-	if (nb > (int)max_blocks(klen))
-		nb = (int)max_blocks(klen);
-	f.block = (klen + nb - 1) / nb;
-	f.block = (f.block + BLOCK_UNIT - 1) / BLOCK_UNIT * BLOCK_UNIT;
-	f.n_blocks = (klen + f.block - 1) / f.block;
 	atomic_init(&f.next, 0);
-	if (rel) {
+	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
 		for (int i = 0; i < n; i++) {
@@ -379,8 +427,9 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 			float *qw = a->fq + (size_t)i * hd;
 			float *qr = a->fq + (size_t)(n + i) * hd;
 			for (int c = 0; c < hd; c++) {
-				qw[c] = qi[c] + ly->r_w_bias[c];
-				if (a->kind->r_query_bias)
+				if (w_bias)
+					qw[c] = qi[c] + ly->r_w_bias[c];
+				if (r_query_bias)
 					qr[c] = qi[c] + ly->r_r_bias[c];
 			}
 		}
@@ -393,15 +442,15 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 				const float *q = a->qkv + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				quantize_query(a, ac, rel ? a->fq + ac * D : q);
+				quantize_query(a, ac, w_bias ? a->fq + ac * D
+					       : q);
 				if (rel)
-					quantize_query(a, bd,
-						       a->kind->r_query_bias ?
+					quantize_query(a, bd, r_query_bias ?
 						       a->fq + bd * D : q);
 			}
 	}
 	/* a product of d_head per key and query for AC, BD and V */
-	txl_pool_run_for(few_task, &f, 3.0 * n * H * klen * D);
+	txl_pool_run_for(few_task, &f, 3.0 * work);
 	for (int i = 0; i < n; i++)
 		for (int h = 0; h < H; h++)
 			few_merge(&f, h, i, out + (size_t)i * hd + h * D);

@@ -27,8 +27,8 @@ txl_attn_positions(const struct txl_attn *a, int l, float *h, int n)
 }
 
 /* The queries of the n rows h into a->qkv (row stride returned) and their
- * keys and values into rows [start + fill, start + fill + n) of the
- * memory, by the kind's projection (enum txl_attn_proj). */
+ * keys and values into the memory after its positions (each head's
+ * window), by the kind's projection (enum txl_attn_proj). */
 static int
 project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
 	float *xn, int n)
@@ -36,7 +36,6 @@ project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
 	const int d = hp->d_model, hd = hp->n_head * hp->d_head;
-	const int at = kv->start + kv->fill;
 	const float *src = h;
 	const float *kvr;
 	int q_stride, kv_stride;
@@ -65,8 +64,7 @@ project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
 	}
 	for (int i = 0; i < n; i++) {
 		const float *k = kvr + (size_t)i * kv_stride;
-		txl_kv_store(kv, kv->k[l], kv->cap, at + i, k);
-		txl_kv_store(kv, kv->v[l], kv->cap, at + i, k + hd);
+		txl_kv_append(kv, l, i, k, k + hd);
 	}
 	return q_stride;
 }

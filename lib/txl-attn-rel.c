@@ -24,22 +24,26 @@
 
 /* attn_type 0: distances 0 .. clamp_len: pos_seq.clamp_(max=clamp_len) */
 static int
-n_dist_partial(const struct txl_hparams *hp, int clamp_len, int klen_max)
+n_dist_partial(const struct txl_model *m, int clamp_len, int mem_len,
+	       int klen_max)
 {
 	const int rows = clamp_len > 0 ? clamp_len + 1 : klen_max;
 
-	(void)hp;
+	(void)m;
+	(void)mem_len;
 	return rows < klen_max ? rows : klen_max;
 }
 
 /* attn_type 1: the table cut to its last clamp_len rows
  * (r_emb[-clamp_len:]); distances past its end use its first row */
 static int
-n_dist_learned(const struct txl_hparams *hp, int clamp_len, int klen_max)
+n_dist_learned(const struct txl_model *m, int clamp_len, int mem_len,
+	       int klen_max)
 {
-	const int rows = clamp_len > 0 && clamp_len < hp->max_klen ? clamp_len
-		: hp->max_klen;
+	const int K = m->hp.max_klen;
+	const int rows = clamp_len > 0 && clamp_len < K ? clamp_len : K;
 
+	(void)mem_len;
 	return rows < klen_max ? rows : klen_max;
 }
 
@@ -119,6 +123,7 @@ const struct txl_attn_kind txl_attn_rel_partial = {
 	.memory = true,
 	.proj = TXL_PROJ_QKV,
 	.relative = true,
+	.w_bias = true,
 	.r_query_bias = true,
 	.n_dist = n_dist_partial,
 	.init = init_partial,
@@ -129,6 +134,7 @@ const struct txl_attn_kind txl_attn_rel_learned = {
 	.memory = true,
 	.proj = TXL_PROJ_QKV,
 	.relative = true,
+	.w_bias = true,
 	.r_bias = true,
 	.n_dist = n_dist_learned,
 	.init = init_learned,

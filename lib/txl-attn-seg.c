@@ -108,7 +108,7 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 	const struct txl_layer *ly = &a->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head;
 	/* head h's rows of R */
-	const uint8_t *R = txl_kv_row(kv, a->r[l], a->n_dist, h, 0);
+	const uint8_t *R = txl_attn_r_row(a, kv, l, h, 0);
 
 	if (a->kind->r_query_bias) {
 		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
@@ -132,51 +132,56 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 	}
 }
 
-/* Row i of the scores (query at window index fill + i): add the position
- * term (bd, NULL for absolute attentions), scale, mask, softmax. */
+/* Row i of the scores of head h (query at window index qpos, keys [jb,
+ * je) in sc[0 .. je - jb)): add the position term (bd, NULL for absolute
+ * attentions), scale, mask, softmax. */
 static void
-softmax_row(const struct txl_attn *a, float *sc, const float *bd, int qpos,
-	    int klen, float scale)
+softmax_row(const struct txl_attn *a, int l, int h, float *sc,
+	    const float *bd, int qpos, int jb, int je, float scale)
 {
-	/* causal; with same_length exactly the last mem_len positions, the
-	 * query's own included */
 	const struct txl_kernels *k = txl_kernels();
 	const int n_dist = a->n_dist;
-	int lo = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
 	float max;
 	double sum;
+	int lo, hi;
 
-	if (lo < 0)
-		lo = 0;
+	/* causal; with same_length exactly the last mem_len positions, the
+	 * query's own included; with spans the span before the query */
+	if (!txl_attn_keys(a, l, h, qpos, jb, je, &lo, &hi)) {
+		for (int j = jb; j < je; j++)
+			sc[j - jb] = 0.0f;
+		return;
+	}
 	if (bd) {
 		/* _rel_shift: key j is at distance qpos - j; the distances
 		 * from n_dist - 1 on share its row (clamp_len) */
 		int far = qpos - n_dist + 1;
 		for (int j = lo; j < far; j++)
-			sc[j] = (sc[j] + bd[n_dist - 1]) * scale;
-		for (int j = far > lo ? far : lo; j <= qpos; j++)
-			sc[j] = (sc[j] + bd[qpos - j]) * scale;
+			sc[j - jb] = (sc[j - jb] + bd[n_dist - 1]) * scale;
+		for (int j = far > lo ? far : lo; j < hi; j++)
+			sc[j - jb] = (sc[j - jb] + bd[qpos - j]) * scale;
 	} else {
-		for (int j = lo; j <= qpos; j++)
-			sc[j] *= scale;
+		for (int j = lo; j < hi; j++)
+			sc[j - jb] *= scale;
 	}
+	txl_attn_mask(a, l, h, qpos, lo, hi, sc, jb);
 	/* the vector kernels: a long memory has thousands of keys a row */
-	max = k->max(sc + lo, qpos + 1 - lo);
-	sum = k->exp_sum(sc + lo, sc + lo, qpos + 1 - lo, max);
+	max = k->max(sc + lo - jb, hi - lo);
+	sum = k->exp_sum(sc + lo - jb, sc + lo - jb, hi - lo, max);
 	const float inv = (float)(1.0 / sum);
-	for (int j = 0; j < lo; j++)
-		sc[j] = 0.0f;
-	for (int j = lo; j <= qpos; j++)
-		sc[j] *= inv;
-	for (int j = qpos + 1; j < klen; j++)
-		sc[j] = 0.0f;
+	for (int j = jb; j < lo; j++)
+		sc[j - jb] = 0.0f;
+	for (int j = lo; j < hi; j++)
+		sc[j - jb] *= inv;
+	for (int j = hi; j < je; j++)
+		sc[j - jb] = 0.0f;
 }
 
 struct seg {
 	const struct txl_attn *a;
 	const struct txl_kv *kv;
 	float *out;
-	int l, n, klen, n_bd, qs, n_blocks, rows;
+	int l, n, qs, n_blocks, rows;
 	size_t slot;		/* floats of a slot */
 	float scale;
 	atomic_int next;	/* the next unit: head * n_blocks + block */
@@ -190,39 +195,61 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[g->l];
 	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
-	const int klen = g->klen, n_bd = g->n_bd, rows = g->rows;
+	const int rows = g->rows, l = g->l;
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
 	const float *q = a->qkv + (size_t)i0 * g->qs + h * D;
-	/* head h's rows of the window's K and V */
-	const uint8_t *K = txl_kv_row(kv, kv->k[g->l], kv->cap, h, kv->start);
-	const uint8_t *V = txl_kv_row(kv, kv->v[g->l], kv->cap, h, kv->start);
+	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	/* head h's window of K and V */
+	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
 	/* the slot: scores (rows klen apart), position scores (n_bd apart),
 	 * q + r_w_bias, q + r_r_bias */
 	float *sc = slot;
 	float *bd = sc + (size_t)rows * a->shape.klen_max;
 	float *qw = bd + (size_t)rows * a->n_dist;
 	float *qr = qw + (size_t)rows * D;
+	float *out = g->out + (size_t)i0 * hd + h * D;
+	/* the keys of the block's queries: [jb, je); the distances they
+	 * take: 0 .. n_bd - 1 */
+	int jb = 0, je = fill + g->n, n_bd, lo, hi;
 
-	if (rel) {
+	if (a->spans) {
+		if (!txl_attn_keys(a, l, h, fill + i0, 0, fill + i1, &jb, &hi))
+			jb = fill + i1;
+		je = txl_attn_keys(a, l, h, fill + i1 - 1, 0, fill + i1, &lo,
+				   &hi) ? hi : jb;
+		if (je <= jb) {
+			for (int i = 0; i < m; i++)
+				for (int c = 0; c < D; c++)
+					out[(size_t)i * hd + c] = 0.0f;
+			return;
+		}
+	}
+	n_bd = fill + i1 - jb < a->n_dist ? fill + i1 - jb : a->n_dist;
+	const int klen = je - jb;
+
+	if (a->kind->w_bias) {
 		/* AC[i, j] = (q_i + r_w_bias) . k_j */
 		for (int i = 0; i < m; i++)
 			for (int c = 0; c < D; c++)
 				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
 					+ ly->r_w_bias[h * D + c];
-		txl_gemm_nt_dt(sc, klen, qw, D, K, dt, D, m, D, klen);
-		position_scores(a, kv, g->l, h, m, n_bd, q, g->qs, qr, bd);
+		txl_gemm_nt_dt(sc, klen, qw, D, K + (size_t)jb * kv->row, dt,
+			       D, m, D, klen);
 	} else {
 		/* q_i . k_j */
-		txl_gemm_nt_dt(sc, klen, q, g->qs, K, dt, D, m, D, klen);
+		txl_gemm_nt_dt(sc, klen, q, g->qs, K + (size_t)jb * kv->row,
+			       dt, D, m, D, klen);
 	}
+	if (rel)
+		position_scores(a, kv, l, h, m, n_bd, q, g->qs, qr, bd);
 	for (int i = 0; i < m; i++)
-		softmax_row(a, sc + (size_t)i * klen,
+		softmax_row(a, l, h, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
-			    kv->fill + i0 + i, klen, g->scale);
+			    fill + i0 + i, jb, je, g->scale);
 	/* attn_vec[:, h] = prob . v */
-	txl_gemm_nn_dt(g->out + (size_t)i0 * hd + h * D, hd, sc, klen, V, dt,
-		       D, m, klen, D);
+	txl_gemm_nn_dt(out, hd, sc, klen, V + (size_t)jb * kv->row, dt, D, m,
+		       klen, D);
 }
 
 static void
@@ -251,10 +278,10 @@ txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	     int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
-	const int klen = kv->fill + n, rows = slot_rows(a, kv->dt);
+	const int rows = slot_rows(a, kv->dt);
+	const int klen = kv->fill + n;
 	struct seg g = {
-		.a = a, .kv = kv, .out = out, .l = l, .n = n, .klen = klen,
-		.n_bd = klen < a->n_dist ? klen : a->n_dist, .qs = qs,
+		.a = a, .kv = kv, .out = out, .l = l, .n = n, .qs = qs,
 		.n_blocks = (n + rows - 1) / rows, .rows = rows,
 		.slot = slot_floats(a, kv->dt),
 		.scale = 1.0f / sqrtf((float)hp->d_head),

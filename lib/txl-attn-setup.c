@@ -10,16 +10,19 @@
 #include "txl-attn.h"
 #include "txl-log.h"
 #include "txl-pool.h"
+#include "txl-types.h"
 
-/* The kinds, each in its file (txl-attn-rel.c, txl-attn-abs.c) */
+/* The kinds, each in its file (txl-attn-rel.c, txl-attn-abs.c,
+ * txl-attn-span.c) */
 extern const struct txl_attn_kind txl_attn_rel_partial, txl_attn_rel_learned,
-	txl_attn_abs_sinusoid, txl_attn_abs_learned;
+	txl_attn_abs_sinusoid, txl_attn_abs_learned, txl_attn_adaptive_span;
 
 static const struct txl_attn_kind *const kinds[] = {
 	[TXL_ATTN_REL_PARTIAL] = &txl_attn_rel_partial,
 	[TXL_ATTN_REL_LEARNED] = &txl_attn_rel_learned,
 	[TXL_ATTN_ABS_SINUSOID] = &txl_attn_abs_sinusoid,
 	[TXL_ATTN_ABS_LEARNED] = &txl_attn_abs_learned,
+	[TXL_ATTN_ADAPTIVE_SPAN] = &txl_attn_adaptive_span,
 };
 
 const struct txl_attn_kind *
@@ -50,19 +53,36 @@ txl_attn_type_name(enum txl_attn_type type)
 }
 
 int
-txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len, int klen_max)
+txl_attn_n_dist(const struct txl_model *m, int clamp_len, int mem_len,
+		int klen_max)
 {
-	const struct txl_attn_kind *k = txl_attn_kind(hp->attn_type);
+	const struct txl_attn_kind *k = txl_attn_kind(m->hp.attn_type);
 
-	return k->n_dist ? k->n_dist(hp, clamp_len, klen_max) : 0;
+	return k->n_dist ? k->n_dist(m, clamp_len, mem_len, klen_max) : 0;
 }
 
 enum txl_status
-txl_attn_check(const struct txl_hparams *hp, int seg_len)
+txl_attn_check(const struct txl_model *m, const struct txl_session_params *p)
 {
-	const struct txl_attn_kind *k = txl_attn_kind(hp->attn_type);
+	const struct txl_attn_kind *k = txl_attn_kind(m->hp.attn_type);
 
-	return k->check ? k->check(hp, seg_len) : TXL_OK;
+	return k->check ? k->check(m, p) : TXL_OK;
+}
+
+double
+txl_attn_r_bytes(const struct txl_model *m, int n_dist, enum txl_dtype kv_dt)
+{
+	const struct txl_hparams *hp = &m->hp;
+	const struct txl_attn_kind *k = txl_attn_kind(hp->attn_type);
+	/* the tables in kv_dt, r_bias in floats */
+	const double row = (double)txl_row_bytes(kv_dt, hp->d_head);
+
+	if (!k->relative)
+		return 0;
+	if (k->r_shared)
+		return row * n_dist;
+	return (double)hp->n_layer * n_dist * hp->n_head *
+		(row + (k->r_bias ? 4.0 : 0.0));
 }
 
 double
@@ -85,8 +105,9 @@ txl_attn_init(struct txl_attn *a, const struct txl_model *m,
 	*a = (struct txl_attn){
 		.model = m, .kind = txl_attn_kind(hp->attn_type),
 		.shape = *shape,
-		.n_dist = txl_attn_n_dist(hp, shape->clamp_len,
+		.n_dist = txl_attn_n_dist(m, shape->clamp_len, shape->mem_len,
 					  shape->klen_max),
+		.spans = m->spans,
 	};
 	a->qkv = txl_alloc_floats((size_t)shape->seg_len * 3 * hd);
 	if (!a->qkv)
@@ -108,7 +129,8 @@ txl_attn_free(struct txl_attn *a)
 	if (!a->model)
 		return;
 	for (int l = 0; l < a->model->hp.n_layer; l++) {
-		if (a->r)
+		/* a shared table once */
+		if (a->r && (l == 0 || !a->kind->r_shared))
 			free(a->r[l]);
 		if (a->r_bias)
 			free(a->r_bias[l]);
@@ -122,5 +144,6 @@ txl_attn_free(struct txl_attn *a)
 	free(a->fqa);
 	free(a->fsc);
 	free(a->part);
+	free(a->units);
 	*a = (struct txl_attn){ 0 };
 }

@@ -13,7 +13,10 @@
  *   txl-attn-rel.c      the relative kinds' position tables (attn_type
  *                       0: sinusoids through r_net; 1: learned);
  *   txl-attn-abs.c      the absolute kinds' positions (2: sinusoids at
- *                       the input; 3: learned, at every layer).
+ *                       the input; 3: learned, at every layer);
+ *   txl-attn-span.c     the adaptive attention span (4): a learned
+ *                       position table shared by every head, and each
+ *                       head's keys cut to its span.
  *
  * A new kind of attention is a struct txl_attn_kind in a file of its
  * own, a row of the table of txl-attn-setup.c, its value of enum
@@ -50,16 +53,26 @@ struct txl_attn_kind {
 	bool memory;		/* sessions keep a memory; else they
 				   recompute a window of seg_len tokens */
 	enum txl_attn_proj proj;
-	/* relative positions: the keys meet q + r_w_bias, and the position
-	 * term of distance t, per head, is (q + r_r_bias if r_query_bias,
-	 * else q) . R[t] (+ r_bias[t] if r_bias) */
-	bool relative, r_query_bias, r_bias;
+	/* relative positions: the position term of distance t, per head, is
+	 * (q + r_r_bias if r_query_bias, else q) . R[t] (+ r_bias[t] if
+	 * r_bias); the keys meet q + r_w_bias if w_bias, else q */
+	bool relative, w_bias, r_query_bias, r_bias;
+	/* one table R for every layer and head (else one per layer, with
+	 * rows per head) */
+	bool r_shared;
+	/* a query attends to the positions before it only, not to itself */
+	bool past_only;
+	/* the memory starts as mem_len positions of zero states (K = V =
+	 * 0), not empty; and the input embedding is not scaled by
+	 * sqrt(d_model) (the adaptive-span code's TransformerSeq) */
+	bool zero_memory, unscaled_input;
 	/* rows of R for these settings: distances 0 .. n_dist - 1, the
 	 * last one standing for every distance beyond (relative kinds) */
-	int (*n_dist)(const struct txl_hparams *hp, int clamp_len,
+	int (*n_dist)(const struct txl_model *m, int clamp_len, int mem_len,
 		      int klen_max);
 	/* refuse settings the kind cannot take (NULL: none) */
-	enum txl_status (*check)(const struct txl_hparams *hp, int seg_len);
+	enum txl_status (*check)(const struct txl_model *m,
+				 const struct txl_session_params *p);
 	/* the position tables of a session (NULL: none) */
 	enum txl_status (*init)(struct txl_attn *a, const struct txl_kv *kv);
 	/* positions added to the n rows h of layer l's input (NULL: none) */
@@ -84,7 +97,12 @@ struct txl_attn {
 	/* position tables: per layer, row t is the term of distance t */
 	int n_dist;		/* rows: distances 0 .. n_dist-1 */
 	uint8_t **r;		/* relative: (n_layer) x (n_head, n_dist,
-				   d_head), in the memory's type */
+				   d_head), in the memory's type; with
+				   r_shared every layer's is the one table
+				   (n_dist, d_head) */
+	/* the heads' spans (the model's: adaptive span), or NULL: every
+	 * head attends to the whole memory */
+	const struct txl_head_span *spans;
 	float **r_bias;		/* r_bias: (n_layer) x (n_dist, n_head) */
 	int n_pos;		/* absolute sinusoids: rows of pos */
 	float *pos;		/* absolute sinusoids: (n_pos, d_model) */
@@ -105,7 +123,59 @@ struct txl_attn {
 	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
 				   softmax (d_head sums, max, sum of exps) */
+	int *units;		/* per head: its first unit of work, then
+				   (n_head) the total */
 };
+
+/* Head h's row t of layer l's position table (R), in the memory's type. */
+static inline const uint8_t *
+txl_attn_r_row(const struct txl_attn *a, const struct txl_kv *kv, int l,
+	       int h, int t)
+{
+	return txl_kv_row(kv, a->r[l], a->n_dist, a->kind->r_shared ? 0 : h,
+			  t);
+}
+
+/* The keys [*lo, *hi) of head h of layer l (NULL spans: any) that the
+ * query at position qpos of its window attends to, among [j0, j1):
+ * causal (the positions before it only, with past_only); with
+ * same_length exactly the last mem_len positions; with spans the span's
+ * last positions.  False if none. */
+static inline bool
+txl_attn_keys(const struct txl_attn *a, int l, int h, int qpos, int j0,
+	      int j1, int *lo, int *hi)
+{
+	int first = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
+	const int last = a->kind->past_only ? qpos : qpos + 1;
+
+	if (a->spans) {
+		const int s = a->spans[(size_t)l * a->model->hp.n_head + h].n;
+
+		if (first < qpos - s)
+			first = qpos - s;
+	}
+	*lo = first > j0 ? first : j0;
+	*hi = last < j1 ? last : j1;
+	return *lo < *hi;
+}
+
+/* The mask of head h's span (the log of the soft mask, added to the
+ * scaled scores) on the keys [lo, hi) of the query at qpos, the score of
+ * key j in sc[j - off]; nothing without spans. */
+static inline void
+txl_attn_mask(const struct txl_attn *a, int l, int h, int qpos, int lo,
+	      int hi, float *sc, int off)
+{
+	if (!a->spans)
+		return;
+	const struct txl_head_span *sp =
+		&a->spans[(size_t)l * a->model->hp.n_head + h];
+	/* distances ramp .. n: keys qpos - n .. qpos - ramp */
+	const int end = qpos - sp->ramp + 1 < hi ? qpos - sp->ramp + 1 : hi;
+
+	for (int j = lo; j < end; j++)
+		sc[j - off] += sp->log_mask[qpos - j - sp->ramp];
+}
 
 /* ---- txl-attn-setup.c ---- */
 
@@ -115,10 +185,14 @@ const struct txl_attn_kind *txl_attn_kind(enum txl_attn_type type);
  * or recompute windows (the absolute ones). */
 bool txl_attn_has_memory(const struct txl_hparams *hp);
 /* Rows of the relative-position tables (0 for the absolute attentions). */
-int txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len,
+int txl_attn_n_dist(const struct txl_model *m, int clamp_len, int mem_len,
 		    int klen_max);
 /* Settings the model's attention refuses (TXL_ERR_INVALID, one line). */
-enum txl_status txl_attn_check(const struct txl_hparams *hp, int seg_len);
+enum txl_status txl_attn_check(const struct txl_model *m,
+			       const struct txl_session_params *p);
+/* The bytes of the position tables of a session. */
+double txl_attn_r_bytes(const struct txl_model *m, int n_dist,
+			enum txl_dtype kv_dt);
 /* The bytes of txl_attn_init()'s buffers but the position tables. */
 double txl_attn_bytes(const struct txl_hparams *hp, int seg_len,
 		      int klen_max, int n_dist, enum txl_dtype kv_dt,

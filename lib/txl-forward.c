@@ -15,7 +15,8 @@
 
 /* Embedding of n tokens into f->h (AdaptiveEmbedding.forward): each
  * token's row of its cluster's table, projected to d_model where the
- * cluster has a projection, times sqrt(d_model). */
+ * cluster has a projection, times sqrt(d_model) (but for the adaptive
+ * span's, an nn.Embedding as it is). */
 static void
 embed(const struct txl_forward *f, const int32_t *tok, int n)
 {
@@ -54,6 +55,8 @@ embed(const struct txl_forward *f, const int32_t *tok, int n)
 				       f->tmp + (size_t)k++ * d,
 				       sizeof(float) * d);
 	}
+	if (f->attn->kind->unscaled_input)
+		return;
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		f->h[i] *= scale;
 }
@@ -104,6 +107,6 @@ txl_forward_segment(const struct txl_forward *f, const int32_t *tok, int n)
 		layer_forward(f, l, n);
 	}
 	/* _update_mems: keep the last mem_len positions */
-	txl_kv_keep(f->kv, n, f->mem_len);
+	txl_kv_keep(f->kv, n);
 	return TXL_OK;
 }

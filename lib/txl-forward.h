@@ -17,7 +17,6 @@ struct txl_forward {
 	const struct txl_model *model;
 	struct txl_kv *kv;
 	struct txl_attn *attn;
-	int mem_len;		/* positions the memory keeps */
 	float *h;		/* (seg_len, d_model) the residual stream:
 				   the last layer's outputs at the end */
 	float *xn;		/* (seg_len, max(d_model, d_embed)) */

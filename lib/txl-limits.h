@@ -10,7 +10,8 @@
 #ifndef TXL_LIMITS_H
 #define TXL_LIMITS_H
 
-#include "txl.h"		/* TXL_SEG_LEN_MAX, TXL_MAX_CLUSTERS */
+#include "txl.h"		/* TXL_SEG_LEN_MAX, TXL_MEM_LEN_MAX,
+				   TXL_MAX_CLUSTERS */
 
 /* A header larger than this is hostile, not a model: real ones hold a few
  * hundred entries (kilobytes), and cJSON needs ~14 bytes per header byte. */
@@ -24,6 +25,8 @@
 #define TXL_MAX_HEADS 4096
 /* rows of the attn_type 1 and 3 position tables */
 #define TXL_MAX_KLEN (TXL_SEG_LEN_MAX * 32)
+/* attn_span and span_ramp of attn_type 4: a head's span is its memory */
+#define TXL_MAX_SPAN TXL_MEM_LEN_MAX
 
 /* The running-text bytes of one token (a tokenizer piece) */
 #define TXL_MAX_PIECE_BYTES 256

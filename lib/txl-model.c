@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,10 +191,17 @@ read_attention(const struct txl_file *f, struct txl_hparams *hp)
 	int type;
 
 	if ((st = meta_int(f, "attn_type", TXL_ATTN_REL_PARTIAL,
-			   TXL_ATTN_ABS_LEARNED, &type)))
+			   TXL_ATTN_ADAPTIVE_SPAN, &type)))
 		return st;
 	hp->attn_type = (enum txl_attn_type)type;
 	hp->max_klen = 0;
+	hp->attn_span = hp->span_ramp = 0;
+	if (hp->attn_type == TXL_ATTN_ADAPTIVE_SPAN &&
+	    ((st = meta_int(f, "attn_span", 1, TXL_MAX_SPAN,
+			    &hp->attn_span)) ||
+	     (st = meta_int(f, "span_ramp", 1, TXL_MAX_SPAN,
+			    &hp->span_ramp))))
+		return st;
 	if (hp->attn_type == TXL_ATTN_REL_LEARNED ||
 	    hp->attn_type == TXL_ATTN_ABS_LEARNED) {
 		if ((st = meta_int(f, "max_klen", 1, TXL_MAX_KLEN,
@@ -260,6 +268,11 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 		return st;
 	if ((st = read_attention(f, hp)) || (st = read_clusters(f, hp)))
 		return st;
+	if (hp->attn_type == TXL_ATTN_ADAPTIVE_SPAN &&
+	    (hp->same_length || hp->clamp_len > 0))
+		return txl_fail(TXL_ERR_FORMAT, "%s: attn_type 4 (adaptive "
+				"span) takes neither same_length nor clamp_len",
+				f->path);
 	s = txl_file_meta(f, "ext_len");
 	if (s && strcmp(s, "0") != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: ext_len %.20s is not "
@@ -622,7 +635,8 @@ bind_output(struct binder *b)
 /* The attention's own tensors, shared by the layers or per layer:
  * attn_type 0: r_w_bias, r_r_bias ([n_layer] x n_head x d_head with
  * untie_r) and per layer qkv_net, r_net; 1: r_emb, r_w_bias, r_bias and
- * qkv_net; 2: q_net, kv_net; 3: r_emb, q_net, kv_net. */
+ * qkv_net; 2: q_net, kv_net; 3: r_emb, q_net, kv_net; 4: key_pe, and per
+ * layer qkv_net and current_val (the spans). */
 static enum txl_status
 bind_attention(struct binder *b)
 {
@@ -630,8 +644,10 @@ bind_attention(struct binder *b)
 	const struct txl_hparams *hp = &m->hp;
 	const int64_t L = hp->n_layer, H = hp->n_head, D = hp->d_head;
 	const int64_t M = hp->d_model, K = hp->max_klen, HD = H * D;
-	const bool rel = hp->attn_type == TXL_ATTN_REL_PARTIAL ||
-		hp->attn_type == TXL_ATTN_REL_LEARNED;
+	const bool qkv = hp->attn_type == TXL_ATTN_REL_PARTIAL ||
+		hp->attn_type == TXL_ATTN_REL_LEARNED ||
+		hp->attn_type == TXL_ATTN_ADAPTIVE_SPAN;
+	const bool span = hp->attn_type == TXL_ATTN_ADAPTIVE_SPAN;
 	const float *rwb = NULL, *rrb = NULL, *remb = NULL, *rb = NULL;
 	bool per_layer = hp->untie_r || hp->attn_type == TXL_ATTN_REL_LEARNED;
 	enum txl_status st = TXL_OK;
@@ -657,6 +673,11 @@ bind_attention(struct binder *b)
 		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")))
 			return st;
 		break;
+	case TXL_ATTN_ADAPTIVE_SPAN:
+		if ((st = bind_floats(b, &m->key_pe, SHAPE(1, D, hp->attn_span),
+				      "key_pe")))
+			return st;
+		break;
 	}
 	for (int l = 0; l < hp->n_layer; l++) {
 		struct txl_layer *ly = &m->layers[l];
@@ -666,15 +687,19 @@ bind_attention(struct binder *b)
 		ly->r_r_bias = rrb ? rrb + off : NULL;
 		ly->r_emb = remb ? remb + (size_t)l * (size_t)(K * HD) : NULL;
 		ly->r_bias = rb ? rb + (size_t)l * (size_t)(K * H) : NULL;
-		if (rel &&
+		if (qkv &&
 		    (st = bind_gemv_mat(b, &ly->qkv, 3 * HD, M,
 					"layers.%d.dec_attn.qkv_net.weight", l)))
+			return st;
+		if (span &&
+		    (st = bind_floats(b, &ly->span, SHAPE(H),
+				      "layers.%d.dec_attn.current_val", l)))
 			return st;
 		if (hp->attn_type == TXL_ATTN_REL_PARTIAL &&
 		    (st = bind_mat(b, &ly->r_net, HD, M,
 				   "layers.%d.dec_attn.r_net.weight", l)))
 			return st;
-		if (!rel &&
+		if (!qkv &&
 		    ((st = bind_gemv_mat(b, &ly->q_net, HD, M,
 					 "layers.%d.dec_attn.q_net.weight", l)) ||
 		     (st = bind_gemv_mat(b, &ly->kv_net, 2 * HD, M,
@@ -760,6 +785,93 @@ check_no_strays(const struct txl_model *m)
 	return TXL_OK;
 }
 
+/* The soft mask of an adaptive-span head of learned value cv at distance
+ * x (AdaptiveMask.forward, in float as the original computes it:
+ * mask_template + current_val * max_size, over the ramp, plus 1,
+ * clamped; the template's column of distance x holds 1 - x).  The product
+ * is rounded to float before the sum, as there (volatile: no fused
+ * multiply-add). */
+static float
+span_mask(float cv, int attn_span, int ramp, int x)
+{
+	volatile float z = cv * (float)attn_span;
+	const float t = ((float)(1 - x) + z) / (float)ramp + 1.0f;
+
+	return t < 0.0f ? 0.0f : t > 1.0f ? 1.0f : t;
+}
+
+/* The adaptive span's heads (struct txl_head_span): the distances each
+ * attends to and its mask.  The original trims each layer's keys to the
+ * last attn_span - trim_len (AdaptiveSpan.get_trim_len(): from the
+ * layer's largest current_val, in double, rounded down to a multiple of
+ * 64) and masks them: a head here reads those of its keys whose mask is
+ * not 0, the same numbers but for the 1e-8 the original adds to the sum
+ * of the masked weights (the softmax's mass on the keys dropped, which
+ * the mask makes 0, counted there in its denominator). */
+static enum txl_status
+compute_spans(struct txl_model *m)
+{
+	const struct txl_hparams *hp = &m->hp;
+	const int L = hp->n_layer, H = hp->n_head;
+	const int S = hp->attn_span, R = hp->span_ramp;
+	size_t n_logs = 0;
+
+	m->spans = calloc((size_t)L * H, sizeof *m->spans);
+	if (!m->spans)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int l = 0; l < L; l++) {
+		const float *cv = m->layers[l].span;
+		double most = -INFINITY;
+
+		for (int h = 0; h < H; h++) {
+			if (!isfinite(cv[h]))
+				return txl_fail(TXL_ERR_FORMAT, "%s: tensor "
+						"'layers.%d.dec_attn.current_val' "
+						"holds %g (head %d)", m->file.path,
+						l, (double)cv[h], h);
+			most = fmax(most, (double)cv[h]);
+		}
+		/* get_current_max_size(), then get_trim_len() */
+		double size = ceil(most * S) + R;
+		size = size < 0 ? 0 : size > S ? S : size;
+		int trim = S - (int)size < S - 1 ? S - (int)size : S - 1;
+		trim = trim / 64 * 64;
+		for (int h = 0; h < H; h++) {
+			struct txl_head_span *sp = &m->spans[(size_t)l * H + h];
+			int n = S - trim;
+
+			while (n > 0 && span_mask(cv[h], S, R, n) <= 0.0f)
+				n--;
+			sp->n = n;
+			sp->ramp = 1;
+			while (sp->ramp <= n &&
+			       span_mask(cv[h], S, R, sp->ramp) >= 1.0f)
+				sp->ramp++;
+			n_logs += (size_t)(n - sp->ramp + 1);
+			if (n > m->span_max)
+				m->span_max = n;
+		}
+	}
+	m->span_logs = malloc(sizeof(float) * (n_logs ? n_logs : 1));
+	if (!m->span_logs)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	n_logs = 0;
+	for (int l = 0; l < L; l++) {
+		for (int h = 0; h < H; h++) {
+			struct txl_head_span *sp = &m->spans[(size_t)l * H + h];
+			const float cv = m->layers[l].span[h];
+
+			sp->log_mask = m->span_logs + n_logs;
+			for (int x = sp->ramp; x <= sp->n; x++)
+				m->span_logs[n_logs++] =
+					logf(span_mask(cv, S, R, x));
+		}
+	}
+	/* a session's memory by default: the longest span */
+	m->hp.mem_len = m->span_max;
+	return TXL_OK;
+}
+
 enum txl_status
 txl_model_load(const char *path, struct txl_model **out)
 {
@@ -815,6 +927,9 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 		if ((st = bind_all(m, &arena, &n_copy)) != TXL_OK)
 			goto fail;
 	}
+	if (m->hp.attn_type == TXL_ATTN_ADAPTIVE_SPAN &&
+	    (st = compute_spans(m)) != TXL_OK)
+		goto fail;
 	*out = m;
 	return TXL_OK;
 fail:
@@ -829,6 +944,8 @@ txl_model_free(struct txl_model *m)
 		return;
 	txl_tokenizer_free(m);
 	free(m->converted);
+	free(m->spans);
+	free(m->span_logs);
 	free(m->layers);
 	txl_file_close(&m->file);
 	free(m);
@@ -856,4 +973,13 @@ uint64_t
 txl_model_fingerprint(const struct txl_model *m)
 {
 	return m->fingerprint;
+}
+
+int
+txl_model_span(const struct txl_model *m, int layer, int head)
+{
+	if (!m || !m->spans || layer < 0 || layer >= m->hp.n_layer ||
+	    head < 0 || head >= m->hp.n_head)
+		return -1;
+	return m->spans[(size_t)layer * m->hp.n_head + head].n;
 }

@@ -17,10 +17,12 @@
 struct txl_spm;
 
 /* One decoder layer.  The attention's input projections depend on
- * attn_type: qkv_net for the relative ones (0, 1), q_net and kv_net for
+ * attn_type: qkv_net for the relative ones (0, 1) and the adaptive span
+ * (4: proj_query, proj_key and proj_val stacked), q_net and kv_net for
  * the vanilla MultiHeadAttn (2, 3); the rest is common to all. */
 struct txl_layer {
-	struct txl_mat qkv;	/* 0, 1: (3 * n_head * d_head, d_model) qkv_net */
+	struct txl_mat qkv;	/* 0, 1, 4: (3 * n_head * d_head, d_model)
+				   qkv_net */
 	struct txl_mat r_net;	/* 0: (n_head * d_head, d_model) */
 	struct txl_mat q_net;	/* 2, 3: (n_head * d_head, d_model) */
 	struct txl_mat kv_net;	/* 2, 3: (2 * n_head * d_head, d_model) */
@@ -36,6 +38,19 @@ struct txl_layer {
 	const float *r_r_bias;	/* 0: (n_head, d_head) */
 	const float *r_emb;	/* 1, 3: (max_klen, n_head, d_head) */
 	const float *r_bias;	/* 1: (max_klen, n_head) */
+	const float *span;	/* 4: (n_head) the learned spans, as fractions
+				   of attn_span (AdaptiveMask.current_val) */
+};
+
+/* What an adaptive-span head attends to (adaptive_span.py): the keys at
+ * distances 1 .. n before the query (n as the original trims the layer's
+ * memory, and no further than its soft mask is non-zero), weighted by
+ * the mask m(x) = clamp((1 - x + z) / ramp + 1, 0, 1), z = current_val *
+ * attn_span, which is 1 below distance `ramp`. */
+struct txl_head_span {
+	int n;			/* distances 1 .. n (0: none) */
+	int ramp;		/* the first distance whose mask is < 1 */
+	const float *log_mask;	/* log m(x) of distances ramp .. n */
 };
 
 /* A cluster of the adaptive input (AdaptiveEmbedding): the embedding of
@@ -96,6 +111,12 @@ struct txl_model {
 				     i is row n_out - 1 - i */
 	const float *cluster_b;	/* (n_out - 1) */
 	struct txl_layer *layers; /* (n_layer) */
+	/* the adaptive span (attn_type 4) */
+	const float *key_pe;	/* (d_head, attn_span): column attn_span - x
+				   is the position vector of distance x */
+	struct txl_head_span *spans; /* (n_layer, n_head), or NULL */
+	int span_max;		/* the longest span */
+	float *span_logs;	/* the spans' log_mask values, owned */
 	void *converted;	/* weights not usable in place (vectors in
 				   F16 or BF16, unaligned data), owned */
 	int64_t n_params;

@@ -38,23 +38,22 @@ txl_session_params_default(void)
 }
 
 /* Bytes a session of these sizes allocates (in double: the settings come
- * from files and need not be sane). */
+ * from files and need not be sane): kv_rows rows of K and of V (of every
+ * layer and head), the position tables, the rows of seg_len tokens. */
 static double
-session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
-	      int n_dist, enum txl_dtype kv_dt, int threads)
+session_bytes(const struct txl_model *m, int seg, double kv_rows,
+	      int klen_max, int n_dist, enum txl_dtype kv_dt, int threads)
 {
-	/* K, V and R in kv_dt: bytes per value, over 4 */
-	const double kv = (double)txl_row_bytes(kv_dt, hp->d_head) /
-		(4.0 * hp->d_head);
+	const struct txl_hparams *hp = &m->hp;
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
 		hp->d_inner + hp->n_token + txl_out_head_size(hp) + 2.0;
 
-	/* K, V and R in kv_dt, the rest in floats */
-	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
-				     (double)n_dist * hp->n_head) +
-		      seg * per_row + hp->d_model) +
+	/* K and V in kv_dt, the rest in floats */
+	return 2.0 * kv_rows * (double)txl_row_bytes(kv_dt, hp->d_head) +
+		txl_attn_r_bytes(m, n_dist, kv_dt) +
+		4.0 * (seg * per_row + hp->d_model) +
 		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
 }
 
@@ -99,8 +98,6 @@ txl_session_params_resolve(const struct txl_model *m,
 	if (p.seg_len < 1 || p.seg_len > TXL_SEG_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d out of range "
 				"[1, %d]", p.seg_len, TXL_SEG_LEN_MAX);
-	if ((st = txl_attn_check(hp, p.seg_len)) != TXL_OK)
-		return st;
 	if (p.clamp_len < 0)
 		return txl_fail(TXL_ERR_INVALID, "clamp_len %d is negative "
 				"(0 = no clamping)", p.clamp_len);
@@ -132,6 +129,11 @@ txl_session_params_resolve(const struct txl_model *m,
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
 				kt->name, kt->block, kt->block, hp->d_head);
+	if ((st = txl_attn_check(m, &p)) != TXL_OK)
+		return st;
+	/* heads with spans keep no more than their spans */
+	if (m->spans && p.mem_len > m->span_max)
+		p.mem_len = m->span_max;
 	return txl_copy_sized_out(out, min, sizeof p, &p, "txl_session_params");
 }
 
@@ -155,9 +157,18 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 }
 
 
+int
+txl_head_keep(const struct txl_model *m, int l, int h, int mem_len)
+{
+	const int span = m->spans ? m->spans[(size_t)l * m->hp.n_head + h].n
+		: mem_len;
+
+	return span < mem_len ? span : mem_len;
+}
+
 /* The buffer sizes of a session with resolved settings. */
 struct shape {
-	int cap;		/* positions per K/V buffer */
+	double kv_rows;		/* rows of K (or V) of every layer and head */
 	int klen_max;		/* the most keys a position attends to */
 	int n_dist;		/* rows of the relative-position tables */
 };
@@ -165,16 +176,16 @@ struct shape {
 static struct shape
 session_shape(const struct txl_session *s)
 {
+	const struct txl_hparams *hp = &s->model->hp;
 	struct shape sh = { .klen_max = s->mem_len + s->seg_len };
-	/* Move the memory back at most once every `slack` tokens. */
-	int slack = s->seg_len;
 
-	if (slack < s->mem_len / 4)
-		slack = s->mem_len / 4;
-	if (slack < 16)
-		slack = 16;
-	sh.cap = sh.klen_max + slack;
-	sh.n_dist = txl_attn_n_dist(&s->model->hp, s->clamp_len, sh.klen_max);
+	for (int l = 0; l < hp->n_layer; l++)
+		for (int h = 0; h < hp->n_head; h++)
+			sh.kv_rows += txl_kv_cap(txl_head_keep(s->model, l, h,
+							   s->mem_len),
+						 s->seg_len);
+	sh.n_dist = txl_attn_n_dist(s->model, s->clamp_len, s->mem_len,
+				    sh.klen_max);
 	return sh;
 }
 
@@ -188,7 +199,7 @@ txl_session_bytes(const struct txl_model *m,
 	if (resolve_params(m, params, &s) != TXL_OK)
 		return -1;
 	sh = session_shape(&s);
-	return (int64_t)session_bytes(&m->hp, s.seg_len, sh.cap, sh.klen_max,
+	return (int64_t)session_bytes(m, s.seg_len, sh.kv_rows, sh.klen_max,
 				      sh.n_dist, txl_kv_dtype(s.params.kv_type),
 				      txl_threads_of(s.params.n_threads));
 }
@@ -220,7 +231,7 @@ txl_session_new(const struct txl_model *m,
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
-	double need = session_bytes(hp, s->seg_len, sh.cap, sh.klen_max,
+	double need = session_bytes(m, s->seg_len, sh.kv_rows, sh.klen_max,
 				    sh.n_dist, kv_dt,
 				    txl_threads_of(s->params.n_threads));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
@@ -236,8 +247,26 @@ txl_session_new(const struct txl_model *m,
 	/* (after the refusal: a session refused changes nothing) */
 	txl_set_threads(s->params.n_threads);
 
-	if (txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head, kv_dt,
-			sh.cap) != TXL_OK)
+	if (m->spans) {
+		int *keep = malloc(sizeof *keep * (size_t)hp->n_layer *
+				   (size_t)hp->n_head);
+
+		if (!keep)
+			goto nomem;
+		for (int l = 0; l < hp->n_layer; l++)
+			for (int h = 0; h < hp->n_head; h++)
+				keep[(size_t)l * hp->n_head + h] =
+					txl_head_keep(m, l, h, s->mem_len);
+		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
+				 kv_dt, s->mem_len, keep, s->seg_len,
+				 txl_attn_kind(hp->attn_type)->zero_memory);
+		free(keep);
+	} else {
+		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
+				 kv_dt, s->mem_len, NULL, s->seg_len,
+				 txl_attn_kind(hp->attn_type)->zero_memory);
+	}
+	if (st != TXL_OK)
 		goto nomem;
 	int dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	s->h = txl_alloc_floats(S * hp->d_model);
@@ -301,7 +330,7 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	const int d = s->model->hp.d_model;
 	const struct txl_forward f = {
 		.model = s->model, .kv = &s->kv, .attn = &s->attn,
-		.mem_len = s->mem_len, .h = s->h, .xn = s->xn, .att = s->att,
+		.h = s->h, .xn = s->xn, .att = s->att,
 		.tmp = s->tmp, .ff = s->ff, .abort_cb = s->params.abort_cb,
 		.abort_data = s->params.abort_data,
 	};
@@ -347,6 +376,8 @@ txl_session_set_params(struct txl_session *s,
 	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
 		return st;
 	keep = s->kv.fill < t->mem_len ? s->kv.fill : t->mem_len;
+	/* (with a memory of zero states: its last positions, the older
+	 * ones zeros) */
 	/* converted if the kv_type changes */
 	txl_kv_copy_last(&t->kv, &s->kv, keep);
 	/* without memory, the last tokens are the context */
@@ -378,8 +409,7 @@ txl_session_set_params(struct txl_session *s,
 void
 txl_session_reset(struct txl_session *s)
 {
-	s->kv.start = 0;
-	s->kv.fill = 0;
+	txl_kv_clear(&s->kv);
 	s->n_window = 0;
 	s->n_past = 0;
 	s->have_last = false;

@@ -57,4 +57,8 @@ txl_aborted(const struct txl_session *s)
 	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
 }
 
+/* The positions head h of layer l keeps in a session of mem_len: its
+ * span if it has one (at most mem_len), else mem_len. */
+int txl_head_keep(const struct txl_model *m, int l, int h, int mem_len);
+
 #endif /* TXL_SESSION_H */

@@ -77,28 +77,32 @@ write_state(struct txl_session *s, int fd)
 	hdr.kv_type = (uint32_t)s->params.kv_type;
 
 	txl_hash_init(&sum);
-	const size_t pad = row * (size_t)(s->mem_len - s->kv.fill);
-	zeros = calloc(1, pad ? pad : 1);
+	zeros = calloc(1, row * (size_t)s->mem_len + 1);
 	if (!zeros) {
 		errno = ENOMEM;
 		return false;
 	}
 	ok = write_all(fd, &hdr, sizeof hdr, &sum);
-	/* fixed size: per layer K, then V, per head mem_len rows, zeros
-	 * past the fill; the abort callback asked between heads */
+	/* fixed size: per layer K, then V, per head the rows it keeps,
+	 * zeros past its fill; the abort callback asked between heads */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			uint8_t *buf = which ? kv->v[l] : kv->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
+				const struct txl_kv_head *hd =
+					txl_kv_head(kv, l, h);
+				const int fill = txl_kv_head_fill(kv, hd);
+
 				if (txl_aborted(s)) {
 					errno = ECANCELED;
 					ok = false;
 					break;
 				}
-				ok = write_all(fd, txl_kv_row(kv, buf, kv->cap,
-							      h, kv->start),
-					       row * (size_t)kv->fill, &sum) &&
-					write_all(fd, zeros, pad, &sum);
+				ok = write_all(fd, which ? txl_kv_v(kv, l, h)
+					       : txl_kv_k(kv, l, h),
+					       row * (size_t)fill, &sum) &&
+					write_all(fd, zeros, row *
+						  (size_t)(hd->keep - fill),
+						  &sum);
 			}
 		}
 	}
@@ -390,10 +394,11 @@ txl_session_load(struct txl_session *s, const char *path)
 	struct txl_hash sum;
 	uint64_t stored;
 	enum txl_status st = TXL_OK;
-	uint8_t **k = NULL, **v = NULL;
+	struct txl_kv file = { 0 };
+	int *keep = NULL;
 	float *last = NULL;
 	enum txl_dtype ft;
-	size_t rows_bytes, want;
+	size_t row, rows, want;
 	struct stat sb;
 	FILE *f;
 	long size;
@@ -430,9 +435,11 @@ txl_session_load(struct txl_session *s, const char *path)
 			      "another model", path);
 		goto out;
 	}
+	const bool zeros = s->kv.zeros;
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
-	    hdr.have_last > 1 || hdr.n_past < (int64_t)hdr.fill ||
+	    hdr.have_last > 1 || hdr.n_past < 0 ||
 	    hdr.n_past > TXL_MAX_N_PAST ||
+	    (zeros ? hdr.fill != hdr.mem_len : hdr.n_past < (int64_t)hdr.fill) ||
 	    (hdr.have_last && hdr.n_past == 0) ||
 	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
 	    hdr.zero != 0) {
@@ -456,55 +463,56 @@ txl_session_load(struct txl_session *s, const char *path)
 			      txl_type(ft)->block);
 		goto out;
 	}
-	/* the file's rows, in its kv_type */
-	rows_bytes = txl_row_bytes(ft, hp->d_head) * (size_t)hp->n_head *
-		hdr.mem_len;
-	want = sizeof hdr + 2 * rows_bytes * hp->n_layer +
-		sizeof(float) * hp->d_model + sizeof stored;
+	/* the file's rows, in its kv_type: each head's of a session of its
+	 * mem_len */
+	keep = malloc(sizeof *keep * (size_t)hp->n_layer * hp->n_head);
+	if (!keep) {
+		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	row = txl_row_bytes(ft, hp->d_head);
+	rows = 0;
+	for (int l = 0; l < hp->n_layer; l++)
+		for (int h = 0; h < hp->n_head; h++)
+			rows += (size_t)(keep[(size_t)l * hp->n_head + h] =
+				txl_head_keep(s->model, l, h,
+					      (int)hdr.mem_len));
+	want = sizeof hdr + 2 * rows * row + sizeof(float) * hp->d_model +
+		sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
 	    (size_t)size != want || fseek(f, (long)sizeof hdr, SEEK_SET) != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state file has the wrong "
 			      "size (truncated?)", path);
 		goto out;
 	}
-	/* read into new buffers, so that a bad file leaves s unchanged */
-	k = calloc((size_t)hp->n_layer, sizeof *k);
-	v = calloc((size_t)hp->n_layer, sizeof *v);
-	if (!k || !v) {
+	/* read into a memory of the file's, so that a bad file leaves s
+	 * unchanged */
+	if (txl_kv_init(&file, hp->n_layer, hp->n_head, hp->d_head, ft,
+			(int)hdr.mem_len, keep, 0, false) != TXL_OK) {
 		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
 		goto out;
 	}
 	txl_hash_init(&sum);
 	txl_hash_update(&sum, &hdr, sizeof hdr);
 	for (int l = 0; l < hp->n_layer && st == TXL_OK; l++) {
-		k[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
-		v[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
-		if (!k[l] || !v[l]) {
-			st = txl_fail(TXL_ERR_NOMEM, "out of memory");
-			break;
-		}
-		for (int which = 0; which < 2; which++) {
-			uint8_t *buf = which ? v[l] : k[l];
-			uint8_t *scratch = malloc(rows_bytes ? rows_bytes : 1);
-			if (!scratch || fread(scratch, 1, rows_bytes, f) !=
-			    rows_bytes) {
-				free(scratch);
-				st = txl_fail(TXL_ERR_FORMAT, "%s: cannot read "
-					      "state", path);
-				break;
+		for (int which = 0; which < 2 && st == TXL_OK; which++) {
+			for (int h = 0; h < hp->n_head; h++) {
+				const size_t n = row * (size_t)txl_kv_head(
+					&file, l, h)->keep;
+				uint8_t *buf = which ? txl_kv_v(&file, l, h)
+					: txl_kv_k(&file, l, h);
+
+				if (fread(buf, 1, n, f) != n) {
+					st = txl_fail(TXL_ERR_FORMAT, "%s: "
+						      "cannot read state",
+						      path);
+					break;
+				}
+				txl_hash_update(&sum, buf, n);
 			}
-			txl_hash_update(&sum, scratch, rows_bytes);
-			/* each head's first fill rows */
-			for (int h = 0; h < hp->n_head; h++)
-				txl_convert(txl_kv_row(&s->kv, buf,
-						       s->kv.cap, h, 0),
-					    s->kv.dt, scratch + (size_t)h *
-					    hdr.mem_len * txl_row_bytes(ft,
-					    hp->d_head), ft,
-					    (size_t)hp->d_head * hdr.fill);
-			free(scratch);
 		}
 	}
+	file.fill = (int)hdr.fill;
 	last = txl_alloc_floats((size_t)hp->d_model);
 	if (st == TXL_OK && (!last || fread(last, sizeof(float),
 					   (size_t)hp->d_model, f) !=
@@ -517,16 +525,9 @@ txl_session_load(struct txl_session *s, const char *path)
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state checksum mismatch "
 			      "(damaged file)", path);
 	if (st == TXL_OK) {
-		for (int l = 0; l < hp->n_layer; l++) {
-			uint8_t *t = s->kv.k[l];
-			s->kv.k[l] = k[l];
-			k[l] = t;
-			t = s->kv.v[l];
-			s->kv.v[l] = v[l];
-			v[l] = t;
-		}
-		s->kv.start = 0;
-		s->kv.fill = (int)hdr.fill;
+		/* converted to the session's kv_type; a memory of zero
+		 * states keeps zeros before the file's positions */
+		txl_kv_copy_last(&s->kv, &file, (int)hdr.fill);
 		s->n_past = hdr.n_past;
 		s->have_last = hdr.have_last;
 		memcpy(s->last_h, last, sizeof(float) * hp->d_model);
@@ -535,14 +536,8 @@ txl_session_load(struct txl_session *s, const char *path)
 			txl_out_keep(&s->out, last, 1);
 	}
 out:
-	for (int l = 0; l < hp->n_layer; l++) {
-		if (k)
-			free(k[l]);
-		if (v)
-			free(v[l]);
-	}
-	free(k);
-	free(v);
+	txl_kv_free(&file);
+	free(keep);
 	free(last);
 	fclose(f);
 	return st;

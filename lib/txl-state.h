@@ -4,8 +4,10 @@
  * installed.
  *
  * A state file is this header, then per layer K, then V, each per head
- * mem_len rows of d_head values in kv_type (zeros past the fill); d_model
- * floats of last_h; the txl_hash of everything before it (u64).  Fields
+ * the rows it keeps in a session of mem_len (mem_len, or an adaptive-span
+ * head's span if shorter) of d_head values in kv_type, its last
+ * positions first (zeros past the fill); d_model floats of last_h; the
+ * txl_hash of everything before it (u64).  Fields
  * are fixed-size and naturally aligned (no padding: the struct is the
  * file's bytes); a new field goes at the end, with a new version.
  */
@@ -23,7 +25,8 @@ struct txl_state_header {
 	uint32_t n_layer;
 	uint64_t fingerprint;	/* of the model file */
 	uint32_t d_model, n_head, d_head;
-	uint32_t mem_len;	/* rows stored per layer, fill or not */
+	uint32_t mem_len;	/* the session's: rows stored per head, fill
+				   or not (at most) */
 	uint32_t fill;		/* rows that hold memory */
 	uint32_t have_last;	/* 1 if last_h is the output of the last
 				   position fed */

@@ -184,15 +184,29 @@ TXL_API void txl_model_free(struct txl_model *model);
  *   ABS_SINUSOID   the vanilla Transformer: absolute sinusoids added to
  *                  the input;
  *   ABS_LEARNED    the vanilla Transformer with learned absolute positions
- *                  (r_emb) added to every layer's input.
+ *                  (r_emb) added to every layer's input;
+ *   ADAPTIVE_SPAN  the adaptive attention span of Sukhbaatar et al. (2019,
+ *                  facebookresearch/adaptive-span's TransformerSeq): one
+ *                  learned position table for every layer and head
+ *                  (key_pe, attn_span positions), each head attending to
+ *                  the positions before the token (not to itself) within
+ *                  its learned span, weighted by a soft mask over the last
+ *                  span_ramp of them (txl_model_span()).
  * The absolute ones have no memory: sessions recompute a window of the
- * last seg_len tokens instead (see txl_session_params.stride).
+ * last seg_len tokens instead (see txl_session_params.stride).  The
+ * adaptive span's memory holds, for each head, the positions of its span
+ * only, so that a token costs what the spans sum to; and a session starts
+ * with its memory full of zero states (K = V = 0: the original code's
+ * evaluation starts from a cache of zeros, which takes part in the
+ * softmax through the position terms), txl_session_reset() returns to
+ * it, and txl_session_mem_fill() is always mem_len.
  */
 enum txl_attn_type {
 	TXL_ATTN_REL_PARTIAL = 0,
 	TXL_ATTN_REL_LEARNED = 1,
 	TXL_ATTN_ABS_SINUSOID = 2,
 	TXL_ATTN_ABS_LEARNED = 3,
+	TXL_ATTN_ADAPTIVE_SPAN = 4,
 };
 
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
@@ -226,6 +240,11 @@ struct txl_hparams {
 	int cutoffs[TXL_MAX_CLUSTERS - 1];
 	bool tie_projs[TXL_MAX_CLUSTERS]; /* output projection of cluster i
 					     is the input's (tie_projs) */
+	/* ADAPTIVE_SPAN (0 for the others): the longest span a head could
+	 * learn (the columns of key_pe) and the length of the soft mask's
+	 * ramp.  Fields since version 1.1 (TXL_HAS). */
+	int attn_span;
+	int span_ramp;
 };
 
 /** The model's hyperparameters (a pointer into the model). */
@@ -258,6 +277,18 @@ TXL_API bool txl_model_has_memory(const struct txl_model *model);
 /** What attention @p type is, in a few words ("relative positions with
  *  global biases (Transformer-XL)", ...); NULL for none. */
 TXL_API const char *txl_attn_type_name(enum txl_attn_type type);
+
+/**
+ * The span of head @p head of layer @p layer of an adaptive-span model
+ * (TXL_ATTN_ADAPTIVE_SPAN): a token attends to the positions 1 .. span
+ * before it (its learned span and the ramp of its soft mask: the
+ * distances whose mask is not 0, within the memory the original code
+ * keeps for the layer), and a session's memory keeps that many positions
+ * for the head.  -1 for a model of another attention, or a layer or head
+ * out of range.  Since version 1.1.
+ */
+TXL_API int txl_model_span(const struct txl_model *model, int layer,
+			   int head);
 
 /* ------------------------------------------------------------------ */
 /* Tokenizer (the SentencePiece model stored in the file)              */
@@ -343,7 +374,9 @@ enum txl_kv_type {
 struct txl_session_params {
 	size_t size;       /* sizeof(struct txl_session_params), as
 			      txl_session_params_default() sets it */
-	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
+	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL (an
+			      adaptive-span model's: its longest span; a
+			      head keeps its span, at most mem_len) */
 	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
 	int clamp_len;     /* relative distances clamped to this; 0 = none;
 			      TXL_FROM_MODEL */
@@ -378,9 +411,10 @@ TXL_API enum txl_status txl_session_params_resolve(
 	struct txl_session_params *out);
 
 /**
- * Create a session with an empty memory.  The session borrows @p model,
- * which must outlive it.  Settings may exceed those the model was trained
- * with.  same_length with mem_len 0 is rejected (it masks every key).
+ * Create a session with an empty memory (an adaptive-span model's: full
+ * of zero states, see TXL_ATTN_ADAPTIVE_SPAN).  The session borrows @p
+ * model, which must outlive it.  Settings may exceed those the model was
+ * trained with.  same_length with mem_len 0 is rejected (it masks every key).
  * Models of attn_type 2 and 3 have no memory (the original code runs them
  * with mem_len 0 only): mem_len TXL_FROM_MODEL is 0 for them and any
  * other value is rejected; attn_type 3 also rejects a seg_len longer than
@@ -418,7 +452,8 @@ TXL_API struct txl_session_params txl_session_get_params(
 TXL_API enum txl_status txl_session_set_params(
 	struct txl_session *session, const struct txl_session_params *params);
 
-/** Forget the memory: the next token starts a new text. */
+/** Forget the memory: the next token starts a new text (an
+ *  adaptive-span model's memory is zero states again). */
 TXL_API void txl_session_reset(struct txl_session *session);
 
 enum txl_logits {
@@ -505,7 +540,8 @@ TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
 					  const int32_t *targets, int n,
 					  float lr);
 
-/** Positions currently held in memory (0..mem_len). */
+/** Positions currently held in memory (0..mem_len; always mem_len for an
+ *  adaptive-span model, whose memory starts full of zero states). */
 TXL_API int txl_session_mem_fill(const struct txl_session *session);
 
 /** Tokens fed since the session was created or reset. */

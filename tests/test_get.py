@@ -829,7 +829,7 @@ class Getter(Base):
         self.assertIn("WikiText-103", row["wt103"])
         self.assertRegex(row["wt103"], r"~1\.15 GB")
         for n in ("enwik8", "text8", "enwik8-large", "text8-large"):
-            self.assertIn("needs the adaptive-span family", row[n])
+            self.assertIn("available", row[n])
         # an installed model says so
         os.makedirs(self.models)
         shutil.copyfile(self.small_model, os.path.join(self.models,
@@ -838,14 +838,22 @@ class Getter(Base):
         self.assertIn("installed", out.splitlines()[1])
         self.assertEqual(self.server.log, [])
 
-    def test_adaptive_span_refused_until_convert_supports_it(self):
+    def test_adaptive_span_refused_by_a_converter_without_it(self):
+        # a convert.py whose --help lacks --vocab-corpus (an older one)
+        old = os.path.join(self.tmp, "convert.py")
+        with open(old, "w") as f:
+            f.write("import sys\nprint('usage: convert.py --weights W "
+                    "--vocab V')\n")
+        env = self.env(TXLGEN_CONVERT=old)
         for name in ("enwik8", "text8", "enwik8-large", "text8-large"):
             with self.subTest(name=name):
-                rc, out, err = self.get(name)
+                rc, out, err = self.get(name, env=env)
                 self.assertEqual(rc, 5, err)
                 self.assert_one_line(err)
                 self.assertIn("adaptive-span", err)
                 self.assertIn("--vocab-corpus", err)
+        rc, out, err = self.get("--list", env=env)
+        self.assertIn("needs the adaptive-span family", out)
         self.assertEqual(self.server.log, [])
         self.assertFalse(os.path.exists(self.cache))
 
@@ -1020,6 +1028,94 @@ shutil.copyfile({json.dumps(self.small_model)}, a[a.index("-o") + 1])
         self.assertEqual(rc, 0, err)
         self.assertEqual(len(self.server.requests("/mm/")), 1)
         self.assertIn("using the prepared data", err)
+
+
+# text in the enwik8 layout: 10 symbols in train (with <eos>), test bytes
+# among them
+ENWIK8_SPAN = (b"<page>\n  the cat sat on the mat\n  a tac\n" * 6 +
+               b"the mat\n" + b"  the cat\n" + b"at\n")
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class AdaptiveSpanReal(Base):
+    """The whole way with the real converter: an adaptive-span checkpoint
+    in the trainer's layout (the dict with the DataParallel state_dict and
+    an Adagrad state, torch's format before 1.6 as the published files),
+    whose vocabulary is the data set's: downloaded, prepared, converted
+    with --vocab-corpus, installed, and run."""
+
+    def test_enwik8_checkpoint_end_to_end(self):
+        from txlgen import span_model, vocab
+        test_size = 20
+        g = load_getter()
+        prep = os.path.join(self.tmp, "prep")
+        os.makedirs(prep)
+        g.prepare_enwik8(ENWIK8_SPAN, prep, test_size)
+        syms = vocab.corpus_symbols(os.path.join(prep, "train.txt"))
+        ckpt = os.path.join(self.tmp, "enwik8.pt")
+        model = span_model.make_checkpoint(
+            ckpt, len(syms), spans=[[0.0, 0.4], [0.9, 0.1]], attn_span=64,
+            span_ramp=8, d_model=32, d_inner=48, legacy=True)
+        weights = read(ckpt)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("enwik8", ENWIK8_SPAN)
+        zbytes = buf.getvalue()
+        self.server.file("/fb/adaptive-span/enwik8.pt", weights)
+        self.server.file("/mm/dc/enwik8.zip", zbytes)
+        entry = {"family": "adaptive-span", "what": "tiny adaptive span",
+                 "source": "https://dl.fbaipublicfiles.com/adaptive-span/"
+                           "enwik8.pt",
+                 "files": [{"name": "enwik8.pt", "url":
+                            "https://dl.fbaipublicfiles.com/adaptive-span/"
+                            "enwik8.pt"}],
+                 "data": "enwik8",
+                 "convert": ["--weights", "{file:enwik8.pt}",
+                             "--vocab-corpus", "{data}/train.txt",
+                             "--dataset", "enwik8", "--span-ramp", "8"],
+                 "description": "tiny adaptive span; from the tests"}
+        ds = {"enwik8": {"what": "enwik8", "files": [{
+            "name": "enwik8.zip", "url": "http://mattmahoney.net/dc/"
+            "enwik8.zip", "size": len(zbytes), "sha256": sha256(zbytes)}],
+            "member": "enwik8", "member_size": len(ENWIK8_SPAN),
+            "member_sha1": hashlib.sha1(ENWIK8_SPAN).hexdigest(),
+            "format": "enwik8", "test_size": test_size}}
+        rc, out, err = self.get("span-tiny", "--catalog",
+                                self.catalog({"span-tiny": entry}, ds),
+                                "--dtype", "F32")
+        self.assertEqual(rc, 0, err)
+        installed = os.path.join(self.models, "span-tiny.bin")
+        self.assertEqual(out.strip(), installed)
+        m = meta(installed)
+        self.assertEqual((m["attn_type"], m["attn_span"], m["span_ramp"],
+                          m["n_token"], m["vocab_newline"]),
+                         ("4", "64", "8", str(len(syms)), "eos"))
+        env = dict(self.env(), TXLGEN_MODEL_PATH=self.models)
+        info = json.loads(subprocess.run(
+            [TXLGEN, "-m", "span-tiny", "--info", "--json"],
+            capture_output=True, text=True, env=env, timeout=60).stdout)
+        self.assertEqual(info["attention"]["attn_type"], 4)
+        self.assertEqual(len(info["attention"]["spans"]), 2)
+        # the prepared test split scored: the reference's log-probs
+        raw = os.path.join(self.data_home, "txlgen", "data", "enwik8",
+                           "test.txt.raw")
+        r = subprocess.run([TXLGEN, "-m", "span-tiny", "--score", raw,
+                            "--json", "--seg-len", "5"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        recs = [json.loads(ln) for ln in r.stdout.splitlines()
+                if '"pos"' in ln]
+        from txlgen import span_ref
+        index = {s2: i for i, s2 in enumerate(syms)}
+        ids = [index["<eos>" if b == 10 else str(b)] for b in read(raw)]
+        self.assertEqual([x["id"] for x in recs], ids[1:])
+        ref = span_ref.score_ids(model, ids, 5).tolist()
+        self.assertLess(max(abs(x["logprob"] - y) for x, y in
+                            zip(recs, ref)), 1e-4)
+        r = subprocess.run([TXLGEN, "-m", "span-tiny", "--text", "the ",
+                            "-n", "10", "--seed", "1"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ class SameRules(unittest.TestCase):
                   "mem_len": (0, L["TXL_MAX_DIM"]),
                   "clamp_len": (-2 ** 31, L["TXL_MAX_DIM"]),
                   "div_val": (1, L["TXL_MAX_DIM"]),
-                  "attn_type": (0, 3)}
+                  "attn_type": (0, 4)}
         cases = []
         for key, (lo, hi) in ranges.items():
             cases += [({key: str(v)}, f"{key}={v}")
@@ -137,6 +137,11 @@ class SameRules(unittest.TestCase):
         for v in (0, 1, L["TXL_MAX_KLEN"], L["TXL_MAX_KLEN"] + 1):
             cases.append(({"attn_type": "1", "max_klen": str(v)},
                           f"max_klen={v}"))
+        for key in ("attn_span", "span_ramp"):
+            for v in (0, 1, L["TXL_MAX_SPAN"], L["TXL_MAX_SPAN"] + 1):
+                m = {"attn_type": "4", "attn_span": "64", "span_ramp": "32"}
+                m[key] = str(v)
+                cases.append((m, f"{key}={v}"))
         n = L["TXL_MAX_CLUSTERS"]
         for k in (n - 1, n):
             cases.append(({"cutoffs": json.dumps(list(range(1, k + 1))),

@@ -6,15 +6,19 @@
   txlfile       the model file: reader, writer, storage types
   checkpoint    Transformer-XL checkpoints, read without running them
   vocab         the original code's vocabularies as SentencePiece models
+  span_convert  adaptive-span checkpoints as model files of attn_type 4
   convert       checkpoint + tokenizer -> model file
   txl_ref       the PyTorch reference model (the oracle of the tests)
+  span_ref      the PyTorch reference of the adaptive span (attn_type 4)
+  span_model    random-weight adaptive-span checkpoints for the tests
   train         training and export
   sampling      measuring recommended sampling settings
   random_model  random-weight models for the tests
   original      the original code, run beside ours as an oracle
 
-errors, hparams, loadable, txlfile, checkpoint, vocab and convert need
-only the standard library, numpy and SentencePiece's Python module:
+errors, hparams, loadable, txlfile, checkpoint, vocab, span_convert and
+convert need only the standard library, numpy and SentencePiece's Python
+module:
 models/convert.py and models/txlfile.py run without PyTorch.  The rest
 import torch.  loadable reads lib/'s headers, so the package runs from
 txlgen's source tree.

@@ -29,7 +29,9 @@ offset against its storage (no zero strides, nothing outside it, never
 more elements than it), and the tensors used from one file together
 against its storages (one storage read as many tensors: at most twice
 what the storages hold).  Tensors are built only when used
-(Checkpoint.state is a State).  A pickle's opcodes are walked before it
+(Checkpoint.state is a State), and a storage's bytes are read from the
+file only then: the optimizer state of a training checkpoint, often
+larger than the model, is never read.  A pickle's opcodes are walked before it
 is unpickled (every argument inside the file, none of protocol 5's
 buffers).  Nested structures are walked to a fixed depth, and a module
 that contains itself is refused.  Only regular files are read.
@@ -54,6 +56,7 @@ import os
 import pickle
 import pickletools
 import struct
+import weakref
 import zipfile
 import zlib
 
@@ -202,10 +205,13 @@ class _StorageType(_Inert):
 
 class _Archive:
     """What one file's storages hold, and what its tensors have taken of
-    it: the bound on the arrays used from it."""
+    it: the bound on the arrays used from it.  read(offset, n) reads the
+    file's bytes, for the storages read only when a tensor of theirs is
+    used (a checkpoint of the adaptive-span code is mostly optimizer
+    state, which is never read)."""
 
-    def __init__(self, path, size):
-        self.path, self.size = path, size
+    def __init__(self, path, size, read=None):
+        self.path, self.size, self.read = path, size, read
         self.storage_elems = 0          # in all its storages
         self.used_elems = 0             # in the tensors used so far
         self.views = {}                 # (storage, view) -> array
@@ -224,14 +230,26 @@ class _Archive:
 
 
 class _Storage(_Inert):
-    """Raw bytes of one torch storage (filled in later for the legacy
-    format, whose data follows the pickle)."""
+    """Raw bytes of one torch storage: where they lie in the file (`at`,
+    known once the file has been walked: the legacy format's data follows
+    the pickle), read the first time a tensor of it is built."""
     what = "storage"
 
     def __init__(self, dtype, numel, archive):
         self.dtype, self.numel, self.archive = dtype, numel, archive
         self.data = None
+        self.at = None                  # offset of its bytes in the file
         archive.storage_elems += numel
+
+    def bytes(self):
+        if self.data is None and self.at is not None:
+            n = self.numel * _itemsize(self.dtype)
+            data = self.archive.read(self.at, n)
+            if len(data) != n:
+                raise CheckpointError("the file is shorter than when it "
+                                      "was opened (truncated?)")
+            self.data = data
+        return self.data
 
 
 class TensorRef(_Inert):
@@ -250,11 +268,12 @@ class TensorRef(_Inert):
         a = st.archive.views.get(key)
         if a is not None:
             return a
-        if st.data is None:
+        data = st.bytes()
+        if data is None:
             raise CheckpointError("tensor data missing from the file")
         n = math.prod(self.size)
         item = _itemsize(st.dtype)
-        flat = np.frombuffer(st.data, _NP_DTYPES[st.dtype])
+        flat = np.frombuffer(data, _NP_DTYPES[st.dtype])
         if n == 0:
             a = np.zeros(self.size, flat.dtype)
         else:
@@ -438,8 +457,8 @@ def _check_opcodes(buf, pos, what):
 class RestrictedUnpickler(pickle.Unpickler):
     """Resolves only the names above; refuses every other global.  The
     storages it meets are checked against archive (what the file holds:
-    its size) and read with storage_loader(key, nbytes) where the data
-    is elsewhere (the zip archive's entries)."""
+    its size) and placed with storage_loader(key, nbytes), which says
+    where in the file their bytes are (the zip archive's entries)."""
 
     def __init__(self, f, buf, archive, storages=None, storage_loader=None):
         super().__init__(f, encoding="latin1")
@@ -500,7 +519,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         if st is None:
             st = _Storage(pid[1].dtype, numel, self.archive)
             if self.storage_loader:
-                st.data = self.storage_loader(key, nbytes)
+                st.at = self.storage_loader(key, nbytes)
             self.storages[key] = st
         elif (st.dtype, st.numel) != (pid[1].dtype, numel):
             raise CheckpointError(f"{self.what}: storage {key!r} declared "
@@ -527,18 +546,39 @@ def _zip_entry(z, info, path, size):
     """The bytes of one entry, as torch.save writes them: stored, not
     compressed (a compressed entry could inflate to anything), and inside
     the file of size bytes."""
+    _zip_entry_at(z, info, path, size)
+    return z.read(info)
+
+
+_LOCAL_HEADER = struct.Struct("<4s5H3L2H")      # a zip entry's, 30 bytes
+
+
+def _zip_entry_at(z, info, path, size):
+    """Where the bytes of one entry start in the file, its local header
+    checked (stored, inside the file of size bytes)."""
     if info.compress_type != zipfile.ZIP_STORED:
         raise CheckpointError(f"{path}: {info.filename} is compressed "
                               "(torch.save stores its entries as they are)")
     if info.file_size != info.compress_size or \
-            info.header_offset + info.compress_size > size:
+            info.header_offset + _LOCAL_HEADER.size + info.compress_size > \
+            size:
         raise CheckpointError(f"{path}: {info.filename} claims more bytes "
                               "than the file holds")
-    return z.read(info)
+    z.fp.seek(info.header_offset)
+    raw = z.fp.read(_LOCAL_HEADER.size)
+    if len(raw) != _LOCAL_HEADER.size or raw[:4] != b"PK\x03\x04":
+        raise CheckpointError(f"{path}: {info.filename}: bad zip entry "
+                              "header")
+    fields = _LOCAL_HEADER.unpack(raw)
+    at = info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+    if at + info.file_size > size:
+        raise CheckpointError(f"{path}: {info.filename} claims more bytes "
+                              "than the file holds")
+    return at
 
 
-def _load_zip(path, f, size):
-    archive = _Archive(path, size)
+def _load_zip(path, f, size, read):
+    archive = _Archive(path, size, read)
     try:
         z = zipfile.ZipFile(f)
         names = z.namelist()
@@ -563,7 +603,7 @@ def _load_zip(path, f, size):
                 raise CheckpointError(f"{path}: storage {key!r} holds "
                                       f"{info.file_size} bytes, not "
                                       f"{nbytes}")
-            return _zip_entry(z, info, path, size)
+            return _zip_entry_at(z, info, path, size)
         data = _zip_entry(z, z.getinfo(pkl[0]), path, size)
         return RestrictedUnpickler(io.BytesIO(data), data, archive,
                                    storage_loader=loader).load()
@@ -577,10 +617,11 @@ def _load_zip(path, f, size):
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 
-def _load_legacy(path, f, buf, size):
+def _load_legacy(path, f, buf, size, read):
     """torch.save before 1.6: pickled magic, version, sys_info, the object,
-    the storage keys, then each storage as int64 count + raw data."""
-    archive = _Archive(path, size)
+    the storage keys, then each storage as int64 count + raw data (its
+    place noted, its bytes skipped)."""
+    archive = _Archive(path, size, read)
     if RestrictedUnpickler(f, buf, archive).load() != _LEGACY_MAGIC:
         raise CheckpointError(f"{path}: not a torch.save file")
     if RestrictedUnpickler(f, buf, archive).load() != 1001:
@@ -610,15 +651,36 @@ def _load_legacy(path, f, buf, size):
             raise CheckpointError(f"{path}: storage {key} of {nbytes:,} "
                                   f"bytes, the file holds {left:,} more "
                                   "(truncated?)")
-        st.data = f.read(nbytes)
-        if len(st.data) != nbytes:
-            raise CheckpointError(f"{path}: truncated")
+        st.at = f.tell()
+        f.seek(nbytes, io.SEEK_CUR)
     return obj
+
+
+def _reader(f):
+    """read(offset, n) of the open file f, valid after f is closed: a
+    duplicate of its descriptor, closed with the last storage that reads
+    it; io.BytesIO's bytes."""
+    if isinstance(f, io.BytesIO):
+        data = f.getvalue()
+        return lambda at, n: data[at:at + n]
+    fd = os.dup(f.fileno())
+
+    def read(at, n):
+        out = bytearray()
+        while len(out) < n:
+            chunk = os.pread(fd, min(n - len(out), 1 << 30), at + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+    weakref.finalize(read, os.close, fd)
+    return read
 
 
 def load_pickle_file(path):
     """The object a torch.save file (or a plain pickle) holds, rebuilt
-    from the allow-list only.  Tensors come back as TensorRef."""
+    from the allow-list only.  Tensors come back as TensorRef, their
+    storages read from the file when they are built."""
     try:
         with open_input(path) as f:
             return load_pickle(f, path, os.fstat(f.fileno()).st_size)
@@ -637,7 +699,7 @@ def load_pickle(f, path, size):
                               f"({type(e).__name__}: {str(e)[:200]})")
     if is_zip:
         f.seek(0)
-        return _load_zip(path, f, size)
+        return _load_zip(path, f, size, _reader(f))
     f.seek(0)
     start = f.read(2)
     f.seek(0)
@@ -654,7 +716,7 @@ def load_pickle(f, path, size):
         obj = RestrictedUnpickler(f, buf, _Archive(path, size)).load()
         if obj == _LEGACY_MAGIC:
             f.seek(0)
-            return _load_legacy(path, f, buf, size)
+            return _load_legacy(path, f, buf, size, _reader(f))
         return obj
 
 
@@ -1052,9 +1114,13 @@ def read_checkpoint(path):
 
 
 def checkpoint_of(obj, path):
-    """The Checkpoint in what a pickle file (path) held."""
+    """The Checkpoint in what a pickle file (path) held.  The names of a
+    model saved inside DataParallel (every one "module." first, as the
+    adaptive-span code's trainer saves them) are the model's own."""
     hp, refs = _state_of(obj, path)
     state = State(refs, path)
     if any(k.startswith("transformer.") for k in state):
         state = hf_state(state)
+    if state and all(k.startswith("module.") for k in state):
+        state = state.renamed(lambda k: k[len("module."):])
     return Checkpoint(hp, state, "whole-model" if hp else "state_dict")

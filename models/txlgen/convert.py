@@ -1,7 +1,9 @@
-"""Convert a Transformer-XL checkpoint to a txlgen model file.
+"""Convert a Transformer-XL or adaptive-span checkpoint to a txlgen model file.
 
   convert.py --weights PATH [--config CFG.json]
              (--tokenizer SPM.model | --vocab VOCAB [--dataset NAME]) -o m.bin
+  convert.py --weights CHECKPOINT.pt --vocab-corpus DATA/train.txt
+             [--dataset enwik8|text8] [--span-ramp 32] -o m.bin
 
 PATH is any of (txlgen/checkpoint.py reads them without running code
 from the pickles):
@@ -25,6 +27,17 @@ line; --dataset (wt103 wt2 ptb lm1b enwik8 text8) gives the dataset's
 conventions where the vocabulary does not say (cache.pt does).  An HF
 directory brings its own vocabulary.
 
+An adaptive-span checkpoint (facebookresearch/adaptive-span, Sukhbaatar
+et al. 2019: the dict its trainer saves, {iter_no, model, logger,
+optimizer, scheduler_iter}, or the model's state_dict) becomes a model of
+attn_type 4 (txlgen/span_convert.py): its hyperparameters from the
+tensors' shapes, the ramp of its soft mask from --span-ramp (not stored;
+the original's default 32).  Its vocabulary is rebuilt from the prepared
+training corpus (--vocab-corpus: the train.txt its data.Dictionary read,
+enwik8's byte values or text8's characters), and raw text is read as that
+corpus was made: text8's letters with '_' for a space, enwik8's bytes, a
+newline being <eos>.
+
 Every model the original code builds: attn_type 0 to 3, adaptive input and
 softmax (cutoffs, div_val, tie_projs); attn_type 1 and 3 also take
 "max_klen", the rows of their position tables, when the model was built
@@ -41,7 +54,7 @@ import sys
 
 import numpy as np
 
-from . import checkpoint, loadable, txlfile
+from . import checkpoint, loadable, span_convert, txlfile
 from . import vocab as vocabulary
 from .errors import InputError, OneLineParser, describe, open_input
 from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
@@ -344,16 +357,25 @@ def main(argv=None):
     ap = OneLineParser(prog="convert.py",
                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
-                    help="state_dict, whole-model pickle or HF directory")
+                    help="state_dict, whole-model pickle, HF directory, or "
+                    "an adaptive-span checkpoint")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
     tok.add_argument("--tokenizer", help="SentencePiece model")
     tok.add_argument("--vocab", help="the original's cache.pt, HF's "
                      "vocab.pkl / vocab.bin, or one symbol per line")
+    tok.add_argument("--vocab-corpus", metavar="TRAIN.txt",
+                     help="adaptive-span checkpoints: the prepared training "
+                     "corpus its vocabulary was built from (enwik8 or "
+                     "text8 train.txt)")
     ap.add_argument("--dataset", choices=sorted(vocabulary.DATASETS),
                     help="the vocabulary's dataset conventions, where "
-                    "--vocab does not say")
+                    "--vocab or --vocab-corpus does not say")
+    ap.add_argument("--span-ramp", type=int, default=32, metavar="R",
+                    help="adaptive-span checkpoints: the ramp of the soft "
+                    "mask they were trained with (--adapt-span-ramp; "
+                    "default 32)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
                     help="storage type of the weight matrices (default "
@@ -365,9 +387,13 @@ def main(argv=None):
     # are checked where they matter (txlfile._check_values, the scales)
     np.seterr(all="ignore")
     if a.tokenizer and a.dataset:
-        ap.error("--dataset goes with --vocab")
-    if not a.tokenizer and not a.vocab and not os.path.isdir(a.weights):
-        ap.error("one of --tokenizer or --vocab is required")
+        ap.error("--dataset goes with --vocab or --vocab-corpus")
+    if not a.tokenizer and not a.vocab and not a.vocab_corpus and \
+            not os.path.isdir(a.weights):
+        ap.error("one of --tokenizer, --vocab or --vocab-corpus is "
+                 "required")
+    if a.span_ramp < 1:
+        ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
     try:
         run(a)
     except InputError as e:
@@ -387,10 +413,54 @@ def main(argv=None):
     return 0
 
 
+def run_span(a, ck):
+    """An adaptive-span checkpoint: its tensors, the vocabulary of its
+    training corpus (or --tokenizer)."""
+    if a.config or a.vocab:
+        raise ConvertError(f"{a.weights}: an adaptive-span checkpoint "
+                           "takes neither --config nor --vocab: its sizes "
+                           "are its tensors', its vocabulary "
+                           "--vocab-corpus DATA/train.txt")
+    cfg = span_convert.span_config(ck.state, a.weights, ramp=a.span_ramp)
+    tensors = span_convert.span_tensors(cfg, ck.state, a.weights)
+    if a.tokenizer:
+        proto, meta = check_tokenizer(a.tokenizer, cfg.n_token), {}
+        path = a.tokenizer
+    else:
+        path = a.vocab_corpus
+        v = vocabulary.corpus_vocab(path, a.dataset)
+        if len(v.symbols) != cfg.n_token:
+            raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
+                               f"checkpoint's vocabulary {cfg.n_token}: not "
+                               "the corpus it was trained on")
+        proto, meta = vocabulary.to_spm(v)
+    try:
+        loadable.tokenizer(meta, cfg.n_token, proto)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
+    extra = dict(meta)
+    if a.description:
+        extra["description"] = a.description
+    try:
+        txlfile.write(a.output, cfg.hparams(), tensors, proto,
+                      dtype=a.dtype, extra=extra or None)
+    except ValueError as e:                 # a tensor's values
+        raise ConvertError(f"{a.weights}: {e}")
+    except loadable.NotLoadable as e:      # (checked before: a backstop)
+        raise ConvertError(f"{a.weights}: txlgen would refuse the model: {e}")
+
+
 def run(a):
     """The conversion main() asks for: InputError for what is wrong with
     the input."""
     ck = checkpoint.read_checkpoint(a.weights)
+    if span_convert.is_span_checkpoint(ck.state):
+        return run_span(a, ck)
+    if a.vocab_corpus:
+        raise ConvertError(f"{a.weights}: --vocab-corpus is for "
+                           "adaptive-span checkpoints; this is a "
+                           "Transformer-XL one (give --vocab or "
+                           "--tokenizer)")
     raw = {k: v for k, v in ck.hparams.items() if k in HPARAM_NAMES}
     what = a.weights
     if a.config:

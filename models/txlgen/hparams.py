@@ -1,7 +1,8 @@
-"""A Transformer-XL's hyperparameters, with the original code's names:
-what a txlgen model file records (HPARAM_NAMES) and the configuration
-the converter, the reference model and the trainer share (TxlConfig).
-Standard library only: the converter runs without PyTorch.
+"""A model's hyperparameters, with the original code's names: what a
+txlgen model file records (HPARAM_NAMES) and the configuration the
+converter, the reference model and the trainer share (TxlConfig); the
+adaptive-span family's (SpanConfig).  Standard library only: the
+converter runs without PyTorch.
 """
 
 from dataclasses import dataclass, field, asdict
@@ -187,3 +188,36 @@ class TxlConfig:
 def cluster_bounds(cutoff_ends):
     """[(lo, hi)] token ids of each cluster from [0, c0, ..., n_token]."""
     return list(zip(cutoff_ends[:-1], cutoff_ends[1:]))
+
+
+@dataclass
+class SpanConfig:
+    """An adaptive-span Transformer (facebookresearch/adaptive-span's
+    TransformerSeq; txlgen's attn_type 4): its sizes, its longest span
+    (attn_span, the columns of key_pe) and the ramp of its soft mask,
+    which its checkpoints do not store (the original's default: 32)."""
+    n_token: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_inner: int
+    attn_span: int
+    span_ramp: int = 32
+    block_size: int = 512       # the segment of its evaluation
+
+    @property
+    def d_head(self):
+        return self.d_model // self.n_head
+
+    def hparams(self):
+        """The metadata of a txlgen model file of the model (attn_type 4;
+        the keys Transformer-XL files have take fixed values: a full
+        softmax, untied, post-LayerNorm, no clamping; mem_len attn_span,
+        tgt_len the block size)."""
+        return dict(n_token=self.n_token, n_layer=self.n_layer,
+                    n_head=self.n_head, d_model=self.d_model,
+                    d_head=self.d_head, d_inner=self.d_inner,
+                    d_embed=self.d_model, div_val=1, tie_weight=False,
+                    pre_lnorm=False, attn_type=4, tgt_len=self.block_size,
+                    mem_len=self.attn_span, clamp_len=0, same_length=False,
+                    attn_span=self.attn_span, span_ramp=self.span_ramp)

@@ -105,7 +105,7 @@ def read_limits(lib=LIB):
 
 
 NEEDED = ("TXL_MAX_HEADER TXL_MAX_DIM TXL_MAX_TOKENS TXL_MAX_LAYERS "
-          "TXL_MAX_HEADS TXL_MAX_KLEN TXL_MAX_PIECE_BYTES TXL_MAX_CLUSTERS "
+          "TXL_MAX_HEADS TXL_MAX_KLEN TXL_MAX_SPAN TXL_MAX_PIECE_BYTES TXL_MAX_CLUSTERS "
           "TXL_SEG_LEN_MAX TXL_MAX_DIMS TXL_QK").split()
 _limits = None
 
@@ -204,8 +204,12 @@ def hparams(meta):
         raise NotLoadable("n_head * d_head is too large")
     hp["untie_r"] = _bool(meta, "untie_r") if "untie_r" in meta else False
     # the attention
-    hp["attn_type"] = _int(meta, "attn_type", 0, 3)
+    hp["attn_type"] = _int(meta, "attn_type", 0, 4)
     hp["max_klen"] = 0
+    hp["attn_span"] = hp["span_ramp"] = 0
+    if hp["attn_type"] == 4:
+        hp["attn_span"] = _int(meta, "attn_span", 1, L["TXL_MAX_SPAN"])
+        hp["span_ramp"] = _int(meta, "span_ramp", 1, L["TXL_MAX_SPAN"])
     if hp["attn_type"] in (1, 3):
         hp["max_klen"] = _int(meta, "max_klen", 1, L["TXL_MAX_KLEN"])
         if hp["n_layer"] * hp["max_klen"] * hp["n_head"] * hp["d_head"] > \
@@ -238,6 +242,9 @@ def hparams(meta):
         if d < 1:
             raise NotLoadable(f"div_val {hp['div_val']} leaves cluster {i} "
                               f"of d_embed {hp['d_embed']} no dimension")
+    if hp["attn_type"] == 4 and (hp["same_length"] or hp["clamp_len"] > 0):
+        raise NotLoadable("attn_type 4 (adaptive span) takes neither "
+                          "same_length nor clamp_len")
     if meta.get("ext_len", "0") != "0":
         raise NotLoadable(f"ext_len {meta['ext_len'][:20]} is not supported "
                           "(only 0)")
@@ -320,13 +327,17 @@ def tensors(hp):
         out["r_bias"] = ((L, K, H), FLOATS)
     elif at == 3:
         out["r_emb"] = ((L, K, H, D), FLOATS)
+    elif at == 4:
+        out["key_pe"] = ((1, D, hp["attn_span"]), FLOATS)
     for i in range(L):
         p = f"layers.{i}.dec_attn."
-        if at <= 1:
+        if at in (0, 1, 4):
             out[p + "qkv_net.weight"] = ((3 * HD, M), MATRIX)
+        if at == 4:
+            out[p + "current_val"] = ((H,), FLOATS)
         if at == 0:
             out[p + "r_net.weight"] = ((HD, M), MATRIX)
-        if at >= 2:
+        if at in (2, 3):
             out[p + "q_net.weight"] = ((HD, M), MATRIX)
             out[p + "kv_net.weight"] = ((2 * HD, M), MATRIX)
     for i in range(L):

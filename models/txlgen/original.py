@@ -1,7 +1,10 @@
 """The ORIGINAL Transformer-XL code (kimiyoung/transformer-xl), run beside
 ours as an oracle by tools/check_original.py, tools/check_checkpoints.py
 and bench/: import it from a checkout, build its MemTransformerLM, and
-evaluate it with its own loss as its eval.py does.
+evaluate it with its own loss as its eval.py does.  Likewise the
+adaptive-span code (facebookresearch/adaptive-span, CC-BY-NC) for
+tools/check_adaptive_span.py and bench/bench_span.py: its TransformerSeq,
+its trainer's checkpoints and evaluation, its Dictionary.
 
 The original code cannot be committed here; the caller gives its
 pytorch/ folder.  It is imported unmodified, as its own scripts import
@@ -101,3 +104,93 @@ def original_windows(model, cfg, ids, seg_len, clamp_len, stride):
         out.append(-in_token_order(loss, target, cfg)[start - beg:]
                    .double())
     return torch.cat(out).tolist()
+
+
+# ---------------------------------------------------------------------------
+# facebookresearch/adaptive-span
+
+class SpanOriginal:
+    """The adaptive-span code's pieces, imported unmodified from its
+    checkout as its main.py imports them (its folder on sys.path)."""
+
+    def __init__(self, orig):
+        if not os.path.exists(os.path.join(orig, "adaptive_span.py")):
+            raise OriginalError(f"{orig}: no adaptive_span.py (give a "
+                                "checkout of facebookresearch/adaptive-span)")
+        sys.path.insert(0, orig)
+        warnings.filterwarnings("ignore", message=".*addcmul_.*")
+        import data
+        import models
+        import trainer
+        import utils
+        self.TransformerSeq = models.TransformerSeq
+        self.Dictionary, self.tokenize = data.Dictionary, data._tokenize
+        self.full_eval = trainer.full_eval
+        self.utils = utils
+
+    def model(self, cfg, adapt_span=True, cache=True):
+        """Its TransformerSeq of SpanConfig cfg, as main.py builds it
+        (dropout 0), inside DataParallel as its trainer holds it."""
+        m = self.TransformerSeq(
+            vocab_size=cfg.n_token, hidden_size=cfg.d_model,
+            nb_heads=cfg.n_head, nb_layers=cfg.n_layer,
+            attn_span=cfg.attn_span, emb_dropout=0.0,
+            inner_hidden_size=cfg.d_inner, dropout=0.0,
+            block_size=cfg.block_size,
+            adapt_io_params={"adapt_io_enabled": False},
+            adapt_span_params={"adapt_span_enabled": adapt_span,
+                               "adapt_span_loss": 0.0,
+                               "adapt_span_ramp": cfg.span_ramp,
+                               "adapt_span_init": 0.0,
+                               "adapt_span_cache": cache},
+            pers_mem_params={"pers_mem_size": 0})
+        return torch.nn.DataParallel(m)
+
+    def save_checkpoint(self, model, path, iter_no=1000, legacy=False):
+        """What its trainer saves (utils.save_checkpoint): the model, its
+        Adagrad with clipping (optim adagrad, as the published runs), a
+        Logger; legacy: in torch's format before 1.6, as files of 2019
+        are."""
+        optimizer, scheduler = self.utils.get_optimizer_and_scheduler(
+            model, {"optim": "adagrad", "lr": 0.07, "momentum": 0,
+                    "grad_clip": 0.03, "lr_warmup": 32000})
+        logger = self.utils.Logger("bpc")
+        logger._log("step", iter_no)
+        if not legacy:
+            self.utils.save_checkpoint(path, iter_no, model, optimizer,
+                                       scheduler, logger)
+            return
+        torch.save({"iter_no": iter_no, "model": model.state_dict(),
+                    "logger": logger.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler_iter": scheduler.last_epoch}, path,
+                   _use_new_zipfile_serialization=False)
+
+    @torch.no_grad()
+    def logprobs(self, model, ids, block_size):
+        """Per-token log-probs of its evaluation of one stream
+        (trainer.full_eval with a batch of 1): from a cache of zeros of
+        each layer's get_cache_size(), blocks X = ids[p:p+B] predicting Y
+        = ids[p+1:p+B+1], the cache carried, the last partial block
+        skipped.  Returns (log-probs of ids[1:n+1], full_eval's own mean
+        loss on the same data)."""
+        model.eval()
+        data = torch.as_tensor(ids, dtype=torch.long)[None]
+        m = model.module
+        h_cache = [torch.zeros(1, layer.attn.attn.get_cache_size(),
+                               m.in_emb.weight.size(1))
+                   for layer in m.layers]
+        out, pos = [], 0
+        while True:
+            X = data[:, pos:pos + block_size]
+            Y = data[:, pos + 1:pos + block_size + 1]
+            lp, h_cache, _ = model(X, h_cache, target=Y)
+            out.append(lp[0].double().gather(1, Y[0][:, None])[:, 0])
+            pos += block_size
+            if pos >= data.size(1) - block_size:
+                break
+        # (it clears an optimizer's gradients before each block)
+        idle = torch.optim.SGD(model.parameters(), lr=0.0)
+        mean = self.full_eval(model, idle, None, data, block_size,
+                              m.in_emb.weight.size(1))
+        return torch.cat(out).tolist(), mean

@@ -79,8 +79,11 @@ def sentencepiece():
     return spm
 
 
+# newline: what a newline is, where it is not the dataset's convention
+# (None: the dataset's, DATASETS)
 Vocabulary = collections.namedtuple(
-    "Vocabulary", "symbols lower_case delimiter dataset unk source")
+    "Vocabulary", "symbols lower_case delimiter dataset unk source newline",
+    defaults=(None,))
 
 
 def _from_attrs(d, dataset, source):
@@ -157,11 +160,12 @@ def vocab_of(obj, path, dataset=None):
 
 def conventions(v):
     """(level, newline, lower_case) of a vocabulary: the dataset's, with
-    the vocabulary's own lower_case; without a dataset, word level with
-    <eos> (wt103 conventions, as Hugging Face's port) if it has <eos>."""
+    the vocabulary's own lower_case (and newline, if it has one); without
+    a dataset, word level with <eos> (wt103 conventions, as Hugging
+    Face's port) if it has <eos>."""
     if v.dataset:
         level, newline, _ = DATASETS[v.dataset]
-        return level, newline, v.lower_case
+        return level, v.newline or newline, v.lower_case
     if "<eos>" in v.symbols:
         return "word", "eos", v.lower_case
     raise VocabError(f"{v.source}: cannot tell the dataset's conventions "
@@ -323,6 +327,8 @@ def to_spm(v):
         for i, s in enumerate(syms):
             if s == "_":
                 pieces.append((SPACE, NORMAL))
+            elif s == eos_sym:
+                pieces.append((s, CONTROL))
             elif len(s) == 1 and not s.isspace() and s != SPACE:
                 pieces.append((s, NORMAL))
             else:
@@ -338,6 +344,9 @@ def to_spm(v):
         model_type = CHAR_MODEL
     else:                                  # enwik8: decimal byte values
         for i, s in enumerate(syms):
+            if s == eos_sym:
+                pieces.append((s, CONTROL))
+                continue
             if not (s.isdigit() and s.isascii() and int(s) < 256 and
                     str(int(s)) == s):
                 raise VocabError(f"{v.source}: symbol {i} {s!r} is not a "
@@ -350,6 +359,9 @@ def to_spm(v):
         for src, dst in lower_rules().items():
             if src not in rules:
                 rules[src] = dst
+    if eos_sym and level != "word" and eos_sym not in syms:
+        raise VocabError(f"{v.source}: no {eos_sym} symbol for the ends "
+                         "of lines")
     if level == "bytes":
         # byte fallback needs all 256 byte pieces: those the vocabulary
         # lacks come after its symbols, out of the model's range
@@ -396,6 +408,72 @@ def to_spm(v):
         meta["vocab_dataset"] = v.dataset
     check(proto, v.source)
     return proto, meta
+
+
+# Reading a prepared corpus a chunk at a time: text8's train.txt is one
+# line of 180 MB.
+CHUNK = 1 << 20
+
+
+def corpus_symbols(path):
+    """The symbols of a prepared corpus in first-occurrence order, as the
+    adaptive-span code's data.Dictionary builds them: each line of the
+    file (read as UTF-8 text, universal newlines) split on whitespace,
+    then '<eos>' (a last line without a newline too)."""
+    seen, syms = set(), []
+
+    def add(parts):
+        if not seen.issuperset(parts):
+            for p in parts:
+                if p not in seen:
+                    seen.add(p)
+                    syms.append(p)
+    try:
+        with open_input(path) as raw, \
+                io.TextIOWrapper(raw, encoding="utf-8") as f:
+            pending, open_line = "", False
+            while True:
+                chunk = f.readline(CHUNK)
+                if not chunk:
+                    break
+                open_line = True
+                parts = (pending + chunk).split()
+                pending = ""
+                if not chunk[-1].isspace() and parts:
+                    pending = parts.pop()      # goes on in the next chunk
+                add(parts)
+                if chunk.endswith("\n"):
+                    add(["<eos>"])
+                    open_line = False
+            if open_line:
+                add(([pending] if pending else []) + ["<eos>"])
+    except (OSError, UnicodeDecodeError) as e:
+        raise VocabError(f"{path}: {getattr(e, 'strerror', None) or e}")
+    return syms
+
+
+def corpus_vocab(path, dataset=None):
+    """The vocabulary of the adaptive-span code's data.Dictionary over the
+    prepared training corpus at path (train.txt): corpus_symbols(), with
+    the conventions of its enwik8 or text8 (dataset; None: told by the
+    symbols, byte values or characters) where a newline is <eos>."""
+    syms = corpus_symbols(path)
+    rest = [s for s in syms if s != "<eos>"]
+    if dataset is None:
+        if rest and all(s.isascii() and s.isdigit() for s in rest):
+            dataset = "enwik8"
+        elif all(len(s) == 1 for s in rest):
+            dataset = "text8"
+        else:
+            raise VocabError(f"{path}: neither byte values (enwik8) nor "
+                             "characters (text8): not a prepared corpus of "
+                             "either (give --dataset)")
+    if dataset not in ("enwik8", "text8"):
+        raise VocabError(f"--dataset {dataset}: an adaptive-span corpus is "
+                         "enwik8 or text8")
+    # text8 is lower case: upper case, which it lacks, read as lower case
+    lower = dataset == "text8" and not any(s != s.lower() for s in rest)
+    return Vocabulary(syms, lower, None, dataset, None, path, "eos")
 
 
 def check(proto, source):
