@@ -728,6 +728,60 @@ check_no_strays(const struct txl_model *m)
 	return TXL_OK;
 }
 
+/* Every weight matrix of the products gets a slot for its packed copy
+ * (txl-gemm.h), made by the first product that takes it; the matrices
+ * that are one (the input's table tied to the output) share theirs. */
+static enum txl_status
+attach_packs(struct txl_model *m)
+{
+	const int L = m->hp.n_layer;
+	struct txl_mat **mats = calloc((size_t)(7 * L + 2 * TXL_MAX_CLUSTERS +
+						1), sizeof *mats);
+	int n = 0, n_slots = 0;
+
+	if (!mats)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int l = 0; l < L; l++) {
+		struct txl_layer *ly = &m->layers[l];
+
+		mats[n++] = &ly->qkv;
+		mats[n++] = &ly->r_net;
+		mats[n++] = &ly->q_net;
+		mats[n++] = &ly->kv_net;
+		mats[n++] = &ly->o_net;
+		mats[n++] = &ly->ff1;
+		mats[n++] = &ly->ff2;
+	}
+	for (int c = 0; c < m->n_emb; c++)
+		mats[n++] = &m->emb[c].proj;
+	for (int c = 0; c < m->n_out; c++)
+		mats[n++] = &m->out[c].w;
+	mats[n++] = &m->cluster_w;
+	m->packs = calloc((size_t)n, sizeof *m->packs);
+	if (!m->packs) {
+		free(mats);
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		struct txl_mat *w = mats[i];
+
+		if (!w->data)
+			continue;
+		for (int j = 0; j < i && !w->pack; j++)
+			if (mats[j]->data == w->data &&
+			    mats[j]->rows == w->rows &&
+			    mats[j]->cols == w->cols)
+				w->pack = mats[j]->pack;
+		if (!w->pack)
+			w->pack = &m->packs[n_slots++];
+		if (w->dtype == TXL_BF16)
+			m->bf16_mats = true;
+	}
+	m->n_packs = n_slots;
+	free(mats);
+	return TXL_OK;
+}
+
 enum txl_status
 txl_model_load(const char *path, struct txl_model **out)
 {
@@ -783,6 +837,8 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 		if ((st = bind_all(m, &arena, &n_copy)) != TXL_OK)
 			goto fail;
 	}
+	if ((st = attach_packs(m)) != TXL_OK)
+		goto fail;
 	*out = m;
 	return TXL_OK;
 fail:
@@ -796,6 +852,9 @@ txl_model_free(struct txl_model *m)
 	if (!m)
 		return;
 	txl_tokenizer_free(m);
+	for (int i = 0; i < m->n_packs; i++)
+		txl_pack_slot_clear(&m->packs[i]);
+	free(m->packs);
 	free(m->converted);
 	free(m->layers);
 	txl_file_close(&m->file);

@@ -132,6 +132,7 @@ txl_session_params_resolve(const struct txl_model *m,
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
 				kt->name, kt->block, kt->block, hp->d_head);
+
 	return txl_copy_sized_out(out, min, sizeof p, &p, "txl_session_params");
 }
 
@@ -250,6 +251,7 @@ txl_session_new(const struct txl_model *m,
 		goto nomem;
 	if (txl_out_init(&s->out, m, s->seg_len, s->xn, s->tmp) != TXL_OK)
 		goto nomem;
+
 	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
 	const struct txl_attn_shape ash = {
@@ -302,7 +304,8 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	const struct txl_forward f = {
 		.model = s->model, .kv = &s->kv, .attn = &s->attn,
 		.mem_len = s->mem_len, .h = s->h, .xn = s->xn, .att = s->att,
-		.tmp = s->tmp, .ff = s->ff, .abort_cb = s->params.abort_cb,
+		.tmp = s->tmp, .ff = s->ff, .compute = s->compute,
+		.abort_cb = s->params.abort_cb,
 		.abort_data = s->params.abort_data,
 	};
 	enum txl_status st = txl_forward_segment(&f, tok, n);
@@ -362,8 +365,9 @@ txl_session_set_params(struct txl_session *s,
 		memcpy(t->window, s->window + s->n_window - t->n_window,
 		       sizeof *t->window * (size_t)t->n_window);
 	t->n_past = s->n_past;
-	/* the adapted output layer moves too */
+	/* the adapted output layer moves too, and how it computes */
 	txl_out_move_adapted(&t->out, &s->out);
+	txl_session_set_compute(t, s->compute);
 	t->have_last = s->have_last;
 	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
 	/* the prediction of the next token, as after a load */
@@ -380,6 +384,28 @@ txl_session_set_params(struct txl_session *s,
 	*t = swap;
 	txl_session_free(t);
 	return TXL_OK;
+}
+
+enum txl_status
+txl_session_set_compute(struct txl_session *s, enum txl_compute compute)
+{
+	if (compute != TXL_COMPUTE_F32 && compute != TXL_COMPUTE_BF16)
+		return txl_fail(TXL_ERR_INVALID, "compute %d is none of "
+				"TXL_COMPUTE_F32 (0) or TXL_COMPUTE_BF16 (1)",
+				(int)compute);
+	if (compute == TXL_COMPUTE_BF16 && !s->model->bf16_mats)
+		return txl_fail(TXL_ERR_INVALID, "compute bf16: the model "
+				"stores none of its weight matrices in BF16");
+	s->compute = compute;
+	s->attn.shape.compute = compute;
+	s->out.compute = compute;
+	return TXL_OK;
+}
+
+enum txl_compute
+txl_session_get_compute(const struct txl_session *s)
+{
+	return s->compute;
 }
 
 void

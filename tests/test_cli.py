@@ -265,7 +265,7 @@ class Options(unittest.TestCase):
             self.assertGreaterEqual(len(short), 7)
             self.assertTrue(head.stdout.startswith(short), (commit, head))
         self.assertRegex(kernels, r"^kernels: (scalar|avx2|avxvnni|avx512|"
-                         r"avx512vnni) ")
+                         r"avx512vnni|avx512bf16) ")
         self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
         # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
         out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
