@@ -861,6 +861,20 @@ txl_model_free(struct txl_model *m)
 	free(m);
 }
 
+enum txl_status
+txl_model_check_compute(const struct txl_model *m, enum txl_compute compute)
+{
+	if (compute != TXL_COMPUTE_F32 && compute != TXL_COMPUTE_BF16)
+		return txl_fail(TXL_ERR_INVALID, "compute %d is none of "
+				"TXL_COMPUTE_F32 (0) or TXL_COMPUTE_BF16 (1)",
+				(int)compute);
+	if (compute == TXL_COMPUTE_BF16 && !m->bf16_mats)
+		return txl_fail(TXL_ERR_INVALID, "%s: compute bf16: none of "
+				"its weight matrices is stored in BF16",
+				m->file.path);
+	return TXL_OK;
+}
+
 const struct txl_hparams *
 txl_model_hparams(const struct txl_model *m)
 {

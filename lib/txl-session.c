@@ -389,13 +389,10 @@ txl_session_set_params(struct txl_session *s,
 enum txl_status
 txl_session_set_compute(struct txl_session *s, enum txl_compute compute)
 {
-	if (compute != TXL_COMPUTE_F32 && compute != TXL_COMPUTE_BF16)
-		return txl_fail(TXL_ERR_INVALID, "compute %d is none of "
-				"TXL_COMPUTE_F32 (0) or TXL_COMPUTE_BF16 (1)",
-				(int)compute);
-	if (compute == TXL_COMPUTE_BF16 && !s->model->bf16_mats)
-		return txl_fail(TXL_ERR_INVALID, "compute bf16: the model "
-				"stores none of its weight matrices in BF16");
+	enum txl_status st = txl_model_check_compute(s->model, compute);
+
+	if (st != TXL_OK)
+		return st;
 	s->compute = compute;
 	s->attn.shape.compute = compute;
 	s->out.compute = compute;

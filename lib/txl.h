@@ -367,6 +367,15 @@ enum txl_compute {
  */
 TXL_API int txl_compute_native(enum txl_compute compute);
 
+/**
+ * Whether sessions of @p model can compute as @p compute asks: TXL_OK, or
+ * TXL_ERR_INVALID (txl_last_error() says why) for a value that is none
+ * of enum txl_compute, or TXL_COMPUTE_BF16 with a model that stores none
+ * of its weight matrices in BF16.  Since libtxl 1.1.
+ */
+TXL_API enum txl_status txl_model_check_compute(
+	const struct txl_model *model, enum txl_compute compute);
+
 struct txl_session_params {
 	size_t size;       /* sizeof(struct txl_session_params), as
 			      txl_session_params_default() sets it */
