@@ -89,18 +89,50 @@ txl_gemm_avx512_widen_f16(float *dst, const void *panel, int k0, int kc,
 			(const __m256i *)(const void *)(p + i))));
 }
 
+/* a pair row's low halves (k even) by a shift, its high ones by a mask */
 void
 txl_gemm_avx512_widen_bf16(float *dst, const void *panel, int k0, int kc,
 			   int nr)
 {
-	txl_gemm_widen_bf16_c(dst, panel, k0, kc, nr);
+	const uint32_t *p = (const uint32_t *)panel + (size_t)(k0 / 2) * nr;
+	const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+
+	for (int k = 0; k < kc; k += 2, p += nr, dst += 2 * nr)
+		for (int j = 0; j < nr; j += 16) {
+			const __m512i v = _mm512_load_si512(p + j);
+
+			_mm512_store_ps(dst + j, _mm512_castsi512_ps(
+				_mm512_slli_epi32(v, 16)));
+			if (k + 1 < kc)
+				_mm512_store_ps(dst + nr + j,
+						_mm512_castsi512_ps(
+						_mm512_and_si512(v, hi)));
+		}
 }
 
 void
 txl_gemm_avx512_widen_q8(float *dst, const void *panel, int k0, int kc,
 			 int nr)
 {
-	txl_gemm_widen_q8_c(dst, panel, k0, kc, nr);
+	const uint8_t *blk = (const uint8_t *)panel +
+		(size_t)(k0 / TXL_QK) * txl_pack_q8_block(nr);
+
+	for (int b = 0; b < kc / TXL_QK; b++, blk += txl_pack_q8_block(nr)) {
+		const float *sc = (const float *)(const void *)blk;
+		const int8_t *q = (const int8_t *)(blk + sizeof(float) * nr);
+
+		for (int j = 0; j < nr; j += 16) {
+			const __m512 s = _mm512_load_ps(sc + j);
+
+			for (int k = 0; k < TXL_QK; k++)
+				_mm512_store_ps(dst + (size_t)k * nr + j,
+					_mm512_mul_ps(s, _mm512_cvtepi32_ps(
+					_mm512_cvtepi8_epi32(_mm_loadu_si128(
+					(const __m128i *)(const void *)
+					(q + (size_t)k * nr + j))))));
+		}
+		dst += (size_t)TXL_QK * nr;
+	}
 }
 
 const struct txl_gemm_kernels txl_gemm_avx512 = {

@@ -420,26 +420,31 @@ gemm_task(void *ctx, int ith, int nth)
 			gemm_panel(g, q, buf);
 }
 
-/* Activations rounded to BF16 (nearest even; NaNs stay NaNs), as
- * txl_f32_to_bf16() rounds them. */
+/* The bits of x rounded to BF16 (nearest even; NaNs stay NaNs), as
+ * txl_f32_to_bf16() rounds it, in the high half; written so that the
+ * compiler vectorizes the loops below. */
 static inline uint32_t
-bf16_bits(float x)
+bf16_high(float x)
 {
-	return txl_f32_to_bf16(x);
+	uint32_t b;
+
+	memcpy(&b, &x, sizeof b);
+	return (b & 0x7fffffffu) > 0x7f800000u ? (b | 0x00400000u) & 0xffff0000u
+		: (b + 0x7fffu + ((b >> 16) & 1)) & 0xffff0000u;
 }
 
-/* a[M, K] as rows of (K + 1) / 2 pairs of BF16 */
+/* a[M, K] as rows of (K + 1) / 2 pairs of BF16 (txl_gemm_pairs_fn) */
 static void
-to_pairs(uint32_t *dst, size_t ldd, const float *a, int lda, int M, int K)
+to_pairs(uint32_t *dst, size_t ldd, const float *a, size_t lda, int M, int K)
 {
 	for (int i = 0; i < M; i++) {
 		const float *x = a + (size_t)i * lda;
 		uint32_t *d = dst + (size_t)i * ldd;
 
 		for (int k = 0; k + 1 < K; k += 2)
-			d[k / 2] = bf16_bits(x[k]) | bf16_bits(x[k + 1]) << 16;
+			d[k / 2] = bf16_high(x[k]) >> 16 | bf16_high(x[k + 1]);
 		if (K % 2)
-			d[K / 2] = bf16_bits(x[K - 1]);
+			d[K / 2] = bf16_high(x[K - 1]) >> 16;
 	}
 }
 
@@ -447,10 +452,15 @@ to_pairs(uint32_t *dst, size_t ldd, const float *a, int lda, int M, int K)
 static void
 to_bf16_floats(float *dst, const float *a, int lda, int M, int K)
 {
-	for (int i = 0; i < M; i++)
-		for (int k = 0; k < K; k++)
-			dst[(size_t)i * K + k] = txl_bf16_to_f32(
-				(uint16_t)bf16_bits(a[(size_t)i * lda + k]));
+	for (int i = 0; i < M; i++) {
+		const float *x = a + (size_t)i * lda;
+		float *d = dst + (size_t)i * K;
+
+		for (int k = 0; k < K; k++) {
+			const uint32_t b = bf16_high(x[k]);
+			memcpy(&d[k], &b, sizeof b);
+		}
+	}
 }
 
 /* The rows of K that a block takes: K in as few blocks of at most KC_MAX
@@ -499,7 +509,8 @@ txl_gemm_packed(float *out, int ldo, const float *a, int lda, int M,
 	if (!buf)
 		return false;
 	if (pairs) {
-		to_pairs((uint32_t *)(void *)buf, ldp, a, lda, M, p->k);
+		(p->kern->pairs ? p->kern->pairs : to_pairs)(
+			(uint32_t *)(void *)buf, ldp, a, (size_t)lda, M, p->k);
 		g.a2 = (const uint32_t *)(void *)buf;
 		g.lda = ldp;
 	} else if (rounded) {

@@ -68,6 +68,12 @@ typedef void (*txl_gemm_f32_fn)(float *c, size_t ldc, const float *a,
 typedef void (*txl_gemm_bf16_fn)(float *c, size_t ldc, const uint32_t *a,
 				 size_t lda, const uint32_t *b, int kp, int m,
 				 int n, bool add);
+/* a[M, K] (rows lda apart) rounded to BF16 (nearest even) as rows of
+ * (K + 1) / 2 pairs (ldd apart), as the bf16 kernel takes them: an odd
+ * K's last pair with a high half of 0.  A set's own may flush subnormal
+ * values to 0, as its bf16 kernel would. */
+typedef void (*txl_gemm_pairs_fn)(uint32_t *dst, size_t ldd, const float *a,
+				  size_t lda, int M, int K);
 /* Rows [k0, k0 + kc) of a panel in its format (nr columns) as floats into
  * dst[kc * nr]; k0 and kc even for BF16 (but the last block's kc),
  * multiples of 32 for Q8. */
@@ -80,6 +86,8 @@ struct txl_gemm_kernels {
 	int mr, nr;		/* the tile */
 	txl_gemm_f32_fn f32;
 	txl_gemm_bf16_fn bf16;	/* NULL: none (BF16 products widened) */
+	txl_gemm_pairs_fn pairs;	/* the activations for bf16 (NULL:
+					   txl-gemm.c's) */
 	txl_gemm_widen_fn widen[TXL_N_PACK];	/* NULL for F32 */
 };
 
