@@ -14,6 +14,9 @@
  * since the session's slots were made, when more cannot be had, leaves
  * the units to the others.  Compact K, V and R are widened by the
  * products as they go, a head's at each call (hence SEG_ROWS_WIDE).
+ * A unit's products stop at the key of its last query: the keys after
+ * it are masked (an eighth of them with a memory of twice the segment,
+ * half of them in a window recomputed from scratch).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -97,12 +100,12 @@ txl_attn_seg_init(struct txl_attn *a, enum txl_dtype kv_dt, int threads)
 }
 
 /* The position scores of head h for the n queries q (row stride qs):
- * bd[i, t] for distances t < n_bd, into bd (rows n_bd apart), qr a
+ * bd[i, t] for distances t < n_bd, into bd (rows ldb apart), qr a
  * buffer of n * d_head floats. */
 static void
 position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
-		int h, int n, int n_bd, const float *q, int qs, float *qr,
-		float *bd)
+		int h, int n, int n_bd, int ldb, const float *q, int qs,
+		float *qr, float *bd)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
@@ -118,14 +121,14 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 				qr[(size_t)i * D + c] = qi[c] +
 					ly->r_r_bias[h * D + c];
 		}
-		txl_gemm_nt_dt(bd, n_bd, qr, D, R, kv->dt, D, n, D, n_bd);
+		txl_gemm_nt_dt(bd, ldb, qr, D, R, kv->dt, D, n, D, n_bd);
 	} else {
 		/* B_ + D_ = q_i . r_emb[t] (+ r_bias[t] below) */
-		txl_gemm_nt_dt(bd, n_bd, q, qs, R, kv->dt, D, n, D, n_bd);
+		txl_gemm_nt_dt(bd, ldb, q, qs, R, kv->dt, D, n, D, n_bd);
 	}
 	if (a->kind->r_bias) {
 		for (int i = 0; i < n; i++) {
-			float *row = bd + (size_t)i * n_bd;
+			float *row = bd + (size_t)i * ldb;
 			for (int t = 0; t < n_bd; t++)
 				row[t] += a->r_bias[l][(size_t)t * H + h];
 		}
@@ -191,6 +194,9 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const struct txl_layer *ly = &a->model->layers[g->l];
 	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
 	const int klen = g->klen, n_bd = g->n_bd, rows = g->rows;
+	/* the unit's queries see no key after its last (causal), nor a
+	 * distance beyond: the products stop there */
+	const int kl = kv->fill + i1, nb = kl < n_bd ? kl : n_bd;
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
 	const float *q = a->qkv + (size_t)i0 * g->qs + h * D;
@@ -210,19 +216,19 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 			for (int c = 0; c < D; c++)
 				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
 					+ ly->r_w_bias[h * D + c];
-		txl_gemm_nt_dt(sc, klen, qw, D, K, dt, D, m, D, klen);
-		position_scores(a, kv, g->l, h, m, n_bd, q, g->qs, qr, bd);
+		txl_gemm_nt_dt(sc, klen, qw, D, K, dt, D, m, D, kl);
+		position_scores(a, kv, g->l, h, m, nb, n_bd, q, g->qs, qr, bd);
 	} else {
 		/* q_i . k_j */
-		txl_gemm_nt_dt(sc, klen, q, g->qs, K, dt, D, m, D, klen);
+		txl_gemm_nt_dt(sc, klen, q, g->qs, K, dt, D, m, D, kl);
 	}
 	for (int i = 0; i < m; i++)
 		softmax_row(a, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
-			    kv->fill + i0 + i, klen, g->scale);
+			    kv->fill + i0 + i, kl, g->scale);
 	/* attn_vec[:, h] = prob . v */
 	txl_gemm_nn_dt(g->out + (size_t)i0 * hd + h * D, hd, sc, klen, V, dt,
-		       D, m, klen, D);
+		       D, m, kl, D);
 }
 
 static void
