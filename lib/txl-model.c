@@ -728,14 +728,16 @@ check_no_strays(const struct txl_model *m)
 	return TXL_OK;
 }
 
-/* Every weight matrix of the products gets a slot for its packed copy
- * (txl-gemm.h), made by the first product that takes it; the matrices
- * that are one (the input's table tied to the output) share theirs. */
+/* Every weight matrix of the products of segments gets a slot for its
+ * packed copy (txl-gemm.h), made by the first product that takes it; the
+ * matrices that are one (the input's table tied to the output) share
+ * theirs.  Not r_net: a session multiplies it once, for its position
+ * tables, which a copy would not repay. */
 static enum txl_status
 attach_packs(struct txl_model *m)
 {
 	const int L = m->hp.n_layer;
-	struct txl_mat **mats = calloc((size_t)(7 * L + 2 * TXL_MAX_CLUSTERS +
+	struct txl_mat **mats = calloc((size_t)(6 * L + 2 * TXL_MAX_CLUSTERS +
 						1), sizeof *mats);
 	int n = 0, n_slots = 0;
 
@@ -745,7 +747,6 @@ attach_packs(struct txl_model *m)
 		struct txl_layer *ly = &m->layers[l];
 
 		mats[n++] = &ly->qkv;
-		mats[n++] = &ly->r_net;
 		mats[n++] = &ly->q_net;
 		mats[n++] = &ly->kv_net;
 		mats[n++] = &ly->o_net;
