@@ -5,6 +5,7 @@
  *   bench-txl MODEL [--score N] [--gen N] [--seg-len T] [--mem-len M]
  *             [--prime P] [--window W] [--threads K] [--reps R]
  *             [--recompute C] [--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram]
+ *             [--compute f32|bf16]
  *
  * score:     N token ids (fixed pseudo-random stream) scored as the
  *            original eval.py does: segments of T tokens, all logits,
@@ -14,11 +15,15 @@
  *            (so that a long memory is measured full without generating
  *            it first); tokens/s is also printed for every window of W
  *            tokens, to show that the cost of a token does not grow with
- *            the number generated before it.
+ *            the number generated before it; and the rate of feeding
+ *            those P tokens (prime_tok_per_s: segments of T without
+ *            logits, as txlgen --prime reads a file).
  * recompute: the time to evaluate a window of C tokens from scratch (one
  *            segment, no memory, logits of the last), i.e. what a model
  *            without a memory pays per generated token at context C.
  * kv-type:   how the sessions hold their memory (default F32).
+ * compute:   how their products of segments compute with BF16 weights
+ *            (txl_session_set_compute(); default f32).
  * dram:      the read bandwidth of this machine's memory with K threads
  *            (a buffer far larger than the caches, read as generation
  *            reads weights), for the floor of bench/bench.py.
@@ -180,17 +185,20 @@ score(struct txl_session *s, const int32_t *ids, int n, int seg, int V,
 
 static int
 generate(struct txl_session *s, const int32_t *prime, int n_prime, int seg,
-	 int n_gen, int V, int window, double *secs, double *cpu)
+	 int n_gen, int V, int window, double *secs, double *cpu,
+	 double *prime_s)
 {
 	int32_t tok = 1 % V;
 	double t0, tw, c0;
 
 	txl_session_reset(s);
+	t0 = now();
 	for (int off = 0; off < n_prime; off += seg) {
 		int len = n_prime - off < seg ? n_prime - off : seg;
 		if (txl_session_eval(s, prime + off, len, TXL_LOGITS_NONE))
 			return die("prime");
 	}
+	*prime_s = now() - t0;
 	t0 = tw = now();
 	c0 = cpu_now();
 	for (int i = 0; i < n_gen; i++) {
@@ -224,6 +232,7 @@ main(int argc, char **argv)
 	int n_score = 4096, n_gen = 512, seg = 128, mem = 256, window = 0;
 	int threads = 0, reps = 1, n_prime = 0, recompute = 0, dram = 0;
 	int kv_type = TXL_KV_F32;
+	enum txl_compute compute = TXL_COMPUTE_F32;
 	static const char *const kv_names[] = { "F32", "F16", "BF16", "Q8_0",
 						"Q4_0" };
 	struct txl_model *m;
@@ -234,7 +243,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-txl MODEL [--score N] [--gen N] "
 			"[--seg-len T] [--mem-len M] [--prime P] [--window W] "
 			"[--threads K] [--reps R] [--recompute C] "
-			"[--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram]\n");
+			"[--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram] "
+			"[--compute f32|bf16]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
@@ -245,6 +255,17 @@ main(int argc, char **argv)
 		if (i + 1 >= argc) {
 			fprintf(stderr, "bench-txl: %s needs a value\n", argv[i]);
 			return 2;
+		}
+		if (strcmp(argv[i], "--compute") == 0) {
+			const char *c = argv[++i];
+			if (strcmp(c, "f32") && strcmp(c, "bf16")) {
+				fprintf(stderr, "bench-txl: --compute %s: not "
+					"f32 or bf16\n", c);
+				return 2;
+			}
+			compute = strcmp(c, "bf16") == 0 ? TXL_COMPUTE_BF16
+				: TXL_COMPUTE_F32;
+			continue;
 		}
 		if (strcmp(argv[i], "--kv-type") == 0) {
 			const char *t = argv[++i];
@@ -290,8 +311,11 @@ main(int argc, char **argv)
 	p.n_threads = threads;
 	p.kv_type = kv_type;
 	printf("kv_type %s\n", kv_names[kv_type]);
-	if (txl_session_new(m, &p, &s) != TXL_OK)
+	if (txl_session_new(m, &p, &s) != TXL_OK ||
+	    txl_session_set_compute(s, compute) != TXL_OK)
 		return die("session");
+	printf("compute %s%s\n", compute == TXL_COMPUTE_BF16 ? "bf16" : "f32",
+	       txl_compute_native(compute) == 1 ? "" : " (widened)");
 	int n_ids = n_score > n_prime ? n_score : n_prime;
 	if (recompute > n_ids)
 		n_ids = recompute;
@@ -313,15 +337,20 @@ main(int argc, char **argv)
 		printf("score_mean_nll %.4f\n", nll);
 	}
 
-	if (n_gen > 0) {
-		double best = 1e300, cpu = 1e300, dt, c0;
+	if (n_gen > 0 || n_prime > 0) {
+		double best = 1e300, cpu = 1e300, pbest = 1e300, dt, c0, pt;
 		for (int r = 0; r < reps; r++) {
 			if (generate(s, ids, n_prime, seg, n_gen, V,
-				     r == 0 ? window : 0, &dt, &c0))
+				     r == 0 ? window : 0, &dt, &c0, &pt))
 				return 1;
 			best = dt < best ? dt : best;
 			cpu = c0 < cpu ? c0 : cpu;
+			pbest = pt < pbest ? pt : pbest;
 		}
+		if (n_prime > 0)
+			printf("prime_tokens %d\nprime_s %.3f\n"
+			       "prime_tok_per_s %.1f\n", n_prime, pbest,
+			       n_prime / pbest);
 		printf("gen_tokens %d\ngen_s %.3f\ngen_tok_per_s %.1f\n", n_gen,
 		       best, n_gen / best);
 		printf("gen_cpu_s %.3f\n", cpu);
@@ -335,7 +364,8 @@ main(int argc, char **argv)
 		double best = 1e300;
 		p.seg_len = recompute;
 		p.mem_len = 0;
-		if (txl_session_new(m, &p, &w) != TXL_OK)
+		if (txl_session_new(m, &p, &w) != TXL_OK ||
+		    txl_session_set_compute(w, compute) != TXL_OK)
 			return die("session");
 		for (int r = 0; r < reps; r++) {
 			double tr = now();

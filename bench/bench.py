@@ -31,7 +31,17 @@ Q8_0, Q4_0), and measures in one run, on the same weights:
              weights and memory at --mem-len and at --context;
   XL         the time to recompute a --context (3800) token window from
              scratch, as a model without memory must for every token,
-             against the time of a token with that memory cached.
+             against the time of a token with that memory cached;
+  compute    the scoring of the BF16 file with --compute bf16 (vdpbf16ps
+             where the CPU has AVX512_BF16) beside --compute f32, in
+             tokens/s and in GFLOP/s against the peak of the machine's
+             multiply-adds (bench-kernels: a tight loop of independent
+             FMAs, or of vdpbf16ps, on as many threads), the multiply-
+             adds of a token counted as the original code computes them
+             (every layer's products, attention over mem_len + seg_len
+             keys, the output layer); and --prime's rate of reading a
+             --prime-tokens (100,000) token stream without logits,
+             against scoring's.  --formats-only stops after these.
 
 Every libtxl figure is the best of --reps runs (a shared machine only ever
 slows a run down), taken after PyTorch's model is freed and the machine
@@ -208,11 +218,34 @@ def bench_txl(exe, model, *args):
         if k == "gen_window":
             n, r = v[0].split()
             res[k].append((int(n), float(r)))
-        elif k in ("kernels", "kv_type"):
+        elif k in ("kernels", "kv_type", "compute"):
             res[k] = v[0]
         else:
             res[k] = float(v[0])
     return res
+
+
+def flops_per_token(cfg, mem, seg):
+    """Multiply-adds of a scored token, times 2, as the original computes
+    them: each layer's qkv, o, ff1 and ff2, its attention's q.k, q.R and
+    p.v over mem + seg keys, and the output layer."""
+    L, M, HD, I = cfg.n_layer, cfg.d_model, cfg.n_head * cfg.d_head, \
+        cfg.d_inner
+    per_layer = 4 * HD * M + 2 * I * M + 3 * HD * (mem + seg)
+    return 2.0 * (L * per_layer + cfg.n_token * cfg.d_embed)
+
+
+def peaks(build, threads):
+    """bench-kernels' peak lines: {(kernel, threads): GFLOP/s}"""
+    exe = os.path.join(build, "bench", "bench-kernels")
+    out = subprocess.run([exe, "--no-gemv", "--no-gemm", "--ms", "300"],
+                         check=True, capture_output=True, text=True)
+    res = {}
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) == 7 and f[1].startswith("peak_"):
+            res[f[1], int(f[4])] = float(f[5])
+    return {k[0]: v for k, v in res.items() if k[1] == min(threads, 2)}
 
 
 def cpu_model():
@@ -282,6 +315,10 @@ def main():
     ap.add_argument("--bpb-text", default=os.path.join(ROOT, "models",
                                                        "data", "test.txt"))
     ap.add_argument("--no-bpb", action="store_true")
+    ap.add_argument("--prime-tokens", type=int, default=100000)
+    ap.add_argument("--formats-only", action="store_true",
+                    help="stop after the table of formats and the "
+                         "figures of --compute and --prime")
     ap.add_argument("--long", type=int, default=0,
                     help="also generate this many tokens (F32) and print "
                          "tokens/s per window")
@@ -397,6 +434,47 @@ def main():
           f" the PyTorch code, {100 * f32['gen_tok_per_s'] / floor:.0f}% of "
           f"the DRAM floor; Q8_0 x{q8['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}"
           f" F32, Q4_0 x{q4['gen_tok_per_s'] / f32['gen_tok_per_s']:.2f}")
+
+    # ---- BF16 computed as stored, against the machine's peak; --prime
+    bf = {c: bench_txl(exe, paths["BF16"], "--score", a.score_tokens,
+                       "--gen", a.gen_tokens, "--seg-len", a.seg_len,
+                       "--mem-len", a.mem_len, "--compute", c, *common)
+          for c in ("f32", "bf16")}
+    pk = peaks(a.build, threads)
+    fpt = flops_per_token(cfg, a.mem_len, a.seg_len)
+    print()
+    print(f"a scored token: {fpt / 1e6:.1f} MFLOP (as the original code "
+          f"computes it); peak on {min(threads, 2)} threads: F32 FMA "
+          f"{pk.get('peak_fma', float('nan')):.1f} GFLOP/s"
+          + (f", vdpbf16ps {pk['peak_vdpbf16ps']:.1f}"
+             if "peak_vdpbf16ps" in pk else ""))
+    for label, r in (("F32 weights", f32), ("BF16, --compute f32",
+                                            bf["f32"]),
+                     ("BF16, --compute bf16", bf["bf16"])):
+        gf = r["score_tok_per_s"] * fpt / 1e9
+        print(f"  {label:22} scoring {r['score_tok_per_s']:8.0f} tok/s = "
+              f"{gf:6.1f} GFLOP/s, {100 * gf / pk['peak_fma']:3.0f}% of "
+              f"the F32 peak; generation {r['gen_tok_per_s']:.0f} tok/s; "
+              f"mean NLL {r['score_mean_nll']:.4f} ({r['compute']})")
+    print(f"BF16 compute x{bf['bf16']['score_tok_per_s'] / bf['f32']['score_tok_per_s']:.2f}"
+          f" F32 compute in scoring (x"
+          f"{bf['bf16']['score_tok_per_s'] / f32['score_tok_per_s']:.2f}"
+          f" F32 weights)")
+    if bpb:
+        b16, _ = default_model_bpb(txlgen, a.bpb_model, a.bpb_text,
+                                   "BF16", work, "--compute", "bf16")
+        print(f"bpb of the default model in BF16 with --compute bf16: "
+              f"{b16:.6f} ({b16 - bpb['F32'][0]:+.6f} against F32)")
+    pr = bench_txl(exe, paths["F32"], "--score", 0, "--gen", 1,
+                   "--prime", a.prime_tokens, "--seg-len", a.seg_len,
+                   "--mem-len", a.mem_len, *common)
+    print(f"--prime of {a.prime_tokens} tokens (F32, segments of "
+          f"{a.seg_len}, no logits): {pr['prime_tok_per_s']:.0f} tok/s, x"
+          f"{pr['prime_tok_per_s'] / f32['score_tok_per_s']:.2f} scoring")
+    if a.formats_only:
+        if tmp:
+            tmp.cleanup()
+        return
 
     # ---- generation against memory length
     mem_lens = [int(x) for x in a.mem_lens.split(",")]

@@ -189,6 +189,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 	case ST_STRING:
 	case ST_COLOR:
 	case ST_KV_TYPE:
+	case ST_COMPUTE:
 		if (!cJSON_IsString(v)) {
 			want = "a string";
 			break;
@@ -564,6 +565,7 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 		return v;
 	case ST_COLOR:
 	case ST_KV_TYPE:
+	case ST_COMPUTE:
 		return cJSON_CreateString(setting_names(st, &iv)[*(const int *)p]);
 	}
 	return NULL;

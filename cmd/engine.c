@@ -171,6 +171,17 @@ engine_session_params(const struct engine *e, struct txl_session_params *p)
 }
 
 int
+engine_check_compute(const struct engine *e)
+{
+	if (txl_model_check_compute(e->model, e->opts->compute) == TXL_OK)
+		return EXIT_OK;
+	errmsg("--compute %s: %s stores none of its weight matrices in "
+	       "BF16 (its products compute in F32 whatever the setting)",
+	       compute_names[e->opts->compute], e->model_path);
+	return EXIT_USAGE;
+}
+
+int
 engine_apply_settings(struct engine *e)
 {
 	struct txl_session_params p;
@@ -178,7 +189,8 @@ engine_apply_settings(struct engine *e)
 	int rc;
 
 	engine_session_params(e, &p);
-	if ((rc = model_settings(e, &p)) != EXIT_OK)
+	if ((rc = model_settings(e, &p)) != EXIT_OK ||
+	    (rc = engine_check_compute(e)) != EXIT_OK)
 		return rc;
 	p.abort_cb = abort_fn;
 	p.abort_data = e;
@@ -188,6 +200,8 @@ engine_apply_settings(struct engine *e)
 		st = txl_session_set_params(e->session, &p);
 	else
 		st = txl_session_new(e->model, &p, &e->session);
+	if (st == TXL_OK)
+		st = txl_session_set_compute(e->session, e->opts->compute);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return st == TXL_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;

@@ -94,6 +94,10 @@ void engine_effective_options(const struct engine *e,
 void engine_session_params(const struct engine *e,
 			   struct txl_session_params *p);
 
+/** Whether the model computes as --compute asks (a message and
+ *  EXIT_USAGE if not). */
+int engine_check_compute(const struct engine *e);
+
 /** Create the session, or apply the current settings to the live one,
  *  which keeps its memory (txl_session_set_params).  Returns an exit
  *  code; on error the live session is unchanged. */

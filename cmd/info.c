@@ -376,6 +376,8 @@ describe_memory(struct engine *e, cJSON *root)
 	int64_t bytes;
 
 	engine_session_params(e, &p);
+	if (engine_check_compute(e) != EXIT_OK)
+		return EXIT_USAGE;
 	if (txl_session_params_resolve(e->model, &p, &r) != TXL_OK ||
 	    (bytes = txl_session_bytes(e->model, &p)) < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
@@ -386,6 +388,9 @@ describe_memory(struct engine *e, cJSON *root)
 	num(m, "clamp_len", r.clamp_len);
 	flag(m, "same_length", r.same_length);
 	str(m, "kv_type", kv_type_names[r.kv_type]);
+	str(m, "compute", compute_names[e->opts->compute]);
+	/* by the CPU's own instructions, or widened */
+	flag(m, "compute_native", txl_compute_native(e->opts->compute) == 1);
 	num(m, "receptive_field", receptive_field(e, r.mem_len));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */

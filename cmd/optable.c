@@ -82,6 +82,10 @@ const struct cli_opt cli_opts[] = {
 	    "Q8_0 (a quarter, to 1/254 of each block's max)\n"
 	    "or Q4_0 (a seventh, to 1/16; Q8_0 and Q4_0 for\n"
 	    "models with d_head a multiple of 32)"),
+	SET("compute", 0, "compute", "TYPE",
+	    "products of segments with BF16 weights in f32\n"
+	    "(default: exact) or bf16 (activations rounded\n"
+	    "to BF16; twice as fast with AVX512_BF16)"),
 
 	HEAD("Scoring and tokens:"),
 	PATH("score", score,

@@ -48,6 +48,7 @@ const struct setting settings[] = {
 	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,                     S,     true },
 	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,                  S,     false },
 	{ "kv_type",       "--kv-type",       ST_KV_TYPE, OFF(kv_type),      false, false, 0,    0,                     S,     false },
+	{ "compute",       "--compute",       ST_COMPUTE, OFF(compute),      false, false, 0,    0,                     S,     false },
 	{ "score_stride",  "--score-stride",  ST_INT,     OFF(score_stride), true,  false, 1,    TXL_SEG_LEN_MAX,       START, false },
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
@@ -68,6 +69,9 @@ const char *const kv_type_names[5] = {
 	[TXL_KV_F32] = "F32", [TXL_KV_F16] = "F16", [TXL_KV_BF16] = "BF16",
 	[TXL_KV_Q8_0] = "Q8_0", [TXL_KV_Q4_0] = "Q4_0",
 };
+const char *const compute_names[2] = {
+	[TXL_COMPUTE_F32] = "f32", [TXL_COMPUTE_BF16] = "bf16",
+};
 
 const char *const *
 setting_names(const struct setting *s, int *n)
@@ -75,6 +79,10 @@ setting_names(const struct setting *s, int *n)
 	if (s->type == ST_KV_TYPE) {
 		*n = (int)(sizeof kv_type_names / sizeof *kv_type_names);
 		return kv_type_names;
+	}
+	if (s->type == ST_COMPUTE) {
+		*n = (int)(sizeof compute_names / sizeof *compute_names);
+		return compute_names;
 	}
 	*n = (int)(sizeof color_names / sizeof *color_names);
 	return color_names;
@@ -378,7 +386,8 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		strlist_add(p, val);
 		return true;
 	case ST_COLOR:
-	case ST_KV_TYPE: {
+	case ST_KV_TYPE:
+	case ST_COMPUTE: {
 		int n;
 		const char *const *names = setting_names(s, &n);
 
@@ -445,7 +454,8 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 			snprintf(buf, len, "(none)");
 		break;
 	case ST_COLOR:
-	case ST_KV_TYPE: {
+	case ST_KV_TYPE:
+	case ST_COMPUTE: {
 		int n;
 		snprintf(buf, len, "%s", setting_names(s, &n)[*(const int *)p]);
 		break;

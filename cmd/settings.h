@@ -63,6 +63,7 @@ struct txlgen_options {
 	int same_length;      /* -1 = the model's, 0, 1 */
 	int threads;          /* 0 = one per CPU */
 	int kv_type;          /* enum txl_kv_type of the memory */
+	int compute;          /* enum txl_compute of segments' products */
 	int score_stride;     /* --score of a model without memory: tokens
 				 predicted per window; -1 = seg_len */
 	double adapt;         /* output-layer learning rate while reading
@@ -99,6 +100,7 @@ enum setting_type {
 	ST_LIST,      /* struct strlist */
 	ST_COLOR,     /* int, enum color_mode */
 	ST_KV_TYPE,   /* int, enum txl_kv_type */
+	ST_COMPUTE,   /* int, enum txl_compute */
 };
 
 /* Where a setting takes effect when the REPL changes it. */
@@ -172,7 +174,8 @@ bool setting_check_range(const struct setting *s, double v, char *err,
 /** The names of enum color_mode: "auto", "always", "never". */
 extern const char *const color_names[3];
 extern const char *const kv_type_names[5];	/* by enum txl_kv_type */
-/** The names of an ST_COLOR or ST_KV_TYPE setting's values, and their
+extern const char *const compute_names[2];	/* by enum txl_compute */
+/** The names of an ST_COLOR, ST_KV_TYPE or ST_COMPUTE setting's values, and their
  * number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);
 

@@ -47,15 +47,18 @@ project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
 	switch (a->kind->proj) {
 	case TXL_PROJ_QKV:
 		/* w_heads = qkv_net(cat): q, k, v side by side */
-		txl_mat_mul(a->qkv, src, n, &ly->qkv, false);
+		txl_mat_mul(a->qkv, src, n, &ly->qkv, false,
+			    a->shape.compute);
 		q_stride = kv_stride = 3 * hd;
 		kvr = a->qkv + hd;
 		break;
 	case TXL_PROJ_Q_KV:
 	default: {
 		float *kvbuf = a->qkv + (size_t)n * hd;
-		txl_mat_mul(a->qkv, h, n, &ly->q_net, false);
-		txl_mat_mul(kvbuf, src, n, &ly->kv_net, false);
+		txl_mat_mul(a->qkv, h, n, &ly->q_net, false,
+			    a->shape.compute);
+		txl_mat_mul(kvbuf, src, n, &ly->kv_net, false,
+			    a->shape.compute);
 		q_stride = hd;
 		kv_stride = 2 * hd;
 		kvr = kvbuf;

@@ -76,7 +76,7 @@ init_partial(struct txl_attn *a, const struct txl_kv *kv)
 		}
 		/* in floats, then head-major in the memory's type */
 		txl_mat_mul(rf, pe, a->n_dist, &a->model->layers[l].r_net,
-			    false);
+			    false, a->shape.compute);
 		for (int t = 0; t < a->n_dist; t++)
 			txl_kv_store(kv, a->r[l], a->n_dist, t,
 				     rf + (size_t)t * hd);

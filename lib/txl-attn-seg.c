@@ -14,6 +14,9 @@
  * since the session's slots were made, when more cannot be had, leaves
  * the units to the others.  Compact K, V and R are widened by the
  * products as they go, a head's at each call (hence SEG_ROWS_WIDE).
+ * A unit's products stop at the key of its last query: the keys after
+ * it are masked (an eighth of them with a memory of twice the segment,
+ * half of them in a window recomputed from scratch).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -209,9 +212,10 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	float *qw = bd + (size_t)rows * a->n_dist;
 	float *qr = qw + (size_t)rows * D;
 	float *out = g->out + (size_t)i0 * hd + h * D;
-	/* the keys of the block's queries: [jb, je); the distances they
-	 * take: 0 .. n_bd - 1 */
-	int jb = 0, je = fill + g->n, n_bd, lo, hi;
+	/* the keys of the block's queries: [jb, je), none after the last
+	 * query's own (causal: the products stop there); the distances
+	 * they take: 0 .. n_bd - 1 */
+	int jb = 0, je = fill + i1, n_bd, lo, hi;
 
 	if (a->spans) {
 		if (!txl_attn_keys(a, l, h, fill + i0, 0, fill + i1, &jb, &hi))

@@ -84,6 +84,7 @@ struct txl_attn_shape {
 	int seg_len, mem_len, clamp_len;
 	bool same_length;
 	int klen_max;		/* the most keys a query sees */
+	enum txl_compute compute;	/* of the products (txl.h) */
 };
 
 /* A session's attention: its position tables and its scratch, owned by

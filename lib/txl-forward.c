@@ -42,12 +42,13 @@ embed(const struct txl_forward *f, const int32_t *tok, int n)
 				txl_mat_row(f->xn + (size_t)k++ * e,
 					    &ec->table, tok[i] - ec->lo);
 		if (k == n) {
-			txl_mat_mul(f->h, f->xn, n, &ec->proj, false);
+			txl_mat_mul(f->h, f->xn, n, &ec->proj, false,
+				    f->compute);
 			continue;
 		}
 		if (k == 0)
 			continue;
-		txl_mat_mul(f->tmp, f->xn, k, &ec->proj, false);
+		txl_mat_mul(f->tmp, f->xn, k, &ec->proj, false, f->compute);
 		k = 0;
 		for (int i = 0; i < n; i++)
 			if (tok[i] >= ec->lo && tok[i] < ec->hi)
@@ -76,7 +77,7 @@ layer_forward(const struct txl_forward *f, int l, int n)
 	/* attn_out = o_net(attention(h, memory)); residual, post- or
 	 * pre-LayerNorm */
 	txl_attn_forward(f->attn, f->kv, l, f->h, f->xn, f->att, n);
-	txl_mat_mul(f->tmp, f->att, n, &ly->o_net, false);
+	txl_mat_mul(f->tmp, f->att, n, &ly->o_net, false, f->compute);
 	txl_residual(f->h, f->tmp, post ? ly->ln_attn_g : NULL,
 		     ly->ln_attn_b, n, d);
 
@@ -86,9 +87,9 @@ layer_forward(const struct txl_forward *f, int l, int n)
 		txl_layer_norm(f->xn, f->h, ly->ln_ff_g, ly->ln_ff_b, n, d);
 		src = f->xn;
 	}
-	txl_mat_mul(f->ff, src, n, &ly->ff1, false);
+	txl_mat_mul(f->ff, src, n, &ly->ff1, false, f->compute);
 	txl_add_bias_relu(f->ff, ly->ff1_b, n, I);
-	txl_mat_mul(f->tmp, f->ff, n, &ly->ff2, false);
+	txl_mat_mul(f->tmp, f->ff, n, &ly->ff2, false, f->compute);
 	txl_add_bias(f->tmp, ly->ff2_b, n, d);
 	txl_residual(f->h, f->tmp, post ? ly->ln_ff_g : NULL, ly->ln_ff_b, n,
 		     d);

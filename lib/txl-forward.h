@@ -23,6 +23,7 @@ struct txl_forward {
 	float *att;		/* (seg_len, n_head * d_head) */
 	float *tmp;		/* (seg_len, d_model) */
 	float *ff;		/* (seg_len, d_inner) */
+	enum txl_compute compute;	/* of the products (txl.h) */
 	txl_abort_fn abort_cb;	/* asked before each layer */
 	void *abort_data;
 };

@@ -11,8 +11,8 @@
  * register, by vpmaddubsw/vpmaddwd here and by vpdpbusd in the
  * avx512vnni set (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
  * the only kernels that differ between the two sets.  AVX-512 BF16
- * (vdpbf16ps) and AMX are not used: the other types are computed as
- * stored, against float activations (see bench/README.md).
+ * (vdpbf16ps) serves the BF16 products of segments alone
+ * (txl-gemm-avx512bf16.c, with --compute bf16); AMX is not used.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -1101,5 +1101,11 @@ const struct txl_kernels txl_kernels_avx512 = {
 };
 const struct txl_kernels txl_kernels_avx512_vnni = {
 	.name = "avx512vnni", .isa = TXL_ISA_AVX512_VNNI,
+	.quantize_q8 = quantize_q8, .exp_sum = exp_sum, .max = max_of,
+};
+/* avx512bf16: avx512vnni's kernels; its own are the BF16 products of
+ * segments (txl-gemm-avx512bf16.c) */
+const struct txl_kernels txl_kernels_avx512_bf16 = {
+	.name = "avx512bf16", .isa = TXL_ISA_AVX512_BF16,
 	.quantize_q8 = quantize_q8, .exp_sum = exp_sum, .max = max_of,
 };

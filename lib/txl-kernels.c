@@ -640,6 +640,15 @@ txl_kernels_for(enum txl_isa isa)
 		    __builtin_cpu_supports("avx512vnni"))
 			return &txl_kernels_avx512_vnni;
 		return NULL;
+	case TXL_ISA_AVX512_BF16: {
+		/* AVX512_BF16: CPUID leaf 7, subleaf 1, EAX bit 5 (the OS's
+		 * saving of the registers is avx512f's, checked above) */
+		unsigned a, b, c, d;
+		if (txl_kernels_for(TXL_ISA_AVX512_VNNI) &&
+		    __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
+			return &txl_kernels_avx512_bf16;
+		return NULL;
+	}
 #endif
 	default:
 		return NULL;
@@ -652,7 +661,8 @@ static void
 choose(void)
 {
 	static const char *names[TXL_N_ISA] = { "scalar", "avx2", "avxvnni",
-						"avx512", "avx512vnni" };
+						"avx512", "avx512vnni",
+						"avx512bf16" };
 	const char *want = getenv("TXL_ISA");
 	int top = TXL_N_ISA - 1;
 

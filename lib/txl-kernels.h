@@ -10,7 +10,8 @@
  * choice of the set, txl-kernels-avx2.c and txl-kernels-avx512.c the
  * vector versions, each compiled for its own target.  txl_kernels()
  * returns the best set the CPU runs, so one binary runs on any x86-64;
- * TXL_ISA=scalar|avx2|avxvnni|avx512|avx512vnni in the environment asks
+ * TXL_ISA=scalar|avx2|avxvnni|avx512|avx512vnni|avx512bf16 in the
+ * environment asks
  * for a lower one (for tests and benchmarks).  The kernels are
  * single-threaded; txl-products.c splits the work over the thread pool
  * (txl-pool.c).  Not installed.
@@ -33,6 +34,9 @@ enum txl_isa {
 	TXL_ISA_AVX2_VNNI,	/* avx2 with vpdpbusd (AVX-VNNI) for Q8_0 */
 	TXL_ISA_AVX512,
 	TXL_ISA_AVX512_VNNI,	/* avx512 with vpdpbusd for Q8_0 */
+	TXL_ISA_AVX512_BF16,	/* avx512vnni with vdpbf16ps (AVX512_BF16)
+				   for the BF16 products of segments
+				   (txl-gemm.h) */
 	TXL_N_ISA
 };
 
@@ -43,6 +47,8 @@ txl_isa_base(enum txl_isa isa)
 	switch (isa) {
 	case TXL_ISA_AVX2_VNNI:
 		return TXL_ISA_AVX2;
+	case TXL_ISA_AVX512_BF16:
+		return TXL_ISA_AVX512_VNNI;
 	case TXL_ISA_AVX512_VNNI:
 		return TXL_ISA_AVX512;
 	case TXL_ISA_AVX512:
@@ -300,7 +306,7 @@ txl_dot_act(const struct txl_type_kernels *k, float *y, const void *w,
 
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avxvnni", "avx512",
-				   "avx512vnni" */
+				   "avx512vnni", "avx512bf16" */
 	enum txl_isa isa;
 	/* x[K] quantized to int8 blocks (txl_quantize_q8_fn) */
 	txl_quantize_q8_fn quantize_q8;
@@ -324,6 +330,6 @@ void txl_act_quantize(struct txl_act *a, const float *x, int K);
 /* The vector sets, each in its own file compiled for its target; built
  * on x86-64 only. */
 extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx2_vnni,
-	txl_kernels_avx512, txl_kernels_avx512_vnni;
+	txl_kernels_avx512, txl_kernels_avx512_vnni, txl_kernels_avx512_bf16;
 
 #endif /* TXL_KERNELS_H */

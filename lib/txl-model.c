@@ -872,6 +872,61 @@ compute_spans(struct txl_model *m)
 	return TXL_OK;
 }
 
+/* Every weight matrix of the products of segments gets a slot for its
+ * packed copy (txl-gemm.h), made by the first product that takes it; the
+ * matrices that are one (the input's table tied to the output) share
+ * theirs.  Not r_net: a session multiplies it once, for its position
+ * tables, which a copy would not repay. */
+static enum txl_status
+attach_packs(struct txl_model *m)
+{
+	const int L = m->hp.n_layer;
+	struct txl_mat **mats = calloc((size_t)(6 * L + 2 * TXL_MAX_CLUSTERS +
+						1), sizeof *mats);
+	int n = 0, n_slots = 0;
+
+	if (!mats)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	for (int l = 0; l < L; l++) {
+		struct txl_layer *ly = &m->layers[l];
+
+		mats[n++] = &ly->qkv;
+		mats[n++] = &ly->q_net;
+		mats[n++] = &ly->kv_net;
+		mats[n++] = &ly->o_net;
+		mats[n++] = &ly->ff1;
+		mats[n++] = &ly->ff2;
+	}
+	for (int c = 0; c < m->n_emb; c++)
+		mats[n++] = &m->emb[c].proj;
+	for (int c = 0; c < m->n_out; c++)
+		mats[n++] = &m->out[c].w;
+	mats[n++] = &m->cluster_w;
+	m->packs = calloc((size_t)n, sizeof *m->packs);
+	if (!m->packs) {
+		free(mats);
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		struct txl_mat *w = mats[i];
+
+		if (!w->data)
+			continue;
+		for (int j = 0; j < i && !w->pack; j++)
+			if (mats[j]->data == w->data &&
+			    mats[j]->rows == w->rows &&
+			    mats[j]->cols == w->cols)
+				w->pack = mats[j]->pack;
+		if (!w->pack)
+			w->pack = &m->packs[n_slots++];
+		if (w->dtype == TXL_BF16)
+			m->bf16_mats = true;
+	}
+	m->n_packs = n_slots;
+	free(mats);
+	return TXL_OK;
+}
+
 enum txl_status
 txl_model_load(const char *path, struct txl_model **out)
 {
@@ -930,6 +985,8 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	if (m->hp.attn_type == TXL_ATTN_ADAPTIVE_SPAN &&
 	    (st = compute_spans(m)) != TXL_OK)
 		goto fail;
+	if ((st = attach_packs(m)) != TXL_OK)
+		goto fail;
 	*out = m;
 	return TXL_OK;
 fail:
@@ -943,12 +1000,29 @@ txl_model_free(struct txl_model *m)
 	if (!m)
 		return;
 	txl_tokenizer_free(m);
+	for (int i = 0; i < m->n_packs; i++)
+		txl_pack_slot_clear(&m->packs[i]);
+	free(m->packs);
 	free(m->converted);
 	free(m->spans);
 	free(m->span_logs);
 	free(m->layers);
 	txl_file_close(&m->file);
 	free(m);
+}
+
+enum txl_status
+txl_model_check_compute(const struct txl_model *m, enum txl_compute compute)
+{
+	if (compute != TXL_COMPUTE_F32 && compute != TXL_COMPUTE_BF16)
+		return txl_fail(TXL_ERR_INVALID, "compute %d is none of "
+				"TXL_COMPUTE_F32 (0) or TXL_COMPUTE_BF16 (1)",
+				(int)compute);
+	if (compute == TXL_COMPUTE_BF16 && !m->bf16_mats)
+		return txl_fail(TXL_ERR_INVALID, "%s: compute bf16: none of "
+				"its weight matrices is stored in BF16",
+				m->file.path);
+	return TXL_OK;
 }
 
 const struct txl_hparams *

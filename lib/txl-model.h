@@ -119,6 +119,11 @@ struct txl_model {
 	float *span_logs;	/* the spans' log_mask values, owned */
 	void *converted;	/* weights not usable in place (vectors in
 				   F16 or BF16, unaligned data), owned */
+	struct txl_pack_slot *packs; /* (n_packs) the packed copies of the
+					weight matrices of products
+					(txl-gemm.h), made on first use */
+	int n_packs;
+	bool bf16_mats;		/* some of them are stored in BF16 */
 	int64_t n_params;
 	struct txl_spm *spm;
 	struct txl_vocab vocab;

@@ -126,9 +126,9 @@ heads(struct txl_out *o, const float *h, int n, float *shortl,
 	const int nc = m->n_out - 1, c0 = m->out[0].hi;
 	const float *x = project(o, 0, h, n);
 
-	txl_mat_mul(shortl, x, n, &o->w, false);
+	txl_mat_mul(shortl, x, n, &o->w, false, o->compute);
 	txl_add_bias(shortl, o->b, n, c0);
-	txl_mat_mul(clus, x, n, &m->cluster_w, false);
+	txl_mat_mul(clus, x, n, &m->cluster_w, false, o->compute);
 	txl_add_bias(clus, m->cluster_b, n, nc);
 	for (int i = 0; i < n; i++)
 		log_softmax2(shortl + (size_t)i * c0, c0, clus + (size_t)i * nc,
@@ -156,7 +156,7 @@ txl_out_tail(struct txl_out *o, int r, int c, float *lp)
 	const float *x = project(o, c, o->rows + (size_t)r *
 				 o->model->hp.d_model, 1);
 
-	txl_mat_mul(lp, x, 1, &oc->w, false);
+	txl_mat_mul(lp, x, 1, &oc->w, false, o->compute);
 	txl_add_bias(lp, oc->b, 1, oc->hi - oc->lo);
 	txl_log_softmax(lp, lp, oc->hi - oc->lo);
 }
@@ -208,7 +208,7 @@ adaptive_logits(struct txl_out *o)
 
 			/* n > 1: in float, a block of one row too */
 			txl_mat_mul_float(t, x + (size_t)i0 * e, b, &oc->w,
-					  false);
+					  false, o->compute);
 			txl_add_bias(t, oc->b, b, size);
 			for (int i = 0; i < b; i++, dst += V) {
 				const float *lt = t + (size_t)i * size;
@@ -236,7 +236,7 @@ txl_out_logits(struct txl_out *o)
 		/* out_layer(h . P) (_compute_logit) */
 		const float *src = project(o, 0, o->rows, rows);
 
-		txl_mat_mul(o->logits, src, rows, &o->w, false);
+		txl_mat_mul(o->logits, src, rows, &o->w, false, o->compute);
 		txl_add_bias(o->logits, o->b, rows, V);
 		o->src = src;
 	}
@@ -283,9 +283,10 @@ score_adaptive(struct txl_out *o, const int32_t *targets, int n,
 		/* a segment of several tokens computes in float throughout,
 		 * one of one token (generation's products) quantizes */
 		if (n > 1)
-			txl_mat_mul_float(o->logits, x, k, &oc->w, false);
+			txl_mat_mul_float(o->logits, x, k, &oc->w, false,
+					  o->compute);
 		else
-			txl_mat_mul(o->logits, x, k, &oc->w, false);
+			txl_mat_mul(o->logits, x, k, &oc->w, false, o->compute);
 		txl_add_bias(o->logits, oc->b, k, size);
 		k = 0;
 		for (int i = 0; i < n; i++) {

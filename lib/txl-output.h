@@ -32,6 +32,7 @@ struct txl_out {
 	float *head;		/* adaptive softmax: (cap, head size) */
 	float *xn, *tmp;	/* the session's scratch: (cap, max(d_model,
 				   d_embed)) and (cap, d_model) */
+	enum txl_compute compute;	/* of the products (txl.h) */
 };
 
 /* Floats of the head of an adaptive softmax per row (0: none). */

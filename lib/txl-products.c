@@ -387,9 +387,25 @@ axpy(float *y, const float *a, const void *b, enum txl_dtype dt, size_t ldb,
 
 /* ---- the entry points ---- */
 
+/* out = a . w^T on w's packed copy (txl-gemm.h), if the product is one
+ * that takes it: true if done. */
+static bool
+packed_mul(float *out, const float *a, int M, const struct txl_mat *w,
+	   bool accumulate, enum txl_compute compute)
+{
+	const bool bf16 = compute == TXL_COMPUTE_BF16 && w->dtype == TXL_BF16;
+	const struct txl_packed *p;
+
+	if (!w->pack || (M < TXL_PACK_MIN_ROWS && !bf16))
+		return false;
+	p = txl_pack_get(w->pack, w->dtype, w->data, w->rows, w->cols);
+	return p && txl_gemm_packed(out, w->rows, a, w->cols, M, p, bf16,
+				    accumulate);
+}
+
 void
 txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
-	    bool accumulate)
+	    bool accumulate, enum txl_compute compute)
 {
 	/* out[M, N] = a[M, K] . w[N, K]^T */
 	const int N = w->rows, K = w->cols;
@@ -397,16 +413,18 @@ txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 
 	if (M == 1)
 		gemv(out, w->data, w->il, w->dtype, ld, a, N, K, accumulate);
-	else
+	else if (!packed_mul(out, a, M, w, accumulate, compute))
 		gemm(out, N, a, K, w->data, w->dtype, ld, M, N, K, accumulate);
 }
 
 void
 txl_mat_mul_float(float *out, const float *a, int M, const struct txl_mat *w,
-		  bool accumulate)
+		  bool accumulate, enum txl_compute compute)
 {
+	if (packed_mul(out, a, M, w, accumulate, compute))
+		return;
 	if (M == 1 && txl_type(w->dtype)->act == TXL_ACT_F32) {
-		txl_mat_mul(out, a, M, w, accumulate);
+		txl_mat_mul(out, a, M, w, accumulate, TXL_COMPUTE_F32);
 		return;
 	}
 	gemm(out, w->rows, a, w->cols, w->data, w->dtype,

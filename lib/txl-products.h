@@ -10,7 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "txl.h"
 #include "txl-dtype.h"
+#include "txl-gemm.h"
 #include "txl-log.h"
 #include "txl-repack.h"
 #include "txl-types.h"
@@ -28,6 +30,9 @@ struct txl_mat {
 	const void *il;		/* Q8_0, Q4_0: the rows interleaved for
 				   matrix-vector products (txl_interleave()),
 				   or NULL */
+	struct txl_pack_slot *pack; /* the model's: where the copy packed
+				       for the products of segments is
+				       kept (txl-gemm.h), or NULL: none */
 };
 
 /* Rows [first, first + n) of w as a matrix of its own (a cluster of an
@@ -60,17 +65,24 @@ txl_mat_f32(const struct txl_mat *w)
 
 /* out[M, w.rows] = a[M, w.cols] . w^T (+ out if accumulate): a linear
  * layer without bias, in any weight dtype.  M == 1: the kernels of
- * txl-kernels.h, rows split over the thread pool; M > 1: sgemm (compact
- * weights widened to F32 a block of rows at a time). */
+ * txl-kernels.h, rows split over the thread pool; M >= TXL_PACK_MIN_ROWS
+ * (and every M > 1 of a BF16 product): the kernels of txl-gemm.h on the
+ * matrix's packed copy, made on first use; else sgemm (compact weights
+ * widened to F32 a block of rows at a time).  compute: how BF16 weights
+ * compute when M > 1 (enum txl_compute, txl.h). */
 void txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
-		 bool accumulate);
+		 bool accumulate, enum txl_compute compute);
 /* txl_mat_mul() with float activations whatever M: one row meets Q8_0 and
  * Q4_0 weights as more rows do (sgemm), not quantized.  For the rows of a
  * segment of several tokens that a product takes a few at a time (the
  * adaptive softmax's tail clusters: the targets that fall in each), so
  * that a segment's result does not depend on how many there are. */
 void txl_mat_mul_float(float *out, const float *a, int M,
-		       const struct txl_mat *w, bool accumulate);
+		       const struct txl_mat *w, bool accumulate,
+		       enum txl_compute compute);
+/* The rows of a product from which the weights are packed for it: fewer
+ * (a short prompt of generation) leave the matrices as they are. */
+#define TXL_PACK_MIN_ROWS 32
 /* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
 void txl_mat_row(float *out, const struct txl_mat *w, int row);
 /* General strided form: out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb). */

@@ -279,6 +279,7 @@ txl_session_new(const struct txl_model *m,
 		goto nomem;
 	if (txl_out_init(&s->out, m, s->seg_len, s->xn, s->tmp) != TXL_OK)
 		goto nomem;
+
 	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
 	const struct txl_attn_shape ash = {
@@ -331,7 +332,8 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	const struct txl_forward f = {
 		.model = s->model, .kv = &s->kv, .attn = &s->attn,
 		.h = s->h, .xn = s->xn, .att = s->att,
-		.tmp = s->tmp, .ff = s->ff, .abort_cb = s->params.abort_cb,
+		.tmp = s->tmp, .ff = s->ff, .compute = s->compute,
+		.abort_cb = s->params.abort_cb,
 		.abort_data = s->params.abort_data,
 	};
 	enum txl_status st = txl_forward_segment(&f, tok, n);
@@ -386,8 +388,9 @@ txl_session_set_params(struct txl_session *s,
 		memcpy(t->window, s->window + s->n_window - t->n_window,
 		       sizeof *t->window * (size_t)t->n_window);
 	t->n_past = s->n_past;
-	/* the adapted output layer moves too */
+	/* the adapted output layer moves too, and how it computes */
 	txl_out_move_adapted(&t->out, &s->out);
+	txl_session_set_compute(t, s->compute);
 	t->have_last = s->have_last;
 	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
 	/* the prediction of the next token, as after a load */
@@ -404,6 +407,25 @@ txl_session_set_params(struct txl_session *s,
 	*t = swap;
 	txl_session_free(t);
 	return TXL_OK;
+}
+
+enum txl_status
+txl_session_set_compute(struct txl_session *s, enum txl_compute compute)
+{
+	enum txl_status st = txl_model_check_compute(s->model, compute);
+
+	if (st != TXL_OK)
+		return st;
+	s->compute = compute;
+	s->attn.shape.compute = compute;
+	s->out.compute = compute;
+	return TXL_OK;
+}
+
+enum txl_compute
+txl_session_get_compute(const struct txl_session *s)
+{
+	return s->compute;
 }
 
 void

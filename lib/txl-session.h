@@ -28,6 +28,7 @@ struct txl_session {
 	int mem_len, seg_len, clamp_len;
 	bool same_length;
 	int stride;		/* models without memory: tokens per window */
+	enum txl_compute compute;	/* of the products of segments */
 	int64_t n_past;		/* tokens fed */
 
 	struct txl_kv kv;	/* the memory */

@@ -66,8 +66,9 @@ TXL_API const char *txl_version(void);
 
 /**
  * The set of the library's own kernels chosen for this CPU: "scalar",
- * "avx2", "avxvnni", "avx512" or "avx512vnni" (the best the CPU runs, at
- * most the one named by $TXL_ISA).  For version reports and benchmarks.
+ * "avx2", "avxvnni", "avx512", "avx512vnni" or "avx512bf16" (the best the
+ * CPU runs, at most the one named by $TXL_ISA).  For version reports and
+ * benchmarks.
  */
 TXL_API const char *txl_isa_name(void);
 
@@ -371,6 +372,41 @@ enum txl_kv_type {
 	TXL_KV_Q4_0 = 4,
 };
 
+/* How the products of a segment (two or more tokens: scoring, prompts,
+ * the windows of the models without memory) compute with weight matrices
+ * stored in BF16 (txl_session_set_compute(); since libtxl 1.1).
+ * TXL_COMPUTE_F32, the default, widens every weight exactly and
+ * multiplies in float: a model computes the function of its stored
+ * weights.  TXL_COMPUTE_BF16 rounds the activations of those products to
+ * BF16 (nearest even, each within 2^-8 of its value) and sums the
+ * products of the pairs in float: vdpbf16ps, twice the multiply-adds of
+ * float per instruction, on a CPU with AVX512_BF16
+ * (txl_compute_native()); elsewhere the same products widened, no
+ * faster than TXL_COMPUTE_F32.  Matrices of the other types, one token
+ * at a time (generation) and the position tables that a session computes
+ * once compute in float either way. */
+enum txl_compute {
+	TXL_COMPUTE_F32 = 0,
+	TXL_COMPUTE_BF16 = 1,
+};
+
+/**
+ * Whether this CPU computes @p compute with instructions of its own
+ * (1: F32 always, BF16 with AVX512_BF16, unless $TXL_ISA caps the
+ * kernels below avx512bf16), or the library widens it (0); -1 for a value
+ * that is none of enum txl_compute.  Since libtxl 1.1.
+ */
+TXL_API int txl_compute_native(enum txl_compute compute);
+
+/**
+ * Whether sessions of @p model can compute as @p compute asks: TXL_OK, or
+ * TXL_ERR_INVALID (txl_last_error() says why) for a value that is none
+ * of enum txl_compute, or TXL_COMPUTE_BF16 with a model that stores none
+ * of its weight matrices in BF16.  Since libtxl 1.1.
+ */
+TXL_API enum txl_status txl_model_check_compute(
+	const struct txl_model *model, enum txl_compute compute);
+
 struct txl_session_params {
 	size_t size;       /* sizeof(struct txl_session_params), as
 			      txl_session_params_default() sets it */
@@ -455,6 +491,20 @@ TXL_API enum txl_status txl_session_set_params(
 /** Forget the memory: the next token starts a new text (an
  *  adaptive-span model's memory is zero states again). */
 TXL_API void txl_session_reset(struct txl_session *session);
+
+/**
+ * How the session's products of segments compute from now on (enum
+ * txl_compute; a new session: TXL_COMPUTE_F32).  Its memory and logits
+ * stay as they are.  Since libtxl 1.1.
+ * @return TXL_OK, or TXL_ERR_INVALID (the session unchanged) for a value
+ * that is none of enum txl_compute, or TXL_COMPUTE_BF16 with a model
+ * that stores none of its weight matrices in BF16.
+ */
+TXL_API enum txl_status txl_session_set_compute(struct txl_session *session,
+						enum txl_compute compute);
+/** The session's enum txl_compute.  Since libtxl 1.1. */
+TXL_API enum txl_compute txl_session_get_compute(
+	const struct txl_session *session);
 
 enum txl_logits {
 	TXL_LOGITS_NONE = 0, /* only update the memory (priming) */

@@ -265,7 +265,7 @@ class Options(unittest.TestCase):
             self.assertGreaterEqual(len(short), 7)
             self.assertTrue(head.stdout.startswith(short), (commit, head))
         self.assertRegex(kernels, r"^kernels: (scalar|avx2|avxvnni|avx512|"
-                         r"avx512vnni) ")
+                         r"avx512vnni|avx512bf16) ")
         self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
         # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
         out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
@@ -304,6 +304,8 @@ class Options(unittest.TestCase):
                 argv.append("0.5")
             elif opt == "--kv-type":
                 argv.append("F16")
+            elif opt == "--compute":
+                argv.append("f32")
             rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
@@ -1684,6 +1686,7 @@ class Completion(unittest.TestCase):
 
         self.assertEqual(complete("--list-m"), ["--list-models"])
         self.assertEqual(complete("--kv-type", "Q"), ["Q8_0", "Q4_0"])
+        self.assertEqual(complete("--compute", "b"), ["bf16"])
         self.assertIn("zorro", complete("-m", "zo"))
 
 
@@ -1919,6 +1922,100 @@ class Info(unittest.TestCase):
         rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),
                            model=False)
         self.assertEqual((rc, out), (3, b""))
+
+
+class ComputeOption(unittest.TestCase):
+    """--compute f32|bf16 (the config key compute): BF16 weights computed
+    as stored in the products of segments."""
+
+    @classmethod
+    def setUpClass(cls):
+        d = os.path.join(TMP, "bf16")
+        os.makedirs(d, exist_ok=True)
+        subprocess.run([sys.executable, os.path.join(HERE,
+                        "make_random_model.py"), "-o", d, "--seed", "5",
+                        "--dtype", "BF16"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
+        cls.bf16 = os.path.join(d, "m.bin")
+        _, out, _ = run("--version", model=False)
+        cls.native = "kernels: avx512bf16 " in out.decode()
+
+    def score(self, *argv, environ=None):
+        path = tmpfile("compute.txt", TEXT)
+        rc, out, err = run("-m", self.bf16, "--score", path, "--json",
+                           *argv, model=False, environ=environ)
+        self.assertEqual((rc, err), (0, ""), argv)
+        return [r["logprob"] for r in jsonl(out)[:-1]]
+
+    def test_refused_without_bf16_weights(self):
+        # the test model is F32: nothing to compute in BF16
+        for argv in (["--compute", "bf16", "-p", "x", "-n", "1"],
+                     ["--compute", "bf16", "--info"]):
+            rc, out, err = run(*argv)
+            self.assertEqual((rc, out), (2, b""), argv)
+            self.assertIn(f"--compute bf16: {MODEL} stores none of its "
+                          "weight matrices in BF16", err)
+        rc, out, err = run("--compute", "bf15", "-p", "x")
+        self.assertEqual((rc, out), (2, b""))
+        self.assertIn("--compute: 'bf15' is not one of f32, bf16", err)
+        cfg = tmpfile("compute-bad.json", '{"compute": "fp8"}')
+        rc, out, err = run("-c", cfg, "-p", "x")
+        self.assertEqual((rc, out), (3, b""))   # a bad config file
+        self.assertIn("compute-bad.json", err)
+        self.assertIn("'fp8' is not one of f32, bf16", err)
+
+    def test_segments_round_activations(self):
+        # segments of 40 tokens: the products of BF16 (all the weights
+        # of this model) take BF16 activations, each within 2^-8 of
+        # itself; a log-prob moves (the random model's peaked attention
+        # amplifies: ~1e-2 measured), by far less than a wrong product
+        # would (its scale: several nats)
+        f32 = self.score("--seg-len", "40")
+        bf16 = self.score("--seg-len", "40", "--compute", "bf16")
+        self.assertEqual(len(f32), len(bf16))
+        diffs = [abs(a - b) for a, b in zip(f32, bf16)]
+        self.assertGreater(max(diffs), 0)
+        self.assertLess(max(diffs), 0.2)
+        self.assertLess(abs(sum(f32) - sum(bf16)) / len(f32), 0.02)
+        # one token at a time: generation's kernels, in F32 either way
+        # (the same computation: equal)
+        self.assertEqual(self.score("--seg-len", "1"),
+                         self.score("--seg-len", "1", "--compute", "bf16"))
+        # the config key does what the option does
+        cfg = tmpfile("compute.json", '{"compute": "bf16"}')
+        self.assertEqual(self.score("--seg-len", "40", "-c", cfg), bf16)
+        # without vdpbf16ps (the kernels capped below avx512bf16): the
+        # same products widened, summed in another order, which may
+        # round an activation to the BF16 value on the other side of
+        # it (2^-8 apart): as far from F32, not closer
+        wide = self.score("--seg-len", "40", "--compute", "bf16",
+                          environ=env(TXL_ISA="avx512vnni"))
+        diffs = [abs(a - b) for a, b in zip(f32, wide)]
+        self.assertGreater(max(diffs), 0)
+        self.assertLess(max(diffs), 0.2)
+
+    def test_info_and_set(self):
+        rc, out, err = run("-m", self.bf16, "--compute", "bf16", "--info",
+                           "--json", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        ses = json.loads(out)["session"]
+        self.assertEqual((ses["compute"], ses["compute_native"]),
+                         ("bf16", self.native))
+        rc, out, err = run("-m", self.bf16, "--info", "--json",
+                           model=False, environ=env(TXL_ISA="avx512"))
+        ses = json.loads(out)["session"]
+        self.assertEqual((ses["compute"], ses["compute_native"]),
+                         ("f32", True))
+        # /set: refused where meaningless, the setting kept
+        rc, out, err = run("-i", input="/set compute bf16\n/show compute\n")
+        self.assertEqual(rc, 2)                 # the /set error
+        self.assertIn("stores none of its weight matrices in BF16", err)
+        self.assertIn("compute", out.decode())
+        self.assertIn("f32", out.decode())
+        rc, out, err = run("-m", self.bf16, "-i", model=False,
+                           input="/set compute bf16\n/show compute\n")
+        self.assertEqual((rc, err), (0, ""))
+        self.assertIn("bf16", out.decode())
 
 
 class ModelsByName(unittest.TestCase):

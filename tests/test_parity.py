@@ -708,7 +708,9 @@ class TestFormats(ParityCase):
     within TOL means txlgen computed with the stored values.  Segments run the
     matrix-matrix path (blocks of rows widened for sgemm), one token at a time
     the matrix-vector kernels, which for Q8_0 and Q4_0 quantize the activations
-    too: TestQ8Activations.  A segment's products that take a single row (an
+    too: TestQ8Activations.  Segments of 32 tokens or more take the weights
+    packed once for the products of segments, widened to float exactly as
+    well: the same TOL.  A segment's products that take a single row (an
     adaptive softmax's tail cluster with one target in the segment:
     test_q4_0_adaptive) stay in float; they were quantized before stop 22,
     1.5e-2 off here."""
@@ -727,6 +729,14 @@ class TestFormats(ParityCase):
 
     def test_q4_0_adaptive(self):
         self.compare("q4_0_adaptive", seg_len=8, mem_len=16)
+
+    def test_segments_on_packed_weights(self):
+        """Segments of 40 tokens (at least TXL_PACK_MIN_ROWS, 32): the
+        products run on the packed copy of each matrix (lib/txl-gemm.h),
+        its F16, BF16 and Q8 panels widened a block at a time."""
+        for name in ("f16", "bf16", "q8_0", "q4_0", "q4_0_adaptive"):
+            with self.subTest(name):
+                self.compare(name, n=200, seg_len=40, mem_len=24)
 
     def test_storage(self):
         """Which tensors are compact: the 2-D *.weight matrices, in the

@@ -1270,7 +1270,7 @@ test_mat_mul(void)
 				wi.il = k >= 2 ? il : NULL;
 				for (int j = 0; j < M * N; j++)
 					out[j] = 1.0f;
-				txl_mat_mul(out, a, M, &wi, acc);
+				txl_mat_mul(out, a, M, &wi, acc, TXL_COMPUTE_F32);
 				for (int m = 0; m < M; m++)
 					for (int r = 0; r < N; r++) {
 						float got = out[m * N + r];
@@ -1304,7 +1304,8 @@ test_mat_mul(void)
 				for (int k = 0; k < K; k++)
 					v.x[k] = uniform();
 				txl_act_quantize(&v.a, v.x, K);
-				txl_mat_mul(out, v.x, 1, &sub, false);
+				txl_mat_mul(out, v.x, 1, &sub, false,
+					    TXL_COMPUTE_F32);
 				for (int r = 0; r < N - first; r++)
 					check_act_dot(out[r], 0, e + (size_t)(first + r) * K,
 						      &v, txl_dtype_name(dt));

@@ -2,7 +2,8 @@
 /*
  * test-session.c - properties of sessions and the tokenizer on a random
  * model (argv[1], made by tests/make_random_model.py; argv[2] a scratch
- * directory; argv[3] a model of d_head 32, for kv_type Q8_0).  Numbers
+ * directory; argv[3] a model of d_head 32, for kv_type Q8_0; argv[4] one
+ * stored in BF16, for txl_session_set_compute()).  Numbers
  * against PyTorch are test_parity.py's business; these are the
  * invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
@@ -1006,6 +1007,73 @@ test_state_killed_save(void)
 	txl_session_free(b);
 }
 
+/* txl_session_set_compute(): F32 weights refuse BF16; with BF16 weights
+ * a segment's logits move by the rounding of the activations (each
+ * within 2^-8 of itself at each of a layer's products, through 2 layers
+ * whose attention, peaked on purpose, amplifies it: 0.9% of the largest
+ * logit measured; 5% is far below what a wrong product gives, an error
+ * the size of the values), one token at a time not at all (the
+ * matrix-vector kernels, the same computation repeated). */
+static void
+test_compute(const struct txl_model *mb)
+{
+	struct txl_session *s = session(5, 4, 0), *a, *b;
+	struct txl_session_params p = txl_session_params_default();
+	const int n = 33;
+	float *la = malloc(sizeof(float) * (size_t)V * n);
+
+	CHECK(la);
+	CHECK_EQ(txl_session_get_compute(s), TXL_COMPUTE_F32);
+	CHECK_EQ(txl_session_set_compute(s, TXL_COMPUTE_BF16),
+		 TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "BF16"));
+	CHECK_EQ(txl_session_set_compute(s, (enum txl_compute)2),
+		 TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_get_compute(s), TXL_COMPUTE_F32);
+	CHECK_EQ(txl_session_set_compute(s, TXL_COMPUTE_F32), TXL_OK);
+	txl_session_free(s);
+
+	p.seg_len = n;
+	p.mem_len = 8;
+	CHECK_EQ(txl_session_new(mb, &p, &a), TXL_OK);
+	CHECK_EQ(txl_session_new(mb, &p, &b), TXL_OK);
+	CHECK_EQ(txl_session_set_compute(b, TXL_COMPUTE_BF16), TXL_OK);
+	CHECK_EQ(txl_session_get_compute(b), TXL_COMPUTE_BF16);
+	CHECK_EQ(txl_session_eval(a, toks, n, TXL_LOGITS_ALL), TXL_OK);
+	CHECK_EQ(txl_session_eval(b, toks, n, TXL_LOGITS_ALL), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * (size_t)V * n);
+	const double d = max_diff(la, txl_session_logits(b), V * n);
+	double top = 0;
+	for (int i = 0; i < V * n; i++)
+		top = fmax(top, fabs(la[i]));
+	CHECK(d > 0 && d < 0.05 * top);
+
+	/* kept by set_params */
+	p = txl_session_get_params(b);
+	p.seg_len = 1;
+	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	CHECK_EQ(txl_session_get_compute(b), TXL_COMPUTE_BF16);
+	txl_session_free(a);
+	txl_session_free(b);
+
+	/* one token at a time: as F32 */
+	p.seg_len = 1;
+	CHECK_EQ(txl_session_new(mb, &p, &a), TXL_OK);
+	CHECK_EQ(txl_session_new(mb, &p, &b), TXL_OK);
+	CHECK_EQ(txl_session_set_compute(b, TXL_COMPUTE_BF16), TXL_OK);
+	for (int i = 0; i < 12; i++) {
+		CHECK_EQ(txl_session_eval(a, toks + i, 1, TXL_LOGITS_LAST),
+			 TXL_OK);
+		CHECK_EQ(txl_session_eval(b, toks + i, 1, TXL_LOGITS_LAST),
+			 TXL_OK);
+		CHECK(memcmp(txl_session_logits(a), txl_session_logits(b),
+			     sizeof(float) * (size_t)V) == 0);
+	}
+	txl_session_free(a);
+	txl_session_free(b);
+	free(la);
+}
+
 static void
 test_no_mmap(const char *model_path)
 {
@@ -1134,6 +1202,18 @@ main(int argc, char **argv)
 	RUN(test_state_aborted_save);
 	test_no_mmap(argv[1]);
 	fprintf(stderr, "ok test_no_mmap\n");
+	if (argc > 4) {
+		struct txl_model *mb;
+
+		if (txl_model_load(argv[4], &mb) != TXL_OK) {
+			fprintf(stderr, "FAIL: %s\n", txl_last_error());
+			return 1;
+		}
+		CHECK(txl_model_hparams(mb)->n_token >= V);
+		test_compute(mb);
+		fprintf(stderr, "ok test_compute\n");
+		txl_model_free(mb);
+	}
 	txl_model_free(model);
 	txl_model_free(m32);
 	return 0;
