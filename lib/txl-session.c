@@ -344,25 +344,23 @@ predict_last(struct txl_session *s)
 	return st;
 }
 
-enum txl_status
-txl_session_set_params(struct txl_session *s,
-		       const struct txl_session_params *params)
+/*
+ * Give @p t, a new session of the same model, the text of @p s: the most
+ * recent positions of its memory that t's mem_len holds (converted to
+ * t's kv_type: K and V are per-position values that no setting changes,
+ * and a smaller mem_len keeps what _update_mems would), the window of a
+ * model without memory, n_past, the output of the last position and the
+ * prediction that follows it, as after a load.  The adapted output layer
+ * is the caller's to carry.
+ */
+static enum txl_status
+carry_text(struct txl_session *t, const struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const size_t d = (size_t)hp->d_head;
-	struct txl_session *t, swap;
-	enum txl_status st;
-	int keep, from;
+	const int keep = s->mlen < t->mem_len ? s->mlen : t->mem_len;
+	const int from = s->kv_start + s->mlen - keep;
 
-	/* build the new buffers first, so that a refusal leaves s as it
-	 * was; then move the memory over: its K and V are per-position
-	 * values that no setting changes, and a smaller mem_len keeps the
-	 * most recent positions, as _update_mems would */
-	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
-		return st;
-	keep = s->mlen < t->mem_len ? s->mlen : t->mem_len;
-	from = s->kv_start + s->mlen - keep;
-	/* converted if the kv_type changes */
 	for (int l = 0; l < hp->n_layer; l++) {
 		for (int h = 0; h < hp->n_head; h++) {
 			txl_convert(txl_kv_row(t, t->k[l], t->cap, h, 0),
@@ -375,6 +373,7 @@ txl_session_set_params(struct txl_session *s,
 				    s->kv_dt, d * (size_t)keep);
 		}
 	}
+	t->kv_start = 0;
 	t->mlen = keep;
 	/* without memory, the last tokens are the context */
 	t->n_window = s->n_window < t->seg_len ? s->n_window : t->seg_len;
@@ -382,25 +381,92 @@ txl_session_set_params(struct txl_session *s,
 		memcpy(t->window, s->window + s->n_window - t->n_window,
 		       sizeof *t->window * (size_t)t->n_window);
 	t->n_past = s->n_past;
+	t->have_last = s->have_last;
+	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
+	t->n_logits = 0;
+	t->logits_valid = false;
+	t->logits_src = NULL;
+	if (t->window && t->n_window)
+		return predict_last(t);
+	if (t->have_last)
+		txl_output_keep(t, t->last_h, 1);
+	return TXL_OK;
+}
+
+enum txl_status
+txl_session_set_params(struct txl_session *s,
+		       const struct txl_session_params *params)
+{
+	struct txl_session *t, swap;
+	enum txl_status st;
+
+	/* build the new buffers first, so that a refusal leaves s as it
+	 * was; then move the text over */
+	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
+		return st;
 	/* the adapted output layer moves too */
 	t->own_out_w = s->own_out_w;
 	t->own_out_b = s->own_out_b;
 	t->out_w = s->out_w;
 	t->out_b = s->out_b;
 	s->own_out_w = s->own_out_b = NULL;
-	t->have_last = s->have_last;
-	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
-	/* the prediction of the next token, as after a load */
-	if (t->window && t->n_window) {
-		if ((st = predict_last(t)) != TXL_OK) {
-			txl_session_free(t);
-			return st;
-		}
-	} else if (t->have_last) {
-		txl_output_keep(t, t->last_h, 1);
+	if ((st = carry_text(t, s)) != TXL_OK) {
+		/* back where it was, for s to keep */
+		s->own_out_w = t->own_out_w;
+		s->own_out_b = t->own_out_b;
+		t->own_out_w = t->own_out_b = NULL;
+		txl_session_free(t);
+		return st;
 	}
 	swap = *s;
 	*s = *t;
+	*t = swap;
+	txl_session_free(t);
+	return TXL_OK;
+}
+
+enum txl_status
+txl_session_copy(struct txl_session *dst, const struct txl_session *src)
+{
+	struct txl_session *t, swap;
+	enum txl_status st;
+
+	if (!dst || !src)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: a NULL "
+				"session");
+	if (dst->model != src->model)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: the "
+				"sessions are of different models");
+	if (dst == src)
+		return TXL_OK;
+	/* into new buffers of dst's settings, so that dst is unchanged on
+	 * error */
+	if ((st = txl_session_new(dst->model, &dst->params, &t)) != TXL_OK)
+		return st;
+	if (src->own_out_w) {
+		const size_t n = (size_t)src->out_w.rows *
+			(size_t)src->out_w.cols;
+
+		t->own_out_w = txl_alloc_floats(n);
+		t->own_out_b = txl_alloc_floats((size_t)src->out_w.rows);
+		if (!t->own_out_w || !t->own_out_b) {
+			txl_session_free(t);
+			return txl_fail(TXL_ERR_NOMEM, "out of memory for a "
+					"copy of the adapted output layer");
+		}
+		memcpy(t->own_out_w, src->own_out_w, n * sizeof(float));
+		memcpy(t->own_out_b, src->own_out_b,
+		       (size_t)src->out_w.rows * sizeof(float));
+		t->out_w = src->out_w;
+		t->out_w.data = t->own_out_w;
+		t->out_b = t->own_out_b;
+	}
+	if ((st = carry_text(t, src)) != TXL_OK) {
+		txl_session_free(t);
+		return st;
+	}
+	swap = *dst;
+	*dst = *t;
 	*t = swap;
 	txl_session_free(t);
 	return TXL_OK;

@@ -350,6 +350,24 @@ TXL_API struct txl_session_params txl_session_get_params(
 TXL_API enum txl_status txl_session_set_params(
 	struct txl_session *session, const struct txl_session_params *params);
 
+/**
+ * Make @p dst continue the text of @p src, as if it had been fed the same
+ * tokens: the memory (converted to dst's kv_type, and only the most recent
+ * positions if dst's mem_len is shorter, as txl_session_set_params() keeps
+ * them), the tokens fed (n_past), the window of a model without memory,
+ * an output layer that txl_session_adapt() changed, and the prediction of
+ * the token after the text (one row of logits, as after a load).  dst
+ * keeps its own settings; @p src is not changed.  So one text read once
+ * continues in several sessions (txlgen --n-samples), each then fed on its
+ * own.  Both must be sessions of the same model, neither in use by another
+ * thread meanwhile.
+ * @return TXL_OK; TXL_ERR_INVALID for sessions of different models;
+ * TXL_ERR_NOMEM; TXL_ABORTED (a model without memory recomputes its
+ * window for the prediction).  On error dst is unchanged.
+ */
+TXL_API enum txl_status txl_session_copy(struct txl_session *dst,
+					 const struct txl_session *src);
+
 /** Forget the memory: the next token starts a new text. */
 TXL_API void txl_session_reset(struct txl_session *session);
 
