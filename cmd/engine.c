@@ -108,6 +108,7 @@ engine_close(struct engine *e)
 	free(e->ids);
 	free(e->logits);
 	free(e->piece);
+	free(e->samples);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -123,6 +124,7 @@ model_settings(struct engine *e, struct txl_session_params *p)
 	const struct txlgen_options *o = e->opts;
 	const struct txl_hparams *hp = e->hp;
 	int seg = o->seg_len > 0 ? o->seg_len : hp->tgt_len;
+	bool scoring = o->score || o->score_docs;
 
 	if (o->adapt > 0 && hp->n_cutoffs > 0) {
 		errmsg("--adapt: %s has an adaptive softmax (%d clusters); "
@@ -130,8 +132,8 @@ model_settings(struct engine *e, struct txl_session_params *p)
 		       e->model_path, hp->n_cutoffs + 1);
 		return EXIT_USAGE;
 	}
-	if (!o->score || o->score_stride < 0) {
-		if (o->score && hp->attn_type >= 2)
+	if (!scoring || o->score_stride < 0) {
+		if (scoring && hp->attn_type >= 2)
 			p->stride = seg;
 		return EXIT_OK;
 	}

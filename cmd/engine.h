@@ -31,10 +31,17 @@ enum gen_end {
 
 struct gen_stats {
 	int64_t n_prompt;     /* tokens fed before generating */
-	int n_gen;            /* tokens generated */
+	int n_gen;            /* tokens generated (by every sample) */
 	double t_prompt;      /* seconds */
 	double t_gen;
+	enum gen_end end;     /* of the first sample */
+};
+
+/* How one continuation of --n-samples went. */
+struct sample_stats {
+	int n_gen;
 	enum gen_end end;
+	uint64_t seed;
 };
 
 struct engine {
@@ -55,6 +62,8 @@ struct engine {
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
+	struct sample_stats *samples; /* and of each of its samples */
+	int n_samples;
 	bool keep_sampler;     /* one sampler across generations (REPL) */
 	bool gen_progress;     /* a progress line of generation on stderr,
 				  when it is a terminal (stdout a file) */
@@ -117,6 +126,11 @@ bool engine_drops_space(struct engine *e, int32_t id, const char *p,
 int engine_feed(struct engine *e, const int32_t *ids, int n,
 		enum txl_logits want);
 
+/** The same into another session of the model (a stream of its own:
+ *  --n-samples, --score-docs); e->have_logits is left alone. */
+int engine_feed_to(struct engine *e, struct txl_session *s,
+		   const int32_t *ids, int n, enum txl_logits want);
+
 /** With --adapt, learn from the n rows of logits just computed, whose
  *  next tokens are targets[0..n-1].  Returns an exit code. */
 int engine_adapt(struct engine *e, const int32_t *targets, int n);
@@ -124,7 +138,9 @@ int engine_adapt(struct engine *e, const int32_t *targets, int n);
 /* How engine_feed_input() treats a text. */
 struct feed_opts {
 	bool drop_final_newlines;  /* as $(cat FILE): prompt files */
-	struct txl_sampler *sampler; /* gets every token (repeat penalty) */
+	struct txl_sampler *const *samplers; /* each gets every token
+						(repeat penalty) */
+	int n_samplers;
 	struct output *echo;       /* gets the text read */
 	bool progress;             /* progress line on a terminal */
 };
@@ -166,6 +182,10 @@ void engine_print_stats(struct engine *e);
 
 /** Score the text (or with --ids the token ids) of @p in (--score). */
 int engine_score(struct engine *e, struct input *in, FILE *out);
+
+/** Score each document of @p in from the memory now held (an empty one
+ *  unless primed), one JSON object each on @p out (--score-docs). */
+int engine_score_docs(struct engine *e, struct input *in, FILE *out);
 
 /** Text to ids, or with --ids ids to text (--tokenize). */
 int engine_list_tokens(struct engine *e, struct input *in, FILE *out);
