@@ -242,17 +242,24 @@ begin_doc(struct docs *d, struct doc_stream *st, struct doc *doc, int n)
 	return EXIT_OK;
 }
 
-/* Read documents into the idle streams while the ring has room.
- * Returns an exit code. */
+/* Read documents into the idle streams while the ring has room; while
+ * a stream has work, only what the input has ready.  Returns an exit
+ * code. */
 static int
 fill_streams(struct docs *d)
 {
+	bool busy = false;
+
+	for (int k = 0; k < d->n_st; k++)
+		busy = busy || d->st[k].doc;
 	for (int k = 0; k < d->n_st; k++) {
 		struct doc_stream *st = &d->st[k];
 
 		while (!st->doc && !d->eof && d->tail - d->head < d->cap) {
+			if (busy && !input_ready(d->in))
+				return EXIT_OK;
 			struct doc *doc = &d->ring[d->tail % d->cap];
-			int64_t line = d->line_no++;
+			int64_t line = d->line_no;
 			const char *text;
 			cJSON *json;
 			size_t len;
@@ -266,6 +273,7 @@ fill_streams(struct docs *d)
 						: EXIT_RUNTIME;
 				break;
 			}
+			d->line_no++;
 			*doc = (struct doc){ .line = line };
 			if (too_long) {
 				malformed(d, line, "longer than %d MiB",
@@ -285,6 +293,7 @@ fill_streams(struct docs *d)
 			rc = begin_doc(d, st, doc, n);
 			if (rc != EXIT_OK)
 				return rc;
+			busy = busy || st->doc;
 		}
 	}
 	return EXIT_OK;
@@ -446,10 +455,13 @@ engine_score_docs(struct engine *e, struct input *in, FILE *out)
 
 	rc = open_streams(&d);
 	while (rc == EXIT_OK) {
-		rc = fill_streams(&d);
+		/* the ring emptied first, for the documents read next */
+		rc = write_done(&d);
+		if (rc == EXIT_OK)
+			rc = fill_streams(&d);
 		if (rc == EXIT_OK)
 			rc = write_done(&d);
-		if (rc != EXIT_OK || d.head == d.tail)
+		if (rc != EXIT_OK || (d.head == d.tail && d.eof))
 			break;
 		rc = step(&d);
 		if (rc == EXIT_OK && interrupted)
