@@ -345,7 +345,7 @@ predict_last(struct txl_session *s)
 }
 
 /*
- * Give @p t, a new session of the same model, the text of @p s: the most
+ * Give @p t, a session of the same model, the text of @p s: the most
  * recent positions of its memory that t's mem_len holds (converted to
  * t's kv_type: K and V are per-position values that no setting changes,
  * and a smaller mem_len keeps what _update_mems would), the window of a
@@ -428,9 +428,6 @@ txl_session_set_params(struct txl_session *s,
 enum txl_status
 txl_session_copy(struct txl_session *dst, const struct txl_session *src)
 {
-	struct txl_session *t, swap;
-	enum txl_status st;
-
 	if (!dst || !src)
 		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: a NULL "
 				"session");
@@ -439,37 +436,36 @@ txl_session_copy(struct txl_session *dst, const struct txl_session *src)
 				"sessions are of different models");
 	if (dst == src)
 		return TXL_OK;
-	/* into new buffers of dst's settings, so that dst is unchanged on
-	 * error */
-	if ((st = txl_session_new(dst->model, &dst->params, &t)) != TXL_OK)
-		return st;
+	/* in place, dst's buffers reused (a copy per document of
+	 * --score-docs must not build a session); the adapted output layer
+	 * first, the only part that can fail */
 	if (src->own_out_w) {
-		const size_t n = (size_t)src->out_w.rows *
-			(size_t)src->out_w.cols;
+		const size_t rows = (size_t)src->out_w.rows;
+		const size_t n = rows * (size_t)src->out_w.cols;
+		float *w = dst->own_out_w, *b = dst->own_out_b;
 
-		t->own_out_w = txl_alloc_floats(n);
-		t->own_out_b = txl_alloc_floats((size_t)src->out_w.rows);
-		if (!t->own_out_w || !t->own_out_b) {
-			txl_session_free(t);
-			return txl_fail(TXL_ERR_NOMEM, "out of memory for a "
-					"copy of the adapted output layer");
+		if (!w) {
+			w = txl_alloc_floats(n);
+			b = txl_alloc_floats(rows);
+			if (!w || !b) {
+				free(w);
+				free(b);
+				return txl_fail(TXL_ERR_NOMEM, "out of memory "
+						"for a copy of the adapted "
+						"output layer");
+			}
 		}
-		memcpy(t->own_out_w, src->own_out_w, n * sizeof(float));
-		memcpy(t->own_out_b, src->own_out_b,
-		       (size_t)src->out_w.rows * sizeof(float));
-		t->out_w = src->out_w;
-		t->out_w.data = t->own_out_w;
-		t->out_b = t->own_out_b;
+		memcpy(w, src->own_out_w, n * sizeof(float));
+		memcpy(b, src->own_out_b, rows * sizeof(float));
+		dst->own_out_w = w;
+		dst->own_out_b = b;
+		dst->out_w = src->out_w;
+		dst->out_w.data = w;
+		dst->out_b = b;
+	} else {
+		txl_output_reset(dst);
 	}
-	if ((st = carry_text(t, src)) != TXL_OK) {
-		txl_session_free(t);
-		return st;
-	}
-	swap = *dst;
-	*dst = *t;
-	*t = swap;
-	txl_session_free(t);
-	return TXL_OK;
+	return carry_text(dst, src);
 }
 
 void

@@ -361,9 +361,12 @@ TXL_API enum txl_status txl_session_set_params(
  * continues in several sessions (txlgen --n-samples), each then fed on its
  * own.  Both must be sessions of the same model, neither in use by another
  * thread meanwhile.
+ * dst's buffers are reused: a copy costs the bytes of the memory moved,
+ * not a new session.
  * @return TXL_OK; TXL_ERR_INVALID for sessions of different models;
- * TXL_ERR_NOMEM; TXL_ABORTED (a model without memory recomputes its
- * window for the prediction).  On error dst is unchanged.
+ * TXL_ERR_NOMEM (dst unchanged); TXL_ABORTED: dst's abort callback fired
+ * while a model without memory recomputed its window for the prediction
+ * (dst then holds the text, without the prediction: n_logits 0).
  */
 TXL_API enum txl_status txl_session_copy(struct txl_session *dst,
 					 const struct txl_session *src);
