@@ -105,21 +105,28 @@ def bench_samples(txlgen, model, label, a):
 
 
 def make_docs(txlgen, model, path, n, seed=1):
-    """n documents of 20 to 200 tokens (by this model's tokenizer)."""
+    """n documents of 20 to 200 tokens by this model's tokenizer: runs of
+    words of tests/data/text.txt, those of another length dropped."""
     words = open(os.path.join(ROOT, "tests", "data", "text.txt"),
                  encoding="utf-8").read().split()
     r = random.Random(seed)
-    # tokens per word of this tokenizer, from a sample
     ids = subprocess.run([txlgen, "-m", model, "--tokenize", "-"],
                          input=" ".join(words), capture_output=True,
                          text=True, check=True).stdout.split()
     per_word = len(ids) / len(words)
     docs = []
-    for _ in range(n):
-        want = r.randint(20, 200)
-        k = max(1, round(want / per_word))
-        s = r.randrange(len(words) - k)
-        docs.append(" ".join(words[s:s + k]))
+    while len(docs) < n:
+        cands = []
+        for _ in range(2 * (n - len(docs))):
+            k = max(1, round(r.randint(20, 200) / per_word))
+            s = r.randrange(len(words) - k)
+            cands.append(" ".join(words[s:s + k]))
+        lines = subprocess.run([txlgen, "-m", model, "--tokenize", "-"],
+                               input="".join(c + "\n" for c in cands),
+                               capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        docs += [c for c, l in zip(cands, lines)
+                 if 20 <= len(l.split()) <= 200][:n - len(docs)]
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(d + "\n" for d in docs))
     return docs
