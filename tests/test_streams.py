@@ -114,6 +114,27 @@ def read_until(p, done, timeout=60):
     return got
 
 
+def wait_stdin_open(p, timeout=60):
+    """(stdout, stderr) of p once it has ended, its stdin left open:
+    communicate() would close it, and an end of input that comes with a
+    signal races it."""
+    import select
+    pipes, got = {p.stdout.fileno(): b"", p.stderr.fileno(): b""}, {}
+    end = time.time() + timeout
+    while pipes:
+        left = end - time.time()
+        if left <= 0:
+            raise AssertionError("still running after a signal")
+        for fd in select.select(list(pipes), [], [], left)[0]:
+            b = os.read(fd, 65536)
+            if b:
+                pipes[fd] += b
+            else:
+                got[fd] = pipes.pop(fd)
+    p.wait(timeout=max(end - time.time(), 1))
+    return got[p.stdout.fileno()], got[p.stderr.fileno()]
+
+
 PROMPT = "The state of the Union"
 
 
@@ -440,7 +461,7 @@ class ScoreDocs(unittest.TestCase):
         # the input stays open: txlgen waits for more after 5 documents
         got = read_until(p, lambda b: b.count(b"\n") == 5)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        out, err = wait_stdin_open(p)
         self.assertEqual(p.returncode, 130, err)
         self.assertEqual(out, b"")
         self.assertEqual([d["line"] for d in json_lines(got)],
