@@ -1,33 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench-kernels.c - the speed of libtxl's single-threaded kernels, in GB/s
- * of the stored bytes they read, on every kernel table this CPU runs:
+ * of the stored bytes they read, for every storage type of the traits
+ * table (txl-types.h) on every instruction set this CPU runs:
  *
  *   gemv   a matrix of K = 384 columns (the 14.6M shape's d_model) times a
- *          vector, as generation computes it: dot_rows for F32, F16, BF16
- *          and Q8_0 against float activations, dot_il for Q8_0 against
- *          quantized ones (the interleaved copy the loader makes), on
- *          matrices of about 0.5 MB (a core's L2), 12 MB (a large L3) and
- *          256 MB (DRAM);
+ *          vector, as generation computes it: gemv_dot_rows against float
+ *          activations, gemv_dot_q8 (or _q16) against the quantized ones
+ *          of a type whose products take them (Q8_0, Q4_0: int8 blocks),
+ *          gemv_dot_il on the interleaved copy the loader makes of such a
+ *          type, on matrices of about 0.5 MB (a core's L2), 12 MB (a
+ *          large L3) and 256 MB (DRAM);
  *   attn   rows of d_head = 64 values, as the attention of one token reads
- *          its memory: dot_rows for the scores (K, R), axpy_rows for the
- *          weighted sum of V, 4,096 rows (one head's memory of 4,096
- *          positions: 1-2 MB, in L2 or L3).
+ *          its memory: attn_dot_rows for the scores (K, R) against a
+ *          float query, attn_dot_q16 (or _q8) against the quantized query
+ *          a memory of the type takes (Q8_0: int16, Q4_0: int8),
+ *          attn_axpy_rows for the weighted sum of V, 4,096 rows (one
+ *          head's memory of 4,096 positions: 1-2 MB, in L2 or L3).
  *
  *   bench-kernels [--ms T] [--isa scalar|avx2|avxvnni|avx512|avx512vnni]
  *
  * Each figure is the best of 3 runs of at least T ms (default 100).  Lines
  * are "isa kernel dtype MB GB/s".  The kernels are single-threaded: the
- * pool runs one per thread (lib/txl-math.c).  --isa measures one table.
+ * pool runs one per thread (lib/txl-products.c).  --isa measures one set.
  * Not a test: figures differ between machines.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "txl-internal.h"
 #include "txl-kernels.h"
+#include "txl-repack.h"
+#include "txl-types.h"
 
 static double
 now(void)
@@ -61,19 +67,20 @@ xmalloc(size_t n)
 	return p;
 }
 
-/* rows x K random values stored as dt (the scalar table narrows them) */
+/* rows x K random values stored as dt (the scalar set narrows them) */
 static uint8_t *
 make_rows(enum txl_dtype dt, int rows, int K)
 {
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
+	struct txl_type_kernels ref;
 	const size_t ld = txl_row_bytes(dt, K);
 	uint8_t *w = xmalloc(ld * (size_t)rows);
 	float *row = xmalloc(sizeof(float) * (size_t)K);
 
+	txl_type_kernels_on(dt, TXL_ISA_SCALAR, &ref);
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < K; c++)
 			row[c] = uniform();
-		ref->narrow[dt](w + ld * (size_t)r, row, (size_t)K);
+		ref.narrow(w + ld * (size_t)r, row, (size_t)K);
 	}
 	free(row);
 	return w;
@@ -103,22 +110,21 @@ rate(void (*fn)(void *), void *ctx, double bytes)
 }
 
 struct call {
-	const struct txl_kernels *k;
-	enum txl_dtype dt;
+	const struct txl_type_kernels *k;
 	const uint8_t *w;
 	size_t ld;
 	int n, K;
-	float *x, *y;
-	struct txl_q8_act *a;
-	struct txl_q16_act *a16;
+	float *y;
+	const float *x;
+	struct txl_act a;
 };
 
 static void
-call_dot_rows(void *p)
+call_dot(void *p)
 {
 	struct call *c = p;
 
-	c->k->dot_rows[c->dt](c->y, c->w, c->ld, c->x, c->n, c->K);
+	txl_dot_act(c->k, c->y, c->w, c->ld, &c->a, c->n, c->K);
 }
 
 static void
@@ -126,24 +132,7 @@ call_dot_il(void *p)
 {
 	struct call *c = p;
 
-	(c->dt == TXL_Q4_0 ? c->k->dot_il_q4 : c->k->dot_il)(c->y, c->w,
-		c->n / TXL_IL, c->a, c->K);
-}
-
-static void
-call_dot_rows_q16(void *p)
-{
-	struct call *c = p;
-
-	c->k->dot_rows_q16(c->y, c->w, c->ld, c->a16, c->n, c->K);
-}
-
-static void
-call_dot_rows_q4(void *p)
-{
-	struct call *c = p;
-
-	c->k->dot_rows_q4(c->y, c->w, c->ld, c->a, c->n, c->K);
+	c->k->dot_il(c->y, c->w, c->n / TXL_IL, &c->a.q8, c->K);
 }
 
 static void
@@ -151,112 +140,121 @@ call_axpy_rows(void *p)
 {
 	struct call *c = p;
 
-	c->k->axpy_rows[c->dt](c->y, c->x, c->w, c->ld, c->n, c->K);
+	c->k->axpy_rows(c->y, c->x, c->w, c->ld, c->n, c->K);
 }
 
-static const char *const dt_names[] = {
-	[TXL_F32] = "F32", [TXL_F16] = "F16", [TXL_BF16] = "BF16",
-	[TXL_Q8_0] = "Q8_0", [TXL_Q4_0] = "Q4_0",
+/* the kernels' names by the activations they take */
+static const char *const act_names[TXL_N_ACT] = {
+	[TXL_ACT_F32] = "rows", [TXL_ACT_Q8] = "q8", [TXL_ACT_Q16] = "q16",
 };
-/* the weights' and the memory's */
-static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
-					 TXL_Q8_0, TXL_Q4_0 };
+
+/* x (K values) in the form type, quantized by set k, over buf */
+static struct txl_act
+activations(const struct txl_kernels *k, enum txl_act_type type,
+	    float *buf, const float *x, int K)
+{
+	struct txl_act a = txl_act_view(type, buf, x, K);
+
+	if (type == TXL_ACT_Q8)
+		k->quantize_q8(&a.q8, x, K);
+	else if (type == TXL_ACT_Q16)
+		txl_quantize_q16(&a.q16, x, K);
+	return a;
+}
 
 static void
-bench_table(const struct txl_kernels *k)
+print(const struct txl_kernels *k, const char *kernel, enum txl_dtype dt,
+      double bytes, double gbps)
+{
+	printf("%s %s %s %.1f %.1f\n", k->name, kernel, txl_dtype_name(dt),
+	       bytes / (1 << 20), gbps);
+	fflush(stdout);
+}
+
+static void
+bench_set(const struct txl_kernels *k)
 {
 	static const double sizes_mb[] = { 0.5, 12, 256 };
 	const int K = 384, D = 64, n_attn = 4096;
 	float *x = xmalloc(sizeof(float) * (size_t)(n_attn > K ? n_attn : K));
+	float *buf = xmalloc(sizeof(float) * (size_t)(K + 64));
+	size_t min_ld = SIZE_MAX;
+	char name[64];
+
 	/* a result for every row of the largest matrix (its narrowest rows
-	 * Q4_0's) */
-	float *y = xmalloc(sizeof(float) * ((256u << 20) /
-					    txl_row_bytes(TXL_Q4_0, K) + 1));
-	int8_t *aq = xmalloc((size_t)K);
-	float *ad = xmalloc(sizeof(float) * (size_t)(K / TXL_QK));
-	int32_t *aoff = xmalloc(sizeof(int32_t) * (size_t)(K / TXL_QK));
-	struct txl_q8_act act = { .q = aq, .d = ad, .off = aoff };
-	int16_t q16[64];
-	float d16[64 / TXL_QK];
-	struct txl_q16_act act16 = { .q = q16, .d = d16 };
-	int8_t q8[64];
-	float d8[64 / TXL_QK];
-	int32_t off8[64 / TXL_QK];
-	struct txl_q8_act act8 = { .q = q8, .d = d8, .off = off8 };
+	 * the type of fewest bytes a row's) */
+	for (int dt = 0; dt < TXL_N_DTYPES; dt++)
+		if (txl_dtype_computable(dt) && txl_row_bytes(dt, K) < min_ld)
+			min_ld = txl_row_bytes(dt, K);
+	float *y = xmalloc(sizeof(float) * ((256u << 20) / min_ld + 1));
 
 	for (int i = 0; i < (n_attn > K ? n_attn : K); i++)
 		x[i] = uniform();
-	k->quantize_q8(&act, x, K);
-	txl_quantize_q16(&act16, x, D);
-	k->quantize_q8(&act8, x, D);
 
 	for (size_t s = 0; s < sizeof sizes_mb / sizeof *sizes_mb; s++) {
-		for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-			const enum txl_dtype dt = dtypes[d];
+		for (int dt = 0; dt < TXL_N_DTYPES; dt++) {
+			const struct txl_type *t = txl_type(dt);
+			struct txl_type_kernels tk;
+			if (!txl_dtype_computable(dt) ||
+			    !txl_type_kernels_on(dt, k->isa, &tk))
+				continue;
 			const size_t ld = txl_row_bytes(dt, K);
 			int rows = (int)(sizes_mb[s] * (1 << 20) / (double)ld);
 			rows = rows / TXL_IL * TXL_IL;
 			uint8_t *w = make_rows(dt, rows, K);
-			struct call c = { .k = k, .dt = dt, .w = w, .ld = ld,
-					  .n = rows, .K = K, .x = x, .y = y,
-					  .a = &act };
+			struct call c = { .k = &tk, .w = w, .ld = ld, .n = rows,
+					  .K = K, .y = y, .x = x };
 			const double bytes = (double)ld * rows;
 
-			/* Q4_0 rows meet float activations only out of
-			 * memory: its products are the integer ones */
-			printf("%s gemv_dot_rows%s %s %.1f %.1f\n", k->name,
-			       dt == TXL_Q4_0 ? "_q4" : "", dt_names[dt],
-			       bytes / (1 << 20), rate(dt == TXL_Q4_0 ?
-				call_dot_rows_q4 : call_dot_rows, &c, bytes));
-			fflush(stdout);
-			if (txl_dtype_blocked(dt)) {
+			c.a = activations(k, TXL_ACT_F32, buf, x, K);
+			print(k, "gemv_dot_rows", dt, bytes,
+			      rate(call_dot, &c, bytes));
+			if (t->act != TXL_ACT_F32) {
+				c.a = activations(k, t->act, buf, x, K);
+				snprintf(name, sizeof name, "gemv_dot_%s",
+					 act_names[t->act]);
+				print(k, name, dt, bytes, rate(call_dot, &c,
+							       bytes));
+			}
+			if (tk.dot_il && t->act == TXL_ACT_Q8) {
 				uint8_t *il = xmalloc(txl_il_bytes(dt, rows, K));
 				txl_interleave(il, dt, w, rows, K);
 				c.w = il;
-				printf("%s gemv_dot_il %s %.1f %.1f\n", k->name,
-				       dt_names[dt], bytes / (1 << 20),
-				       rate(call_dot_il, &c, bytes));
-				fflush(stdout);
+				print(k, "gemv_dot_il", dt, bytes,
+				      rate(call_dot_il, &c, bytes));
 				free(il);
 			}
 			free(w);
 		}
 	}
-	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-		const enum txl_dtype dt = dtypes[d];
+	for (int dt = 0; dt < TXL_N_DTYPES; dt++) {
+		const struct txl_type *t = txl_type(dt);
+		struct txl_type_kernels tk;
+		if (!txl_dtype_computable(dt) || t->block > D ||
+		    !txl_type_kernels_on(dt, k->isa, &tk))
+			continue;
 		const size_t ld = txl_row_bytes(dt, D);
 		uint8_t *w = make_rows(dt, n_attn, D);
-		struct call c = { .k = k, .dt = dt, .w = w, .ld = ld,
-				  .n = n_attn, .K = D, .x = x, .y = y,
-				  .a16 = &act16, .a = &act8 };
+		struct call c = { .k = &tk, .w = w, .ld = ld, .n = n_attn,
+				  .K = D, .y = y, .x = x };
 		const double bytes = (double)ld * n_attn;
 
-		if (k->dot_rows[dt])
-			printf("%s attn_dot_rows %s %.1f %.1f\n", k->name,
-			       dt_names[dt], bytes / (1 << 20),
-			       rate(call_dot_rows, &c, bytes));
-		if (dt == TXL_Q8_0)
-			/* what a Q8_0 memory takes: an int16 query */
-			printf("%s attn_dot_rows_q16 %s %.1f %.1f\n", k->name,
-			       dt_names[dt], bytes / (1 << 20),
-			       rate(call_dot_rows_q16, &c, bytes));
-		if (dt == TXL_Q4_0)
-			/* and a Q4_0 one: an int8 query */
-			printf("%s attn_dot_rows_q4 %s %.1f %.1f\n", k->name,
-			       dt_names[dt], bytes / (1 << 20),
-			       rate(call_dot_rows_q4, &c, bytes));
+		c.a = activations(k, TXL_ACT_F32, buf, x, D);
+		print(k, "attn_dot_rows", dt, bytes, rate(call_dot, &c, bytes));
+		if (t->query_act != TXL_ACT_F32) {
+			c.a = activations(k, t->query_act, buf, x, D);
+			snprintf(name, sizeof name, "attn_dot_%s",
+				 act_names[t->query_act]);
+			print(k, name, dt, bytes, rate(call_dot, &c, bytes));
+		}
 		memset(y, 0, sizeof(float) * (size_t)D);
-		printf("%s attn_axpy_rows %s %.1f %.1f\n", k->name,
-		       dt_names[dt], bytes / (1 << 20),
-		       rate(call_axpy_rows, &c, bytes));
-		fflush(stdout);
+		print(k, "attn_axpy_rows", dt, bytes,
+		      rate(call_axpy_rows, &c, bytes));
 		free(w);
 	}
 	free(x);
 	free(y);
-	free(aq);
-	free(ad);
-	free(aoff);
+	free(buf);
 }
 
 int
@@ -283,7 +281,7 @@ main(int argc, char **argv)
 
 		if (!k || (only && strcmp(only, k->name) != 0))
 			continue;
-		bench_table(k);
+		bench_set(k);
 	}
 	return 0;
 }

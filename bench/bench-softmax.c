@@ -123,8 +123,8 @@ main(int argc, char **argv)
 	const struct txl_hparams *hp = txl_model_hparams(m);
 	const int V = hp->n_token;
 	p.seg_len = rows;
-	p.mem_len = hp->attn_type <= 1 ? rows : 0;
-	p.stride = hp->attn_type <= 1 ? TXL_FROM_MODEL : rows;
+	p.mem_len = txl_model_has_memory(m) ? rows : 0;
+	p.stride = txl_model_has_memory(m) ? TXL_FROM_MODEL : rows;
 	p.n_threads = threads;
 	if (txl_session_new(m, &p, &s) != TXL_OK)
 		return die("session");

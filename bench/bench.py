@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Benchmark txlgen's library against PyTorch on one Transformer-XL model.
 
-  env -u OPENBLAS_CORETYPE bench/bench.py --orig DIR [--threads N]
+  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench.py --orig DIR \\
+      [--threads N]
 
 Builds a random model of the requested shape (default: the 14.6M shape of
 issue 12: 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
-converts it with models/convert.py to every storage type (F32, F16, BF16,
+converts it with convert.py's conversion to every storage type (F32, F16, BF16,
 Q8_0, Q4_0), and measures in one run, on the same weights:
 
   machine    the CPU, the kernels libtxl chose, the read bandwidth of
@@ -14,7 +15,7 @@ Q8_0, Q4_0), and measures in one run, on the same weights:
              every weight and the memory's K, V and R from DRAM once;
   PyTorch    the original code's MemTransformerLM if --orig names its
              pytorch/ folder (a checkout of kimiyoung/transformer-xl), else
-             models/txl_ref.py (computes the same way): scoring tokens/s
+             txlgen.txl_ref (computes the same way): scoring tokens/s
              (segments of --seg-len 128, memory --mem-len 256, eval.py's
              protocol) and generation tokens/s (one token at a time);
   formats    for each storage type: file size, scoring and generation
@@ -37,6 +38,7 @@ slows a run down), taken after PyTorch's model is freed and the machine
 left 5 s; still, run it on an idle machine.  The environment is
 passed through: on machines where OPENBLAS_CORETYPE forces slower kernels,
 run `env -u OPENBLAS_CORETYPE bench/bench.py` for both sides.
+PYTHONPATH=models (from the source tree's root) finds the txlgen package.
 OMP_WAIT_POLICY=PASSIVE is set for PyTorch unless already set (its
 spinning threads otherwise fight OpenBLAS's).
 """
@@ -52,14 +54,19 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "models"))
-
 import torch                                     # noqa: E402
 import torch.nn.functional as F                  # noqa: E402
-import txl_ref                                   # noqa: E402
-import txlfile                                   # noqa: E402
+
+try:
+    from txlgen import convert, original, txl_ref, txlfile
+except ModuleNotFoundError as e:
+    if e.name != "txlgen":
+        raise
+    sys.exit("bench.py: no txlgen package: run it as "
+             "PYTHONPATH=models bench/bench.py ...")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 FORMATS = txlfile.DTYPES
 
@@ -109,7 +116,6 @@ def build_models(work, a):
         paths[dt] = os.path.join(work, f"bench-{dt}.bin")
         if not os.path.exists(paths[dt]):
             # convert.py's conversion, in process
-            import convert
             with open(tok, "rb") as f:
                 proto = f.read()
             convert.convert(cfg, torch.load(state), proto, paths[dt], dt)
@@ -129,12 +135,7 @@ def pseudo_random_ids(n, V):
 
 def torch_model(cfg, state, orig):
     if orig:
-        sys.path.insert(0, orig)
-        sys.path.insert(0, os.path.join(orig, "utils"))
-        # The original reads torch.version.cuda at import; CPU builds lack it.
-        if torch.version.cuda is None:
-            torch.version.cuda = "11.0"
-        from mem_transformer import MemTransformerLM
+        MemTransformerLM = original.import_original(orig)
         m = MemTransformerLM(cfg.n_token, cfg.n_layer, cfg.n_head,
                              cfg.d_model, cfg.d_head, cfg.d_inner, 0.0, 0.0,
                              tie_weight=True, d_embed=cfg.d_model,

@@ -2,7 +2,8 @@
 """A WikiText-103-sized Transformer-XL: txlgen against the original code
 on the same weights, in the same run (issue 11, item 3).
 
-  bench/bench_wt103.py --orig PATH/TO/transformer-xl [--build build]
+  PYTHONPATH=models bench/bench_wt103.py --orig PATH/TO/transformer-xl \\
+      [--build build]
       [--small] [--keep DIR] [--score-tokens 2049] [--gen-tokens 100]
 
 The model is the original code's MemTransformerLM in the shape of the
@@ -55,15 +56,20 @@ import tempfile
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import torch                                         # noqa: E402
-import bench                                         # noqa: E402
-import check_original                                # noqa: E402
-import txl_ref                                       # noqa: E402 (models/)
+
+try:
+    from txlgen import original, txl_ref
+except ModuleNotFoundError as e:
+    if e.name != "txlgen":
+        raise
+    sys.exit("bench_wt103.py: no txlgen package: run it as "
+             "PYTHONPATH=models bench/bench_wt103.py ...")
+import bench                                         # noqa: E402 (bench/)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 WT103 = dict(n_token=267735, n_layer=18, n_head=16, d_model=1024,
              d_head=64, d_inner=4096, cutoffs=[20000, 40000, 200000],
@@ -73,7 +79,7 @@ SMALL = dict(n_token=12000, n_layer=2, n_head=4, d_model=64, d_head=16,
 
 
 def build(orig, shape, work):
-    MemTransformerLM = check_original.import_original(orig)
+    MemTransformerLM = original.import_original(orig)
     model_pt = os.path.join(work, "model.pt")
     vocab = os.path.join(work, "vocab.txt")
     if os.path.exists(model_pt) and os.path.exists(vocab):
@@ -225,7 +231,7 @@ def main():
         m.clamp_len, m.same_length = clamp, True
         t0, c0 = time.perf_counter(), time.process_time()
         cfg = txl_ref.TxlConfig.from_dict(shape)
-        lp = check_original.original_logprobs(m, cfg, ids, seg, mem, clamp,
+        lp = original.original_logprobs(m, cfg, ids, seg, mem, clamp,
                                               True)
         pt_score = len(lp) / (time.perf_counter() - t0)
         pt_score_cpu = len(lp) / (time.process_time() - c0)

@@ -2,7 +2,8 @@
 """The output layer of a WikiText-103 model: adaptive softmax against the
 full softmax, with libtxl (bench-softmax).
 
-  bench/softmax.py [--bench build/bench/bench-softmax] [--dir DIR]
+  PYTHONPATH=models bench/softmax.py [--bench build/bench/bench-softmax]
+                   [--dir DIR]
                    [--rows 64] [--reps 5] [--threads T] [--keep]
 
 Builds two models with random weights and the output shape of the
@@ -34,11 +35,16 @@ import tempfile
 
 import numpy as np
 
+try:
+    from txlgen import txlfile, vocab
+except ModuleNotFoundError as e:
+    if e.name != "txlgen":
+        raise
+    sys.exit("softmax.py: no txlgen package: run it as "
+             "PYTHONPATH=models bench/softmax.py ...")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "models"))
-import txlfile                                   # noqa: E402
-import vocab                                     # noqa: E402
 
 N_TOKEN = 267735
 D_MODEL = 1024

@@ -133,11 +133,11 @@ model_settings(struct engine *e, struct txl_session_params *p)
 		return EXIT_USAGE;
 	}
 	if (!scoring || o->score_stride < 0) {
-		if (scoring && hp->attn_type >= 2)
+		if (scoring && !txl_model_has_memory(e->model))
 			p->stride = seg;
 		return EXIT_OK;
 	}
-	if (hp->attn_type < 2) {
+	if (txl_model_has_memory(e->model)) {
 		errmsg("--score-stride: %s has a memory (attn_type %d); only "
 		       "models without memory (attn_type 2, 3) are scored in "
 		       "windows", e->model_path, hp->attn_type);
@@ -152,21 +152,28 @@ model_settings(struct engine *e, struct txl_session_params *p)
 	return EXIT_OK;
 }
 
+void
+engine_session_params(const struct engine *e, struct txl_session_params *p)
+{
+	*p = txl_session_params_default();
+	p->mem_len = e->opts->mem_len;
+	p->seg_len = e->opts->seg_len;
+	p->clamp_len = e->opts->clamp_len;
+	p->same_length = e->opts->same_length;
+	p->n_threads = e->opts->threads;
+	p->kv_type = e->opts->kv_type;
+}
+
 int
 engine_apply_settings(struct engine *e)
 {
-	struct txl_session_params p = txl_session_params_default();
+	struct txl_session_params p;
 	enum txl_status st;
-	int rc = model_settings(e, &p);
+	int rc;
 
-	if (rc != EXIT_OK)
+	engine_session_params(e, &p);
+	if ((rc = model_settings(e, &p)) != EXIT_OK)
 		return rc;
-	p.mem_len = e->opts->mem_len;
-	p.seg_len = e->opts->seg_len;
-	p.clamp_len = e->opts->clamp_len;
-	p.same_length = e->opts->same_length;
-	p.n_threads = e->opts->threads;
-	p.kv_type = e->opts->kv_type;
 	p.abort_cb = abort_fn;
 	p.abort_data = NULL;
 	/* a live session keeps its memory (the most recent positions if
@@ -282,7 +289,7 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 	int fill = txl_session_mem_fill(e->session);
 	long long past = (long long)txl_session_n_past(e->session);
 
-	if (e->hp->attn_type >= 2) {
+	if (!txl_model_has_memory(e->model)) {
 		/* no memory: every prediction sees its window only */
 		if (p.stride > 1)
 			fprintf(f, "%sno memory (attn_type %d): a window of up "

@@ -96,6 +96,11 @@ void engine_close(struct engine *e);
 void engine_effective_options(const struct engine *e,
 			      struct txlgen_options *shown);
 
+/** The session settings the options ask for (the library resolves what
+ *  they leave to the model). */
+void engine_session_params(const struct engine *e,
+			   struct txl_session_params *p);
+
 /** Create the session, or apply the current settings to the live one,
  *  which keeps its memory (txl_session_set_params).  Returns an exit
  *  code; on error the live session is unchanged. */

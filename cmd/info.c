@@ -279,13 +279,6 @@ describe_tokenizer(cJSON *voc, const unsigned char *p, size_t len)
 /* ------------------------------------------------------------------ */
 /* The model                                                           */
 
-static const char *const attn_names[] = {
-	"relative positions with global biases (Transformer-XL)",
-	"learnable relative positions (Shaw et al.)",
-	"absolute sinusoidal positions at the input (vanilla Transformer)",
-	"learned absolute positions in every layer (vanilla Transformer)",
-};
-
 static void
 describe_output(struct engine *e, cJSON *root)
 {
@@ -323,33 +316,28 @@ describe_output(struct engine *e, cJSON *root)
 	cJSON_Delete(div);
 }
 
+/* The session the options ask for, its settings as the library resolves
+ * them (what a run with these options gets) */
 static int
 describe_memory(struct engine *e, cJSON *root)
 {
 	const struct txl_hparams *hp = e->hp;
-	const struct txlgen_options *o = e->opts;
-	struct txl_session_params p = txl_session_params_default();
+	struct txl_session_params p, r = txl_session_params_default();
 	cJSON *m = obj(root, "session");
 	int64_t bytes;
 
-	p.mem_len = o->mem_len;
-	p.seg_len = o->seg_len;
-	p.clamp_len = o->clamp_len;
-	p.same_length = o->same_length;
-	p.kv_type = o->kv_type;
-	bytes = txl_session_bytes(e->model, &p);
-	if (bytes < 0) {
+	engine_session_params(e, &p);
+	if (txl_session_params_resolve(e->model, &p, &r) != TXL_OK ||
+	    (bytes = txl_session_bytes(e->model, &p)) < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return EXIT_USAGE;
 	}
-	num(m, "mem_len", p.mem_len < 0 ? hp->mem_len : p.mem_len);
-	num(m, "seg_len", p.seg_len < 0 ? hp->tgt_len : p.seg_len);
-	num(m, "clamp_len", p.clamp_len < 0 ? hp->clamp_len : p.clamp_len);
-	flag(m, "same_length", p.same_length < 0 ? hp->same_length :
-	     p.same_length);
-	str(m, "kv_type", kv_type_names[p.kv_type]);
-	num(m, "receptive_field", (double)hp->n_layer *
-	    (p.mem_len < 0 ? hp->mem_len : p.mem_len));
+	num(m, "mem_len", r.mem_len);
+	num(m, "seg_len", r.seg_len);
+	num(m, "clamp_len", r.clamp_len);
+	flag(m, "same_length", r.same_length);
+	str(m, "kv_type", kv_type_names[r.kv_type]);
+	num(m, "receptive_field", (double)hp->n_layer * r.mem_len);
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));
@@ -363,8 +351,6 @@ describe(struct engine *e, cJSON *root)
 	struct file_view fv = { 0 };
 	uint64_t size = 0;
 	cJSON *file, *arch, *att, *voc, *rec, *version;
-	cJSON *attn = meta_json(e, "attn_type");
-	int at = cJSON_IsNumber(attn) ? attn->valueint : 0;
 	int32_t special[3] = {
 		txl_token_bos(e->model), txl_token_eos(e->model),
 		txl_token_unk(e->model)
@@ -374,7 +360,6 @@ describe(struct engine *e, cJSON *root)
 	size_t proto_len;
 	int rc;
 
-	cJSON_Delete(attn);
 	str(root, "model", e->model_path);
 	str(root, "description", txl_model_meta(e->model, "description"));
 
@@ -399,8 +384,8 @@ describe(struct engine *e, cJSON *root)
 	flag(arch, "untie_r", hp->untie_r);
 
 	att = obj(root, "attention");
-	num(att, "attn_type", at);
-	str(att, "kind", at >= 0 && at < 4 ? attn_names[at] : NULL);
+	num(att, "attn_type", hp->attn_type);
+	str(att, "kind", txl_attn_type_name(hp->attn_type));
 
 	voc = obj(root, "vocabulary");
 	num(voc, "tokens", hp->n_token);

@@ -25,116 +25,11 @@
 
 #include <cJSON.h>
 
-#include "txl-internal.h"
-
-/* A header larger than this is hostile, not a model: real ones hold a few
- * hundred entries (kilobytes), and cJSON needs ~14 bytes per header byte. */
-#define MAX_HEADER (16u << 20)
-
-static const struct {
-	const char *name;
-	enum txl_dtype dt;
-	size_t size;		/* bytes per value; 0: per row */
-} dtypes[] = {
-	{ "F32", TXL_F32, 4 }, { "F16", TXL_F16, 2 }, { "BF16", TXL_BF16, 2 },
-	{ "U8", TXL_U8, 1 }, { "Q8_0", TXL_Q8_0, 0 }, { "Q4_0", TXL_Q4_0, 0 },
-};
-
-size_t
-txl_dtype_size(enum txl_dtype dt)
-{
-	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-		if (dtypes[i].dt == dt)
-			return dtypes[i].size;
-	return 0;
-}
-
-const char *
-txl_dtype_name(enum txl_dtype dt)
-{
-	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
-		if (dtypes[i].dt == dt)
-			return dtypes[i].name;
-	return "?";
-}
-
-static bool
-parse_dtype(const char *s, enum txl_dtype *dt)
-{
-	for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
-		if (strcmp(s, dtypes[i].name) == 0) {
-			*dt = dtypes[i].dt;
-			return true;
-		}
-	}
-	return false;
-}
-
-float
-txl_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-	float f;
-
-	if (exp == 0x1f) {
-		bits = sign | 0x7f800000 | (man << 13);
-	} else if (exp != 0) {
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	} else if (man == 0) {
-		bits = sign;
-	} else {
-		/* subnormal: value = man * 2^-24 */
-		f = (float)man * 0x1p-24f;
-		return sign ? -f : f;
-	}
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
-
-uint16_t
-txl_f32_to_f16(float f)
-{
-	uint32_t x, sign, abs;
-
-	memcpy(&x, &f, sizeof x);
-	sign = (x >> 16) & 0x8000;
-	abs = x & 0x7fffffff;
-	if (abs > 0x7f800000)			/* NaN, kept quiet */
-		return (uint16_t)(sign | 0x7e00 | ((abs >> 13) & 0x3ff));
-	if (abs >= 0x477ff000)			/* >= 65520: infinity */
-		return (uint16_t)(sign | 0x7c00);
-	if (abs < 0x38800000) {			/* below 2^-14: subnormal */
-		float a;
-		memcpy(&a, &abs, sizeof a);
-		return (uint16_t)(sign | (uint32_t)lrintf(a * 0x1p24f));
-	}
-	/* rebias the exponent (127 - 15), round the 13 bits dropped to
-	 * nearest even; a carry into the exponent is right */
-	abs -= 112u << 23;
-	return (uint16_t)(sign | ((abs + 0xfff + ((abs >> 13) & 1)) >> 13));
-}
-
-uint16_t
-txl_f32_to_bf16(float f)
-{
-	uint32_t x;
-
-	memcpy(&x, &f, sizeof x);
-	if ((x & 0x7fffffff) > 0x7f800000)	/* NaN, kept quiet */
-		return (uint16_t)((x >> 16) | 0x40);
-	return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
-}
-
-float
-txl_bf16_to_f32(uint16_t h)
-{
-	uint32_t bits = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &bits, sizeof f);
-	return f;
-}
+#include "txl-file.h"
+#include "txl-hash.h"
+#include "txl-log.h"
+#include "txl-types.h"
+#include "txl-limits.h"
 
 /* A JSON number that is an exact non-negative integer below 2^53. */
 static bool
@@ -200,10 +95,14 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s': "
 				"\"data_offsets\" is missing or not an array",
 				p, name);
-	if (!parse_dtype(dtype->valuestring, &t->dtype))
+	if (!txl_dtype_parse(dtype->valuestring, &t->dtype)) {
+		char types[96];
+
+		txl_dtype_names(types, sizeof types, false, true);
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has unsupported "
-				"dtype '%.32s' (expected F32, F16, BF16, Q8_0, "
-				"Q4_0 or U8)", p, name, dtype->valuestring);
+				"dtype '%.32s' (expected %s)", p, name,
+				dtype->valuestring, types);
+	}
 	t->ndim = cJSON_GetArraySize(shape);
 	if (t->ndim > TXL_MAX_DIMS)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %d "
@@ -231,17 +130,15 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
-	/* Q8_0 and Q4_0 (not safetensors dtypes: txlgen's own) are blocks
-	 * of 32 values along the last dimension, 34 and 18 bytes each */
-	uint64_t need = numel * txl_dtype_size(t->dtype);
-	if (txl_dtype_blocked(t->dtype)) {
-		if (t->ndim == 0 || t->shape[t->ndim - 1] % TXL_QK != 0)
-			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is "
-					"%s but its last dimension is not a "
-					"multiple of %d", p, name,
-					txl_dtype_name(t->dtype), TXL_QK);
-		need = numel / TXL_QK * txl_row_bytes(t->dtype, TXL_QK);
-	}
+	/* a block type (Q8_0, Q4_0: not safetensors dtypes, txlgen's own)
+	 * holds blocks of values along the last dimension */
+	const struct txl_type *type = txl_type(t->dtype);
+	if (type->block > 1 && (t->ndim == 0 ||
+				t->shape[t->ndim - 1] % type->block != 0))
+		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is %s but its "
+				"last dimension is not a multiple of %d", p,
+				name, type->name, type->block);
+	const uint64_t need = numel / (uint64_t)type->block * type->bytes;
 	if (e - b != need)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has %llu bytes, "
 				"its shape and dtype need %llu", p, name,
@@ -428,6 +325,45 @@ txl_open_regular(const char *path, int *fd, struct stat *sb)
 	return TXL_OK;
 }
 
+/* The content hash of the file fd (f->size bytes), read through a buffer
+ * rather than the mapping: the pages of a mapped model stay untouched
+ * until used (a large embedding table is mostly never read), so the
+ * process's resident memory is what it computes with. */
+static enum txl_status
+hash_file(struct txl_file *f, int fd)
+{
+	enum { CHUNK = 1 << 20 };
+	uint8_t *buf = malloc(CHUNK);
+	struct txl_hash hs;
+	size_t done = 0;
+
+	if (!buf)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	txl_hash_init(&hs);
+	while (done < f->size) {
+		const size_t want = f->size - done < CHUNK ? f->size - done
+			: CHUNK;
+		ssize_t r = pread(fd, buf, want, (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			enum txl_status st = r < 0
+				? txl_fail(TXL_ERR_IO, "%s: %s", f->path,
+					   strerror(errno))
+				: txl_fail(TXL_ERR_IO, "%s: the file shrank "
+					   "while it was read (replaced in "
+					   "place?)", f->path);
+			free(buf);
+			return st;
+		}
+		txl_hash_update(&hs, buf, (size_t)r);
+		done += (size_t)r;
+	}
+	free(buf);
+	f->hash = txl_hash_final(&hs);
+	return TXL_OK;
+}
+
 /* The whole file into 64-byte aligned memory (TXL_LOAD_NO_MMAP): the
  * weights are then used in place as from a mapping, and nothing that
  * happens to the file later can reach them. */
@@ -468,7 +404,7 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 	uint64_t hlen;
 	enum txl_status st;
 	void *map;
-	int fd;
+	int fd = -1;
 
 	memset(f, 0, sizeof *f);
 	f->path = strdup(path);
@@ -481,18 +417,15 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 	if ((uint64_t)sb.st_size < 8) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: file too short (%lld bytes) "
 			      "to be a model", path, (long long)sb.st_size);
-		close(fd);
 		goto fail;
 	}
 	f->size = (size_t)sb.st_size;
 	if (flags & TXL_LOAD_NO_MMAP) {
 		st = read_whole(f, fd);
-		close(fd);
 		if (st != TXL_OK)
 			goto fail;
 	} else {
 		map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-		close(fd);
 		if (map == MAP_FAILED) {
 			st = txl_fail(TXL_ERR_IO, "%s: cannot map: %s", path,
 				      strerror(errno));
@@ -507,7 +440,7 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 			      "model file)", path);
 		goto fail;
 	}
-	if (hlen > f->size - 8 || hlen > MAX_HEADER) {
+	if (hlen > f->size - 8 || hlen > TXL_MAX_HEADER) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
 			      "fit a file of %zu bytes (not a model file, or "
 			      "truncated)", path, (unsigned long long)hlen,
@@ -519,8 +452,21 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 		st = check_overlaps(f);
 	if (st != TXL_OK)
 		goto fail;
+	/* a valid container: its fingerprint */
+	if (f->owned) {
+		struct txl_hash hs;
+
+		txl_hash_init(&hs);
+		txl_hash_update(&hs, f->map, f->size);
+		f->hash = txl_hash_final(&hs);
+	} else if ((st = hash_file(f, fd)) != TXL_OK) {
+		goto fail;
+	}
+	close(fd);
 	return TXL_OK;
 fail:
+	if (fd >= 0)
+		close(fd);
 	txl_file_close(f);
 	return st;
 }

@@ -13,10 +13,10 @@
  * by memory (F32) or by the conversions (compact weights in cache); so
  * Q8_0 weights there go against activations quantized per block instead
  * (dot_rows_q8: integer dot products by vpmaddubsw and vpmaddwd, one
- * conversion per block).  The avxvnni table is this one with those
+ * conversion per block).  The avxvnni set is this one with those
  * integer products by vpdpbusd on 256-bit vectors (AVX-VNNI: Alder Lake
  * and later Intel cores, which have no AVX-512; Zen 5), called only on
- * CPUs that have it.
+ * CPUs that have it: its structs at the end list only them.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -1137,8 +1137,42 @@ max_of(const float *x, int n)
 	return r;
 }
 
-const struct txl_kernels txl_kernels_avx2 =
-	TXL_KERNEL_TABLE("avx2", dot_rows_q8, dot_il, dot_rows_q4, dot_il_q4);
-const struct txl_kernels txl_kernels_avx2_vnni =
-	TXL_KERNEL_TABLE("avxvnni", dot_rows_q8_vnni, dot_il_vnni,
-			 dot_rows_q4, dot_il_q4_vnni);
+const struct txl_type_kernels txl_avx2_f32 = {
+	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
+	.dot = dot_rows_f32,
+};
+const struct txl_type_kernels txl_avx2_f16 = {
+	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
+	.dot = dot_rows_f16,
+};
+const struct txl_type_kernels txl_avx2_bf16 = {
+	.widen = widen_bf16, .narrow = narrow_bf16,
+	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+};
+const struct txl_type_kernels txl_avx2_q8_0 = {
+	.widen = widen_q8_0, .narrow = narrow_q8_0,
+	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
+	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
+};
+/* against float activations: the scalar kernel (txl-kernels.c) */
+const struct txl_type_kernels txl_avx2_q4_0 = {
+	.widen = widen_q4_0, .narrow = narrow_q4_0,
+	.axpy_rows = axpy_rows_q4_0, .dot_q8 = dot_rows_q4,
+	.dot_il = dot_il_q4,
+};
+/* avxvnni: AVX2's kernels but the integer products of vpdpbusd */
+const struct txl_type_kernels txl_avxvnni_q8_0 = {
+	.dot_q8 = dot_rows_q8_vnni, .dot_il = dot_il_vnni,
+};
+const struct txl_type_kernels txl_avxvnni_q4_0 = {
+	.dot_il = dot_il_q4_vnni,
+};
+
+const struct txl_kernels txl_kernels_avx2 = {
+	.name = "avx2", .isa = TXL_ISA_AVX2, .quantize_q8 = quantize_q8,
+	.exp_sum = exp_sum, .max = max_of,
+};
+const struct txl_kernels txl_kernels_avx2_vnni = {
+	.name = "avxvnni", .isa = TXL_ISA_AVX2_VNNI,
+	.quantize_q8 = quantize_q8, .exp_sum = exp_sum, .max = max_of,
+};

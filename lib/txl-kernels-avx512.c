@@ -9,8 +9,8 @@
  * Q8_0 weights in matrix-vector products go against activations quantized
  * per block (quantize_q8): integer dot products of two blocks per
  * register, by vpmaddubsw/vpmaddwd here and by vpdpbusd in the
- * avx512vnni table (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
- * the only kernel that differs between the two tables.  AVX-512 BF16
+ * avx512vnni set (a CPU with AVX512_VNNI: Ice Lake, Zen 4 and later),
+ * the only kernels that differ between the two sets.  AVX-512 BF16
  * (vdpbf16ps) and AMX are not used: the other types are computed as
  * stored, against float activations (see bench/README.md).
  */
@@ -1063,9 +1063,43 @@ max_of(const float *x, int n)
 	return _mm512_reduce_max_ps(m);
 }
 
-const struct txl_kernels txl_kernels_avx512 =
-	TXL_KERNEL_TABLE("avx512", dot_rows_q8_bw, dot_il_bw, dot_rows_q4_bw,
-			 dot_il_q4_bw);
-const struct txl_kernels txl_kernels_avx512_vnni =
-	TXL_KERNEL_TABLE("avx512vnni", dot_rows_q8_vnni, dot_il_vnni,
-			 dot_rows_q4_vnni, dot_il_q4_vnni);
+const struct txl_type_kernels txl_avx512_f32 = {
+	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
+	.dot = dot_rows_f32,
+};
+const struct txl_type_kernels txl_avx512_f16 = {
+	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
+	.dot = dot_rows_f16,
+};
+const struct txl_type_kernels txl_avx512_bf16 = {
+	.widen = widen_bf16, .narrow = narrow_bf16,
+	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+};
+const struct txl_type_kernels txl_avx512_q8_0 = {
+	.widen = widen_q8_0, .narrow = narrow_q8_0,
+	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
+	.dot_q8 = dot_rows_q8_bw, .dot_q16 = dot_rows_q16,
+	.dot_il = dot_il_bw,
+};
+/* against float activations: the scalar kernel (txl-kernels.c) */
+const struct txl_type_kernels txl_avx512_q4_0 = {
+	.widen = widen_q4_0, .narrow = narrow_q4_0,
+	.axpy_rows = axpy_rows_q4_0, .dot_q8 = dot_rows_q4_bw,
+	.dot_il = dot_il_q4_bw,
+};
+/* avx512vnni: AVX-512's kernels but the integer products of vpdpbusd */
+const struct txl_type_kernels txl_avx512vnni_q8_0 = {
+	.dot_q8 = dot_rows_q8_vnni, .dot_il = dot_il_vnni,
+};
+const struct txl_type_kernels txl_avx512vnni_q4_0 = {
+	.dot_q8 = dot_rows_q4_vnni, .dot_il = dot_il_q4_vnni,
+};
+
+const struct txl_kernels txl_kernels_avx512 = {
+	.name = "avx512", .isa = TXL_ISA_AVX512, .quantize_q8 = quantize_q8,
+	.exp_sum = exp_sum, .max = max_of,
+};
+const struct txl_kernels txl_kernels_avx512_vnni = {
+	.name = "avx512vnni", .isa = TXL_ISA_AVX512_VNNI,
+	.quantize_q8 = quantize_q8, .exp_sum = exp_sum, .max = max_of,
+};

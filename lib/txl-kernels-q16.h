@@ -11,7 +11,7 @@
  *
  * Eight rows at a time, a block at a time: the integer sums of the rows in
  * one vector, then one float product and sum per row and block, as the
- * scalar kernel does them, so that every table computes the same floats.
+ * scalar kernel does them, so that every set computes the same floats.
  */
 #ifndef TXL_KERNELS_Q16_H
 #define TXL_KERNELS_Q16_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * txl-kernels.c - the scalar reference kernels, and the choice of the
- * kernel table by CPU feature.
+ * instruction set by CPU feature.
  *
  * The scalar kernels are the definition the vector ones are tested
  * against (tests/unit/test-kernels.c), and what runs on CPUs without
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "txl-kernels.h"
+#include "txl-log.h"
 
 static inline uint16_t
 load_u16(const uint8_t *p)
@@ -61,7 +62,7 @@ widen_q8_0(float *dst, const void *src, size_t n)
 	}
 }
 
-/* Value i of a Q4_0 block, q - 8 (txl-internal.h). */
+/* Value i of a Q4_0 block, q - 8 (txl-dtype.h). */
 static inline int
 q4_value(const struct txl_block_q4_0 *b, int i)
 {
@@ -87,12 +88,33 @@ widen_q4_0(float *dst, const void *src, size_t n)
  * not the fast way (the vector kernels fuse the two). */
 #define ROW_CHUNK 256
 
+/* How a type stores its values: `bytes` bytes per block of `block`
+ * values (the plain types: blocks of 1). */
+struct layout {
+	int block;
+	size_t bytes;
+};
+
+#define LAYOUT_F32 ((struct layout){ 1, 4 })
+#define LAYOUT_HALF ((struct layout){ 1, 2 })
+#define LAYOUT_Q8_0                                                          \
+	((struct layout){ TXL_QK, sizeof(struct txl_block_q8_0) })
+#define LAYOUT_Q4_0                                                          \
+	((struct layout){ TXL_QK, sizeof(struct txl_block_q4_0) })
+
+/* The bytes of k values (k a multiple of the block) */
+static inline size_t
+bytes_of(struct layout t, int k)
+{
+	return (size_t)k / (size_t)t.block * t.bytes;
+}
+
 static void
-dot_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+dot_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	      const void *w, size_t ld, const float *x, int n, int K)
 {
 	float buf[ROW_CHUNK];
-	const size_t chunk_bytes = txl_row_bytes(dt, ROW_CHUNK);
+	const size_t chunk_bytes = bytes_of(t, ROW_CHUNK);
 
 	for (int r = 0; r < n; r++) {
 		const uint8_t *row = (const uint8_t *)w + (size_t)r * ld;
@@ -113,35 +135,37 @@ dot_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 static void
 dot_rows_f32(float *y, const void *w, size_t ld, const float *x, int n, int K)
 {
-	dot_rows_with(widen_f32, TXL_F32, y, w, ld, x, n, K);
+	dot_rows_with(widen_f32, LAYOUT_F32, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_f16(float *y, const void *w, size_t ld, const float *x, int n, int K)
 {
-	dot_rows_with(widen_f16, TXL_F16, y, w, ld, x, n, K);
+	dot_rows_with(widen_f16, LAYOUT_HALF, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_bf16(float *y, const void *w, size_t ld, const float *x, int n,
 	      int K)
 {
-	dot_rows_with(widen_bf16, TXL_BF16, y, w, ld, x, n, K);
+	dot_rows_with(widen_bf16, LAYOUT_HALF, y, w, ld, x, n, K);
 }
 
 static void
 dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	      int K)
 {
-	dot_rows_with(widen_q8_0, TXL_Q8_0, y, w, ld, x, n, K);
+	dot_rows_with(widen_q8_0, LAYOUT_Q8_0, y, w, ld, x, n, K);
 }
 
-/* Every table's (txl-kernels.h). */
-void
-txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
-		  int K)
+/* Q4_0 weights against float activations, every set's: the matrix-
+ * vector products quantize the activations (dot_q8), this runs only
+ * where there was no memory for that. */
+static void
+dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
 {
-	dot_rows_with(widen_q4_0, TXL_Q4_0, y, w, ld, x, n, K);
+	dot_rows_with(widen_q4_0, LAYOUT_Q4_0, y, w, ld, x, n, K);
 }
 
 /* The largest magnitude of a block's TXL_QK values, NaN if one of them is
@@ -426,7 +450,7 @@ narrow_q4_0(void *dst, const float *src, size_t n)
 }
 
 static void
-axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
+axpy_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
 {
 	float buf[ROW_CHUNK];
@@ -435,7 +459,7 @@ axpy_rows_with(txl_widen_fn widen, enum txl_dtype dt, float *y,
 		int len = K - k0 < ROW_CHUNK ? K - k0 : ROW_CHUNK;
 		for (int r = 0; r < n; r++) {
 			widen(buf, (const uint8_t *)w + (size_t)r * ld +
-			      txl_row_bytes(dt, k0), (size_t)len);
+			      bytes_of(t, k0), (size_t)len);
 			for (int k = 0; k < len; k++)
 				y[k0 + k] += a[r] * buf[k];
 		}
@@ -446,35 +470,35 @@ static void
 axpy_rows_f32(float *y, const float *a, const void *w, size_t ld, int n,
 	      int K)
 {
-	axpy_rows_with(widen_f32, TXL_F32, y, a, w, ld, n, K);
+	axpy_rows_with(widen_f32, LAYOUT_F32, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_f16(float *y, const float *a, const void *w, size_t ld, int n,
 	      int K)
 {
-	axpy_rows_with(widen_f16, TXL_F16, y, a, w, ld, n, K);
+	axpy_rows_with(widen_f16, LAYOUT_HALF, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_bf16, TXL_BF16, y, a, w, ld, n, K);
+	axpy_rows_with(widen_bf16, LAYOUT_HALF, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_q8_0, TXL_Q8_0, y, a, w, ld, n, K);
+	axpy_rows_with(widen_q8_0, LAYOUT_Q8_0, y, a, w, ld, n, K);
 }
 
 static void
 axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
-	axpy_rows_with(widen_q4_0, TXL_Q4_0, y, a, w, ld, n, K);
+	axpy_rows_with(widen_q4_0, LAYOUT_Q4_0, y, a, w, ld, n, K);
 }
 
 static double
@@ -501,9 +525,67 @@ max_of(const float *x, int n)
 	return m;
 }
 
-static const struct txl_kernels kernels_scalar =
-	TXL_KERNEL_TABLE("scalar", dot_rows_q8, dot_il, dot_rows_q4,
-			 dot_il_q4);
+/* The interleaved layouts made (txl-kernels.h): row i of a group, block b
+ * (at blk): its scale at half i of the block,
+ * then Q8_0: values 4 j .. 4 j + 3 at bytes (j * TXL_IL + i) * 4;
+ * Q4_0: values 8 j + t (t < 4) in the low nibbles of bytes
+ * (j * TXL_IL + i) * 4 + t, values 8 j + 4 + t in their high ones. */
+static void
+il_pack_q8_0(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q8_0 *q = block;
+
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 4; j++)
+		memcpy(blk + TXL_IL_SCALES + (j * TXL_IL + i) * 4,
+		       q->qs + 4 * j, 4);
+}
+
+static void
+il_pack_q4_0(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q4_0 *q = block;
+	uint8_t v[TXL_QK];
+
+	for (int c = 0; c < TXL_QK / 2; c++) {
+		v[c] = q->qs[c] & 15;
+		v[c + TXL_QK / 2] = q->qs[c] >> 4;
+	}
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int j = 0; j < TXL_QK / 8; j++)
+		for (int t = 0; t < 4; t++)
+			blk[TXL_IL_SCALES + (j * TXL_IL + i) * 4 + t] =
+				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
+}
+
+const struct txl_type_kernels txl_scalar_f32 = {
+	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
+	.dot = dot_rows_f32,
+};
+const struct txl_type_kernels txl_scalar_f16 = {
+	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
+	.dot = dot_rows_f16,
+};
+const struct txl_type_kernels txl_scalar_bf16 = {
+	.widen = widen_bf16, .narrow = narrow_bf16,
+	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+};
+const struct txl_type_kernels txl_scalar_q8_0 = {
+	.widen = widen_q8_0, .narrow = narrow_q8_0,
+	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
+	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
+	.il_pack = il_pack_q8_0,
+};
+const struct txl_type_kernels txl_scalar_q4_0 = {
+	.widen = widen_q4_0, .narrow = narrow_q4_0,
+	.axpy_rows = axpy_rows_q4_0, .dot = dot_rows_q4_0,
+	.dot_q8 = dot_rows_q4, .dot_il = dot_il_q4, .il_pack = il_pack_q4_0,
+};
+
+static const struct txl_kernels kernels_scalar = {
+	.name = "scalar", .isa = TXL_ISA_SCALAR, .quantize_q8 = quantize_q8,
+	.exp_sum = exp_sum, .max = max_of,
+};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_X86_KERNELS 1
@@ -591,4 +673,27 @@ txl_kernels(void)
 
 	pthread_once(&once, choose);
 	return chosen;
+}
+
+/* txl.h: the set txl_kernels() chose, for --version and benchmarks. */
+const char *
+txl_isa_name(void)
+{
+	return txl_kernels()->name;
+}
+
+void
+txl_act_quantize(struct txl_act *a, const float *x, int K)
+{
+	switch (a->type) {
+	case TXL_ACT_Q8:
+		txl_kernels()->quantize_q8(&a->q8, x, K);
+		break;
+	case TXL_ACT_Q16:
+		txl_quantize_q16(&a->q16, x, K);
+		break;
+	default:
+		a->x = x;
+		break;
+	}
 }

@@ -2,24 +2,32 @@
 /*
  * txl-kernels.h - the SIMD kernels of libtxl and how one set is chosen.
  *
- * Each instruction set has one table of kernels (txl-kernels.c holds the
- * scalar reference, txl-kernels-avx2.c and txl-kernels-avx512.c the
- * vector versions, each compiled for its own target).  txl_kernels()
- * returns the best table the CPU runs, so one binary runs on any x86-64;
+ * The kernels of a storage type are a struct txl_type_kernels for each
+ * instruction set that has its own (the traits table of txl-types.c
+ * lists them); the kernels that no type owns (the activations'
+ * quantization, exp and max) are a struct txl_kernels per instruction
+ * set.  txl-kernels.c holds the scalar reference of everything and the
+ * choice of the set, txl-kernels-avx2.c and txl-kernels-avx512.c the
+ * vector versions, each compiled for its own target.  txl_kernels()
+ * returns the best set the CPU runs, so one binary runs on any x86-64;
  * TXL_ISA=scalar|avx2|avxvnni|avx512|avx512vnni in the environment asks
- * for a lower one (for tests and benchmarks).  The kernels are single-threaded;
- * txl-math.c splits the work over the thread pool (txl-pool.c).  Not
- * installed.
+ * for a lower one (for tests and benchmarks).  The kernels are
+ * single-threaded; txl-products.c splits the work over the thread pool
+ * (txl-pool.c).  Not installed.
  */
 #ifndef TXL_KERNELS_H
 #define TXL_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "txl-internal.h"
+#include "txl-dtype.h"
 
-/* In order of preference; TXL_ISA caps the choice by this order. */
+/* In order of preference; TXL_ISA caps the choice by this order.  A set
+ * extends the one txl_isa_base() names: a type's kernel that a set lacks
+ * is that set's (avxvnni and avx512vnni have their own integer products
+ * only). */
 enum txl_isa {
 	TXL_ISA_SCALAR, TXL_ISA_AVX2,
 	TXL_ISA_AVX2_VNNI,	/* avx2 with vpdpbusd (AVX-VNNI) for Q8_0 */
@@ -28,8 +36,26 @@ enum txl_isa {
 	TXL_N_ISA
 };
 
+/* The set @p isa extends (TXL_N_ISA for the scalar one). */
+static inline enum txl_isa
+txl_isa_base(enum txl_isa isa)
+{
+	switch (isa) {
+	case TXL_ISA_AVX2_VNNI:
+		return TXL_ISA_AVX2;
+	case TXL_ISA_AVX512_VNNI:
+		return TXL_ISA_AVX512;
+	case TXL_ISA_AVX512:
+		return TXL_ISA_AVX2;
+	case TXL_ISA_AVX2:
+		return TXL_ISA_SCALAR;
+	default:
+		return TXL_N_ISA;
+	}
+}
+
 /* y[r] = w_r . x for r < n, where w_r = the K weights of row r, rows
- * `ld` bytes apart, in the dtype of the table slot. */
+ * `ld` bytes apart, in the storage type whose kernel it is. */
 typedef void (*txl_dot_rows_fn)(float *y, const void *w, size_t ld,
 				const float *x, int n, int K);
 /* dst[n] = src widened to floats (exactly: every stored value is a
@@ -58,15 +84,22 @@ struct txl_q8_act {
 	int32_t *off;
 };
 
-/* x[K] quantized into a (round to nearest even); every table computes
+/* x[K] quantized into a (round to nearest even); every set computes
  * the same values and scales (a NaN or an inf in a block makes its scale
  * NaN, and so its products). */
 typedef void (*txl_quantize_q8_fn)(struct txl_q8_act *a, const float *x,
 				   int K);
 
-/* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart: per block, the
- * integer dot product of the weights' and the activations' int8 values
- * (exact), times the two scales, summed in float. */
+/* y[r] = w_r . a for r < n, rows of a block type `ld` bytes apart,
+ * against activations quantized to int8 blocks (struct txl_q8_act): per
+ * block, the exact integer dot product of the row's values and the
+ * activations' int8, times the two scales, summed in float.  Q8_0: the
+ * order of the float sums is each set's own.  Q4_0 (its keys against an
+ * int8 query: where the keys have 4 bits, the query's rounding is 16
+ * times finer): every set computes the same floats: per row, for each
+ * block in turn, the exact integer sum of (q_i - 8) a_i (the sum of
+ * q_i a_i, plus a's off / 16), rounded to float, times (the row's scale
+ * times a's), added to a sum that starts at 0; no fused multiply-add. */
 typedef void (*txl_dot_rows_q8_fn)(float *y, const void *w, size_t ld,
 				   const struct txl_q8_act *a, int n, int K);
 
@@ -81,33 +114,24 @@ struct txl_q16_act {
 	float *d;
 };
 
-/* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart.  Every table
- * computes the same floats: per row, for each block in turn, the exact
- * integer dot product of the row's int8 and the query's int16 values
- * (|sum| < 2^27), rounded to float, times (the row's scale times a's),
- * added to a sum that starts at 0; no fused multiply-add. */
+/* y[r] = w_r . a for r < n, Q8_0 rows `ld` bytes apart, against an
+ * int16 query.  Every set computes the same floats: per row, for each
+ * block in turn, the exact integer dot product of the row's int8 and the
+ * query's int16 values (|sum| < 2^27), rounded to float, times (the
+ * row's scale times a's), added to a sum that starts at 0; no fused
+ * multiply-add. */
 typedef void (*txl_dot_rows_q16_fn)(float *y, const void *w, size_t ld,
 				    const struct txl_q16_act *a, int n,
 				    int K);
 
-/* y[r] = w_r . a for r < n, Q4_0 rows `ld` bytes apart, against a query
- * quantized as the Q8_0 weights' activations (int8: where the keys have
- * 4 bits, the query's rounding is 16 times finer).  Every table computes
- * the same floats: per row, for each block in turn, the exact integer sum
- * of (q_i - 8) a_i (the sum of q_i a_i, plus a's off / 16), rounded to
- * float, times (the row's scale times a's), added to a sum that starts at
- * 0; no fused multiply-add. */
-typedef void (*txl_dot_rows_q4_fn)(float *y, const void *w, size_t ld,
-				   const struct txl_q8_act *a, int n, int K);
-
 /* x[K] into a, as struct txl_q16_act says (one function for every
- * table: a query is 64 or 128 values a head).  A NaN or an inf in a
+ * set: a query is 64 or 128 values a head).  A NaN or an inf in a
  * block makes its scale NaN, and so its products, as with a float query;
  * values quantize as x / d rounded to nearest even, clipped (and to 0
  * where d is 0). */
 void txl_quantize_q16(struct txl_q16_act *a, const float *x, int K);
 
-/* Narrowing to Q8_0 (every table's narrow[TXL_Q8_0]), one block of
+/* Narrowing to Q8_0 (every set's narrow kernel of Q8_0), one block of
  * values whose largest magnitude is amax (NaN if the block holds a NaN or
  * an inf): stores the block's scale in *d, amax / 127 in float rounded to
  * F16 to nearest even, as models/txlfile.py's quantize_q8_0 (numpy's
@@ -126,17 +150,17 @@ void txl_quantize_q16(struct txl_q16_act *a, const float *x, int K);
 static inline float
 txl_q8_0_scale(float amax, uint16_t *d)
 {
-	/* one NaN whatever the block's NaNs: the same bits in every table */
+	/* one NaN whatever the block's NaNs: the same bits in every set */
 	*d = amax == amax ? txl_f32_to_f16(amax / 127.0f) : 0x7e00;
 	const float df = txl_f16_to_f32(*d);
 
 	return df > 0.0f && df <= 65504.0f ? 1.0f / df : 0.0f;
 }
 
-/* Narrowing to Q4_0 (narrow[TXL_Q4_0]), one block whose value of largest
- * magnitude is m (the first of them; NaN if the block holds a NaN or an
- * inf): stores the scale in *d, m / -8 in float rounded to F16 to nearest
- * even, so that m itself is q = 0, and returns the factor 1 / d (0 as
+/* Narrowing to Q4_0 (its narrow kernel), one block whose value of
+ * largest magnitude is m (the first of them; NaN if the block holds a NaN
+ * or an inf): stores the scale in *d, m / -8 in float rounded to F16 to
+ * nearest even, so that m itself is q = 0, and returns the factor 1 / d (0 as
  * txl_q8_0_scale() says: a zero, NaN or infinite scale).  A value's q is
  * then v = x / d + 8.5 truncated, clipped to [0, 15]: the nearest of the
  * 16 steps (halves up), within d / 2 of x but for values of m's opposite
@@ -152,18 +176,13 @@ txl_q4_0_scale(float m, uint16_t *d)
 	return a > 0.0f && a <= 65504.0f ? 1.0f / df : 0.0f;
 }
 
-/* The scalar narrowing to Q4_0: the scalar table's, and the vector
- * tables' for a block with a NaN or an inf. */
+/* The scalar narrowing to Q4_0: the scalar set's, and the vector sets'
+ * for a block with a NaN or an inf. */
 void txl_narrow_q4_0(void *dst, const float *src, size_t n);
-/* Q4_0 weights against float activations, every table's: the matrix-
- * vector products quantize the activations (dot_rows_q4), this runs only
- * when there was no memory for that. */
-void txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x,
-		       int n, int K);
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 and Q4_0 matrix, txl_interleave() of
- * txl-internal.h): groups of TXL_IL rows (the last padded with zero
+ * txl-repack.h): groups of TXL_IL rows (the last padded with zero
  * rows), and in a group, for each block b of TXL_QK columns, TXL_IL_BLOCK
  * bytes: the TXL_IL rows' scales (IEEE halves, as stored), then for each
  * 4 columns the 4 int8 values of every row in turn.  So a kernel reads
@@ -177,33 +196,114 @@ void txl_dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x,
  * shift make two vectors of bytes of the Q8_0 layout. */
 
 /* y[TXL_IL g + i] for g < ng = the rows of ng interleaved groups against
- * a (K columns).  Every table computes the same floats: per row, the
+ * a (K columns).  Every set computes the same floats: per row, the
  * exact integer sum of each block, times the weights' scale times the
  * activations' (a rounded product), added to one of two sums (even and
  * odd blocks), then the two added; no fused multiply-add.  For Q4_0 the
  * integer sum is that of (q - 8) a: the sum of q a plus a's off / 16. */
 typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
 			      const struct txl_q8_act *a, int K);
+/* One stored block (of row i of its group) into its place in the
+ * interleaved block blk of the group, as the dot_il kernels read it. */
+typedef void (*txl_il_pack_fn)(uint8_t *blk, int i, const void *block);
+
+/* ---- activations: the forms a product takes its vector in ---- */
+
+enum txl_act_type {
+	TXL_ACT_F32,		/* floats */
+	TXL_ACT_Q8,		/* int8 blocks (struct txl_q8_act) */
+	TXL_ACT_Q16,		/* int16 blocks (struct txl_q16_act) */
+	TXL_N_ACT
+};
+
+/* A vector of K values in one of those forms. */
+struct txl_act {
+	enum txl_act_type type;
+	const float *x;		/* TXL_ACT_F32 */
+	struct txl_q8_act q8;	/* TXL_ACT_Q8 */
+	struct txl_q16_act q16;	/* TXL_ACT_Q16 */
+};
+
+/* Floats of room for K values quantized to type (0 for floats, held
+ * where they are). */
+static inline size_t
+txl_act_floats(enum txl_act_type type, int K)
+{
+	const size_t nb = (size_t)K / TXL_QK;
+
+	switch (type) {
+	case TXL_ACT_Q8:	/* d, off, then K bytes */
+		return 2 * nb + (size_t)K / 4;
+	case TXL_ACT_Q16:	/* d, then K int16 */
+		return nb + (size_t)K / 2;
+	default:
+		return 0;
+	}
+}
+
+/* A vector of K values of type over buf (txl_act_floats(type, K) floats,
+ * or none for floats: x then). */
+static inline struct txl_act
+txl_act_view(enum txl_act_type type, float *buf, const float *x, int K)
+{
+	const size_t nb = (size_t)K / TXL_QK;
+	struct txl_act a = { .type = type, .x = x };
+
+	if (type == TXL_ACT_Q8) {
+		a.q8.d = buf;
+		a.q8.off = (int32_t *)(void *)(buf + nb);
+		a.q8.q = (int8_t *)(void *)(buf + 2 * nb);
+	} else if (type == TXL_ACT_Q16) {
+		a.q16.d = buf;
+		a.q16.q = (int16_t *)(void *)(buf + nb);
+	}
+	return a;
+}
+
+/* ---- the kernels of a storage type on one instruction set ---- */
+
+/* Each slot NULL where the type has no such kernel, or where this set
+ * has none of its own (the set below's: txl_isa_base()); the traits
+ * table of txl-types.c lists a type's struct for each set. */
+struct txl_type_kernels {
+	txl_widen_fn widen;
+	txl_narrow_fn narrow;
+	txl_axpy_rows_fn axpy_rows;
+	/* rows against an activation vector of each form */
+	txl_dot_rows_fn dot;		/* TXL_ACT_F32 */
+	txl_dot_rows_q8_fn dot_q8;	/* TXL_ACT_Q8 */
+	txl_dot_rows_q16_fn dot_q16;	/* TXL_ACT_Q16 */
+	/* the interleaved copy (against the type's activations) */
+	txl_dot_il_fn dot_il;
+	txl_il_pack_fn il_pack;
+};
+
+/* y[r] = w_r . a for r < n by the kernel of a's form. */
+static inline void
+txl_dot_act(const struct txl_type_kernels *k, float *y, const void *w,
+	    size_t ld, const struct txl_act *a, int n, int K)
+{
+	switch (a->type) {
+	case TXL_ACT_Q8:
+		k->dot_q8(y, w, ld, &a->q8, n, K);
+		break;
+	case TXL_ACT_Q16:
+		k->dot_q16(y, w, ld, &a->q16, n, K);
+		break;
+	default:
+		k->dot(y, w, ld, a->x, n, K);
+		break;
+	}
+}
+
+/* ---- the kernels no type owns, one set per instruction set ---- */
 
 struct txl_kernels {
 	const char *name;	/* "scalar", "avx2", "avxvnni", "avx512",
 				   "avx512vnni" */
-	txl_dot_rows_fn dot_rows[TXL_N_DTYPES];	/* NULL for U8 */
-	txl_widen_fn widen[TXL_N_DTYPES];
-	txl_narrow_fn narrow[TXL_N_DTYPES];	/* NULL for U8 */
-	txl_axpy_rows_fn axpy_rows[TXL_N_DTYPES]; /* NULL for U8 */
-	/* Q8_0 weights against quantized activations (matrix-vector
-	 * products); dot_rows[TXL_Q8_0] computes against float ones */
+	enum txl_isa isa;
+	/* x[K] quantized to int8 blocks (txl_quantize_q8_fn) */
 	txl_quantize_q8_fn quantize_q8;
-	txl_dot_rows_q8_fn dot_rows_q8;
-	txl_dot_il_fn dot_il;	/* the same, interleaved weights */
-	txl_dot_il_fn dot_il_q4; /* interleaved Q4_0 weights (with float
-				    activations: dot_rows[TXL_Q4_0]; stored
-				    rows: dot_rows_q4) */
-	/* the attention's queries against a Q8_0 memory (int16), and
-	 * against a Q4_0 one (int8, quantize_q8) */
-	txl_dot_rows_q16_fn dot_rows_q16;
-	txl_dot_rows_q4_fn dot_rows_q4;
 	/* out[i] = exp(x[i] - max) (out may be x, or NULL for the sum
 	 * alone); returns the sum, added in double */
 	double (*exp_sum)(float *out, const float *x, int n, float max);
@@ -211,53 +311,18 @@ struct txl_kernels {
 	float (*max)(const float *x, int n);
 };
 
-/* A table of the kernels of one file, which names them the same in each
- * (dot_rows_f32, ..., dot_rows_q16, exp_sum, max_of): its tables differ
- * only in the integer products of Q8_0 and Q4_0 weights and Q4_0
- * memory. */
-#define TXL_KERNEL_TABLE(name_, dot_rows_q8_, dot_il_, dot_rows_q4_,        \
-			 dot_il_q4_)                                         \
-	{                                                                    \
-		.name = name_,                                               \
-		.dot_rows = {                                                \
-			[TXL_F32] = dot_rows_f32, [TXL_F16] = dot_rows_f16,  \
-			[TXL_BF16] = dot_rows_bf16, [TXL_Q8_0] = dot_rows_q8_0, \
-			[TXL_Q4_0] = txl_dot_rows_q4_0,                      \
-		},                                                           \
-		.widen = {                                                   \
-			[TXL_F32] = widen_f32, [TXL_F16] = widen_f16,        \
-			[TXL_BF16] = widen_bf16, [TXL_Q8_0] = widen_q8_0,    \
-			[TXL_Q4_0] = widen_q4_0,                             \
-		},                                                           \
-		.narrow = {                                                  \
-			[TXL_F32] = narrow_f32, [TXL_F16] = narrow_f16,      \
-			[TXL_BF16] = narrow_bf16, [TXL_Q8_0] = narrow_q8_0,  \
-			[TXL_Q4_0] = narrow_q4_0,                            \
-		},                                                           \
-		.axpy_rows = {                                               \
-			[TXL_F32] = axpy_rows_f32, [TXL_F16] = axpy_rows_f16, \
-			[TXL_BF16] = axpy_rows_bf16,                         \
-			[TXL_Q8_0] = axpy_rows_q8_0,                         \
-			[TXL_Q4_0] = axpy_rows_q4_0,                         \
-		},                                                           \
-		.quantize_q8 = quantize_q8,                                  \
-		.dot_rows_q8 = dot_rows_q8_,                                 \
-		.dot_il = dot_il_,                                           \
-		.dot_il_q4 = dot_il_q4_,                                     \
-		.dot_rows_q16 = dot_rows_q16,                                \
-		.dot_rows_q4 = dot_rows_q4_,                                 \
-		.exp_sum = exp_sum,                                          \
-		.max = max_of,                                               \
-	}
-
-/* The table in use (chosen once, on first use). */
+/* The set in use (chosen once, on first use). */
 const struct txl_kernels *txl_kernels(void);
-/* The table of one instruction set, or NULL if this CPU (or this build)
+/* The set of one instruction set, or NULL if this CPU (or this build)
  * cannot run it; TXL_ISA_SCALAR always exists. */
 const struct txl_kernels *txl_kernels_for(enum txl_isa isa);
 
-/* The vector tables, each in its own file compiled for its target;
- * built on x86-64 only. */
+/* x (K values) into a, in a's form: quantized by the set in use's
+ * quantize_q8 or by txl_quantize_q16(); floats: a->x = x. */
+void txl_act_quantize(struct txl_act *a, const float *x, int K);
+
+/* The vector sets, each in its own file compiled for its target; built
+ * on x86-64 only. */
 extern const struct txl_kernels txl_kernels_avx2, txl_kernels_avx2_vnni,
 	txl_kernels_avx512, txl_kernels_avx512_vnni;
 

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-log.c - status strings, the per-thread last error, the log callback.
+ * txl-log.c - the library's version, status strings, the per-thread last
+ * error, the log callback, and the sizes of the structs callers pass.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "txl-internal.h"
+#include "txl-log.h"
 
 static _Thread_local char last_error[1024];
 
@@ -101,4 +104,36 @@ txl_abort(const char *file, int line, const char *what)
 {
 	fprintf(stderr, "libtxl: %s:%d: internal error: %s\n", file, line, what);
 	abort();
+}
+
+enum txl_status
+txl_copy_sized(void *dst, size_t min, size_t cap, const void *src,
+	       const char *what)
+{
+	size_t size;
+
+	memcpy(&size, src, sizeof size);
+	if (size < min || size > cap)
+		return txl_fail(TXL_ERR_INVALID, "struct %s of %zu bytes: none "
+				"of this libtxl's (%zu to %zu): start from "
+				"%s_default()", what, size, min, cap, what);
+	memcpy(dst, src, size);
+	memcpy(dst, &cap, sizeof cap);
+	return TXL_OK;
+}
+
+enum txl_status
+txl_copy_sized_out(void *dst, size_t min, size_t cap, const void *src,
+		   const char *what)
+{
+	size_t size;
+
+	memcpy(&size, dst, sizeof size);
+	if (size < min || size > cap)
+		return txl_fail(TXL_ERR_INVALID, "struct %s of %zu bytes: none "
+				"of this libtxl's (%zu to %zu): start from "
+				"%s_default()", what, size, min, cap, what);
+	memcpy(dst, src, size);
+	memcpy(dst, &size, sizeof size);
+	return TXL_OK;
 }

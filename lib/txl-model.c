@@ -14,15 +14,22 @@
 
 #include <cJSON.h>
 
-#include "txl-internal.h"
+#include "txl-model.h"
+#include "txl-log.h"
+#include "txl-products.h"
+#include "txl-repack.h"
+#include "txl-tokenizer.h"
+#include "txl-types.h"
+#include "txl-limits.h"
 
 #define FORMAT_NAME "txlgen-model"
 #define FORMAT_VERSION 1
 
-/* Limits that keep every size computation far from overflow. */
-#define MAX_DIM (1 << 20)
-#define MAX_TOKENS (1 << 24)
-#define MAX_LAYERS 1024
+/* Limits that keep every size computation far from overflow
+ * (txl-limits.h: the converter reads them too). */
+#define MAX_DIM TXL_MAX_DIM
+#define MAX_TOKENS TXL_MAX_TOKENS
+#define MAX_LAYERS TXL_MAX_LAYERS
 #define MAX_SEG_LEN TXL_SEG_LEN_MAX	/* as txl_session_new allows */
 
 static bool
@@ -180,12 +187,16 @@ static enum txl_status
 read_attention(const struct txl_file *f, struct txl_hparams *hp)
 {
 	enum txl_status st;
+	int type;
 
-	if ((st = meta_int(f, "attn_type", 0, 3, &hp->attn_type)))
+	if ((st = meta_int(f, "attn_type", TXL_ATTN_REL_PARTIAL,
+			   TXL_ATTN_ABS_LEARNED, &type)))
 		return st;
+	hp->attn_type = (enum txl_attn_type)type;
 	hp->max_klen = 0;
-	if (hp->attn_type == 1 || hp->attn_type == 3) {
-		if ((st = meta_int(f, "max_klen", 1, MAX_SEG_LEN * 32,
+	if (hp->attn_type == TXL_ATTN_REL_LEARNED ||
+	    hp->attn_type == TXL_ATTN_ABS_LEARNED) {
+		if ((st = meta_int(f, "max_klen", 1, TXL_MAX_KLEN,
 				   &hp->max_klen)))
 			return st;
 		if ((double)hp->n_layer * hp->max_klen * hp->n_head *
@@ -195,7 +206,8 @@ read_attention(const struct txl_file *f, struct txl_hparams *hp)
 					hp->max_klen);
 	}
 	/* attn_type 3 adds r_emb rows (n_head x d_head) to the layer input */
-	if (hp->attn_type == 3 && hp->n_head * hp->d_head != hp->d_model)
+	if (hp->attn_type == TXL_ATTN_ABS_LEARNED &&
+	    hp->n_head * hp->d_head != hp->d_model)
 		return txl_fail(TXL_ERR_FORMAT, "%s: attn_type 3 needs n_head * "
 				"d_head (%d x %d) equal to d_model %d", f->path,
 				hp->n_head, hp->d_head, hp->d_model);
@@ -225,7 +237,7 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 
 	if ((st = meta_int(f, "n_token", 1, MAX_TOKENS, &hp->n_token)) ||
 	    (st = meta_int(f, "n_layer", 1, MAX_LAYERS, &hp->n_layer)) ||
-	    (st = meta_int(f, "n_head", 1, 4096, &hp->n_head)) ||
+	    (st = meta_int(f, "n_head", 1, TXL_MAX_HEADS, &hp->n_head)) ||
 	    (st = meta_int(f, "d_model", 1, MAX_DIM, &hp->d_model)) ||
 	    (st = meta_int(f, "d_head", 1, MAX_DIM, &hp->d_head)) ||
 	    (st = meta_int(f, "d_inner", 1, MAX_DIM, &hp->d_inner)) ||
@@ -289,11 +301,15 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 				      (size_t)ndim) != 0)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has shape [%s], "
 				"expected [%s]", f->path, name, got, want);
-	if (t->dtype == TXL_U8 || (as_floats && txl_dtype_blocked(t->dtype)))
+	if (!txl_dtype_computable(t->dtype) ||
+	    (as_floats && txl_dtype_blocked(t->dtype))) {
+		char types[96];
+
+		txl_dtype_names(types, sizeof types, true, !as_floats);
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has dtype %s, "
-				"expected F32, F16 or BF16%s", f->path, name,
-				txl_dtype_name(t->dtype),
-				as_floats ? "" : ", Q8_0 or Q4_0");
+				"expected %s", f->path, name,
+				txl_dtype_name(t->dtype), types);
+	}
 
 	const uint8_t *src = f->map + t->begin;
 	const size_t bytes = t->end - t->begin;
@@ -402,10 +418,11 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 	return st;
 }
 
-/* A Q8_0 or Q4_0 matrix that enters matrix-vector products (generation)
- * gets an interleaved copy in the arena as well (txl_interleave(): as
- * many bytes as the stored rows, read by kernels that take half the
- * instructions); the stored rows stay in use for everything else. */
+/* A matrix that enters matrix-vector products (generation), of a type
+ * with an interleaved form (Q8_0, Q4_0), gets an interleaved copy in the
+ * arena as well (txl_interleave(): as many bytes as the stored rows, read
+ * by kernels that take half the instructions); the stored rows stay in
+ * use for everything else. */
 static void
 interleave(struct binder *b, struct txl_mat *w)
 {
@@ -413,7 +430,7 @@ interleave(struct binder *b, struct txl_mat *w)
 	const size_t len = (txl_il_bytes(w->dtype, w->rows, w->cols) + 63) /
 		64 * 64;
 
-	if (!txl_dtype_blocked(w->dtype))
+	if (!txl_interleaves(w->dtype))
 		return;
 	if (!b->arena) {
 		b->need += len;
@@ -581,26 +598,30 @@ bind_attention(struct binder *b)
 	const struct txl_hparams *hp = &m->hp;
 	const int64_t L = hp->n_layer, H = hp->n_head, D = hp->d_head;
 	const int64_t M = hp->d_model, K = hp->max_klen, HD = H * D;
+	const bool rel = hp->attn_type == TXL_ATTN_REL_PARTIAL ||
+		hp->attn_type == TXL_ATTN_REL_LEARNED;
 	const float *rwb = NULL, *rrb = NULL, *remb = NULL, *rb = NULL;
-	bool per_layer = hp->untie_r || hp->attn_type == 1;
+	bool per_layer = hp->untie_r || hp->attn_type == TXL_ATTN_REL_LEARNED;
 	enum txl_status st = TXL_OK;
 
 	const int64_t bias[] = { L, H, D };	/* [L] x H x D */
 	const int nb = per_layer ? 3 : 2;
 
 	switch (hp->attn_type) {
-	case 0:
+	case TXL_ATTN_REL_PARTIAL:
 		if ((st = bind_floats(b, &rwb, nb, bias + 3 - nb, "r_w_bias")) ||
 		    (st = bind_floats(b, &rrb, nb, bias + 3 - nb, "r_r_bias")))
 			return st;
 		break;
-	case 1:
+	case TXL_ATTN_REL_LEARNED:
 		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")) ||
 		    (st = bind_floats(b, &rwb, SHAPE(L, H, D), "r_w_bias")) ||
 		    (st = bind_floats(b, &rb, SHAPE(L, K, H), "r_bias")))
 			return st;
 		break;
-	case 3:
+	case TXL_ATTN_ABS_SINUSOID:
+		break;
+	case TXL_ATTN_ABS_LEARNED:
 		if ((st = bind_floats(b, &remb, SHAPE(L, K, H, D), "r_emb")))
 			return st;
 		break;
@@ -613,15 +634,15 @@ bind_attention(struct binder *b)
 		ly->r_r_bias = rrb ? rrb + off : NULL;
 		ly->r_emb = remb ? remb + (size_t)l * (size_t)(K * HD) : NULL;
 		ly->r_bias = rb ? rb + (size_t)l * (size_t)(K * H) : NULL;
-		if (hp->attn_type <= 1 &&
+		if (rel &&
 		    (st = bind_gemv_mat(b, &ly->qkv, 3 * HD, M,
 					"layers.%d.dec_attn.qkv_net.weight", l)))
 			return st;
-		if (hp->attn_type == 0 &&
+		if (hp->attn_type == TXL_ATTN_REL_PARTIAL &&
 		    (st = bind_mat(b, &ly->r_net, HD, M,
 				   "layers.%d.dec_attn.r_net.weight", l)))
 			return st;
-		if (hp->attn_type >= 2 &&
+		if (!rel &&
 		    ((st = bind_gemv_mat(b, &ly->q_net, HD, M,
 					 "layers.%d.dec_attn.q_net.weight", l)) ||
 		     (st = bind_gemv_mat(b, &ly->kv_net, 2 * HD, M,
@@ -737,6 +758,10 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	}
 	if ((st = read_hparams(&m->file, &m->hp)) != TXL_OK)
 		goto fail;
+	m->hp.size = sizeof m->hp;
+	/* of the whole file: the same weights in another file are another
+	 * model as far as state files go */
+	m->fingerprint = m->file.hash ? m->file.hash : 1;
 	m->layers = calloc((size_t)m->hp.n_layer, sizeof *m->layers);
 	if (!m->layers) {
 		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
@@ -795,3 +820,8 @@ txl_model_meta(const struct txl_model *m, const char *key)
 	return txl_file_meta(&m->file, key);
 }
 
+uint64_t
+txl_model_fingerprint(const struct txl_model *m)
+{
+	return m->fingerprint;
+}

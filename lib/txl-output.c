@@ -15,33 +15,82 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-output.h"
+#include "txl-alloc.h"
+#include "txl-log.h"
+#include "txl-ops.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+
+int
+txl_out_head_size(const struct txl_hparams *hp)
+{
+	return hp->n_cutoffs ? hp->cutoffs[0] + hp->n_cutoffs : 0;
+}
+
+enum txl_status
+txl_out_init(struct txl_out *o, const struct txl_model *m, int cap,
+	     float *xn, float *tmp)
+{
+	const struct txl_hparams *hp = &m->hp;
+	const size_t S = (size_t)cap, head = (size_t)txl_out_head_size(hp);
+
+	*o = (struct txl_out){
+		.model = m, .cap = cap, .w = m->out[0].w, .b = m->out[0].b,
+		.xn = xn, .tmp = tmp,
+	};
+	o->logits = txl_alloc_floats(S * hp->n_token);
+	o->rows = txl_alloc_floats(S * hp->d_model);
+	if (!o->logits || !o->rows)
+		return TXL_ERR_NOMEM;
+	if (head && !(o->head = txl_alloc_floats(S * head)))
+		return TXL_ERR_NOMEM;
+	return TXL_OK;
+}
 
 void
-txl_output_keep(struct txl_session *s, const float *h, int rows)
+txl_out_free(struct txl_out *o)
 {
-	const int d = s->model->hp.d_model;
+	free(o->logits);
+	free(o->head);
+	free(o->rows);
+	free(o->own_w);
+	free(o->own_b);
+	*o = (struct txl_out){ 0 };
+}
 
-	TXL_ASSERT(s->n_logits + rows <= s->seg_len);
-	memcpy(s->rows + (size_t)s->n_logits * d, h,
+void
+txl_out_clear(struct txl_out *o)
+{
+	o->n_rows = 0;
+	o->valid = false;
+}
+
+void
+txl_out_keep(struct txl_out *o, const float *h, int rows)
+{
+	const int d = o->model->hp.d_model;
+
+	TXL_ASSERT(o->n_rows + rows <= o->cap);
+	memcpy(o->rows + (size_t)o->n_rows * d, h,
 	       sizeof(float) * (size_t)rows * d);
-	s->n_logits += rows;
-	s->logits_valid = false;
+	o->n_rows += rows;
+	o->valid = false;
 }
 
 /* h[rows, d_model] . P of output cluster c (_compute_logit's proj_hid)
- * into s->xn; h itself when the cluster has no projection. */
+ * into o->xn; h itself when the cluster has no projection. */
 static const float *
-project(struct txl_session *s, int c, const float *h, int rows)
+project(struct txl_out *o, int c, const float *h, int rows)
 {
-	const struct txl_out_cluster *oc = &s->model->out[c];
-	const int d = s->model->hp.d_model, e = oc->w.cols;
+	const struct txl_out_cluster *oc = &o->model->out[c];
+	const int d = o->model->hp.d_model, e = oc->w.cols;
 
 	if (!oc->proj.data)
 		return h;
 	/* proj_hid[e] = h[d] . P[d, e] */
-	txl_gemm_nn(s->xn, e, h, d, txl_mat_f32(&oc->proj), e, rows, d, e);
-	return s->xn;
+	txl_gemm_nn(o->xn, e, h, d, txl_mat_f32(&oc->proj), e, rows, d, e);
+	return o->xn;
 }
 
 /* log-softmax of the union of a[na] and b[nb] in place */
@@ -70,15 +119,15 @@ log_softmax2(float *a, int na, float *b, int nb)
  * of the shortlist into shortl[n, c0] and of the tail clusters, in the
  * head's order (tail cluster c is entry nc - c), into clus[n, nc]. */
 static void
-heads(struct txl_session *s, const float *h, int n, float *shortl,
+heads(struct txl_out *o, const float *h, int n, float *shortl,
       float *clus)
 {
-	const struct txl_model *m = s->model;
+	const struct txl_model *m = o->model;
 	const int nc = m->n_out - 1, c0 = m->out[0].hi;
-	const float *x = project(s, 0, h, n);
+	const float *x = project(o, 0, h, n);
 
-	txl_mat_mul(shortl, x, n, &s->out_w, false);
-	txl_add_bias(shortl, s->out_b, n, c0);
+	txl_mat_mul(shortl, x, n, &o->w, false);
+	txl_add_bias(shortl, o->b, n, c0);
 	txl_mat_mul(clus, x, n, &m->cluster_w, false);
 	txl_add_bias(clus, m->cluster_b, n, nc);
 	for (int i = 0; i < n; i++)
@@ -87,25 +136,25 @@ heads(struct txl_session *s, const float *h, int n, float *shortl,
 }
 
 void
-txl_output_head(struct txl_session *s, int r, float *short_lp,
+txl_out_head(struct txl_out *o, int r, float *short_lp,
 		float *clus_lp)
 {
-	const struct txl_model *m = s->model;
+	const struct txl_model *m = o->model;
 	const int nc = m->n_out - 1;
 	float head[TXL_MAX_CLUSTERS];
 
-	heads(s, s->rows + (size_t)r * m->hp.d_model, 1, short_lp, head);
+	heads(o, o->rows + (size_t)r * m->hp.d_model, 1, short_lp, head);
 	/* tail cluster c is head_logprob[-c] */
 	for (int c = 1; c <= nc; c++)
 		clus_lp[c - 1] = head[nc - c];
 }
 
 void
-txl_output_tail(struct txl_session *s, int r, int c, float *lp)
+txl_out_tail(struct txl_out *o, int r, int c, float *lp)
 {
-	const struct txl_out_cluster *oc = &s->model->out[c];
-	const float *x = project(s, c, s->rows + (size_t)r *
-				 s->model->hp.d_model, 1);
+	const struct txl_out_cluster *oc = &o->model->out[c];
+	const float *x = project(o, c, o->rows + (size_t)r *
+				 o->model->hp.d_model, 1);
 
 	txl_mat_mul(lp, x, 1, &oc->w, false);
 	txl_add_bias(lp, oc->b, 1, oc->hi - oc->lo);
@@ -114,35 +163,35 @@ txl_output_tail(struct txl_session *s, int r, int c, float *lp)
 
 /* An adaptive softmax in full: log p(t) for every token of every row. */
 static void
-adaptive_logits(struct txl_session *s)
+adaptive_logits(struct txl_out *o)
 {
-	const struct txl_model *m = s->model;
-	const int V = m->hp.n_token, n = s->n_logits;
+	const struct txl_model *m = o->model;
+	const int V = m->hp.n_token, n = o->n_rows;
 	const int nc = m->n_out - 1, c0 = m->out[0].hi;
 
 	if (n == 1) {
 		/* one row, as txl_session_sample() computes it */
 		float clus_lp[TXL_MAX_CLUSTERS];
 
-		txl_output_head(s, 0, s->logits, clus_lp);
+		txl_out_head(o, 0, o->logits, clus_lp);
 		for (int c = 1; c <= nc; c++) {
 			const struct txl_out_cluster *oc = &m->out[c];
-			float *lp = s->logits + oc->lo;
+			float *lp = o->logits + oc->lo;
 
-			txl_output_tail(s, 0, c, lp);
+			txl_out_tail(o, 0, c, lp);
 			for (int j = 0; j < oc->hi - oc->lo; j++)
 				lp[j] = clus_lp[c - 1] + lp[j];
 		}
 		return;
 	}
 	/* the heads of all rows at once, the shortlist's log-probs copied
-	 * out; the cluster entries stay in s->head after the shortlists */
-	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
+	 * out; the cluster entries stay in o->head after the shortlists */
+	float *shortl = o->head, *clus = o->head + (size_t)n * c0;
 	const float *x;
 
-	heads(s, s->rows, n, shortl, clus);
+	heads(o, o->rows, n, shortl, clus);
 	for (int i = 0; i < n; i++)
-		memcpy(s->logits + (size_t)i * V, shortl + (size_t)i * c0,
+		memcpy(o->logits + (size_t)i * V, shortl + (size_t)i * c0,
 		       sizeof(float) * c0);
 	/* each tail for blocks of rows, in the room of the shortlists */
 	for (int c = 1; c <= nc; c++) {
@@ -150,11 +199,11 @@ adaptive_logits(struct txl_session *s)
 		const int size = oc->hi - oc->lo, e = oc->w.cols;
 		const int block = (int)((size_t)n * c0 / (size_t)size);
 
-		x = project(s, c, s->rows, n);
+		x = project(o, c, o->rows, n);
 		for (int i0 = 0; i0 < n; i0 += block > 1 ? block : 1) {
 			const int b = block <= 1 ? 1 : n - i0 < block ? n - i0
 				: block;
-			float *dst = s->logits + (size_t)i0 * V + oc->lo;
+			float *dst = o->logits + (size_t)i0 * V + oc->lo;
 			float *t = b == 1 ? dst : shortl;
 
 			/* n > 1: in float, a block of one row too */
@@ -174,46 +223,39 @@ adaptive_logits(struct txl_session *s)
 }
 
 void
-txl_output_logits(struct txl_session *s)
+txl_out_logits(struct txl_out *o)
 {
-	const int V = s->model->hp.n_token, rows = s->n_logits;
+	const int V = o->model->hp.n_token, rows = o->n_rows;
 
-	if (s->logits_valid || rows == 0)
+	if (o->valid || rows == 0)
 		return;
-	if (s->model->n_out > 1) {
-		adaptive_logits(s);
-		s->logits_src = NULL;
+	if (o->model->n_out > 1) {
+		adaptive_logits(o);
+		o->src = NULL;
 	} else {
 		/* out_layer(h . P) (_compute_logit) */
-		const float *src = project(s, 0, s->rows, rows);
+		const float *src = project(o, 0, o->rows, rows);
 
-		txl_mat_mul(s->logits, src, rows, &s->out_w, false);
-		txl_add_bias(s->logits, s->out_b, rows, V);
-		s->logits_src = src;
+		txl_mat_mul(o->logits, src, rows, &o->w, false);
+		txl_add_bias(o->logits, o->b, rows, V);
+		o->src = src;
 	}
-	s->logits_valid = true;
-}
-
-const float *
-txl_session_logits(struct txl_session *s)
-{
-	txl_output_logits(s);
-	return s->logits;
+	o->valid = true;
 }
 
 /* The log-probabilities of targets[i] under rows i < n of an adaptive
  * softmax, computing the head of every row and, per tail cluster, the
  * rows whose target lies in it (ProjectedAdaptiveLogSoftmax.forward). */
 static void
-score_adaptive(struct txl_session *s, const int32_t *targets, int n,
+score_adaptive(struct txl_out *o, const int32_t *targets, int n,
 	       double *lp)
 {
-	const struct txl_model *m = s->model;
+	const struct txl_model *m = o->model;
 	const int d = m->hp.d_model, nc = m->n_out - 1, c0 = m->out[0].hi;
-	float *shortl = s->head, *clus = s->head + (size_t)n * c0;
+	float *shortl = o->head, *clus = o->head + (size_t)n * c0;
 	const float *x;
 
-	heads(s, s->rows, n, shortl, clus);
+	heads(o, o->rows, n, shortl, clus);
 	for (int i = 0; i < n; i++) {
 		int t = targets[i], c = 0;
 
@@ -228,28 +270,28 @@ score_adaptive(struct txl_session *s, const int32_t *targets, int n,
 		const int size = oc->hi - oc->lo;
 		int k = 0;
 
-		/* gather the rows of this cluster's targets into s->tmp; the
-		 * tail logits into s->logits, free while not valid */
+		/* gather the rows of this cluster's targets into o->tmp; the
+		 * tail logits into o->logits, free while not valid */
 		for (int i = 0; i < n; i++)
 			if (targets[i] >= oc->lo && targets[i] < oc->hi)
-				memcpy(s->tmp + (size_t)k++ * d,
-				       s->rows + (size_t)i * d,
+				memcpy(o->tmp + (size_t)k++ * d,
+				       o->rows + (size_t)i * d,
 				       sizeof(float) * d);
 		if (k == 0)
 			continue;
-		x = project(s, c, s->tmp, k);
+		x = project(o, c, o->tmp, k);
 		/* a segment of several tokens computes in float throughout,
 		 * one of one token (generation's products) quantizes */
 		if (n > 1)
-			txl_mat_mul_float(s->logits, x, k, &oc->w, false);
+			txl_mat_mul_float(o->logits, x, k, &oc->w, false);
 		else
-			txl_mat_mul(s->logits, x, k, &oc->w, false);
-		txl_add_bias(s->logits, oc->b, k, size);
+			txl_mat_mul(o->logits, x, k, &oc->w, false);
+		txl_add_bias(o->logits, oc->b, k, size);
 		k = 0;
 		for (int i = 0; i < n; i++) {
 			if (targets[i] < oc->lo || targets[i] >= oc->hi)
 				continue;
-			const float *row = s->logits + (size_t)k++ * size;
+			const float *row = o->logits + (size_t)k++ * size;
 			lp[i] += row[targets[i] - oc->lo] -
 				txl_logsumexp(row, size);
 		}
@@ -277,103 +319,149 @@ score_rows(void *p, int lo, int hi)
 }
 
 enum txl_status
-txl_session_score(struct txl_session *s, const int32_t *targets, int n,
+txl_out_score(struct txl_out *o, const int32_t *targets, int n,
 		  double *logprobs)
 {
-	const int V = s->model->hp.n_token;
+	const int V = o->model->hp.n_token;
 
-	if (n < 0 || n > s->n_logits || (n > 0 && (!targets || !logprobs)))
+	if (n < 0 || n > o->n_rows || (n > 0 && (!targets || !logprobs)))
 		return txl_fail(TXL_ERR_INVALID, "score: %d targets for %d rows "
-				"of output", n, s->n_logits);
+				"of output", n, o->n_rows);
 	for (int i = 0; i < n; i++)
 		if (targets[i] < 0 || targets[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "score: token id %d "
 					"out of range [0, %d)", targets[i], V);
 	if (n == 0)
 		return TXL_OK;
-	if (s->model->n_out > 1 && !s->logits_valid) {
-		score_adaptive(s, targets, n, logprobs);
+	if (o->model->n_out > 1 && !o->valid) {
+		score_adaptive(o, targets, n, logprobs);
 		return TXL_OK;
 	}
-	txl_output_logits(s);
+	txl_out_logits(o);
 	struct score sc = {
-		.logits = s->logits, .V = V, .targets = targets,
+		.logits = o->logits, .V = V, .targets = targets,
 		.logprobs = logprobs,
 		/* an adaptive softmax's logits are log-probabilities */
-		.normalized = s->model->n_out > 1,
+		.normalized = o->model->n_out > 1,
 	};
 	txl_pool_rows(score_rows, &sc, n, sc.normalized ? 1 : 2.0 * V);
 	return TXL_OK;
 }
 
 void
-txl_output_reset(struct txl_session *s)
+txl_out_reset(struct txl_out *o)
 {
-	free(s->own_out_w);
-	free(s->own_out_b);
-	s->own_out_w = s->own_out_b = NULL;
-	s->out_w = s->model->out[0].w;
-	s->out_b = s->model->out[0].b;
+	free(o->own_w);
+	free(o->own_b);
+	o->own_w = o->own_b = NULL;
+	o->w = o->model->out[0].w;
+	o->b = o->model->out[0].b;
 }
 
 enum txl_status
-txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
-		  float lr)
+txl_out_adapt(struct txl_out *o, const int32_t *targets, int n, float lr)
 {
-	const struct txl_hparams *hp = &s->model->hp;
+	const struct txl_hparams *hp = &o->model->hp;
 	const int V = hp->n_token, E = hp->d_embed;
 
-	if (s->model->n_out > 1)
+	if (o->model->n_out > 1)
 		return txl_fail(TXL_ERR_INVALID, "adapt: dynamic evaluation "
 				"needs a full softmax; this model's is "
-				"adaptive (%d clusters)", s->model->n_out);
+				"adaptive (%d clusters)", o->model->n_out);
 	if (!(lr >= 0.0f && lr <= (float)TXL_ADAPT_LR_MAX))
 		return txl_fail(TXL_ERR_INVALID, "adapt: learning rate %g is "
 				"not a number in [0, %g]", (double)lr,
 				TXL_ADAPT_LR_MAX);
-	if (n < 1 || !targets || n != s->n_logits)
+	if (n < 1 || !targets || n != o->n_rows)
 		return txl_fail(TXL_ERR_INVALID, "adapt: %d targets for %d "
-				"rows of logits", n, s->n_logits);
+				"rows of logits", n, o->n_rows);
 	for (int i = 0; i < n; i++)
 		if (targets[i] < 0 || targets[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "adapt: token id %d "
 					"out of range [0, %d)", targets[i], V);
-	txl_output_logits(s);
-	if (!s->own_out_w) {
+	txl_out_logits(o);
+	if (!o->own_w) {
 		/* the session's own copy, never the model's (shared) one;
 		 * with tied weights the input embedding stays as it is */
-		s->own_out_w = txl_alloc_floats((size_t)V * E);
-		s->own_out_b = txl_alloc_floats((size_t)V);
-		if (!s->own_out_w || !s->own_out_b) {
-			free(s->own_out_w);
-			free(s->own_out_b);
-			s->own_out_w = s->own_out_b = NULL;
+		o->own_w = txl_alloc_floats((size_t)V * E);
+		o->own_b = txl_alloc_floats((size_t)V);
+		if (!o->own_w || !o->own_b) {
+			free(o->own_w);
+			free(o->own_b);
+			o->own_w = o->own_b = NULL;
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
 		}
 		for (int j = 0; j < V; j++)
-			txl_mat_row(s->own_out_w + (size_t)j * E, &s->out_w, j);
-		memcpy(s->own_out_b, s->out_b, sizeof(float) * (size_t)V);
-		s->out_w = (struct txl_mat){ .dtype = TXL_F32, .rows = V,
-					     .cols = E, .data = s->own_out_w };
-		s->out_b = s->own_out_b;
+			txl_mat_row(o->own_w + (size_t)j * E, &o->w, j);
+		memcpy(o->own_b, o->b, sizeof(float) * (size_t)V);
+		o->w = (struct txl_mat){ .dtype = TXL_F32, .rows = V,
+					 .cols = E, .data = o->own_w };
+		o->b = o->own_b;
 	}
 	/* d(mean NLL)/d logits = softmax - onehot, in place of the logits */
 	for (int i = 0; i < n; i++) {
-		float *g = s->logits + (size_t)i * V;
+		float *g = o->logits + (size_t)i * V;
 
 		txl_softmax_inplace(g, V);
 		g[targets[i]] -= 1.0f;
 	}
 	/* W -= lr/n G^T X,  b -= lr/n sum_i G_i */
 	const float alpha = -lr / (float)n;
-	txl_gemm_tn_acc(s->own_out_w, E, s->logits, V, s->logits_src, E, V, n,
-			E, alpha);
+	txl_gemm_tn_acc(o->own_w, E, o->logits, V, o->src, E, V, n, E,
+			alpha);
 	for (int i = 0; i < n; i++) {
-		const float *g = s->logits + (size_t)i * V;
+		const float *g = o->logits + (size_t)i * V;
 		for (int j = 0; j < V; j++)
-			s->own_out_b[j] += alpha * g[j];
+			o->own_b[j] += alpha * g[j];
 	}
-	s->n_logits = 0;
-	s->logits_valid = false;
+	o->n_rows = 0;
+	o->valid = false;
+	return TXL_OK;
+}
+
+void
+txl_out_move_adapted(struct txl_out *dst, struct txl_out *src)
+{
+	if (!src->own_w)
+		return;
+	txl_out_reset(dst);
+	dst->own_w = src->own_w;
+	dst->own_b = src->own_b;
+	dst->w = src->w;
+	dst->b = src->b;
+	src->own_w = src->own_b = NULL;
+	src->w = src->model->out[0].w;
+	src->b = src->model->out[0].b;
+}
+
+enum txl_status
+txl_out_copy_adapted(struct txl_out *dst, const struct txl_out *src)
+{
+	const struct txl_hparams *hp = &src->model->hp;
+	const size_t V = (size_t)hp->n_token, E = (size_t)hp->d_embed;
+	float *w = dst->own_w, *b = dst->own_b;
+
+	if (!src->own_w) {
+		txl_out_reset(dst);
+		return TXL_OK;
+	}
+	/* dst's copy reused if it has one */
+	if (!w) {
+		w = txl_alloc_floats(V * E);
+		b = txl_alloc_floats(V);
+		if (!w || !b) {
+			free(w);
+			free(b);
+			return txl_fail(TXL_ERR_NOMEM, "out of memory for a "
+					"copy of the adapted output layer");
+		}
+	}
+	memcpy(w, src->own_w, sizeof(float) * V * E);
+	memcpy(b, src->own_b, sizeof(float) * V);
+	dst->own_w = w;
+	dst->own_b = b;
+	dst->w = src->w;
+	dst->w.data = w;
+	dst->b = b;
 	return TXL_OK;
 }

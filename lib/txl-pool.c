@@ -9,16 +9,21 @@
  * (generation calls tasks a few microseconds apart, far less than a
  * sleep and wake-up costs) and then sleep on a condition variable, so an
  * idle pool costs nothing.  OpenBLAS is kept to one thread and called
- * from inside tasks (txl-math.c), so that the machine runs exactly n
+ * from inside tasks (txl-products.c), so that the machine runs exactly n
  * threads of ours at any time: no oversubscription, one setting.
  *
- * Tasks split their work themselves (txl-math.c hands out chunks of rows
- * through an atomic counter), and a worker joins a task only while it is
- * open: the caller closes it when its own share is done and waits only
- * for the workers inside.  So a worker that the system has not scheduled
- * yet (a busy machine) delays nobody; it finds the task closed and goes
- * back to waiting.  A second thread calling txl_pool_run() while the pool
- * is busy runs its task alone.
+ * Tasks split their work themselves (struct txl_chunks hands out chunks
+ * of rows through an atomic counter), and a worker joins a task only
+ * while it is open: the caller closes it when its own share is done and
+ * waits only for the workers inside.  So a worker that the system has
+ * not scheduled yet (a busy machine) delays nobody; it finds the task
+ * closed and goes back to waiting.  A second thread calling
+ * txl_pool_run() while the pool is busy runs its task alone.
+ *
+ * Also here: how many threads the process runs (one setting for every
+ * session, as OpenBLAS's own thread count is process-wide), and the
+ * splitting of work over the pool, or not where a hand-over does not
+ * pay.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -28,7 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "txl-internal.h"
+#include "txl-kernels.h"
+#include "txl-log.h"
+#include "txl-pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -279,6 +286,8 @@ txl_pool_set_threads(int n)
 	pthread_mutex_unlock(&pool.busy);
 }
 
+/* ---- the threads: one setting for the process ---- */
+
 int
 txl_n_cpus(void)
 {
@@ -291,6 +300,75 @@ txl_n_cpus(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (int)n : 1;
 }
+
+int
+txl_threads_of(int n)
+{
+	if (n <= 0)
+		n = txl_n_cpus();
+	return n < TXL_MAX_THREADS ? n : TXL_MAX_THREADS;
+}
+
+void
+txl_set_threads(int n)
+{
+	n = txl_threads_of(n);
+	if (n == txl_pool_threads() && n > 1)
+		return;
+	txl_pool_set_threads(n);
+	txl_log(TXL_LOG_INFO, "kernels: %s, %d thread%s", txl_kernels()->name,
+		txl_pool_threads(), txl_pool_threads() == 1 ? "" : "s");
+}
+
+/* ---- splitting work ---- */
+
+/* Below this many multiply-adds work runs on the calling thread: handing
+ * it to the pool costs about a microsecond. */
+#define PARALLEL_MIN 32768
+
+int
+txl_pool_threads_for(double macs)
+{
+	return macs < PARALLEL_MIN || txl_pool_in_task() ? 1
+		: txl_pool_threads();
+}
+
+void
+txl_pool_run_for(txl_task_fn fn, void *ctx, double macs)
+{
+	if (txl_pool_threads_for(macs) > 1)
+		txl_pool_run(fn, ctx);
+	else
+		fn(ctx, 0, 1);
+}
+
+struct rows {
+	struct txl_chunks part;
+	txl_rows_fn fn;
+	void *ctx;
+};
+
+static void
+rows_task(void *p, int ith, int nth)
+{
+	struct rows *r = p;
+	int lo, hi;
+
+	while (txl_chunks_take(&r->part, &lo, &hi))
+		r->fn(r->ctx, lo, hi);
+}
+
+void
+txl_pool_rows(txl_rows_fn fn, void *ctx, int rows, double cost)
+{
+	struct rows r = { .fn = fn, .ctx = ctx };
+	double work = (double)rows * cost;
+
+	txl_chunks_init(&r.part, rows, 1, txl_pool_threads_for(work));
+	txl_pool_run_for(rows_task, &r, work);
+}
+
+/* ---- the process ---- */
 
 /* A forked child has the caller's thread only. */
 static void

@@ -16,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl.h"
+#include "txl-log.h"
+#include "txl-output.h"
+#include "txl-session.h"
 
 struct txl_sampler {
 	struct txl_sampler_params p;
@@ -32,6 +35,7 @@ struct txl_sampler_params
 txl_sampler_params_default(void)
 {
 	return (struct txl_sampler_params){
+		.size = sizeof(struct txl_sampler_params),
 		.temp = 0.8f,
 		.top_k = 40,
 		.top_p = 0.95f,
@@ -64,10 +68,13 @@ random_f32(struct txl_sampler *s)
 struct txl_sampler *
 txl_sampler_new(const struct txl_sampler_params *params, int n_vocab)
 {
-	struct txl_sampler_params p = params ? *params
-		: txl_sampler_params_default();
+	struct txl_sampler_params p = txl_sampler_params_default();
 	struct txl_sampler *s;
 
+	if (params && txl_copy_sized(&p, TXL_END_OF(struct txl_sampler_params,
+						    seed), sizeof p, params,
+				     "txl_sampler_params") != TXL_OK)
+		return NULL;
 	if (n_vocab <= 0 || !(p.temp >= 0) || !isfinite(p.temp) ||
 	    p.top_k < 0 || !(p.top_p > 0 && p.top_p <= 1) ||
 	    !(p.min_p >= 0 && p.min_p <= 1) ||
@@ -291,7 +298,7 @@ greedy_clusters(struct txl_session *s, int r, const float *clus_lp,
 
 		if (!(clus_lp[c - 1] > best))
 			continue;
-		txl_output_tail(s, r, c, lp);
+		txl_out_tail(&s->out, r, c, lp);
 		for (int j = 0; j < oc->hi - oc->lo; j++) {
 			float v = clus_lp[c - 1] + lp[j];
 			if (v > best) {
@@ -364,7 +371,7 @@ temperature_clusters(struct txl_sampler *smp, struct txl_session *s, int r,
 		if (!known[c]) {
 			double zmax = -INFINITY, z = 0, bound = log_w[c];
 
-			txl_output_tail(s, r, c, lp);
+			txl_out_tail(&s->out, r, c, lp);
 			for (int j = 0; j < size; j++)
 				zmax = fmax(zmax, a * lp[j]);
 			for (int j = 0; j < size; j++)
@@ -394,7 +401,7 @@ txl_session_sample(struct txl_session *s, struct txl_sampler *smp,
 		   float *logprob)
 {
 	const struct txl_model *m = s->model;
-	const int V = m->hp.n_token, r = s->n_logits - 1;
+	const int V = m->hp.n_token, r = s->out.n_rows - 1;
 	const struct txl_sampler_params *p = &smp->p;
 	const bool plain = p->repeat_penalty == 1.0f && (p->temp == 0.0f ||
 		(p->top_k == 0 && p->top_p >= 1.0f && p->min_p == 0.0f));
@@ -411,12 +418,12 @@ txl_session_sample(struct txl_session *s, struct txl_sampler *smp,
 			 "tokens, the model has %d", smp->n_vocab, V);
 		return -1;
 	}
-	if (m->n_out > 1 && plain && !s->logits_valid) {
+	if (m->n_out > 1 && plain && !s->out.valid) {
 		/* the row's slot of the logits holds the shortlist's and the
 		 * computed clusters' log-probabilities */
-		float *row = s->logits + (size_t)r * V;
+		float *row = s->out.logits + (size_t)r * V;
 
-		txl_output_head(s, r, row, clus_lp);
+		txl_out_head(&s->out, r, row, clus_lp);
 		if (p->temp == 0.0f)
 			tok = greedy_clusters(s, r, clus_lp, row, &lp);
 		else

@@ -1,31 +1,32 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-session.c - sessions: their settings, buffers and life.
+ * txl-session.c - sessions: their settings, buffers and life, and the
+ * public functions of a session.
  *
- * The original code (mem_transformer.py) keeps, per layer, the layer
- * inputs of the last mem_len positions and recomputes their keys and
- * values at every call.  Keys and values are pure per-position functions
- * of those inputs, so this session caches them instead: per layer, the K
- * and V of the memory followed by the current segment, contiguous so that
- * BLAS can read them in one go.  They live in buffers of mem_len + seg_len
- * + slack positions; when a segment would run past the end, the memory is
- * moved back to the start (at most once every `slack` tokens).  The
- * relative-position term R = r_net(sinusoid(distance)) depends on the
- * distance only and is computed once per session.  So the cost of a token
- * depends on mem_len and the model, never on how many tokens came before
- * it, and memory use is fixed.
+ * A session keeps the keys and values of its memory (txl-kv.h) and the
+ * attention's position terms (txl-attn.h), computed once: so the cost of a
+ * token depends on mem_len and the model, never on how many tokens came
+ * before it, and memory use is fixed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "txl-internal.h"
+#include "txl-session.h"
+#include "txl-alloc.h"
+#include "txl-attn.h"
+#include "txl-forward.h"
+#include "txl-log.h"
+#include "txl-output.h"
+#include "txl-pool.h"
+#include "txl-types.h"
 
 struct txl_session_params
 txl_session_params_default(void)
 {
 	return (struct txl_session_params){
+		.size = sizeof(struct txl_session_params),
 		.mem_len = TXL_FROM_MODEL,
 		.seg_len = TXL_FROM_MODEL,
 		.clamp_len = TXL_FROM_MODEL,
@@ -34,49 +35,6 @@ txl_session_params_default(void)
 		.stride = TXL_FROM_MODEL,
 		.kv_type = TXL_KV_F32,
 	};
-}
-
-float *
-txl_alloc_floats(size_t n)
-{
-	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-
-	return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-uint8_t *
-txl_alloc_kv(const struct txl_session *s, size_t rows)
-{
-	size_t bytes = (rows * (size_t)s->model->hp.n_head * s->kv_row + 63) /
-		64 * 64;
-
-	return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-enum txl_dtype
-txl_kv_dtype(int kv_type)
-{
-	switch (kv_type) {
-	case TXL_KV_F32:
-		return TXL_F32;
-	case TXL_KV_F16:
-		return TXL_F16;
-	case TXL_KV_BF16:
-		return TXL_BF16;
-	case TXL_KV_Q8_0:
-		return TXL_Q8_0;
-	case TXL_KV_Q4_0:
-		return TXL_Q4_0;
-	default:
-		return TXL_N_DTYPES;
-	}
-}
-
-/* Floats of the head of an adaptive softmax per row (0: none). */
-static int
-head_size(const struct txl_hparams *hp)
-{
-	return hp->n_cutoffs ? hp->cutoffs[0] + hp->n_cutoffs : 0;
 }
 
 /* Bytes a session of these sizes allocates (in double: the settings come
@@ -91,7 +49,7 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 	const double hd = (double)hp->n_head * hp->d_head;
 	const double dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	const double per_row = 3.0 * hp->d_model + dx + 4 * hd +
-		hp->d_inner + hp->n_token + head_size(hp) + 2.0;
+		hp->d_inner + hp->n_token + txl_out_head_size(hp) + 2.0;
 
 	/* K, V and R in kv_dt, the rest in floats */
 	return 4.0 * (hp->n_layer * (kv * (2.0 * cap + n_dist) * hd +
@@ -100,12 +58,23 @@ session_bytes(const struct txl_hparams *hp, int seg, int cap, int klen_max,
 		txl_attn_bytes(hp, seg, klen_max, n_dist, kv_dt, threads);
 }
 
-static enum txl_status
-resolve_params(const struct txl_model *m, const struct txl_session_params *in,
-	       struct txl_session *s)
+enum txl_status
+txl_session_params_resolve(const struct txl_model *m,
+			   const struct txl_session_params *in,
+			   struct txl_session_params *out)
 {
+	const size_t min = TXL_END_OF(struct txl_session_params, kv_type);
+	struct txl_session_params p = txl_session_params_default();
+	enum txl_status st;
+
+	if (!m || !out)
+		return txl_fail(TXL_ERR_INVALID, "no model or no params to "
+				"resolve into");
+	if (in && (st = txl_copy_sized(&p, min, sizeof p, in,
+				       "txl_session_params")) != TXL_OK)
+		return st;
+
 	const struct txl_hparams *hp = &m->hp;
-	struct txl_session_params p = in ? *in : txl_session_params_default();
 	const bool memory = txl_attn_has_memory(hp);
 
 	if (p.mem_len == TXL_FROM_MODEL)
@@ -130,10 +99,8 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (p.seg_len < 1 || p.seg_len > TXL_SEG_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "seg_len %d out of range "
 				"[1, %d]", p.seg_len, TXL_SEG_LEN_MAX);
-	if (hp->attn_type == 3 && p.seg_len > hp->max_klen)
-		return txl_fail(TXL_ERR_INVALID, "seg_len %d is longer than "
-				"the model's position table (max_klen %d)",
-				p.seg_len, hp->max_klen);
+	if ((st = txl_attn_check(hp, p.seg_len)) != TXL_OK)
+		return st;
 	if (p.clamp_len < 0)
 		return txl_fail(TXL_ERR_INVALID, "clamp_len %d is negative "
 				"(0 = no clamping)", p.clamp_len);
@@ -152,34 +119,53 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (p.n_threads < 0)
 		return txl_fail(TXL_ERR_INVALID, "n_threads %d is negative",
 				p.n_threads);
-	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES)
-		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of "
-				"TXL_KV_F32, TXL_KV_F16, TXL_KV_BF16, "
-				"TXL_KV_Q8_0, TXL_KV_Q4_0", p.kv_type);
-	if (txl_dtype_blocked(txl_kv_dtype(p.kv_type)) &&
-	    hp->d_head % TXL_QK != 0)
+	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES) {
+		char types[160];
+
+		txl_kv_type_names(types, sizeof types);
+		return txl_fail(TXL_ERR_INVALID, "kv_type %d is none of %s",
+				p.kv_type, types);
+	}
+	const struct txl_type *kt = txl_type(txl_kv_dtype(p.kv_type));
+	if (hp->d_head % kt->block != 0)
 		return txl_fail(TXL_ERR_INVALID, "kv_type %s needs d_head "
 				"to be a multiple of %d (blocks of %d values "
 				"per head); this model's d_head is %d",
-				txl_dtype_name(txl_kv_dtype(p.kv_type)),
-				TXL_QK, TXL_QK, hp->d_head);
+				kt->name, kt->block, kt->block, hp->d_head);
+	return txl_copy_sized_out(out, min, sizeof p, &p, "txl_session_params");
+}
+
+/* The settings of a session of m with in, resolved and checked, into s. */
+static enum txl_status
+resolve_params(const struct txl_model *m, const struct txl_session_params *in,
+	       struct txl_session *s)
+{
+	struct txl_session_params p = txl_session_params_default();
+	enum txl_status st = txl_session_params_resolve(m, in, &p);
+
+	if (st != TXL_OK)
+		return st;
 	s->params = p;
 	s->mem_len = p.mem_len;
 	s->seg_len = p.seg_len;
 	s->clamp_len = p.clamp_len;
 	s->same_length = p.same_length;
-	s->stride = memory ? 0 : p.stride;
-	s->kv_dt = txl_kv_dtype(p.kv_type);
-	s->kv_row = txl_row_bytes(s->kv_dt, hp->d_head);
+	s->stride = txl_attn_has_memory(&m->hp) ? 0 : p.stride;
 	return TXL_OK;
 }
 
-/* The buffer sizes of a session with resolved settings: s->cap and
- * s->n_dist; returns the most keys a position attends to. */
-static int
-session_shape(struct txl_session *s)
+
+/* The buffer sizes of a session with resolved settings. */
+struct shape {
+	int cap;		/* positions per K/V buffer */
+	int klen_max;		/* the most keys a position attends to */
+	int n_dist;		/* rows of the relative-position tables */
+};
+
+static struct shape
+session_shape(const struct txl_session *s)
 {
-	int klen_max = s->mem_len + s->seg_len;
+	struct shape sh = { .klen_max = s->mem_len + s->seg_len };
 	/* Move the memory back at most once every `slack` tokens. */
 	int slack = s->seg_len;
 
@@ -187,9 +173,9 @@ session_shape(struct txl_session *s)
 		slack = s->mem_len / 4;
 	if (slack < 16)
 		slack = 16;
-	s->cap = klen_max + slack;
-	s->n_dist = txl_attn_n_dist(&s->model->hp, s->clamp_len, klen_max);
-	return klen_max;
+	sh.cap = sh.klen_max + slack;
+	sh.n_dist = txl_attn_n_dist(&s->model->hp, s->clamp_len, sh.klen_max);
+	return sh;
 }
 
 int64_t
@@ -197,13 +183,13 @@ txl_session_bytes(const struct txl_model *m,
 		  const struct txl_session_params *params)
 {
 	struct txl_session s = { .model = m };
-	int klen_max;
+	struct shape sh;
 
 	if (resolve_params(m, params, &s) != TXL_OK)
 		return -1;
-	klen_max = session_shape(&s);
-	return (int64_t)session_bytes(&m->hp, s.seg_len, s.cap, klen_max,
-				      s.n_dist, s.kv_dt,
+	sh = session_shape(&s);
+	return (int64_t)session_bytes(&m->hp, s.seg_len, sh.cap, sh.klen_max,
+				      sh.n_dist, txl_kv_dtype(s.params.kv_type),
 				      txl_threads_of(s.params.n_threads));
 }
 
@@ -215,7 +201,8 @@ txl_session_new(const struct txl_model *m,
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session *s;
 	enum txl_status st;
-	int hd = hp->n_head * hp->d_head, klen_max;
+	int hd = hp->n_head * hp->d_head;
+	struct shape sh;
 	size_t S;
 
 	*out = NULL;
@@ -223,19 +210,18 @@ txl_session_new(const struct txl_model *m,
 	if (!s)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	s->model = m;
-	s->out_w = m->out[0].w;
-	s->out_b = m->out[0].b;
 	if ((st = resolve_params(m, params, s)) != TXL_OK) {
 		free(s);
 		return st;
 	}
 	S = (size_t)s->seg_len;
-	klen_max = session_shape(s);
+	sh = session_shape(s);
+	const enum txl_dtype kv_dt = txl_kv_dtype(s->params.kv_type);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
-	double need = session_bytes(hp, s->seg_len, s->cap, klen_max,
-				    s->n_dist, s->kv_dt,
+	double need = session_bytes(hp, s->seg_len, sh.cap, sh.klen_max,
+				    sh.n_dist, kv_dt,
 				    txl_threads_of(s->params.n_threads));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
@@ -250,35 +236,28 @@ txl_session_new(const struct txl_model *m,
 	/* (after the refusal: a session refused changes nothing) */
 	txl_set_threads(s->params.n_threads);
 
-	s->k = calloc((size_t)hp->n_layer, sizeof *s->k);
-	s->v = calloc((size_t)hp->n_layer, sizeof *s->v);
-	if (!s->k || !s->v)
+	if (txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head, kv_dt,
+			sh.cap) != TXL_OK)
 		goto nomem;
-	for (int l = 0; l < hp->n_layer; l++) {
-		s->k[l] = txl_alloc_kv(s, (size_t)s->cap);
-		s->v[l] = txl_alloc_kv(s, (size_t)s->cap);
-		if (!s->k[l] || !s->v[l])
-			goto nomem;
-	}
 	int dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
 	s->h = txl_alloc_floats(S * hp->d_model);
 	s->xn = txl_alloc_floats(S * dx);
-	s->qkv = txl_alloc_floats(S * 3 * hd);
-	s->attn = txl_alloc_floats(S * hd);
+	s->att = txl_alloc_floats(S * hd);
 	s->tmp = txl_alloc_floats(S * hp->d_model);
 	s->ff = txl_alloc_floats(S * hp->d_inner);
-	s->logits = txl_alloc_floats(S * hp->n_token);
 	s->last_h = txl_alloc_floats((size_t)hp->d_model);
-	s->rows = txl_alloc_floats(S * hp->d_model);
-	if (!s->last_h || !s->h || !s->xn || !s->qkv || !s->attn || !s->tmp ||
-	    !s->ff || !s->logits || !s->rows)
+	if (!s->last_h || !s->h || !s->xn || !s->att || !s->tmp || !s->ff)
 		goto nomem;
-	if (head_size(hp) &&
-	    !(s->head = txl_alloc_floats(S * (size_t)head_size(hp))))
+	if (txl_out_init(&s->out, m, s->seg_len, s->xn, s->tmp) != TXL_OK)
 		goto nomem;
 	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
-	if ((st = txl_attn_init(s, klen_max)) != TXL_OK) {
+	const struct txl_attn_shape ash = {
+		.seg_len = s->seg_len, .mem_len = s->mem_len,
+		.clamp_len = s->clamp_len, .same_length = s->same_length,
+		.klen_max = sh.klen_max,
+	};
+	if ((st = txl_attn_init(&s->attn, m, &ash, &s->kv)) != TXL_OK) {
 		txl_session_free(s);
 		return st;
 	}
@@ -295,28 +274,16 @@ txl_session_free(struct txl_session *s)
 {
 	if (!s)
 		return;
-	for (int l = 0; l < s->model->hp.n_layer; l++) {
-		if (s->k)
-			free(s->k[l]);
-		if (s->v)
-			free(s->v[l]);
-	}
-	txl_attn_free(s);
-	free(s->k);
-	free(s->v);
+	txl_attn_free(&s->attn);
+	txl_kv_free(&s->kv);
+	txl_out_free(&s->out);
 	free(s->h);
 	free(s->xn);
-	free(s->qkv);
-	free(s->attn);
+	free(s->att);
 	free(s->tmp);
 	free(s->ff);
-	free(s->logits);
-	free(s->head);
-	free(s->rows);
 	free(s->window);
 	free(s->last_h);
-	free(s->own_out_w);
-	free(s->own_out_b);
 	free(s);
 }
 
@@ -324,6 +291,34 @@ struct txl_session_params
 txl_session_get_params(const struct txl_session *s)
 {
 	return s->params;
+}
+
+/* One segment's forward pass on the session's memory and rows; the
+ * output of its last position is kept as the last one fed. */
+static enum txl_status
+forward(struct txl_session *s, const int32_t *tok, int n)
+{
+	const int d = s->model->hp.d_model;
+	const struct txl_forward f = {
+		.model = s->model, .kv = &s->kv, .attn = &s->attn,
+		.mem_len = s->mem_len, .h = s->h, .xn = s->xn, .att = s->att,
+		.tmp = s->tmp, .ff = s->ff, .abort_cb = s->params.abort_cb,
+		.abort_data = s->params.abort_data,
+	};
+	enum txl_status st = txl_forward_segment(&f, tok, n);
+
+	if (st != TXL_OK)
+		return st;
+	memcpy(s->last_h, s->h + (size_t)(n - 1) * d, sizeof(float) * d);
+	s->have_last = true;
+	return TXL_OK;
+}
+
+/* true if the session's abort callback asks to stop */
+static bool
+aborted(const struct txl_session *s)
+{
+	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
 }
 
 /* Models without memory: the prediction of the token after the text fed,
@@ -337,10 +332,9 @@ predict_last(struct txl_session *s)
 
 	if (ctx > s->seg_len - s->stride)
 		ctx = s->seg_len - s->stride;
-	st = txl_forward_segment(s, s->window + s->n_window - 1 - ctx,
-				 ctx + 1);
+	st = forward(s, s->window + s->n_window - 1 - ctx, ctx + 1);
 	if (st == TXL_OK)
-		txl_output_keep(s, s->h + (size_t)ctx * d, 1);
+		txl_out_keep(&s->out, s->h + (size_t)ctx * d, 1);
 	return st;
 }
 
@@ -357,24 +351,9 @@ static enum txl_status
 carry_text(struct txl_session *t, const struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t d = (size_t)hp->d_head;
-	const int keep = s->mlen < t->mem_len ? s->mlen : t->mem_len;
-	const int from = s->kv_start + s->mlen - keep;
+	const int keep = s->kv.fill < t->mem_len ? s->kv.fill : t->mem_len;
 
-	for (int l = 0; l < hp->n_layer; l++) {
-		for (int h = 0; h < hp->n_head; h++) {
-			txl_convert(txl_kv_row(t, t->k[l], t->cap, h, 0),
-				    t->kv_dt,
-				    txl_kv_row(s, s->k[l], s->cap, h, from),
-				    s->kv_dt, d * (size_t)keep);
-			txl_convert(txl_kv_row(t, t->v[l], t->cap, h, 0),
-				    t->kv_dt,
-				    txl_kv_row(s, s->v[l], s->cap, h, from),
-				    s->kv_dt, d * (size_t)keep);
-		}
-	}
-	t->kv_start = 0;
-	t->mlen = keep;
+	txl_kv_copy_last(&t->kv, &s->kv, keep);
 	/* without memory, the last tokens are the context */
 	t->n_window = s->n_window < t->seg_len ? s->n_window : t->seg_len;
 	if (t->n_window)
@@ -383,13 +362,13 @@ carry_text(struct txl_session *t, const struct txl_session *s)
 	t->n_past = s->n_past;
 	t->have_last = s->have_last;
 	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
-	t->n_logits = 0;
-	t->logits_valid = false;
-	t->logits_src = NULL;
+	txl_out_clear(&t->out);
+	t->out.src = NULL;
+	/* the prediction of the next token, as after a load */
 	if (t->window && t->n_window)
 		return predict_last(t);
 	if (t->have_last)
-		txl_output_keep(t, t->last_h, 1);
+		txl_out_keep(&t->out, t->last_h, 1);
 	return TXL_OK;
 }
 
@@ -405,16 +384,10 @@ txl_session_set_params(struct txl_session *s,
 	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
 		return st;
 	/* the adapted output layer moves too */
-	t->own_out_w = s->own_out_w;
-	t->own_out_b = s->own_out_b;
-	t->out_w = s->out_w;
-	t->out_b = s->out_b;
-	s->own_out_w = s->own_out_b = NULL;
+	txl_out_move_adapted(&t->out, &s->out);
 	if ((st = carry_text(t, s)) != TXL_OK) {
 		/* back where it was, for s to keep */
-		s->own_out_w = t->own_out_w;
-		s->own_out_b = t->own_out_b;
-		t->own_out_w = t->own_out_b = NULL;
+		txl_out_move_adapted(&s->out, &t->out);
 		txl_session_free(t);
 		return st;
 	}
@@ -428,6 +401,8 @@ txl_session_set_params(struct txl_session *s,
 enum txl_status
 txl_session_copy(struct txl_session *dst, const struct txl_session *src)
 {
+	enum txl_status st;
+
 	if (!dst || !src)
 		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: a NULL "
 				"session");
@@ -439,65 +414,61 @@ txl_session_copy(struct txl_session *dst, const struct txl_session *src)
 	/* in place, dst's buffers reused (a copy per document of
 	 * --score-docs must not build a session); the adapted output layer
 	 * first, the only part that can fail */
-	if (src->own_out_w) {
-		const size_t rows = (size_t)src->out_w.rows;
-		const size_t n = rows * (size_t)src->out_w.cols;
-		float *w = dst->own_out_w, *b = dst->own_out_b;
-
-		if (!w) {
-			w = txl_alloc_floats(n);
-			b = txl_alloc_floats(rows);
-			if (!w || !b) {
-				free(w);
-				free(b);
-				return txl_fail(TXL_ERR_NOMEM, "out of memory "
-						"for a copy of the adapted "
-						"output layer");
-			}
-		}
-		memcpy(w, src->own_out_w, n * sizeof(float));
-		memcpy(b, src->own_out_b, rows * sizeof(float));
-		dst->own_out_w = w;
-		dst->own_out_b = b;
-		dst->out_w = src->out_w;
-		dst->out_w.data = w;
-		dst->out_b = b;
-	} else {
-		txl_output_reset(dst);
-	}
+	if ((st = txl_out_copy_adapted(&dst->out, &src->out)) != TXL_OK)
+		return st;
 	return carry_text(dst, src);
 }
 
 void
 txl_session_reset(struct txl_session *s)
 {
-	s->kv_start = 0;
-	s->mlen = 0;
+	s->kv.start = 0;
+	s->kv.fill = 0;
 	s->n_window = 0;
 	s->n_past = 0;
 	s->have_last = false;
-	s->n_logits = 0;
-	s->logits_valid = false;
-	s->logits_src = NULL;
-	txl_output_reset(s);
+	txl_out_clear(&s->out);
+	s->out.src = NULL;
+	txl_out_reset(&s->out);
 }
 
 int
 txl_session_n_logits(const struct txl_session *s)
 {
-	return s->n_logits;
+	return s->out.n_rows;
 }
 
 int
 txl_session_mem_fill(const struct txl_session *s)
 {
-	return s->mlen;
+	return s->kv.fill;
 }
 
 int64_t
 txl_session_n_past(const struct txl_session *s)
 {
 	return s->n_past;
+}
+
+const float *
+txl_session_logits(struct txl_session *s)
+{
+	txl_out_logits(&s->out);
+	return s->out.logits;
+}
+
+enum txl_status
+txl_session_score(struct txl_session *s, const int32_t *targets, int n,
+		  double *logprobs)
+{
+	return txl_out_score(&s->out, targets, n, logprobs);
+}
+
+enum txl_status
+txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
+		  float lr)
+{
+	return txl_out_adapt(&s->out, targets, n, lr);
 }
 
 /* Keep the output rows asked for of the n rows the forward pass left. */
@@ -507,9 +478,9 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 	const int d = s->model->hp.d_model;
 
 	if (want == TXL_LOGITS_ALL)
-		txl_output_keep(s, s->h, n);
+		txl_out_keep(&s->out, s->h, n);
 	else if (want == TXL_LOGITS_LAST)
-		txl_output_keep(s, s->h + (size_t)(n - 1) * d, 1);
+		txl_out_keep(&s->out, s->h + (size_t)(n - 1) * d, 1);
 }
 
 /* Models without memory: groups of `stride` tokens, each computed after
@@ -529,15 +500,15 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 		int32_t *win = s->window + s->n_window - ctx;
 		enum txl_status st;
 
-		if (off > 0 && txl_aborted(s))
+		if (off > 0 && aborted(s))
 			return TXL_ABORTED;
 		memcpy(s->window + s->n_window, tokens + off,
 		       sizeof *tokens * (size_t)g);
 		if (want == TXL_LOGITS_ALL || (want == TXL_LOGITS_LAST && last)) {
-			if ((st = txl_forward_segment(s, win, ctx + g)))
+			if ((st = forward(s, win, ctx + g)))
 				return st;
 			if (want == TXL_LOGITS_ALL)
-				txl_output_keep(s, s->h + (size_t)ctx *
+				txl_out_keep(&s->out, s->h + (size_t)ctx *
 						s->model->hp.d_model, g);
 			else
 				keep_rows(s, ctx + g, want);
@@ -571,17 +542,16 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		if (tokens[i] < 0 || tokens[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "token id %d out of "
 					"range [0, %d)", tokens[i], V);
-	s->n_logits = 0;
-	s->logits_valid = false;
+	txl_out_clear(&s->out);
 	if (s->window)
 		return eval_windows(s, tokens, n, want);
 	for (int off = 0; off < n; off += s->seg_len) {
 		int len = n - off < s->seg_len ? n - off : s->seg_len;
 		enum txl_status st;
 
-		if (off > 0 && txl_aborted(s))
+		if (off > 0 && aborted(s))
 			return TXL_ABORTED;
-		if ((st = txl_forward_segment(s, tokens + off, len)))
+		if ((st = forward(s, tokens + off, len)))
 			return st;
 		s->n_past += len;
 		if (off + len == n)

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-state.c - the content hash, model fingerprints and memory state
- * files.  A state file holds a session's memory (the K and V of every
- * layer, in the session's kv_type) and the output of the last position
- * fed, so that a later run continues the text exactly; it records the
- * fingerprint of the model it belongs to and ends with a checksum.  A
- * memory of another kv_type is converted on load (F16, BF16 and Q8_0
- * widen to F32 exactly; the other ways round as the session's kv_type
- * rounds what it stores), so that a state follows the user's --kv-type
- * rather than refusing it.
+ * txl-state.c - memory state files.  A state file
+ * holds a session's memory (the K and V of every layer, in the session's
+ * kv_type) and the output of the last position fed, so that a later run
+ * continues the text exactly; it records the fingerprint of the model it
+ * belongs to and ends with a checksum (txl-state.h).  A memory of another
+ * kv_type is converted on load (F16, BF16 and Q8_0 widen to F32 exactly;
+ * the other ways round as the session's kv_type rounds what it stores),
+ * so that a state follows the user's --kv-type rather than refusing it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,72 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "txl-internal.h"
+#include "txl-state.h"
+#include "txl-alloc.h"
+#include "txl-file.h"
+#include "txl-hash.h"
+#include "txl-kv.h"
+#include "txl-log.h"
+#include "txl-session.h"
+#include "txl-types.h"
 
-
-/* FNV-1a with 8-byte words as its units (eight times fewer steps than
- * bytes; a content identity, not a cryptographic hash). */
-#define HASH_SEED 0xcbf29ce484222325ull
-#define HASH_PRIME 0x100000001b3ull
-
-void
-txl_hash_init(struct txl_hash *hs)
-{
-	hs->h = HASH_SEED;
-	hs->nbuf = 0;
-}
-
-void
-txl_hash_update(struct txl_hash *hs, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t w;
-
-	/* complete a word begun by an earlier call */
-	while (hs->nbuf > 0 && hs->nbuf < 8 && n > 0) {
-		hs->buf[hs->nbuf++] = *b++;
-		n--;
-	}
-	if (hs->nbuf == 8) {
-		memcpy(&w, hs->buf, 8);
-		hs->h = (hs->h ^ w) * HASH_PRIME;
-		hs->nbuf = 0;
-	}
-	for (; n >= 8; b += 8, n -= 8) {
-		memcpy(&w, b, 8);	/* little-endian host */
-		hs->h = (hs->h ^ w) * HASH_PRIME;
-	}
-	memcpy(hs->buf + hs->nbuf, b, n);
-	hs->nbuf += (unsigned)n;
-}
-
-uint64_t
-txl_hash_final(const struct txl_hash *hs)
-{
-	uint64_t h = hs->h;
-
-	/* the tail bytes one at a time */
-	for (unsigned i = 0; i < hs->nbuf; i++)
-		h = (h ^ hs->buf[i]) * HASH_PRIME;
-	return h;
-}
-
-uint64_t
-txl_model_fingerprint(struct txl_model *m)
-{
-	/* of the whole file: the same weights in another file are another
-	 * model as far as state files go */
-	if (m->fingerprint == 0) {
-		struct txl_hash hs;
-		uint64_t h;
-
-		txl_hash_init(&hs);
-		txl_hash_update(&hs, m->file.map, m->file.size);
-		h = txl_hash_final(&hs);
-		m->fingerprint = h ? h : 1;
-	}
-	return m->fingerprint;
-}
 
 static bool
 write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
@@ -114,7 +56,8 @@ static bool
 write_state(struct txl_session *s, int fd)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const size_t row = s->kv_row;
+	const struct txl_kv *kv = &s->kv;
+	const size_t row = kv->row;
 	struct txl_state_header hdr = { .version = TXL_STATE_VERSION };
 	struct txl_hash sum;
 	uint64_t final;
@@ -123,18 +66,18 @@ write_state(struct txl_session *s, int fd)
 
 	memcpy(hdr.magic, TXL_STATE_MAGIC, 8);
 	hdr.n_layer = (uint32_t)hp->n_layer;
-	hdr.fingerprint = txl_model_fingerprint((struct txl_model *)s->model);
+	hdr.fingerprint = txl_model_fingerprint(s->model);
 	hdr.d_model = (uint32_t)hp->d_model;
 	hdr.n_head = (uint32_t)hp->n_head;
 	hdr.d_head = (uint32_t)hp->d_head;
 	hdr.mem_len = (uint32_t)s->mem_len;
-	hdr.fill = (uint32_t)s->mlen;
+	hdr.fill = (uint32_t)s->kv.fill;
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
 	hdr.kv_type = (uint32_t)s->params.kv_type;
 
 	txl_hash_init(&sum);
-	const size_t pad = row * (size_t)(s->mem_len - s->mlen);
+	const size_t pad = row * (size_t)(s->mem_len - s->kv.fill);
 	zeros = calloc(1, pad ? pad : 1);
 	if (!zeros) {
 		errno = ENOMEM;
@@ -145,11 +88,11 @@ write_state(struct txl_session *s, int fd)
 	 * past the fill */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
-			uint8_t *buf = which ? s->v[l] : s->k[l];
+			uint8_t *buf = which ? kv->v[l] : kv->k[l];
 			for (int h = 0; ok && h < hp->n_head; h++) {
-				ok = write_all(fd, txl_kv_row(s, buf, s->cap, h,
-							      s->kv_start),
-					       row * (size_t)s->mlen, &sum) &&
+				ok = write_all(fd, txl_kv_row(kv, buf, kv->cap,
+							      h, kv->start),
+					       row * (size_t)kv->fill, &sum) &&
 					write_all(fd, zeros, pad, &sum);
 			}
 		}
@@ -443,7 +386,7 @@ txl_session_load(struct txl_session *s, const char *path)
 		goto out;
 	}
 	if (hdr.fingerprint !=
-	    txl_model_fingerprint((struct txl_model *)s->model) ||
+	    txl_model_fingerprint(s->model) ||
 	    hdr.n_layer != (uint32_t)hp->n_layer ||
 	    hdr.d_model != (uint32_t)hp->d_model ||
 	    hdr.n_head != (uint32_t)hp->n_head ||
@@ -469,11 +412,12 @@ txl_session_load(struct txl_session *s, const char *path)
 			      hdr.mem_len);
 		goto out;
 	}
-	if (txl_dtype_blocked(ft) && hp->d_head % TXL_QK != 0) {
-		/* no session of this model holds Q8_0 or Q4_0 rows */
+	if (hp->d_head % txl_type(ft)->block != 0) {
+		/* no session of this model holds rows of this block type */
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (kv_type %s "
 			      "with d_head %d, not a multiple of %d)", path,
-			      txl_dtype_name(ft), hp->d_head, TXL_QK);
+			      txl_dtype_name(ft), hp->d_head,
+			      txl_type(ft)->block);
 		goto out;
 	}
 	/* the file's rows, in its kv_type */
@@ -497,8 +441,8 @@ txl_session_load(struct txl_session *s, const char *path)
 	txl_hash_init(&sum);
 	txl_hash_update(&sum, &hdr, sizeof hdr);
 	for (int l = 0; l < hp->n_layer && st == TXL_OK; l++) {
-		k[l] = txl_alloc_kv(s, (size_t)s->cap);
-		v[l] = txl_alloc_kv(s, (size_t)s->cap);
+		k[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
+		v[l] = txl_kv_alloc(&s->kv, (size_t)s->kv.cap);
 		if (!k[l] || !v[l]) {
 			st = txl_fail(TXL_ERR_NOMEM, "out of memory");
 			break;
@@ -516,8 +460,9 @@ txl_session_load(struct txl_session *s, const char *path)
 			txl_hash_update(&sum, scratch, rows_bytes);
 			/* each head's first fill rows */
 			for (int h = 0; h < hp->n_head; h++)
-				txl_convert(txl_kv_row(s, buf, s->cap, h, 0),
-					    s->kv_dt, scratch + (size_t)h *
+				txl_convert(txl_kv_row(&s->kv, buf,
+						       s->kv.cap, h, 0),
+					    s->kv.dt, scratch + (size_t)h *
 					    hdr.mem_len * txl_row_bytes(ft,
 					    hp->d_head), ft,
 					    (size_t)hp->d_head * hdr.fill);
@@ -537,22 +482,21 @@ txl_session_load(struct txl_session *s, const char *path)
 			      "(damaged file)", path);
 	if (st == TXL_OK) {
 		for (int l = 0; l < hp->n_layer; l++) {
-			uint8_t *t = s->k[l];
-			s->k[l] = k[l];
+			uint8_t *t = s->kv.k[l];
+			s->kv.k[l] = k[l];
 			k[l] = t;
-			t = s->v[l];
-			s->v[l] = v[l];
+			t = s->kv.v[l];
+			s->kv.v[l] = v[l];
 			v[l] = t;
 		}
-		s->kv_start = 0;
-		s->mlen = (int)hdr.fill;
+		s->kv.start = 0;
+		s->kv.fill = (int)hdr.fill;
 		s->n_past = hdr.n_past;
 		s->have_last = hdr.have_last;
 		memcpy(s->last_h, last, sizeof(float) * hp->d_model);
-		s->n_logits = 0;
-		s->logits_valid = false;
+		txl_out_clear(&s->out);
 		if (s->have_last)	/* the prediction after the saved text */
-			txl_output_keep(s, last, 1);
+			txl_out_keep(&s->out, last, 1);
 	}
 out:
 	for (int l = 0; l < hp->n_layer; l++) {

@@ -19,7 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl-internal.h"
+#include "txl-tokenizer.h"
+#include "txl-log.h"
+#include "txl-spm.h"
+#include "txl-limits.h"
 
 /* The vocab_* metadata; a model without them is a plain SentencePiece
  * model. */
@@ -109,7 +112,7 @@ txl_tokenizer_load(struct txl_model *m)
 	const struct txl_tensor_info *t = txl_file_find(f, "tokenizer.model");
 	enum txl_status st;
 	size_t total = 0;
-	char buf[256];
+	char buf[TXL_MAX_PIECE_BYTES];
 
 	if (!t)
 		return txl_fail(TXL_ERR_FORMAT, "%s: missing tensor "

@@ -11,12 +11,31 @@
  * Objects:
  *   struct txl_model    immutable weights (memory-mapped, or read into
  *                       memory with TXL_LOAD_NO_MMAP); shareable by
- *                       any number of sessions, read-only after loading.
+ *                       any number of sessions, read-only after loading
+ *                       (every function that takes a const model may be
+ *                       called from any thread at once).
  *   struct txl_session  one stream of text: the per-layer key/value memory
  *                       (fixed size, whatever the amount of text fed) and
  *                       scratch buffers.  Not thread-safe; one per thread.
  *   struct txl_sampler  picks the next token from logits, with its own
  *                       seeded random number generator.
+ *
+ * Threads: the process has one pool of compute threads, which every
+ * session uses (as OpenBLAS's own thread count is one per process).
+ * Its size is set by txl_session_new() and txl_session_set_params()
+ * from their n_threads, for every session in the process: the last call
+ * wins.  Sessions evaluated from several threads at once work, each
+ * correctly, but while one of them holds the pool the others compute on
+ * their own thread alone.
+ *
+ * ABI: the library's version (txl_version()) is its own; its soname
+ * changes only with a change that breaks callers, and each function is
+ * bound to the version node of the release that added it (txl.sym).
+ * Structs change only by new fields at their end: those a caller passes
+ * in (txl_session_params, txl_sampler_params) carry their size, which
+ * their *_default() function sets, so that the library reads no more of
+ * them than the caller has; txl_hparams carries the size the library
+ * filled, so that a caller can test for a newer field (TXL_HAS()).
  *
  * Errors: functions return enum txl_status (or a documented special
  * value); the reason, one line naming the file or argument and what is
@@ -41,7 +60,8 @@ extern "C" {
 #define TXL_API
 #endif
 
-/** Version of the library, "MAJOR.MINOR.PATCH". */
+/** Version of the library, "MAJOR.MINOR.PATCH": that of the API and ABI
+ *  of this header, not of txlgen. */
 TXL_API const char *txl_version(void);
 
 /**
@@ -58,6 +78,15 @@ TXL_API const char *txl_isa_name(void);
  * Zen)".
  */
 TXL_API const char *txl_blas_info(void);
+
+/**
+ * Whether struct @p p (a pointer to @p type: a struct of this header with
+ * a `size` member) has @p member: always for a struct a caller made with
+ * a *_default() function of the library it runs on; for the hparams of a
+ * library older than this header, not for the fields added since.
+ */
+#define TXL_HAS(type, p, member)                                             \
+	(offsetof(type, member) + sizeof(((type *)0)->member) <= (p)->size)
 
 /* ------------------------------------------------------------------ */
 /* Status codes and logging                                            */
@@ -145,8 +174,30 @@ TXL_API void txl_model_free(struct txl_model *model);
 /** Clusters of an adaptive softmax at most (cutoffs + 1). */
 #define TXL_MAX_CLUSTERS 16
 
+/**
+ * The attention of a model (its attn_type, as MemTransformerLM names it):
+ *   REL_PARTIAL    Transformer-XL: relative positions, sinusoids through
+ *                  r_net, learned biases r_w_bias and r_r_bias;
+ *   REL_LEARNED    learnable relative positions in the manner of Shaw et
+ *                  al.: per layer r_emb, r_w_bias and r_bias, max_klen
+ *                  rows;
+ *   ABS_SINUSOID   the vanilla Transformer: absolute sinusoids added to
+ *                  the input;
+ *   ABS_LEARNED    the vanilla Transformer with learned absolute positions
+ *                  (r_emb) added to every layer's input.
+ * The absolute ones have no memory: sessions recompute a window of the
+ * last seg_len tokens instead (see txl_session_params.stride).
+ */
+enum txl_attn_type {
+	TXL_ATTN_REL_PARTIAL = 0,
+	TXL_ATTN_REL_LEARNED = 1,
+	TXL_ATTN_ABS_SINUSOID = 2,
+	TXL_ATTN_ABS_LEARNED = 3,
+};
+
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
 struct txl_hparams {
+	size_t size;     /* bytes of this struct as the library filled it */
 	int n_token;     /* vocabulary size */
 	int n_layer;
 	int n_head;
@@ -161,20 +212,10 @@ struct txl_hparams {
 	bool pre_lnorm;
 	bool tie_weight;
 	bool untie_r;    /* per-layer r_w_bias / r_r_bias */
-	/* The attention (attn_type):
-	 *   0  Transformer-XL: relative positions, sinusoids through r_net,
-	 *      learned biases r_w_bias and r_r_bias;
-	 *   1  learnable relative positions in the manner of Shaw et al.:
-	 *      per layer r_emb, r_w_bias and r_bias, max_klen rows;
-	 *   2  the vanilla Transformer: absolute sinusoids added to the input;
-	 *   3  the vanilla Transformer with learned absolute positions
-	 *      (r_emb) added to every layer's input.
-	 * Types 2 and 3 have no memory: sessions recompute a window of the
-	 * last seg_len tokens instead (see txl_session_params.stride). */
-	int attn_type;
-	int max_klen;    /* rows of the position tables of attn_type 1 and 3
-			    (tgt_len + ext_len + mem_len at training); 0 for
-			    the others */
+	enum txl_attn_type attn_type;
+	int max_klen;    /* rows of the position tables of REL_LEARNED and
+			    ABS_LEARNED (tgt_len + ext_len + mem_len at
+			    training); 0 for the others */
 	/* Adaptive input and softmax: cluster 0 is ids [0, cutoffs[0]),
 	 * cluster i is [cutoffs[i-1], cutoffs[i]), the last one ends at
 	 * n_token.  n_cutoffs 0 is a full softmax.  With div_val > 1,
@@ -202,10 +243,21 @@ TXL_API const char *txl_model_meta(const struct txl_model *model,
 				   const char *key);
 
 /**
- * A 64-bit fingerprint of the model file's contents (header and data).
- * Computed on first use (reads the whole file once).
+ * A 64-bit fingerprint of the model file's contents (header and data),
+ * never 0: state files record it.  Computed when the model is loaded.
  */
-TXL_API uint64_t txl_model_fingerprint(struct txl_model *model);
+TXL_API uint64_t txl_model_fingerprint(const struct txl_model *model);
+
+/**
+ * Whether sessions of the model keep a memory (the relative attentions)
+ * or recompute a window of seg_len tokens for each prediction (the
+ * absolute ones: see txl_session_eval()).
+ */
+TXL_API bool txl_model_has_memory(const struct txl_model *model);
+
+/** What attention @p type is, in a few words ("relative positions with
+ *  global biases (Transformer-XL)", ...); NULL for none. */
+TXL_API const char *txl_attn_type_name(enum txl_attn_type type);
 
 /* ------------------------------------------------------------------ */
 /* Tokenizer (the SentencePiece model stored in the file)              */
@@ -289,26 +341,41 @@ enum txl_kv_type {
 };
 
 struct txl_session_params {
+	size_t size;       /* sizeof(struct txl_session_params), as
+			      txl_session_params_default() sets it */
 	int mem_len;       /* positions kept in memory; TXL_FROM_MODEL */
 	int seg_len;       /* tokens per forward call; TXL_FROM_MODEL */
 	int clamp_len;     /* relative distances clamped to this; 0 = none;
 			      TXL_FROM_MODEL */
 	int same_length;   /* 0 off, 1 on; TXL_FROM_MODEL */
-	int n_threads;     /* threads of the kernels and of OpenBLAS, one
-			      setting for the whole process; 0 = one per CPU.
-			      libtxl's own threads block every signal */
+	int n_threads;     /* threads of the kernels and of OpenBLAS: of the
+			      process's one pool, for every session (see
+			      "Threads" above); 0 = one per CPU.  libtxl's
+			      own threads block every signal */
 	txl_abort_fn abort_cb; /* NULL = never abort */
 	void *abort_data;  /* passed to abort_cb */
 	int stride;        /* models without memory (attn_type 2, 3): the
 			      tokens predicted per window, 1 .. seg_len;
 			      TXL_FROM_MODEL = 1.  See txl_session_eval().
 			      Must be TXL_FROM_MODEL for the others. */
-	int kv_type;       /* enum txl_kv_type of the memory; default
-			      TXL_KV_F32 */
+	enum txl_kv_type kv_type; /* of the memory; default TXL_KV_F32 */
 };
 
 /** The defaults: everything from the model, no abort callback. */
 TXL_API struct txl_session_params txl_session_params_default(void);
+
+/**
+ * The settings a session of @p model with @p in (NULL: the defaults)
+ * would have, into *@p out: every TXL_FROM_MODEL resolved as
+ * txl_session_new() resolves it (txl_session_get_params() of such a
+ * session), after the same checks.  *@p out must come from
+ * txl_session_params_default(): its size is what the library writes.
+ * @return TXL_OK, or TXL_ERR_INVALID for settings txl_session_new()
+ * refuses (txl_last_error() says why; *out unchanged).
+ */
+TXL_API enum txl_status txl_session_params_resolve(
+	const struct txl_model *model, const struct txl_session_params *in,
+	struct txl_session_params *out);
 
 /**
  * Create a session with an empty memory.  The session borrows @p model,
@@ -317,7 +384,8 @@ TXL_API struct txl_session_params txl_session_params_default(void);
  * Models of attn_type 2 and 3 have no memory (the original code runs them
  * with mem_len 0 only): mem_len TXL_FROM_MODEL is 0 for them and any
  * other value is rejected; attn_type 3 also rejects a seg_len longer than
- * its position table (max_klen).
+ * its position table (max_klen).  @p params must come from
+ * txl_session_params_default() (its size: TXL_ERR_INVALID otherwise).
  */
 TXL_API enum txl_status txl_session_new(const struct txl_model *model,
 					const struct txl_session_params *params,
@@ -490,8 +558,8 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * waiting), TXL_ERR_IO; the session is unchanged on error.  A memory
  * saved with another kv_type is converted to this session's (widened
  * exactly, or rounded as a session of this kv_type rounds what it
- * stores); a Q8_0 memory cannot go into a session of a model whose d_head
- * is no multiple of 32, nor can such a session exist.
+ * stores); a Q8_0 or Q4_0 memory cannot go into a session of a model
+ * whose d_head is no multiple of 32, nor can such a session exist.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
@@ -502,6 +570,8 @@ TXL_API enum txl_status txl_session_load(struct txl_session *session,
 struct txl_sampler;
 
 struct txl_sampler_params {
+	size_t size;          /* sizeof(struct txl_sampler_params), as
+				 txl_sampler_params_default() sets it */
 	float temp;           /* temperature; 0 = greedy (argmax) */
 	int top_k;            /* keep the k most likely; 0 = off */
 	float top_p;          /* nucleus: smallest set with mass >= p; 1 = off */

@@ -36,11 +36,7 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import txlfile                                       # noqa: E402 (models/)
-import vocab                                         # noqa: E402 (models/)
+from txlgen import random_model as mrm, txlfile, vocab
 
 EXIT_BADMODEL = 3
 
@@ -105,7 +101,7 @@ def _vocab_mismatch(blob, header, data):
         hp.pop(k)
     hp["n_token"] = "321"
     path = os.path.join(_tmp, "vocab.tmp")
-    txlfile.write(path, hp, ts, proto)
+    txlfile.write(path, hp, ts, proto, check=False)
     with open(path, "rb") as f:
         return f.read()
 
@@ -124,7 +120,7 @@ def _with_tokenizer(make_proto):
         hp = {k: v for k, v in meta.items()
               if k not in ("format", "format_version")}
         path = os.path.join(_tmp, "tok.tmp")
-        txlfile.write(path, hp, ts, proto)
+        txlfile.write(path, hp, ts, proto, check=False)
         with open(path, "rb") as f:
             return f.read()
     return make

@@ -37,13 +37,9 @@ import tempfile
 import types
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import torch                                         # noqa: E402
-import txl_ref                                       # noqa: E402
-import txlfile                                       # noqa: E402 (models/)
-import checkpoint                                    # noqa: E402 (models/)
+import torch
+
+from txlgen import checkpoint, random_model as mrm, txl_ref, txlfile
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
@@ -141,9 +137,26 @@ def hf_state(model, tied_once=False):
     return out
 
 
-def convert(*args):
+def convert(*args, env=None):
     return subprocess.run([mrm.PYTHON, mrm.CONVERT] + list(args),
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
+
+
+# A sitecustomize.py that makes `import torch` fail, as on a system
+# without python3-torch.
+NO_TORCH = """
+import sys
+
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NoTorch())
+"""
 
 
 def score(path, text_path, seg=None, mem=None):
@@ -413,9 +426,80 @@ class TestCheckpoints(unittest.TestCase):
             ck = checkpoint.read_checkpoint(p)
             want = ref.state_dict()
             for k, t in want.items():
-                self.assertTrue(torch.equal(ck.state[k], t), k)
+                self.assertTrue((ck.state[k] == t.numpy()).all(), k)
+                self.assertEqual(ck.state[k].shape, tuple(t.shape), k)
             self.assertEqual(ck.hparams["tie_weight"], True)
             self.assertEqual(ck.hparams["d_embed"], 24)
+
+    # -- without PyTorch -------------------------------------------------
+
+    def test_converts_without_torch(self):
+        """convert.py needs the standard library and numpy only: with
+        `import torch` failing, it converts whole-model pickles with their
+        corpus cache (both torch.save containers), a bare state_dict of
+        BF16 tensors with its config, and Hugging Face directories (a
+        legacy pytorch_model.bin of F16 tensors with vocab.pkl,
+        model.safetensors with a torch.save vocab.bin) into the same bytes
+        as with torch importable; txlgen scores the F32 ones as txl_ref
+        does."""
+        site = self.path("no-torch")
+        os.makedirs(site)
+        with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+            f.write(NO_TORCH)
+        no_torch = dict(os.environ, PYTHONPATH=site)
+        r = subprocess.run([mrm.PYTHON, "-c", "import torch"], env=no_torch,
+                           capture_output=True, text=True)
+        self.assertIn("No module named 'torch'", r.stderr)   # the hook works
+        cfg = mrm.make_config(n_token=len(WT_SYMS), tgt_len=4, mem_len=6,
+                              d_embed=24, tie_projs=True)
+        ref, orig = original_pickle(cfg, seed=30)
+        vocab = make_vocab(WT_SYMS, False)
+        forms = {}
+        for zf in (True, False):
+            mpt = self.path(f"nt-model-{zf}.pt")
+            cpt = self.path(f"nt-cache-{zf}.pt")
+            torch.save(orig, mpt, _use_new_zipfile_serialization=zf)
+            save_corpus(cpt, "wt103", vocab, zf)
+            forms[f"model.pt zip={zf}"] = (["--weights", mpt, "--vocab",
+                                            cpt], True)
+        sd, cj = self.path("nt-state.pt"), self.path("nt-state.json")
+        torch.save({k: v.bfloat16() for k, v in ref.state_dict().items()},
+                   sd, _use_new_zipfile_serialization=False)
+        with open(cj, "w") as f:
+            json.dump(cfg.hparams(), f)
+        forms["state_dict BF16"] = (["--weights", sd, "--config", cj,
+                                     "--vocab", cpt], False)
+        for form in ("bin", "safetensors"):
+            d = self.path("nt-hf-" + form)
+            os.makedirs(d)
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(dict({k: v for k, v in cfg.hparams().items() if
+                                k not in ("n_token", "tie_projs")},
+                               vocab_size=cfg.n_token, untie_r=True,
+                               proj_share_all_but_first=True), f)
+            st = hf_state(orig)
+            if form == "bin":
+                torch.save({k: v.half() for k, v in st.items()},
+                           os.path.join(d, "pytorch_model.bin"),
+                           _use_new_zipfile_serialization=False)
+                with open(os.path.join(d, "vocab.pkl"), "wb") as f:
+                    pickle.dump(dict(vocab.__dict__), f)
+            else:
+                checkpoint.write_safetensors(
+                    os.path.join(d, "model.safetensors"), st)
+                torch.save(dict(vocab.__dict__), os.path.join(d,
+                                                              "vocab.bin"))
+            forms["hf " + form] = (["--weights", d], form == "safetensors")
+        for k, (name, (args, f32)) in enumerate(forms.items()):
+            out, want = self.path(f"nt{k}.bin"), self.path(f"nt{k}-torch.bin")
+            r = convert(*args, "-o", out, env=no_torch)
+            self.assertEqual(r.returncode, 0, f"{name}: {r.stderr}")
+            r = convert(*args, "-o", want)
+            self.assertEqual(r.returncode, 0, f"{name}: {r.stderr}")
+            with open(out, "rb") as f, open(want, "rb") as g:
+                self.assertTrue(f.read() == g.read(), name)
+            if f32:
+                self.check_scores(ref, out)
 
     # -- pickles that run code -------------------------------------------
 

@@ -5,7 +5,7 @@ Drives the real binary: $TXLGEN (default build/cmd/txlgen) with the model
 $TXLGEN_TEST_MODEL; without that variable a small random-weight model is
 built with tests/make_random_model.py.  The REPL is driven through a
 pseudo-terminal (pty) as a person would, and as a script through a pipe.
-Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
+Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
 import ctypes
@@ -696,8 +696,7 @@ class Scoring(unittest.TestCase):
             import sentencepiece as spm
         except ImportError:
             self.skipTest("python3-sentencepiece missing")
-        sys.path.insert(0, os.path.join(ROOT, "models"))
-        import txlfile
+        from txlgen import txlfile
         proto = txlfile.read(MODEL)[1]["tokenizer.model"]
         sp = spm.SentencePieceProcessor()
         sp.LoadFromSerializedProto(bytes(proto))
@@ -1745,6 +1744,27 @@ class Info(unittest.TestCase):
         self.assertIn(f"parameters: {info['parameters']}", text)
         self.assertIn(f"  n_layer: {meta['n_layer']}\n", text)
         self.assertIn("  kind: full softmax\n", text)
+
+    def test_info_of_a_model_without_memory(self):
+        # an absolute attention (attn_type 2) whose metadata names a
+        # memory (as training's mem_len): its sessions have none, and
+        # --info says what a session gets (the library's settings), not
+        # the metadata
+        d = os.path.join(TMP, "abs2")
+        os.makedirs(d, exist_ok=True)
+        subprocess.run([sys.executable, os.path.join(HERE,
+                        "make_random_model.py"), "-o", d, "--seed", "3",
+                        "--attn-type", "2"],
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
+        m = with_metadata(os.path.join(d, "m.bin"),
+                          os.path.join(d, "mem8.bin"), mem_len="8")
+        rc, out, err = run("-m", m, "--info", "--json", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        info = json.loads(out)
+        self.assertEqual(info["attention"]["kind"], "absolute sinusoidal "
+                         "positions at the input (vanilla Transformer)")
+        ses = info["session"]
+        self.assertEqual((ses["mem_len"], ses["receptive_field"]), (0, 0))
 
     def test_info_of_a_bad_model(self):
         rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),

@@ -5,23 +5,18 @@ same log-probs as the model it came from, tied tensors stored once), and a
 checkpoint that does not fit its configuration is refused, naming what
 does not fit.
 
-Run: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/test_convert.py
+Run: PYTHONPATH=models OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/test_convert.py
 """
 
 import json
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import torch                                         # noqa: E402
-import txl_ref                                       # noqa: E402
-import txlfile                                       # noqa: E402
-import convert                                       # noqa: E402
+import torch
+
+from txlgen import convert, random_model as mrm, txl_ref, txlfile
 
 TMP = None
 

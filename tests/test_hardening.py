@@ -26,14 +26,11 @@ import select
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
+from txlgen import random_model as mrm
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 MODEL = os.environ.get("TXLGEN_TEST_MODEL")

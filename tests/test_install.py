@@ -3,7 +3,9 @@
 own, build, `meson install`; then the installed txlgen runs from another
 directory with its installed default model, and a C program built with
 nothing but `pkg-config --cflags --libs txl` runs against the installed
-libtxl, without LD_LIBRARY_PATH.
+libtxl, without LD_LIBRARY_PATH, and without the -dev packages of
+libtxl's own dependencies: `pkg-config --cflags txl` names libtxl's
+include directory alone.
 
 Needs $MESON_SOURCE_ROOT (meson test sets it in tests/meson.build), meson,
 ninja, pkg-config and a C compiler.  Run:
@@ -270,19 +272,54 @@ class Install(unittest.TestCase):
             self.prefix, "share", "bash-completion", "completions",
             "txlgen-get")))
 
-    def test_c_program_with_pkg_config(self):
+    def pkg_config(self, *args):
+        """pkg-config of the installation alone: PKG_CONFIG_LIBDIR hides
+        the system's .pc files, as on a machine without the -dev packages
+        of libtxl's own dependencies (OpenBLAS, SentencePiece, cJSON)."""
         env = clean_env()
-        env["PKG_CONFIG_PATH"] = os.path.join(self.libdir, "pkgconfig")
-        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "txl"],
-                               capture_output=True, text=True, env=env,
-                               check=True, timeout=60).stdout.split()
+        env["PKG_CONFIG_LIBDIR"] = os.path.join(self.libdir, "pkgconfig")
+        p = subprocess.run(["pkg-config", *args, "txl"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split()
+
+    def test_pkg_config_needs_no_dependency(self):
+        # txl.h includes standard headers only: the include directory of
+        # libtxl and nothing else (no OpenBLAS, cJSON or SentencePiece)
+        self.assertEqual(self.pkg_config("--cflags"),
+                         ["-I" + os.path.join(self.prefix, "include", "txl")])
+        self.assertEqual([f for f in self.pkg_config("--libs")
+                          if not f.startswith("-Wl,-rpath,")],
+                         ["-L" + self.libdir, "-ltxl"])
+        # what a static link needs, as Libs.private
+        static = self.pkg_config("--libs", "--static")
+        for lib in ("-lopenblas", "-lsentencepiece", "-lcjson"):
+            self.assertIn(lib, static)
+        self.assertEqual(self.pkg_config("--modversion"),
+                         [os.path.basename(os.path.realpath(os.path.join(
+                             self.libdir, "libtxl.so")))[len("libtxl.so."):]])
+
+    def test_soname(self):
+        # the library's own version, its major the soname's
+        lib = os.path.realpath(os.path.join(self.libdir, "libtxl.so"))
+        self.assertRegex(os.path.basename(lib), r"^libtxl\.so\.\d+\.\d+\.\d+$")
+        major = os.path.basename(lib).split(".")[2]
+        self.assertEqual(os.path.realpath(os.path.join(
+            self.libdir, "libtxl.so." + major)), lib)
+        if shutil.which("objdump"):
+            p = subprocess.run(["objdump", "-p", lib], capture_output=True,
+                               text=True, check=True, timeout=60)
+            self.assertIn("SONAME               libtxl.so." + major, p.stdout)
+
+    def test_c_program_with_pkg_config(self):
+        flags = self.pkg_config("--cflags", "--libs")
         src = os.path.join(self.elsewhere, "prog.c")
         exe = os.path.join(self.elsewhere, "prog")
         with open(src, "w") as f:
             f.write(PROGRAM)
         p = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o",
                             exe] + flags, capture_output=True, text=True,
-                           env=env, timeout=120)
+                           env=clean_env(), timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
         model = os.environ.get("TXLGEN_TEST_MODEL") or os.path.join(
             self.prefix, "share", "txlgen", "sotu.bin")

@@ -34,7 +34,8 @@ and in generation, where an adaptive softmax is sampled cluster by
 cluster.
 
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
-Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_parity.py -v
+Run:  PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
+      tests/test_parity.py -v
 Set TXL_PARITY_REPORT=1 to print the max difference of every case.
 """
 
@@ -48,10 +49,7 @@ import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
-import txlfile                                       # noqa: E402
+from txlgen import random_model as mrm, txlfile
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -308,7 +306,7 @@ class TestParity(ParityCase):
         self.compare("base", seg_len=8, mem_len=40)
 
     # Segments of up to 8 queries attend in blocks of whole 256 keys, two
-    # per thread, merged (txl-attn.c attend_few()): with 4 threads and 2
+    # per thread, merged (txl-attn-few.c): with 4 threads and 2
     # heads, memories of 3 blocks, same_length masking the first keys,
     # clamp_len reached inside a block.
     def test_token_by_token_memory_of_blocks(self):
@@ -320,7 +318,7 @@ class TestParity(ParityCase):
                      extra=["--threads", "4"])
 
     # Segments of more than 8 queries: one pool task a layer, units of one
-    # head and 32 queries (txl-attn.c attend_segment()); 80 queries make
+    # head and 32 queries (txl-attn-seg.c); 80 queries make
     # blocks of 32, 32 and 16, which 3 threads take in any order.
     def test_long_segments_over_threads(self):
         self.compare("base", n=300, seg_len=80, mem_len=50, clamp_len=30,
@@ -470,7 +468,7 @@ class TestVariants(ParityCase):
                 self.compare(name, seg_len=8, mem_len=mem, clamp_len=0)
 
     def test_learnable_memory_of_blocks(self):
-        # attend_few()'s blocks with the learned tables, cut by clamp_len
+        # the few-query path's blocks with the learned tables, cut by clamp_len
         attn1 = [k for k in MEMORY_VARIANTS if
                  VARIANTS[k].get("attn_type") == 1]
         for name in attn1:
@@ -877,7 +875,7 @@ class TestKvType(ParityCase):
     room for twice the largest seen; the deviation must exceed F32's, and
     BF16's by 1.5 to 16 times (a memory that was really 16-bit would
     not).  Segments of 12 take the path of sgemm on widened rows, one token
-    the kernels' (attend_few in lib/txl-attn.c), where each query is
+    the kernels' (lib/txl-attn-few.c), where each query is
     rounded to int16 per block of 32 for integer products with the keys:
     an error of 1/65534 of the block's largest, 258 times below the keys'
     (the deviation stayed 0.133 with it).  The blocks themselves are the
@@ -986,7 +984,7 @@ class TestKvType(ParityCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(path, "rb") as f:
                 blob = f.read()
-            # struct txl_state_header (lib/txl-internal.h), 64 bytes
+            # struct txl_state_header (lib/txl-state.h), 64 bytes
             (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
              _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
             self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3, "Q4_0": 4}[kv])

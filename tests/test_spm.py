@@ -17,13 +17,10 @@ UTF-8, NUL, control characters, runs of spaces, empty, long):
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import make_random_model as mrm                      # noqa: E402
+from txlgen import random_model as mrm
 
 
 TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")

@@ -5,7 +5,7 @@ bits per byte of the PyTorch evaluation of the same checkpoint; the same
 for the other models it trains (adaptive softmax, attn_type 1 and 3),
 whose exports must hold the checkpoint's model.
 
-Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
+Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
      /usr/bin/python3 tests/test_train.py
 (without TXLGEN the txlgen comparison is skipped).
 """
@@ -21,10 +21,11 @@ import sys
 import tempfile
 import unittest
 
+import torch
+
+from txlgen import train
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "models"))
-import torch      # noqa: E402
-import train      # noqa: E402
 
 TMP = None
 TRAIN = VALID = TOK = None
@@ -170,7 +171,7 @@ class TrainTest(unittest.TestCase):
     def test_txlfile_sets_metadata(self):
         """txlfile.py --set writes a copy with a metadata key set, the
         weights unchanged; KEY= removes it."""
-        import txlfile
+        from txlgen import txlfile
         src = os.path.join(TMP, "meta-src.bin")
         run("--out", self.full, "--export-only", "--export", src,
             "--dtype", "BF16")
@@ -197,7 +198,7 @@ class TrainTest(unittest.TestCase):
 
 class SamplingTest(unittest.TestCase):
     def test_repetition_rates(self):
-        import sampling
+        from txlgen import sampling
         # "the cat the cat the dog": 6 words: unigrams 3 distinct of 6;
         # bigrams (the cat)(cat the)(the cat)(cat the)(the dog): 3 of 5;
         # trigrams: (the cat the)(cat the cat)(the cat the)(cat the dog):
@@ -210,7 +211,7 @@ class SamplingTest(unittest.TestCase):
         self.assertEqual(sampling.rep_rates([]), [0.0] * 4)
 
     def test_prompts_are_followed_by_their_text(self):
-        import sampling
+        from txlgen import sampling
         rng = random.Random(5)
         path = os.path.join(TMP, "heldout.txt")
         with open(path, "w") as f:
@@ -261,8 +262,7 @@ class VariantTest(unittest.TestCase):
                             f"{name}: loss {first:.3f} -> {last:.3f}")
 
     def test_export_holds_the_checkpoint(self):
-        import txl_ref
-        import txlfile
+        from txlgen import txl_ref, txlfile
         want_tensors = {"adaptive": ["crit.cluster_weight",
                                      "word_emb.emb_projs.2",
                                      "crit.out_projs.0", "crit.out_projs.2"],

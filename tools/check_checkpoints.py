@@ -2,7 +2,7 @@
 """Check that txlgen runs checkpoints made by the ORIGINAL Transformer-XL
 code as that code does (issue 11; not run in CI).
 
-  tools/check_checkpoints.py --orig PATH/TO/transformer-xl \\
+  PYTHONPATH=models tools/check_checkpoints.py --orig PATH/TO/transformer-xl \\
       [--txlgen build/cmd/txlgen] [--test-spm build/tests/test-spm]
       [--tol 1e-4] [--keep DIR]
 
@@ -49,7 +49,9 @@ Exit status 0 if everything holds, 1 otherwise.
 
 The original code is run from its own folder, unmodified (put on sys.path
 in a child process; torch.version.cuda is set first because
-utils/proj_adaptive_softmax.py reads it at import time).
+utils/proj_adaptive_softmax.py reads it at import time), and imported
+here as txlgen.original does.  PYTHONPATH=models (from the source tree's
+root) finds the txlgen package.
 """
 
 import argparse
@@ -64,12 +66,17 @@ import sys
 import tempfile
 import zipfile
 
+import torch
+
+try:
+    from txlgen import checkpoint, original, txl_ref
+except ModuleNotFoundError as e:
+    if e.name != "txlgen":
+        raise
+    sys.exit("check_checkpoints.py: no txlgen package: run it as "
+             "PYTHONPATH=models tools/check_checkpoints.py ...")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "models"))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import torch                                         # noqa: E402
-import check_original                                # noqa: E402
-import checkpoint                                    # noqa: E402 (models/)
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
 
@@ -427,7 +434,7 @@ def original_table(model, cfg, ids, clamp):
     data = torch.as_tensor(ids, dtype=torch.long)[:, None].expand(-1, V)
     target = torch.arange(V)[None, :].expand(len(ids), -1).contiguous()
     loss = model(data.contiguous(), target)[0].reshape(-1)
-    loss = check_original.in_token_order(loss, target.reshape(-1), cfg)
+    loss = original.in_token_order(loss, target.reshape(-1), cfg)
     return (-loss.double()).view(len(ids), V).tolist()
 
 
@@ -543,8 +550,11 @@ def main():
     a = ap.parse_args()
     orig = os.path.abspath(a.orig)
     pyt = os.path.join(orig, "pytorch")
-    check_original.import_original(pyt)
-    sys.path.insert(0, pyt)              # data_utils, utils.vocabulary
+    try:
+        # also what torch.load needs below: data_utils, utils.vocabulary
+        original.import_original(pyt)
+    except original.OriginalError as e:
+        sys.exit(f"check_checkpoints.py: {e}")
     work = os.path.abspath(a.keep or tempfile.mkdtemp(prefix="txl-ckpt-"))
     os.makedirs(work, exist_ok=True)
     runner = os.path.join(work, "run_orig.py")
@@ -604,7 +614,7 @@ def main():
             # does (and Hugging Face's port)
             vocab.unk_idx = vocab.sym2idx["<unk>"]
 
-        cfg = check_original.txl_ref.TxlConfig.from_dict(
+        cfg = txl_ref.TxlConfig.from_dict(
             original_hparams(model))
         forms = {}
         d = os.path.join(work, "forms", name)
@@ -681,7 +691,7 @@ def main():
                                     f"the original {len(want_ids)})")
                     print(failures[-1])
                     continue
-                want = check_original.original_logprobs(
+                want = original.original_logprobs(
                     model, cfg, want_ids, seg, mem, clamp, same)
                 diff = max(abs(x - y) for x, y in zip(lps, want))
                 worst = max(worst, diff)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Check txlgen and models/txl_ref.py against the ORIGINAL Transformer-XL
+"""Check txlgen and txlgen.txl_ref against the ORIGINAL Transformer-XL
 code (not run in CI).
 
-  tools/check_original.py --orig PATH/TO/transformer-xl/pytorch \\
+  PYTHONPATH=models tools/check_original.py --orig PATH/TO/transformer-xl/pytorch \\
       [--txlgen build/cmd/txlgen] [--tol 1e-4] [--only NAME,...] [--keep DIR]
 
 For every model the original code builds (attn_type 0 with pre_lnorm
@@ -38,11 +38,9 @@ status 0 if every difference is within --tol, 1 otherwise.
 The original's adaptive softmax returns the losses grouped by cluster
 (keep_order is False in MemTransformerLM); they are put back in token
 order here.  The original code cannot be committed here; give its
-pytorch/ folder with --orig.  It is imported unmodified: its
-utils/proj_adaptive_softmax.py reads torch.version.cuda at import time,
-which is None in CPU-only torch, so a version string is put there before
-the import.  Its uint8 attention masks only trigger a deprecation warning
-(silenced here).
+pytorch/ folder with --orig.  It is imported unmodified
+(txlgen.original says how).  PYTHONPATH=models (from the source tree's
+root) finds the txlgen package.
 """
 
 import argparse
@@ -51,13 +49,21 @@ import os
 import subprocess
 import sys
 import tempfile
-import warnings
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import make_random_model as mrm                      # noqa: E402
-import torch                                         # noqa: E402
-import txl_ref                                       # noqa: E402
+import torch
+
+try:
+    from txlgen import random_model as mrm, txl_ref
+    from txlgen.original import (OriginalError, import_original,
+                                 original_logprobs, original_model,
+                                 original_windows)
+except ModuleNotFoundError as e:
+    if e.name != "txlgen":
+        raise
+    sys.exit("check_original.py: no txlgen package: run it as "
+             "PYTHONPATH=models tools/check_original.py ...")
+
+ROOT = mrm.ROOT
 
 # (name, hyperparameters) of the models built with the original code; the
 # tokenizer has 320 pieces, so uniform random ids fall mostly into tails.
@@ -127,82 +133,6 @@ WINDOW_SETTINGS = [
     (None, None, 1),                     # the paper's vanilla protocol
     (6, 4, 3),
 ]
-
-
-def import_original(orig):
-    if not os.path.exists(os.path.join(orig, "mem_transformer.py")):
-        sys.exit(f"check_original.py: {orig}: no mem_transformer.py (give "
-                 "the pytorch/ folder of kimiyoung/transformer-xl)")
-    if torch.version.cuda is None:
-        torch.version.cuda = "11.0"      # read (split) at import time
-    sys.path.insert(0, os.path.join(orig, "utils"))
-    sys.path.insert(0, orig)
-    warnings.filterwarnings("ignore", message=".*masked_fill_ received a "
-                            "mask with dtype torch.uint8.*")
-    import mem_transformer
-    return mem_transformer.MemTransformerLM
-
-
-def original_model(MemTransformerLM, cfg):
-    return MemTransformerLM(
-        cfg.n_token, cfg.n_layer, cfg.n_head, cfg.d_model, cfg.d_head,
-        cfg.d_inner, dropout=0.0, dropatt=0.0, tie_weight=cfg.tie_weight,
-        d_embed=cfg.d_embed, div_val=cfg.div_val,
-        tie_projs=list(cfg.tie_projs), pre_lnorm=cfg.pre_lnorm,
-        tgt_len=cfg.tgt_len, ext_len=0, mem_len=cfg.mem_len,
-        cutoffs=list(cfg.cutoffs), adapt_inp=bool(cfg.cutoffs),
-        same_length=cfg.same_length, attn_type=cfg.attn_type,
-        clamp_len=cfg.clamp_len)
-
-
-def in_token_order(loss, target, cfg):
-    """The original's adaptive-softmax loss comes grouped by cluster (the
-    clusters in order, the tokens of each in order): back in token order."""
-    if not cfg.cutoffs:
-        return loss
-    order = torch.cat([((target >= lo) & (target < hi)).nonzero().flatten()
-                       for lo, hi in cfg.cluster_bounds()])
-    out = torch.empty_like(loss)
-    out[order] = loss
-    return out
-
-
-@torch.no_grad()
-def original_logprobs(model, cfg, ids, seg_len, mem_len, clamp_len,
-                      same_length):
-    """The original eval.py loop on one stream of ids."""
-    model.eval()
-    model.reset_length(seg_len, 0, mem_len)
-    model.clamp_len = clamp_len
-    model.same_length = same_length
-    ids = torch.as_tensor(ids, dtype=torch.long)
-    out, mems = [], tuple()
-    for s in range(0, len(ids) - 1, seg_len):
-        target = ids[s + 1:s + 1 + seg_len]
-        data = ids[s:s + len(target)]
-        ret = model(data[:, None], target[:, None], *mems)
-        out.append(-in_token_order(ret[0][:, 0], target, cfg).double())
-        mems = ret[1:]
-    return torch.cat(out).tolist()
-
-
-@torch.no_grad()
-def original_windows(model, cfg, ids, seg_len, clamp_len, stride):
-    """The sliding windows of txl_ref.score_windows (txl_ref.windows),
-    each computed by the original's forward without memory: the losses of
-    its last end - start targets."""
-    model.eval()
-    model.reset_length(seg_len, 0, 0)
-    model.clamp_len = clamp_len
-    model.same_length = False
-    ids = torch.as_tensor(ids, dtype=torch.long)
-    out = []
-    for beg, start, end in txl_ref.windows(len(ids), seg_len, stride):
-        target = ids[beg + 1:end + 1]
-        loss = model(ids[beg:end, None], target[:, None])[0][:, 0]
-        out.append(-in_token_order(loss, target, cfg)[start - beg:]
-                   .double())
-    return torch.cat(out).tolist()
 
 
 class NotSupported(Exception):
@@ -348,7 +278,10 @@ def main():
     ap.add_argument("--keep", help="keep the models in this folder")
     a = ap.parse_args()
 
-    MemTransformerLM = import_original(os.path.abspath(a.orig))
+    try:
+        MemTransformerLM = import_original(os.path.abspath(a.orig))
+    except OriginalError as e:
+        sys.exit(f"check_original.py: {e}")
     torch.set_num_threads(1)
     work = a.keep or tempfile.mkdtemp(prefix="txl-orig-")
     os.makedirs(work, exist_ok=True)

@@ -14,8 +14,8 @@
  * A rejected file must leave the session as it was (fill, n_past) and
  * come with a one-line error naming the file; a loaded one must give a
  * fill within mem_len and evaluate.  The header layout and the checksum
- * are the library's own (txl-internal.h), so that this harness follows
- * the format when it changes.
+ * are the library's own (txl-state.h, txl-hash.h), so that this harness
+ * follows the format when it changes.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -23,7 +23,8 @@
 #include <string.h>
 
 #include "fuzz-common.h"
-#include "txl-internal.h"	/* the state header and txl_hash */
+#include "txl-hash.h"
+#include "txl-state.h"	/* the state header */
 
 #define HDR_SIZE sizeof(struct txl_state_header)
 #define FP_OFFSET offsetof(struct txl_state_header, fingerprint)

@@ -24,8 +24,9 @@ writes
 The models carry tests/data/spm.model without its 240 KB normalisation
 table (identity normalisation then) and, but for one, without its 256 byte
 pieces, so that inputs stay ~5 KB and mutations land in what libtxl
-parses.  Run with Debian's /usr/bin/python3
-(python3-torch); nothing here is committed, it is made at run time.
+parses.  Run with Debian's /usr/bin/python3 (python3-torch) and
+PYTHONPATH=models:tests (the txlgen package, tests/test_badfiles.py);
+nothing here is committed, it is made at run time.
 """
 
 import argparse
@@ -37,14 +38,10 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.dirname(HERE)
-sys.path.insert(0, TESTS)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import make_random_model as mrm                       # noqa: E402
-import test_badfiles as tb                            # noqa: E402
-import vocab as V                                     # noqa: E402 (models/)
+import test_badfiles as tb                            # noqa: E402 (tests/)
+from txlgen import random_model as mrm, vocab as V    # noqa: E402
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)

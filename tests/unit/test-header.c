@@ -5,5 +5,6 @@ int
 main(void)
 {
 	struct txl_session_params p = txl_session_params_default();
-	return p.mem_len == TXL_FROM_MODEL ? 0 : 1;
+	return p.mem_len == TXL_FROM_MODEL &&
+		TXL_HAS(struct txl_session_params, &p, kv_type) ? 0 : 1;
 }

@@ -6,5 +6,5 @@ int
 main()
 {
 	txl_sampler_params p = txl_sampler_params_default();
-	return p.temp > 0 ? 0 : 1;
+	return p.temp > 0 && TXL_HAS(txl_sampler_params, &p, seed) ? 0 : 1;
 }

@@ -2,24 +2,31 @@
 /*
  * test-kernels.c - the SIMD kernels against the scalar reference and
  * against sums computed here in double, on every instruction set this
- * CPU runs (txl_kernels_for()); the matrix products of txl-math.c with
- * 1, 2 and 3 pool threads; the thread pool itself.
+ * CPU runs (txl_kernels_for()); the matrix products of txl-products.c
+ * with 1, 2 and 3 pool threads; the thread pool itself.
+ *
+ * The kernels are tested by slot, for every storage type of the traits
+ * table (txl-types.h) that has the slot: a new type is tested by the
+ * same code as the others, with weights made of random blocks (random
+ * bytes, random scales) whose exact values are its scalar widening;
+ * that widening is itself checked against an independent decoding of
+ * the layouts this file knows (test_widen_scalar), and against blocks
+ * worked out by hand.
  *
  * Tolerances: a float dot product of K terms, whatever the order of its
  * additions, is within gamma_K * sum|w_i x_i| of the exact one, gamma_K =
  * K u / (1 - K u), u = 2^-24 (Higham, Accuracy and Stability of Numerical
  * Algorithms, 3.1).  Each result is checked against the double-precision
  * sum with that bound (plus a tiny absolute term for subnormal inputs);
- * widening (F16, BF16, Q8_0 to float) is exact and checked bit for bit.
- * Q8_0 against quantized activations: the quantization (quantize_q8) bit
- * for bit against the scalar one, the integer sums of dot_rows_q8
- * exactly, the whole against the float product with the bound of the
- * activations' rounding (check_q8_dot).  The attention's Q8_0 products
- * against an int16 query likewise (check_q16_dot), and bit for bit the
- * scalar table's, as every table computes the same floats.
+ * widening is exact and checked bit for bit.  Products against quantized
+ * activations (int8 blocks, the int16 query): the quantizations bit for
+ * bit against the scalar ones, the integer sums of the products exactly,
+ * the whole against the float product with the bound of the activations'
+ * rounding (check_act_dot), and bit for bit the scalar set's where the
+ * type's traits say every set computes the same floats (same_floats).
  *
  * Run under meson with each TXL_ISA, so that the products (which use the
- * chosen table) run on each instruction set too.
+ * chosen set) run on each instruction set too.
  */
 #include <math.h>
 #include <pthread.h>
@@ -30,8 +37,11 @@
 #include <string.h>
 
 #include "test.h"
-#include "txl-internal.h"
 #include "txl-kernels.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+#include "txl-repack.h"
+#include "txl-types.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -51,6 +61,16 @@ uniform(void)
 	return (float)next_u32() / 2147483648.0f - 1.0f;
 }
 
+/* A half's value through the compiler's float16 arithmetic */
+static float
+f16_value(uint16_t h)
+{
+	_Float16 x;
+
+	memcpy(&x, &h, sizeof x);
+	return (float)x;
+}
+
 static uint16_t
 f32_to_f16(float f)
 {
@@ -63,100 +83,199 @@ f32_to_f16(float f)
 	return u;
 }
 
-static uint16_t
-f32_to_bf16(float f)
-{
-	uint32_t u;
+/* ---- the kernels of one instruction set ---- */
 
-	memcpy(&u, &f, sizeof u);
-	u += 0x7fff + ((u >> 16) & 1);	/* nearest even (no NaNs here) */
-	return (uint16_t)(u >> 16);
+/* One set's type-less kernels and each type's kernels on it (a slot the
+ * set lacks: its base's, as the library resolves them). */
+struct set {
+	const struct txl_kernels *k;
+	struct txl_type_kernels t[TXL_N_DTYPES];
+};
+
+static struct set ref;		/* the scalar set: the reference */
+
+static bool
+set_of(enum txl_isa isa, struct set *s)
+{
+	s->k = txl_kernels_for(isa);
+	if (!s->k)
+		return false;
+	for (int dt = 0; dt < TXL_N_DTYPES; dt++)
+		CHECK(txl_type_kernels_on(dt, isa, &s->t[dt]));
+	return true;
 }
 
-/* Weights of n rows of K values of dtype dt, rows ld bytes apart, and
- * their exact float values (n x K). */
+#define FOR_TYPES(dt)                                                        \
+	for (enum txl_dtype dt = 0; dt < TXL_N_DTYPES; dt++)                  \
+		if (txl_dtype_computable(dt))
+
+/* ---- weights of any type ---- */
+
+/* A block type's blocks begin with their F16 scale (txl-dtype.h); the
+ * rest of a block is its values' bytes. */
+static void
+set_scale(uint8_t *blk, uint16_t d)
+{
+	memcpy(blk, &d, sizeof d);
+}
+
+/* A random block scale: +- (1 + U/2) 2^e, e from -20 to 4 (subnormal F16
+ * scales among them) */
+static uint16_t
+random_scale(void)
+{
+	return f32_to_f16(ldexpf((next_u32() % 2 ? 1.0f : -1.0f) *
+				 (1.0f + uniform() / 2),
+				 -20 + (int)(next_u32() % 25)));
+}
+
+/* Weights of n rows of K values of type dt, rows ld bytes apart, and
+ * their exact float values (n x K: the scalar widening).  Plain types:
+ * values uniform in [-1, 1), rows 1, 4, 7, ... times 100, rounded to the
+ * type; block types: random bytes under random scales. */
 static void *
 make_weights(enum txl_dtype dt, int n, int K, size_t ld, float *exact)
 {
+	const struct txl_type *t = txl_type(dt);
 	uint8_t *w = calloc((size_t)n * ld + 64, 1);
+	float *v = malloc(sizeof(float) * (size_t)K);
 
-	CHECK(w);
+	CHECK(w && v);
 	for (int r = 0; r < n; r++) {
 		uint8_t *row = w + (size_t)r * ld;
-		float *e = exact + (size_t)r * K;
-		for (int k = 0; k < K; k++) {
-			float v = uniform() * (r % 3 == 1 ? 100.0f : 1.0f);
-			uint16_t h;
-			switch (dt) {
-			case TXL_F32:
-				memcpy(row + 4 * k, &v, 4);
-				e[k] = v;
-				break;
-			case TXL_F16:
-				h = f32_to_f16(v);
-				memcpy(row + 2 * k, &h, 2);
-				e[k] = txl_f16_to_f32(h);
-				break;
-			case TXL_BF16:
-				h = f32_to_bf16(v);
-				memcpy(row + 2 * k, &h, 2);
-				e[k] = txl_bf16_to_f32(h);
-				break;
-			case TXL_Q8_0: {
-				struct txl_block_q8_0 *b = (void *)row;
-				b += k / TXL_QK;
-				if (k % TXL_QK == 0) {
-					/* scales from 2^-20 to 2^4 */
-					h = f32_to_f16(ldexpf(1.0f + uniform() / 2,
-							      -20 + (int)(next_u32() % 25)));
-					memcpy(&b->d, &h, 2);
-				}
-				b->qs[k % TXL_QK] = (int8_t)(next_u32() % 255 - 127);
-				memcpy(&h, &b->d, 2);
-				e[k] = b->qs[k % TXL_QK] * txl_f16_to_f32(h);
-				break;
-			}
-			case TXL_Q4_0: {
-				struct txl_block_q4_0 *b = (void *)row;
-				b += k / TXL_QK;
-				const int i = k % TXL_QK, q = (int)(next_u32() % 16);
-				if (i == 0) {
-					/* scales from -2^4 to -2^-20 and
-					 * 2^-20 to 2^4 */
-					h = f32_to_f16(ldexpf((next_u32() % 2 ? 1.0f
-						: -1.0f) * (1.0f + uniform() / 2),
-						-20 + (int)(next_u32() % 25)));
-					memcpy(&b->d, &h, 2);
-				}
-				if (i < TXL_QK / 2)
-					b->qs[i] = (uint8_t)((b->qs[i] & 0xf0) | q);
-				else
-					b->qs[i - TXL_QK / 2] = (uint8_t)
-						((b->qs[i - TXL_QK / 2] & 0x0f) | q << 4);
-				memcpy(&h, &b->d, 2);
-				e[k] = (float)(q - 8) * txl_f16_to_f32(h);
-				break;
-			}
-			default:
-				CHECK(!"dtype");
-			}
+		if (t->block == 1) {
+			for (int k = 0; k < K; k++)
+				v[k] = uniform() * (r % 3 == 1 ? 100.0f : 1.0f);
+			ref.t[dt].narrow(row, v, (size_t)K);
+		} else {
+			for (size_t i = 0; i < txl_row_bytes(dt, K); i++)
+				row[i] = (uint8_t)next_u32();
+			for (int b = 0; b < K / t->block; b++)
+				set_scale(row + (size_t)b * t->bytes,
+					  random_scale());
 		}
+		ref.t[dt].widen(exact + (size_t)r * K, row, (size_t)K);
 	}
+	free(v);
 	return w;
+}
+
+/* The values of the layouts this file knows, decoded here from their
+ * definitions (txl-dtype.h), not by the library: value k of row; false
+ * for a type it does not know. */
+static bool
+decode(enum txl_dtype dt, const uint8_t *row, int k, float *out)
+{
+	uint16_t h;
+	float f;
+
+	switch (dt) {
+	case TXL_F32:
+		memcpy(&f, row + 4 * k, 4);
+		*out = f;
+		return true;
+	case TXL_F16:
+		memcpy(&h, row + 2 * k, 2);
+		*out = f16_value(h);
+		return true;
+	case TXL_BF16: {
+		uint32_t u;
+		memcpy(&h, row + 2 * k, 2);
+		u = (uint32_t)h << 16;
+		memcpy(&f, &u, 4);
+		*out = f;
+		return true;
+	}
+	case TXL_Q8_0: {
+		const struct txl_block_q8_0 *b =
+			(const void *)(row + k / TXL_QK * 34);
+		memcpy(&h, &b->d, 2);
+		*out = (float)b->qs[k % TXL_QK] * f16_value(h);
+		return true;
+	}
+	case TXL_Q4_0: {
+		const struct txl_block_q4_0 *b =
+			(const void *)(row + k / TXL_QK * 18);
+		const int i = k % TXL_QK;
+		const int q = i < 16 ? b->qs[i] & 15 : b->qs[i - 16] >> 4;
+		memcpy(&h, &b->d, 2);
+		*out = (float)(q - 8) * f16_value(h);
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
+/* The zero point of the layouts this file knows whose values are
+ * stored plus an offset, in steps of the block's scale: Q4_0's q - 8.  A
+ * kernel may sum q d and take 8 d back, whose rounding is relative to
+ * |q| d, up to |value| + 8 |d|: the magnitude its bounds take. */
+static int
+zero_point(enum txl_dtype dt)
+{
+	return dt == TXL_Q4_0 ? 8 : 0;
+}
+
+/* |value k| + the zero point times the block's scale |d| */
+static float
+magnitude(enum txl_dtype dt, const uint8_t *row, const float *values, int k)
+{
+	const struct txl_type *t = txl_type(dt);
+	uint16_t d;
+
+	if (!zero_point(dt))
+		return fabsf(values[k]);
+	memcpy(&d, row + (size_t)(k / t->block) * t->bytes, sizeof d);
+	return fabsf(values[k]) + (float)zero_point(dt) *
+		fabsf(txl_f16_to_f32(d));
+}
+
+/* The scalar widening of random weights against decode() (NaNs: NaNs),
+ * so that make_weights()' exact values are what the layouts define. */
+static void
+test_widen_scalar(void)
+{
+	enum { N = 5, K = 384 };
+
+	FOR_TYPES(dt) {
+		const size_t ld = txl_row_bytes(dt, K);
+		float *e = malloc(sizeof(float) * N * K), want;
+		uint8_t *w = make_weights(dt, N, K, ld, e);
+
+		CHECK(e);
+		if (!decode(dt, w, 0, &want)) {
+			fprintf(stderr, "note: no independent decoding of %s\n",
+				txl_dtype_name(dt));
+			free(w);
+			free(e);
+			continue;
+		}
+		for (int r = 0; r < N; r++)
+			for (int k = 0; k < K; k++) {
+				CHECK(decode(dt, w + (size_t)r * ld, k, &want));
+				const float got = e[(size_t)r * K + k];
+				CHECK(isnan(want) ? isnan(got)
+				      : memcmp(&got, &want, 4) == 0);
+			}
+		free(w);
+		free(e);
+	}
 }
 
 /* |got - (acc + sum w x)| <= gamma_K sum |w x| (twice: slack for the
  * final additions of the partial sums), and half an ulp of the result
- * for the addition to acc (a product that accumulates: acc 1, 0 else) */
+ * for the addition to acc (a product that accumulates: acc 1, 0 else);
+ * with wmag, sum wmag |x| in place of sum |w x| (below). */
 static void
-check_dot(float got, float acc, const float *w, const float *x, int K,
-	  const char *what)
+check_dot_mag(float got, float acc, const float *w, const float *wmag,
+	      const float *x, int K, const char *what)
 {
 	double exact = 0, mag = 0;
 
 	for (int k = 0; k < K; k++) {
 		exact += (double)w[k] * x[k];
-		mag += fabs((double)w[k] * x[k]);
+		mag += fabs((double)(wmag ? wmag[k] : w[k]) * x[k]);
 	}
 	exact += acc;
 	double u = ldexp(1.0, -24), tol = 2 * K * u / (1 - K * u) * mag + 1e-37 +
@@ -168,33 +287,36 @@ check_dot(float got, float acc, const float *w, const float *x, int K,
 	}
 }
 
-#define RUN_ON(test, kt)                                                     \
+static void
+check_dot(float got, float acc, const float *w, const float *x, int K,
+	  const char *what)
+{
+	check_dot_mag(got, acc, w, NULL, x, K, what);
+}
+
+#define RUN_ON(test, s)                                                      \
 	do {                                                                 \
-		test(kt);                                                    \
-		fprintf(stderr, "ok %s %s\n", #test, (kt)->name);            \
+		test(s);                                                     \
+		fprintf(stderr, "ok %s %s\n", #test, (s)->k->name);          \
 	} while (0)
 
-/* the weights' and the memory's */
-static const enum txl_dtype dtypes[] = { TXL_F32, TXL_F16, TXL_BF16,
-					 TXL_Q8_0, TXL_Q4_0 };
-
+/* Rows against float activations, and widening: every type, rows packed
+ * and further apart (attention reads one head's slice of wider rows). */
 static void
-test_dot_rows(const struct txl_kernels *kt)
+test_dot(const struct set *s)
 {
 	static const int Ks[] = { 1, 7, 8, 12, 15, 16, 17, 31, 32, 33, 64, 96,
 				  100, 384, 1536 };
 	static const int ns[] = { 1, 3, 4, 5, 9, 17 };
 
-	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-		enum txl_dtype dt = dtypes[d];
+	FOR_TYPES(dt) {
+		const int blk = txl_type(dt)->block;
 		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
 			int K = Ks[i];
-			if (txl_dtype_blocked(dt) && K % TXL_QK)
+			if (K % blk)
 				continue;
 			for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
 				int n = ns[j];
-				/* rows packed, then further apart (attention reads
-				 * one head's slice of wider rows) */
 				for (int pad = 0; pad < 2; pad++) {
 					size_t ld = txl_row_bytes(dt, K) +
 						(size_t)pad * 68;
@@ -205,15 +327,15 @@ test_dot_rows(const struct txl_kernels *kt)
 					void *w = make_weights(dt, n, K, ld, e);
 					for (int k = 0; k < K; k++)
 						x[k] = uniform();
-					kt->dot_rows[dt](y, w, ld, x, n, K);
+					s->t[dt].dot(y, w, ld, x, n, K);
 					for (int r = 0; r < n; r++) {
 						char what[64];
 						snprintf(what, sizeof what, "%s %s dot row %d",
-							 kt->name, txl_dtype_name(dt), r);
+							 s->k->name, txl_dtype_name(dt), r);
 						check_dot(y[r], 0, e + (size_t)r * K, x, K, what);
 						/* widen is exact */
-						kt->widen[dt](w1, (uint8_t *)w + (size_t)r * ld,
-							      (size_t)K);
+						s->t[dt].widen(w1, (uint8_t *)w + (size_t)r * ld,
+							       (size_t)K);
 						CHECK(memcmp(w1, e + (size_t)r * K,
 							     sizeof(float) * K) == 0);
 					}
@@ -226,10 +348,10 @@ test_dot_rows(const struct txl_kernels *kt)
 	}
 }
 
-/* Every half, widened by the table, is txl_f16_to_f32 of it (NaNs: a
+/* Every half, widened by the set, is txl_f16_to_f32 of it (NaNs: a
  * NaN; vcvtph2ps quiets signalling ones). */
 static void
-test_f16_all(const struct txl_kernels *kt)
+test_f16_all(const struct set *s)
 {
 	uint16_t *h = malloc(65536 * 2);
 	float *f = malloc(65536 * 4);
@@ -237,7 +359,7 @@ test_f16_all(const struct txl_kernels *kt)
 	CHECK(h && f);
 	for (int i = 0; i < 65536; i++)
 		h[i] = (uint16_t)i;
-	kt->widen[TXL_F16](f, h, 65536);
+	s->t[TXL_F16].widen(f, h, 65536);
 	for (int i = 0; i < 65536; i++) {
 		float want = txl_f16_to_f32((uint16_t)i);
 		if (isnan(want))
@@ -245,7 +367,7 @@ test_f16_all(const struct txl_kernels *kt)
 		else
 			CHECK(memcmp(&f[i], &want, 4) == 0);
 	}
-	kt->widen[TXL_BF16](f, h, 65536);
+	s->t[TXL_BF16].widen(f, h, 65536);
 	for (int i = 0; i < 65536; i++) {
 		float want = txl_bf16_to_f32((uint16_t)i);
 		CHECK(memcmp(&f[i], &want, 4) == 0);
@@ -256,7 +378,7 @@ test_f16_all(const struct txl_kernels *kt)
 
 /* A Q8_0 block by hand: d = 0.5 (0x3800), values -127 .. 127. */
 static void
-test_q8_0_block(const struct txl_kernels *kt)
+test_q8_0_block(const struct set *s)
 {
 	struct txl_block_q8_0 b[2];
 	float out[64], x[64], y;
@@ -266,24 +388,24 @@ test_q8_0_block(const struct txl_kernels *kt)
 		for (int i = 0; i < TXL_QK; i++)
 			b[k].qs[i] = (int8_t)(i * 8 - 127);
 	}
-	kt->widen[TXL_Q8_0](out, b, 64);
+	s->t[TXL_Q8_0].widen(out, b, 64);
 	for (int i = 0; i < 64; i++) {
 		float want = (float)((i % 32) * 8 - 127) * (i < 32 ? -1.0f : 0.5f);
 		CHECK(out[i] == want);
 		x[i] = i < 32 ? 1.0f : 2.0f;
 	}
 	/* sum(-q) + sum(q * 0.5 * 2) = 0 exactly (all integers) */
-	kt->dot_rows[TXL_Q8_0](&y, b, sizeof b, x, 1, 64);
+	s->t[TXL_Q8_0].dot(&y, b, sizeof b, x, 1, 64);
 	CHECK(y == 0.0f);
 	x[0] = 3.0f;		/* -(-127) * 3 instead of * 1: +254 */
-	kt->dot_rows[TXL_Q8_0](&y, b, sizeof b, x, 1, 64);
+	s->t[TXL_Q8_0].dot(&y, b, sizeof b, x, 1, 64);
 	CHECK(y == 254.0f);
 }
 
 /* A Q4_0 block by hand: d = -0.5, q = i % 16 (low nibbles) and 15 - i %
  * 16 (high ones). */
 static void
-test_q4_0_block(const struct txl_kernels *kt)
+test_q4_0_block(const struct set *s)
 {
 	struct txl_block_q4_0 b[2];
 	float out[64];
@@ -293,21 +415,19 @@ test_q4_0_block(const struct txl_kernels *kt)
 		for (int i = 0; i < TXL_QK / 2; i++)
 			b[k].qs[i] = (uint8_t)(i | (15 - i) << 4);
 	}
-	kt->widen[TXL_Q4_0](out, b, 64);
+	s->t[TXL_Q4_0].widen(out, b, 64);
 	for (int i = 0; i < 64; i++) {
 		const int j = i % 32, q = j < 16 ? j : 15 - (j - 16);
 		CHECK(out[i] == (float)(q - 8) * (i < 32 ? -0.5f : 2.0f));
 	}
 }
-
 /* Narrowing to Q4_0 (txl_q4_0_scale()): hand-worked blocks; in random
  * ones every value within half a step, but those of the largest's
- * opposite sign past 7.5 steps, within one; the table's bit for bit the
+ * opposite sign past 7.5 steps, within one; the set's bit for bit the
  * scalar one's. */
 static void
-test_narrow_q4_0(const struct txl_kernels *kt)
+test_narrow_q4_0(const struct set *s)
 {
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
 	enum { NB = 131, N = NB * TXL_QK };
 	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
 	struct txl_block_q4_0 got[NB + 1], want[NB];
@@ -341,7 +461,7 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	for (int i = 0; i < TXL_QK; i++)
 		x[7 * TXL_QK + i] = -0.0f;
 
-	ref->narrow[TXL_Q4_0](want, x, N);
+	ref.t[TXL_Q4_0].narrow(want, x, N);
 	CHECK_EQ(want[0].d, 0xbc00);		/* -1.0 */
 	for (int i = 0; i < TXL_QK; i++) {
 		const int q = i < 16 ? want[0].qs[i] & 15 : want[0].qs[i - 16] >> 4;
@@ -361,7 +481,7 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	CHECK((want[2].d & 0x7c00) == 0x7c00 && (want[2].d & 0x3ff));
 	CHECK((want[3].d & 0x7c00) == 0x7c00 && (want[3].d & 0x3ff));
 	CHECK_EQ(want[4].d, 0x7c00);		/* +inf: -(too big) / 8 */
-	ref->widen[TXL_Q4_0](back, want, N);
+	ref.t[TXL_Q4_0].widen(back, want, N);
 	for (int i = 0; i < 4 * TXL_QK; i++)
 		CHECK(i < TXL_QK ? back[i] == (float)(8 - q0[i < 9 ? i : 6]) :
 		      i < 2 * TXL_QK ? back[i] == 0.0f : isnan(back[i]));
@@ -385,7 +505,7 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	/* odd block counts: no byte past the last block */
 	for (int nb = NB; nb > NB - 20; nb -= 7) {
 		memset(got, 0xa5, sizeof got);
-		kt->narrow[TXL_Q4_0](got, x, (size_t)nb * TXL_QK);
+		s->t[TXL_Q4_0].narrow(got, x, (size_t)nb * TXL_QK);
 		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
 		CHECK_EQ(got[nb].d, 0xa5a5);
 	}
@@ -393,677 +513,11 @@ test_narrow_q4_0(const struct txl_kernels *kt)
 	free(back);
 }
 
-/* ---- Q8_0 against quantized activations ---- */
-
-/* The activations of one product: K values and their quantization. */
-struct act {
-	int K;
-	float *x;
-	struct txl_q8_act a;
-};
-
-static void
-act_init(struct act *v, int K)
-{
-	v->K = K;
-	v->x = malloc(sizeof(float) * K);
-	v->a.q = malloc((size_t)K);
-	v->a.d = malloc(sizeof(float) * (K / TXL_QK));
-	v->a.off = malloc(sizeof(int32_t) * (K / TXL_QK));
-	CHECK(v->x && v->a.q && v->a.d && v->a.off);
-}
-
-static void
-act_free(struct act *v)
-{
-	free(v->x);
-	free(v->a.q);
-	free(v->a.d);
-	free(v->a.off);
-}
-
-/* y = acc + w . x (w: K values of Q8_0 blocks, exact values e) computed from
- * the quantized activations: each x_i is replaced by q_i d (d = the
- * block's scale), which is within d (1/2 + 2^-15) of it (round to
- * nearest: |x_i / d - q_i| <= 1/2, and x_i / d is x_i * fl(1 / d) up to
- * a relative 2u, |x_i / d| <= 127, u = 2^-24), so y moves by at most
- * sum_i |w_i| d (1/2 + 2^-15); the integer sums are exact, and the nb
- * block terms, each rounded at most twice (the product of the scales,
- * then by the sum), are summed in float: gamma_(nb + 2) sum |w_i q_i d|
- * (twice, as check_dot). */
-static void
-check_q8_dot(float got, float acc, const float *e, const struct act *v,
-	     const char *what)
-{
-	const int nb = v->K / TXL_QK;
-	double exact = 0, quant = 0, mag = 0;
-
-	for (int k = 0; k < v->K; k++) {
-		double d = v->a.d[k / TXL_QK];
-		exact += (double)e[k] * v->x[k];
-		quant += fabs((double)e[k]) * d * (0.5 + ldexp(1.0, -15));
-		mag += fabs((double)e[k] * v->a.q[k]) * d;
-	}
-	exact += acc;
-	double u = ldexp(1.0, -24);
-	double tol = quant + 2 * (nb + 2) * u / (1 - (nb + 2) * u) * mag + 1e-37 +
-		(acc != 0.0f ? u * fabs(exact) : 0.0);
-	if (!(fabs(got - exact) <= tol)) {
-		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
-			what, v->K, got, exact, tol);
-		exit(1);
-	}
-}
-
-/* The quantization: the scale of a block is its max |x| / 127, every
- * value the nearest multiple of it (the largest one +-127), and off is
- * -128 times the block's sum; each table's the scalar one's bit for bit
- * (the same operations, and a max, exact in any order). */
-static void
-test_quantize_q8(const struct txl_kernels *kt)
-{
-	static const int Ks[] = { 32, 96, 384, 1536 };
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		struct act v, w;
-		act_init(&v, Ks[i]);
-		act_init(&w, Ks[i]);
-		for (int k = 0; k < v.K; k++)
-			/* blocks from 2^-30 to 2^30; one block all zero */
-			v.x[k] = k / TXL_QK == 1 ? 0.0f :
-				uniform() * ldexpf(1.0f, (k / TXL_QK * 13) % 61 - 30);
-		v.x[5] = -ldexpf(1.0f, 40);	/* a block led by a negative */
-		/* block 2: scale 1, halves: ties, to even */
-		for (int k = 64; k < v.K && k < 96; k++)
-			v.x[k] = k == 64 ? 127.0f : (float)(k % 7) - 3.5f;
-		kt->quantize_q8(&v.a, v.x, v.K);
-		for (int k = 65; k < v.K && k < 96; k++)
-			CHECK_EQ(v.a.q[k], rint(v.x[k]));
-		ref->quantize_q8(&w.a, v.x, v.K);
-		CHECK(memcmp(v.a.q, w.a.q, (size_t)v.K) == 0);
-		CHECK(memcmp(v.a.d, w.a.d, sizeof(float) * (v.K / TXL_QK)) == 0);
-		CHECK(memcmp(v.a.off, w.a.off,
-			     sizeof(int32_t) * (v.K / TXL_QK)) == 0);
-		for (int b = 0; b < v.K / TXL_QK; b++) {
-			float amax = 0.0f, d = v.a.d[b];
-			int qmax = 0, sum = 0;
-			for (int j = 0; j < TXL_QK; j++) {
-				int k = b * TXL_QK + j, q = v.a.q[k];
-				amax = fmaxf(amax, fabsf(v.x[k]));
-				qmax = abs(q) > qmax ? abs(q) : qmax;
-				sum += q;
-				CHECK(fabs(v.x[k] - (double)q * d) <=
-				      d * (0.5 + ldexp(1.0, -15)));
-			}
-			CHECK(d == amax / 127.0f);
-			CHECK_EQ(qmax, amax > 0.0f ? 127 : 0);
-			CHECK_EQ(v.a.off[b], -128 * sum);
-		}
-		/* a NaN or an inf: the block's scale NaN, so its products */
-		v.x[3] = NAN;
-		v.x[v.K - 1] = INFINITY;
-		kt->quantize_q8(&v.a, v.x, v.K);
-		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
-		act_free(&v);
-		act_free(&w);
-	}
-}
-
-/* Room for the interleaved copy of rows x K Q8_0 or Q4_0 values, aligned
- * as the model's arena aligns it (aligned_alloc wants a multiple of
- * 64). */
-static void *
-alloc_il(enum txl_dtype dt, int rows, int K)
-{
-	return aligned_alloc(64, (txl_il_bytes(dt, rows, K) + 63) / 64 * 64);
-}
-
-static void make_int_act(struct act *v);
-
-/* The integer case of the Q8_0 products: n rows of w (ld bytes apart)
- * and v's quantized activations with every scale 1, random values and
- * the extremes in every third block (weights -128 and 127, activations
- * -127 and 127). */
-static void
-make_integers(uint8_t *w, size_t ld, int n, struct act *v)
-{
-	const int K = v->K;
-
-	for (int r = 0; r < n; r++) {
-		struct txl_block_q8_0 *q = (void *)(w + (size_t)r * ld);
-		for (int b = 0; b < K / TXL_QK; b++) {
-			q[b].d = 0x3c00;	/* 1.0 */
-			for (int t = 0; t < TXL_QK && b % 3 == 2; t++)
-				q[b].qs[t] = (int8_t)((r + t) % 2 ? 127 : -128);
-		}
-	}
-	make_int_act(v);
-}
-
-/* make_integers' activations: scales 1, the extremes -127 and 127 in
- * every third block, random values elsewhere. */
-static void
-make_int_act(struct act *v)
-{
-	const int K = v->K;
-
-	for (int k = 0; k < K; k++)
-		v->a.q[k] = (int8_t)(k / TXL_QK % 3 == 2 ? (k % 3 ? -127 : 127) :
-				     (int)(next_u32() % 255) - 127);
-	for (int b = 0; b < K / TXL_QK; b++) {
-		int32_t sum = 0;
-		for (int t = 0; t < TXL_QK; t++)
-			sum += v->a.q[b * TXL_QK + t];
-		v->a.d[b] = 1.0f;
-		v->a.off[b] = -128 * sum;
-	}
-}
-
-/* Each table's dot_rows_q8: (1) with both scales 1, every value an
- * integer whose sums stay below 2^24, so that any order of the float
- * additions is exact: the result must be the integer dot product itself,
- * extreme values included (weights -128 .. 127, activations -127 .. 127);
- * (2) with random scales, against the float product (check_q8_dot). */
-static void
-test_dot_rows_q8(const struct txl_kernels *kt)
-{
-	/* odd block counts (a last block alone), rows in fours and not */
-	static const int Ks[] = { 32, 64, 96, 384, 416, 1536 };
-	static const int ns[] = { 1, 3, 4, 5, 9, 17 };
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		int K = Ks[i];
-		struct act v;
-		act_init(&v, K);
-		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
-			int n = ns[j];
-			for (int pad = 0; pad < 2; pad++) {
-				size_t ld = txl_row_bytes(TXL_Q8_0, K) +
-					(size_t)pad * 68;
-				float *e = malloc(sizeof(float) * n * K), y[17];
-				CHECK(e);
-				uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
-				/* (1) integers */
-				make_integers(w, ld, n, &v);
-				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
-				for (int r = 0; r < n; r++) {
-					const struct txl_block_q8_0 *q =
-						(const void *)(w + (size_t)r * ld);
-					int64_t want = 0;
-					for (int k = 0; k < K; k++)
-						want += q[k / TXL_QK].qs[k % TXL_QK] *
-							v.a.q[k];
-					CHECK(llabs(want) < (1 << 24));
-					if (y[r] != (float)want) {
-						fprintf(stderr, "FAIL: %s q8 K %d n %d row %d: "
-							"%.9g, want %lld\n", kt->name, K,
-							n, r, y[r], (long long)want);
-						exit(1);
-					}
-				}
-				free(w);
-				/* (2) random scales, the activations quantized */
-				w = make_weights(TXL_Q8_0, n, K, ld, e);
-				for (int k = 0; k < K; k++)
-					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
-				kt->quantize_q8(&v.a, v.x, K);
-				kt->dot_rows_q8(y, w, ld, &v.a, n, K);
-				for (int r = 0; r < n; r++) {
-					char what[64];
-					snprintf(what, sizeof what, "%s q8 dot row %d",
-						 kt->name, r);
-					check_q8_dot(y[r], 0, e + (size_t)r * K, &v, what);
-				}
-				free(w);
-				free(e);
-			}
-		}
-		act_free(&v);
-	}
-}
-
-/* An int16 query of K values (struct txl_q16_act). */
-struct act16 {
-	int K;
-	float *x;
-	struct txl_q16_act a;
-};
-
-static void
-act16_init(struct act16 *v, int K)
-{
-	v->K = K;
-	v->x = malloc(sizeof(float) * K);
-	v->a.q = malloc(sizeof(int16_t) * K);
-	v->a.d = malloc(sizeof(float) * (K / TXL_QK));
-	CHECK(v->x && v->a.q && v->a.d);
-}
-
-static void
-act16_free(struct act16 *v)
-{
-	free(v->x);
-	free(v->a.q);
-	free(v->a.d);
-}
-
-/* txl_quantize_q16: the scale of a block is its max |x| / 32767, every
- * value within d (1/2 + 2^-9) of x (x / d rounded to nearest even, the
- * division correct to a relative 2^-24 of at most 32767), the largest
- * +-32767; an all-zero block has scale 0 and values 0, one with a NaN or
- * an inf a NaN scale; the smallest scales (subnormal values) too. */
-static void
-test_quantize_q16(void)
-{
-	static const int Ks[] = { 32, 64, 384 };
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		struct act16 v;
-		act16_init(&v, Ks[i]);
-		for (int k = 0; k < v.K; k++)
-			/* blocks from 2^-140 (subnormal) to 2^60; one zero */
-			v.x[k] = k / TXL_QK == 1 ? 0.0f : uniform() *
-				ldexpf(1.0f, (k / TXL_QK * 37) % 201 - 140);
-		v.x[3] = -ldexpf(1.0f, 20);	/* led by a negative */
-		txl_quantize_q16(&v.a, v.x, v.K);
-		for (int b = 0; b < v.K / TXL_QK; b++) {
-			float amax = 0.0f, d = v.a.d[b];
-			int qmax = 0;
-			for (int j = 0; j < TXL_QK; j++) {
-				int k = b * TXL_QK + j, q = v.a.q[k];
-				amax = fmaxf(amax, fabsf(v.x[k]));
-				qmax = abs(q) > qmax ? abs(q) : qmax;
-				CHECK(abs(q) <= 32767);
-				if (d > 0.0f)
-					CHECK(fabs(v.x[k] - (double)q * d) <=
-					      d * (0.5 + ldexp(1.0, -9)));
-				else
-					CHECK(q == 0 && fabsf(v.x[k]) <=
-					      ldexpf(1.0f, -149) * 32767);
-			}
-			CHECK(d == amax / 32767.0f);
-			if (d > ldexpf(1.0f, -126))	/* a normal scale */
-				CHECK_EQ(qmax, 32767);
-		}
-		CHECK(v.K == TXL_QK || v.a.d[1] == 0.0f);
-		v.x[3] = NAN;
-		v.x[v.K - 1] = INFINITY;
-		txl_quantize_q16(&v.a, v.x, v.K);
-		CHECK(isnan(v.a.d[0]) && isnan(v.a.d[v.K / TXL_QK - 1]));
-		act16_free(&v);
-	}
-}
-
-/* y = w . x from the int16 query, as check_q8_dot: each x_i replaced by
- * q_i d, within d (1/2 + 2^-9) of it; the integer sums exact, each of
- * the nb block terms rounded at most three times (the sum to float, the
- * product of the scales, the product), then summed in float. */
-static void
-check_q16_dot(float got, const float *e, const struct act16 *v,
-	      const char *what)
-{
-	const int nb = v->K / TXL_QK;
-	double exact = 0, quant = 0, mag = 0;
-
-	for (int k = 0; k < v->K; k++) {
-		double d = v->a.d[k / TXL_QK];
-		exact += (double)e[k] * v->x[k];
-		quant += fabs((double)e[k]) * d * (0.5 + ldexp(1.0, -9));
-		mag += fabs((double)e[k] * v->a.q[k]) * d;
-	}
-	double u = ldexp(1.0, -24);
-	double tol = quant + 2 * (nb + 3) * u / (1 - (nb + 3) * u) * mag + 1e-37;
-	if (!(fabs(got - exact) <= tol)) {
-		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
-			what, v->K, got, exact, tol);
-		exit(1);
-	}
-}
-
-/* Each table's dot_rows_q16: (1) scales 1 and extreme values (weights
- * -128 and 127, the query +-32767) in every other block: block sums up
- * to 2^27, so the result is the sum, in block order, of each block's
- * exact integer sum rounded to float, computed here; (2) random scales
- * and values: bit for bit the scalar table's result (every table does
- * the same float operations, txl-kernels.h), and against the float
- * product (check_q16_dot).  Rows in eights and not, padded apart. */
-static void
-test_dot_rows_q16(const struct txl_kernels *kt)
-{
-	static const int Ks[] = { 32, 64, 96, 128, 384 };
-	static const int ns[] = { 1, 7, 8, 9, 17, 32 };
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		const int K = Ks[i], nb = K / TXL_QK;
-		struct act16 v;
-		act16_init(&v, K);
-		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
-			const int n = ns[j];
-			for (int pad = 0; pad < 2; pad++) {
-				const size_t ld = txl_row_bytes(TXL_Q8_0, K) +
-					(size_t)pad * 68;
-				float *e = malloc(sizeof(float) * n * K);
-				float y[32], want[32];
-				CHECK(e);
-				uint8_t *w = make_weights(TXL_Q8_0, n, K, ld, e);
-				/* (1) integers */
-				for (int r = 0; r < n; r++) {
-					struct txl_block_q8_0 *q =
-						(void *)(w + (size_t)r * ld);
-					for (int b = 0; b < nb; b++) {
-						q[b].d = 0x3c00;	/* 1.0 */
-						for (int t = 0; t < TXL_QK && b % 2; t++)
-							q[b].qs[t] = (int8_t)((r + t) % 2 ?
-								-128 : 127);
-					}
-				}
-				for (int k = 0; k < K; k++)
-					v.a.q[k] = (int16_t)(k / TXL_QK % 2 ?
-						((k + 1) % 2 ? 32767 : -32767) :
-						(int)(next_u32() % 65535) - 32767);
-				for (int b = 0; b < nb; b++)
-					v.a.d[b] = 1.0f;
-				kt->dot_rows_q16(y, w, ld, &v.a, n, K);
-				for (int r = 0; r < n; r++) {
-					const struct txl_block_q8_0 *q =
-						(const void *)(w + (size_t)r * ld);
-					float acc = 0.0f;
-					for (int b = 0; b < nb; b++) {
-						int64_t s = 0;
-						for (int t = 0; t < TXL_QK; t++)
-							s += q[b].qs[t] *
-								v.a.q[b * TXL_QK + t];
-						CHECK(llabs(s) <= 32 * 128 * 32767);
-						acc += (float)s;
-					}
-					if (y[r] != acc) {
-						fprintf(stderr, "FAIL: %s q16 K %d n %d row "
-							"%d: %.9g, want %.9g\n", kt->name,
-							K, n, r, y[r], acc);
-						exit(1);
-					}
-				}
-				free(w);
-				/* (2) random scales, the query quantized */
-				w = make_weights(TXL_Q8_0, n, K, ld, e);
-				for (int k = 0; k < K; k++)
-					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
-				txl_quantize_q16(&v.a, v.x, K);
-				kt->dot_rows_q16(y, w, ld, &v.a, n, K);
-				ref->dot_rows_q16(want, w, ld, &v.a, n, K);
-				CHECK(memcmp(y, want, sizeof(float) * n) == 0);
-				for (int r = 0; r < n; r++) {
-					char what[64];
-					snprintf(what, sizeof what, "%s q16 dot row %d",
-						 kt->name, r);
-					check_q16_dot(y[r], e + (size_t)r * K, &v, what);
-				}
-				free(w);
-				free(e);
-			}
-		}
-		act16_free(&v);
-	}
-}
-
-/* Each table's dot_rows_q4 (a Q4_0 memory against an int8 query): (1)
- * scales 1, the extreme values (q 0 and 15, the query +-127): the exact
- * integer sums, block by block; (2) random scales and values: bit for
- * bit the scalar table's result (txl-kernels.h), and against the float
- * product (check_q8_dot: every key value widens exactly, and the int
- * sums, below 2^15, are floats).  Rows in sixteens, eights and not,
- * padded apart. */
-static void
-test_dot_rows_q4(const struct txl_kernels *kt)
-{
-	static const int Ks[] = { 32, 64, 96, 128 };
-	static const int ns[] = { 1, 7, 8, 9, 16, 17, 31, 32 };
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
-		const int K = Ks[i], nb = K / TXL_QK;
-		struct act v;
-		act_init(&v, K);
-		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
-			const int n = ns[j];
-			for (int pad = 0; pad < 2; pad++) {
-				const size_t ld = txl_row_bytes(TXL_Q4_0, K) +
-					(size_t)pad * 18;
-				float *e = malloc(sizeof(float) * n * K);
-				float y[32], want[32];
-				CHECK(e);
-				uint8_t *w = make_weights(TXL_Q4_0, n, K, ld, e);
-				/* (1) integers */
-				for (int r = 0; r < n; r++) {
-					struct txl_block_q4_0 *q =
-						(void *)(w + (size_t)r * ld);
-					for (int b = 0; b < nb; b++) {
-						q[b].d = 0x3c00;	/* 1.0 */
-						for (int t = 0; t < TXL_QK / 2 && b % 2; t++)
-							q[b].qs[t] = (r + t) % 2 ? 0xf0 : 0x0f;
-					}
-				}
-				for (int b = 0; b < nb; b++) {
-					int32_t sum = 0;
-					for (int t = 0; t < TXL_QK; t++) {
-						v.a.q[b * TXL_QK + t] = (int8_t)(b % 2 ?
-							(t % 3 ? 127 : -127) :
-							(int)(next_u32() % 255) - 127);
-						sum += v.a.q[b * TXL_QK + t];
-					}
-					v.a.d[b] = 1.0f;
-					v.a.off[b] = -128 * sum;
-				}
-				kt->dot_rows_q4(y, w, ld, &v.a, n, K);
-				for (int r = 0; r < n; r++) {
-					const struct txl_block_q4_0 *q =
-						(const void *)(w + (size_t)r * ld);
-					float acc = 0.0f;
-					for (int b = 0; b < nb; b++) {
-						int32_t s = 0;
-						for (int t = 0; t < TXL_QK; t++) {
-							const int h = t < 16 ?
-								q[b].qs[t] & 15 :
-								q[b].qs[t - 16] >> 4;
-							s += (h - 8) * v.a.q[b * TXL_QK + t];
-						}
-						acc += (float)s;
-					}
-					if (y[r] != acc) {
-						fprintf(stderr, "FAIL: %s q4 K %d n %d row "
-							"%d: %.9g, want %.9g\n", kt->name,
-							K, n, r, y[r], acc);
-						exit(1);
-					}
-				}
-				free(w);
-				/* (2) random scales, the query quantized */
-				w = make_weights(TXL_Q4_0, n, K, ld, e);
-				for (int k = 0; k < K; k++)
-					v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
-				ref->quantize_q8(&v.a, v.x, K);
-				kt->dot_rows_q4(y, w, ld, &v.a, n, K);
-				ref->dot_rows_q4(want, w, ld, &v.a, n, K);
-				CHECK(memcmp(y, want, sizeof(float) * n) == 0);
-				for (int r = 0; r < n; r++) {
-					char what[64];
-					snprintf(what, sizeof what, "%s q4 dot row %d",
-						 kt->name, r);
-					check_q8_dot(y[r], 0.0f, e + (size_t)r * K, &v,
-						     what);
-				}
-				free(w);
-				free(e);
-			}
-		}
-		act_free(&v);
-	}
-}
-
-/* The integer case of the Q4_0 products: n rows of w (ld bytes apart)
- * with every scale 1, the extreme values 0 and 15 in every third block
- * (make_weights' random ones elsewhere), and make_integers'
- * activations. */
-static void
-make_integers_q4(uint8_t *w, size_t ld, int n, struct act *v)
-{
-	for (int r = 0; r < n; r++) {
-		struct txl_block_q4_0 *q = (void *)(w + (size_t)r * ld);
-		for (int b = 0; b < v->K / TXL_QK; b++) {
-			q[b].d = 0x3c00;	/* 1.0 */
-			for (int t = 0; t < TXL_QK / 2 && b % 3 == 2; t++)
-				q[b].qs[t] = (r + t) % 2 ? 0xf0 : 0x0f;
-		}
-	}
-	make_int_act(v);
-}
-
-/* The exact integer product of a row of Q8_0 or Q4_0 values (scales
- * ignored) and the quantized activations: sum q x, or sum (q - 8) x. */
-static int64_t
-int_row_dot(enum txl_dtype dt, const uint8_t *row, const struct act *v)
-{
-	int64_t sum = 0;
-
-	for (int k = 0; k < v->K; k++) {
-		const int b = k / TXL_QK, t = k % TXL_QK;
-		int q;
-		if (dt == TXL_Q8_0) {
-			q = ((const struct txl_block_q8_0 *)(const void *)row)[b].qs[t];
-		} else {
-			const uint8_t *qs = ((const struct txl_block_q4_0 *)
-					     (const void *)row)[b].qs;
-			q = (t < TXL_QK / 2 ? qs[t] & 15 : qs[t - TXL_QK / 2] >> 4) - 8;
-		}
-		sum += q * v->a.q[k];
-	}
-	return sum;
-}
-
-/* Each table's dot_il and dot_il_q4 (interleaved Q8_0 and Q4_0, the
- * copies of txl_interleave()): (1) integers as in test_dot_rows_q8 and
- * test_dot_rows_q4, extremes included: the exact integer dot product;
- * (2) random scales: against the float product (check_q8_dot), and bit
- * for bit the scalar table's result, as every table does the same float
- * operations in the same order (txl-kernels.h); the padding rows of a
- * partial group are 0. */
-static void
-test_dot_il(const struct txl_kernels *kt)
-{
-	static const int Ks[] = { 32, 96, 384, 416 };
-	static const int ns[] = { 1, 15, 16, 17, 33 };
-	static const enum txl_dtype dts[] = { TXL_Q8_0, TXL_Q4_0 };
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
-
-	for (size_t i = 0; i < sizeof Ks / sizeof *Ks * 2; i++) {
-		const enum txl_dtype dt = dts[i % 2];
-		const int K = Ks[i / 2];
-		const size_t ld = txl_row_bytes(dt, K);
-		const txl_dot_il_fn dot = dt == TXL_Q8_0 ? kt->dot_il : kt->dot_il_q4;
-		const txl_dot_il_fn dot_ref = dt == TXL_Q8_0 ? ref->dot_il
-			: ref->dot_il_q4;
-		struct act v;
-		act_init(&v, K);
-		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
-			const int n = ns[j], ng = (n + TXL_IL - 1) / TXL_IL;
-			float *e = malloc(sizeof(float) * n * K);
-			float y[48], want[48];
-			uint8_t *il = alloc_il(dt, n, K);
-			CHECK(e && il);
-			/* (1) integers, scales 1 */
-			uint8_t *w = make_weights(dt, n, K, ld, e);
-			if (dt == TXL_Q8_0)
-				make_integers(w, ld, n, &v);
-			else
-				make_integers_q4(w, ld, n, &v);
-			txl_interleave(il, dt, w, n, K);
-			dot(y, il, ng, &v.a, K);
-			for (int r = 0; r < ng * TXL_IL; r++) {
-				int64_t exact = r < n ?
-					int_row_dot(dt, w + (size_t)r * ld, &v) : 0;
-				CHECK(llabs(exact) < (1 << 24));
-				if (y[r] != (float)exact) {
-					fprintf(stderr, "FAIL: %s %s il K %d n %d row %d: "
-						"%.9g, want %lld\n", kt->name,
-						txl_dtype_name(dt), K, n, r, y[r],
-						(long long)exact);
-					exit(1);
-				}
-			}
-			free(w);
-			/* (2) random scales, the activations quantized */
-			w = make_weights(dt, n, K, ld, e);
-			for (int k = 0; k < K; k++)
-				v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
-			ref->quantize_q8(&v.a, v.x, K);
-			txl_interleave(il, dt, w, n, K);
-			dot(y, il, ng, &v.a, K);
-			dot_ref(want, il, ng, &v.a, K);
-			CHECK(memcmp(y, want, sizeof(float) * ng * TXL_IL) == 0);
-			for (int r = 0; r < ng * TXL_IL; r++) {
-				char what[64];
-				snprintf(what, sizeof what, "%s il row %d", kt->name, r);
-				if (r < n)
-					check_q8_dot(y[r], 0, e + (size_t)r * K, &v, what);
-				else
-					CHECK(y[r] == 0.0f);
-			}
-			free(w);
-			free(il);
-			free(e);
-		}
-		act_free(&v);
-	}
-}
-
-/* The weighted sums of rows against the double-precision ones: every
- * value widens exactly, so each column is a float dot product of n terms
- * (check_dot's bound).  Q8_0 and Q4_0 rows take lengths of whole blocks,
- * an odd number of them too (the kernels' last block alone). */
-static void
-test_axpy(const struct txl_kernels *kt)
-{
-	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
-	static const int Ks_q8[] = { 32, 64, 96, 128, 160 };
-
-	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-		enum txl_dtype dt = dtypes[d];
-		const bool q8 = txl_dtype_blocked(dt);
-		const size_t nK = q8 ? sizeof Ks_q8 / sizeof *Ks_q8
-			: sizeof Ks / sizeof *Ks;
-		for (size_t i = 0; i < nK; i++) {
-			int K = q8 ? Ks_q8[i] : Ks[i], n = 37;
-			int ld = q8 ? K + TXL_QK : K + 5;
-			float *e = malloc(sizeof(float) * n * ld), a[37], y[160],
-			      col[37], wcol[37];
-			CHECK(e);
-			void *w = make_weights(dt, n, ld,
-					       txl_row_bytes(dt, ld), e);
-			for (int r = 0; r < n; r++)
-				a[r] = uniform();
-			for (int k = 0; k < K; k++)
-				y[k] = 0.0f;
-			kt->axpy_rows[dt](y, a, w, txl_row_bytes(dt, ld), n, K);
-			for (int k = 0; k < K; k++) {
-				for (int r = 0; r < n; r++) {
-					col[r] = a[r];
-					wcol[r] = e[(size_t)r * ld + k];
-				}
-				check_dot(y[k], 0, wcol, col, n, kt->name);
-			}
-			free(w);
-			free(e);
-		}
-	}
-}
-
 /* Rounding floats to F16 and BF16: the scalar conversions against the
  * compiler's (_Float16) and against bit patterns worked out by hand; the
- * table's against the scalar ones, bit for bit. */
+ * set's against the scalar ones, bit for bit. */
 static void
-test_narrow(const struct txl_kernels *kt)
+test_narrow(const struct set *s)
 {
 	static const struct { float f; uint16_t h, b; } known[] = {
 		{ 1.0f, 0x3c00, 0x3f80 }, { -2.0f, 0xc000, 0xc000 },
@@ -1108,7 +562,7 @@ test_narrow(const struct txl_kernels *kt)
 		/* odd lengths and offsets: the tails */
 		for (int len = N; len > N - 20; len -= 7) {
 			memset(got, 0xa5, sizeof got);
-			kt->narrow[dt](got, x, (size_t)len);
+			s->t[dt].narrow(got, x, (size_t)len);
 			CHECK(memcmp(got, want, 2 * (size_t)len) == 0);
 			CHECK_EQ(got[len], 0xa5a5);
 		}
@@ -1117,12 +571,11 @@ test_narrow(const struct txl_kernels *kt)
 }
 
 /* Narrowing to Q8_0: hand-worked blocks and every value within half a
- * step of its block on the scalar kernel (txl_q8_0_scale()); the table's
+ * step of its block on the scalar kernel (txl_q8_0_scale()); the set's
  * blocks bit for bit the scalar ones. */
 static void
-test_narrow_q8_0(const struct txl_kernels *kt)
+test_narrow_q8_0(const struct set *s)
 {
-	const struct txl_kernels *ref = txl_kernels_for(TXL_ISA_SCALAR);
 	enum { NB = 131, N = NB * TXL_QK };
 	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
 	struct txl_block_q8_0 got[NB + 1], want[NB];
@@ -1148,7 +601,7 @@ test_narrow_q8_0(const struct txl_kernels *kt)
 	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
 	x[4 * TXL_QK + 9] = 65504.0f * 127.0f * 1.01f;	/* block 4: too big */
 
-	ref->narrow[TXL_Q8_0](want, x, N);
+	ref.t[TXL_Q8_0].narrow(want, x, N);
 	CHECK_EQ(want[0].d, 0x3c00);
 	for (int i = 0; i < TXL_QK; i++)
 		CHECK_EQ(want[0].qs[i], i < 8 ? q0[i] : 0);
@@ -1159,7 +612,7 @@ test_narrow_q8_0(const struct txl_kernels *kt)
 	CHECK((want[2].d & 0x7c00) == 0x7c00 && (want[2].d & 0x3ff));
 	CHECK((want[3].d & 0x7c00) == 0x7c00 && (want[3].d & 0x3ff));
 	CHECK_EQ(want[4].d, 0x7c00);
-	ref->widen[TXL_Q8_0](back, want, N);
+	ref.t[TXL_Q8_0].widen(back, want, N);
 	for (int b = 5; b < NB; b++) {
 		float amax = 0.0f;
 		for (int i = 0; i < TXL_QK; i++)
@@ -1182,7 +635,7 @@ test_narrow_q8_0(const struct txl_kernels *kt)
 	/* odd block counts: no byte past the last block */
 	for (int nb = NB; nb > NB - 20; nb -= 7) {
 		memset(got, 0xa5, sizeof got);
-		kt->narrow[TXL_Q8_0](got, x, (size_t)nb * TXL_QK);
+		s->t[TXL_Q8_0].narrow(got, x, (size_t)nb * TXL_QK);
 		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
 		CHECK_EQ(got[nb].d, 0xa5a5);
 	}
@@ -1191,7 +644,7 @@ test_narrow_q8_0(const struct txl_kernels *kt)
 }
 
 static void
-test_exp(const struct txl_kernels *kt)
+test_exp(const struct set *s)
 {
 	static const int ns[] = { 0, 1, 7, 8, 15, 16, 17, 100, 8000 };
 	float x[8000], out[8000];
@@ -1208,8 +661,8 @@ test_exp(const struct txl_kernels *kt)
 			x[1] = -INFINITY;	/* a masked logit */
 		for (int j = 0; j < n; j++)
 			max = x[j] > max ? x[j] : max;
-		CHECK(kt->max(x, n) == max);
-		double got = kt->exp_sum(out, x, n, max);
+		CHECK(s->k->max(x, n) == max);
+		double got = s->k->exp_sum(out, x, n, max);
 		for (int j = 0; j < n; j++) {
 			/* of the float difference, as the kernels take it */
 			double want = exp((double)(x[j] - max));
@@ -1219,11 +672,559 @@ test_exp(const struct txl_kernels *kt)
 			      ldexp(1.0, -126));
 		}
 		CHECK(fabs(got - sum) <= 1e-6 * sum);
-		CHECK(kt->exp_sum(NULL, x, n, max) == got);
+		CHECK(s->k->exp_sum(NULL, x, n, max) == got);
 	}
 }
 
-/* ---- the products of txl-math.c (chosen table, the pool) ---- */
+/* Narrowing, every type: the set's bytes those of the scalar kernel, bit
+ * for bit, and none past the end; the values from every exponent F16
+ * has and some it has not, random bits, and blocks of zeros, negative
+ * zeros, a NaN, an inf, values past F16's range, the largest magnitude
+ * twice, the largest of either sign (lengths: whole blocks, odd ones for
+ * the plain types). */
+static void
+test_narrow_types(const struct set *s)
+{
+	enum { NB = 131, N = NB * TXL_QK };
+	float *x = malloc(sizeof(float) * N);
+	uint8_t *got = malloc((size_t)N * 4 + 64), *want = malloc((size_t)N * 4);
+
+	CHECK(x && got && want);
+	for (int i = 0; i < N; i++) {
+		uint32_t u = next_u32();
+		u = (u & 0x807fffff) | ((uint32_t)(95 + next_u32() % 50) << 23);
+		memcpy(&x[i], &u, sizeof u);
+	}
+	for (int i = 0; i < TXL_QK; i++) {
+		x[i] = 0.0f;
+		x[TXL_QK + i] = -0.0f;
+		x[6 * TXL_QK + i] = i == 2 ? -4.0f : i == 9 ? 4.0f
+			: (float)(i % 7) / 2;
+		x[7 * TXL_QK + i] = i == 3 ? -16.0f : (float)(i % 8);
+	}
+	x[2 * TXL_QK + 5] = NAN;
+	x[3 * TXL_QK + 7] = -INFINITY;
+	x[4 * TXL_QK + 9] = 65504.0f * 127.0f * 1.01f;
+	x[5 * TXL_QK + 1] = -65504.0f * 8.0f * 1.01f;
+	FOR_TYPES(dt) {
+		const int blk = txl_type(dt)->block;
+		for (int len = N; len > N - 20 * blk; len -= 7 * blk) {
+			const size_t bytes = txl_row_bytes(dt, len);
+			ref.t[dt].narrow(want, x, (size_t)len);
+			memset(got, 0xa5, bytes + 64);
+			s->t[dt].narrow(got, x, (size_t)len);
+			if (memcmp(got, want, bytes) != 0) {
+				fprintf(stderr, "FAIL: %s narrow %s: not the "
+					"scalar kernel's bytes\n", s->k->name,
+					txl_dtype_name(dt));
+				exit(1);
+			}
+			for (int i = 0; i < 64; i++)
+				CHECK_EQ(got[bytes + (size_t)i], 0xa5);
+		}
+	}
+	free(x);
+	free(got);
+	free(want);
+}
+
+/* ---- products against quantized activations ---- */
+
+/* The activations of one product: K values and their quantization in
+ * one of the forms (struct txl_act). */
+struct act {
+	int K;
+	float *x;
+	float *buf;
+	struct txl_act a;
+};
+
+static void
+act_init(struct act *v, enum txl_act_type type, int K)
+{
+	v->K = K;
+	v->x = malloc(sizeof(float) * K);
+	v->buf = malloc(sizeof(float) * (txl_act_floats(type, K) + 1));
+	CHECK(v->x && v->buf);
+	v->a = txl_act_view(type, v->buf, v->x, K);
+}
+
+static void
+act_free(struct act *v)
+{
+	free(v->x);
+	free(v->buf);
+}
+
+/* The quantized value k and its block's scale */
+static int
+act_q(const struct act *v, int k)
+{
+	return v->a.type == TXL_ACT_Q16 ? v->a.q16.q[k] : v->a.q8.q[k];
+}
+
+static float
+act_d(const struct act *v, int b)
+{
+	return v->a.type == TXL_ACT_Q16 ? v->a.q16.d[b] : v->a.q8.d[b];
+}
+
+/* x quantized by the scalar set's quantizer of its form */
+static void
+quantize_ref(struct act *v)
+{
+	if (v->a.type == TXL_ACT_Q16)
+		txl_quantize_q16(&v->a.q16, v->x, v->K);
+	else
+		ref.k->quantize_q8(&v->a.q8, v->x, v->K);
+}
+
+/* y = acc + w . x (w: K values, exact values e) computed from the
+ * quantized activations: each x_i is replaced by q_i d (d = the block's
+ * scale), which is within d (1/2 + r) of it (int8: r = 2^-15: round to
+ * nearest, |x_i / d - q_i| <= 1/2, and x_i / d is x_i * fl(1 / d) up to
+ * a relative 2u, |x_i / d| <= 127, u = 2^-24; int16: r = 2^-9, the
+ * division correct to a relative 2^-24 of at most 32767), so y moves by
+ * at most sum_i |w_i| d (1/2 + r); the integer sums are exact, and the
+ * nb block terms, each rounded at most twice (int8: the product of the
+ * scales, then by the sum) or three times (int16: the sum to float
+ * too), are summed in float: gamma_(nb + 2 or 3) sum |w_i q_i d| (twice,
+ * as check_dot). */
+static void
+check_act_dot(float got, float acc, const float *e, const struct act *v,
+	      const char *what)
+{
+	const bool q16 = v->a.type == TXL_ACT_Q16;
+	const int nb = v->K / TXL_QK, m = nb + (q16 ? 3 : 2);
+	const double r = ldexp(1.0, q16 ? -9 : -15);
+	double exact = 0, quant = 0, mag = 0;
+
+	for (int k = 0; k < v->K; k++) {
+		double d = act_d(v, k / TXL_QK);
+		exact += (double)e[k] * v->x[k];
+		quant += fabs((double)e[k]) * d * (0.5 + r);
+		mag += fabs((double)e[k] * act_q(v, k)) * d;
+	}
+	exact += acc;
+	double u = ldexp(1.0, -24);
+	double tol = quant + 2 * m * u / (1 - m * u) * mag + 1e-37 +
+		(acc != 0.0f ? u * fabs(exact) : 0.0);
+	if (!(fabs(got - exact) <= tol)) {
+		fprintf(stderr, "FAIL: %s: K %d: %.9g vs exact %.9g (tol %g)\n",
+			what, v->K, got, exact, tol);
+		exit(1);
+	}
+}
+
+/* The int8 quantization: the scale of a block is its max |x| / 127,
+ * every value the nearest multiple of it (the largest one +-127), and
+ * off is -128 times the block's sum; each set's the scalar one's bit for
+ * bit (the same operations, and a max, exact in any order). */
+static void
+test_quantize_q8(const struct set *s)
+{
+	static const int Ks[] = { 32, 96, 384, 1536 };
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		struct act v, w;
+		act_init(&v, TXL_ACT_Q8, Ks[i]);
+		act_init(&w, TXL_ACT_Q8, Ks[i]);
+		for (int k = 0; k < v.K; k++)
+			/* blocks from 2^-30 to 2^30; one block all zero */
+			v.x[k] = k / TXL_QK == 1 ? 0.0f :
+				uniform() * ldexpf(1.0f, (k / TXL_QK * 13) % 61 - 30);
+		v.x[5] = -ldexpf(1.0f, 40);	/* a block led by a negative */
+		/* block 2: scale 1, halves: ties, to even */
+		for (int k = 64; k < v.K && k < 96; k++)
+			v.x[k] = k == 64 ? 127.0f : (float)(k % 7) - 3.5f;
+		s->k->quantize_q8(&v.a.q8, v.x, v.K);
+		for (int k = 65; k < v.K && k < 96; k++)
+			CHECK_EQ(v.a.q8.q[k], rint(v.x[k]));
+		ref.k->quantize_q8(&w.a.q8, v.x, v.K);
+		CHECK(memcmp(v.a.q8.q, w.a.q8.q, (size_t)v.K) == 0);
+		CHECK(memcmp(v.a.q8.d, w.a.q8.d,
+			     sizeof(float) * (v.K / TXL_QK)) == 0);
+		CHECK(memcmp(v.a.q8.off, w.a.q8.off,
+			     sizeof(int32_t) * (v.K / TXL_QK)) == 0);
+		for (int b = 0; b < v.K / TXL_QK; b++) {
+			float amax = 0.0f, d = v.a.q8.d[b];
+			int qmax = 0, sum = 0;
+			for (int j = 0; j < TXL_QK; j++) {
+				int k = b * TXL_QK + j, q = v.a.q8.q[k];
+				amax = fmaxf(amax, fabsf(v.x[k]));
+				qmax = abs(q) > qmax ? abs(q) : qmax;
+				sum += q;
+				CHECK(fabs(v.x[k] - (double)q * d) <=
+				      d * (0.5 + ldexp(1.0, -15)));
+			}
+			CHECK(d == amax / 127.0f);
+			CHECK_EQ(qmax, amax > 0.0f ? 127 : 0);
+			CHECK_EQ(v.a.q8.off[b], -128 * sum);
+		}
+		/* a NaN or an inf: the block's scale NaN, so its products */
+		v.x[3] = NAN;
+		v.x[v.K - 1] = INFINITY;
+		s->k->quantize_q8(&v.a.q8, v.x, v.K);
+		CHECK(isnan(v.a.q8.d[0]) && isnan(v.a.q8.d[v.K / TXL_QK - 1]));
+		act_free(&v);
+		act_free(&w);
+	}
+}
+
+/* txl_quantize_q16: the scale of a block is its max |x| / 32767, every
+ * value within d (1/2 + 2^-9) of x (x / d rounded to nearest even, the
+ * division correct to a relative 2^-24 of at most 32767), the largest
+ * +-32767; an all-zero block has scale 0 and values 0, one with a NaN or
+ * an inf a NaN scale; the smallest scales (subnormal values) too. */
+static void
+test_quantize_q16(void)
+{
+	static const int Ks[] = { 32, 64, 384 };
+
+	for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++) {
+		struct act v;
+		act_init(&v, TXL_ACT_Q16, Ks[i]);
+		for (int k = 0; k < v.K; k++)
+			/* blocks from 2^-140 (subnormal) to 2^60; one zero */
+			v.x[k] = k / TXL_QK == 1 ? 0.0f : uniform() *
+				ldexpf(1.0f, (k / TXL_QK * 37) % 201 - 140);
+		v.x[3] = -ldexpf(1.0f, 20);	/* led by a negative */
+		txl_quantize_q16(&v.a.q16, v.x, v.K);
+		for (int b = 0; b < v.K / TXL_QK; b++) {
+			float amax = 0.0f, d = v.a.q16.d[b];
+			int qmax = 0;
+			for (int j = 0; j < TXL_QK; j++) {
+				int k = b * TXL_QK + j, q = v.a.q16.q[k];
+				amax = fmaxf(amax, fabsf(v.x[k]));
+				qmax = abs(q) > qmax ? abs(q) : qmax;
+				CHECK(abs(q) <= 32767);
+				if (d > 0.0f)
+					CHECK(fabs(v.x[k] - (double)q * d) <=
+					      d * (0.5 + ldexp(1.0, -9)));
+				else
+					CHECK(q == 0 && fabsf(v.x[k]) <=
+					      ldexpf(1.0f, -149) * 32767);
+			}
+			CHECK(d == amax / 32767.0f);
+			if (d > ldexpf(1.0f, -126))	/* a normal scale */
+				CHECK_EQ(qmax, 32767);
+		}
+		CHECK(v.K == TXL_QK || v.a.q16.d[1] == 0.0f);
+		v.x[3] = NAN;
+		v.x[v.K - 1] = INFINITY;
+		txl_quantize_q16(&v.a.q16, v.x, v.K);
+		CHECK(isnan(v.a.q16.d[0]) && isnan(v.a.q16.d[v.K / TXL_QK - 1]));
+		act_free(&v);
+	}
+}
+
+/* ---- the integer case of the products ----
+ *
+ * Block weights with every scale 1 and activations with every scale 1:
+ * each block's sum is an integer, computed here exactly from the scalar
+ * widening of the weights (with scale 1, their integer values); the
+ * extremes in the blocks b of a pattern (every third, or every other):
+ * the weights' value bytes alternate between 0x7f and 0x80 (Q8_0's 127
+ * and -128) or between 0x0f and 0xf0 (Q4_0's nibbles 15 and 0, values 7
+ * and -8), the activations their largest magnitudes with both signs. */
+
+enum { EVERY_THIRD, EVERY_OTHER, N_PATTERNS };
+
+static bool
+extreme_block(int pattern, int b)
+{
+	return pattern == EVERY_THIRD ? b % 3 == 2 : b % 2 == 1;
+}
+
+/* n rows of w (ld bytes apart, block type dt) in the integer case:
+ * scales 1, byte pattern `bytes` (0: 0x7f/0x80, 1: 0x0f/0xf0) in the
+ * extreme blocks, the weights' bytes elsewhere as they are. */
+static void
+make_int_weights(enum txl_dtype dt, uint8_t *w, size_t ld, int n, int K,
+		 int pattern, int bytes)
+{
+	const struct txl_type *t = txl_type(dt);
+	static const uint8_t ext[2][2] = { { 0x7f, 0x80 }, { 0x0f, 0xf0 } };
+
+	for (int r = 0; r < n; r++)
+		for (int b = 0; b < K / t->block; b++) {
+			uint8_t *blk = w + (size_t)r * ld + (size_t)b * t->bytes;
+			set_scale(blk, 0x3c00);		/* 1.0 */
+			for (size_t i = 2; i < t->bytes && extreme_block(pattern, b);
+			     i++)
+				blk[i] = ext[bytes][(r + (int)i) % 2];
+		}
+}
+
+/* The activations of the integer case: scales 1, the extremes in the
+ * extreme blocks (+-127 or +-32767), random values elsewhere. */
+static void
+make_int_act(struct act *v, int pattern)
+{
+	const bool q16 = v->a.type == TXL_ACT_Q16;
+	const int top = q16 ? 32767 : 127;
+
+	for (int k = 0; k < v->K; k++) {
+		const int q = extreme_block(pattern, k / TXL_QK)
+			? (k % 3 ? -top : top)
+			: (int)(next_u32() % (2u * top + 1)) - top;
+		if (q16)
+			v->a.q16.q[k] = (int16_t)q;
+		else
+			v->a.q8.q[k] = (int8_t)q;
+	}
+	for (int b = 0; b < v->K / TXL_QK; b++) {
+		int32_t sum = 0;
+		for (int t = 0; t < TXL_QK; t++)
+			sum += act_q(v, b * TXL_QK + t);
+		if (q16) {
+			v->a.q16.d[b] = 1.0f;
+		} else {
+			v->a.q8.d[b] = 1.0f;
+			v->a.q8.off[b] = -128 * sum;
+		}
+	}
+}
+
+/* The integer sums of a row (its values e: the widening with scales 1)
+ * and the activations, block by block; *total their exact sum, and the
+ * return value their float sum in block order (what a set that computes
+ * the scalar floats gives). */
+static float
+int_row_dot(const float *e, const struct act *v, int64_t *total)
+{
+	float acc = 0.0f;
+
+	*total = 0;
+	for (int b = 0; b < v->K / TXL_QK; b++) {
+		int64_t s = 0;
+		for (int t = 0; t < TXL_QK; t++) {
+			const int k = b * TXL_QK + t;
+			CHECK(e[k] == rintf(e[k]));
+			s += (int64_t)e[k] * act_q(v, k);
+		}
+		*total += s;
+		acc += (float)s;
+	}
+	return acc;
+}
+
+static void
+fail_int(const struct set *s, enum txl_dtype dt, const char *what, int K,
+	 int n, int r, float got, float want)
+{
+	fprintf(stderr, "FAIL: %s %s %s K %d n %d row %d: %.9g, want %.9g\n",
+		s->k->name, txl_dtype_name(dt), what, K, n, r, got, want);
+	exit(1);
+}
+
+/* Rows of a block type against activations of one form (the kernel
+ * dot_q8 or dot_q16 of the types that have it): (1) the integer case,
+ * both patterns and both byte patterns: the exact integer sums (below
+ * 2^24, so that any order of the float additions is exact), or, where
+ * every set computes the scalar floats, their float sum in block order;
+ * (2) random scales and values, the activations quantized: against the
+ * float product (check_act_dot) and, where the traits say so, bit for
+ * bit the scalar set's.  Rows in sixteens, eights, fours and not, padded
+ * apart. */
+static void
+test_dot_act(const struct set *s)
+{
+	static const int Ks[] = { 32, 64, 96, 128, 384, 416, 1536 };
+	static const int ns[] = { 1, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32 };
+	static const int pads[] = { 0, 18, 68 };
+
+	FOR_TYPES(dt) for (int at = TXL_ACT_Q8; at <= TXL_ACT_Q16; at++) {
+		const struct txl_type *t = txl_type(dt);
+		const bool same = t->same_floats & (1u << at);
+		const char *what = at == TXL_ACT_Q8 ? "int8" : "int16";
+		if (at == TXL_ACT_Q8 ? !s->t[dt].dot_q8 : !s->t[dt].dot_q16)
+			continue;
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
+		for (size_t p = 0; p < sizeof pads / sizeof *pads; p++) {
+			const int K = Ks[i], n = ns[j];
+			const size_t ld = txl_row_bytes(dt, K) + (size_t)pads[p];
+			float *e = malloc(sizeof(float) * n * K), y[32], want[32];
+			struct act v;
+			CHECK(e);
+			act_init(&v, at, K);
+			/* (1) integers */
+			for (int pat = 0; pat < N_PATTERNS; pat++)
+			for (int bytes = 0; bytes < 2; bytes++) {
+				uint8_t *w = make_weights(dt, n, K, ld, e);
+				make_int_weights(dt, w, ld, n, K, pat, bytes);
+				make_int_act(&v, pat);
+				txl_dot_act(&s->t[dt], y, w, ld, &v.a, n, K);
+				for (int r = 0; r < n; r++) {
+					int64_t exact;
+					float row[1536];
+					ref.t[dt].widen(row, w + (size_t)r * ld,
+							(size_t)K);
+					const float in_order = int_row_dot(row, &v,
+									   &exact);
+					if (!same)
+						CHECK(llabs(exact) < (1 << 24));
+					if (y[r] != (same ? in_order : (float)exact))
+						fail_int(s, dt, what, K, n, r, y[r],
+							 same ? in_order : (float)exact);
+				}
+				free(w);
+			}
+			/* (2) random scales, the activations quantized */
+			uint8_t *w = make_weights(dt, n, K, ld, e);
+			for (int k = 0; k < K; k++)
+				v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+			quantize_ref(&v);
+			txl_dot_act(&s->t[dt], y, w, ld, &v.a, n, K);
+			if (same) {
+				txl_dot_act(&ref.t[dt], want, w, ld, &v.a, n, K);
+				CHECK(memcmp(y, want, sizeof(float) * n) == 0);
+			}
+			for (int r = 0; r < n; r++) {
+				char name[64];
+				snprintf(name, sizeof name, "%s %s %s dot row %d",
+					 s->k->name, txl_dtype_name(dt), what, r);
+				check_act_dot(y[r], 0, e + (size_t)r * K, &v, name);
+			}
+			free(w);
+			free(e);
+			act_free(&v);
+		}
+	}
+}
+
+/* Room for the interleaved copy of rows x K values of dt, aligned as the
+ * model's arena aligns it (aligned_alloc wants a multiple of 64). */
+static void *
+alloc_il(enum txl_dtype dt, int rows, int K)
+{
+	return aligned_alloc(64, (txl_il_bytes(dt, rows, K) + 63) / 64 * 64);
+}
+
+/* The interleaved copies (txl_interleave()) of the types that have one,
+ * against the int8 activations: (1) the integer case, both patterns and
+ * both byte patterns: the exact integer dot product; (2) random scales:
+ * against the float product (check_act_dot), and bit for bit the scalar
+ * set's result, as every set does the same float operations in the same
+ * order (txl-kernels.h); the padding rows of a partial group are 0. */
+static void
+test_dot_il(const struct set *s)
+{
+	static const int Ks[] = { 32, 96, 384, 416 };
+	static const int ns[] = { 1, 15, 16, 17, 33 };
+
+	FOR_TYPES(dt) {
+		if (!s->t[dt].dot_il)
+			continue;
+		CHECK(txl_type(dt)->same_floats & TXL_SAME_DOT_IL);
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
+			const int K = Ks[i], n = ns[j];
+			const int ng = (n + TXL_IL - 1) / TXL_IL;
+			const size_t ld = txl_row_bytes(dt, K);
+			float *e = malloc(sizeof(float) * n * K);
+			float y[48], want[48], row[416];
+			uint8_t *il = alloc_il(dt, n, K);
+			struct act v;
+			CHECK(e && il);
+			act_init(&v, TXL_ACT_Q8, K);
+			/* (1) integers, scales 1 */
+			for (int pat = 0; pat < N_PATTERNS; pat++)
+			for (int bytes = 0; bytes < 2; bytes++) {
+				uint8_t *w = make_weights(dt, n, K, ld, e);
+				make_int_weights(dt, w, ld, n, K, pat, bytes);
+				make_int_act(&v, pat);
+				txl_interleave(il, dt, w, n, K);
+				s->t[dt].dot_il(y, il, ng, &v.a.q8, K);
+				for (int r = 0; r < ng * TXL_IL; r++) {
+					int64_t exact = 0;
+					if (r < n) {
+						ref.t[dt].widen(row, w + (size_t)r * ld,
+								(size_t)K);
+						int_row_dot(row, &v, &exact);
+					}
+					CHECK(llabs(exact) < (1 << 24));
+					if (y[r] != (float)exact)
+						fail_int(s, dt, "il", K, n, r, y[r],
+							 (float)exact);
+				}
+				free(w);
+			}
+			/* (2) random scales, the activations quantized */
+			uint8_t *w = make_weights(dt, n, K, ld, e);
+			for (int k = 0; k < K; k++)
+				v.x[k] = uniform() * (k % 7 ? 1.0f : 30.0f);
+			quantize_ref(&v);
+			txl_interleave(il, dt, w, n, K);
+			s->t[dt].dot_il(y, il, ng, &v.a.q8, K);
+			ref.t[dt].dot_il(want, il, ng, &v.a.q8, K);
+			CHECK(memcmp(y, want, sizeof(float) * ng * TXL_IL) == 0);
+			for (int r = 0; r < ng * TXL_IL; r++) {
+				char what[64];
+				snprintf(what, sizeof what, "%s %s il row %d",
+					 s->k->name, txl_dtype_name(dt), r);
+				if (r < n)
+					check_act_dot(y[r], 0, e + (size_t)r * K, &v,
+						      what);
+				else
+					CHECK(y[r] == 0.0f);
+			}
+			free(w);
+			free(il);
+			free(e);
+			act_free(&v);
+		}
+	}
+}
+
+/* The weighted sums of rows against the double-precision ones: every
+ * value widens exactly, so each column is a float dot product of n terms
+ * (check_dot's bound; with a zero point, of its magnitudes: the Q4_0
+ * kernels of AVX2 and AVX-512 sum a q d and take 8 a d back).  Block
+ * types take lengths of whole blocks, an odd number of them too (the
+ * kernels' last block alone). */
+static void
+test_axpy(const struct set *s)
+{
+	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
+	static const int Ks_blk[] = { 32, 64, 96, 128, 160 };
+
+	FOR_TYPES(dt) {
+		const int blk = txl_type(dt)->block;
+		const size_t nK = blk > 1 ? sizeof Ks_blk / sizeof *Ks_blk
+			: sizeof Ks / sizeof *Ks;
+		for (size_t i = 0; i < nK; i++) {
+			int K = blk > 1 ? Ks_blk[i] : Ks[i], n = 37;
+			int ld = blk > 1 ? K + blk : K + 5;
+			float *e = malloc(sizeof(float) * n * ld), a[37], y[160],
+			      col[37], wcol[37], wmag[37];
+			CHECK(e);
+			void *w = make_weights(dt, n, ld,
+					       txl_row_bytes(dt, ld), e);
+			for (int r = 0; r < n; r++)
+				a[r] = uniform();
+			for (int k = 0; k < K; k++)
+				y[k] = 0.0f;
+			s->t[dt].axpy_rows(y, a, w, txl_row_bytes(dt, ld), n, K);
+			for (int k = 0; k < K; k++) {
+				for (int r = 0; r < n; r++) {
+					col[r] = a[r];
+					wcol[r] = e[(size_t)r * ld + k];
+					wmag[r] = magnitude(dt, (const uint8_t *)w +
+							    txl_row_bytes(dt, ld) * r,
+							    e + (size_t)r * ld, k);
+				}
+				check_dot_mag(y[k], 0, wcol, wmag, col, n,
+					      txl_dtype_name(dt));
+			}
+			free(w);
+			free(e);
+		}
+	}
+}
+
+/* ---- the products of txl-products.c (the chosen set, the pool) ---- */
 
 static void
 test_mat_mul(void)
@@ -1231,8 +1232,10 @@ test_mat_mul(void)
 	static const int Ms[] = { 1, 2, 5, 33 };
 	const int N = 70, K = 96;
 
-	for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++) {
-		enum txl_dtype dt = dtypes[d];
+	FOR_TYPES(dt) {
+		/* one row meets the type's activations (int8 blocks for
+		 * Q8_0 and Q4_0: quantized) */
+		const enum txl_act_type at = txl_type(dt)->act;
 		float *e = malloc(sizeof(float) * N * K);
 		CHECK(e);
 		struct txl_mat w = {
@@ -1240,7 +1243,7 @@ test_mat_mul(void)
 			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
 		};
 		void *il = NULL;
-		if (txl_dtype_blocked(dt)) {
+		if (txl_interleaves(dt)) {
 			il = alloc_il(dt, N, K);
 			CHECK(il);
 			txl_interleave(il, dt, w.data, N, K);
@@ -1253,15 +1256,13 @@ test_mat_mul(void)
 			CHECK(a && out);
 			for (int j = 0; j < M * K; j++)
 				a[j] = uniform();
-			/* one row against Q8_0, Q4_0: the activations
-			 * quantized */
+			/* the activations of one row, as quantized */
 			struct act v;
-			act_init(&v, K);
+			act_init(&v, at, K);
 			memcpy(v.x, a, sizeof(float) * K);
-			txl_kernels()->quantize_q8(&v.a, v.x, K);
-			/* k 2, 3: Q8_0, Q4_0 weights with the interleaved
-			 * copy the loader makes (used for one row of
-			 * activations) */
+			txl_act_quantize(&v.a, v.x, K);
+			/* k 2, 3: with the interleaved copy the loader makes
+			 * (used for one row of activations) */
 			for (int k = 0; k < (il ? 4 : 2); k++) {
 				const int acc = k % 2;
 				struct txl_mat wi = w;
@@ -1273,9 +1274,9 @@ test_mat_mul(void)
 					for (int r = 0; r < N; r++) {
 						float got = out[m * N + r];
 						const float *er = e + (size_t)r * K;
-						if (M == 1 && il)
-							check_q8_dot(got, acc, er, &v,
-								     txl_dtype_name(dt));
+						if (M == 1 && at != TXL_ACT_F32)
+							check_act_dot(got, acc, er, &v,
+								      txl_dtype_name(dt));
 						else
 							check_dot(got, acc, er, a + (size_t)m * K,
 								  K, txl_dtype_name(dt));
@@ -1298,14 +1299,14 @@ test_mat_mul(void)
 				sub = txl_mat_rows(&sub, first, N - first);
 				CHECK((sub.il != NULL) == (first % TXL_IL == 0));
 				struct act v;
-				act_init(&v, K);
+				act_init(&v, at, K);
 				for (int k = 0; k < K; k++)
 					v.x[k] = uniform();
-				txl_kernels()->quantize_q8(&v.a, v.x, K);
+				txl_act_quantize(&v.a, v.x, K);
 				txl_mat_mul(out, v.x, 1, &sub, false);
 				for (int r = 0; r < N - first; r++)
-					check_q8_dot(out[r], 0, e + (size_t)(first + r) * K,
-						     &v, txl_dtype_name(dt));
+					check_act_dot(out[r], 0, e + (size_t)(first + r) * K,
+						      &v, txl_dtype_name(dt));
 				act_free(&v);
 			}
 		}
@@ -1513,28 +1514,29 @@ main(void)
 		return 77;
 	}
 
+	CHECK(set_of(TXL_ISA_SCALAR, &ref));
+	RUN(test_widen_scalar);
 	for (int i = 0; i < TXL_N_ISA; i++) {
-		const struct txl_kernels *kt = txl_kernels_for((enum txl_isa)i);
-		if (!kt) {
+		struct set s;
+		if (!set_of((enum txl_isa)i, &s)) {
 			fprintf(stderr, "skip: instruction set %d not on this CPU\n",
 				i);
 			continue;
 		}
 		n_isa++;
-		RUN_ON(test_dot_rows, kt);
-		RUN_ON(test_f16_all, kt);
-		RUN_ON(test_q8_0_block, kt);
-		RUN_ON(test_quantize_q8, kt);
-		RUN_ON(test_dot_rows_q8, kt);
-		RUN_ON(test_dot_il, kt);
-		RUN_ON(test_dot_rows_q16, kt);
-		RUN_ON(test_q4_0_block, kt);
-		RUN_ON(test_dot_rows_q4, kt);
-		RUN_ON(test_narrow_q4_0, kt);
-		RUN_ON(test_axpy, kt);
-		RUN_ON(test_narrow, kt);
-		RUN_ON(test_narrow_q8_0, kt);
-		RUN_ON(test_exp, kt);
+		RUN_ON(test_dot, &s);
+		RUN_ON(test_f16_all, &s);
+		RUN_ON(test_q8_0_block, &s);
+		RUN_ON(test_q4_0_block, &s);
+		RUN_ON(test_quantize_q8, &s);
+		RUN_ON(test_dot_act, &s);
+		RUN_ON(test_dot_il, &s);
+		RUN_ON(test_axpy, &s);
+		RUN_ON(test_narrow, &s);
+		RUN_ON(test_narrow_types, &s);
+		RUN_ON(test_narrow_q8_0, &s);
+		RUN_ON(test_narrow_q4_0, &s);
+		RUN_ON(test_exp, &s);
 	}
 	CHECK(n_isa >= 1);
 	RUN(test_quantize_q16);

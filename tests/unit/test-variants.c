@@ -37,10 +37,12 @@ static int32_t toks[N_TOK];
  * log-probs of order 10 */
 #define TOL 2e-5
 
+/* the relative attentions keep a memory, the absolute ones none */
 static bool
 has_memory(void)
 {
-	return hp->attn_type <= 1;
+	return hp->attn_type == TXL_ATTN_REL_PARTIAL ||
+		hp->attn_type == TXL_ATTN_REL_LEARNED;
 }
 
 static struct txl_session *
@@ -267,7 +269,7 @@ test_windows(void)
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
 	p.stride = 0;
 	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
-	if (hp->attn_type == 3) {
+	if (hp->attn_type == TXL_ATTN_ABS_LEARNED) {
 		p.stride = 1;
 		p.seg_len = hp->max_klen + 1;
 		CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
@@ -332,6 +334,63 @@ test_windows(void)
 	free(all);
 }
 
+/* The model's attention as the API tells it, and the settings a session
+ * of it resolves to: txl_session_params_resolve() gives what a session's
+ * txl_session_get_params() gives, refuses what txl_session_new()
+ * refuses, and neither takes a struct of a size no *_default() makes. */
+static void
+test_resolve(void)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session_params r = txl_session_params_default(), g;
+	struct txl_sampler_params sp = txl_sampler_params_default();
+	struct txl_session *s;
+
+	CHECK(txl_model_has_memory(model) == has_memory());
+	CHECK(txl_attn_type_name(hp->attn_type) != NULL);
+	CHECK(txl_attn_type_name((enum txl_attn_type)99) == NULL);
+	CHECK_EQ(txl_session_params_resolve(model, NULL, &r), TXL_OK);
+	CHECK_EQ(r.mem_len, has_memory() ? hp->mem_len : 0);
+	CHECK_EQ(r.seg_len, hp->tgt_len);
+	CHECK_EQ(r.clamp_len, hp->clamp_len);
+	CHECK_EQ(r.same_length, has_memory() && hp->same_length);
+	CHECK_EQ(r.stride, has_memory() ? TXL_FROM_MODEL : 1);
+	CHECK_EQ(r.size, sizeof r);
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
+	g = txl_session_get_params(s);
+	CHECK_EQ(g.mem_len, r.mem_len);
+	CHECK_EQ(g.seg_len, r.seg_len);
+	CHECK_EQ(g.clamp_len, r.clamp_len);
+	CHECK_EQ(g.same_length, r.same_length);
+	CHECK_EQ(g.stride, r.stride);
+	CHECK_EQ(g.kv_type, r.kv_type);
+	txl_session_free(s);
+	/* refused as a session refuses it; out unchanged */
+	p.seg_len = 0;
+	r.mem_len = -7;
+	CHECK_EQ(txl_session_params_resolve(model, &p, &r), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "seg_len"));
+	CHECK_EQ(r.mem_len, -7);
+	/* sizes */
+	p = txl_session_params_default();
+	for (int k = 0; k < 2; k++) {
+		p.size = k ? sizeof p + 8 : 0;
+		CHECK_EQ(txl_session_params_resolve(model, &p, &r),
+			 TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "txl_session_params_default"));
+		CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+		CHECK_EQ(txl_session_bytes(model, &p), -1);
+	}
+	r.size = 4;
+	CHECK_EQ(txl_session_params_resolve(model, NULL, &r), TXL_ERR_INVALID);
+	sp.size = 4;
+	CHECK(txl_sampler_new(&sp, V) == NULL);
+	CHECK(strstr(txl_last_error(), "txl_sampler_params_default"));
+	/* the hparams say which fields they have: every one of this header */
+	CHECK_EQ(hp->size, sizeof *hp);
+	CHECK(TXL_HAS(struct txl_hparams, hp, tie_projs));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -352,6 +411,7 @@ main(int argc, char **argv)
 		RUN(test_temperature);
 		RUN(test_adapt);
 		RUN(test_windows);
+		RUN(test_resolve);
 		txl_model_free(model);
 	}
 	return 0;

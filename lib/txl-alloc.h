@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-alloc.h - the aligned buffers of sessions (txl-alloc.c); not
+ * installed.
+ */
+#ifndef TXL_ALLOC_H
+#define TXL_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 64-byte aligned floats, not cleared (pages are touched only when used);
+ * n may be 0.  Freed with free(). */
+float *txl_alloc_floats(size_t n);
+/* The same for n bytes. */
+uint8_t *txl_alloc_bytes(size_t n);
+
+#endif /* TXL_ALLOC_H */

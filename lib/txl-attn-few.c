@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-attn-few.c - the attention of a few queries (generation: one):
+ * every head in one pass over the keys.
+ *
+ * One pool task per layer does every head: a head's keys are cut into
+ * blocks, as few as keep the threads busy to the end (one per head when
+ * the heads are enough), and a unit, one block of one head, computes for
+ * each query the scores of its keys (content and position term,
+ * scaled), their max m, and with e_j = exp(score_j - m) the sum of the
+ * e_j and the sum of the e_j v_j: the softmax of the block without its
+ * normalisation, which needs nothing of the other blocks.  It reads K,
+ * then R, then V, each as one forward stream, a STEP of keys at a time
+ * for all the queries (without the software prefetch below, blocks of
+ * 256 keys with the three streams interleaved cost a third more on one
+ * core than this).  Then the caller merges the blocks of each query and
+ * head, rescaling each by exp(m - the overall max) and dividing by the
+ * sum of all the exps: the weights of the segment path (txl-attn-seg.c),
+ * to rounding.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "txl-alloc.h"
+#include "txl-attn.h"
+#include "txl-kernels.h"
+#include "txl-log.h"
+#include "txl-pool.h"
+#include "txl-types.h"
+
+/* txl_attn_few() cuts a head's keys into blocks (units of work, handed
+ * out as they finish) of whole BLOCK_UNITs, at most BLOCKS_PER_THREAD
+ * per thread, and a block into passes of STEP keys (the stretch each
+ * query takes at a time: 256 KB of 16-bit K, in L2). */
+#define BLOCKS_PER_THREAD 2
+#define BLOCK_UNIT 256
+#define STEP 2048
+
+static int
+few_queries(int seg_len)
+{
+	return seg_len < TXL_ATTN_FEW_MAX ? seg_len : TXL_ATTN_FEW_MAX;
+}
+
+/* The most blocks a head's klen keys are cut into. */
+static size_t
+max_blocks(int klen)
+{
+	return (size_t)(klen + BLOCK_UNIT - 1) / BLOCK_UNIT;
+}
+
+struct few {
+	const struct txl_attn *a;
+	const struct txl_kv *kv;
+	int l, n, klen, qs, n_blocks, block;
+	const float *q;		/* the queries, rows qs floats apart */
+	float scale;
+	atomic_int next;	/* the next unit: head * n_blocks + block */
+};
+
+/* The keys [*lo, *hi) of query i among [j0, j1): causal, and with
+ * same_length exactly the last mem_len positions, as softmax_row();
+ * false if none. */
+static bool
+few_keys(const struct few *f, int i, int j0, int j1, int *lo, int *hi)
+{
+	const struct txl_attn *a = f->a;
+	const int qpos = f->kv->fill + i;
+	int first = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
+
+	*lo = first > j0 ? first : j0;
+	*hi = qpos + 1 < j1 ? qpos + 1 : j1;
+	return *lo < *hi;
+}
+
+/* Query i's scores for head h: klen_max floats. */
+static float *
+few_scores(const struct few *f, int h, int i)
+{
+	return f->a->fsc + ((size_t)h * f->n + i) *
+		(size_t)f->a->shape.klen_max;
+}
+
+/* The part of query i, head h, block b: d_head weighted sums, then max
+ * and sum of exps (-INFINITY and 0 when it sees none of the keys; the
+ * sum in float, one rounding of a relative 6e-8 before the merge). */
+static float *
+few_part(const struct few *f, int h, int b, int i)
+{
+	const size_t D = (size_t)f->a->model->hp.d_head;
+
+	return f->a->part + (((size_t)h * f->n_blocks + b) * f->n + i) *
+		(D + 2);
+}
+
+/* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
+ * PF_AHEAD further prefetched: the hardware's prefetchers stop at every
+ * 4 KB page, and a token with a long memory reads tens of MB of K, R and
+ * V from DRAM.  On one Zen 5 core this halves the cost of a token with
+ * 3,800 positions of F16 memory; 32 or 128 rows ahead do a little less
+ * well. */
+#define PF_ROWS 32
+#define PF_AHEAD 64
+
+/* Rows [r, r + PF_ROWS) of w, also past the rows of the call: the
+ * stream goes on in the next one (GCC 12 dropped the prefetches of a
+ * version that stopped at the call's last row, which then ran no faster
+ * than none).  A prefetch past the buffer's end is harmless; the address
+ * is computed in uintptr_t so that no pointer leaves its object. */
+static inline void
+prefetch_rows(const uint8_t *w, size_t ld, int r)
+{
+	const uintptr_t p = (uintptr_t)w + (size_t)r * ld;
+
+	for (size_t o = 0; o < (size_t)PF_ROWS * ld; o += 64)
+		__builtin_prefetch((const void *)(p + o));
+}
+
+/* A query (x: d_head floats) as few_unit's products take it against the
+ * memory: slot `slot` of fqa (a query and head, numbered as fq's rows
+ * are) in the memory type's query form (struct txl_type's query_act),
+ * or x itself.  Against a Q8_0 memory an int16 query, against a Q4_0 one
+ * an int8 query: their integer products read the keys faster than
+ * widening each to float (Q8_0: 1.7 times on one core with AVX2, 1.2
+ * with AVX-512: bench-kernels). */
+static struct txl_act
+few_query(const struct txl_attn *a, const float *x, size_t slot)
+{
+	return txl_act_view(a->qact, a->fqa ? a->fqa + slot * a->qa_floats
+			    : NULL, x, a->model->hp.d_head);
+}
+
+/* x into slot `slot` of fqa */
+static void
+quantize_query(const struct txl_attn *a, size_t slot, const float *x)
+{
+	struct txl_act q = few_query(a, x, slot);
+
+	txl_act_quantize(&q, x, a->model->hp.d_head);
+}
+
+static void
+dot_stream(const struct txl_type_kernels *k, float *y, const uint8_t *w,
+	   size_t ld, const struct txl_act *x, int n, int K)
+{
+	for (int r = 0; r < n; r += PF_ROWS) {
+		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
+
+		prefetch_rows(w, ld, r + PF_AHEAD);
+		txl_dot_act(k, y + r, w + (size_t)r * ld, ld, x, m, K);
+	}
+}
+
+static void
+axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
+	    size_t ld, int n, int K)
+{
+	for (int r = 0; r < n; r += PF_ROWS) {
+		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
+		prefetch_rows(w, ld, r + PF_AHEAD);
+		fn(y, a + r, w + (size_t)r * ld, ld, m, K);
+	}
+}
+
+/* Keys [j0, j1) of head h, every query: scores, then position terms,
+ * then softmax and values, into the parts of block b. */
+static void
+few_unit(const struct few *f, int h, int b, int j0, int j1)
+{
+	const struct txl_attn *a = f->a;
+	const struct txl_kv *kv = f->kv;
+	const struct txl_hparams *hp = &a->model->hp;
+	const struct txl_kernels *k = txl_kernels();
+	const struct txl_type_kernels *tk = txl_type_kernels(kv->dt);
+	const int H = hp->n_head, D = hp->d_head;
+	const bool rel = a->kind->relative;
+	const uint8_t *K = txl_kv_row(kv, kv->k[f->l], kv->cap, h, kv->start);
+	const uint8_t *V = txl_kv_row(kv, kv->v[f->l], kv->cap, h, kv->start);
+	const int last = a->n_dist - 1;
+	float bd[STEP];
+	int lo, hi;
+
+	/* AC (or the plain q.k): (q_i + r_w_bias) . k_j */
+	for (int c = j0; c < j1; c += STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++) {
+			const struct txl_act q = few_query(a, rel
+				? a->fq + ((size_t)i * H + h) * D
+				: f->q + (size_t)i * f->qs + h * D,
+				(size_t)i * H + h);
+			if (few_keys(f, i, c, ce, &lo, &hi))
+				dot_stream(tk, few_scores(f, h, i) + lo,
+					   K + (size_t)lo * kv->row,
+					   kv->row, &q, hi - lo, D);
+		}
+	}
+	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
+	 * on share its row (clamp_len): rows [near, far] of R for keys
+	 * [lo, hi).  The last keys first, so that R is read forwards (a
+	 * third faster on one core than going back a STEP at a time) */
+	for (int c = j0 + (j1 - 1 - j0) / STEP * STEP; c >= j0; c -= STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++) {
+			const int qpos = kv->fill + i;
+			float *sc = few_scores(f, h, i);
+			if (!few_keys(f, i, c, ce, &lo, &hi))
+				continue;
+			if (!rel) {
+				for (int j = lo; j < hi; j++)
+					sc[j] *= f->scale;
+				continue;
+			}
+			const int near = qpos - (hi - 1) < last ? qpos - (hi - 1)
+				: last;
+			const int far = qpos - lo < last ? qpos - lo : last;
+			const struct txl_act q = few_query(a,
+				a->kind->r_query_bias
+				? a->fq + ((size_t)(f->n + i) * H + h) * D
+				: f->q + (size_t)i * f->qs + h * D,
+				(size_t)(f->n + i) * H + h);
+			dot_stream(tk, bd, txl_kv_row(kv, a->r[f->l],
+						      a->n_dist, h, near),
+				   kv->row, &q, far - near + 1, D);
+			if (a->kind->r_bias)
+				for (int t = near; t <= far; t++)
+					bd[t - near] += a->r_bias[f->l]
+						[(size_t)t * H + h];
+			/* keys at distance last and beyond, then the others,
+			 * whose terms are bd backwards (two loops that GCC
+			 * vectorizes, where a min() per key kept it scalar) */
+			const int mid = qpos - last + 1 < lo ? lo
+				: qpos - last + 1 < hi ? qpos - last + 1 : hi;
+			const int back = qpos - near;
+			for (int j = lo; j < mid; j++)
+				sc[j] = (sc[j] + bd[last - near]) * f->scale;
+			for (int j = mid; j < hi; j++)
+				sc[j] = (sc[j] + bd[back - j]) * f->scale;
+		}
+	}
+	/* e_j = exp(score_j - m), their sum */
+	for (int i = 0; i < f->n; i++) {
+		float *part = few_part(f, h, b, i), *sc = few_scores(f, h, i);
+		if (!few_keys(f, i, j0, j1, &lo, &hi)) {
+			part[D] = -INFINITY;
+			part[D + 1] = 0.0f;
+			continue;
+		}
+		part[D] = k->max(sc + lo, hi - lo);
+		part[D + 1] = (float)k->exp_sum(sc + lo, sc + lo, hi - lo,
+						part[D]);
+		memset(part, 0, sizeof(float) * (size_t)D);
+	}
+	/* sum of e_j v_j */
+	for (int c = j0; c < j1; c += STEP) {
+		const int ce = c + STEP < j1 ? c + STEP : j1;
+		for (int i = 0; i < f->n; i++)
+			if (few_keys(f, i, c, ce, &lo, &hi))
+				axpy_stream(tk->axpy_rows,
+					    few_part(f, h, b, i),
+					    few_scores(f, h, i) + lo,
+					    V + (size_t)lo * kv->row,
+					    kv->row, hi - lo, D);
+	}
+}
+
+static void
+few_task(void *p, int ith, int nth)
+{
+	struct few *f = p;
+	const int units = f->a->model->hp.n_head * f->n_blocks;
+	int u;
+
+	while ((u = atomic_fetch_add_explicit(&f->next, 1,
+					      memory_order_relaxed)) < units) {
+		const int h = u / f->n_blocks, b = u % f->n_blocks;
+		const int j0 = b * f->block;
+		const int j1 = j0 + f->block < f->klen ? j0 + f->block
+			: f->klen;
+
+		few_unit(f, h, b, j0, j1);
+	}
+}
+
+/* The blocks of query i, head h merged: its attention vector into out. */
+static void
+few_merge(const struct few *f, int h, int i, float *out)
+{
+	const int D = f->a->model->hp.d_head;
+	float max = -INFINITY;
+	double sum = 0.0;
+
+	for (int b = 0; b < f->n_blocks; b++)
+		max = fmaxf(max, few_part(f, h, b, i)[D]);
+	for (int b = 0; b < f->n_blocks; b++) {
+		const float *p = few_part(f, h, b, i);
+		if (p[D] > -INFINITY)
+			sum += exp((double)p[D] - max) * p[D + 1];
+	}
+	memset(out, 0, sizeof(float) * (size_t)D);
+	for (int b = 0; b < f->n_blocks; b++) {
+		const float *p = few_part(f, h, b, i);
+		if (!(p[D] > -INFINITY))
+			continue;
+		const float w = (float)(exp((double)p[D] - max) / sum);
+		for (int c = 0; c < D; c++)
+			out[c] += w * p[c];
+	}
+}
+
+double
+txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
+		   enum txl_dtype kv_dt)
+{
+	const double hd = (double)hp->n_head * hp->d_head;
+	/* fq, 2 hd floats a query (and again in the memory's query form:
+	 * int16 with its scales for a Q8_0 memory, 1 + 2 / 32 floats more;
+	 * int8 with scales and offsets for a Q4_0 one, 0.5 + 4 / 32), the
+	 * scores, the parts */
+	const double fq = 2.0 * hd + 2.0 * hp->n_head *
+		(double)txl_act_floats(txl_type(kv_dt)->query_act, hp->d_head);
+
+	return 4.0 * few_queries(seg_len) * (fq + (double)hp->n_head *
+		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0)));
+}
+
+enum txl_status
+txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt)
+{
+	const struct txl_hparams *hp = &a->model->hp;
+	const size_t nq = (size_t)few_queries(a->shape.seg_len);
+	const size_t hd = (size_t)hp->n_head * hp->d_head;
+	const int klen_max = a->shape.klen_max;
+
+	a->qact = txl_type(kv_dt)->query_act;
+	a->qa_floats = txl_act_floats(a->qact, hp->d_head);
+	a->fq = txl_alloc_floats(nq * 2 * hd);
+	a->fsc = txl_alloc_floats(nq * (size_t)hp->n_head * (size_t)klen_max);
+	a->part = txl_alloc_floats(nq * (size_t)hp->n_head *
+				   max_blocks(klen_max) *
+				   (size_t)(hp->d_head + 2));
+	if (a->qa_floats && !(a->fqa = txl_alloc_floats(
+			nq * 2 * (size_t)hp->n_head * a->qa_floats)))
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	if (!a->fq || !a->fsc || !a->part)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	return TXL_OK;
+}
+
+void
+txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+	     int qs, float *out)
+{
+	const struct txl_hparams *hp = &a->model->hp;
+	const struct txl_layer *ly = &a->model->layers[l];
+	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	const int klen = kv->fill + n;
+	const bool rel = a->kind->relative;
+	/* blocks: enough units for every thread */
+	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
+	struct few f = {
+		.a = a, .kv = kv, .l = l, .n = n, .klen = klen, .qs = qs,
+		.q = a->qkv, .scale = 1.0f / sqrtf((float)D),
+	};
+
+	TXL_ASSERT(klen <= a->shape.klen_max);
+	if (nb > (int)max_blocks(klen))
+		nb = (int)max_blocks(klen);
+	f.block = (klen + nb - 1) / nb;
+	f.block = (f.block + BLOCK_UNIT - 1) / BLOCK_UNIT * BLOCK_UNIT;
+	f.n_blocks = (klen + f.block - 1) / f.block;
+	atomic_init(&f.next, 0);
+	if (rel) {
+		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
+		 * every head each */
+		for (int i = 0; i < n; i++) {
+			const float *qi = a->qkv + (size_t)i * qs;
+			float *qw = a->fq + (size_t)i * hd;
+			float *qr = a->fq + (size_t)(n + i) * hd;
+			for (int c = 0; c < hd; c++) {
+				qw[c] = qi[c] + ly->r_w_bias[c];
+				if (a->kind->r_query_bias)
+					qr[c] = qi[c] + ly->r_r_bias[c];
+			}
+		}
+	}
+	if (a->qact != TXL_ACT_F32) {
+		/* the queries of AC and BD as few_unit takes them (slots as
+		 * fq's) */
+		for (int i = 0; i < n; i++)
+			for (int h = 0; h < H; h++) {
+				const float *q = a->qkv + (size_t)i * qs + h * D;
+				const size_t ac = (size_t)i * H + h;
+				const size_t bd = (size_t)(n + i) * H + h;
+				quantize_query(a, ac, rel ? a->fq + ac * D : q);
+				if (rel)
+					quantize_query(a, bd,
+						       a->kind->r_query_bias ?
+						       a->fq + bd * D : q);
+			}
+	}
+	/* a product of d_head per key and query for AC, BD and V */
+	txl_pool_run_for(few_task, &f, 3.0 * n * H * klen * D);
+	for (int i = 0; i < n; i++)
+		for (int h = 0; h < H; h++)
+			few_merge(&f, h, i, out + (size_t)i * hd + h * D);
+}

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-attn-seg.c - the attention of a segment of more queries than the
+ * few-query path takes (scoring, prompts): units of one head and a block
+ * of queries.
+ *
+ * One pool task per layer.  A unit, head h and queries [i0, i1), computes
+ * their scores (content, then position, with sgemm), softmax and the
+ * weighted sums of V, on one thread: the products inside a task run
+ * alone, so the softmax runs in parallel with the rest and a layer costs
+ * one hand-over to the pool rather than three per head.  Each thread
+ * works in its own slot of scratch (a->seg), whatever the number of
+ * heads and the length of the segment; a thread that the pool gained
+ * since the session's slots were made, when more cannot be had, leaves
+ * the units to the others.  Compact K, V and R are widened by the
+ * products as they go, a head's at each call (hence SEG_ROWS_WIDE).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "txl-alloc.h"
+#include "txl-attn.h"
+#include "txl-kernels.h"
+#include "txl-log.h"
+#include "txl-pool.h"
+#include "txl-products.h"
+
+/* A segment's units take up to SEG_ROWS queries with an F32 memory; a
+ * compact one is widened by each unit, so there a unit takes up to
+ * SEG_ROWS_WIDE, to widen it less often. */
+#define SEG_ROWS 32
+#define SEG_ROWS_WIDE 128
+
+static int
+seg_rows(int seg_len, enum txl_dtype kv_dt)
+{
+	const int rows = kv_dt == TXL_F32 ? SEG_ROWS : SEG_ROWS_WIDE;
+
+	return seg_len < rows ? seg_len : rows;
+}
+
+/* Floats of a thread's slot: its queries' scores, position scores and
+ * biased queries (two). */
+static size_t
+seg_slot_floats(const struct txl_hparams *hp, int rows, int klen_max,
+		int n_dist)
+{
+	return (size_t)rows * ((size_t)klen_max + (size_t)n_dist +
+			       2 * (size_t)hp->d_head);
+}
+
+/* The same for a session: its rows and floats */
+static int
+slot_rows(const struct txl_attn *a, enum txl_dtype kv_dt)
+{
+	return seg_rows(a->shape.seg_len, kv_dt);
+}
+
+static size_t
+slot_floats(const struct txl_attn *a, enum txl_dtype kv_dt)
+{
+	return seg_slot_floats(&a->model->hp, slot_rows(a, kv_dt),
+			       a->shape.klen_max, a->n_dist);
+}
+
+double
+txl_attn_seg_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
+		   int n_dist, enum txl_dtype kv_dt, int threads)
+{
+	/* the slots of the segments' units */
+	return 4.0 * threads * (double)seg_slot_floats(hp,
+		seg_rows(seg_len, kv_dt), klen_max, n_dist);
+}
+
+/* Slots for n threads (n > a->seg_slots); false if out of memory (the
+ * slots stay as they were). */
+static bool
+seg_grow(struct txl_attn *a, enum txl_dtype kv_dt, int n)
+{
+	float *p = txl_alloc_floats(slot_floats(a, kv_dt) * (size_t)n);
+
+	if (!p)
+		return false;
+	free(a->seg);
+	a->seg = p;
+	a->seg_slots = n;
+	return true;
+}
+
+enum txl_status
+txl_attn_seg_init(struct txl_attn *a, enum txl_dtype kv_dt, int threads)
+{
+	if (!seg_grow(a, kv_dt, threads))
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	return TXL_OK;
+}
+
+/* The position scores of head h for the n queries q (row stride qs):
+ * bd[i, t] for distances t < n_bd, into bd (rows n_bd apart), qr a
+ * buffer of n * d_head floats. */
+static void
+position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
+		int h, int n, int n_bd, const float *q, int qs, float *qr,
+		float *bd)
+{
+	const struct txl_hparams *hp = &a->model->hp;
+	const struct txl_layer *ly = &a->model->layers[l];
+	const int H = hp->n_head, D = hp->d_head;
+	/* head h's rows of R */
+	const uint8_t *R = txl_kv_row(kv, a->r[l], a->n_dist, h, 0);
+
+	if (a->kind->r_query_bias) {
+		/* BD[i, t] = (q_i + r_r_bias) . R[t] */
+		for (int i = 0; i < n; i++) {
+			const float *qi = q + (size_t)i * qs;
+			for (int c = 0; c < D; c++)
+				qr[(size_t)i * D + c] = qi[c] +
+					ly->r_r_bias[h * D + c];
+		}
+		txl_gemm_nt_dt(bd, n_bd, qr, D, R, kv->dt, D, n, D, n_bd);
+	} else {
+		/* B_ + D_ = q_i . r_emb[t] (+ r_bias[t] below) */
+		txl_gemm_nt_dt(bd, n_bd, q, qs, R, kv->dt, D, n, D, n_bd);
+	}
+	if (a->kind->r_bias) {
+		for (int i = 0; i < n; i++) {
+			float *row = bd + (size_t)i * n_bd;
+			for (int t = 0; t < n_bd; t++)
+				row[t] += a->r_bias[l][(size_t)t * H + h];
+		}
+	}
+}
+
+/* Row i of the scores (query at window index fill + i): add the position
+ * term (bd, NULL for absolute attentions), scale, mask, softmax. */
+static void
+softmax_row(const struct txl_attn *a, float *sc, const float *bd, int qpos,
+	    int klen, float scale)
+{
+	/* causal; with same_length exactly the last mem_len positions, the
+	 * query's own included */
+	const struct txl_kernels *k = txl_kernels();
+	const int n_dist = a->n_dist;
+	int lo = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
+	float max;
+	double sum;
+
+	if (lo < 0)
+		lo = 0;
+	if (bd) {
+		/* _rel_shift: key j is at distance qpos - j; the distances
+		 * from n_dist - 1 on share its row (clamp_len) */
+		int far = qpos - n_dist + 1;
+		for (int j = lo; j < far; j++)
+			sc[j] = (sc[j] + bd[n_dist - 1]) * scale;
+		for (int j = far > lo ? far : lo; j <= qpos; j++)
+			sc[j] = (sc[j] + bd[qpos - j]) * scale;
+	} else {
+		for (int j = lo; j <= qpos; j++)
+			sc[j] *= scale;
+	}
+	/* the vector kernels: a long memory has thousands of keys a row */
+	max = k->max(sc + lo, qpos + 1 - lo);
+	sum = k->exp_sum(sc + lo, sc + lo, qpos + 1 - lo, max);
+	const float inv = (float)(1.0 / sum);
+	for (int j = 0; j < lo; j++)
+		sc[j] = 0.0f;
+	for (int j = lo; j <= qpos; j++)
+		sc[j] *= inv;
+	for (int j = qpos + 1; j < klen; j++)
+		sc[j] = 0.0f;
+}
+
+struct seg {
+	const struct txl_attn *a;
+	const struct txl_kv *kv;
+	float *out;
+	int l, n, klen, n_bd, qs, n_blocks, rows;
+	size_t slot;		/* floats of a slot */
+	float scale;
+	atomic_int next;	/* the next unit: head * n_blocks + block */
+};
+
+static void
+seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
+{
+	const struct txl_attn *a = g->a;
+	const struct txl_kv *kv = g->kv;
+	const struct txl_hparams *hp = &a->model->hp;
+	const struct txl_layer *ly = &a->model->layers[g->l];
+	const int D = hp->d_head, hd = hp->n_head * D, m = i1 - i0;
+	const int klen = g->klen, n_bd = g->n_bd, rows = g->rows;
+	const enum txl_dtype dt = kv->dt;
+	const bool rel = a->kind->relative;
+	const float *q = a->qkv + (size_t)i0 * g->qs + h * D;
+	/* head h's rows of the window's K and V */
+	const uint8_t *K = txl_kv_row(kv, kv->k[g->l], kv->cap, h, kv->start);
+	const uint8_t *V = txl_kv_row(kv, kv->v[g->l], kv->cap, h, kv->start);
+	/* the slot: scores (rows klen apart), position scores (n_bd apart),
+	 * q + r_w_bias, q + r_r_bias */
+	float *sc = slot;
+	float *bd = sc + (size_t)rows * a->shape.klen_max;
+	float *qw = bd + (size_t)rows * a->n_dist;
+	float *qr = qw + (size_t)rows * D;
+
+	if (rel) {
+		/* AC[i, j] = (q_i + r_w_bias) . k_j */
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
+					+ ly->r_w_bias[h * D + c];
+		txl_gemm_nt_dt(sc, klen, qw, D, K, dt, D, m, D, klen);
+		position_scores(a, kv, g->l, h, m, n_bd, q, g->qs, qr, bd);
+	} else {
+		/* q_i . k_j */
+		txl_gemm_nt_dt(sc, klen, q, g->qs, K, dt, D, m, D, klen);
+	}
+	for (int i = 0; i < m; i++)
+		softmax_row(a, sc + (size_t)i * klen,
+			    rel ? bd + (size_t)i * n_bd : NULL,
+			    kv->fill + i0 + i, klen, g->scale);
+	/* attn_vec[:, h] = prob . v */
+	txl_gemm_nn_dt(g->out + (size_t)i0 * hd + h * D, hd, sc, klen, V, dt,
+		       D, m, klen, D);
+}
+
+static void
+seg_task(void *p, int ith, int nth)
+{
+	struct seg *g = p;
+	const struct txl_attn *a = g->a;
+	const int units = a->model->hp.n_head * g->n_blocks;
+	int u;
+
+	(void)nth;
+	if (ith >= a->seg_slots)
+		return;
+	while ((u = atomic_fetch_add_explicit(&g->next, 1,
+					      memory_order_relaxed)) < units) {
+		const int h = u / g->n_blocks;
+		const int i0 = u % g->n_blocks * g->rows;
+		const int i1 = i0 + g->rows < g->n ? i0 + g->rows : g->n;
+
+		seg_unit(g, a->seg + (size_t)ith * g->slot, h, i0, i1);
+	}
+}
+
+void
+txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+	     int qs, float *out)
+{
+	const struct txl_hparams *hp = &a->model->hp;
+	const int klen = kv->fill + n, rows = slot_rows(a, kv->dt);
+	struct seg g = {
+		.a = a, .kv = kv, .out = out, .l = l, .n = n, .klen = klen,
+		.n_bd = klen < a->n_dist ? klen : a->n_dist, .qs = qs,
+		.n_blocks = (n + rows - 1) / rows, .rows = rows,
+		.slot = slot_floats(a, kv->dt),
+		.scale = 1.0f / sqrtf((float)hp->d_head),
+	};
+
+	TXL_ASSERT(n <= a->shape.seg_len && klen <= a->shape.klen_max);
+	if (txl_pool_threads() > a->seg_slots)
+		seg_grow(a, kv->dt, txl_pool_threads());
+	atomic_init(&g.next, 0);
+	/* a product of d_head per key and query for AC, BD and V */
+	txl_pool_run_for(seg_task, &g, 3.0 * n * hp->n_head * klen *
+			 hp->d_head);
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-attn.h - the attention of a session: its kinds (one per attn_type),
+ * its state, and what each of its files does.  Not installed.
+ *
+ *   txl-attn-setup.c    the kinds by attn_type, and the state's life;
+ *   txl-attn-layer.c    a layer's attention: its input projections, then
+ *                       one of the two paths;
+ *   txl-attn-few.c      the path of a few queries (generation: one), one
+ *                       pass over K, R and V for every head at once;
+ *   txl-attn-seg.c      the path of longer segments (scoring, prompts):
+ *                       sgemm per head and block of queries;
+ *   txl-attn-rel.c      the relative kinds' position tables (attn_type
+ *                       0: sinusoids through r_net; 1: learned);
+ *   txl-attn-abs.c      the absolute kinds' positions (2: sinusoids at
+ *                       the input; 3: learned, at every layer).
+ *
+ * A new kind of attention is a struct txl_attn_kind in a file of its
+ * own, a row of the table of txl-attn-setup.c, its value of enum
+ * txl_attn_type (txl.h) and its tensors in txl-model.c; a kind whose
+ * scores the paths cannot make from the fields of struct txl_attn_kind
+ * adds the field and its use in the two paths.
+ */
+#ifndef TXL_ATTN_H
+#define TXL_ATTN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "txl.h"
+#include "txl-kernels.h"
+#include "txl-kv.h"
+#include "txl-model.h"
+
+/* How a kind projects a layer's input to queries, keys and values. */
+enum txl_attn_proj {
+	/* qkv_net of the input (layer-normed with pre_lnorm) */
+	TXL_PROJ_QKV,
+	/* q_net of the input as it is (even with pre_lnorm, as the
+	 * original does), kv_net of the normed input */
+	TXL_PROJ_Q_KV,
+};
+
+struct txl_attn;
+
+/* One kind of attention (mem_transformer.py's classes, txl.h's enum
+ * txl_attn_type). */
+struct txl_attn_kind {
+	const char *name;	/* what it is, in a few words */
+	bool memory;		/* sessions keep a memory; else they
+				   recompute a window of seg_len tokens */
+	enum txl_attn_proj proj;
+	/* relative positions: the keys meet q + r_w_bias, and the position
+	 * term of distance t, per head, is (q + r_r_bias if r_query_bias,
+	 * else q) . R[t] (+ r_bias[t] if r_bias) */
+	bool relative, r_query_bias, r_bias;
+	/* rows of R for these settings: distances 0 .. n_dist - 1, the
+	 * last one standing for every distance beyond (relative kinds) */
+	int (*n_dist)(const struct txl_hparams *hp, int clamp_len,
+		      int klen_max);
+	/* refuse settings the kind cannot take (NULL: none) */
+	enum txl_status (*check)(const struct txl_hparams *hp, int seg_len);
+	/* the position tables of a session (NULL: none) */
+	enum txl_status (*init)(struct txl_attn *a, const struct txl_kv *kv);
+	/* positions added to the n rows h of layer l's input (NULL: none) */
+	void (*positions)(const struct txl_attn *a, int l, float *h, int n);
+};
+
+/* The settings a session's attention is made for. */
+struct txl_attn_shape {
+	int seg_len, mem_len, clamp_len;
+	bool same_length;
+	int klen_max;		/* the most keys a query sees */
+};
+
+/* A session's attention: its position tables and its scratch, owned by
+ * the session; the keys and values are the session's memory (struct
+ * txl_kv). */
+struct txl_attn {
+	const struct txl_model *model;
+	const struct txl_attn_kind *kind;
+	struct txl_attn_shape shape;
+
+	/* position tables: per layer, row t is the term of distance t */
+	int n_dist;		/* rows: distances 0 .. n_dist-1 */
+	uint8_t **r;		/* relative: (n_layer) x (n_head, n_dist,
+				   d_head), in the memory's type */
+	float **r_bias;		/* r_bias: (n_layer) x (n_dist, n_head) */
+	int n_pos;		/* absolute sinusoids: rows of pos */
+	float *pos;		/* absolute sinusoids: (n_pos, d_model) */
+
+	/* scratch, sized for seg_len rows */
+	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
+	/* the segment path: a slot of scratch per thread */
+	float *seg;		/* seg_slots slots */
+	int seg_slots;
+	/* the few-query path */
+	float *fq;		/* q + r_w_bias, q + r_r_bias per query, head */
+	enum txl_act_type qact;	/* the memory's query form (struct
+				   txl_type's query_act) */
+	size_t qa_floats;	/* floats of a query and head in it */
+	float *fqa;		/* the queries of fq (or q itself) in that
+				   form, per query and head (none for
+				   floats) */
+	float *fsc;		/* scores per head, query: klen_max each */
+	float *part;		/* per head, key block, query: the partial
+				   softmax (d_head sums, max, sum of exps) */
+};
+
+/* ---- txl-attn-setup.c ---- */
+
+/* The kind of attn_type @p type, or NULL. */
+const struct txl_attn_kind *txl_attn_kind(enum txl_attn_type type);
+/* Whether sessions of the model keep a memory (the relative attentions)
+ * or recompute windows (the absolute ones). */
+bool txl_attn_has_memory(const struct txl_hparams *hp);
+/* Rows of the relative-position tables (0 for the absolute attentions). */
+int txl_attn_n_dist(const struct txl_hparams *hp, int clamp_len,
+		    int klen_max);
+/* Settings the model's attention refuses (TXL_ERR_INVALID, one line). */
+enum txl_status txl_attn_check(const struct txl_hparams *hp, int seg_len);
+/* The bytes of txl_attn_init()'s buffers but the position tables. */
+double txl_attn_bytes(const struct txl_hparams *hp, int seg_len,
+		      int klen_max, int n_dist, enum txl_dtype kv_dt,
+		      int threads);
+/* A session's attention for the model, the shape and the memory kv
+ * (whose type its position tables take).  Freed with txl_attn_free() in
+ * any case. */
+enum txl_status txl_attn_init(struct txl_attn *a, const struct txl_model *m,
+			      const struct txl_attn_shape *shape,
+			      const struct txl_kv *kv);
+void txl_attn_free(struct txl_attn *a);
+
+/* ---- txl-attn-layer.c ---- */
+
+/* Absolute positions added to the n rows h of layer l's input (nothing
+ * for the relative attentions). */
+void txl_attn_positions(const struct txl_attn *a, int l, float *h, int n);
+/* The multi-head attention of the n rows h (layer l's input; xn: scratch
+ * of as many rows of d_model) over the memory kv and themselves: their
+ * keys and values go to kv's rows [start + fill, start + fill + n), and
+ * the attention vectors, before o_net, into out (n rows of n_head *
+ * d_head). */
+void txl_attn_forward(struct txl_attn *a, struct txl_kv *kv, int l,
+		      const float *h, float *xn, float *out, int n);
+
+/* ---- the two paths (txl-attn-few.c, txl-attn-seg.c) ---- */
+
+/* Up to this many queries take the few-query path. */
+#define TXL_ATTN_FEW_MAX 8
+
+/* The scratch of each path (freed by txl_attn_free()), and its bytes. */
+enum txl_status txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt);
+double txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len,
+			  int klen_max, enum txl_dtype kv_dt);
+enum txl_status txl_attn_seg_init(struct txl_attn *a, enum txl_dtype kv_dt,
+				  int threads);
+double txl_attn_seg_bytes(const struct txl_hparams *hp, int seg_len,
+			  int klen_max, int n_dist, enum txl_dtype kv_dt,
+			  int threads);
+
+/* The attention vectors of the n <= TXL_ATTN_FEW_MAX queries (rows qs
+ * floats apart in a->qkv) into out, from layer l's keys and values of kv
+ * (their last n rows already stored). */
+void txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+		  int qs, float *out);
+/* The same for n <= seg_len queries. */
+void txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+		  int qs, float *out);
+
+#endif /* TXL_ATTN_H */

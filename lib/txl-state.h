@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * txl-state.h - the layout of memory state files (txl-state.c).  Not
+ * installed.
+ *
+ * A state file is this header, then per layer K, then V, each per head
+ * mem_len rows of d_head values in kv_type (zeros past the fill); d_model
+ * floats of last_h; the txl_hash of everything before it (u64).  Fields
+ * are fixed-size and naturally aligned (no padding: the struct is the
+ * file's bytes); a new field goes at the end, with a new version.
+ */
+#ifndef TXL_STATE_H
+#define TXL_STATE_H
+
+#include <stdint.h>
+
+#define TXL_STATE_MAGIC "TXLSTATE"
+#define TXL_STATE_VERSION 3u	/* 2: the checksum is txl_hash; 3: kv_type */
+
+struct txl_state_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t n_layer;
+	uint64_t fingerprint;	/* of the model file */
+	uint32_t d_model, n_head, d_head;
+	uint32_t mem_len;	/* rows stored per layer, fill or not */
+	uint32_t fill;		/* rows that hold memory */
+	uint32_t have_last;	/* 1 if last_h is the output of the last
+				   position fed */
+	int64_t n_past;
+	uint32_t kv_type;	/* enum txl_kv_type of the rows */
+	uint32_t zero;		/* 0 (explicit padding) */
+};
+
+#endif /* TXL_STATE_H */

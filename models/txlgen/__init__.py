@@ -1,0 +1,27 @@
+"""The Python side of txlgen, one package:
+
+  errors        InputError, the one error class of bad input
+  hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
+  loadable      what txlgen's loader accepts (limits: lib/txl-limits.h)
+  txlfile       the model file: reader, writer, storage types
+  checkpoint    Transformer-XL checkpoints, read without running them
+  vocab         the original code's vocabularies as SentencePiece models
+  convert       checkpoint + tokenizer -> model file
+  txl_ref       the PyTorch reference model (the oracle of the tests)
+  train         training and export
+  sampling      measuring recommended sampling settings
+  random_model  random-weight models for the tests
+  original      the original code, run beside ours as an oracle
+
+errors, hparams, loadable, txlfile, checkpoint, vocab and convert need
+only the standard library, numpy and SentencePiece's Python module:
+models/convert.py and models/txlfile.py run without PyTorch.  The rest
+import torch.  loadable reads lib/'s headers, so the package runs from
+txlgen's source tree.
+
+Where it is found: the programs in models/ (convert.py, txlfile.py,
+vocab.py, train.py, sampling.py) are thin entry points beside this
+folder, and Python puts a script's own folder on its path, so they run
+as they are.  Everything else (tests/, tools/, bench/) runs with
+PYTHONPATH=models from the source tree's root; meson test sets it.
+"""

@@ -1,0 +1,1042 @@
+"""Read Transformer-XL checkpoints without running anything from them.
+
+Three forms (see models/README.md):
+  - a whole-model pickle, torch.save(model) of the original code's
+    MemTransformerLM (its train.py writes model.pt that way);
+  - a Hugging Face TransfoXL directory: config.json and pytorch_model.bin
+    or model.safetensors (its vocabulary: txlgen.vocab);
+  - a bare state_dict, torch.save(model.state_dict()).
+
+torch.save files are pickles, and a pickle is a program: unpickling calls
+whatever functions it names.  So nothing here uses pickle.load or
+torch.load.  RestrictedUnpickler resolves a short allow-list of names:
+tensors, storages, dicts, lists, sets, Counter/OrderedDict, and the known
+classes of the original code and of torch.nn, which it rebuilds as inert
+StandIn objects holding their plain attributes (no class of theirs is
+imported, no method of theirs runs).  Every other global is refused with
+CheckpointError, before anything it names is called.  (torch.load's own
+weights_only mode is not used: before torch 2.6 it could be made to run
+code, CVE-2025-32434, and Debian ships older.)
+
+Both torch.save containers are read: the zip archive (torch >= 1.6) and
+the legacy sequential format (older torch, and many published files).
+
+What a file declares is checked against what it holds before anything is
+allocated for it: a storage's size against the bytes the file has for it
+(zip entries must be stored, not compressed, as torch.save writes them:
+a compressed one could inflate to anything), a tensor's size, stride and
+offset against its storage (no zero strides, nothing outside it, never
+more elements than it), and the tensors used from one file together
+against its storages (one storage read as many tensors: at most twice
+what the storages hold).  Tensors are built only when used
+(Checkpoint.state is a State).  A pickle's opcodes are walked before it
+is unpickled (every argument inside the file, none of protocol 5's
+buffers).  Nested structures are walked to a fixed depth, and a module
+that contains itself is refused.  Only regular files are read.
+
+read_checkpoint(path) -> Checkpoint(hparams, state, source): state maps
+the ORIGINAL code's state_dict names (txl_ref uses the same) to numpy
+arrays (BF16 widened to float32); hparams holds what the checkpoint says
+about itself, with the original names (n_token n_layer ... tie_weight
+tie_projs untie_r).  Every problem is an InputError (a CheckpointError
+but for files that cannot be opened) naming the file.  Standard library
+and numpy only: no PyTorch.
+"""
+
+import collections
+import collections.abc
+import contextlib
+import io
+import json
+import math
+import mmap
+import os
+import pickle
+import pickletools
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+from .errors import InputError, describe, open_input
+from .hparams import as_bool, is_int
+
+
+class CheckpointError(InputError):
+    pass
+
+
+# Containers walked from the top of a file (a state_dict inside a
+# checkpoint dict) and modules inside modules: deeper is not a checkpoint.
+MAX_DEPTH = 32
+# Dimensions of a tensor: a checkpoint's have at most 4 (numpy takes 32;
+# a dimension must fit its index type).
+MAX_DIMS, MAX_DIM = 8, 1 << 62
+# config.json, vocab pickles, data.pkl: kilobytes to megabytes in real
+# files; JSON and pickles take many times their size in memory.
+MAX_JSON = 1 << 20
+
+
+def read_json(path, what="JSON"):
+    """A JSON object from a file of at most MAX_JSON bytes."""
+    try:
+        with open_input(path) as f:
+            raw = f.read(MAX_JSON + 1)
+    except OSError as e:
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+    return parse_json(raw, path, what)
+
+
+def parse_json(raw, path, what="JSON"):
+    """A JSON object from the bytes of file path."""
+    if len(raw) > MAX_JSON:
+        raise CheckpointError(f"{path}: more than {MAX_JSON} bytes: not a "
+                              f"{what} file")
+    try:
+        obj = json.loads(raw)
+    except RecursionError:
+        raise CheckpointError(f"{path}: JSON nested too deeply")
+    except ValueError as e:              # also UnicodeDecodeError
+        raise CheckpointError(f"{path}: not JSON ({e})")
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return obj
+
+
+# ---------------------------------------------------------------------------
+# The restricted unpickler
+
+class StandIn:
+    """An instance of a known class, rebuilt as plain data: its pickled
+    __dict__ and nothing else (_cls names the class it stands for)."""
+
+    _cls = "?"
+
+    def __setstate__(self, state):
+        # nn.Module and plain objects pickle their __dict__; (dict, slots)
+        # for classes with __slots__
+        if isinstance(state, tuple) and len(state) == 2 and \
+                all(isinstance(x, (dict, type(None))) for x in state):
+            state = dict(state[0] or {}, **(state[1] or {}))
+        if not isinstance(state, dict):
+            raise CheckpointError(f"{self._cls}: unexpected pickled state "
+                                  f"({describe(state)})")
+        for k in state:
+            # dunder names would reach Python's own protocols (a later
+            # BUILD looks up __setstate__ on the instance)
+            if not isinstance(k, str) or k.startswith("__") or k == "_cls":
+                raise CheckpointError(f"{self._cls}: pickled attribute "
+                                      f"{describe(k)}")
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return f"<{self._cls}>"
+
+
+class _Inert:
+    """Objects the unpickler makes itself: their state is never set from
+    the pickle (torch.save never sets it; BUILD on them is an attack)."""
+
+    def __setstate__(self, state):
+        raise CheckpointError(f"the pickle sets the state of a "
+                              f"{self.what}, which torch.save never does")
+
+
+# Classes rebuilt as StandIn: the original code's (module names as its
+# train.py imports them, with utils/ on sys.path), torch.nn's modules it
+# uses, and the corpus cache.
+_ORIG_MODEL = ("PositionalEmbedding PositionwiseFF MultiHeadAttn "
+               "RelMultiHeadAttn RelPartialLearnableMultiHeadAttn "
+               "RelLearnableMultiHeadAttn DecoderLayer "
+               "RelLearnableDecoderLayer RelPartialLearnableDecoderLayer "
+               "AdaptiveEmbedding MemTransformerLM").split()
+KNOWN_CLASSES = set(
+    [f"mem_transformer.{c}" for c in _ORIG_MODEL] +
+    [f"{m}.ProjectedAdaptiveLogSoftmax" for m in
+     ("proj_adaptive_softmax", "utils.proj_adaptive_softmax")] +
+    [f"{m}.LogUniformSampler" for m in
+     ("log_uniform_sampler", "utils.log_uniform_sampler")] +
+    [f"torch.nn.modules.{c}" for c in (
+        "module.Module", "container.ModuleList", "container.ParameterList",
+        "container.Sequential", "container.ModuleDict",
+        "container.ParameterDict", "linear.Linear", "sparse.Embedding",
+        "normalization.LayerNorm", "dropout.Dropout", "activation.ReLU")] +
+    ["data_utils.Corpus", "utils.vocabulary.Vocab", "vocabulary.Vocab",
+     "data_utils.LMOrderedIterator"])
+
+_STORAGE_DTYPES = {
+    "FloatStorage": "float32", "DoubleStorage": "float64",
+    "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
+    "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16",
+    "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+}
+# their little-endian layout in numpy (bfloat16: its raw 16 bits)
+_NP_DTYPES = {
+    "float32": "<f4", "float64": "<f8", "float16": "<f2", "bfloat16": "<u2",
+    "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1",
+    "uint8": "u1", "bool": "?",
+}
+
+
+def _itemsize(dtype):
+    return np.dtype(_NP_DTYPES[dtype]).itemsize
+
+
+def bf16_to_f32(raw):
+    """float32 values of bfloat16 bits (uint16 array): exact."""
+    return (np.asarray(raw, np.uint32) << 16).view(np.float32)
+
+
+class _StorageType(_Inert):
+    what = "storage type"
+
+    def __init__(self, name):
+        self.dtype = _STORAGE_DTYPES[name]
+
+
+class _Archive:
+    """What one file's storages hold, and what its tensors have taken of
+    it: the bound on the arrays used from it."""
+
+    def __init__(self, path, size):
+        self.path, self.size = path, size
+        self.storage_elems = 0          # in all its storages
+        self.used_elems = 0             # in the tensors used so far
+        self.views = {}                 # (storage, view) -> array
+
+    def use(self, n):
+        """n more values used: at most twice what the storages hold (tied
+        weights are used twice; a storage read as many tensors is not a
+        checkpoint, and could make a file of megabytes gigabytes)."""
+        if self.used_elems + n > 2 * self.storage_elems + (1 << 16):
+            raise CheckpointError(
+                "the tensors hold more than the file's storages (with "
+                f"this one {self.used_elems + n:,} values, the storages "
+                f"{self.storage_elems:,}): one storage read as many "
+                "tensors")
+        self.used_elems += n
+
+
+class _Storage(_Inert):
+    """Raw bytes of one torch storage (filled in later for the legacy
+    format, whose data follows the pickle)."""
+    what = "storage"
+
+    def __init__(self, dtype, numel, archive):
+        self.dtype, self.numel, self.archive = dtype, numel, archive
+        self.data = None
+        archive.storage_elems += numel
+
+
+class TensorRef(_Inert):
+    """A tensor as the pickle describes it, checked against its storage;
+    .array() builds it as a numpy array (once per view, so that two
+    references to one tensor stay one object: tied weights)."""
+    what = "tensor"
+
+    def __init__(self, storage, offset, size, stride):
+        self.storage, self.offset = storage, offset
+        self.size, self.stride = size, stride
+
+    def array(self):
+        st = self.storage
+        key = (id(st), self.offset, self.size, self.stride)
+        a = st.archive.views.get(key)
+        if a is not None:
+            return a
+        if st.data is None:
+            raise CheckpointError("tensor data missing from the file")
+        n = math.prod(self.size)
+        item = _itemsize(st.dtype)
+        flat = np.frombuffer(st.data, _NP_DTYPES[st.dtype])
+        if n == 0:
+            a = np.zeros(self.size, flat.dtype)
+        else:
+            a = np.lib.stride_tricks.as_strided(
+                flat[self.offset:], self.size,
+                [s * item for s in self.stride], writeable=False)
+        a = a.astype(a.dtype.newbyteorder("="))           # a copy
+        if st.dtype == "bfloat16":
+            a = bf16_to_f32(a)
+        st.archive.views[key] = a
+        return a
+
+
+def _small_int(v):
+    """An int a storage key may be (str() refuses those of 4,300 digits
+    and more)."""
+    return is_int(v) and abs(v) < 1 << 63
+
+
+def _ints(v, what):
+    if not isinstance(v, (tuple, list)) or not all(is_int(x) for x in v):
+        raise CheckpointError(f"tensor {what} {describe(v)} is not a list "
+                              "of integers")
+    return tuple(v)
+
+
+def _rebuild_tensor(storage, offset, size, stride, *_):
+    """torch._utils._rebuild_tensor(_v2): a view of a storage, checked
+    before anything is built from it."""
+    if not isinstance(storage, _Storage):
+        raise CheckpointError("tensor without storage")
+    if not is_int(offset) or offset < 0:
+        raise CheckpointError(f"tensor offset {describe(offset)}")
+    size, stride = _ints(size, "size"), _ints(stride, "stride")
+    if len(size) != len(stride):
+        raise CheckpointError(f"tensor of {len(size)} dimensions with "
+                              f"{len(stride)} strides")
+    if len(size) > MAX_DIMS:
+        raise CheckpointError(f"tensor of {len(size)} dimensions (at most "
+                              f"{MAX_DIMS})")
+    if any(n < 0 for n in size) or any(s < 0 for s in stride):
+        raise CheckpointError("tensor with a negative size or stride")
+    if any(n >= MAX_DIM for n in size) or any(s >= MAX_DIM for s in stride):
+        raise CheckpointError("tensor with a size or stride of 2^62 or "
+                              "more")
+    if any(s == 0 and n > 1 for n, s in zip(size, stride)):
+        raise CheckpointError(f"tensor of size {list(size)} has a zero "
+                              "stride (one value read many times)")
+    n = math.prod(size)
+    if n > storage.numel:
+        raise CheckpointError(f"tensor of size {list(size)} is larger than "
+                              f"its storage ({storage.numel} values)")
+    if n and offset + sum((k - 1) * s for k, s in zip(size, stride)) >= \
+            storage.numel:
+        raise CheckpointError(f"tensor of size {list(size)}, stride "
+                              f"{list(stride)}, offset {offset} lies outside "
+                              f"its storage ({storage.numel} values)")
+    return TensorRef(storage, offset, size, stride)
+
+
+def _rebuild_parameter(data, *_):
+    if not isinstance(data, TensorRef):
+        raise CheckpointError("parameter without tensor")
+    return data
+
+
+def _reconstructor(cls, base, state):
+    # copyreg._reconstructor(cls, object, None): cls.__new__ of a StandIn
+    if not (isinstance(cls, type) and issubclass(cls, StandIn)) or \
+            base is not object or state is not None:
+        raise CheckpointError("copyreg._reconstructor of an unknown class")
+    return cls.__new__(cls)
+
+
+class _Function(_Inert):
+    """One of the functions below as the pickle sees it: a Python
+    function's __dict__ could be written by BUILD, for every later file
+    read in this process."""
+    what = "function"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+
+_FUNCTIONS = {
+    "collections.OrderedDict": collections.OrderedDict,
+    "collections.Counter": collections.Counter,
+    "builtins.set": set, "builtins.frozenset": frozenset,
+    "builtins.dict": dict, "builtins.list": list, "builtins.tuple": tuple,
+    "builtins.object": object,          # only for copyreg._reconstructor
+    "copyreg._reconstructor": _Function(_reconstructor),
+    "torch._utils._rebuild_tensor": _Function(_rebuild_tensor),
+    "torch._utils._rebuild_tensor_v2": _Function(_rebuild_tensor),
+    "torch._utils._rebuild_parameter": _Function(_rebuild_parameter),
+    "torch._utils._rebuild_parameter_with_state":
+        _Function(_rebuild_parameter),
+    "torch.Size": tuple,
+}
+
+
+# How each opcode's argument is laid out, by opcode byte: its bytes
+# (>= 0), up to a newline (-1; GLOBAL and INST: two lines, _PAIR), or
+# counted by the 1, 4 (signed), 4 or 8 bytes before it (-2 .. -5, as
+# pickletools numbers them); None for an opcode refused or unknown:
+# protocol 5's out-of-band buffers are in no checkpoint, and an absurd
+# BYTEARRAY8 length makes CPython 3.11's unpickler print a SystemError
+# of its own (PyByteArray_FromStringAndSize frees an object it has not
+# set up).
+_PAIR, _STOP = -6, -7
+_ARGS = [None] * 256
+for _op in pickletools.opcodes:
+    if _op.name not in ("BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"):
+        _ARGS[ord(_op.code)] = (
+            _STOP if _op.name == "STOP" else
+            _PAIR if _op.name in ("GLOBAL", "INST") else
+            _op.arg.n if _op.arg else 0)
+_COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
+
+
+def _check_opcodes(buf, pos, what):
+    """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
+    the file) before the unpickler runs: every opcode known and not
+    refused, every argument inside the file, and no memo index past the
+    pickle's bytes so far (CPython's unpickler makes its memo as long as
+    the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte pickle asks
+    for 16 GB).  Skips the arguments without decoding them (under a
+    microsecond an opcode)."""
+    start, end, args, find = pos, len(buf), _ARGS, buf.find
+    while pos < end:
+        n = args[buf[pos]]
+        pos += 1
+        if n is not None and buf[pos - 1] in (0x72, 0x70):   # (LONG_)PUT
+            if buf[pos - 1] == 0x72:
+                index = int.from_bytes(buf[pos:pos + 4], "little")
+            else:                           # a decimal line, as int()
+                line = buf[pos:find(b"\n", pos)]
+                try:
+                    index = int(line) if len(line) < 4000 else end
+                except ValueError:
+                    index = 0                   # the unpickler refuses it
+            if index > pos - start:
+                raise CheckpointError(f"{what}: not a readable pickle "
+                                      f"(memo index {index} at byte "
+                                      f"{pos - 1})")
+        if n is None:
+            code = buf[pos - 1]
+            name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
+                    0x98: "READONLY_BUFFER"}.get(
+                        code, f"unknown opcode 0x{code:02x}")
+            raise CheckpointError(f"{what}: not a readable pickle ({name} "
+                                  f"at byte {pos - 1})")
+        if n >= 0:
+            pos += n
+        elif n == _STOP:
+            return
+        elif n == -1 or n == _PAIR:
+            pos = find(b"\n", pos) + 1
+            if pos and n == _PAIR:
+                pos = find(b"\n", pos) + 1
+            if not pos:
+                break
+        else:
+            k, signed = _COUNTS[n]
+            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
+            if count < 0:
+                break
+            pos += k + count
+    raise CheckpointError(f"{what}: not a readable pickle (truncated)")
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Resolves only the names above; refuses every other global.  The
+    storages it meets are checked against archive (what the file holds:
+    its size) and read with storage_loader(key, nbytes) where the data
+    is elsewhere (the zip archive's entries)."""
+
+    def __init__(self, f, buf, archive, storages=None, storage_loader=None):
+        super().__init__(f, encoding="latin1")
+        self.f, self.buf = f, buf
+        self.archive, self.what = archive, archive.path
+        self.storages = {} if storages is None else storages
+        self.storage_loader = storage_loader
+        self.standins = {}
+
+    def find_class(self, module, name):
+        # protocol 2 pickles name Python 2's modules
+        module = {"__builtin__": "builtins", "copy_reg": "copyreg"}.get(
+            module, module)
+        full = f"{module}.{name}"
+        if full in _FUNCTIONS:
+            return _FUNCTIONS[full]
+        if module == "torch" and name in _STORAGE_DTYPES:
+            return _StorageType(name)
+        if full in KNOWN_CLASSES:
+            cls = self.standins.get(full)
+            if cls is None:
+                cls = type(name, (StandIn,), {"_cls": full})
+                self.standins[full] = cls
+            return cls
+        raise CheckpointError(
+            f"{self.what}: refused: the pickle names {full[:100]!r}, which "
+            "is not a tensor, a container or a known class of a "
+            "Transformer-XL checkpoint (a pickle can run code; nothing in "
+            "it was run)")
+
+    def persistent_load(self, pid):
+        if isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "module":
+            # legacy torch.save: a module class with its source code (never
+            # used); the class itself came through find_class
+            if not (isinstance(pid[1], type) and issubclass(pid[1], StandIn)):
+                raise CheckpointError(f"{self.what}: unknown module class")
+            return pid[1]
+        if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage" \
+                or not isinstance(pid[1], _StorageType):
+            raise CheckpointError(f"{self.what}: unknown persistent id")
+        key, numel = pid[2], pid[4]
+        if not isinstance(key, str) and not _small_int(key):
+            raise CheckpointError(f"{self.what}: storage key "
+                                  f"{describe(key)}")
+        key = str(key)
+        if not is_int(numel) or numel < 0:
+            raise CheckpointError(f"{self.what}: bad storage size "
+                                  f"{describe(numel)}")
+        nbytes = numel * _itemsize(pid[1].dtype)
+        if nbytes > self.archive.size:
+            raise CheckpointError(f"{self.what}: storage {key!r} of "
+                                  f"{nbytes:,} bytes, more than the file "
+                                  f"holds ({self.archive.size:,})")
+        if len(pid) >= 6 and pid[5] is not None:
+            raise CheckpointError(f"{self.what}: storage views (torch < "
+                                  "0.4 files) are not supported")
+        st = self.storages.get(key)
+        if st is None:
+            st = _Storage(pid[1].dtype, numel, self.archive)
+            if self.storage_loader:
+                st.data = self.storage_loader(key, nbytes)
+            self.storages[key] = st
+        elif (st.dtype, st.numel) != (pid[1].dtype, numel):
+            raise CheckpointError(f"{self.what}: storage {key!r} declared "
+                                  "twice, differently")
+        return st
+
+    def load(self):
+        try:
+            _check_opcodes(self.buf, self.f.tell(), self.what)
+            return super().load()
+        except CheckpointError as e:
+            if str(e).startswith(self.what):
+                raise
+            raise CheckpointError(f"{self.what}: {e}")
+        except (pickle.UnpicklingError, EOFError, TypeError, ValueError,
+                AttributeError, IndexError, KeyError, struct.error,
+                OverflowError, RecursionError, MemoryError) as e:
+            raise CheckpointError(f"{self.what}: not a readable pickle "
+                                  f"({type(e).__name__}: "
+                                  f"{str(e)[:200]})")
+
+
+def _zip_entry(z, info, path, size):
+    """The bytes of one entry, as torch.save writes them: stored, not
+    compressed (a compressed entry could inflate to anything), and inside
+    the file of size bytes."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(f"{path}: {info.filename} is compressed "
+                              "(torch.save stores its entries as they are)")
+    if info.file_size != info.compress_size or \
+            info.header_offset + info.compress_size > size:
+        raise CheckpointError(f"{path}: {info.filename} claims more bytes "
+                              "than the file holds")
+    return z.read(info)
+
+
+def _load_zip(path, f, size):
+    archive = _Archive(path, size)
+    try:
+        z = zipfile.ZipFile(f)
+        names = z.namelist()
+        pkl = [n for n in names if n.endswith("/data.pkl")]
+        if len(pkl) != 1:
+            raise CheckpointError(f"{path}: not a torch.save archive "
+                                  "(no single data.pkl)")
+        prefix = pkl[0][:-len("data.pkl")]
+        order = prefix + "byteorder"
+        if order in names and _zip_entry(z, z.getinfo(order), path, size) \
+                .strip() not in (b"little", b""):
+            raise CheckpointError(f"{path}: big-endian tensors not "
+                                  "supported")
+
+        def loader(key, nbytes):
+            name = f"{prefix}data/{key}"
+            try:
+                info = z.getinfo(name)
+            except KeyError:
+                raise CheckpointError(f"{path}: storage {key!r} missing")
+            if info.file_size != nbytes:
+                raise CheckpointError(f"{path}: storage {key!r} holds "
+                                      f"{info.file_size} bytes, not "
+                                      f"{nbytes}")
+            return _zip_entry(z, info, path, size)
+        data = _zip_entry(z, z.getinfo(pkl[0]), path, size)
+        return RestrictedUnpickler(io.BytesIO(data), data, archive,
+                                   storage_loader=loader).load()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
+            RuntimeError, ValueError, EOFError, zlib.error, struct.error,
+            KeyError, OverflowError) as e:
+        raise CheckpointError(f"{path}: bad torch zip archive "
+                              f"({type(e).__name__}: {str(e)[:200]})")
+
+
+_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+
+
+def _load_legacy(path, f, buf, size):
+    """torch.save before 1.6: pickled magic, version, sys_info, the object,
+    the storage keys, then each storage as int64 count + raw data."""
+    archive = _Archive(path, size)
+    if RestrictedUnpickler(f, buf, archive).load() != _LEGACY_MAGIC:
+        raise CheckpointError(f"{path}: not a torch.save file")
+    if RestrictedUnpickler(f, buf, archive).load() != 1001:
+        raise CheckpointError(f"{path}: unknown torch.save version")
+    info = RestrictedUnpickler(f, buf, archive).load()
+    if isinstance(info, dict) and info.get("little_endian", True) is not True:
+        raise CheckpointError(f"{path}: big-endian tensors not supported")
+    storages = {}
+    obj = RestrictedUnpickler(f, buf, archive, storages).load()
+    keys = RestrictedUnpickler(f, buf, archive).load()
+    if not isinstance(keys, list) or \
+            not all(isinstance(k, str) or _small_int(k) for k in keys):
+        raise CheckpointError(f"{path}: bad storage list")
+    for key in keys:
+        st = storages.get(str(key))
+        if st is None:
+            raise CheckpointError(f"{path}: unknown storage {str(key)!r}")
+        raw = f.read(8)
+        if len(raw) != 8:
+            raise CheckpointError(f"{path}: truncated")
+        (n,) = struct.unpack("<q", raw)
+        if n != st.numel:
+            raise CheckpointError(f"{path}: storage {key} size mismatch")
+        nbytes = n * _itemsize(st.dtype)
+        left = size - f.tell()
+        if nbytes > left:
+            raise CheckpointError(f"{path}: storage {key} of {nbytes:,} "
+                                  f"bytes, the file holds {left:,} more "
+                                  "(truncated?)")
+        st.data = f.read(nbytes)
+        if len(st.data) != nbytes:
+            raise CheckpointError(f"{path}: truncated")
+    return obj
+
+
+def load_pickle_file(path):
+    """The object a torch.save file (or a plain pickle) holds, rebuilt
+    from the allow-list only.  Tensors come back as TensorRef."""
+    try:
+        with open_input(path) as f:
+            return load_pickle(f, path, os.fstat(f.fileno()).st_size)
+    except OSError as e:
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+
+
+def load_pickle(f, path, size):
+    """load_pickle_file() of the open file f (seekable, size bytes; a
+    file on disk, or io.BytesIO)."""
+    try:
+        is_zip = zipfile.is_zipfile(f)
+    except (zipfile.BadZipFile, ValueError, EOFError, struct.error) as e:
+        # the end of the file looks like a zip archive's, but is not one
+        raise CheckpointError(f"{path}: bad torch zip archive "
+                              f"({type(e).__name__}: {str(e)[:200]})")
+    if is_zip:
+        f.seek(0)
+        return _load_zip(path, f, size)
+    f.seek(0)
+    start = f.read(2)
+    f.seek(0)
+    if start[:1] != b"\x80":
+        raise CheckpointError(f"{path}: not a pickle or torch.save file")
+    # the pickles' opcodes are checked in the file's bytes, mapped
+    if isinstance(f, io.BytesIO):
+        buf = contextlib.nullcontext(f.getvalue())
+    else:
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with buf as buf:
+        # a legacy torch file starts with the pickled magic number;
+        # anything else is a plain pickle (HF's vocab.pkl)
+        obj = RestrictedUnpickler(f, buf, _Archive(path, size)).load()
+        if obj == _LEGACY_MAGIC:
+            f.seek(0)
+            return _load_legacy(path, f, buf, size)
+        return obj
+
+
+# ---------------------------------------------------------------------------
+# From the object graph to hyperparameters and a state_dict
+
+class State(collections.abc.Mapping):
+    """name -> array of a checkpoint, each array built the first time it
+    is used (a tensor the converter has no place for is never built), the
+    values of the names used bounded by the file's storages
+    (_Archive.use)."""
+
+    def __init__(self, refs, path):
+        self._refs, self.path = refs, path
+        self._used = set()
+
+    def __getitem__(self, name):
+        v = self._refs[name]
+        if not isinstance(v, TensorRef):
+            return v
+        try:
+            if name not in self._used:
+                v.storage.archive.use(math.prod(v.size))
+                self._used.add(name)
+            return v.array()
+        except CheckpointError as e:
+            raise CheckpointError(f"{self.path}: tensor {name!r}: {e}")
+        except (ValueError, MemoryError) as e:
+            raise CheckpointError(f"{self.path}: tensor {name!r} cannot be "
+                                  f"built ({type(e).__name__}: {e})")
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self):
+        return len(self._refs)
+
+    def renamed(self, rename):
+        return State(collections.OrderedDict(
+            (rename(k), v) for k, v in self._refs.items()), self.path)
+
+
+def _table(mod, name, path):
+    """A module's _parameters, _buffers or _modules: a dict with string
+    keys (empty if absent)."""
+    d = mod.__dict__.get(name)
+    if d is None:
+        return {}
+    if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
+        raise CheckpointError(f"{path}: {mod._cls}.{name} is "
+                              f"{describe(d)}, not a dict of names")
+    return d
+
+
+def module_state(model, path):
+    """The state_dict of a rebuilt nn.Module: its parameters and persistent
+    buffers under dotted names, as TensorRef (shared ones stay shared).
+    A module met twice (a cycle) is refused, as is nesting deeper than
+    MAX_DEPTH."""
+    out = collections.OrderedDict()
+    seen = set()
+    stack = [(model, "", 0)]
+    while stack:
+        mod, prefix, depth = stack.pop()
+        if id(mod) in seen:
+            raise CheckpointError(f"{path}: module {prefix[:-1]!r} "
+                                  "appears more than once in the model (a "
+                                  "cycle)")
+        if depth > MAX_DEPTH:
+            raise CheckpointError(f"{path}: modules nested more than "
+                                  f"{MAX_DEPTH} deep")
+        seen.add(id(mod))
+        nonpersistent = mod.__dict__.get("_non_persistent_buffers_set")
+        if not isinstance(nonpersistent, (set, frozenset)):
+            nonpersistent = set()
+        for kind in ("_parameters", "_buffers"):
+            for name, p in _table(mod, kind, path).items():
+                if p is None or (kind == "_buffers" and name in
+                                 nonpersistent):
+                    continue
+                if not isinstance(p, TensorRef):
+                    raise CheckpointError(f"{path}: {prefix}{name} is "
+                                          f"{describe(p)}, not a tensor")
+                out[prefix + name] = p
+        subs = [(name, sub) for name, sub in
+                _table(mod, "_modules", path).items()
+                if isinstance(sub, StandIn)]
+        for name, sub in reversed(subs):          # in order, depth first
+            stack.append((sub, f"{prefix}{name}.", depth + 1))
+    return out
+
+
+def _sub(mod, path, *names):
+    for name in names:
+        if mod is None:
+            return None
+        mod = _table(mod, "_modules", path).get(str(name))
+        if not isinstance(mod, StandIn):
+            return None
+    return mod
+
+
+def _param(mod, name, path):
+    return _table(mod, "_parameters", path).get(name) if mod else None
+
+
+def whole_model_hparams(model, path):
+    """Hyperparameters of a rebuilt MemTransformerLM, from its attributes
+    and the sharing of its parameters (tie_weight, tie_projs); their
+    types are checked by the caller (hparams.typed)."""
+    a = model.__dict__
+    missing = [k for k in ("n_token", "n_layer", "n_head", "d_model",
+                           "d_head", "d_embed") if k not in a]
+    if missing:
+        raise CheckpointError(f"{path}: MemTransformerLM without "
+                              f"{', '.join(missing)}")
+    ss = a.get("sample_softmax", -1)
+    if not is_int(ss):
+        raise CheckpointError(f"{path}: MemTransformerLM.sample_softmax is "
+                              f"{describe(ss)}, expected an integer")
+    if ss > 0:
+        raise CheckpointError(f"{path}: sample_softmax models are not "
+                              "supported")
+    emb, crit = _sub(model, path, "word_emb"), _sub(model, path, "crit")
+    layer0 = _sub(model, path, "layers", 0)
+    if emb is None or crit is None or layer0 is None:
+        raise CheckpointError(f"{path}: MemTransformerLM without word_emb, "
+                              "crit or layers")
+    ff, attn = _sub(layer0, path, "pos_ff"), _sub(layer0, path, "dec_attn")
+    ends = emb.__dict__.get("cutoffs", [a["n_token"]])
+    if not isinstance(ends, (list, tuple)) or not ends:
+        raise CheckpointError(f"{path}: AdaptiveEmbedding.cutoffs is "
+                              f"{describe(ends)}, expected a list")
+    cutoffs = list(ends)[:-1]
+    div_val = emb.__dict__.get("div_val", 1)
+    out_layers = _sub(crit, path, "out_layers")
+    n_out = len(_table(out_layers, "_modules", path)) if out_layers else 0
+
+    def shared(i):
+        w = _param(_sub(crit, path, "out_layers", i), "weight", path)
+        return w is not None and \
+            w is _param(_sub(emb, path, "emb_layers", i), "weight", path)
+    tie_weight = n_out > 0 and all(shared(i) for i in range(n_out))
+    emb_projs = _sub(emb, path, "emb_projs")
+    out_projs = _sub(crit, path, "out_projs")
+    tie_projs = []
+    for i in range(len(cutoffs) + 1):
+        p = _param(out_projs, str(i), path)
+        e = _param(emb_projs, "0" if div_val == 1 else str(i), path)
+        tie_projs.append(p is not None and p is e)
+    rw = _param(model, "r_w_bias", path)
+    attn_type = a.get("attn_type", 0)
+    hp = dict(n_token=a["n_token"], n_layer=a["n_layer"],
+              n_head=a["n_head"], d_model=a["d_model"], d_head=a["d_head"],
+              d_inner=(ff.__dict__.get("d_inner") if ff else None),
+              d_embed=a["d_embed"], div_val=div_val, cutoffs=cutoffs,
+              tie_weight=tie_weight, tie_projs=tie_projs,
+              pre_lnorm=attn.__dict__.get("pre_lnorm", False)
+              if attn else False,
+              attn_type=attn_type, tgt_len=a.get("tgt_len"),
+              ext_len=a.get("ext_len", 0), mem_len=a.get("mem_len"),
+              clamp_len=a.get("clamp_len", -1),
+              same_length=a.get("same_length", False),
+              untie_r=isinstance(rw, TensorRef) and len(rw.size) == 3 and
+              attn_type == 0)
+    if attn_type in (1, 3):
+        hp["max_klen"] = a.get("max_klen")
+    return {k: v for k, v in hp.items() if v is not None}
+
+
+Checkpoint = collections.namedtuple("Checkpoint", "hparams state source")
+
+
+def _state_of(obj, path):
+    """(hyperparameters, name -> TensorRef) inside what a file held: a
+    MemTransformerLM, a state_dict, or a dict holding one of them under
+    model_state_dict, state_dict or model (at most MAX_DEPTH deep)."""
+    for _ in range(MAX_DEPTH):
+        if isinstance(obj, StandIn):
+            if obj._cls.endswith(".MemTransformerLM"):
+                return whole_model_hparams(obj, path), \
+                    module_state(obj, path)
+            raise CheckpointError(f"{path}: holds a {obj._cls}, not a "
+                                  "model")
+        if not isinstance(obj, dict):
+            break
+        inner = [obj[k] for k in ("model_state_dict", "state_dict", "model")
+                 if isinstance(obj.get(k), (dict, StandIn))]
+        if inner:
+            obj = inner[0]
+            continue
+        if obj and all(isinstance(k, str) and isinstance(v, TensorRef)
+                       for k, v in obj.items()):
+            return {}, obj
+        break
+    raise CheckpointError(f"{path}: neither a state_dict nor a "
+                          "MemTransformerLM")
+
+
+# ---------------------------------------------------------------------------
+# Hugging Face TransfoXL directories
+
+HF_CONFIG_MAP = {"vocab_size": "n_token", "n_token": "n_token"}
+HF_KEYS = ("n_layer n_head d_model d_head d_inner d_embed div_val cutoffs "
+           "pre_lnorm attn_type tgt_len ext_len mem_len clamp_len "
+           "same_length untie_r tie_projs tie_weight").split()
+HF_IGNORED = set(("adaptive dropout dropatt init init_range init_std "
+                  "proj_init_std eos_token_id architectures model_type "
+                  "transformers_version torch_dtype output_past "
+                  "tie_word_embeddings proj_share_all_but_first "
+                  "layer_norm_epsilon sample_softmax _name_or_path "
+                  "pad_token_id bos_token_id").split())
+
+
+def hf_hparams(cfg, path):
+    """The original's hyperparameters from HF's config.json (its values'
+    types are checked here for the keys read here, by hparams.typed for
+    the rest)."""
+    def get(key, kind, default):
+        v = cfg.get(key, default)
+        if kind == "bool":
+            try:
+                return as_bool(key, v)
+            except ValueError as e:
+                raise CheckpointError(f"{path}: {e}")
+        if kind == "int" and not is_int(v):
+            raise CheckpointError(f"{path}: {key} is {describe(v)}, "
+                                  "expected an integer")
+        if kind == "number" and (not isinstance(v, (int, float)) or
+                                 isinstance(v, bool) or
+                                 not math.isfinite(v)):
+            raise CheckpointError(f"{path}: {key} is {describe(v)}, "
+                                  "expected a number")
+        return v
+
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    hp = {}
+    for k, v in cfg.items():
+        if k in HF_CONFIG_MAP:
+            hp[HF_CONFIG_MAP[k]] = v
+        elif k in HF_KEYS:
+            hp[k] = v
+    if "n_token" not in hp:
+        raise CheckpointError(f"{path}: no vocab_size")
+    if get("sample_softmax", "int", -1) > 0:
+        raise CheckpointError(f"{path}: sample_softmax is not supported")
+    eps = get("layer_norm_epsilon", "number", 1e-5)
+    if abs(eps - 1e-5) > 1e-12:
+        raise CheckpointError(f"{path}: layer_norm_epsilon {eps} (txlgen "
+                              "uses 1e-5)")
+    cutoffs = hp.get("cutoffs", [])
+    if not isinstance(cutoffs, list):
+        raise CheckpointError(f"{path}: cutoffs is {describe(cutoffs)}, "
+                              "expected a list of integers")
+    if "tie_projs" not in hp:
+        share = get("proj_share_all_but_first", "bool", True)
+        hp["tie_projs"] = [False] + [share] * len(cutoffs)
+    if "tie_weight" not in hp:
+        hp["tie_weight"] = get("tie_word_embeddings", "bool", True)
+    # the HF port's default is untie_r true and same_length true
+    hp.setdefault("untie_r", True)
+    if not get("adaptive", "bool", True):
+        raise CheckpointError(f"{path}: adaptive false (a plain softmax "
+                              "over d_model) is not supported")
+    return hp
+
+
+def hf_state(state):
+    """HF names -> the original's: strip 'transformer.'; per-layer biases
+    keep their layers.N.dec_attn.r_w_bias names (convert.py stacks them)."""
+    def rename(k):
+        return k[len("transformer."):] if k.startswith("transformer.") \
+            else k
+    if isinstance(state, State):
+        return state.renamed(rename)
+    return collections.OrderedDict((rename(k), v) for k, v in state.items())
+
+
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8",
+                       "BF16": "<u2"}
+
+
+def read_safetensors(path):
+    """name -> float array of a safetensors file: the header checked
+    (a JSON object of tensors whose byte ranges lie inside the data, fit
+    their shape and dtype and overlap no other) before any array is
+    made."""
+    try:
+        with open_input(path) as f:
+            blob = f.read()
+    except OSError as e:
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+    return parse_safetensors(blob, path)
+
+
+def parse_safetensors(blob, path):
+    """read_safetensors() of the bytes of file path."""
+    def bad(why):
+        return CheckpointError(f"{path}: not a safetensors file ({why})")
+    if len(blob) < 8:
+        raise bad("shorter than 8 bytes")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8:
+        raise bad(f"header of {n:,} bytes, longer than the file")
+    try:
+        header = json.loads(blob[8:8 + n])
+    except RecursionError:
+        raise bad("header nested too deeply")
+    except ValueError as e:
+        raise bad(f"header: {e}")
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    data = memoryview(blob)[8 + n:]
+    spans, out = [], collections.OrderedDict()
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict):
+            raise bad(f"tensor {name[:100]!r} is {describe(info)}")
+        dt, shape, offs = (info.get("dtype"), info.get("shape"),
+                           info.get("data_offsets"))
+        if not isinstance(dt, str) or dt not in _SAFETENSORS_DTYPES:
+            raise bad(f"tensor {name[:100]!r}: dtype {describe(dt)}")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or \
+                not all(is_int(d) and 0 <= d < MAX_DIM for d in shape):
+            raise bad(f"tensor {name[:100]!r}: shape {describe(shape)}")
+        if not isinstance(offs, list) or len(offs) != 2 or \
+                not all(is_int(o) for o in offs) or \
+                not 0 <= offs[0] <= offs[1] <= len(data):
+            raise bad(f"tensor {name[:100]!r}: data_offsets "
+                      f"{describe(offs)} do not lie inside the data")
+        need = math.prod(shape) * np.dtype(_SAFETENSORS_DTYPES[dt]).itemsize
+        if offs[1] - offs[0] != need:
+            raise bad(f"tensor {name[:100]!r}: shape {shape} of {dt} needs "
+                      f"{need} bytes, data_offsets give "
+                      f"{offs[1] - offs[0]}")
+        spans.append((offs[0], offs[1], name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise bad(f"tensors {n0[:100]!r} and {n1[:100]!r} overlap")
+    for b, e, name in spans:
+        info = header[name]
+        arr = np.frombuffer(data[b:e], _SAFETENSORS_DTYPES[info["dtype"]])
+        arr = bf16_to_f32(arr) if info["dtype"] == "BF16" else \
+            arr.astype(arr.dtype.newbyteorder("="))
+        out[name] = arr.reshape(info["shape"])
+    return out
+
+
+def write_safetensors(path, tensors):
+    """Write name -> tensor (numpy or torch) as an F32 safetensors file, as
+    Hugging Face stores model.safetensors (for tests and tools)."""
+    from .txlfile import as_float32
+    header, blobs, pos = {}, [], 0
+    for k, v in tensors.items():
+        raw = as_float32(v).astype("<f4").tobytes()
+        header[k] = {"dtype": "F32", "shape": list(v.shape),
+                     "data_offsets": [pos, pos + len(raw)]}
+        blobs.append(raw)
+        pos += len(raw)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_hf_dir(path):
+    cfg_path = os.path.join(path, "config.json")
+    hp = hf_hparams(read_json(cfg_path, "config.json"), cfg_path)
+    st = os.path.join(path, "model.safetensors")
+    pt = os.path.join(path, "pytorch_model.bin")
+    if os.path.exists(st):
+        state = read_safetensors(st)
+    elif os.path.exists(pt):
+        _, refs = _state_of(load_pickle_file(pt), pt)
+        state = State(refs, pt)
+    else:
+        raise CheckpointError(f"{path}: no model.safetensors or "
+                              "pytorch_model.bin")
+    return Checkpoint(hp, hf_state(state), "huggingface")
+
+
+def read_checkpoint(path):
+    """A state dict file, a whole-model pickle or an HF directory."""
+    if os.path.isdir(path):
+        return read_hf_dir(path)
+    return checkpoint_of(load_pickle_file(path), path)
+
+
+def checkpoint_of(obj, path):
+    """The Checkpoint in what a pickle file (path) held."""
+    hp, refs = _state_of(obj, path)
+    state = State(refs, path)
+    if any(k.startswith("transformer.") for k in state):
+        state = hf_state(state)
+    return Checkpoint(hp, state, "whole-model" if hp else "state_dict")

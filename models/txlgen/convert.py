@@ -1,0 +1,408 @@
+"""Convert a Transformer-XL checkpoint to a txlgen model file.
+
+  convert.py --weights PATH [--config CFG.json]
+             (--tokenizer SPM.model | --vocab VOCAB [--dataset NAME]) -o m.bin
+
+PATH is any of (txlgen/checkpoint.py reads them without running code
+from the pickles):
+  - a whole-model pickle, torch.save(model) of the original code's
+    MemTransformerLM (its train.py's model.pt);
+  - a Hugging Face TransfoXL directory (config.json, pytorch_model.bin or
+    model.safetensors, and its vocabulary vocab.pkl / vocab.bin);
+  - a bare state_dict, torch.save(model.state_dict()) of the original
+    MemTransformerLM or of txlgen/txl_ref.py (same names).
+Hyperparameters come from the checkpoint where it has them (the whole
+model's attributes, HF's config.json); CFG.json (the original names:
+n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
+tie_weight tie_projs pre_lnorm attn_type tgt_len ext_len mem_len
+clamp_len same_length, and untie_r for per-layer relative biases) is
+needed for a bare state_dict and otherwise overrides.
+
+The tokenizer is a SentencePiece model (--tokenizer), or the original
+vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
+original code, HF's vocab.pkl / vocab.bin, or a file of one symbol per
+line; --dataset (wt103 wt2 ptb lm1b enwik8 text8) gives the dataset's
+conventions where the vocabulary does not say (cache.pt does).  An HF
+directory brings its own vocabulary.
+
+Every model the original code builds: attn_type 0 to 3, adaptive input and
+softmax (cutoffs, div_val, tie_projs); attn_type 1 and 3 also take
+"max_klen", the rows of their position tables, when the model was built
+with other lengths than tgt_len + ext_len + mem_len.  attn_type 2 and 3
+run without memory: their model file says mem_len 0.  What does not fit is
+refused with a message.
+Exit status: 0 ok, 1 error (one line on stderr that names the file and
+the problem), 2 a usage error.  Standard library, numpy and SentencePiece
+only: no PyTorch.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+from . import checkpoint, loadable, txlfile
+from . import vocab as vocabulary
+from .errors import InputError, OneLineParser, describe, open_input
+from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
+                      typed)
+
+REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
+FF_TENSORS = ("pos_ff.CoreNet.0.weight pos_ff.CoreNet.0.bias "
+              "pos_ff.CoreNet.3.weight pos_ff.CoreNet.3.bias "
+              "pos_ff.layer_norm.weight pos_ff.layer_norm.bias").split()
+# The attention's tensors of each layer, by attn_type (plus
+# dec_attn.layer_norm.weight and .bias for every type).
+ATTN_TENSORS = {0: ("qkv_net", "r_net", "o_net"), 1: ("qkv_net", "o_net"),
+                2: ("q_net", "kv_net", "o_net"), 3: ("q_net", "kv_net",
+                                                     "o_net")}
+# Buffers of a state_dict that a model file does not store.
+IGNORED = {"pos_emb.inv_freq"}
+
+
+class ConvertError(InputError):
+    pass
+
+
+def load_config(path):
+    return check_config(checkpoint.read_json(path), path)
+
+
+def check_config(raw, path):
+    """A TxlConfig from the original hyperparameter names, each of its
+    type; path names where they came from in messages."""
+    raw = dict(raw)
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise ConvertError(f"{path}: missing {', '.join(missing)}")
+    unknown = [k for k in raw if k not in HPARAM_NAMES and k not in
+               ("dropout", "dropatt", "sample_softmax", "adapt_inp")]
+    if unknown:
+        raise ConvertError(f"{path}: unknown key {describe(unknown[0])}")
+    try:
+        raw = typed(raw)
+        # training settings: no part of the file, but of their types
+        for k in ("dropout", "dropatt"):
+            v = raw.get(k, 0.0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"{k} is {describe(v)}, expected a number")
+        as_bool("adapt_inp", raw.get("adapt_inp", False))
+        ss = raw.get("sample_softmax", -1)
+        if not is_int(ss):
+            raise ValueError(f"sample_softmax is {describe(ss)}, expected "
+                             "an integer")
+        if ss > 0:
+            raise ValueError("sample_softmax is not supported")
+        # far past what txlgen loads: refused before any arithmetic
+        for k in INT_HPARAMS:
+            if raw.get(k) is not None and abs(raw[k]) > 2 ** 31:
+                raise ValueError(f"{k} {describe(raw[k])} is out of range")
+        most = loadable.limits()["TXL_MAX_CLUSTERS"]
+        for k in ("cutoffs", "tie_projs"):
+            if len(raw.get(k, ())) > most:
+                raise ValueError(f"{k} has more than {most} entries")
+        if raw.get("d_embed") in (None, -1):
+            raw["d_embed"] = raw["d_model"]
+        cfg = TxlConfig.from_dict(raw)
+        cfg.check_supported()
+    except ValueError as e:
+        raise ConvertError(f"{path}: {e}")
+    try:
+        loadable.check_hparams(cfg.hparams())
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
+    return cfg
+
+
+def describe_config(cfg):
+    """The configuration's output layer and attention, in words."""
+    out = (f"cutoffs {cfg.cutoffs}, div_val {cfg.div_val}" if cfg.cutoffs
+           else f"no cutoffs, div_val {cfg.div_val}")
+    return f"attn_type {cfg.attn_type}, {out}, d_embed {cfg.d_embed}"
+
+
+class _State:
+    """A state_dict being mapped: tensors taken by name with their shapes
+    checked, and a record of which were used."""
+
+    def __init__(self, state, wpath, hint):
+        self.state, self.wpath, self.hint = state, wpath, f" ({hint})"
+        self.used = set(IGNORED)
+
+    def take(self, name, shape):
+        if name not in self.state:
+            raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
+                               f"{self.hint}")
+        self.used.add(name)
+        t = txlfile.as_float32(self.state[name])
+        if tuple(t.shape) != tuple(shape):
+            raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "
+                               f"{list(t.shape)}, expected {list(shape)}"
+                               f"{self.hint}")
+        return t
+
+    def tied(self, name, to, tensor, why):
+        """name is stored as `to` (tensor): a copy in the state must equal
+        it."""
+        if name not in self.state:
+            return
+        self.used.add(name)
+        if not np.array_equal(txlfile.as_float32(self.state[name]), tensor):
+            raise ConvertError(f"{self.wpath}: tensor {name!r} differs from "
+                               f"{to!r}, which the config ties it to "
+                               f"({why})")
+
+    def check_all_used(self):
+        extra = [k for k in self.state if k not in self.used]
+        if extra:
+            raise ConvertError(f"{self.wpath}: tensor {extra[0]!r} has no "
+                               f"place in this configuration{self.hint}: "
+                               "the config does not fit the checkpoint")
+
+
+def gather_tensors(cfg, state, wpath):
+    """Map a state_dict onto the tensors a txlgen file stores: those the
+    configuration calls for, with the original's names, each shape
+    checked; tied tensors once (a tied copy in the state must equal the
+    tensor it is tied to); a tensor the configuration has no place for is
+    refused (the config does not fit the checkpoint).  See
+    man/txlgen-model.5."""
+    st = _State(state, wpath,
+                f"{describe_config(cfg)}, {cfg.n_layer} layers")
+    out = input_tensors(cfg, st)
+    out.update(output_tensors(cfg, st, out))
+    out.update(position_tensors(cfg, st))
+    out.update(layer_tensors(cfg, st))
+    st.check_all_used()
+    return out
+
+
+def emb_shapes(cfg):
+    """[rows, columns] of the embedding tables: one with div_val 1, else
+    one per cluster."""
+    if cfg.div_val == 1:
+        return [(cfg.n_token, cfg.d_embed)]
+    return [(hi - lo, cfg.d_emb(i))
+            for i, (lo, hi) in enumerate(cfg.cluster_bounds())]
+
+
+def input_tensors(cfg, st):
+    out = {}
+    for i, shape in enumerate(emb_shapes(cfg)):
+        name = f"word_emb.emb_layers.{i}.weight"
+        out[name] = st.take(name, shape)
+        if cfg.has_proj():
+            name = f"word_emb.emb_projs.{i}"
+            out[name] = st.take(name, (cfg.d_model, shape[1]))
+    return out
+
+
+def output_tensors(cfg, st, inputs):
+    """The adaptive softmax: its weights have the input's shapes (tied
+    ones are the input's), a projection per cluster where the input has
+    them, cluster logits with cutoffs."""
+    out = {}
+    if cfg.cutoffs:
+        out["crit.cluster_weight"] = st.take("crit.cluster_weight",
+                                             (len(cfg.cutoffs), cfg.d_embed))
+        out["crit.cluster_bias"] = st.take("crit.cluster_bias",
+                                           (len(cfg.cutoffs),))
+    for i, shape in enumerate(emb_shapes(cfg)):
+        name, emb = f"crit.out_layers.{i}.weight", \
+            f"word_emb.emb_layers.{i}.weight"
+        if cfg.tie_weight:
+            st.tied(name, emb, inputs[emb], "tie_weight")
+        else:
+            out[name] = st.take(name, shape)
+        name = f"crit.out_layers.{i}.bias"
+        out[name] = st.take(name, shape[:1])
+    if cfg.has_proj():
+        for i in range(cfg.n_clusters):
+            name = f"crit.out_projs.{i}"
+            if cfg.tie_projs[i]:
+                emb = f"word_emb.emb_projs.{0 if cfg.div_val == 1 else i}"
+                st.tied(name, emb, inputs[emb], f"tie_projs[{i}]")
+            else:
+                out[name] = st.take(name, (cfg.d_model, cfg.d_emb(i)))
+    return out
+
+
+def position_tensors(cfg, st):
+    L, H, D, K = cfg.n_layer, cfg.n_head, cfg.d_head, cfg.max_klen
+    out = {}
+    if cfg.attn_type == 0:
+        for b in ("r_w_bias", "r_r_bias"):
+            per_layer = [f"layers.{i}.dec_attn.{b}" for i in range(L)]
+            if cfg.untie_r:
+                if b in st.state:
+                    out[b] = st.take(b, (L, H, D))
+                else:
+                    out[b] = np.stack([st.take(n, (H, D))
+                                       for n in per_layer])
+                st.used.update(per_layer)
+            else:
+                if b not in st.state and per_layer[0] in st.state:
+                    raise ConvertError(f"{st.wpath}: per-layer {b} found: "
+                                       "set \"untie_r\": true in the config")
+                out[b] = st.take(b, (H, D))
+    if cfg.attn_type in (1, 3):
+        r = st.state.get("r_emb")
+        if r is not None and len(r.shape) == 4 and r.shape[1] != K:
+            raise ConvertError(
+                f"{st.wpath}: r_emb has {r.shape[1]} rows per layer, the "
+                f"config max_klen {K} (by default tgt_len + ext_len + "
+                f"mem_len, as the original sizes the tables): set "
+                f"\"max_klen\": {r.shape[1]} in the config if the model "
+                "was built with other lengths")
+        out["r_emb"] = st.take("r_emb", (L, K, H, D))
+    if cfg.attn_type == 1:
+        out["r_w_bias"] = st.take("r_w_bias", (L, H, D))
+        out["r_bias"] = st.take("r_bias", (L, K, H))
+    return out
+
+
+def layer_tensors(cfg, st):
+    M, I, HD = cfg.d_model, cfg.d_inner, cfg.n_head * cfg.d_head
+    shapes = {"qkv_net": (3 * HD, M), "r_net": (HD, M), "q_net": (HD, M),
+              "kv_net": (2 * HD, M), "o_net": (M, HD),
+              "pos_ff.CoreNet.0.weight": (I, M), "pos_ff.CoreNet.0.bias": (I,),
+              "pos_ff.CoreNet.3.weight": (M, I)}
+    out = {}
+    for i in range(cfg.n_layer):
+        for net in ATTN_TENSORS[cfg.attn_type]:
+            name = f"layers.{i}.dec_attn.{net}.weight"
+            out[name] = st.take(name, shapes[net])
+        for t in ("dec_attn.layer_norm.weight", "dec_attn.layer_norm.bias",
+                  *FF_TENSORS):
+            name = f"layers.{i}.{t}"
+            out[name] = st.take(name, shapes.get(t, (M,)))
+    return out
+
+
+def check_tokenizer(path, n_token):
+    try:
+        with open_input(path) as f:
+            proto = f.read()
+    except OSError as e:
+        raise ConvertError(f"{path}: {e.strerror}")
+    sp = vocabulary.sentencepiece().SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(proto)
+    except Exception as e:               # noqa: BLE001 (any parse failure)
+        raise ConvertError(f"{path}: not a SentencePiece model "
+                           f"({str(e)[:200]})")
+    if sp.GetPieceSize() != n_token:
+        raise ConvertError(f"{path}: vocabulary has {sp.GetPieceSize()} "
+                           f"pieces, the model n_token {n_token}")
+    return proto
+
+
+def convert(cfg, state, tokenizer_proto, out_path, dtype="F32", wpath="",
+            extra=None):
+    tensors = gather_tensors(cfg, state, wpath)
+    hp = cfg.hparams()
+    try:
+        txlfile.write(out_path, hp, tensors, tokenizer_proto, dtype=dtype,
+                      extra=extra)
+    except ValueError as e:                 # a tensor's values
+        raise ConvertError(f"{wpath}: {e}")
+    except loadable.NotLoadable as e:      # (checked before: a backstop)
+        raise ConvertError(f"{wpath}: txlgen would refuse the model: {e}")
+
+
+def read_tokenizer(a, ck, n_token):
+    """(SentencePiece proto, metadata) from --tokenizer, --vocab or the
+    vocabulary an HF directory brings, as txlgen's loader takes it."""
+    path = a.tokenizer or a.vocab
+    if path is None and os.path.isdir(a.weights):
+        path = next((os.path.join(a.weights, n) for n in ("vocab.pkl",
+                                                          "vocab.bin")
+                     if os.path.exists(os.path.join(a.weights, n))), None)
+    proto, meta = find_tokenizer(a, path, n_token)
+    try:
+        loadable.tokenizer(meta, n_token, proto)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
+    return proto, meta
+
+
+def find_tokenizer(a, path, n_token):
+    if a.tokenizer:
+        return check_tokenizer(a.tokenizer, n_token), {}
+    if path is None:
+        raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
+                           "(cache.pt, vocab.pkl, a symbol list) or "
+                           "--tokenizer")
+    v = vocabulary.read_vocab(path, a.dataset)
+    if len(v.symbols) != n_token:
+        raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
+                           f"model n_token {n_token}")
+    return vocabulary.to_spm(v)
+
+
+def main(argv=None):
+    ap = OneLineParser(prog="convert.py",
+                       description=__doc__.split("\n\n")[0])
+    ap.add_argument("--weights", required=True,
+                    help="state_dict, whole-model pickle or HF directory")
+    ap.add_argument("--config", help="hyperparameters (JSON), needed for "
+                    "a bare state_dict, else overrides")
+    tok = ap.add_mutually_exclusive_group()
+    tok.add_argument("--tokenizer", help="SentencePiece model")
+    tok.add_argument("--vocab", help="the original's cache.pt, HF's "
+                     "vocab.pkl / vocab.bin, or one symbol per line")
+    ap.add_argument("--dataset", choices=sorted(vocabulary.DATASETS),
+                    help="the vocabulary's dataset conventions, where "
+                    "--vocab does not say")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
+                    help="storage type of the weight matrices (default "
+                    "F32; F16, BF16, Q8_0 and Q4_0 are computed as stored, "
+                    "models/txlfile.py says which tensors)")
+    ap.add_argument("--description", default=None)
+    a = ap.parse_args(argv)
+    # numpy's floating-point warnings would be lines of their own; values
+    # are checked where they matter (txlfile._check_values, the scales)
+    np.seterr(all="ignore")
+    if a.tokenizer and a.dataset:
+        ap.error("--dataset goes with --vocab")
+    if not a.tokenizer and not a.vocab and not os.path.isdir(a.weights):
+        ap.error("one of --tokenizer or --vocab is required")
+    try:
+        run(a)
+    except InputError as e:
+        print(f"convert.py: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("convert.py: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"convert.py: {a.weights}: out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"convert.py: {a.weights}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(a):
+    """The conversion main() asks for: InputError for what is wrong with
+    the input."""
+    ck = checkpoint.read_checkpoint(a.weights)
+    raw = {k: v for k, v in ck.hparams.items() if k in HPARAM_NAMES}
+    what = a.weights
+    if a.config:
+        raw.update(checkpoint.read_json(a.config))
+        what = a.config
+    elif not raw:
+        raise ConvertError(f"{a.weights}: a bare state_dict has no "
+                           "hyperparameters: give --config")
+    cfg = check_config(raw, what)
+    proto, meta = read_tokenizer(a, ck, cfg.n_token)
+    extra = dict(meta)
+    if a.description:
+        extra["description"] = a.description
+    convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
+            extra or None)

@@ -1,0 +1,189 @@
+"""A Transformer-XL's hyperparameters, with the original code's names:
+what a txlgen model file records (HPARAM_NAMES) and the configuration
+the converter, the reference model and the trainer share (TxlConfig).
+Standard library only: the converter runs without PyTorch.
+"""
+
+from dataclasses import dataclass, field, asdict
+
+from .errors import describe
+
+
+# The hyperparameters a txlgen model file records, with the original names
+# (max_klen only for attn_type 1 and 3, see TxlConfig.hparams).
+HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
+                "cutoffs tie_weight tie_projs pre_lnorm attn_type tgt_len "
+                "ext_len mem_len clamp_len same_length untie_r "
+                "max_klen").split()
+
+
+# Their types: integers, booleans (true/false, or 0/1 as some configs
+# write them), a list of integers, a list of booleans.  d_embed may be
+# None or -1 (= d_model), max_klen None (= what the original builds).
+INT_HPARAMS = ("n_token n_layer n_head d_model d_head d_inner d_embed "
+               "div_val attn_type tgt_len ext_len mem_len clamp_len "
+               "max_klen").split()
+BOOL_HPARAMS = "tie_weight pre_lnorm same_length untie_r".split()
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def as_bool(key, v):
+    """v as a boolean: true/false, or 0/1; else ValueError naming key."""
+    if isinstance(v, bool):
+        return v
+    if is_int(v) and v in (0, 1):
+        return bool(v)
+    raise ValueError(f"{key} is {describe(v)}, expected true or false")
+
+
+def typed(raw):
+    """raw hyperparameters (the original names) with each value checked
+    for its type (bools of 0/1 made bools): ValueError naming the first
+    key that has the wrong type.  Keys of no hyperparameter pass as they
+    are."""
+    out = dict(raw)
+    for k, v in raw.items():
+        if k in INT_HPARAMS:
+            if not is_int(v) and not (v is None and k in ("d_embed",
+                                                          "max_klen")):
+                raise ValueError(f"{k} is {describe(v)}, expected an "
+                                 "integer")
+        elif k in BOOL_HPARAMS:
+            out[k] = as_bool(k, v)
+        elif k == "cutoffs":
+            if not isinstance(v, (list, tuple)) or \
+                    not all(is_int(c) for c in v):
+                raise ValueError(f"cutoffs is {describe(v)}, expected a "
+                                 "list of integers")
+            out[k] = list(v)
+        elif k == "tie_projs":
+            if not isinstance(v, (list, tuple)):
+                raise ValueError(f"tie_projs is {describe(v)}, expected a "
+                                 "list of true/false")
+            out[k] = [as_bool("tie_projs", t) for t in v]
+    return out
+
+
+@dataclass
+class TxlConfig:
+    n_token: int
+    n_layer: int
+    n_head: int
+    d_model: int
+    d_head: int
+    d_inner: int
+    d_embed: int = None        # None = d_model
+    div_val: int = 1
+    cutoffs: list = field(default_factory=list)   # without n_token
+    tie_weight: bool = True
+    tie_projs: list = field(default_factory=lambda: [False])
+    pre_lnorm: bool = False
+    attn_type: int = 0
+    tgt_len: int = 128
+    ext_len: int = 0
+    mem_len: int = 128
+    clamp_len: int = -1        # <= 0: no clamping
+    same_length: bool = False
+    untie_r: bool = False      # one r_w_bias / r_r_bias pair per layer
+    # rows of the attn_type 1 and 3 position tables; None = what the
+    # original builds: tgt_len + ext_len + mem_len at construction
+    max_klen: int = None
+    dropout: float = 0.0
+    dropatt: float = 0.0
+
+    def __post_init__(self):
+        if self.d_embed is None or self.d_embed == -1:
+            self.d_embed = self.d_model
+        if self.max_klen is None:
+            self.max_klen = self.tgt_len + self.ext_len + self.mem_len
+        self.cutoffs = [int(c) for c in self.cutoffs]
+        # The original ties out_projs[i] for each entry of its list and
+        # leaves the rest untied: one entry per cluster here.  Extra False
+        # entries do nothing there; extra True ones crash it (refused in
+        # check_supported).
+        tp = [bool(t) for t in self.tie_projs]
+        n = self.n_clusters
+        tp += [False] * (n - len(tp))
+        self.tie_projs = tp[:n] if not any(tp[n:]) else tp
+
+    @property
+    def n_clusters(self):
+        """Clusters of the adaptive input and softmax (1 without cutoffs)."""
+        return len(self.cutoffs) + 1
+
+    def cluster_bounds(self):
+        """[(lo, hi)] token ids of each cluster, hi exclusive."""
+        return cluster_bounds([0] + self.cutoffs + [self.n_token])
+
+    def d_emb(self, i):
+        """Embedding size of cluster i: d_embed // div_val**i."""
+        return self.d_embed // self.div_val ** i
+
+    def has_proj(self):
+        """Whether each cluster projects between d_emb_i and d_model: always
+        with div_val > 1, only when d_embed != d_model with div_val 1."""
+        return self.div_val > 1 or self.d_embed != self.d_model
+
+    @classmethod
+    def from_dict(cls, d):
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def hparams(self):
+        """The hyperparameters a model file records (no training-only
+        settings).  attn_type 2 and 3 run without memory: their mem_len is
+        0 there (the construction mem_len survives in max_klen); max_klen
+        only for the types that have position tables."""
+        d = asdict(self)
+        hp = {k: d[k] for k in HPARAM_NAMES}
+        if self.attn_type in (2, 3):
+            hp["mem_len"] = 0
+        if self.attn_type not in (1, 3):
+            del hp["max_klen"]
+        return hp
+
+    def check_supported(self):
+        """Raise ValueError for what txlgen does not implement (or the
+        original could not build)."""
+        if self.n_token <= 0 or self.n_layer <= 0 or self.n_head <= 0 or \
+                self.d_model <= 0 or self.d_head <= 0 or self.d_inner <= 0 \
+                or self.d_embed <= 0:
+            raise ValueError("sizes must be positive")
+        if self.attn_type not in (0, 1, 2, 3):
+            raise ValueError(f"attn_type {self.attn_type} does not exist "
+                             "(0 to 3)")
+        if self.ext_len != 0:
+            raise ValueError("ext_len != 0 is not supported")
+        if not isinstance(self.div_val, int) or self.div_val < 1:
+            raise ValueError(f"div_val {self.div_val!r} must be an integer "
+                             ">= 1")
+        b = [0] + self.cutoffs + [self.n_token]
+        if any(lo >= hi for lo, hi in zip(b[:-1], b[1:])):
+            raise ValueError(f"cutoffs {self.cutoffs} must increase "
+                             f"strictly inside (0, n_token {self.n_token})")
+        if self.d_emb(self.n_clusters - 1) < 1:
+            raise ValueError(f"d_embed {self.d_embed} // div_val "
+                             f"{self.div_val}**{self.n_clusters - 1} is 0")
+        if len(self.tie_projs) > self.n_clusters:
+            raise ValueError(f"tie_projs has {len(self.tie_projs)} entries, "
+                             f"the model has {self.n_clusters} clusters")
+        if self.attn_type in (1, 3) and self.max_klen < 1:
+            raise ValueError(f"max_klen {self.max_klen} must be >= 1")
+        if self.attn_type == 3 and self.n_head * self.d_head != self.d_model:
+            raise ValueError("attn_type 3 adds r_emb rows (n_head * d_head) "
+                             "to d_model inputs: n_head * d_head must equal "
+                             "d_model")
+        if self.attn_type in (2, 3) and self.same_length:
+            raise ValueError(f"attn_type {self.attn_type} runs without "
+                             "memory, and same_length without memory masks "
+                             "every key")
+        if self.same_length and self.mem_len == 0:
+            raise ValueError("same_length with mem_len 0 masks every key")
+
+
+def cluster_bounds(cutoff_ends):
+    """[(lo, hi)] token ids of each cluster from [0, c0, ..., n_token]."""
+    return list(zip(cutoff_ends[:-1], cutoff_ends[1:]))

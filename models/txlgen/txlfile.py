@@ -1,0 +1,537 @@
+"""Read and write txlgen model files (safetensors with 64-byte alignment).
+
+Layout (see man/txlgen-model.5):
+  u64 little-endian N | N bytes of JSON header, space-padded so that the
+  data starts at a multiple of 64 | tensor data.
+The header maps tensor names to {"dtype", "shape", "data_offsets": [b, e]}
+(offsets relative to the start of the data); "__metadata__" holds the
+hyperparameters and the format version as strings.  Every tensor starts at
+a multiple of 64 bytes; the gaps are covered by U8 tensors named
+"__pad__.K" so that the data stays contiguous, as safetensors requires.
+The SentencePiece model proto is the U8 tensor "tokenizer.model".
+Tensor names are those of the original PyTorch state_dict; tied weights
+are stored once (the output weight is absent when tie_weight is true).
+
+Storage types (write(dtype=...)): F32, or a compact type for the weight
+matrices, which txlgen computes with as stored: F16, BF16, Q8_0 (blocks of 32
+int8 values along a row with one F16 scale, as GGUF's block_q8_0; 34 bytes per
+32 weights) or Q4_0 (the same in 4 bits, as GGUF's block_q4_0; 18 bytes per 32
+weights; each block's scale the one of least squared error among 21 candidates,
+quantize_q4_0_weights).  Only the matrices that hold the parameters and the
+time are compact: the 2-D "*.weight" tensors (embedding, output layer, qkv_net,
+r_net, o_net, the two feed-forward layers).  Everything else stays F32: biases,
+LayerNorm gains, r_w_bias and r_r_bias (a few thousand values, and
+precision-sensitive: they shift every activation), and the d_embed != d_model
+projections, which are small and which txlgen reads transposed.  A Q8_0 or Q4_0
+matrix whose rows are not a multiple of 32 long is stored as F16.
+
+As a program, it re-stores a model file in another type:
+
+  txlfile.py --dtype Q8_0 IN.bin OUT.bin
+"""
+
+import json
+import math
+import struct
+
+import numpy as np
+
+from . import loadable
+from .errors import InputError, OneLineParser, describe, open_input
+from .hparams import is_int
+
+FORMAT = "txlgen-model"
+FORMAT_VERSION = 1
+ALIGN = 64
+
+DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+QK = 32                 # values per Q8_0 and Q4_0 block
+_NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
+# bytes per value of the types a file holds (Q8_0, Q4_0: per block)
+_FILE_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "U8": 1, "Q8_0": 0,
+                "Q4_0": 0}
+_Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
+_Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
+
+
+class ModelFileError(InputError):
+    pass
+
+
+def stored_dtype(name, shape, dtype):
+    """The type tensor `name` of this shape is stored in when a file is
+    written with `dtype` (see the module's docstring)."""
+    if dtype == "F32" or len(shape) != 2 or not name.endswith(".weight"):
+        return "F32"
+    if dtype in ("Q8_0", "Q4_0") and shape[-1] % QK != 0:
+        return "F16"
+    return dtype
+
+
+def quantize_q8_0(arr):
+    """Q8_0 blocks of a float array whose last dimension is a multiple of
+    32: d = max|x| / 127 rounded to F16, q = x / d rounded half away from
+    zero (as GGUF's quantize_row_q8_0, but dividing by the stored d, so
+    that q * d is the nearest value the block can hold)."""
+    x = np.asarray(arr, np.float32).reshape(-1, QK)
+    d = (np.abs(x).max(axis=1) / 127).astype(np.float16)
+    if not np.isfinite(d).all():
+        raise ValueError("Q8_0: a weight is too large for an F16 scale")
+    df = d.astype(np.float32)
+    inv = np.divide(1.0, df, out=np.zeros_like(df), where=df > 0)
+    v = x * inv[:, None]
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127)
+    blocks = np.empty(len(x), _Q8_0)
+    blocks["d"] = d
+    blocks["qs"] = q.astype(np.int8)
+    return blocks
+
+
+def dequantize_q8_0(raw, shape):
+    """The float32 values of Q8_0 bytes (exact: q * d needs at most 18
+    significant bits)."""
+    blocks = np.frombuffer(raw, _Q8_0)
+    x = blocks["qs"].astype(np.float32) * \
+        blocks["d"].astype(np.float32)[:, None]
+    return x.reshape(shape)
+
+
+def quantize_q4_0(arr):
+    """Q4_0 blocks of a float array whose last dimension is a multiple of
+    32, by the rule of txl_q4_0_scale() (lib/txl-kernels.h): d = m / -8
+    in float rounded to F16, m the block's first value of largest
+    magnitude (so that m itself is exact; a zero block's d is +0); q = x *
+    (1 / d) + 8.5 in float, truncated and clipped to [0, 15] (8 where d is
+    0); value i < 16 in the low nibble of byte i, value i + 16 in its high
+    one.  The scales must be finite."""
+    b = np.asarray(arr, np.float32).reshape(-1, QK)
+    m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = (m / np.float32(-8)).astype(np.float16)
+    d[m == 0] = 0
+    if not np.isfinite(d).all():
+        raise ValueError("Q4_0: a weight is too large for an F16 scale")
+    df = d.astype(np.float32)
+    inv = np.where(df != 0, np.float32(1) / np.where(df != 0, df, 1),
+                   np.float32(0)).astype(np.float32)
+    v = (b * inv[:, None]).astype(np.float32) + np.float32(8.5)
+    q = np.clip(np.trunc(v), 0, 15).astype(np.uint8)
+    blocks = np.empty(len(b), _Q4_0)
+    blocks["d"] = d
+    blocks["qs"] = q[:, :QK // 2] | (q[:, QK // 2:] << 4)
+    return blocks
+
+
+def quantize_q4_0_weights(arr, chunk=1 << 15):
+    """Q4_0 blocks of weights: for each block the scale of least squared
+    error among 21 candidates, where quantize_q4_0 (the memory's rule,
+    which must be quick) takes the first.  Candidate t (-10 .. 10) rounds
+    q = x (t / 10 - 8) / m to nearest (m the block's first value of
+    largest magnitude) and takes d = sum(x q) / sum(q q) (least squares
+    for those q) rounded to F16; the values are then rounded to nearest
+    multiples of that d, q - 8 clipped to [-8, 7], and the candidate with
+    the smallest error kept.  On the default model it halves the bits per
+    byte lost (+0.0011 against +0.0023).  In float32, a chunk of blocks
+    at a time (a WikiText-103 model's 285M weights take minutes)."""
+    x = np.asarray(arr, np.float32).reshape(-1, QK)
+    if not np.isfinite(x).all():
+        raise ValueError("Q4_0: a weight is NaN or infinite")
+    blocks = np.empty(len(x), _Q4_0)
+    f32 = np.float32
+    for lo in range(0, len(x), chunk):
+        b = x[lo:lo + chunk]
+        m = b[np.arange(len(b)), np.argmax(np.abs(b), axis=1)]
+        with np.errstate(divide="ignore"):
+            inv_m = np.where(m != 0, f32(1) / m, f32(0)).astype(f32)
+        best = np.full(len(b), np.inf, f32)
+        d_best = np.zeros(len(b), np.float16)
+        q_best = np.zeros(b.shape, f32)
+        for t in range(-10, 11):
+            q = np.clip(np.rint(b * (inv_m * f32(t / 10 - 8))[:, None]),
+                        -8, 7)
+            qq = np.einsum("ij,ij->i", q, q)
+            with np.errstate(divide="ignore", invalid="ignore"), \
+                    np.errstate(over="ignore"):
+                d16 = np.where(qq > 0, np.einsum("ij,ij->i", b, q) / qq,
+                               f32(0)).astype(np.float16)
+            if not np.isfinite(d16).all():
+                raise ValueError("Q4_0: a weight is too large for an F16 "
+                                 "scale")
+            df = d16.astype(f32)
+            with np.errstate(divide="ignore"):
+                inv = np.where(df != 0, f32(1) / df, f32(0)).astype(f32)
+            q = np.clip(np.rint(b * inv[:, None]), -8, 7)
+            r = b - q * df[:, None]
+            err = np.einsum("ij,ij->i", r, r)
+            better = err < best
+            best = np.where(better, err, best)
+            d_best = np.where(better, d16, d_best)
+            q_best = np.where(better[:, None], q, q_best)
+        qb = (q_best + 8).astype(np.uint8)
+        blocks["d"][lo:lo + chunk] = d_best
+        blocks["qs"][lo:lo + chunk] = qb[:, :QK // 2] | (qb[:, QK // 2:] << 4)
+    return blocks
+
+
+def dequantize_q4_0(raw, shape):
+    """The float32 values of Q4_0 bytes: (q - 8) * d, exact."""
+    blocks = np.frombuffer(raw, _Q4_0)
+    q = np.concatenate([blocks["qs"] & 15, blocks["qs"] >> 4], axis=1)
+    x = (q.astype(np.float32) - 8) * blocks["d"].astype(np.float32)[:, None]
+    return x.reshape(shape)
+
+
+def stored_values(name, arr, dtype):
+    """The float32 values txlgen will compute with after writing arr as
+    tensor `name` with `dtype`: what a reference must use to agree."""
+    a = as_float32(arr)
+    dt = stored_dtype(name, a.shape, dtype)
+    if dt in ("Q8_0", "Q4_0", "BF16"):
+        return _from_bytes(_to_bytes(a, dt), dt, a.shape)
+    return a.astype(_NP_DTYPES[dt]).astype(np.float32)
+
+
+def as_float32(arr):
+    """A float32 numpy array of an array or a torch tensor (without
+    importing torch)."""
+    if hasattr(arr, "detach"):
+        return arr.detach().cpu().float().numpy()
+    return np.asarray(arr, np.float32)
+
+
+def _from_bytes(raw, dtype, shape):
+    if dtype == "Q8_0":
+        return dequantize_q8_0(raw, shape)
+    if dtype == "Q4_0":
+        return dequantize_q4_0(raw, shape)
+    if dtype == "BF16":
+        u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+        return u.view(np.float32).reshape(shape)
+    return np.frombuffer(raw, np.dtype(_NP_DTYPES[dtype])
+                         .newbyteorder("<")).astype(np.float32) \
+        .reshape(shape)
+
+
+def _to_bytes(arr, dtype):
+    """A numpy array (or torch tensor) as little-endian bytes of dtype."""
+    if hasattr(arr, "detach"):
+        import torch
+        t = arr.detach().cpu()
+        if dtype == "BF16":
+            return t.to(torch.bfloat16).contiguous().view(torch.int16) \
+                    .numpy().astype("<i2").tobytes()
+        arr = t.numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
+    arr = np.asarray(arr)
+    if dtype == "Q8_0":
+        return quantize_q8_0(arr).tobytes()
+    if dtype == "Q4_0":
+        return quantize_q4_0_weights(arr).tobytes()
+    if dtype == "BF16":
+        f = arr.astype("<f4")
+        bits = f.view("<u4").astype(np.uint64)
+        # round to nearest even, as torch does
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return bits.astype("<u2").tobytes()
+    return arr.astype(np.dtype(_NP_DTYPES[dtype]).newbyteorder("<")).tobytes()
+
+
+def meta_value(v):
+    """Metadata values are strings: ints as decimal, bools as true/false,
+    lists as JSON."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return json.dumps(list(v))
+    return str(v)
+
+
+def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
+          check=True):
+    """Write a model file.
+
+    hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
+    torch tensor (float); tokenizer_proto: bytes of a SentencePiece model;
+    dtype: storage type of the weight matrices (DTYPES; stored_dtype()
+    says which tensors); extra: more metadata strings (e.g. description).
+    With check (the default), a file txlgen would not load is refused
+    with loadable.NotLoadable before anything is written (the tests make
+    broken files with check=False), and so is a weight that is NaN or
+    infinite, or that its storage type cannot hold (ValueError naming the
+    tensor).  Written to a temporary file, then renamed, so that a reader
+    never sees half a file.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+    import os
+    import tempfile
+
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
+    meta.update({k: meta_value(v) for k, v in hparams.items()})
+    meta.update({k: str(v) for k, v in (extra or {}).items()})
+
+    specs = {}
+    for name, t in tensors.items():
+        if name in ("__metadata__", "tokenizer.model") or \
+                name.startswith("__pad__."):
+            raise ValueError(f"tensor name {name!r} is the file's own")
+        shape = list(np.shape(t) if not hasattr(t, "shape")
+                     else tuple(t.shape))
+        specs[name] = (stored_dtype(name, shape, dtype), shape)
+    specs["tokenizer.model"] = ("U8", [len(tokenizer_proto)])
+    if check:
+        loadable.check(meta, specs, tokenizer_proto)
+
+    blobs = []
+    for name, t in tensors.items():
+        dt, shape = specs[name]
+        try:
+            if check:
+                _check_values(t, dt)
+            blobs.append((name, dt, shape, _to_bytes(t, dt)))
+        except ValueError as e:
+            raise ValueError(f"tensor {name!r}: {e}")
+    blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
+                  bytes(tokenizer_proto)))
+
+    header, data, pos, npad = {"__metadata__": meta}, [], 0, 0
+    for name, dt, shape, raw in blobs:
+        gap = -pos % ALIGN
+        if gap:
+            header[f"__pad__.{npad}"] = {"dtype": "U8", "shape": [gap],
+                                         "data_offsets": [pos, pos + gap]}
+            data.append(b"\0" * gap)
+            pos += gap
+            npad += 1
+        header[name] = {"dtype": dt, "shape": shape,
+                        "data_offsets": [pos, pos + len(raw)]}
+        data.append(raw)
+        pos += len(raw)
+
+    hjson = json.dumps(header, separators=(",", ":")).encode()
+    hjson += b" " * (-(8 + len(hjson)) % ALIGN)
+    if check:
+        why = _check_header(header, pos)
+        if why or len(hjson) > loadable.limits()["TXL_MAX_HEADER"]:
+            raise loadable.NotLoadable(why or f"a header of {len(hjson):,} "
+                                       "bytes, more than txlgen reads")
+
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".txl-", dir=d)
+    except OSError as e:
+        raise ModelFileError(f"{path}: {e.strerror or e}")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(hjson)))
+            f.write(hjson)
+            for raw in data:
+                f.write(raw)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as e:
+        os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ModelFileError(f"{path}: {e.strerror or e}")
+        raise
+
+
+def _no_duplicates(pairs):
+    """A JSON object whose keys are all different (a key given twice
+    would mean one thing to txlgen and another to a reader that keeps the
+    last)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup[:100]!r}")
+    return d
+
+
+def _check_values(t, dt):
+    """ValueError if a weight is NaN or infinite, or becomes infinite in
+    dt (F16 holds up to 65504; Q8_0 and Q4_0 check their scales)."""
+    a = as_float32(t)
+    if not np.isfinite(a).all():
+        raise ValueError("a weight is NaN or infinite")
+    # the magnitudes that round to infinity in dt (F16's largest: 65504)
+    inf = {"F16": 65520.0,
+           "BF16": float(np.uint32(0x7F7F8000).view(np.float32))}.get(dt)
+    if inf is not None and a.size and np.abs(a).max() >= inf:
+        raise ValueError(f"a weight of {np.abs(a).max():.6g} is too large "
+                         f"for {dt}")
+
+
+def _check_header(header, data_len):
+    """The problem with a parsed header (a JSON value) over data_len bytes
+    of data, or None: what txlgen's loader checks of the container
+    (lib/txl-file.c), so that read() builds no array it would refuse."""
+    if not isinstance(header, dict):
+        return "the header is not a JSON object"
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or \
+            not all(isinstance(v, str) for v in meta.values()):
+        return "__metadata__ is not an object of strings"
+    spans = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        what = f"tensor {name[:100]!r}"
+        if not isinstance(info, dict):
+            return f"{what} is {describe(info)}"
+        dt, shape, offs = (info.get("dtype"), info.get("shape"),
+                           info.get("data_offsets"))
+        if not isinstance(dt, str) or dt not in _FILE_DTYPES:
+            return f"{what} has dtype {describe(dt)}"
+        if not isinstance(shape, list) or \
+                len(shape) > loadable.limits()["TXL_MAX_DIMS"] or \
+                not all(is_int(d) and 0 <= d < 1 << 31 for d in shape) or \
+                math.prod(shape) * 16 >= 1 << 64:
+            return f"{what} has shape {describe(shape)}"
+        if not isinstance(offs, list) or len(offs) != 2 or \
+                not all(is_int(o) for o in offs) or \
+                not 0 <= offs[0] <= offs[1] <= data_len:
+            return f"{what} has data_offsets {describe(offs)} outside the " \
+                "data"
+        n = math.prod(shape)
+        if dt in ("Q8_0", "Q4_0"):
+            if not shape or shape[-1] % QK:
+                return f"{what} is {dt} but its last dimension is not a " \
+                    f"multiple of {QK}"
+            need = n // QK * (_Q8_0 if dt == "Q8_0" else _Q4_0).itemsize
+        else:
+            need = n * _FILE_DTYPES[dt]
+        if offs[1] - offs[0] != need:
+            return f"{what} has {offs[1] - offs[0]} bytes, its shape " \
+                f"{shape} and dtype {dt} need {need}"
+        spans.append((offs[0], offs[1], name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            return f"tensors {n0[:100]!r} and {n1[:100]!r} overlap"
+    tok = header.get("tokenizer.model")
+    if not tok or tok["dtype"] != "U8" or len(tok["shape"]) != 1:
+        return "no 1-D U8 tensor 'tokenizer.model' (the tokenizer)"
+    return None
+
+
+def _parse(path):
+    """(header, file bytes, data start) of a model file whose container
+    is what txlgen's loader takes (lib/txl-file.c), else ModelFileError
+    naming it."""
+    try:
+        with open_input(path) as f:
+            blob = f.read()
+    except OSError as e:
+        raise ModelFileError(f"{path}: {e.strerror or e}")
+
+    def bad(why):
+        return ModelFileError(f"{path}: not a txlgen model file ({why})")
+    if len(blob) < 8:
+        raise bad("shorter than 8 bytes")
+    (n,) = struct.unpack("<Q", blob[:8])
+    if n > len(blob) - 8 or n > loadable.limits()["TXL_MAX_HEADER"]:
+        raise bad(f"a header of {n:,} bytes in a file of {len(blob):,}")
+    try:
+        header = json.loads(blob[8:8 + n], object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise bad("the header is nested too deeply")
+    except ValueError as e:
+        raise bad(f"the header is not JSON: {e}")
+    why = _check_header(header, len(blob) - 8 - n)
+    if why:
+        raise bad(why)
+    return header, blob, 8 + n
+
+
+def read(path):
+    """Return (metadata dict, {name: numpy array}); float tensors as
+    float32, the tokenizer as bytes under "tokenizer.model".  A file that
+    is not a model file is a ModelFileError naming it."""
+    header, blob, base = _parse(path)
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, info in header.items():
+        if name.startswith("__pad__."):
+            continue
+        b, e = info["data_offsets"]
+        raw = blob[base + b:base + e]
+        dt = info["dtype"]
+        if name == "tokenizer.model":
+            out[name] = raw
+        else:
+            out[name] = _from_bytes(raw, dt, info["shape"])
+    return meta, out
+
+
+def check_file(path):
+    """The hyperparameters of model file path if txlgen's loader takes it
+    (its checks, in Python: the container, the hyperparameters, every
+    tensor, the tokenizer); else ModelFileError (the container) or
+    loadable.NotLoadable (the model)."""
+    header, blob, base = _parse(path)
+    meta = header.pop("__metadata__", {})
+    specs = {k: (v["dtype"], v["shape"]) for k, v in header.items()}
+    b, e = header["tokenizer.model"]["data_offsets"]
+    return loadable.check(meta, specs, blob[base + b:base + e])
+
+
+def restore(src, dst, dtype, meta_updates=None):
+    """Re-store model file src as dst with the weight matrices in dtype
+    (from the values src holds: F32 to anything is one rounding, the type
+    src has no rounding at all), with the metadata keys of meta_updates
+    set (value None: removed)."""
+    meta, tensors = read(src)
+    if not all(isinstance(t, np.ndarray) and t.dtype == np.float32
+               for k, t in tensors.items() if k != "tokenizer.model"):
+        raise ModelFileError(f"{src}: a U8 tensor other than the "
+                             "tokenizer: not a txlgen model file")
+    proto = tensors.pop("tokenizer.model")
+    hp = {k: v for k, v in meta.items()
+          if k not in ("format", "format_version")}
+    for k, v in (meta_updates or {}).items():
+        if v is None:
+            hp.pop(k, None)
+        else:
+            hp[k] = v
+    try:
+        write(dst, hp, tensors, proto, dtype=dtype)
+    except ValueError as e:
+        raise ModelFileError(f"{src}: {e}")
+
+
+def main(argv=None):
+    import sys
+    ap = OneLineParser(prog="txlfile.py", description="Re-store a txlgen "
+                       "model file with its weight matrices in another "
+                       "type, and set or remove metadata.")
+    ap.add_argument("--dtype", required=True, choices=DTYPES)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a metadata key (KEY= removes it); e.g. "
+                    "recommended='{\"temp\": 0.9}'")
+    ap.add_argument("input")
+    ap.add_argument("output")
+    a = ap.parse_args(argv)
+    np.seterr(all="ignore")            # (as convert.py: one line per error)
+    updates = {}
+    for kv in a.set:
+        k, eq, v = kv.partition("=")
+        if not eq or not k or k in ("format", "format_version"):
+            ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
+        updates[k] = v if v else None
+    try:
+        restore(a.input, a.output, a.dtype, updates)
+    except InputError as e:
+        print(f"txlfile.py: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("txlfile.py: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"txlfile.py: {a.input}: out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"txlfile.py: {a.input}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
+    return 0

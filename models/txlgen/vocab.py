@@ -1,0 +1,434 @@
+"""The original Transformer-XL vocabularies as SentencePiece models.
+
+The original code (utils/vocabulary.py, data_utils.py) tokenizes a line
+of each dataset's text files as
+
+    line.strip() [.lower()] .split()  [+ ['<eos>']]   (wt103 wt2 ptb)
+    ['<S>'] + line.split() + ['<S>']                  (lm1b)
+    line.split(), no end of line                      (enwik8, text8)
+
+where enwik8's text files hold each byte as its decimal value and text8's
+each character, '_' for a space (their prep scripts); ids are in the
+order of Vocab.idx2sym (specials, then by frequency).  read_vocab() reads
+that vocabulary from the corpus cache (cache.pt, a pickled Corpus), from
+Hugging Face's vocab.pkl / vocab.bin, or from a file of one symbol per
+line (Vocab._build_from_file); to_spm() writes a SentencePiece model with
+one piece per symbol in the same order, so that txlgen's ids are the
+original's:
+
+  word level: model type WORD; piece '\u2581' + word (SentencePiece's
+    space mark), the unknown word ('<unk>' or '<UNK>') as its UNKNOWN
+    piece, the end-of-line symbol as a CONTROL piece; a normalisation
+    table maps every character Python's str.split() splits on to a space,
+    and upper to lower case where the vocabulary has lower_case;
+  character level: model type CHAR; text8's letters as themselves and
+    '_' as the space; enwik8's byte values as byte pieces <0xNN> (byte
+    fallback), so that every byte of the text is its own symbol.
+
+What the model file's tokenizer cannot do alone, txlgen does from the
+metadata to_spm() returns (man/txlgen-model.5, "Vocabularies of the
+original code"): vocab_newline says what a newline is (eos: the <eos>
+symbol; double_eos: lm1b's <S> around each line; drop: nothing), and
+vocab_unk 'none' says that the vocabulary has no unknown symbol (enwik8,
+text8): the tokenizer then has more pieces than the model, an UNKNOWN
+piece last, at an id >= n_token, and text that needs one of those pieces
+is refused, as the original
+refuses it (Vocab.get_idx asserts); enwik8's tokenizer also has the
+byte pieces its vocabulary lacks there (SentencePiece's byte fallback
+needs all 256).  Whatever SentencePiece cannot
+express is refused here with VocabError.
+"""
+
+import collections
+import io
+import os
+import sys
+
+from . import loadable
+from .errors import InputError, OneLineParser, describe, open_input
+from .hparams import is_int
+
+SPACE = "\u2581"
+
+# dataset -> (level, newline, lower_case) as data_utils.get_lm_corpus and
+# Corpus set them up
+DATASETS = {
+    "wt103": ("word", "eos", False),
+    "wt2": ("word", "eos", False),
+    "ptb": ("word", "eos", True),
+    "lm1b": ("word", "double_eos", False),
+    "enwik8": ("bytes", "drop", True),
+    "text8": ("chars", "drop", True),
+}
+
+# the characters str.split() splits on (str.isspace)
+PY_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+
+
+class VocabError(InputError):
+    pass
+
+
+def sentencepiece():
+    """The sentencepiece module, or VocabError saying how to install it."""
+    try:
+        import sentencepiece as spm
+    except ImportError:
+        raise VocabError("tokenizers need SentencePiece's Python module: "
+                         "apt-get install python3-sentencepiece")
+    return spm
+
+
+Vocabulary = collections.namedtuple(
+    "Vocabulary", "symbols lower_case delimiter dataset unk source")
+
+
+def _from_attrs(d, dataset, source):
+    syms = d.get("idx2sym")
+    if not isinstance(syms, list) or not syms or \
+            not all(isinstance(s, str) for s in syms):
+        raise VocabError(f"{source}: no idx2sym list of symbols")
+    if len(set(syms)) != len(syms):
+        raise VocabError(f"{source}: idx2sym has duplicates")
+    unk = d.get("unk_idx")
+    if not (is_int(unk) and 0 <= unk < len(syms)):
+        unk = None
+    return Vocabulary(syms, bool(d.get("lower_case", False)),
+                      d.get("delimiter"), dataset, unk, source)
+
+
+def read_vocab(path, dataset=None):
+    """A Vocabulary from cache.pt, vocab.pkl / vocab.bin or a text file
+    of symbols.  dataset (wt103 ... text8) overrides or completes what the
+    file says about the conventions."""
+    from . import checkpoint
+    if dataset is not None and dataset not in DATASETS:
+        raise VocabError(f"unknown dataset {dataset!r} (one of "
+                         f"{', '.join(DATASETS)})")
+    try:
+        with open_input(path) as f:
+            head = f.read(4)
+    except OSError as e:
+        raise VocabError(f"{path}: {e.strerror}")
+    if head[:1] == b"\x80" or head[:2] == b"PK":
+        return vocab_of(checkpoint.load_pickle_file(path), path, dataset)
+    # Vocab._build_from_file: the first field of each line
+    try:
+        with io.TextIOWrapper(open_input(path), encoding="utf-8") as f:
+            syms, seen = [], set()
+            for n, line in enumerate(f, 1):
+                fields = line.strip().split()
+                if not fields:
+                    raise VocabError(f"{path}: line {n} is empty")
+                if fields[0] not in seen:      # add_symbol: first kept
+                    seen.add(fields[0])
+                    syms.append(fields[0])
+    except (OSError, UnicodeDecodeError) as e:
+        raise VocabError(f"{path}: {e}")
+    if not syms:
+        raise VocabError(f"{path}: no symbols")
+    lower = DATASETS[dataset][2] if dataset else False
+    unk = syms.index("<UNK>") if "<UNK>" in syms else None
+    return Vocabulary(syms, lower, None, dataset, unk, path)
+
+
+def vocab_of(obj, path, dataset=None):
+    """The Vocabulary in what a pickle file (path) held: a Corpus, a
+    Vocab or Hugging Face's dict."""
+    from . import checkpoint
+    if isinstance(obj, checkpoint.StandIn) and \
+            obj._cls == "data_utils.Corpus":
+        ds = obj.__dict__.get("dataset")
+        v = obj.__dict__.get("vocab")
+        if not isinstance(v, checkpoint.StandIn):
+            raise VocabError(f"{path}: Corpus without a vocab")
+        if dataset is None and not (isinstance(ds, str) and
+                                    ds in DATASETS):
+            raise VocabError(f"{path}: unknown dataset {describe(ds)}: "
+                             "give --dataset")
+        return _from_attrs(v.__dict__, dataset or ds, path)
+    if isinstance(obj, checkpoint.StandIn) and obj._cls.endswith("Vocab"):
+        return _from_attrs(obj.__dict__, dataset, path)
+    if isinstance(obj, dict):        # HF: the tokenizer's __dict__
+        return _from_attrs(obj, dataset, path)
+    raise VocabError(f"{path}: neither a Corpus, a Vocab nor a "
+                     "vocabulary dict")
+
+
+def conventions(v):
+    """(level, newline, lower_case) of a vocabulary: the dataset's, with
+    the vocabulary's own lower_case; without a dataset, word level with
+    <eos> (wt103 conventions, as Hugging Face's port) if it has <eos>."""
+    if v.dataset:
+        level, newline, _ = DATASETS[v.dataset]
+        return level, newline, v.lower_case
+    if "<eos>" in v.symbols:
+        return "word", "eos", v.lower_case
+    raise VocabError(f"{v.source}: cannot tell the dataset's conventions "
+                     "(no <eos>): give --dataset (wt103 wt2 ptb lm1b "
+                     "enwik8 text8)")
+
+
+# ---------------------------------------------------------------------------
+# protobuf, the little of it a ModelProto needs
+
+def _varint(v):
+    if v < 0:
+        v += 1 << 64
+    out = bytearray()
+    while True:
+        c = v & 0x7f
+        v >>= 7
+        out.append(c | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def proto_field(num, value):
+    if isinstance(value, bool) or isinstance(value, int):
+        return _varint(num << 3) + _varint(int(value))
+    if isinstance(value, float):
+        import struct
+        return _varint(num << 3 | 5) + struct.pack("<f", value)
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    return _varint(num << 3 | 2) + _varint(len(value)) + bytes(value)
+
+
+def read_varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def proto_fields(b):
+    """(field number, wire type, raw bytes of the whole field, payload)
+    of a serialized protobuf message."""
+    i = 0
+    while i < len(b):
+        start = i
+        key, i = read_varint(b, i)
+        num, wt = key >> 3, key & 7
+        payload = None
+        if wt == 0:
+            _, i = read_varint(b, i)
+        elif wt == 1:
+            i += 8
+        elif wt == 5:
+            i += 4
+        elif wt == 2:
+            n, i = read_varint(b, i)
+            payload = b[i:i + n]
+            i += n
+        else:
+            raise ValueError(f"wire type {wt}")
+        yield num, wt, b[start:i], payload
+
+
+# ModelProto.SentencePiece.Type and TrainerSpec.ModelType
+NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6
+WORD_MODEL, CHAR_MODEL = 3, 4
+
+
+def charsmap(rules):
+    """SentencePiece's precompiled normalisation table for rules
+    {source string: replacement}, compiled by SentencePiece's own trainer
+    (normalization_rule_tsv) and taken from the model it writes."""
+    import tempfile
+    spm = sentencepiece()
+    if not rules:
+        return b""
+    with tempfile.TemporaryDirectory(prefix="txl-vocab-") as d:
+        tsv, corpus = os.path.join(d, "rules.tsv"), os.path.join(d, "c.txt")
+        with open(tsv, "w", encoding="utf-8") as f:
+            for src, dst in sorted(rules.items()):
+                f.write(" ".join(f"{ord(c):X}" for c in src) + "\t" +
+                        " ".join(f"{ord(c):X}" for c in dst) + "\n")
+        with open(corpus, "w") as f:
+            f.write("ab\n")
+        out = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            input=corpus, model_writer=out, model_type="char",
+            vocab_size=8, hard_vocab_limit=False,
+            normalization_rule_tsv=tsv, minloglevel=3)
+    for num, wt, _, payload in proto_fields(out.getvalue()):
+        if num == 3 and wt == 2:
+            for n2, w2, _, p2 in proto_fields(payload):
+                if n2 == 2 and w2 == 2:
+                    return bytes(p2)
+    raise VocabError("SentencePiece wrote no normalisation table")
+
+
+def lower_rules():
+    """str.lower() of every character it changes (without context: a
+    final capital sigma lowers to sigma, not final sigma)."""
+    out = {}
+    for c in range(0x110000):
+        ch = chr(c)
+        if 0xD800 <= c < 0xE000:
+            continue
+        lo = ch.lower()
+        if lo != ch:
+            out[ch] = lo
+    return out
+
+
+def to_spm(v):
+    """(serialized SentencePiece ModelProto, metadata dict) for a
+    Vocabulary.  Raises VocabError for what SentencePiece cannot express."""
+    level, newline, lower = conventions(v)
+    if v.delimiter not in (None,):
+        raise VocabError(f"{v.source}: delimiter {v.delimiter!r}: only "
+                         "whitespace-separated symbols are supported")
+    syms = v.symbols
+    pieces, rules = [], {}
+    unk = v.unk
+    eos_sym = {"eos": "<eos>", "double_eos": "<S>"}.get(newline)
+    if level == "word":
+        if unk is None:
+            for s in ("<unk>", "<UNK>"):
+                if s in syms:
+                    unk = syms.index(s)
+                    break
+        cap = loadable.limits()["TXL_MAX_PIECE_BYTES"]
+        for i, s in enumerate(syms):
+            if SPACE in s or not s or any(c.isspace() for c in s):
+                raise VocabError(f"{v.source}: symbol {i} {s[:40]!r} holds "
+                                 "a space or U+2581, which SentencePiece "
+                                 "uses for spaces")
+            # in running text a word is its bytes after a space
+            if 1 + len(s.encode()) > cap:
+                raise VocabError(f"{v.source}: symbol {i} {s[:20]!r}... is "
+                                 f"{len(s.encode())} bytes: txlgen takes "
+                                 f"words of at most {cap - 1}")
+            if i == unk:
+                pieces.append((s, UNKNOWN))
+            elif s == eos_sym:
+                pieces.append((s, CONTROL))
+            else:
+                pieces.append((SPACE + s, NORMAL))
+        if eos_sym and eos_sym not in syms:
+            raise VocabError(f"{v.source}: no {eos_sym} symbol for the "
+                             "ends of lines")
+        for c in PY_SPACES:
+            if c != " ":
+                rules[c] = " "
+        model_type = WORD_MODEL
+    elif level == "chars":                 # text8: '_' is the space
+        for i, s in enumerate(syms):
+            if s == "_":
+                pieces.append((SPACE, NORMAL))
+            elif len(s) == 1 and not s.isspace() and s != SPACE:
+                pieces.append((s, NORMAL))
+            else:
+                raise VocabError(f"{v.source}: symbol {i} {s!r} is not one "
+                                 "character")
+        # the prep script writes '_' for a space and each character
+        # between spaces, which str.split() then drops with any other
+        # whitespace
+        rules["_"] = " "
+        for c in PY_SPACES:
+            if c != " ":
+                rules[c] = ""
+        model_type = CHAR_MODEL
+    else:                                  # enwik8: decimal byte values
+        for i, s in enumerate(syms):
+            if not (s.isdigit() and s.isascii() and int(s) < 256 and
+                    str(int(s)) == s):
+                raise VocabError(f"{v.source}: symbol {i} {s!r} is not a "
+                                 "byte value (0-255)")
+            pieces.append((f"<0x{int(s):02X}>", BYTE))
+        rules["\n"] = ""
+        model_type = CHAR_MODEL
+        lower = False                      # lowers digits: nothing
+    if lower:
+        for src, dst in lower_rules().items():
+            if src not in rules:
+                rules[src] = dst
+    if level == "bytes":
+        # byte fallback needs all 256 byte pieces: those the vocabulary
+        # lacks come after its symbols, out of the model's range
+        have = set(p for p, _ in pieces)
+        pieces += [(f"<0x{b:02X}>", BYTE) for b in range(256)
+                   if f"<0x{b:02X}>" not in have]
+        if len(pieces) > len(syms):
+            unk = None
+    extra_unk = unk is None
+    if extra_unk:
+        name = "<unk>"
+        while any(p == name for p, _ in pieces):
+            name = "<" + name + ">"
+        pieces.append((name, UNKNOWN))
+        unk_piece = name
+    else:
+        unk_piece = pieces[unk][0]
+
+    trainer = (proto_field(3, model_type) + proto_field(4, len(pieces)) +
+               proto_field(35, level == "bytes") +
+               proto_field(40, [i for i, (_, t) in enumerate(pieces)
+                           if t == UNKNOWN][0]) +
+               proto_field(41, syms.index("<S>") if newline == "double_eos"
+                      else -1) +
+               proto_field(42, syms.index(eos_sym) if eos_sym else -1) +
+               proto_field(43, -1) + proto_field(45, unk_piece) +
+               proto_field(46, "<S>" if newline == "double_eos" else
+                      "<txl-no-bos>") +
+               proto_field(47, eos_sym or "<txl-no-eos>") +
+               proto_field(48, "<txl-no-pad>"))
+    norm = (proto_field(1, "txl-" + (v.dataset or level)) +
+            proto_field(2, charsmap(rules)) +
+            proto_field(3, level == "word") +     # add_dummy_prefix
+            proto_field(4, level == "word") +     # remove_extra_whitespaces
+            proto_field(5, level != "bytes"))     # escape_whitespaces
+    proto = b"".join(proto_field(1, proto_field(1, p) + proto_field(2, 0.0) +
+                            proto_field(3, t)) for p, t in pieces)
+    proto += proto_field(2, trainer) + proto_field(3, norm)
+    meta = {"vocab_kind": "word" if level == "word" else "char",
+            "vocab_newline": newline,
+            "vocab_unk": "none" if extra_unk else "piece",
+            "vocab_lower_case": "true" if lower else "false"}
+    if v.dataset:
+        meta["vocab_dataset"] = v.dataset
+    check(proto, v.source)
+    return proto, meta
+
+
+def check(proto, source):
+    """SentencePiece accepts the model."""
+    sp = sentencepiece().SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(proto)
+    except Exception as e:               # noqa: BLE001
+        raise VocabError(f"{source}: SentencePiece refuses the vocabulary "
+                         f"({e})")
+
+
+def main(argv=None):
+    ap = OneLineParser(prog="vocab.py", description="Write the "
+                       "SentencePiece model of an original vocabulary.")
+    ap.add_argument("vocab")
+    ap.add_argument("--dataset", choices=sorted(DATASETS))
+    ap.add_argument("-o", "--output", required=True)
+    a = ap.parse_args(argv)
+    try:
+        proto, meta = to_spm(read_vocab(a.vocab, a.dataset))
+        try:
+            with open(a.output, "wb") as f:
+                f.write(proto)
+        except OSError as e:
+            raise VocabError(f"{a.output}: {e.strerror or e}")
+    except InputError as e:
+        print(f"vocab.py: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"vocab.py: {a.vocab}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
+    print(" ".join(f"{k}={v}" for k, v in meta.items()))
+    return 0
