@@ -350,7 +350,7 @@ txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt)
 
 void
 txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     int qs, float *out)
+	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
@@ -361,7 +361,7 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	int nb = (BLOCKS_PER_THREAD * txl_pool_threads() + H - 1) / H;
 	struct few f = {
 		.a = a, .kv = kv, .l = l, .n = n, .klen = klen, .qs = qs,
-		.q = a->qkv, .scale = 1.0f / sqrtf((float)D),
+		.q = q, .scale = 1.0f / sqrtf((float)D),
 	};
 
 	TXL_ASSERT(klen <= a->shape.klen_max);
@@ -375,7 +375,7 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
 		for (int i = 0; i < n; i++) {
-			const float *qi = a->qkv + (size_t)i * qs;
+			const float *qi = q + (size_t)i * qs;
 			float *qw = a->fq + (size_t)i * hd;
 			float *qr = a->fq + (size_t)(n + i) * hd;
 			for (int c = 0; c < hd; c++) {
@@ -390,14 +390,14 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		 * fq's) */
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < H; h++) {
-				const float *q = a->qkv + (size_t)i * qs + h * D;
+				const float *qh = q + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
-				quantize_query(a, ac, rel ? a->fq + ac * D : q);
+				quantize_query(a, ac, rel ? a->fq + ac * D : qh);
 				if (rel)
 					quantize_query(a, bd,
 						       a->kind->r_query_bias ?
-						       a->fq + bd * D : q);
+						       a->fq + bd * D : qh);
 			}
 	}
 	/* a product of d_head per key and query for AC, BD and V */

@@ -175,6 +175,7 @@ softmax_row(const struct txl_attn *a, float *sc, const float *bd, int qpos,
 struct seg {
 	const struct txl_attn *a;
 	const struct txl_kv *kv;
+	const float *q;		/* the queries, rows qs floats apart */
 	float *out;
 	int l, n, klen, n_bd, qs, n_blocks, rows;
 	size_t slot;		/* floats of a slot */
@@ -193,7 +194,7 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const int klen = g->klen, n_bd = g->n_bd, rows = g->rows;
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
-	const float *q = a->qkv + (size_t)i0 * g->qs + h * D;
+	const float *q = g->q + (size_t)i0 * g->qs + h * D;
 	/* head h's rows of the window's K and V */
 	const uint8_t *K = txl_kv_row(kv, kv->k[g->l], kv->cap, h, kv->start);
 	const uint8_t *V = txl_kv_row(kv, kv->v[g->l], kv->cap, h, kv->start);
@@ -248,12 +249,13 @@ seg_task(void *p, int ith, int nth)
 
 void
 txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     int qs, float *out)
+	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const int klen = kv->fill + n, rows = slot_rows(a, kv->dt);
 	struct seg g = {
-		.a = a, .kv = kv, .out = out, .l = l, .n = n, .klen = klen,
+		.a = a, .kv = kv, .q = q, .out = out, .l = l, .n = n,
+		.klen = klen,
 		.n_bd = klen < a->n_dist ? klen : a->n_dist, .qs = qs,
 		.n_blocks = (n + rows - 1) / rows, .rows = rows,
 		.slot = slot_floats(a, kv->dt),

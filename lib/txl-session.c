@@ -299,16 +299,21 @@ static enum txl_status
 forward(struct txl_session *s, const int32_t *tok, int n)
 {
 	const int d = s->model->hp.d_model;
-	const struct txl_forward f = {
-		.model = s->model, .kv = &s->kv, .attn = &s->attn,
-		.mem_len = s->mem_len, .h = s->h, .xn = s->xn, .att = s->att,
-		.tmp = s->tmp, .ff = s->ff, .abort_cb = s->params.abort_cb,
+	const struct txl_forward_stream st = {
+		.kv = &s->kv, .attn = &s->attn, .mem_len = s->mem_len,
+		.tok = tok, .n = n, .abort_cb = s->params.abort_cb,
 		.abort_data = s->params.abort_data,
 	};
-	enum txl_status st = txl_forward_segment(&f, tok, n);
+	const struct txl_forward f = {
+		.model = s->model, .st = &st, .n_st = 1,
+		.rows = { .n = n, .n_one = n == 1 },
+		.h = s->h, .xn = s->xn, .att = s->att, .tmp = s->tmp,
+		.ff = s->ff, .qkv = s->attn.qkv,
+	};
+	enum txl_status rc = txl_forward(&f);
 
-	if (st != TXL_OK)
-		return st;
+	if (rc != TXL_OK)
+		return rc;
 	memcpy(s->last_h, s->h + (size_t)(n - 1) * d, sizeof(float) * d);
 	s->have_last = true;
 	return TXL_OK;
