@@ -21,6 +21,7 @@
 #include "txl-ops.h"
 #include "txl-pool.h"
 #include "txl-products.h"
+#include "txl-rows.h"
 
 int
 txl_out_head_size(const struct txl_hparams *hp)
@@ -241,6 +242,58 @@ txl_out_logits(struct txl_out *o)
 		o->src = src;
 	}
 	o->valid = true;
+}
+
+/* The logits of m outputs of one row each of the model's full softmax
+ * without projection: the product of txl_out_logits(), each row alone,
+ * the weights read once for all. */
+static void
+logits_each(struct txl_out *const *o, int m, float *act)
+{
+	const struct txl_model *md = o[0]->model;
+	float *y[TXL_EACH_MAX] = { 0 };
+	const float *x[TXL_EACH_MAX] = { 0 };
+
+	for (int i = 0; i < m; i++) {
+		y[i] = o[i]->logits;
+		x[i] = o[i]->rows;
+	}
+	txl_mul_each(y, x, m, &md->out[0].w, act);
+	for (int i = 0; i < m; i++) {
+		txl_add_bias(o[i]->logits, md->out[0].b, 1, md->hp.n_token);
+		o[i]->src = o[i]->rows;
+		o[i]->valid = true;
+	}
+}
+
+void
+txl_out_logits_many(struct txl_out *const *o, int n, float *act)
+{
+	struct txl_out *one[TXL_EACH_MAX];
+	int m = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct txl_out *oi = o[i];
+		const struct txl_model *md = oi->model;
+
+		if (oi->valid || oi->n_rows == 0)
+			continue;
+		/* one row of the model's own full softmax, without
+		 * projection: its txl_out_logits() is one matrix-vector
+		 * product with the weights every such output shares */
+		if (oi->n_rows != 1 || md->n_out > 1 || md->out[0].proj.data ||
+		    oi->own_w) {
+			txl_out_logits(oi);
+			continue;
+		}
+		one[m++] = oi;
+		if (m == TXL_EACH_MAX) {
+			logits_each(one, m, act);
+			m = 0;
+		}
+	}
+	if (m)
+		logits_each(one, m, act);
 }
 
 /* The log-probabilities of targets[i] under rows i < n of an adaptive

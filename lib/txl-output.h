@@ -48,6 +48,11 @@ void txl_out_clear(struct txl_out *o);
 void txl_out_keep(struct txl_out *o, const float *h, int rows);
 /* The logits of every row held (o->logits), if not computed yet. */
 void txl_out_logits(struct txl_out *o);
+/* txl_out_logits() of n outputs of one model: those that hold one row of
+ * the model's full softmax without projection from one read of its
+ * weights (txl_mul_each(), each as alone; act: its scratch for
+ * TXL_EACH_MAX rows of d_model), the others one by one. */
+void txl_out_logits_many(struct txl_out *const *o, int n, float *act);
 /* An adaptive softmax, one row at a time (for the sampler): the head's
  * log-probabilities of row r, the shortlist into short_lp[cutoffs[0]] and
  * the tail clusters into clus_lp[n_out - 1] (clus_lp[c - 1] = log p(the
