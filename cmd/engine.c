@@ -103,6 +103,7 @@ void
 engine_close(struct engine *e)
 {
 	txl_sampler_free(e->sampler);
+	txl_batch_free(e->batch);
 	txl_session_free(e->session);
 	txl_model_free(e->model);
 	free(e->ids);

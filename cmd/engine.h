@@ -71,6 +71,8 @@ struct engine {
 	struct txl_sampler_params sampler_params;
 	uint64_t sampler_seed; /* the session's seed it was made for */
 	uint64_t n_samplers;   /* and how many were made for that seed */
+	struct txl_batch *batch; /* engine_feed_many()'s, or NULL */
+	int batch_rows;        /* its max_rows */
 };
 
 /* A growing array of token ids. */
@@ -135,6 +137,16 @@ int engine_feed(struct engine *e, const int32_t *ids, int n,
  *  --n-samples, --score-docs); e->have_logits is left alone. */
 int engine_feed_to(struct engine *e, struct txl_session *s,
 		   const int32_t *ids, int n, enum txl_logits want);
+
+/** Feed each session sessions[i] its n[i] tokens ids[i] (1 to seg_len)
+ *  in one step of the engine's batch (made, or grown, for @p max_rows
+ *  rows on first use), as engine_feed_to() of each; e->have_logits set
+ *  when the engine's session is one of them.  With @p logits, the
+ *  logits of those that hold one row are computed from one read of the
+ *  output layer.  Returns an exit code. */
+int engine_feed_many(struct engine *e, struct txl_session *const *sessions,
+		     const int32_t *const *ids, const int *n, int n_sessions,
+		     enum txl_logits want, bool logits, int max_rows);
 
 /** With --adapt, learn from the n rows of logits just computed, whose
  *  next tokens are targets[0..n-1].  Returns an exit code. */

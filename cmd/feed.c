@@ -53,6 +53,42 @@ engine_feed_to(struct engine *e, struct txl_session *s, const int32_t *ids,
 }
 
 int
+engine_feed_many(struct engine *e, struct txl_session *const *sessions,
+		 const int32_t *const *ids, const int *n, int n_sessions,
+		 enum txl_logits want, bool logits, int max_rows)
+{
+	enum txl_status st;
+
+	if (!e->batch || e->batch_rows < max_rows) {
+		struct txl_batch_params p = txl_batch_params_default();
+
+		txl_batch_free(e->batch);
+		e->batch = NULL;
+		p.max_rows = max_rows;
+		st = txl_batch_new(e->model, &p, &e->batch);
+		if (st != TXL_OK) {
+			errmsg("%s", engine_lib_error(st));
+			return EXIT_RUNTIME;
+		}
+		e->batch_rows = max_rows;
+	}
+	st = txl_batch_eval(e->batch, sessions, ids, n, n_sessions, want);
+	if (st == TXL_OK && logits && want != TXL_LOGITS_NONE)
+		st = txl_batch_logits(e->batch, sessions, n_sessions);
+	for (int i = 0; i < n_sessions; i++)
+		if (sessions[i] == e->session)
+			e->have_logits = st == TXL_OK &&
+				want != TXL_LOGITS_NONE;
+	if (st == TXL_ABORTED || interrupted)
+		return EXIT_INTERRUPTED;
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
+int
 engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
 {
 	int rc = engine_feed_to(e, e->session, ids, n, want);

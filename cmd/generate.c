@@ -338,20 +338,37 @@ step_stream(struct engine *e, struct stream *st, int *rc)
 	return STEP_FEED;
 }
 
-/* Feed each stream of @p go its token, one stream after another.
- * Returns an exit code. */
+/* The sessions and tokens of a step of several streams (their batch). */
+struct step_rows {
+	struct txl_session **s;
+	const int32_t **tok;
+	int *n;
+};
+
+/* Feed each stream of @p go its token: several in one step of the
+ * engine's batch (each weight read once for all of them, and the
+ * output layer too where sampling reads every logit: a full softmax, or
+ * --ignore-eos), one alone as always.  Each computes the numbers it
+ * computes alone.  Returns an exit code. */
 static int
-feed_streams(struct engine *e, struct stream *const *go, int n)
+feed_streams(struct engine *e, struct stream *const *go, int n,
+	     const struct step_rows *r, int n_all)
 {
-	for (int k = 0; k < n; k++) {
-		int rc = go[k]->s == e->session
-			? engine_feed(e, &go[k]->tok, 1, TXL_LOGITS_LAST)
-			: engine_feed_to(e, go[k]->s, &go[k]->tok, 1,
+	if (n == 0)
+		return EXIT_OK;
+	if (n == 1)
+		return go[0]->s == e->session
+			? engine_feed(e, &go[0]->tok, 1, TXL_LOGITS_LAST)
+			: engine_feed_to(e, go[0]->s, &go[0]->tok, 1,
 					 TXL_LOGITS_LAST);
-		if (rc != EXIT_OK)
-			return rc;
+	for (int k = 0; k < n; k++) {
+		r->s[k] = go[k]->s;
+		r->tok[k] = &go[k]->tok;
+		r->n[k] = 1;
 	}
-	return EXIT_OK;
+	return engine_feed_many(e, r->s, r->tok, r->n, n, TXL_LOGITS_LAST,
+				e->hp->n_cutoffs == 0 || e->opts->ignore_eos,
+				n_all);
 }
 
 /* Sessions for samples 1..n-1, copies of the engine's after the prompt.
@@ -519,6 +536,11 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	const int n = o->n_samples > 1 ? (int)o->n_samples : 1;
 	struct stream *st = xrealloc(NULL, (size_t)n * sizeof(*st));
 	struct stream **go = xrealloc(NULL, (size_t)n * sizeof(*go));
+	const struct step_rows rows = {
+		.s = xrealloc(NULL, (size_t)n * sizeof(*rows.s)),
+		.tok = xrealloc(NULL, (size_t)n * sizeof(*rows.tok)),
+		.n = xrealloc(NULL, (size_t)n * sizeof(*rows.n)),
+	};
 	struct txl_sampler **smp = xrealloc(NULL, (size_t)n * sizeof(*smp));
 	bool drop_space, was_started = e->started;
 	struct progress pg;
@@ -541,6 +563,9 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 		out->sample = -1;
 		close_streams(e, st, n, out->f);
 		free(go);
+		free(rows.s);
+		free(rows.tok);
+		free(rows.n);
 		free(smp);
 		return rc;
 	}
@@ -582,7 +607,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			}
 		}
 		if (rc == EXIT_OK)
-			rc = feed_streams(e, go, n_go);
+			rc = feed_streams(e, go, n_go, &rows, n);
 		if (rc != EXIT_OK)
 			break;
 		progress_count(&pg, gs->n_gen, o->n_predict > 0 ?
@@ -615,6 +640,9 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	out->sample = -1;
 	close_streams(e, st, n, out->f);
 	free(go);
+	free(rows.s);
+	free(rows.tok);
+	free(rows.n);
 	free(smp);
 	return rc;
 }
