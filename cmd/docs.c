@@ -8,7 +8,8 @@
  *
  * The documents go through --streams streams at once: a stream scores
  * one document a segment at a time and takes the next line when it is
- * done.  Each document read takes a place in a ring of results until
+ * done; a step feeds the next segment of every stream in one step of the
+ * engine's batch (each weight read once for all of them).  Each document read takes a place in a ring of results until
  * every one before it is written, so that the output keeps the input's
  * order; no stream takes a new line while the ring is full.  So the
  * memory held is bounded (streams x a document, ring x a result),
@@ -37,6 +38,9 @@
 #define ID_MAX_BYTES 1024
 /* Results a stream may be ahead of the oldest unwritten document. */
 #define RING_PER_STREAM 4
+/* The most inputs of one step of the batch (more streams' segments go in
+ * several). */
+#define STEP_ROWS_MAX 4096
 
 /* A document read, in flight or waiting to be written. */
 struct doc {
@@ -68,6 +72,11 @@ struct docs {
 	int cap;
 	int64_t head, tail;     /* documents written, read */
 	int seg;                /* inputs per segment */
+	int rows;               /* the most inputs of a step of the batch */
+	struct doc_stream **go; /* a step's streams, */
+	struct txl_session **sess; /* their sessions, */
+	const int32_t **tok;    /* inputs */
+	int *len;               /* and lengths */
 	double *lp;
 	struct strbuf line;
 	int64_t line_no;        /* of the next line */
@@ -299,22 +308,26 @@ fill_streams(struct docs *d)
 	return EXIT_OK;
 }
 
-/* The next segment of @p st's document: inputs t[pos .. pos + len),
- * predicting t[pos + 1 .. pos + len], as --score's segments.  Returns an
- * exit code. */
+/* The inputs of @p st's next segment: t[pos .. pos + len), predicting
+ * t[pos + 1 .. pos + len], as --score's segments. */
+static int
+segment_len(const struct docs *d, const struct doc_stream *st)
+{
+	const int len = st->t.n - 1 - st->pos;
+
+	return len < d->seg ? len : d->seg;
+}
+
+/* After the segment of @p st was fed (its rows of output held): their
+ * scores into its document.  Returns an exit code. */
 static int
 score_segment(struct docs *d, struct doc_stream *st)
 {
 	struct doc *doc = st->doc;
 	const int32_t *t = st->t.v + st->pos;
-	int len = st->t.n - 1 - st->pos, rc;
+	const int len = segment_len(d, st);
 	enum txl_status ts;
 
-	if (len > d->seg)
-		len = d->seg;
-	rc = engine_feed_to(d->e, st->s, t, len, TXL_LOGITS_ALL);
-	if (rc != EXIT_OK)
-		return rc;
 	ts = txl_session_score(st->s, t + 1, len, d->lp);
 	if (ts != TXL_OK) {
 		errmsg("%s", engine_lib_error(ts));
@@ -332,20 +345,50 @@ score_segment(struct docs *d, struct doc_stream *st)
 	return EXIT_OK;
 }
 
-/* One step: a segment of every stream's document, one stream after
- * another.  Returns an exit code. */
+/* Feed the segments of the streams go[0 .. n) in one step of the
+ * engine's batch, then score them.  Returns an exit code. */
+static int
+feed_group(struct docs *d, struct doc_stream **go, int n)
+{
+	int rc;
+
+	for (int k = 0; k < n; k++) {
+		d->sess[k] = go[k]->s;
+		d->tok[k] = go[k]->t.v + go[k]->pos;
+		d->len[k] = segment_len(d, go[k]);
+	}
+	rc = n == 1 ? engine_feed_to(d->e, d->sess[0], d->tok[0], d->len[0],
+				     TXL_LOGITS_ALL)
+		: engine_feed_many(d->e, d->sess, d->tok, d->len, n,
+				   TXL_LOGITS_ALL, false, d->rows);
+	for (int k = 0; k < n && rc == EXIT_OK; k++)
+		rc = score_segment(d, go[k]);
+	return rc;
+}
+
+/* One step: a segment of every stream's document, the streams together
+ * (each weight read once for all), as many rows at a time as the batch
+ * takes.  Returns an exit code. */
 static int
 step(struct docs *d)
 {
-	for (int k = 0; k < d->n_st; k++) {
-		if (!d->st[k].doc)
-			continue;
-		int rc = score_segment(d, &d->st[k]);
+	int n = 0, rows = 0, rc = EXIT_OK;
 
-		if (rc != EXIT_OK)
-			return rc;
+	for (int k = 0; k < d->n_st && rc == EXIT_OK; k++) {
+		struct doc_stream *st = &d->st[k];
+
+		if (!st->doc)
+			continue;
+		if (rows + segment_len(d, st) > d->rows) {
+			rc = feed_group(d, d->go, n);
+			n = rows = 0;
+		}
+		d->go[n++] = st;
+		rows += segment_len(d, st);
 	}
-	return EXIT_OK;
+	if (rc == EXIT_OK && n)
+		rc = feed_group(d, d->go, n);
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -451,6 +494,16 @@ engine_score_docs(struct engine *e, struct input *in, FILE *out)
 	d.ring = xrealloc(NULL, (size_t)d.cap * sizeof(*d.ring));
 	memset(d.ring, 0, (size_t)d.cap * sizeof(*d.ring));
 	d.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
+	/* a step's rows: every stream's segment, up to a bound on the
+	 * batch's scratch (a few MB a thousand rows) */
+	d.rows = d.n_st * d.seg < STEP_ROWS_MAX ? d.n_st * d.seg
+		: STEP_ROWS_MAX;
+	if (d.rows < d.seg)
+		d.rows = d.seg;
+	d.go = xrealloc(NULL, (size_t)d.n_st * sizeof(*d.go));
+	d.sess = xrealloc(NULL, (size_t)d.n_st * sizeof(*d.sess));
+	d.tok = xrealloc(NULL, (size_t)d.n_st * sizeof(*d.tok));
+	d.len = xrealloc(NULL, (size_t)d.n_st * sizeof(*d.len));
 	progress_init(&pg, in->size);
 
 	rc = open_streams(&d);
@@ -502,6 +555,10 @@ engine_score_docs(struct engine *e, struct input *in, FILE *out)
 	free(d.st);
 	free(d.ring);
 	free(d.lp);
+	free(d.go);
+	free(d.sess);
+	free(d.tok);
+	free(d.len);
 	strbuf_free(&d.line);
 	return rc;
 }
