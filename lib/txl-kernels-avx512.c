@@ -1181,28 +1181,28 @@ name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
 {                                                                            \
 	const int nb = K / TXL_QK;                                           \
 	const uint8_t *blk = w;                                              \
+	const __m512 zero = _mm512_setzero_ps();                             \
 	__m512 acc[2][TXL_ROWS_MAX];                                         \
                                                                              \
 	for (int g = 0; g < ng; g++) {                                       \
-		for (int m = 0; m < M; m++)                                  \
-			acc[0][m] = acc[1][m] = _mm512_setzero_ps();         \
 		for (int b = 0; b < nb; b++, blk += (bsz)) {                 \
 			const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256( \
 				(const __m256i *)(const void *)blk));        \
 			__m512i v[nv];                                       \
 			PREP(v, blk + TXL_IL_SCALES);                        \
+			/* the sums start from 0, as DOT_IL's */             \
 			for (int m = 0; m < M; m++) {                        \
 				const __m512i s = SUM(v, a[m].q + b * TXL_QK, \
 						      a[m].off[b]);          \
-				acc[b & 1][m] = _mm512_add_ps(acc[b & 1][m], \
-					_mm512_mul_ps(_mm512_cvtepi32_ps(s), \
-						_mm512_mul_ps(sc, _mm512_set1_ps( \
-							a[m].d[b]))));       \
+				acc[b & 1][m] = _mm512_add_ps(b < 2 ? zero : \
+					acc[b & 1][m], _mm512_mul_ps(        \
+					_mm512_cvtepi32_ps(s), _mm512_mul_ps(sc, \
+						_mm512_set1_ps(a[m].d[b]))));        \
 			}                                                    \
 		}                                                            \
 		for (int m = 0; m < M; m++)                                  \
-			_mm512_storeu_ps(y[m] + g * TXL_IL,                  \
-					 _mm512_add_ps(acc[0][m], acc[1][m])); \
+			_mm512_storeu_ps(y[m] + g * TXL_IL, _mm512_add_ps(   \
+				acc[0][m], nb > 1 ? acc[1][m] : zero));      \
 	}                                                                    \
 }
 
