@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Many streams of one model at once: --n-samples and --score-docs.
 
-  env -u OPENBLAS_CORETYPE bench/bench_streams.py [--work DIR] [--wt103]
+  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench_streams.py \
+      [--work DIR] [--wt103] [--baseline BUILD] [--threads N]
 
 Measures, in one run and on the same weights (random ones, as bench.py
 makes them):
@@ -21,6 +22,11 @@ makes them):
             bits per byte against the --streams 1 run's, and --check of
             them against `txlgen --score` of the document alone (the
             largest difference; the target is 1e-5).
+
+  baseline  with --baseline BUILD (the build directory of another
+            commit, e.g. main's), one sample and --streams 1 of each
+            configuration also by that build's txlgen, alternated with
+            this one's: the one-stream path side by side.
 
 Every figure is the best of --reps runs, the configurations alternated
 (A B A B ...) so that a change in the machine's load touches each alike;
@@ -84,23 +90,27 @@ def best_of(reps, configs, run):
     return best
 
 
-def bench_samples(txlgen, model, label, a):
+def bench_samples(txlgen, model, label, a, kv=None):
     ns = [1, 2, 4, 8, 16]
+    configs = [(txlgen, n) for n in ns]
 
-    def run(n):
+    def run(c):
+        exe, n = c
         v, _ = txlgen_stats(
-            [txlgen, "-m", model, "-p", "The state of the Union is",
+            [exe, "-m", model, "-p", "The state of the Union is",
              "--n-samples", str(n), "-n", str(a.gen_tokens),
              "--ignore-eos", "--seed", "1", "-t", str(a.threads)] +
-            (["--kv-type", "Q8_0"] if "Q8_0" in label else []),
+            (["--kv-type", kv] if kv else []),
             r"generated: \d+ tokens? in [\d.]+ s \(([\d.]+) tokens/s\)")
         return v
-    best = best_of(a.reps, ns, run)
+    best = best_of(a.reps, configs, run)
+    one = best[(txlgen, 1)]
     print(f"\n{label}: --n-samples N, -n {a.gen_tokens} each "
           "(tokens/s of all samples)")
     print(f"  {'N':>3} {'tokens/s':>10} {'x one':>7}")
     for n in ns:
-        print(f"  {n:>3} {best[n]:>10.1f} {best[n] / best[1]:>7.2f}")
+        print(f"  {n:>3} {best[(txlgen, n)]:>10.1f} "
+              f"{best[(txlgen, n)] / one:>7.2f}")
     return best
 
 
@@ -135,40 +145,73 @@ def make_docs(txlgen, model, path, n, seed=1):
 def bench_docs(txlgen, model, label, a, work):
     path = os.path.join(work, "docs.txt")
     docs = make_docs(txlgen, model, path, a.docs)
-    streams = [1, 8, 16]
+    configs = [(txlgen, k) for k in (1, 8, 16)]
     outs = {}
 
-    def run(k):
+    def run(c):
+        exe, k = c
         v, out = txlgen_stats(
-            [txlgen, "-m", model, "--score-docs", path, "--streams", str(k),
+            [exe, "-m", model, "--score-docs", path, "--streams", str(k),
              "-t", str(a.threads)],
             r"in [\d.]+ s \(([\d.]+) tokens/s\)")
-        outs[k] = [json.loads(l) for l in out.splitlines()]
+        outs[c] = [json.loads(l) for l in out.splitlines()]
         return v
-    best = best_of(a.reps, streams, run)
-    toks = [d["tokens"] for d in outs[1]]
+    best = best_of(a.reps, configs, run)
+    one = outs[(txlgen, 1)]
+    toks = [d["tokens"] for d in one]
     print(f"\n{label}: --score-docs, {len(docs)} documents of "
           f"{min(toks)} to {max(toks)} tokens (tokens/s)")
     print(f"  {'streams':>7} {'tokens/s':>10} {'x one':>7} "
           f"{'max |bpb - one|':>16}")
-    for k in streams:
+    for c in configs:
         diff = max(abs(x["bpb"] - y["bpb"]) for x, y in
-                   zip(outs[k], outs[1]) if y["bpb"] is not None)
-        print(f"  {k:>7} {best[k]:>10.1f} {best[k] / best[1]:>7.2f} "
-              f"{diff:>16.2e}")
+                   zip(outs[c], one) if y["bpb"] is not None)
+        print(f"  {c[1]:>7} {best[c]:>10.1f} "
+              f"{best[c] / best[(txlgen, 1)]:>7.2f} {diff:>16.2e}")
     # against --score of each document alone
     worst = 0.0
-    for i, (d, got) in enumerate(zip(docs[:a.check], outs[8])):
-        one = os.path.join(work, "one.txt")
-        with open(one, "w", encoding="utf-8") as f:
+    for i, (d, got) in enumerate(zip(docs[:a.check], outs[(txlgen, 8)])):
+        one_doc = os.path.join(work, "one.txt")
+        with open(one_doc, "w", encoding="utf-8") as f:
             f.write(d)
-        r = subprocess.run([txlgen, "-m", model, "--score", one, "--json"],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run([txlgen, "-m", model, "--score", one_doc,
+                            "--json"], capture_output=True, text=True,
+                           check=True)
         alone = json.loads(r.stdout.splitlines()[-1])
         worst = max(worst, abs(alone["bpb"] - got["bpb"]))
     print(f"  max |bpb - --score alone| over {min(a.check, len(docs))} "
           f"documents (--streams 8): {worst:.2e}")
     return best
+
+
+def bench_baseline(txlgen, paths, a, work):
+    """The one-stream path of this build and of --baseline's, alternated:
+    generation (no --n-samples) and --score of the documents as one
+    text."""
+    docs = os.path.join(work, "docs.txt")
+    cases = [("generation, F32", paths["F32"], []),
+             ("generation, Q8_0 + Q8_0 memory", paths["Q8_0"],
+              ["--kv-type", "Q8_0"]),
+             ("--score, F32", paths["F32"], ["--score", docs])]
+    print(f"\none stream, this build against --baseline "
+          f"(tokens/s, best of {a.reps})")
+    print(f"  {'':<32} {'this':>9} {'baseline':>9} {'ratio':>6}")
+    for label, model, extra in cases:
+        score = "--score" in extra
+
+        def run(exe):
+            argv = [exe, "-m", model, "-t", str(a.threads)] + extra
+            if not score:
+                argv += ["-p", "The state of the Union is", "-n",
+                         str(a.gen_tokens), "--ignore-eos", "--seed", "1"]
+                pat = (r"generated: \d+ tokens? in [\d.]+ s "
+                       r"\(([\d.]+) tokens/s\)")
+            else:
+                pat = r"scored \d+ tokens? in [\d.]+ s \(([\d.]+) tokens/s"
+            return txlgen_stats(argv, pat)[0]
+        best = best_of(a.reps, [txlgen, a.baseline_txlgen], run)
+        t, b = best[txlgen], best[a.baseline_txlgen]
+        print(f"  {label:<32} {t:>9.1f} {b:>9.1f} {t / b:>6.2f}")
 
 
 def main():
@@ -183,8 +226,13 @@ def main():
                     help="documents checked against --score alone")
     ap.add_argument("--wt103", action="store_true",
                     help="also the WikiText-103 shape (Q8_0)")
+    ap.add_argument("--baseline", metavar="BUILD",
+                    help="another build directory (e.g. main's): its "
+                    "one-stream figures side by side")
     a = ap.parse_args()
     txlgen = os.path.join(a.build, "cmd", "txlgen")
+    a.baseline_txlgen = (os.path.join(a.baseline, "cmd", "txlgen")
+                         if a.baseline else None)
     work = a.work or tempfile.mkdtemp(prefix="txl-bench-streams-")
     os.makedirs(work, exist_ok=True)
 
@@ -198,16 +246,26 @@ def main():
     version = subprocess.run([txlgen, "--version"], capture_output=True,
                              text=True).stdout
     print(f"CPU: {cpu()}, {os.cpu_count()} CPUs; commit "
-          f"{commit}; {version.splitlines()[1]}")
+          f"{commit}; {version.splitlines()[1]}; threads "
+          f"{a.threads or os.cpu_count()}")
+    if a.baseline:
+        print("baseline: " + subprocess.run(
+            [a.baseline_txlgen, "--version"], capture_output=True,
+            text=True).stdout.splitlines()[0])
     print("load average before: %.2f %.2f %.2f" % load())
     t0 = time.time()
     bench_samples(txlgen, paths["F32"], "14.6M shape, F32 weights", a)
     bench_samples(txlgen, paths["Q8_0"],
-                  "14.6M shape, Q8_0 weights, Q8_0 memory", a)
+                  "14.6M shape, Q8_0 weights, Q8_0 memory", a, "Q8_0")
+    bench_samples(txlgen, paths["Q8_0"],
+                  "14.6M shape, Q8_0 weights, F32 memory", a)
     bench_docs(txlgen, paths["F32"], "14.6M shape, F32 weights", a, work)
+    if a.baseline:
+        bench_baseline(txlgen, paths, a, work)
     if a.wt103:
         bench_samples(txlgen, wt103_model(work),
-                      "WikiText-103 shape, Q8_0 weights, Q8_0 memory", a)
+                      "WikiText-103 shape, Q8_0 weights, Q8_0 memory", a,
+                      "Q8_0")
     print("\nload average after: %.2f %.2f %.2f (%.0f s)" %
           (*load(), time.time() - t0))
 
@@ -218,10 +276,8 @@ def wt103_model(work):
     path = os.path.join(work, "wt103-Q8_0.bin")
     if os.path.exists(path):
         return path
-    sys.path.insert(0, os.path.join(ROOT, "models"))
     import torch
-    import convert
-    import txl_ref
+    from txlgen import convert, txl_ref, vocab
     cfg = txl_ref.TxlConfig(n_token=267735, n_layer=18, n_head=16,
                             d_model=1024, d_head=64, d_inner=4096,
                             div_val=4, cutoffs=[20000, 40000, 200000],
@@ -229,7 +285,6 @@ def wt103_model(work):
                             tgt_len=128, mem_len=1600, clamp_len=1000,
                             same_length=True)
     # a word vocabulary, as bench_wt103.py's: <eos>, <unk>, w0, w1, ...
-    import vocab
     words = os.path.join(work, "wt103-vocab.txt")
     with open(words, "w") as f:
         f.write("<eos>\n<unk>\n")

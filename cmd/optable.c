@@ -69,9 +69,9 @@ const struct cli_opt cli_opts[] = {
 	     "never generate the end-of-sequence token"),
 	NUMBER("n-samples", n_samples, 1, N_STREAMS_MAX, "N",
 	       "N continuations of the prompt, read once, each\n"
-	       "with its own seed, -n and --stop; in the text\n"
-	       "each but the first after a line\n"
-	       "'--- sample I ---' (I from 0)"),
+	       "with its own seed, -n and --stop, computed\n"
+	       "together; in the text each but the first after\n"
+	       "a line '--- sample I ---' (I from 0)"),
 
 	HEAD("Sampling (a model file may recommend other defaults):"),
 	SET("temp", 0, "temp", "T", "temperature (default 0.8; 0 = greedy)"),
@@ -124,8 +124,8 @@ const struct cli_opt cli_opts[] = {
 	       "--score-docs: the number of the input's first\n"
 	       "line (default 1), for a part of a larger input"),
 	NUMBER("streams", streams, 1, N_STREAMS_MAX, "N",
-	       "--score-docs: documents scored at once\n"
-	       "(default 8)"),
+	       "--score-docs: documents scored at once,\n"
+	       "computed together (default 8)"),
 	PATH("tokenize", tokenize,
 	     "print the token ids of FILE ('-' = stdin), one\n"
 	     "line per line; with --json also the text of each"),
