@@ -345,11 +345,24 @@ struct step_rows {
 	int *n;
 };
 
+/* Whether sampling reads every logit of a row (txl_session_sample():
+ * all but greedy or plain temperature sampling of an adaptive softmax,
+ * which go cluster by cluster; --ignore-eos reads the row). */
+static bool
+reads_every_logit(const struct engine *e)
+{
+	const struct txlgen_options *o = e->opts;
+
+	return e->hp->n_cutoffs == 0 || o->ignore_eos ||
+		o->repeat_penalty != 1 || (o->temp != 0 && (o->top_k > 0 ||
+				o->top_p < 1 || o->min_p > 0));
+}
+
 /* Feed each stream of @p go its token: several in one step of the
  * engine's batch (each weight read once for all of them, and the
- * output layer too where sampling reads every logit: a full softmax, or
- * --ignore-eos), one alone as always.  Each computes the numbers it
- * computes alone.  Returns an exit code. */
+ * output layer too where sampling reads every logit), one alone as
+ * always.  Each computes the numbers it computes alone.  Returns an exit
+ * code. */
 static int
 feed_streams(struct engine *e, struct stream *const *go, int n,
 	     const struct step_rows *r, int n_all)
@@ -367,8 +380,7 @@ feed_streams(struct engine *e, struct stream *const *go, int n,
 		r->n[k] = 1;
 	}
 	return engine_feed_many(e, r->s, r->tok, r->n, n, TXL_LOGITS_LAST,
-				e->hp->n_cutoffs == 0 || e->opts->ignore_eos,
-				n_all);
+				reads_every_logit(e), n_all);
 }
 
 /* Sessions for samples 1..n-1, copies of the engine's after the prompt.

@@ -266,34 +266,87 @@ logits_each(struct txl_out *const *o, int m, float *act)
 	}
 }
 
+/* The same for m outputs of one row each of an adaptive softmax:
+ * adaptive_logits() of one row, the head and every tail cluster's
+ * weights read once for all (each row's projections its own: they are
+ * matrix-vector products of floats, whose sums depend on the pool). */
+static void
+adaptive_each(struct txl_out *const *o, int m, float *act)
+{
+	const struct txl_model *md = o[0]->model;
+	const int nc = md->n_out - 1, c0 = md->out[0].hi;
+	float head[TXL_EACH_MAX][TXL_MAX_CLUSTERS];
+	float *y[TXL_EACH_MAX] = { 0 };
+	const float *x[TXL_EACH_MAX] = { 0 };
+
+	/* the heads (txl_out_head()): the shortlist into the row's logits,
+	 * the clusters' entries into head */
+	for (int i = 0; i < m; i++) {
+		x[i] = project(o[i], 0, o[i]->rows, 1);
+		y[i] = o[i]->logits;
+	}
+	txl_mul_each(y, x, m, &o[0]->w, act);
+	for (int i = 0; i < m; i++)
+		y[i] = head[i];
+	txl_mul_each(y, x, m, &md->cluster_w, act);
+	for (int i = 0; i < m; i++) {
+		txl_add_bias(o[i]->logits, o[0]->b, 1, c0);
+		txl_add_bias(head[i], md->cluster_b, 1, nc);
+		log_softmax2(o[i]->logits, c0, head[i], nc);
+	}
+	/* each tail (txl_out_tail()), after its cluster's entry */
+	for (int c = 1; c <= nc; c++) {
+		const struct txl_out_cluster *oc = &md->out[c];
+		const int size = oc->hi - oc->lo;
+
+		for (int i = 0; i < m; i++) {
+			x[i] = project(o[i], c, o[i]->rows, 1);
+			y[i] = o[i]->logits + oc->lo;
+		}
+		txl_mul_each(y, x, m, &oc->w, act);
+		for (int i = 0; i < m; i++) {
+			const float lp_c = head[i][nc - c];
+
+			txl_add_bias(y[i], oc->b, 1, size);
+			txl_log_softmax(y[i], y[i], size);
+			for (int j = 0; j < size; j++)
+				y[i][j] = lp_c + y[i][j];
+		}
+	}
+	for (int i = 0; i < m; i++) {
+		o[i]->src = NULL;
+		o[i]->valid = true;
+	}
+}
+
 void
 txl_out_logits_many(struct txl_out *const *o, int n, float *act)
 {
+	/* the outputs of one row of a full softmax without projection, or
+	 * (a model has one or the other) of an adaptive softmax */
+	void (*each)(struct txl_out *const *, int, float *) =
+		o[0]->model->n_out > 1 ? adaptive_each : logits_each;
 	struct txl_out *one[TXL_EACH_MAX];
 	int m = 0;
 
 	for (int i = 0; i < n; i++) {
 		struct txl_out *oi = o[i];
-		const struct txl_model *md = oi->model;
 
 		if (oi->valid || oi->n_rows == 0)
 			continue;
-		/* one row of the model's own full softmax, without
-		 * projection: its txl_out_logits() is one matrix-vector
-		 * product with the weights every such output shares */
-		if (oi->n_rows != 1 || md->n_out > 1 || md->out[0].proj.data ||
-		    oi->own_w) {
+		if (oi->n_rows != 1 || oi->own_w || (oi->model->n_out == 1 &&
+						      oi->model->out[0].proj.data)) {
 			txl_out_logits(oi);
 			continue;
 		}
 		one[m++] = oi;
 		if (m == TXL_EACH_MAX) {
-			logits_each(one, m, act);
+			each(one, m, act);
 			m = 0;
 		}
 	}
 	if (m)
-		logits_each(one, m, act);
+		each(one, m, act);
 }
 
 /* The log-probabilities of targets[i] under rows i < n of an adaptive

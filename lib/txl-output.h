@@ -48,10 +48,10 @@ void txl_out_clear(struct txl_out *o);
 void txl_out_keep(struct txl_out *o, const float *h, int rows);
 /* The logits of every row held (o->logits), if not computed yet. */
 void txl_out_logits(struct txl_out *o);
-/* txl_out_logits() of n outputs of one model: those that hold one row of
- * the model's full softmax without projection from one read of its
- * weights (txl_mul_each(), each as alone; act: its scratch for
- * TXL_EACH_MAX rows of d_model), the others one by one. */
+/* txl_out_logits() of n outputs of one model: those that hold one row
+ * (of a full softmax without projection, or of an adaptive one) from one
+ * read of the weights for all (txl_mul_each(), each row as alone; act:
+ * its scratch for TXL_EACH_MAX rows), the others one by one. */
 void txl_out_logits_many(struct txl_out *const *o, int n, float *act);
 /* An adaptive softmax, one row at a time (for the sampler): the head's
  * log-probabilities of row r, the shortlist into short_lp[cutoffs[0]] and

@@ -656,11 +656,13 @@ TXL_API enum txl_status txl_batch_eval(struct txl_batch *batch,
 
 /**
  * txl_session_logits() of each of the @p n_sessions sessions computed at
- * once: the logits of every session that holds one row of output of a
- * full softmax (no adaptive softmax, no output projection, no
- * txl_session_adapt()) from one read of the output layer, each the
- * floats that session computes alone; the others' one after another as
- * txl_session_logits() computes them.  Then txl_session_logits(),
+ * once: the logits of every session that holds one row of output (of a
+ * full softmax without an output projection nor txl_session_adapt(), or
+ * of an adaptive softmax) from one read of the output layer's weights,
+ * each the floats that session computes alone; the others' one after
+ * another as txl_session_logits() computes them.  (An adaptive softmax
+ * computes every logit here: a sampler that goes cluster by cluster
+ * needs none of this.)  Then txl_session_logits(),
  * txl_session_score() and txl_session_sample() of those sessions use
  * them.  Sessions whose logits are computed already are left as they
  * are.
