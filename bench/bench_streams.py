@@ -156,7 +156,7 @@ def bench_docs(txlgen, model, label, a, work):
             r"in [\d.]+ s \(([\d.]+) tokens/s\)")
         outs[c] = [json.loads(l) for l in out.splitlines()]
         return v
-    best = best_of(a.reps, configs, run)
+    best = best_of(a.doc_reps or a.reps, configs, run)
     one = outs[(txlgen, 1)]
     toks = [d["tokens"] for d in one]
     print(f"\n{label}: --score-docs, {len(docs)} documents of "
@@ -222,6 +222,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gen-tokens", type=int, default=64)
     ap.add_argument("--docs", type=int, default=2000)
+    ap.add_argument("--doc-reps", type=int,
+                    help="runs of --score-docs (default --reps)")
     ap.add_argument("--check", type=int, default=50,
                     help="documents checked against --score alone")
     ap.add_argument("--wt103", action="store_true",
