@@ -15,7 +15,7 @@ cd "$(dirname "$0")"
 runtime="build-essential pkg-config meson ninja-build
 	 libopenblas-dev libsentencepiece-dev libcjson-dev libedit-dev
 	 man-db bash-completion python3 python3-numpy python3-sentencepiece"
-tests="sentencepiece python3-torch"
+tests="sentencepiece python3-torch parallel python3-distributed"
 
 case "${1:-}" in
 --runtime) pkgs=$runtime ;;

@@ -6,6 +6,7 @@
  * (suggest.c).
  */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "errors.h"
 #include "settings.h"
 #include "suggest.h"
+#include "text.h"
 
 #define MAX_LONG 128
 
@@ -233,6 +235,30 @@ load_config(struct txlgen_options *o, int argc, char **argv,
 	return config_load(o, o->config);
 }
 
+/* A whole number in the range of @p co into *@p v. */
+static int
+parse_number(const struct cli_opt *co, const char *name, const char *arg,
+	     int64_t *v)
+{
+	char lo[32], hi[32], *end;
+	long long n;
+
+	errno = 0;
+	n = strtoll(arg, &end, 10);
+	if (end == arg || *end != '\0') {
+		usage_error("%s: '%s' is not an integer", name, arg);
+		return EXIT_USAGE;
+	}
+	if (errno == ERANGE || (double)n < co->min || (double)n > co->max) {
+		usage_error("%s: %s is out of range (%s .. %s)", name, arg,
+			    fmt_number(co->min, lo, sizeof(lo)),
+			    fmt_number(co->max, hi, sizeof(hi)));
+		return EXIT_USAGE;
+	}
+	*v = n;
+	return EXIT_OK;
+}
+
 /* Apply option i of the table (getopt value c) with argument @p arg. */
 static int
 apply(struct txlgen_options *o, int i, int c, const char *arg, int argc,
@@ -280,6 +306,9 @@ apply(struct txlgen_options *o, int i, int c, const char *arg, int argc,
 		free(*(char **)((char *)o + co->offset));
 		*(char **)((char *)o + co->offset) = xstrdup(arg);
 		return EXIT_OK;
+	case OPT_NUMBER:
+		return parse_number(co, name, arg,
+				    (int64_t *)(void *)((char *)o + co->offset));
 	case OPT_CONFIG:
 	case OPT_HELP:
 	case OPT_VERSION:
@@ -314,17 +343,46 @@ check_combination(struct txlgen_options *o)
 		return EXIT_USAGE;
 	}
 	if (setting_origin(setting_find("score_stride"), o) == ORIGIN_CLI &&
-	    !o->score) {
-		usage_error("--score-stride needs --score");
+	    !o->score && !o->score_docs) {
+		usage_error("--score-stride needs --score or --score-docs");
 		return EXIT_USAGE;
 	}
-	if (o->score && o->tokenize) {
-		usage_error("--score and --tokenize cannot be used together");
+	if (!o->score_docs && (o->field || o->strict || o->first_line != 1 ||
+			       o->streams != 8)) {
+		usage_error("--%s needs --score-docs", o->field ? "field" :
+			    o->strict ? "strict" : o->first_line != 1 ?
+			    "first-line" : "streams");
 		return EXIT_USAGE;
 	}
-	if ((o->score || o->tokenize) && o->interactive) {
-		usage_error("--%s and --interactive cannot be used together",
-			    o->score ? "score" : "tokenize");
+	/* one job a run */
+	const char *job = NULL;
+	const char *const jobs[] = { o->score ? "score" : NULL,
+		o->score_docs ? "score-docs" : NULL,
+		o->tokenize ? "tokenize" : NULL,
+		o->interactive ? "interactive" : NULL,
+		o->n_samples > 1 ? "n-samples" : NULL };
+	for (size_t i = 0; i < sizeof(jobs) / sizeof(jobs[0]); i++) {
+		if (jobs[i] && job) {
+			usage_error("--%s and --%s cannot be used together",
+				    job, jobs[i]);
+			return EXIT_USAGE;
+		}
+		if (jobs[i])
+			job = jobs[i];
+	}
+	/* one memory to save, and the model as it is for every document */
+	if (o->state_out && (o->score_docs || o->n_samples > 1)) {
+		usage_error("--state-out: %s", o->score_docs ?
+			    "--score-docs starts every document from the "
+			    "same memory and keeps none" :
+			    "--n-samples leaves one memory per sample; save "
+			    "the prompt's with -n 0 and continue it with "
+			    "--state-in");
+		return EXIT_USAGE;
+	}
+	if (o->score_docs && o->adapt > 0) {
+		usage_error("--adapt: --score-docs scores every document with "
+			    "the model as it is");
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;

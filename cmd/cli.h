@@ -17,6 +17,8 @@ enum cli_action {
 	OPT_BOOL,     /* sets the boolean setting `key`; --no-NAME clears it */
 	OPT_FLAG,     /* sets the bool at `offset`; --no-NAME clears it */
 	OPT_PATH,     /* sets the char * at `offset` to the argument */
+	OPT_NUMBER,   /* sets the int64_t at `offset` to the argument, a
+			 whole number in [min, max] */
 	OPT_CONFIG,   /* --config FILE, read before the other options */
 	OPT_HELP,
 	OPT_VERSION,
@@ -32,6 +34,7 @@ struct cli_opt {
 	bool negatable;        /* also --no-NAME */
 	const char *metavar;   /* "FILE"; "[=WHEN]" for an optional one */
 	const char *help;      /* NULL: an alias, not listed by --help */
+	double min, max;       /* OPT_NUMBER: its range */
 };
 
 extern const struct cli_opt cli_opts[];

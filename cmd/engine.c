@@ -111,11 +111,13 @@ void
 engine_close(struct engine *e)
 {
 	txl_sampler_free(e->sampler);
+	txl_batch_free(e->batch);
 	txl_session_free(e->session);
 	txl_model_free(e->model);
 	free(e->ids);
 	free(e->logits);
 	free(e->piece);
+	free(e->samples);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -131,6 +133,7 @@ model_settings(struct engine *e, struct txl_session_params *p)
 	const struct txlgen_options *o = e->opts;
 	const struct txl_hparams *hp = e->hp;
 	int seg = o->seg_len > 0 ? o->seg_len : hp->tgt_len;
+	bool scoring = o->score || o->score_docs;
 
 	if (o->adapt > 0 && hp->n_cutoffs > 0) {
 		errmsg("--adapt: %s has an adaptive softmax (%d clusters); "
@@ -138,8 +141,8 @@ model_settings(struct engine *e, struct txl_session_params *p)
 		       e->model_path, hp->n_cutoffs + 1);
 		return EXIT_USAGE;
 	}
-	if (!o->score || o->score_stride < 0) {
-		if (o->score && !txl_model_has_memory(e->model))
+	if (!scoring || o->score_stride < 0) {
+		if (scoring && !txl_model_has_memory(e->model))
 			p->stride = seg;
 		return EXIT_OK;
 	}
@@ -208,6 +211,20 @@ engine_apply_settings(struct engine *e)
 	}
 	e->have_logits = txl_session_n_logits(e->session) > 0;
 	return EXIT_OK;
+}
+
+enum txl_status
+engine_session_new(struct engine *e, const struct txl_session_params *p,
+		   struct txl_session **out)
+{
+	enum txl_status st = txl_session_new(e->model, p, out);
+
+	if (st == TXL_OK &&
+	    (st = txl_session_set_compute(*out, e->opts->compute)) != TXL_OK) {
+		txl_session_free(*out);
+		*out = NULL;
+	}
+	return st;
 }
 
 void

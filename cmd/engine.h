@@ -31,10 +31,17 @@ enum gen_end {
 
 struct gen_stats {
 	int64_t n_prompt;     /* tokens fed before generating */
-	int n_gen;            /* tokens generated */
+	int n_gen;            /* tokens generated (by every sample) */
 	double t_prompt;      /* seconds */
 	double t_gen;
+	enum gen_end end;     /* of the first sample */
+};
+
+/* How one continuation of --n-samples went. */
+struct sample_stats {
+	int n_gen;
 	enum gen_end end;
+	uint64_t seed;
 };
 
 struct engine {
@@ -55,6 +62,8 @@ struct engine {
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
 	struct gen_stats last; /* of the last generation */
+	struct sample_stats *samples; /* and of each of its samples */
+	int n_samples;
 	bool keep_sampler;     /* one sampler across generations (REPL) */
 	bool gen_progress;     /* a progress line of generation on stderr,
 				  when it is a terminal (stdout a file) */
@@ -64,6 +73,8 @@ struct engine {
 	uint64_t n_samplers;   /* and how many were made for that seed */
 	bool saving;           /* in engine_save() */
 	unsigned signals_at_save; /* signals_received() when it began */
+	struct txl_batch *batch; /* engine_feed_many()'s, or NULL */
+	int batch_rows;        /* its max_rows */
 };
 
 /* A growing array of token ids. */
@@ -103,6 +114,12 @@ int engine_check_compute(const struct engine *e);
  *  code; on error the live session is unchanged. */
 int engine_apply_settings(struct engine *e);
 
+/** A session of the engine's model with settings @p p that computes as
+ *  the options ask (--compute): more streams of one run. */
+enum txl_status engine_session_new(struct engine *e,
+				   const struct txl_session_params *p,
+				   struct txl_session **out);
+
 /** Forget the memory (and the sampler's history of recent tokens; its
  *  random stream goes on). */
 void engine_reset(struct engine *e);
@@ -128,6 +145,21 @@ bool engine_drops_space(struct engine *e, int32_t id, const char *p,
 int engine_feed(struct engine *e, const int32_t *ids, int n,
 		enum txl_logits want);
 
+/** The same into another session of the model (a stream of its own:
+ *  --n-samples, --score-docs); e->have_logits is left alone. */
+int engine_feed_to(struct engine *e, struct txl_session *s,
+		   const int32_t *ids, int n, enum txl_logits want);
+
+/** Feed each session sessions[i] its n[i] tokens ids[i] (1 to seg_len)
+ *  in one step of the engine's batch (made, or grown, for @p max_rows
+ *  rows on first use), as engine_feed_to() of each; e->have_logits set
+ *  when the engine's session is one of them.  With @p logits, the
+ *  logits of those that hold one row are computed from one read of the
+ *  output layer.  Returns an exit code. */
+int engine_feed_many(struct engine *e, struct txl_session *const *sessions,
+		     const int32_t *const *ids, const int *n, int n_sessions,
+		     enum txl_logits want, bool logits, int max_rows);
+
 /** With --adapt, learn from the n rows of logits just computed, whose
  *  next tokens are targets[0..n-1].  Returns an exit code. */
 int engine_adapt(struct engine *e, const int32_t *targets, int n);
@@ -135,7 +167,9 @@ int engine_adapt(struct engine *e, const int32_t *targets, int n);
 /* How engine_feed_input() treats a text. */
 struct feed_opts {
 	bool drop_final_newlines;  /* as $(cat FILE): prompt files */
-	struct txl_sampler *sampler; /* gets every token (repeat penalty) */
+	struct txl_sampler *const *samplers; /* each gets every token
+						(repeat penalty) */
+	int n_samplers;
 	struct output *echo;       /* gets the text read */
 	bool progress;             /* progress line on a terminal */
 };
@@ -183,6 +217,10 @@ void engine_print_stats(struct engine *e);
 
 /** Score the text (or with --ids the token ids) of @p in (--score). */
 int engine_score(struct engine *e, struct input *in, FILE *out);
+
+/** Score each document of @p in from the memory now held (an empty one
+ *  unless primed), one JSON object each on @p out (--score-docs). */
+int engine_score_docs(struct engine *e, struct input *in, FILE *out);
 
 /** Text to ids, or with --ids ids to text (--tokenize). */
 int engine_list_tokens(struct engine *e, struct input *in, FILE *out);

@@ -37,21 +37,64 @@ engine_adapt(struct engine *e, const int32_t *targets, int n)
 }
 
 int
-engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
+engine_feed_to(struct engine *e, struct txl_session *s, const int32_t *ids,
+	       int n, enum txl_logits want)
 {
-	enum txl_status st = txl_session_eval(e->session, ids, n, want);
+	enum txl_status st = txl_session_eval(s, ids, n, want);
 
-	if (st == TXL_ABORTED || interrupted) {
-		e->have_logits = false;
+	(void)e;
+	if (st == TXL_ABORTED || interrupted)
 		return EXIT_INTERRUPTED;
-	}
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
-		e->have_logits = false;
 		return EXIT_RUNTIME;
 	}
-	e->have_logits = want != TXL_LOGITS_NONE;
 	return EXIT_OK;
+}
+
+int
+engine_feed_many(struct engine *e, struct txl_session *const *sessions,
+		 const int32_t *const *ids, const int *n, int n_sessions,
+		 enum txl_logits want, bool logits, int max_rows)
+{
+	enum txl_status st;
+
+	if (!e->batch || e->batch_rows < max_rows) {
+		struct txl_batch_params p = txl_batch_params_default();
+
+		txl_batch_free(e->batch);
+		e->batch = NULL;
+		p.max_rows = max_rows;
+		st = txl_batch_new(e->model, &p, &e->batch);
+		if (st != TXL_OK) {
+			errmsg("%s", engine_lib_error(st));
+			return EXIT_RUNTIME;
+		}
+		e->batch_rows = max_rows;
+	}
+	st = txl_batch_eval(e->batch, sessions, ids, n, n_sessions, want);
+	if (st == TXL_OK && logits && want != TXL_LOGITS_NONE)
+		st = txl_batch_logits(e->batch, sessions, n_sessions);
+	for (int i = 0; i < n_sessions; i++)
+		if (sessions[i] == e->session)
+			e->have_logits = st == TXL_OK &&
+				want != TXL_LOGITS_NONE;
+	if (st == TXL_ABORTED || interrupted)
+		return EXIT_INTERRUPTED;
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
+int
+engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
+{
+	int rc = engine_feed_to(e, e->session, ids, n, want);
+
+	e->have_logits = rc == EXIT_OK && want != TXL_LOGITS_NONE;
+	return rc;
 }
 
 /* Feed the whole segments of ids[0..n) that leave at least one token
@@ -101,8 +144,9 @@ take_text(struct feeder *f, const char *s, size_t len)
 	k = engine_tokenize(e, s, len);
 	if (k < 0)
 		return EXIT_RUNTIME;
-	for (int i = 0; f->fo->sampler && i < k; i++)
-		txl_sampler_accept(f->fo->sampler, e->ids[i]);
+	for (int j = 0; j < f->fo->n_samplers; j++)
+		for (int i = 0; i < k; i++)
+			txl_sampler_accept(f->fo->samplers[j], e->ids[i]);
 	tokvec_add(&f->t, e->ids, k);
 	f->total += k;
 	rc = feed_segments(e, f->t.v, f->t.n, &k);

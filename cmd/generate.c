@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "output.h"
@@ -52,6 +53,17 @@ nth_seed(uint64_t base, uint64_t n)
 	return z ^ (z >> 31);
 }
 
+/* The seed of sample @p k of --n-samples in a run of seed @p base: @p base
+ * for sample 0 (a run without --n-samples), else the top 53 bits of
+ * nth_seed(), a seed that --seed takes, so that it makes that sample
+ * alone, and one JSON carries exactly.  Sample k is so the same whatever
+ * the number of samples. */
+static uint64_t
+sample_seed(uint64_t base, int k)
+{
+	return k == 0 ? base : nth_seed(base, (uint64_t)k) >> 11;
+}
+
 static bool
 same_sampling(const struct txl_sampler_params *a,
 	      const struct txl_sampler_params *b)
@@ -60,6 +72,23 @@ same_sampling(const struct txl_sampler_params *a,
 		a->top_p == b->top_p && a->min_p == b->min_p &&
 		a->repeat_penalty == b->repeat_penalty &&
 		a->repeat_last_n == b->repeat_last_n;
+}
+
+/* The sampling settings of the options, with seed @p seed. */
+static struct txl_sampler_params
+sampler_params(const struct engine *e, uint64_t seed)
+{
+	const struct txlgen_options *o = e->opts;
+	struct txl_sampler_params sp = txl_sampler_params_default();
+
+	sp.temp = (float)o->temp;
+	sp.top_k = o->top_k;
+	sp.top_p = (float)o->top_p;
+	sp.min_p = (float)o->min_p;
+	sp.repeat_penalty = (float)o->repeat_penalty;
+	sp.repeat_last_n = o->repeat_last_n;
+	sp.seed = seed;
+	return sp;
 }
 
 /*
@@ -76,21 +105,13 @@ static struct txl_sampler *
 get_sampler(struct engine *e, uint64_t *seed)
 {
 	const struct txlgen_options *o = e->opts;
-	struct txl_sampler_params sp = txl_sampler_params_default();
 	uint64_t base = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
+	struct txl_sampler_params sp = sampler_params(e, base);
 	struct txl_sampler *smp;
 
-	sp.temp = (float)o->temp;
-	sp.top_k = o->top_k;
-	sp.top_p = (float)o->top_p;
-	sp.min_p = (float)o->min_p;
-	sp.repeat_penalty = (float)o->repeat_penalty;
-	sp.repeat_last_n = o->repeat_last_n;
 	*seed = base;
-	if (!e->keep_sampler) {
-		sp.seed = base;
+	if (!e->keep_sampler)
 		return txl_sampler_new(&sp, e->hp->n_token);
-	}
 	if (e->sampler && e->sampler_seed == base &&
 	    same_sampling(&sp, &e->sampler_params))
 		return e->sampler;
@@ -109,16 +130,19 @@ get_sampler(struct engine *e, uint64_t *seed)
 }
 
 /* Feed the prompt (or, with none and nothing to continue, the token a
- * text starts from).  *n_text: the prompt's tokens. */
+ * text starts from).  Each of the @p n_smp samplers gets its tokens
+ * (repeat penalty).  *n_text: the prompt's tokens. */
 static int
-feed_prompt(struct engine *e, struct input *prompt, struct txl_sampler *smp,
-	    struct output *out, int64_t *n_text)
+feed_prompt(struct engine *e, struct input *prompt,
+	    struct txl_sampler *const *smp, int n_smp, struct output *out,
+	    int64_t *n_text)
 {
 	struct feed_opts fo = {
 		/* as $(cat FILE): a file's final newlines are not part of
 		 * the prompt; a --text or a REPL line is taken as is */
 		.drop_final_newlines = prompt && prompt->fd >= 0,
-		.sampler = smp,
+		.samplers = smp,
+		.n_samplers = n_smp,
 		.echo = e->opts->echo ? out : NULL,
 		.progress = true,
 	};
@@ -175,13 +199,16 @@ continues_char(struct engine *e, struct output *out, int32_t tok)
 	return p && out_char_continues(out, p, (size_t)plen);
 }
 
-/* The JSON summary of a generation. */
+/* The JSON summary of a generation in session @p s; @p sample: the
+ * sample it is of (--n-samples), -1 for the only one. */
 static int
-write_summary(struct engine *e, FILE *f, uint64_t seed)
+write_summary(FILE *f, struct txl_session *s, const struct gen_stats *gs,
+	      uint64_t seed, int sample)
 {
-	const struct gen_stats *gs = &e->last;
-
-	fprintf(f, "{\"n_prompt\": %lld, \"n_gen\": %d, "
+	fputc('{', f);
+	if (sample >= 0)
+		fprintf(f, "\"sample\": %d, ", sample);
+	fprintf(f, "\"n_prompt\": %lld, \"n_gen\": %d, "
 		"\"prompt_tokens_per_s\": ", (long long)gs->n_prompt,
 		gs->n_gen);
 	json_write_number(f, gs->t_prompt > 0 ?
@@ -190,31 +217,27 @@ write_summary(struct engine *e, FILE *f, uint64_t seed)
 	json_write_number(f, gs->t_gen > 0 ? gs->n_gen / gs->t_gen : 0);
 	fprintf(f, ", \"mem_fill\": %d, \"mem_len\": %d, "
 		"\"n_past\": %lld, \"end\": \"%s\", \"seed\": %llu}\n",
-		txl_session_mem_fill(e->session),
-		txl_session_get_params(e->session).mem_len,
-		(long long)txl_session_n_past(e->session),
-		end_names[gs->end], (unsigned long long)seed);
+		txl_session_mem_fill(s), txl_session_get_params(s).mem_len,
+		(long long)txl_session_n_past(s), end_names[gs->end],
+		(unsigned long long)seed);
 	fflush(f);
-	if (ferror(f)) {
-		errmsg("writing output failed: %s", strerror(errno));
-		return EXIT_RUNTIME;
-	}
-	return EXIT_OK;
+	return ferror(f) ? EXIT_RUNTIME : EXIT_OK;
 }
 
-/* Sample one token from the current logits; -1 on error (reported).
- * Without --ignore-eos the session samples: with an adaptive softmax,
- * greedy and plain temperature sampling then go cluster by cluster,
- * never computing the full distribution. */
+/* Sample one token from the current logits of @p s; -1 on error
+ * (reported).  Without --ignore-eos the session samples: with an
+ * adaptive softmax, greedy and plain temperature sampling then go
+ * cluster by cluster, never computing the full distribution. */
 static int32_t
-sample(struct engine *e, struct txl_sampler *smp, double *logprob)
+sample(struct engine *e, struct txl_session *s, struct txl_sampler *smp,
+       double *logprob)
 {
 	const struct txlgen_options *o = e->opts;
 	int32_t eos = txl_token_eos(e->model), tok;
 	float lp;
 
 	if (o->ignore_eos && eos >= 0) {
-		const float *lg = txl_session_logits(e->session);
+		const float *lg = txl_session_logits(s);
 
 		memcpy(e->logits, lg, (size_t)e->hp->n_token * sizeof(float));
 		e->logits[eos] = -INFINITY;
@@ -222,7 +245,7 @@ sample(struct engine *e, struct txl_sampler *smp, double *logprob)
 		*logprob = o->json ? lg[tok] - txl_logsumexp(lg, e->hp->n_token)
 			: lp;
 	} else {
-		tok = txl_session_sample(e->session, smp, &lp);
+		tok = txl_session_sample(s, smp, &lp);
 		*logprob = lp;
 	}
 	if (tok < 0 || tok >= e->hp->n_token) {
@@ -232,113 +255,409 @@ sample(struct engine *e, struct txl_sampler *smp, double *logprob)
 	return tok;
 }
 
+/*
+ * One continuation of the text: its session (sample 0's is the engine's
+ * own, the others' copies of it made after the prompt), sampler and
+ * output.  Several samples in plain text are shown one after another:
+ * the first not yet shown writes to stdout, the others to a buffer of
+ * their own (open_memstream) until their turn comes.
+ */
+struct stream {
+	struct txl_session *s;
+	struct txl_sampler *smp;
+	struct output *out;     /* the caller's for sample 0, else own */
+	struct output own;
+	char *buf;              /* own.f's buffer while it is one */
+	size_t buf_len;
+	bool drop_space;
+	bool done;              /* no more tokens */
+	bool closed;            /* its text ended, its summary written */
+	int i;                  /* tokens sampled */
+	int32_t tok;            /* the token to feed next */
+	struct sample_stats *ss;
+};
+
+enum step {
+	STEP_FEED,              /* feed st->tok (then done if st->done) */
+	STEP_DONE,              /* ended without feeding */
+	STEP_ERROR,             /* *rc set, reported */
+};
+
+/* Sample and write the next token of @p st, the body of a generation's
+ * loop: the length, the end of the text and the stop strings end it. */
+static enum step
+step_stream(struct engine *e, struct stream *st, int *rc)
+{
+	const struct txlgen_options *o = e->opts;
+	int32_t eos = txl_token_eos(e->model), tok;
+	struct output *out = st->out;
+	enum out_status os;
+	double logprob;
+	bool last;
+
+	if (o->n_predict >= 0 && st->i >= o->n_predict && !out_char_open(out))
+		return STEP_DONE;
+	tok = sample(e, st->s, st->smp, &logprob);
+	if (tok < 0) {
+		*rc = EXIT_RUNTIME;
+		return STEP_ERROR;
+	}
+	/* past -n, a token only completes the last character */
+	if (o->n_predict >= 0 && st->i >= o->n_predict &&
+	    !continues_char(e, out, tok))
+		return STEP_DONE;
+	st->i++;
+	st->ss->n_gen++;
+	e->last.n_gen++;
+	if (st->s == e->session)
+		e->started = true;
+	st->tok = tok;
+	if (tok == eos && !o->ignore_eos) {
+		st->ss->end = GEN_EOS;
+		/* the REPL's memory holds the end of the text too */
+		st->done = true;
+		return e->keep_memory ? STEP_FEED : STEP_DONE;
+	}
+	os = emit(e, out, tok, logprob, &st->drop_space);
+	if (os == OUT_ERROR) {
+		*rc = EXIT_RUNTIME;
+		return STEP_ERROR;
+	}
+	/* the -n-th token, or one after it that completes (or cannot
+	 * complete: at most 3 more) the last character */
+	last = o->n_predict >= 0 && st->i >= o->n_predict &&
+		(!out_char_open(out) || st->i >= o->n_predict + UTF8_MAX_CONT);
+	if (os == OUT_STOP)
+		st->ss->end = GEN_STOP;
+	if (os == OUT_STOP || last) {
+		st->done = true;
+		if (!e->keep_memory) {
+			if (st->s == e->session)
+				e->have_logits = false;
+			return STEP_DONE;
+		}
+	}
+	return STEP_FEED;
+}
+
+/* The sessions and tokens of a step of several streams (their batch). */
+struct step_rows {
+	struct txl_session **s;
+	const int32_t **tok;
+	int *n;
+};
+
+/* Whether sampling reads every logit of a row (txl_session_sample():
+ * all but greedy or plain temperature sampling of an adaptive softmax,
+ * which go cluster by cluster; --ignore-eos reads the row). */
+static bool
+reads_every_logit(const struct engine *e)
+{
+	const struct txlgen_options *o = e->opts;
+
+	return e->hp->n_cutoffs == 0 || o->ignore_eos ||
+		o->repeat_penalty != 1 || (o->temp != 0 && (o->top_k > 0 ||
+				o->top_p < 1 || o->min_p > 0));
+}
+
+/* Feed each stream of @p go its token: several in one step of the
+ * engine's batch (each weight read once for all of them, and the
+ * output layer too where sampling reads every logit), one alone as
+ * always.  Each computes the numbers it computes alone.  Returns an exit
+ * code. */
+static int
+feed_streams(struct engine *e, struct stream *const *go, int n,
+	     const struct step_rows *r, int n_all)
+{
+	if (n == 0)
+		return EXIT_OK;
+	if (n == 1)
+		return go[0]->s == e->session
+			? engine_feed(e, &go[0]->tok, 1, TXL_LOGITS_LAST)
+			: engine_feed_to(e, go[0]->s, &go[0]->tok, 1,
+					 TXL_LOGITS_LAST);
+	for (int k = 0; k < n; k++) {
+		r->s[k] = go[k]->s;
+		r->tok[k] = &go[k]->tok;
+		r->n[k] = 1;
+	}
+	return engine_feed_many(e, r->s, r->tok, r->n, n, TXL_LOGITS_LAST,
+				reads_every_logit(e), n_all);
+}
+
+/* Sessions for samples 1..n-1, copies of the engine's after the prompt.
+ * Returns an exit code. */
+static int
+copy_sessions(struct engine *e, struct stream *st, int n)
+{
+	struct txl_session_params p = txl_session_get_params(e->session);
+	double bytes = (double)txl_session_bytes(e->model, &p) * (n - 1);
+	double have = (double)sysconf(_SC_PHYS_PAGES) *
+		(double)sysconf(_SC_PAGESIZE);
+	enum txl_status ts;
+
+	/* refused before any is made, rather than killed while touching
+	 * them */
+	if (have > 0 && bytes > have) {
+		errmsg("--n-samples %d: %d more sessions need %.1f GiB, more "
+		       "than this machine's %.1f GiB", n, n - 1,
+		       bytes / (1 << 30), have / (1 << 30));
+		return EXIT_RUNTIME;
+	}
+	for (int k = 1; k < n; k++) {
+		ts = engine_session_new(e, &p, &st[k].s);
+		if (ts == TXL_OK)
+			ts = txl_session_copy(st[k].s, e->session);
+		if (ts == TXL_ABORTED || interrupted)
+			return EXIT_INTERRUPTED;
+		if (ts != TXL_OK) {
+			errmsg("%s", engine_lib_error(ts));
+			return EXIT_RUNTIME;
+		}
+	}
+	return EXIT_OK;
+}
+
+/* End the text of @p st (sample @p k of @p n): what a cut left open,
+ * held text, the final newline; its JSON summary. */
+static int
+close_stream(struct engine *e, struct stream *st, int k, int n, int rc,
+	     double t0)
+{
+	struct sample_stats *ss = st->ss;
+	struct gen_stats gs = e->last;
+
+	st->closed = true;
+	/* a cut of the length or of Ctrl-C writes whole characters: the
+	 * first bytes of one the model did not complete are dropped, not
+	 * shown as U+FFFD */
+	if (ss->end == GEN_LENGTH || ss->end == GEN_INTERRUPTED)
+		out_drop_open_char(st->out);
+	if (out_end(st->out, ss->end == GEN_STOP) == OUT_ERROR &&
+	    rc == EXIT_OK)
+		rc = EXIT_RUNTIME;
+	if (e->opts->json && ss->end != GEN_ERROR &&
+	    (rc == EXIT_OK || rc == EXIT_INTERRUPTED)) {
+		gs.n_gen = ss->n_gen;
+		gs.t_gen = now_s() - t0;
+		gs.end = ss->end;
+		/* a sample cut short before its copy: the memory it would
+		 * have started from */
+		if (write_summary(st->out->f, st->s ? st->s : e->session, &gs,
+				  ss->seed, n > 1 ? k : -1) != EXIT_OK)
+			rc = EXIT_RUNTIME;
+	}
+	return rc;
+}
+
+/* Several samples in plain text: while the one shown (*front) has ended,
+ * the separator line, then the next one's text so far, which goes on
+ * stdout from then on.  *@p last: the last byte of the text shown. */
+static int
+show_samples(FILE *f, struct stream *st, int n, int *front, char *last)
+{
+	while (*front < n && st[*front].closed) {
+		struct stream *next;
+
+		if (st[*front].out->wrote)
+			*last = st[*front].out->last;
+		if (++*front == n)
+			break;
+		next = &st[*front];
+		if (*last && *last != '\n')
+			fputc('\n', f);
+		fprintf(f, "--- sample %d ---\n", *front);
+		*last = '\n';
+		if (fclose(next->own.f) != 0)
+			die_oom();
+		fwrite(next->buf, 1, next->buf_len, f);
+		free(next->buf);
+		next->buf = NULL;
+		next->own.f = f;
+		if (next->own.flush_each)
+			fflush(f);
+		if (ferror(f))
+			return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
+/* The samples' samplers (seeds by sample_seed()) and outputs. */
+static int
+open_streams(struct engine *e, struct stream *st, int n, struct output *out,
+	     uint64_t *seed)
+{
+	for (int k = 0; k < n; k++) {
+		struct txl_sampler_params sp;
+
+		st[k].ss = &e->samples[k];
+		*st[k].ss = (struct sample_stats){ .end = GEN_LENGTH };
+		if (k == 0) {
+			st[k].smp = get_sampler(e, seed);
+			st[k].ss->seed = *seed;
+			st[k].out = out;
+			continue;
+		}
+		st[k].ss->seed = sample_seed(*seed, k);
+		sp = sampler_params(e, st[k].ss->seed);
+		st[k].smp = txl_sampler_new(&sp, e->hp->n_token);
+		if (!st[k].smp)
+			break;
+		out_init(&st[k].own, out->f, e->opts, out->newline_at_end);
+		out_begin(&st[k].own, false, &e->opts->stop);
+		st[k].own.sample = k;
+		st[k].out = &st[k].own;
+		if (!e->opts->json) {
+			st[k].own.f = open_memstream(&st[k].buf,
+						     &st[k].buf_len);
+			if (!st[k].own.f)
+				die_oom();
+		}
+	}
+	for (int k = 0; k < n; k++) {
+		if (!st[k].smp) {
+			errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+			return EXIT_USAGE;
+		}
+	}
+	if (n > 1)
+		out->sample = 0;
+	return EXIT_OK;
+}
+
+static void
+close_streams(struct engine *e, struct stream *st, int n, FILE *f)
+{
+	for (int k = 0; k < n; k++) {
+		if (st[k].smp != e->sampler)
+			txl_sampler_free(st[k].smp);
+		if (k == 0)
+			continue;
+		if (st[k].own.f && st[k].own.f != f)
+			fclose(st[k].own.f);	/* a buffer never shown */
+		free(st[k].buf);
+		out_free(&st[k].own);
+		txl_session_free(st[k].s);
+	}
+	free(st);
+}
+
 int
 engine_generate(struct engine *e, struct input *prompt, struct output *out)
 {
 	struct txlgen_options *o = e->opts;
 	struct gen_stats *gs = &e->last;
-	struct txl_sampler *smp;
-	int32_t eos = txl_token_eos(e->model), tok;
+	const int n = o->n_samples > 1 ? (int)o->n_samples : 1;
+	struct stream *st = xrealloc(NULL, (size_t)n * sizeof(*st));
+	struct stream **go = xrealloc(NULL, (size_t)n * sizeof(*go));
+	const struct step_rows rows = {
+		.s = xrealloc(NULL, (size_t)n * sizeof(*rows.s)),
+		.tok = xrealloc(NULL, (size_t)n * sizeof(*rows.tok)),
+		.n = xrealloc(NULL, (size_t)n * sizeof(*rows.n)),
+	};
+	struct txl_sampler **smp = xrealloc(NULL, (size_t)n * sizeof(*smp));
 	bool drop_space, was_started = e->started;
 	struct progress pg;
 	uint64_t seed;
 	int64_t n_text;
 	double t0;
-	int rc = EXIT_OK;
+	int rc, front = 0, active = n;
+	char last = 0;
 
+	memset(st, 0, (size_t)n * sizeof(*st));
 	memset(gs, 0, sizeof(*gs));
 	gs->end = GEN_LENGTH;
-	smp = get_sampler(e, &seed);
-	if (!smp) {
-		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
-		gs->end = GEN_ERROR;
-		return EXIT_USAGE;
-	}
-
+	free(e->samples);
+	e->samples = xrealloc(NULL, (size_t)n * sizeof(*e->samples));
+	e->n_samples = n;
 	out_begin(out, false, &o->stop);
+	rc = open_streams(e, st, n, out, &seed);
+	if (rc != EXIT_OK) {
+		gs->end = GEN_ERROR;
+		out->sample = -1;
+		close_streams(e, st, n, out->f);
+		free(go);
+		free(rows.s);
+		free(rows.tok);
+		free(rows.n);
+		free(smp);
+		return rc;
+	}
+	for (int k = 0; k < n; k++)
+		smp[k] = st[k].smp;
+
 	t0 = now_s();
-	rc = feed_prompt(e, prompt, smp, out, &n_text);
+	rc = feed_prompt(e, prompt, smp, n, out, &n_text);
 	gs->t_prompt = now_s() - t0;
-	if (rc != EXIT_OK)
-		goto out;
+	st[0].s = e->session;
+	if (rc == EXIT_OK && n > 1)
+		rc = copy_sessions(e, st, n);
 	drop_space = e->trim_lead || (!was_started && n_text == 0);
+	for (int k = 0; k < n; k++)
+		st[k].drop_space = drop_space;
 
 	t0 = now_s();
 	progress_init(&pg, 0);
 	pg.on = pg.on && e->gen_progress;
-	for (int i = 0; o->n_predict < 0 || i < o->n_predict ||
-	     out_char_open(out); i++) {
-		enum out_status os;
-		bool last;
-		double logprob;
+	while (rc == EXIT_OK && active > 0) {
+		int n_go = 0;
 
 		if (interrupted) {
 			rc = EXIT_INTERRUPTED;
 			break;
 		}
-		tok = sample(e, smp, &logprob);
-		if (tok < 0) {
-			rc = EXIT_RUNTIME;
-			break;
+		for (int k = 0; k < n && rc == EXIT_OK; k++) {
+			if (st[k].done)
+				continue;
+			switch (step_stream(e, &st[k], &rc)) {
+			case STEP_FEED:
+				go[n_go++] = &st[k];
+				break;
+			case STEP_DONE:
+				st[k].done = true;
+				break;
+			case STEP_ERROR:
+				break;
+			}
 		}
-		/* past -n, a token only completes the last character */
-		if (o->n_predict >= 0 && i >= o->n_predict &&
-		    !continues_char(e, out, tok))
+		if (rc == EXIT_OK)
+			rc = feed_streams(e, go, n_go, &rows, n);
+		if (rc != EXIT_OK)
 			break;
-		gs->n_gen++;
-		e->started = true;
 		progress_count(&pg, gs->n_gen, o->n_predict > 0 ?
-			       o->n_predict : 0);
-		if (tok == eos && !o->ignore_eos) {
-			gs->end = GEN_EOS;
-			if (e->keep_memory)
-				rc = engine_feed(e, &tok, 1, TXL_LOGITS_LAST);
-			break;
+			       (int64_t)o->n_predict * n : 0);
+		active = 0;
+		for (int k = 0; k < n; k++) {
+			active += !st[k].done;
+			if (st[k].done && !st[k].closed)
+				rc = close_stream(e, &st[k], k, n, rc, t0);
 		}
-		os = emit(e, out, tok, logprob, &drop_space);
-		if (os == OUT_ERROR) {
-			rc = EXIT_RUNTIME;
-			break;
-		}
-		/* the -n-th token, or one after it that completes (or
-		 * cannot complete: at most 3 more) the last character */
-		last = o->n_predict >= 0 && i + 1 >= o->n_predict &&
-			(!out_char_open(out) ||
-			 i + 1 >= o->n_predict + UTF8_MAX_CONT);
-		if (os == OUT_STOP)
-			gs->end = GEN_STOP;
-		if ((os == OUT_STOP || last) && !e->keep_memory) {
-			e->have_logits = false;
-			break;
-		}
-		rc = engine_feed(e, &tok, 1, TXL_LOGITS_LAST);
-		if (rc != EXIT_OK || os == OUT_STOP || last)
-			break;
+		if (rc == EXIT_OK && n > 1 && !o->json)
+			rc = show_samples(out->f, st, n, &front, &last);
 	}
 	gs->t_gen = now_s() - t0;
 	progress_done(&pg);
-out:
-	if (rc == EXIT_INTERRUPTED)
-		gs->end = GEN_INTERRUPTED;
-	else if (rc != EXIT_OK)
-		gs->end = GEN_ERROR;
-	/* a cut of the length or of Ctrl-C writes whole characters: the
-	 * first bytes of one the model did not complete are dropped, not
-	 * shown as U+FFFD */
-	if (gs->end == GEN_LENGTH || gs->end == GEN_INTERRUPTED)
-		out_drop_open_char(out);
-	if (out_end(out, gs->end == GEN_STOP) == OUT_ERROR && rc == EXIT_OK)
+	/* what a signal or an error cut short: each sample's text so far */
+	for (int k = 0; k < n; k++) {
+		if (st[k].closed)
+			continue;
+		st[k].ss->end = rc == EXIT_INTERRUPTED ? GEN_INTERRUPTED
+			: rc != EXIT_OK ? GEN_ERROR : st[k].ss->end;
+		rc = close_stream(e, &st[k], k, n, rc, t0);
+	}
+	if (n > 1 && !o->json && show_samples(out->f, st, n, &front, &last)
+	    != EXIT_OK && rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	if (rc == EXIT_RUNTIME && ferror(out->f))
 		errmsg("writing output failed: %s", strerror(errno));
-	if (o->json && gs->end != GEN_ERROR) {
-		int wrc = write_summary(e, out->f, seed);
-
-		if (rc == EXIT_OK)
-			rc = wrc;
-	}
-	if (smp != e->sampler)
-		txl_sampler_free(smp);
+	gs->end = st[0].ss->end;
+	out->sample = -1;
+	close_streams(e, st, n, out->f);
+	free(go);
+	free(rows.s);
+	free(rows.tok);
+	free(rows.n);
+	free(smp);
 	return rc;
 }
 
@@ -353,10 +672,23 @@ engine_print_stats(struct engine *e)
 		"(%.1f tokens/s)\n", (long long)g->n_prompt,
 		g->n_prompt == 1 ? "" : "s", g->t_prompt,
 		g->t_prompt > 0 ? (double)g->n_prompt / g->t_prompt : 0.0);
-	fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
-		"(%.1f tokens/s), ended by %s, seed %llu\n", g->n_gen,
-		g->n_gen == 1 ? "" : "s", g->t_gen,
-		g->t_gen > 0 ? g->n_gen / g->t_gen : 0.0, end_names[g->end],
-		(unsigned long long)seed);
+	if (e->n_samples > 1) {
+		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
+			"(%.1f tokens/s) in %d samples\n", g->n_gen,
+			g->n_gen == 1 ? "" : "s", g->t_gen, g->t_gen > 0 ?
+			g->n_gen / g->t_gen : 0.0, e->n_samples);
+		for (int k = 0; k < e->n_samples; k++)
+			fprintf(stderr, "txlgen: sample %d: %d token%s, ended by "
+				"%s, seed %llu\n", k, e->samples[k].n_gen,
+				e->samples[k].n_gen == 1 ? "" : "s",
+				end_names[e->samples[k].end],
+				(unsigned long long)e->samples[k].seed);
+	} else {
+		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
+			"(%.1f tokens/s), ended by %s, seed %llu\n", g->n_gen,
+			g->n_gen == 1 ? "" : "s", g->t_gen, g->t_gen > 0 ?
+			g->n_gen / g->t_gen : 0.0, end_names[g->end],
+			(unsigned long long)seed);
+	}
 	engine_print_mem(e, stderr, "txlgen: ");
 }

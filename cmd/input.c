@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,18 @@ input_next(struct input *in, const char **chunk, size_t *n)
 		in->scanned = 0;
 		return 1;
 	}
+}
+
+bool
+input_ready(struct input *in)
+{
+	struct pollfd pfd = { .fd = in->fd, .events = POLLIN };
+	size_t have = in->end - in->start;
+
+	if (in->fd < 0 || in->eof || have >= INPUT_CHUNK_MAX ||
+	    (have && memchr(in->buf + in->start, '\n', have)))
+		return true;
+	return poll(&pfd, 1, 0) > 0;
 }
 
 bool

@@ -52,6 +52,15 @@ void input_close(struct input *in);
  */
 int input_next(struct input *in, const char **chunk, size_t *n);
 
+/**
+ * Would input_next() return without waiting?  True when a line (or a
+ * chunk's worth) is buffered, at the end, for text in memory, or when
+ * the descriptor has bytes now (input_next() may then still wait for the
+ * rest of a line).  So a reader with other work to do reads a stream
+ * only when its writer has written.
+ */
+bool input_ready(struct input *in);
+
 /** Read exactly @p n bytes from the start of what is left of @p in
  *  (not mixed with input_next); false after printing why. */
 bool input_read(struct input *in, void *buf, size_t n);

@@ -103,25 +103,35 @@ into_file(void)
 struct inputs {
 	struct input prompt;
 	bool have_prompt;
-	struct input stream;   /* --score or --tokenize */
+	struct input stream;   /* --score, --score-docs or --tokenize */
 	struct input *prime;
 	int n_prime;
 };
 
+/* The input of --score, --score-docs or --tokenize, or NULL. */
+static const char *
+stream_of(const struct txlgen_options *o)
+{
+	return o->score ? o->score : o->score_docs ? o->score_docs
+		: o->tokenize;
+}
+
 static int
 check_stdin_users(const struct txlgen_options *o, bool repl)
 {
-	bool prompt_stdin = !repl && !o->text && !o->score && !o->tokenize &&
+	bool prompt_stdin = !repl && !o->text && !o->score &&
+		!o->score_docs && !o->tokenize &&
 		(!o->prompt || !strcmp(o->prompt, "-"));
-	const char *stream = o->score ? o->score : o->tokenize;
+	const char *stream = stream_of(o);
 
 	for (int i = 0; i < o->prime.n; i++) {
 		if (!strcmp(o->prime.v[i], "-") && (prompt_stdin || repl ||
 		    (stream && !strcmp(stream, "-")))) {
 			errmsg("--prime - reads stdin, which is also the %s; "
 			       "give that with a file or --text", stream ?
-			       (o->score ? "--score input" :
-				"--tokenize input") : repl ?
+			       (o->score ? "--score input" : o->score_docs ?
+				"--score-docs input" : "--tokenize input") :
+			       repl ?
 			       "interactive input" : "prompt");
 			return EXIT_USAGE;
 		}
@@ -132,7 +142,7 @@ check_stdin_users(const struct txlgen_options *o, bool repl)
 static int
 open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 {
-	const char *stream = o->score ? o->score : o->tokenize;
+	const char *stream = stream_of(o);
 
 	memset(in, 0, sizeof(*in));
 	in->prompt.fd = in->stream.fd = -1;
@@ -229,6 +239,8 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 
 	if (o->score) {
 		rc = engine_score(e, &in->stream, stdout);
+	} else if (o->score_docs) {
+		rc = engine_score_docs(e, &in->stream, stdout);
 	} else if (repl) {
 		out_init(&out, stdout, o, true);
 		rc = repl_run(e, &out, in->have_prompt ? &in->prompt : NULL);
@@ -289,8 +301,15 @@ main(int argc, char **argv)
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
-	repl = !o.score && !o.tokenize && (o.interactive ||
+	repl = !o.score && !o.score_docs && !o.tokenize && (o.interactive ||
 		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
+	if (repl && o.n_samples > 1) {
+		usage_error("--n-samples: the interactive session generates one "
+			    "continuation at a time; give a prompt with -p or "
+			    "-f");
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	if (o.print_config || o.info) {
 		rc = describe(&o, model, repl);
 		goto out;

@@ -10,16 +10,33 @@
 #include "cli.h"
 
 #define OFF(field) offsetof(struct txlgen_options, field)
-#define HEAD(title) { NULL, 0, 0, OPT_HELP, NULL, 0, false, NULL, title }
-#define SET(name, s, key, meta, help) \
-	{ name, s, required_argument, OPT_SETTING, key, 0, false, meta, help }
-#define BOOL(name, s, key, help) \
-	{ name, s, no_argument, OPT_BOOL, key, 0, true, NULL, help }
-#define FLAG(name, s, field, neg, help) \
-	{ name, s, no_argument, OPT_FLAG, NULL, OFF(field), neg, NULL, help }
-#define PATH(name, field, help) \
-	{ name, 0, required_argument, OPT_PATH, NULL, OFF(field), false, \
-	  "FILE", help }
+#define HEAD(title) { .action = OPT_HELP, .help = title }
+#define SET(name_, s, key_, meta, help_) \
+	{ .name = name_, .short_opt = s, .has_arg = required_argument, \
+	  .action = OPT_SETTING, .key = key_, .metavar = meta, .help = help_ }
+#define BOOL(name_, s, key_, help_) \
+	{ .name = name_, .short_opt = s, .has_arg = no_argument, \
+	  .action = OPT_BOOL, .key = key_, .negatable = true, .help = help_ }
+#define FLAG(name_, s, field, neg, help_) \
+	{ .name = name_, .short_opt = s, .has_arg = no_argument, \
+	  .action = OPT_FLAG, .offset = OFF(field), .negatable = neg, \
+	  .help = help_ }
+#define STRING(name_, field, meta, help_) \
+	{ .name = name_, .has_arg = required_argument, .action = OPT_PATH, \
+	  .offset = OFF(field), .metavar = meta, .help = help_ }
+#define PATH(name_, field, help_) STRING(name_, field, "FILE", help_)
+#define NUMBER(name_, field, lo, hi, meta, help_) \
+	{ .name = name_, .has_arg = required_argument, .action = OPT_NUMBER, \
+	  .offset = OFF(field), .metavar = meta, .help = help_, .min = lo, \
+	  .max = hi }
+/* --color and --colour: "--color" alone is "--color=always" */
+#define COLOR(name_, help_) \
+	{ .name = name_, .has_arg = optional_argument, \
+	  .action = OPT_SETTING, .key = "color", .negatable = true, \
+	  .metavar = "[=WHEN]", .help = help_ }
+#define ACTION(name_, s, act, meta, help_) \
+	{ .name = name_, .short_opt = s, .has_arg = meta ? required_argument \
+	  : no_argument, .action = act, .metavar = meta, .help = help_ }
 
 const struct cli_opt cli_opts[] = {
 	HEAD("Model and input:"),
@@ -50,6 +67,11 @@ const struct cli_opt cli_opts[] = {
 	SET("stop", 0, "stop", "STRING", "stop before STRING (repeatable)"),
 	BOOL("ignore-eos", 0, "ignore_eos",
 	     "never generate the end-of-sequence token"),
+	NUMBER("n-samples", n_samples, 1, N_STREAMS_MAX, "N",
+	       "N continuations of the prompt, read once, each\n"
+	       "with its own seed, -n and --stop, computed\n"
+	       "together; in the text each but the first after\n"
+	       "a line '--- sample I ---' (I from 0)"),
 
 	HEAD("Sampling (a model file may recommend other defaults):"),
 	SET("temp", 0, "temp", "T", "temperature (default 0.8; 0 = greedy)"),
@@ -91,6 +113,23 @@ const struct cli_opt cli_opts[] = {
 	PATH("score", score,
 	     "print NLL, perplexity and bits per byte of FILE\n"
 	     "('-' = stdin), read as a stream"),
+	PATH("score-docs", score_docs,
+	     "score each line of FILE ('-' = stdin) as a\n"
+	     "document of its own, from an empty memory (or\n"
+	     "the --prime one): a JSON object per document, in\n"
+	     "input order, read as a stream"),
+	STRING("field", field, "NAME",
+	       "--score-docs reads JSON Lines: score the string\n"
+	       "NAME of each object (its \"id\" goes with it)"),
+	FLAG("strict", 0, strict, true,
+	     "--score-docs: a malformed line ends the run\n"
+	     "(exit status 1) instead of being skipped"),
+	NUMBER("first-line", first_line, 1, SEED_MAX, "N",
+	       "--score-docs: the number of the input's first\n"
+	       "line (default 1), for a part of a larger input"),
+	NUMBER("streams", streams, 1, N_STREAMS_MAX, "N",
+	       "--score-docs: documents scored at once,\n"
+	       "computed together (default 8)"),
 	PATH("tokenize", tokenize,
 	     "print the token ids of FILE ('-' = stdin), one\n"
 	     "line per line; with --json also the text of each"),
@@ -113,17 +152,15 @@ const struct cli_opt cli_opts[] = {
 	     "JSON lines: one object per token, then a summary"),
 	BOOL("stats", 0, "stats",
 	     "token counts, speed and memory fill on stderr"),
-	{ "color", 0, optional_argument, OPT_SETTING, "color", 0, true,
-	  "[=WHEN]", "colour the prompt (and the REPL's output):\n"
-	  "auto, always, never" },
-	{ "colour", 0, optional_argument, OPT_SETTING, "color", 0, true,
-	  "[=WHEN]", NULL },
+	COLOR("color", "colour the prompt (and the REPL's output):\n"
+	      "auto, always, never"),
+	COLOR("colour", NULL),
 	BOOL("unbuffered", 'u', "unbuffered",
 	     "flush after every token even into a pipe"),
 
 	HEAD("Configuration and information:"),
-	{ "config", 'c', required_argument, OPT_CONFIG, NULL, 0, false,
-	  "FILE", "read settings from a JSON file" },
+	ACTION("config", 'c', OPT_CONFIG, "FILE",
+	       "read settings from a JSON file"),
 	FLAG("print-config", 0, print_config, false,
 	     "print the effective settings as JSON, with\n"
 	     "where each came from, and exit"),
@@ -132,10 +169,8 @@ const struct cli_opt cli_opts[] = {
 	FLAG("list-models", 0, list_models, false,
 	     "list the models -m NAME finds (--json: as JSON\n"
 	     "lines) and exit"),
-	{ "help", 'h', no_argument, OPT_HELP, NULL, 0, false, NULL,
-	  "show this help and exit" },
-	{ "version", 'V', no_argument, OPT_VERSION, NULL, 0, false, NULL,
-	  "show the version and exit" },
+	ACTION("help", 'h', OPT_HELP, NULL, "show this help and exit"),
+	ACTION("version", 'V', OPT_VERSION, NULL, "show the version and exit"),
 };
 const int n_cli_opts = (int)(sizeof(cli_opts) / sizeof(cli_opts[0]));
 

@@ -35,6 +35,7 @@ out_init(struct output *out, FILE *f, const struct txlgen_options *opts,
 	out->flush_each = tty || opts->unbuffered;
 	out->tty = tty;
 	out->newline_at_end = newline_at_end && !opts->json;
+	out->sample = -1;
 	switch (opts->color) {
 	case COLOR_ALWAYS:
 		out->color = true;
@@ -243,7 +244,10 @@ out_token(struct output *out, int32_t id, const char *piece, size_t len,
 	}
 
 	if (out->json) {
-		fprintf(out->f, "{\"id\": %d, \"text\": ", (int)id);
+		fputc('{', out->f);
+		if (out->sample >= 0)
+			fprintf(out->f, "\"sample\": %d, ", out->sample);
+		fprintf(out->f, "\"id\": %d, \"text\": ", (int)id);
 		json_write_string(out->f, out->tok.s ? out->tok.s : "",
 				  out->tok.len);
 		fputs(", \"logprob\": ", out->f);

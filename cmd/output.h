@@ -30,6 +30,8 @@ struct output {
 	bool flush_each;    /* flush after every token */
 	bool tty;           /* a terminal: control characters shown as U+FFFD */
 	bool newline_at_end; /* end the text with a newline if it has none */
+	int sample;         /* --n-samples: the sample whose tokens these
+			       are, tagged in JSON; -1: none */
 
 	/* state of one generation */
 	bool drop_space;    /* drop the leading space of the next piece */

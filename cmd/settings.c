@@ -160,6 +160,9 @@ options_init(struct txlgen_options *o)
 	o->score_stride = -1;
 	o->color = COLOR_AUTO;
 	o->mmap = true;
+	o->n_samples = 1;
+	o->first_line = 1;
+	o->streams = 8;
 }
 
 void
@@ -178,7 +181,10 @@ options_free(struct txlgen_options *o)
 	free(o->config);
 	free(o->score);
 	free(o->tokenize);
+	free(o->score_docs);
+	free(o->field);
 	o->config = o->score = o->tokenize = NULL;
+	o->score_docs = o->field = NULL;
 }
 
 const struct setting *

@@ -88,7 +88,18 @@ struct txlgen_options {
 	bool print_config;    /* --print-config */
 	bool info;            /* --info */
 	bool list_models;     /* --list-models */
+	int64_t n_samples;    /* --n-samples: continuations of one prompt */
+	char *score_docs;     /* --score-docs FILE */
+	char *field;          /* --field NAME: the documents are JSON Lines */
+	bool strict;          /* --strict: a malformed document ends the run */
+	int64_t first_line;   /* --first-line: the number of the input's
+				 first line */
+	int64_t streams;      /* --streams: documents scored at once */
 };
+
+/* The most continuations of --n-samples, and documents in flight of
+ * --score-docs --streams. */
+#define N_STREAMS_MAX 1024
 
 enum setting_type {
 	ST_BOOL,      /* bool */

@@ -405,7 +405,7 @@ few_units(struct few *f, int *units)
 
 void
 txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     int qs, float *out)
+	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
@@ -414,7 +414,7 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	const bool r_query_bias = a->kind->r_query_bias;
 	struct few f = {
 		.a = a, .kv = kv, .l = l, .n = n, .qs = qs,
-		.q = a->qkv, .scale = 1.0f / sqrtf((float)D),
+		.q = q, .scale = 1.0f / sqrtf((float)D),
 	};
 	const double work = few_units(&f, a->units);
 
@@ -423,7 +423,7 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
 		for (int i = 0; i < n; i++) {
-			const float *qi = a->qkv + (size_t)i * qs;
+			const float *qi = q + (size_t)i * qs;
 			float *qw = a->fq + (size_t)i * hd;
 			float *qr = a->fq + (size_t)(n + i) * hd;
 			for (int c = 0; c < hd; c++) {
@@ -439,14 +439,14 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		 * fq's) */
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < H; h++) {
-				const float *q = a->qkv + (size_t)i * qs + h * D;
+				const float *qh = q + (size_t)i * qs + h * D;
 				const size_t ac = (size_t)i * H + h;
 				const size_t bd = (size_t)(n + i) * H + h;
 				quantize_query(a, ac, w_bias ? a->fq + ac * D
-					       : q);
+					       : qh);
 				if (rel)
 					quantize_query(a, bd, r_query_bias ?
-						       a->fq + bd * D : q);
+						       a->fq + bd * D : qh);
 			}
 	}
 	/* a product of d_head per key and query for AC, BD and V */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * txl-attn-layer.c - a layer's attention: the projections of its input
- * to queries, keys and values, the keys and values into the memory (so
- * that the memory's are computed once), then the attention of the
- * queries over the memory and themselves on one of two paths: a few
+ * to queries, keys and values (for the rows of every stream of a forward
+ * pass at once), then for each stream its keys and values into its
+ * memory (so that the memory's are computed once) and the attention of
+ * its queries over the memory and themselves on one of two paths: a few
  * queries (generation: one) pass over K, R and V once for every head
  * (txl-attn-few.c), longer segments take sgemm (txl-attn-seg.c).
  *
@@ -17,7 +18,7 @@
  */
 #include "txl-attn.h"
 #include "txl-ops.h"
-#include "txl-products.h"
+#include "txl-rows.h"
 
 void
 txl_attn_positions(const struct txl_attn *a, int l, float *h, int n)
@@ -26,19 +27,14 @@ txl_attn_positions(const struct txl_attn *a, int l, float *h, int n)
 		a->kind->positions(a, l, h, n);
 }
 
-/* The queries of the n rows h into a->qkv (row stride returned) and their
- * keys and values into the memory after its positions (each head's
- * window), by the kind's projection (enum txl_attn_proj). */
-static int
-project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
-	float *xn, int n)
+void
+txl_attn_project(const struct txl_attn *a, int l, const float *h, float *xn,
+		 float *buf, const struct txl_rows *r, struct txl_qkv *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
-	const int d = hp->d_model, hd = hp->n_head * hp->d_head;
+	const int d = hp->d_model, hd = hp->n_head * hp->d_head, n = r->n;
 	const float *src = h;
-	const float *kvr;
-	int q_stride, kv_stride;
 
 	if (hp->pre_lnorm) {
 		txl_layer_norm(xn, h, ly->ln_attn_g, ly->ln_attn_b, n, d);
@@ -47,39 +43,35 @@ project(struct txl_attn *a, struct txl_kv *kv, int l, const float *h,
 	switch (a->kind->proj) {
 	case TXL_PROJ_QKV:
 		/* w_heads = qkv_net(cat): q, k, v side by side */
-		txl_mat_mul(a->qkv, src, n, &ly->qkv, false,
-			    a->shape.compute);
-		q_stride = kv_stride = 3 * hd;
-		kvr = a->qkv + hd;
+		txl_rows_mul(buf, src, r, &ly->qkv);
+		*out = (struct txl_qkv){ .q = buf, .kv = buf + hd,
+					 .qs = 3 * hd, .kvs = 3 * hd };
 		break;
 	case TXL_PROJ_Q_KV:
-	default: {
-		float *kvbuf = a->qkv + (size_t)n * hd;
-		txl_mat_mul(a->qkv, h, n, &ly->q_net, false,
-			    a->shape.compute);
-		txl_mat_mul(kvbuf, src, n, &ly->kv_net, false,
-			    a->shape.compute);
-		q_stride = hd;
-		kv_stride = 2 * hd;
-		kvr = kvbuf;
+	default:
+		txl_rows_mul(buf, h, r, &ly->q_net);
+		txl_rows_mul(buf + (size_t)n * hd, src, r, &ly->kv_net);
+		*out = (struct txl_qkv){ .q = buf, .kv = buf + (size_t)n * hd,
+					 .qs = hd, .kvs = 2 * hd };
 		break;
 	}
-	}
-	for (int i = 0; i < n; i++) {
-		const float *k = kvr + (size_t)i * kv_stride;
-		txl_kv_append(kv, l, i, k, k + hd);
-	}
-	return q_stride;
 }
 
 void
-txl_attn_forward(struct txl_attn *a, struct txl_kv *kv, int l,
-		 const float *h, float *xn, float *out, int n)
+txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
+	      const struct txl_qkv *p, int first, int n, float *out)
 {
-	const int qs = project(a, kv, l, h, xn, n);
+	const int hd = a->model->hp.n_head * a->model->hp.d_head;
+	const float *q = p->q + (size_t)first * p->qs;
 
+	/* its keys and values into the memory after its positions (each
+	 * head's window) */
+	for (int i = 0; i < n; i++) {
+		const float *k = p->kv + (size_t)(first + i) * p->kvs;
+		txl_kv_append(kv, l, i, k, k + hd);
+	}
 	if (n <= TXL_ATTN_FEW_MAX)
-		txl_attn_few(a, kv, l, n, qs, out);
+		txl_attn_few(a, kv, l, n, q, p->qs, out);
 	else
-		txl_attn_seg(a, kv, l, n, qs, out);
+		txl_attn_seg(a, kv, l, n, q, p->qs, out);
 }

@@ -183,6 +183,7 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 struct seg {
 	const struct txl_attn *a;
 	const struct txl_kv *kv;
+	const float *q;		/* the queries, rows qs floats apart */
 	float *out;
 	int l, n, qs, n_blocks, rows;
 	size_t slot;		/* floats of a slot */
@@ -201,7 +202,7 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const int rows = g->rows, l = g->l;
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
-	const float *q = a->qkv + (size_t)i0 * g->qs + h * D;
+	const float *q = g->q + (size_t)i0 * g->qs + h * D;
 	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
 	/* head h's window of K and V */
 	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
@@ -279,13 +280,13 @@ seg_task(void *p, int ith, int nth)
 
 void
 txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     int qs, float *out)
+	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
 	const int rows = slot_rows(a, kv->dt);
 	const int klen = kv->fill + n;
 	struct seg g = {
-		.a = a, .kv = kv, .out = out, .l = l, .n = n, .qs = qs,
+		.a = a, .kv = kv, .q = q, .out = out, .l = l, .n = n, .qs = qs,
 		.n_blocks = (n + rows - 1) / rows, .rows = rows,
 		.slot = slot_floats(a, kv->dt),
 		.scale = 1.0f / sqrtf((float)hp->d_head),

@@ -34,6 +34,7 @@
 #include "txl-kernels.h"
 #include "txl-kv.h"
 #include "txl-model.h"
+#include "txl-rows.h"
 
 /* How a kind projects a layer's input to queries, keys and values. */
 enum txl_attn_proj {
@@ -109,7 +110,9 @@ struct txl_attn {
 	float *pos;		/* absolute sinusoids: (n_pos, d_model) */
 
 	/* scratch, sized for seg_len rows */
-	float *qkv;		/* (seg_len, 3 * n_head * d_head) */
+	float *qkv;		/* (seg_len, 3 * n_head * d_head): the
+				   session's projections (struct
+				   txl_forward's qkv) */
 	/* the segment path: a slot of scratch per thread */
 	float *seg;		/* seg_slots slots */
 	int seg_slots;
@@ -211,13 +214,28 @@ void txl_attn_free(struct txl_attn *a);
 /* Absolute positions added to the n rows h of layer l's input (nothing
  * for the relative attentions). */
 void txl_attn_positions(const struct txl_attn *a, int l, float *h, int n);
-/* The multi-head attention of the n rows h (layer l's input; xn: scratch
- * of as many rows of d_model) over the memory kv and themselves: their
- * keys and values go to kv's rows [start + fill, start + fill + n), and
- * the attention vectors, before o_net, into out (n rows of n_head *
+
+/* The projections of a layer's input: row i's query at q + i * qs, its
+ * key and value side by side at kv + i * kvs. */
+struct txl_qkv {
+	const float *q, *kv;
+	int qs, kvs;
+};
+
+/* Layer l's projections of the rows h of a forward pass (r: its rows;
+ * xn: scratch of as many rows of d_model) into buf (r->n rows of
+ * 3 n_head d_head floats), by the kind of a (any stream's: they are of
+ * one model). */
+void txl_attn_project(const struct txl_attn *a, int l, const float *h,
+		      float *xn, float *buf, const struct txl_rows *r,
+		      struct txl_qkv *out);
+/* The multi-head attention of one stream's n rows, rows [first, first +
+ * n) of the projections p, over its memory kv and themselves: their keys
+ * and values go to kv's rows [start + fill, start + fill + n), and the
+ * attention vectors, before o_net, into out (n rows of n_head *
  * d_head). */
-void txl_attn_forward(struct txl_attn *a, struct txl_kv *kv, int l,
-		      const float *h, float *xn, float *out, int n);
+void txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
+		   const struct txl_qkv *p, int first, int n, float *out);
 
 /* ---- the two paths (txl-attn-few.c, txl-attn-seg.c) ---- */
 
@@ -234,13 +252,13 @@ double txl_attn_seg_bytes(const struct txl_hparams *hp, int seg_len,
 			  int klen_max, int n_dist, enum txl_dtype kv_dt,
 			  int threads);
 
-/* The attention vectors of the n <= TXL_ATTN_FEW_MAX queries (rows qs
- * floats apart in a->qkv) into out, from layer l's keys and values of kv
- * (their last n rows already stored). */
+/* The attention vectors of the n <= TXL_ATTN_FEW_MAX queries q (rows qs
+ * floats apart) into out, from layer l's keys and values of kv (their
+ * last n rows already stored). */
 void txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-		  int qs, float *out);
+		  const float *q, int qs, float *out);
 /* The same for n <= seg_len queries. */
 void txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-		  int qs, float *out);
+		  const float *q, int qs, float *out);
 
 #endif /* TXL_ATTN_H */

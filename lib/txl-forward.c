@@ -5,23 +5,36 @@
  * feed-forward, with post- or pre-LayerNorm), and the memory update
  * (_update_mems: the last mem_len positions).  Only the new rows are
  * computed: the K and V of the memory are cached (txl-kv.h says how).
+ *
+ * A pass computes a segment of one stream (a session), or one segment of
+ * each stream of a batch (txl-batch.c): the rows of all of them go
+ * through each weight matrix together (txl-rows.h), each stream's through
+ * the attention over its own memory.
  */
 #include <math.h>
 #include <string.h>
 
 #include "txl-forward.h"
 #include "txl-ops.h"
+#include "txl-log.h"
 #include "txl-products.h"
 
-/* Embedding of n tokens into f->h (AdaptiveEmbedding.forward): each
- * token's row of its cluster's table, projected to d_model where the
- * cluster has a projection, times sqrt(d_model) (but for the adaptive
- * span's, an nn.Embedding as it is). */
+/* Embedding of stream st's tokens into its rows of f->h
+ * (AdaptiveEmbedding.forward): each token's row of its cluster's table,
+ * projected to d_model where the cluster has a projection, times
+ * sqrt(d_model) (but for the adaptive span's, an nn.Embedding as it
+ * is).  Per stream: a cluster's projection of the stream's rows is the
+ * product a pass of the stream alone makes. */
 static void
-embed(const struct txl_forward *f, const int32_t *tok, int n)
+embed(const struct txl_forward *f, const struct txl_forward_stream *st)
 {
 	const struct txl_model *m = f->model;
-	const int d = m->hp.d_model;
+	const int d = m->hp.d_model, n = st->n;
+	const int dx = d > m->hp.d_embed ? d : m->hp.d_embed;
+	const int32_t *tok = st->tok;
+	float *h = f->h + (size_t)st->first * d;
+	float *xn = f->xn + (size_t)st->first * dx;
+	float *tmp = f->tmp + (size_t)st->first * d;
 	const float scale = sqrtf((float)d);
 
 	for (int c = 0; c < m->n_emb; c++) {
@@ -32,52 +45,60 @@ embed(const struct txl_forward *f, const int32_t *tok, int n)
 		if (!ec->proj.data) {
 			for (int i = 0; i < n; i++)
 				if (tok[i] >= ec->lo && tok[i] < ec->hi)
-					txl_mat_row(f->h + (size_t)i * d,
+					txl_mat_row(h + (size_t)i * d,
 						    &ec->table, tok[i] - ec->lo);
 			continue;
 		}
 		/* gather the cluster's rows, project them together, scatter */
 		for (int i = 0; i < n; i++)
 			if (tok[i] >= ec->lo && tok[i] < ec->hi)
-				txl_mat_row(f->xn + (size_t)k++ * e,
+				txl_mat_row(xn + (size_t)k++ * e,
 					    &ec->table, tok[i] - ec->lo);
 		if (k == n) {
-			txl_mat_mul(f->h, f->xn, n, &ec->proj, false,
-				    f->compute);
+			txl_mat_mul(h, xn, n, &ec->proj, false, f->rows.compute);
 			continue;
 		}
 		if (k == 0)
 			continue;
-		txl_mat_mul(f->tmp, f->xn, k, &ec->proj, false, f->compute);
+		txl_mat_mul(tmp, xn, k, &ec->proj, false, f->rows.compute);
 		k = 0;
 		for (int i = 0; i < n; i++)
 			if (tok[i] >= ec->lo && tok[i] < ec->hi)
-				memcpy(f->h + (size_t)i * d,
-				       f->tmp + (size_t)k++ * d,
+				memcpy(h + (size_t)i * d,
+				       tmp + (size_t)k++ * d,
 				       sizeof(float) * d);
 	}
-	if (f->attn->kind->unscaled_input)
+	if (st->attn->kind->unscaled_input)
 		return;
 	for (size_t i = 0; i < (size_t)n * d; i++)
-		f->h[i] *= scale;
+		h[i] *= scale;
 }
 
-/* One decoder layer on the n rows of f->h: the attention block, then the
- * position-wise feed-forward (RelPartialLearnableDecoderLayer and its
- * siblings: they differ in the attention only). */
+/* One decoder layer on the rows of f->h: the attention block (each
+ * stream's own), then the position-wise feed-forward
+ * (RelPartialLearnableDecoderLayer and its siblings: they differ in the
+ * attention only). */
 static void
-layer_forward(const struct txl_forward *f, int l, int n)
+layer_forward(const struct txl_forward *f, int l)
 {
 	const struct txl_hparams *hp = &f->model->hp;
 	const struct txl_layer *ly = &f->model->layers[l];
-	const int d = hp->d_model, I = hp->d_inner;
+	const int d = hp->d_model, I = hp->d_inner, n = f->rows.n;
+	const int hd = hp->n_head * hp->d_head;
 	const bool post = !hp->pre_lnorm;
+	struct txl_qkv p;
 	const float *src;
 
 	/* attn_out = o_net(attention(h, memory)); residual, post- or
 	 * pre-LayerNorm */
-	txl_attn_forward(f->attn, f->kv, l, f->h, f->xn, f->att, n);
-	txl_mat_mul(f->tmp, f->att, n, &ly->o_net, false, f->compute);
+	txl_attn_project(f->st[0].attn, l, f->h, f->xn, f->qkv, &f->rows, &p);
+	for (int i = 0; i < f->n_st; i++) {
+		const struct txl_forward_stream *st = &f->st[i];
+
+		txl_attn_rows(st->attn, st->kv, l, &p, st->first, st->n,
+			      f->att + (size_t)st->first * hd);
+	}
+	txl_rows_mul(f->tmp, f->att, &f->rows, &ly->o_net);
 	txl_residual(f->h, f->tmp, post ? ly->ln_attn_g : NULL,
 		     ly->ln_attn_b, n, d);
 
@@ -87,27 +108,52 @@ layer_forward(const struct txl_forward *f, int l, int n)
 		txl_layer_norm(f->xn, f->h, ly->ln_ff_g, ly->ln_ff_b, n, d);
 		src = f->xn;
 	}
-	txl_mat_mul(f->ff, src, n, &ly->ff1, false, f->compute);
+	txl_rows_mul(f->ff, src, &f->rows, &ly->ff1);
 	txl_add_bias_relu(f->ff, ly->ff1_b, n, I);
-	txl_mat_mul(f->tmp, f->ff, n, &ly->ff2, false, f->compute);
+	txl_rows_mul(f->tmp, f->ff, &f->rows, &ly->ff2);
 	txl_add_bias(f->tmp, ly->ff2_b, n, d);
 	txl_residual(f->h, f->tmp, post ? ly->ln_ff_g : NULL, ly->ln_ff_b, n,
 		     d);
 }
 
-enum txl_status
-txl_forward_segment(const struct txl_forward *f, const int32_t *tok, int n)
+/* true if a stream's abort callback asks to stop */
+static bool
+aborted(const struct txl_forward *f)
 {
-	txl_kv_make_room(f->kv, n);
-	embed(f, tok, n);
+	for (int i = 0; i < f->n_st; i++)
+		if (f->st[i].abort_cb && f->st[i].abort_cb(f->st[i].abort_data))
+			return true;
+	return false;
+}
+
+enum txl_status
+txl_forward(const struct txl_forward *f)
+{
+	const int d = f->model->hp.d_model;
+
+	for (int i = 0; i < f->n_st; i++) {
+		const struct txl_forward_stream *st = &f->st[i];
+
+		TXL_ASSERT(st->first + st->n <= f->rows.n &&
+			   (st->n == 1) == (st->first < f->rows.n_one));
+		txl_kv_make_room(st->kv, st->n);
+		embed(f, st);
+	}
 	for (int l = 0; l < f->model->hp.n_layer; l++) {
-		/* the memory stays as it was until the segment completes */
-		if (f->abort_cb && f->abort_cb(f->abort_data))
+		/* the memories stay as they were until the segment
+		 * completes */
+		if (aborted(f))
 			return TXL_ABORTED;
-		txl_attn_positions(f->attn, l, f->h, n);
-		layer_forward(f, l, n);
+		for (int i = 0; i < f->n_st; i++) {
+			const struct txl_forward_stream *st = &f->st[i];
+
+			txl_attn_positions(st->attn, l, f->h +
+					   (size_t)st->first * d, st->n);
+		}
+		layer_forward(f, l);
 	}
 	/* _update_mems: keep the last mem_len positions */
-	txl_kv_keep(f->kv, n);
+	for (int i = 0; i < f->n_st; i++)
+		txl_kv_keep(f->st[i].kv, f->st[i].n);
 	return TXL_OK;
 }

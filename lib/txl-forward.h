@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-forward.h - the forward pass of a segment (txl-forward.c).  Not
- * installed.
+ * txl-forward.h - the forward pass of a segment, for one stream or for
+ * the streams of a batch at once (txl-forward.c).  Not installed.
  */
 #ifndef TXL_FORWARD_H
 #define TXL_FORWARD_H
@@ -10,28 +10,40 @@
 #include "txl-attn.h"
 #include "txl-kv.h"
 #include "txl-model.h"
+#include "txl-rows.h"
 
-/* What the forward pass of a segment works on: a stream's memory and
- * attention, and the rows it computes in (seg_len rows each). */
-struct txl_forward {
-	const struct txl_model *model;
+/* A stream's part of a forward pass: its memory and attention, and its
+ * tokens, which are rows [first, first + n) of the pass. */
+struct txl_forward_stream {
 	struct txl_kv *kv;
 	struct txl_attn *attn;
-	float *h;		/* (seg_len, d_model) the residual stream:
-				   the last layer's outputs at the end */
-	float *xn;		/* (seg_len, max(d_model, d_embed)) */
-	float *att;		/* (seg_len, n_head * d_head) */
-	float *tmp;		/* (seg_len, d_model) */
-	float *ff;		/* (seg_len, d_inner) */
-	enum txl_compute compute;	/* of the products (txl.h) */
+	const int32_t *tok;
+	int first, n;		/* 1 <= n <= its seg_len */
 	txl_abort_fn abort_cb;	/* asked before each layer */
 	void *abort_data;
 };
 
-/* The forward pass of one segment of n <= seg_len tokens: the last
- * layer's outputs into f->h, the memory updated; TXL_ABORTED (the
- * memory as it was) if the abort callback asks. */
-enum txl_status txl_forward_segment(const struct txl_forward *f,
-				    const int32_t *tok, int n);
+/* A forward pass: its streams, in the order of their rows, those of one
+ * token first (rows [0, rows.n_one)); and the rows it computes in. */
+struct txl_forward {
+	const struct txl_model *model;
+	const struct txl_forward_stream *st;
+	int n_st;
+	struct txl_rows rows;
+	float *h;		/* (rows, d_model) the residual stream:
+				   the last layer's outputs at the end */
+	float *xn;		/* (rows, max(d_model, d_embed)) */
+	float *att;		/* (rows, n_head * d_head) */
+	float *tmp;		/* (rows, d_model) */
+	float *ff;		/* (rows, d_inner) */
+	float *qkv;		/* (rows, 3 * n_head * d_head) */
+};
+
+/* The forward pass of one segment of each stream: the last layer's
+ * outputs into f->h, every memory updated; TXL_ABORTED (every memory as
+ * it was) if an abort callback asks.  Each row computes what it computes
+ * in a pass of its stream alone: exactly for streams of one token, else
+ * to the rounding of sgemm on other rows (txl-rows.h). */
+enum txl_status txl_forward(const struct txl_forward *f);
 
 #endif /* TXL_FORWARD_H */

@@ -1137,35 +1137,293 @@ max_of(const float *x, int n)
 	return r;
 }
 
+/* ---- several rows of activations (txl_dot_multi_fn): a batch ---- */
+
+/*
+ * Each group of four rows of DOT_ROWS, two rows at a time, against two
+ * rows of activations at a time (8 sums: AVX2 has 16 registers): per
+ * row of activations the sums, steps and final additions of DOT_ROWS in
+ * its order (hsum4 sums each of its four vectors alone), each weight
+ * vector loaded once for the two; a last odd row of activations, and the
+ * rows past the last group of four, by dot itself.
+ */
+#define DOT_MULTI(name, dot, size, load8, load1)                             \
+static void                                                                  \
+name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
+     int n, int K)                                                           \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int K8 = K & ~7, K16 = K & ~15;                                \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		int m = 0;                                                   \
+		for (; m + 2 <= M; m += 2) {                                 \
+			const float *p = x[m], *q = x[m + 1];                \
+			for (int i = 0; i < 4; i += 2) {                     \
+				const uint8_t *w0 = base + (size_t)(r + i) * ld; \
+				const uint8_t *w1 = w0 + ld;                 \
+				__m256 a0 = _mm256_setzero_ps(), a1 = a0;    \
+				__m256 b0 = a0, b1 = a0, c0 = a0, c1 = a0;   \
+				__m256 d0 = a0, d1 = a0, v;                  \
+				int k = 0;                                   \
+				for (; k < K16; k += 16) {                   \
+					const __m256 p0 = _mm256_loadu_ps(p + k); \
+					const __m256 p1 = _mm256_loadu_ps(p + k + 8); \
+					const __m256 q0 = _mm256_loadu_ps(q + k); \
+					const __m256 q1 = _mm256_loadu_ps(q + k + 8); \
+					v = load8(w0 + k * size);            \
+					a0 = _mm256_fmadd_ps(v, p0, a0);     \
+					c0 = _mm256_fmadd_ps(v, q0, c0);     \
+					v = load8(w1 + k * size);            \
+					a1 = _mm256_fmadd_ps(v, p0, a1);     \
+					c1 = _mm256_fmadd_ps(v, q0, c1);     \
+					v = load8(w0 + (k + 8) * size);      \
+					b0 = _mm256_fmadd_ps(v, p1, b0);     \
+					d0 = _mm256_fmadd_ps(v, q1, d0);     \
+					v = load8(w1 + (k + 8) * size);      \
+					b1 = _mm256_fmadd_ps(v, p1, b1);     \
+					d1 = _mm256_fmadd_ps(v, q1, d1);     \
+				}                                            \
+				for (; k < K8; k += 8) {                     \
+					const __m256 p0 = _mm256_loadu_ps(p + k); \
+					const __m256 q0 = _mm256_loadu_ps(q + k); \
+					v = load8(w0 + k * size);            \
+					a0 = _mm256_fmadd_ps(v, p0, a0);     \
+					c0 = _mm256_fmadd_ps(v, q0, c0);     \
+					v = load8(w1 + k * size);            \
+					a1 = _mm256_fmadd_ps(v, p0, a1);     \
+					c1 = _mm256_fmadd_ps(v, q0, c1);     \
+				}                                            \
+				float t[4];                                  \
+				_mm_storeu_ps(t, hsum4(_mm256_add_ps(a0, b0), \
+					_mm256_add_ps(a1, b1),               \
+					_mm256_add_ps(c0, d0),               \
+					_mm256_add_ps(c1, d1)));             \
+				for (; k < K; k++) {                         \
+					t[0] += load1(w0 + k * size) * p[k]; \
+					t[1] += load1(w1 + k * size) * p[k]; \
+					t[2] += load1(w0 + k * size) * q[k]; \
+					t[3] += load1(w1 + k * size) * q[k]; \
+				}                                            \
+				y[m][r + i] = t[0];                          \
+				y[m][r + i + 1] = t[1];                      \
+				y[m + 1][r + i] = t[2];                      \
+				y[m + 1][r + i + 1] = t[3];                  \
+			}                                                    \
+		}                                                            \
+		if (m < M)                                                   \
+			dot(y[m] + r, base + (size_t)r * ld, ld, x[m], 4, K); \
+	}                                                                    \
+	if (r < n)                                                           \
+		for (int m = 0; m < M; m++)                                  \
+			dot(y[m] + r, base + (size_t)r * ld, ld, x[m], n - r, K); \
+}
+
+DOT_MULTI(dot_multi_f32, dot_rows_f32, 4, load8_f32, load1_f32)
+DOT_MULTI(dot_multi_f16, dot_rows_f16, 2, load8_f16, load1_f16)
+DOT_MULTI(dot_multi_bf16, dot_rows_bf16, 2, load8_bf16, load1_bf16)
+
+/*
+ * The interleaved copy against several rows: per group, each half of its
+ * rows (8 lanes) in turn, and per block the half's weights made ready
+ * once (PREP: 32-byte vectors in registers), then for each row of
+ * activations its integer sum from them (SUM: exact, in any order) and
+ * the float steps of DOT_IL in its order, lane by lane, into the row's
+ * sums of the even and the odd blocks.
+ */
+#define DOT_IL_MULTI(name, PREP, SUM, nv, bsz, attr)                         \
+attr static void                                                             \
+name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
+     int M, int K)                                                           \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	__m256 acc[2][TXL_ROWS_MAX];                                         \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		const uint8_t *grp = (const uint8_t *)w + (size_t)g * nb * (bsz); \
+		for (int half = 0; half < 2; half++) {                       \
+			for (int m = 0; m < M; m++)                          \
+				acc[0][m] = acc[1][m] = _mm256_setzero_ps(); \
+			for (int b = 0; b < nb; b++) {                       \
+				const uint8_t *blk = grp + (size_t)b * (bsz); \
+				const __m256 sc = _mm256_cvtph_ps(_mm_loadu_si128( \
+					(const __m128i *)(const void *)      \
+					(blk + 16 * half)));                 \
+				__m256i v[nv];                               \
+				PREP(v, blk + TXL_IL_SCALES + 32 * half);    \
+				for (int m = 0; m < M; m++) {                \
+					const __m256i s = SUM(v,             \
+						a[m].q + b * TXL_QK, a[m].off[b]); \
+					acc[b & 1][m] = _mm256_add_ps(acc[b & 1][m], \
+						_mm256_mul_ps(_mm256_cvtepi32_ps(s), \
+							_mm256_mul_ps(sc, _mm256_set1_ps( \
+								a[m].d[b])))); \
+				}                                            \
+			}                                                    \
+			for (int m = 0; m < M; m++)                          \
+				_mm256_storeu_ps(y[m] + g * TXL_IL + 8 * half, \
+					_mm256_add_ps(acc[0][m], acc[1][m])); \
+		}                                                            \
+	}                                                                    \
+}
+
+static inline __m256i
+bcast4(const int8_t *x)
+{
+	return _mm256_set1_epi32(*(const int32_t *)(const void *)x);
+}
+
+/* Q8_0: a half's eight steps of 4 columns (32 bytes, 64 apart), as
+ * stored (il_step_bw's sign transfer for each row) or flipped to unsigned
+ * once for vpdpbusd, whose sums start from off. */
+static inline void
+il8_prep_bw(__m256i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		v[j] = _mm256_loadu_si256((const __m256i *)(const void *)
+					  (qs + 64 * j));
+}
+
+static inline __m256i
+il8_sum_bw(const __m256i v[8], const int8_t *x, int32_t off)
+{
+	__m256i s0 = _mm256_setzero_si256(), s1 = s0;
+
+	(void)off;
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j += 2) {
+		const __m256i x0 = bcast4(x + 4 * j), x1 = bcast4(x + 4 * j + 4);
+
+		s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(
+			_mm256_sign_epi8(v[j], v[j]), _mm256_sign_epi8(x0, v[j])),
+			_mm256_set1_epi16(1)));
+		s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(
+			_mm256_sign_epi8(v[j + 1], v[j + 1]),
+			_mm256_sign_epi8(x1, v[j + 1])), _mm256_set1_epi16(1)));
+	}
+	return _mm256_add_epi32(s0, s1);
+}
+
+__attribute__((target("avxvnni")))
+static inline void
+il8_prep_vnni(__m256i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		v[j] = _mm256_xor_si256(_mm256_loadu_si256(
+			(const __m256i *)(const void *)(qs + 64 * j)),
+			_mm256_set1_epi8(-128));
+}
+
+__attribute__((target("avxvnni")))
+static inline __m256i
+il8_sum_vnni(const __m256i v[8], const int8_t *x, int32_t off)
+{
+	__m256i s0 = _mm256_set1_epi32(off), s1 = _mm256_setzero_si256();
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j += 2) {
+		s0 = _mm256_dpbusd_avx_epi32(s0, v[j], bcast4(x + 4 * j));
+		s1 = _mm256_dpbusd_avx_epi32(s1, v[j + 1], bcast4(x + 4 * j + 4));
+	}
+	return _mm256_add_epi32(s0, s1);
+}
+
+/* Q4_0: a half's four steps of 8 columns, as stored (q4_nibbles_idot for
+ * each row), or their nibbles split once for vpdpbusd; from off / 16. */
+static inline void
+il4_prep_bw(__m256i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++)
+		v[j] = _mm256_loadu_si256((const __m256i *)(const void *)
+					  (qs + 64 * j));
+}
+
+static inline __m256i
+il4_sum_bw(const __m256i v[8], const int8_t *x, int32_t off)
+{
+	__m256i s = _mm256_set1_epi32(off / 16);
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++)
+		s = _mm256_add_epi32(s, q4_nibbles_idot(v[j], bcast4(x + 8 * j),
+							bcast4(x + 8 * j + 4)));
+	return s;
+}
+
+__attribute__((target("avxvnni")))
+static inline void
+il4_prep_vnni(__m256i v[8], const uint8_t *qs)
+{
+	const __m256i m = _mm256_set1_epi8(15);
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++) {
+		const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)
+						     (qs + 64 * j));
+
+		v[2 * j] = _mm256_and_si256(q, m);
+		v[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+	}
+}
+
+__attribute__((target("avxvnni")))
+static inline __m256i
+il4_sum_vnni(const __m256i v[8], const int8_t *x, int32_t off)
+{
+	__m256i s0 = _mm256_set1_epi32(off / 16), s1 = _mm256_setzero_si256();
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++) {
+		s0 = _mm256_dpbusd_avx_epi32(s0, v[2 * j], bcast4(x + 8 * j));
+		s1 = _mm256_dpbusd_avx_epi32(s1, v[2 * j + 1],
+					     bcast4(x + 8 * j + 4));
+	}
+	return _mm256_add_epi32(s0, s1);
+}
+
+DOT_IL_MULTI(dot_il_multi, il8_prep_bw, il8_sum_bw, 8, TXL_IL_BLOCK, )
+DOT_IL_MULTI(dot_il_multi_vnni, il8_prep_vnni, il8_sum_vnni, 8, TXL_IL_BLOCK,
+	     __attribute__((target("avxvnni"))))
+DOT_IL_MULTI(dot_il_multi_q4, il4_prep_bw, il4_sum_bw, 8, TXL_IL_BLOCK_Q4, )
+DOT_IL_MULTI(dot_il_multi_q4_vnni, il4_prep_vnni, il4_sum_vnni, 8,
+	     TXL_IL_BLOCK_Q4, __attribute__((target("avxvnni"))))
+
 const struct txl_type_kernels txl_avx2_f32 = {
 	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32,
+	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
 };
 const struct txl_type_kernels txl_avx2_f16 = {
 	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16,
+	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
 };
 const struct txl_type_kernels txl_avx2_bf16 = {
 	.widen = widen_bf16, .narrow = narrow_bf16,
 	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+	.dot_multi = dot_multi_bf16,
 };
 const struct txl_type_kernels txl_avx2_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
 	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
+	.dot_il_multi = dot_il_multi,
 };
 /* against float activations: the scalar kernel (txl-kernels.c) */
 const struct txl_type_kernels txl_avx2_q4_0 = {
 	.widen = widen_q4_0, .narrow = narrow_q4_0,
 	.axpy_rows = axpy_rows_q4_0, .dot_q8 = dot_rows_q4,
-	.dot_il = dot_il_q4,
+	.dot_il = dot_il_q4, .dot_il_multi = dot_il_multi_q4,
 };
 /* avxvnni: AVX2's kernels but the integer products of vpdpbusd */
 const struct txl_type_kernels txl_avxvnni_q8_0 = {
 	.dot_q8 = dot_rows_q8_vnni, .dot_il = dot_il_vnni,
+	.dot_il_multi = dot_il_multi_vnni,
 };
 const struct txl_type_kernels txl_avxvnni_q4_0 = {
-	.dot_il = dot_il_q4_vnni,
+	.dot_il = dot_il_q4_vnni, .dot_il_multi = dot_il_multi_q4_vnni,
 };
 
 const struct txl_kernels txl_kernels_avx2 = {

@@ -574,17 +574,22 @@ DOT_ROWS_Q4(dot_rows_q4_vnni, q4_idot_vnni, __attribute__((target("avx512vnni"))
  * vpdpbusd from off as q8_idot_vnni.  The eight steps of a block go to
  * two sums (integer: exact in any order). */
 static inline __m512i
-il_idot_bw_step(__m512i s, const uint8_t *qs, const int8_t *x, int j)
+il_step_bw(__m512i s, __m512i w, __m512i xb)
 {
-	__m512i w = _mm512_loadu_si512(qs + 64 * j);
-	__m512i xb = _mm512_set1_epi32(*(const int32_t *)(const void *)
-				       (x + 4 * j));
 	__m512i sx = _mm512_mask_sub_epi8(xb, _mm512_movepi8_mask(w),
 					  _mm512_setzero_si512(), xb);
 
 	return _mm512_add_epi32(s, _mm512_madd_epi16(
 		_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx),
 		_mm512_set1_epi16(1)));
+}
+
+static inline __m512i
+il_idot_bw_step(__m512i s, const uint8_t *qs, const int8_t *x, int j)
+{
+	return il_step_bw(s, _mm512_loadu_si512(qs + 64 * j),
+			  _mm512_set1_epi32(*(const int32_t *)(const void *)
+					    (x + 4 * j)));
 }
 
 /* (the sums in named variables: GCC keeps an array indexed by j % 2 in
@@ -1063,36 +1068,296 @@ max_of(const float *x, int n)
 	return _mm512_reduce_max_ps(m);
 }
 
+/* ---- several rows of activations (txl_dot_multi_fn): a batch ---- */
+
+/*
+ * Each group of four rows of DOT_ROWS against two rows of activations at
+ * a time: per row of activations the sums, steps and final additions of
+ * DOT_ROWS in its order, each weight vector loaded once for the two (16
+ * sums); a last odd row of activations, and the rows past the last group
+ * of four, by dot itself.
+ */
+#define DOT_MULTI(name, dot, size, load16)                                   \
+static void                                                                  \
+name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
+     int n, int K)                                                           \
+{                                                                            \
+	const uint8_t *base = w;                                             \
+	const int K16 = K & ~15, K32 = K & ~31;                              \
+	const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1);           \
+	int r = 0;                                                           \
+                                                                             \
+	for (; r + 4 <= n; r += 4) {                                         \
+		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
+		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		int m = 0;                                                   \
+		for (; m + 2 <= M; m += 2) {                                 \
+			const float *p = x[m], *q = x[m + 1];                \
+			__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0;   \
+			__m512 a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;  \
+			__m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;           \
+			__m512 d0 = a0, d1 = a0, d2 = a0, d3 = a0;           \
+			__m512 v;                                            \
+			int k = 0;                                           \
+			for (; k < K32; k += 32) {                           \
+				const __m512 p0 = _mm512_loadu_ps(p + k);    \
+				const __m512 p1 = _mm512_loadu_ps(p + k + 16); \
+				const __m512 q0 = _mm512_loadu_ps(q + k);    \
+				const __m512 q1 = _mm512_loadu_ps(q + k + 16); \
+				const int o0 = k * size, o1 = (k + 16) * size; \
+				v = load16(w0 + o0, FULL);                   \
+				a0 = _mm512_fmadd_ps(v, p0, a0);             \
+				c0 = _mm512_fmadd_ps(v, q0, c0);             \
+				v = load16(w1 + o0, FULL);                   \
+				a1 = _mm512_fmadd_ps(v, p0, a1);             \
+				c1 = _mm512_fmadd_ps(v, q0, c1);             \
+				v = load16(w2 + o0, FULL);                   \
+				a2 = _mm512_fmadd_ps(v, p0, a2);             \
+				c2 = _mm512_fmadd_ps(v, q0, c2);             \
+				v = load16(w3 + o0, FULL);                   \
+				a3 = _mm512_fmadd_ps(v, p0, a3);             \
+				c3 = _mm512_fmadd_ps(v, q0, c3);             \
+				v = load16(w0 + o1, FULL);                   \
+				b0 = _mm512_fmadd_ps(v, p1, b0);             \
+				d0 = _mm512_fmadd_ps(v, q1, d0);             \
+				v = load16(w1 + o1, FULL);                   \
+				b1 = _mm512_fmadd_ps(v, p1, b1);             \
+				d1 = _mm512_fmadd_ps(v, q1, d1);             \
+				v = load16(w2 + o1, FULL);                   \
+				b2 = _mm512_fmadd_ps(v, p1, b2);             \
+				d2 = _mm512_fmadd_ps(v, q1, d2);             \
+				v = load16(w3 + o1, FULL);                   \
+				b3 = _mm512_fmadd_ps(v, p1, b3);             \
+				d3 = _mm512_fmadd_ps(v, q1, d3);             \
+			}                                                    \
+			for (; k < K; k += 16) {                             \
+				const __mmask16 mk = k < K16 ? FULL : tail;  \
+				const __m512 p0 = _mm512_maskz_loadu_ps(mk, p + k); \
+				const __m512 q0 = _mm512_maskz_loadu_ps(mk, q + k); \
+				const int o0 = k * size;                     \
+				v = load16(w0 + o0, mk);                     \
+				a0 = _mm512_fmadd_ps(v, p0, a0);             \
+				c0 = _mm512_fmadd_ps(v, q0, c0);             \
+				v = load16(w1 + o0, mk);                     \
+				a1 = _mm512_fmadd_ps(v, p0, a1);             \
+				c1 = _mm512_fmadd_ps(v, q0, c1);             \
+				v = load16(w2 + o0, mk);                     \
+				a2 = _mm512_fmadd_ps(v, p0, a2);             \
+				c2 = _mm512_fmadd_ps(v, q0, c2);             \
+				v = load16(w3 + o0, mk);                     \
+				a3 = _mm512_fmadd_ps(v, p0, a3);             \
+				c3 = _mm512_fmadd_ps(v, q0, c3);             \
+			}                                                    \
+			_mm_storeu_ps(y[m] + r, hsum4(_mm512_add_ps(a0, b0), \
+				_mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2), \
+				_mm512_add_ps(a3, b3)));                     \
+			_mm_storeu_ps(y[m + 1] + r, hsum4(_mm512_add_ps(c0, d0), \
+				_mm512_add_ps(c1, d1), _mm512_add_ps(c2, d2), \
+				_mm512_add_ps(c3, d3)));                     \
+		}                                                            \
+		if (m < M)                                                   \
+			dot(y[m] + r, w0, ld, x[m], 4, K);                   \
+	}                                                                    \
+	if (r < n)                                                           \
+		for (int m = 0; m < M; m++)                                  \
+			dot(y[m] + r, base + (size_t)r * ld, ld, x[m], n - r, K); \
+}
+
+DOT_MULTI(dot_multi_f32, dot_rows_f32, 4, load16_f32)
+DOT_MULTI(dot_multi_f16, dot_rows_f16, 2, load16_f16)
+DOT_MULTI(dot_multi_bf16, dot_rows_bf16, 2, load16_bf16)
+
+/*
+ * The interleaved copy against several rows: per group and block, the
+ * block's weights made ready once (PREP: 64-byte vectors in registers),
+ * then for each row its integer sum from them (SUM: exact, in any order)
+ * and the float steps of DOT_IL in its order, into the row's sums of the
+ * even and the odd blocks.
+ */
+#define DOT_IL_MULTI(name, PREP, SUM, nv, bsz, attr)                         \
+attr static void                                                             \
+name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
+     int M, int K)                                                           \
+{                                                                            \
+	const int nb = K / TXL_QK;                                           \
+	const uint8_t *blk = w;                                              \
+	const __m512 zero = _mm512_setzero_ps();                             \
+	__m512 acc[2][TXL_ROWS_MAX];                                         \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		for (int b = 0; b < nb; b++, blk += (bsz)) {                 \
+			const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256( \
+				(const __m256i *)(const void *)blk));        \
+			__m512i v[nv];                                       \
+			PREP(v, blk + TXL_IL_SCALES);                        \
+			/* the sums start from 0, as DOT_IL's */             \
+			for (int m = 0; m < M; m++) {                        \
+				const __m512i s = SUM(v, a[m].q + b * TXL_QK, \
+						      a[m].off[b]);          \
+				acc[b & 1][m] = _mm512_add_ps(b < 2 ? zero : \
+					acc[b & 1][m], _mm512_mul_ps(        \
+					_mm512_cvtepi32_ps(s), _mm512_mul_ps(sc, \
+						_mm512_set1_ps(a[m].d[b]))));        \
+			}                                                    \
+		}                                                            \
+		for (int m = 0; m < M; m++)                                  \
+			_mm512_storeu_ps(y[m] + g * TXL_IL, _mm512_add_ps(   \
+				acc[0][m], nb > 1 ? acc[1][m] : zero));      \
+	}                                                                    \
+}
+
+/* The broadcast of the 4 activation bytes at x */
+static inline __m512i
+bcast4(const int8_t *x)
+{
+	return _mm512_set1_epi32(*(const int32_t *)(const void *)x);
+}
+
+/* Q8_0: the eight steps of 4 columns of a block, as stored (the sign
+ * transfer of il_step_bw for each row), or flipped to unsigned once for
+ * vpdpbusd, whose sums start from off. */
+static inline void
+il8_prep_bw(__m512i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		v[j] = _mm512_loadu_si512(qs + 64 * j);
+}
+
+static inline __m512i
+il8_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
+{
+	__m512i s0 = _mm512_setzero_si512(), s1 = s0;
+
+	(void)off;
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j += 2) {
+		s0 = il_step_bw(s0, v[j], bcast4(x + 4 * j));
+		s1 = il_step_bw(s1, v[j + 1], bcast4(x + 4 * j + 4));
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+__attribute__((target("avx512vnni")))
+static inline void
+il8_prep_vnni(__m512i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		v[j] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * j),
+					_mm512_set1_epi8(-128));
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+il8_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
+{
+	__m512i s0 = _mm512_set1_epi32(off), s1 = _mm512_setzero_si512();
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j += 2) {
+		s0 = _mm512_dpbusd_epi32(s0, v[j], bcast4(x + 4 * j));
+		s1 = _mm512_dpbusd_epi32(s1, v[j + 1], bcast4(x + 4 * j + 4));
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+/* Q4_0: the four steps of 8 columns as stored (q4_idot_bw for each row),
+ * or their low and high nibbles split once for vpdpbusd; from off / 16. */
+static inline void
+il4_prep_bw(__m512i v[8], const uint8_t *qs)
+{
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++)
+		v[j] = _mm512_loadu_si512(qs + 64 * j);
+}
+
+static inline __m512i
+il4_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
+{
+	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j += 2) {
+		s0 = _mm512_add_epi32(s0, q4_idot_bw(v[j], bcast4(x + 8 * j),
+						     bcast4(x + 8 * j + 4)));
+		s1 = _mm512_add_epi32(s1, q4_idot_bw(v[j + 1],
+						     bcast4(x + 8 * j + 8),
+						     bcast4(x + 8 * j + 12)));
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+__attribute__((target("avx512vnni")))
+static inline void
+il4_prep_vnni(__m512i v[8], const uint8_t *qs)
+{
+	const __m512i m = _mm512_set1_epi8(15);
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++) {
+		const __m512i q = _mm512_loadu_si512(qs + 64 * j);
+
+		v[2 * j] = _mm512_and_si512(q, m);
+		v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
+	}
+}
+
+__attribute__((target("avx512vnni")))
+static inline __m512i
+il4_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
+{
+	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
+
+#pragma GCC unroll 8
+	for (int j = 0; j < 4; j++) {
+		s0 = _mm512_dpbusd_epi32(s0, v[2 * j], bcast4(x + 8 * j));
+		s1 = _mm512_dpbusd_epi32(s1, v[2 * j + 1], bcast4(x + 8 * j + 4));
+	}
+	return _mm512_add_epi32(s0, s1);
+}
+
+DOT_IL_MULTI(dot_il_multi_bw, il8_prep_bw, il8_sum_bw, 8, TXL_IL_BLOCK, )
+DOT_IL_MULTI(dot_il_multi_vnni, il8_prep_vnni, il8_sum_vnni, 8, TXL_IL_BLOCK,
+	     __attribute__((target("avx512vnni"))))
+DOT_IL_MULTI(dot_il_multi_q4_bw, il4_prep_bw, il4_sum_bw, 8,
+	     TXL_IL_BLOCK_Q4, )
+DOT_IL_MULTI(dot_il_multi_q4_vnni, il4_prep_vnni, il4_sum_vnni, 8,
+	     TXL_IL_BLOCK_Q4, __attribute__((target("avx512vnni"))))
+
 const struct txl_type_kernels txl_avx512_f32 = {
 	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32,
+	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
 };
 const struct txl_type_kernels txl_avx512_f16 = {
 	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16,
+	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
 };
 const struct txl_type_kernels txl_avx512_bf16 = {
 	.widen = widen_bf16, .narrow = narrow_bf16,
 	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+	.dot_multi = dot_multi_bf16,
 };
 const struct txl_type_kernels txl_avx512_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
 	.dot_q8 = dot_rows_q8_bw, .dot_q16 = dot_rows_q16,
-	.dot_il = dot_il_bw,
+	.dot_il = dot_il_bw, .dot_il_multi = dot_il_multi_bw,
 };
 /* against float activations: the scalar kernel (txl-kernels.c) */
 const struct txl_type_kernels txl_avx512_q4_0 = {
 	.widen = widen_q4_0, .narrow = narrow_q4_0,
 	.axpy_rows = axpy_rows_q4_0, .dot_q8 = dot_rows_q4_bw,
-	.dot_il = dot_il_q4_bw,
+	.dot_il = dot_il_q4_bw, .dot_il_multi = dot_il_multi_q4_bw,
 };
 /* avx512vnni: AVX-512's kernels but the integer products of vpdpbusd */
 const struct txl_type_kernels txl_avx512vnni_q8_0 = {
 	.dot_q8 = dot_rows_q8_vnni, .dot_il = dot_il_vnni,
+	.dot_il_multi = dot_il_multi_vnni,
 };
 const struct txl_type_kernels txl_avx512vnni_q4_0 = {
 	.dot_q8 = dot_rows_q4_vnni, .dot_il = dot_il_q4_vnni,
+	.dot_il_multi = dot_il_multi_q4_vnni,
 };
 
 const struct txl_kernels txl_kernels_avx512 = {

@@ -558,28 +558,60 @@ il_pack_q4_0(uint8_t *blk, int i, const void *block)
 				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
 }
 
+/* ---- several rows of activations: the definition, each row by the
+ * one-row kernel ---- */
+
+#define DOT_MULTI(name, dot)                                                 \
+static void                                                                  \
+name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
+     int n, int K)                                                           \
+{                                                                            \
+	for (int m = 0; m < M; m++)                                          \
+		dot(y[m], w, ld, x[m], n, K);                                \
+}
+
+DOT_MULTI(dot_multi_f32, dot_rows_f32)
+DOT_MULTI(dot_multi_f16, dot_rows_f16)
+DOT_MULTI(dot_multi_bf16, dot_rows_bf16)
+
+#define DOT_IL_MULTI(name, dot_il)                                           \
+static void                                                                  \
+name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
+     int M, int K)                                                           \
+{                                                                            \
+	for (int m = 0; m < M; m++)                                          \
+		dot_il(y[m], w, ng, &a[m], K);                               \
+}
+
+DOT_IL_MULTI(dot_il_multi, dot_il)
+DOT_IL_MULTI(dot_il_multi_q4, dot_il_q4)
+
 const struct txl_type_kernels txl_scalar_f32 = {
 	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32,
+	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
 };
 const struct txl_type_kernels txl_scalar_f16 = {
 	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16,
+	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
 };
 const struct txl_type_kernels txl_scalar_bf16 = {
 	.widen = widen_bf16, .narrow = narrow_bf16,
 	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
+	.dot_multi = dot_multi_bf16,
 };
+/* (Q8_0 and Q4_0 meet float activations only without memory for their
+ * int8 form: no dot_multi, one row at a time then) */
 const struct txl_type_kernels txl_scalar_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
 	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
-	.il_pack = il_pack_q8_0,
+	.il_pack = il_pack_q8_0, .dot_il_multi = dot_il_multi,
 };
 const struct txl_type_kernels txl_scalar_q4_0 = {
 	.widen = widen_q4_0, .narrow = narrow_q4_0,
 	.axpy_rows = axpy_rows_q4_0, .dot = dot_rows_q4_0,
 	.dot_q8 = dot_rows_q4, .dot_il = dot_il_q4, .il_pack = il_pack_q4_0,
+	.dot_il_multi = dot_il_multi_q4,
 };
 
 static const struct txl_kernels kernels_scalar = {

@@ -213,6 +213,23 @@ typedef void (*txl_dot_il_fn)(float *y, const void *w, int ng,
  * interleaved block blk of the group, as the dot_il kernels read it. */
 typedef void (*txl_il_pack_fn)(uint8_t *blk, int i, const void *block);
 
+/* ---- several rows of activations: a batch's streams of one token ---- */
+
+/* The most rows of activations one call of the kernels below takes. */
+#define TXL_ROWS_MAX 16
+
+/* y[m][r] = w_r . x[m] for m < M <= TXL_ROWS_MAX, r < n: for each m, the
+ * floats the set's dot gives x[m] alone over the same rows (the same
+ * operations in the same order, rows grouped from w as dot groups
+ * them), each weight read once for all M.  So a stream of a batch
+ * computes what it computes alone. */
+typedef void (*txl_dot_multi_fn)(float *const *y, const void *w, size_t ld,
+				 const float *const *x, int M, int n, int K);
+/* y[m][TXL_IL g + i] for g < ng, m < M <= TXL_ROWS_MAX: the floats of the
+ * type's dot_il against a[m] (every set's: see txl_dot_il_fn). */
+typedef void (*txl_dot_il_multi_fn)(float *const *y, const void *w, int ng,
+				    const struct txl_q8_act *a, int M, int K);
+
 /* ---- activations: the forms a product takes its vector in ---- */
 
 enum txl_act_type {
@@ -282,6 +299,10 @@ struct txl_type_kernels {
 	/* the interleaved copy (against the type's activations) */
 	txl_dot_il_fn dot_il;
 	txl_il_pack_fn il_pack;
+	/* several rows of activations, each as dot or dot_il computes it
+	 * alone: a set that has its own dot has its own dot_multi */
+	txl_dot_multi_fn dot_multi;
+	txl_dot_il_multi_fn dot_il_multi;
 };
 
 /* y[r] = w_r . a for r < n by the kernel of a's form. */

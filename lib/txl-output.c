@@ -21,6 +21,7 @@
 #include "txl-ops.h"
 #include "txl-pool.h"
 #include "txl-products.h"
+#include "txl-rows.h"
 
 int
 txl_out_head_size(const struct txl_hparams *hp)
@@ -243,6 +244,111 @@ txl_out_logits(struct txl_out *o)
 	o->valid = true;
 }
 
+/* The logits of m outputs of one row each of the model's full softmax
+ * without projection: the product of txl_out_logits(), each row alone,
+ * the weights read once for all. */
+static void
+logits_each(struct txl_out *const *o, int m, float *act)
+{
+	const struct txl_model *md = o[0]->model;
+	float *y[TXL_EACH_MAX] = { 0 };
+	const float *x[TXL_EACH_MAX] = { 0 };
+
+	for (int i = 0; i < m; i++) {
+		y[i] = o[i]->logits;
+		x[i] = o[i]->rows;
+	}
+	txl_mul_each(y, x, m, &md->out[0].w, act);
+	for (int i = 0; i < m; i++) {
+		txl_add_bias(o[i]->logits, md->out[0].b, 1, md->hp.n_token);
+		o[i]->src = o[i]->rows;
+		o[i]->valid = true;
+	}
+}
+
+/* The same for m outputs of one row each of an adaptive softmax:
+ * adaptive_logits() of one row, the head and every tail cluster's
+ * weights read once for all (each row's projections its own: they are
+ * matrix-vector products of floats, whose sums depend on the pool). */
+static void
+adaptive_each(struct txl_out *const *o, int m, float *act)
+{
+	const struct txl_model *md = o[0]->model;
+	const int nc = md->n_out - 1, c0 = md->out[0].hi;
+	float head[TXL_EACH_MAX][TXL_MAX_CLUSTERS];
+	float *y[TXL_EACH_MAX] = { 0 };
+	const float *x[TXL_EACH_MAX] = { 0 };
+
+	/* the heads (txl_out_head()): the shortlist into the row's logits,
+	 * the clusters' entries into head */
+	for (int i = 0; i < m; i++) {
+		x[i] = project(o[i], 0, o[i]->rows, 1);
+		y[i] = o[i]->logits;
+	}
+	txl_mul_each(y, x, m, &o[0]->w, act);
+	for (int i = 0; i < m; i++)
+		y[i] = head[i];
+	txl_mul_each(y, x, m, &md->cluster_w, act);
+	for (int i = 0; i < m; i++) {
+		txl_add_bias(o[i]->logits, o[0]->b, 1, c0);
+		txl_add_bias(head[i], md->cluster_b, 1, nc);
+		log_softmax2(o[i]->logits, c0, head[i], nc);
+	}
+	/* each tail (txl_out_tail()), after its cluster's entry */
+	for (int c = 1; c <= nc; c++) {
+		const struct txl_out_cluster *oc = &md->out[c];
+		const int size = oc->hi - oc->lo;
+
+		for (int i = 0; i < m; i++) {
+			x[i] = project(o[i], c, o[i]->rows, 1);
+			y[i] = o[i]->logits + oc->lo;
+		}
+		txl_mul_each(y, x, m, &oc->w, act);
+		for (int i = 0; i < m; i++) {
+			const float lp_c = head[i][nc - c];
+
+			txl_add_bias(y[i], oc->b, 1, size);
+			txl_log_softmax(y[i], y[i], size);
+			for (int j = 0; j < size; j++)
+				y[i][j] = lp_c + y[i][j];
+		}
+	}
+	for (int i = 0; i < m; i++) {
+		o[i]->src = NULL;
+		o[i]->valid = true;
+	}
+}
+
+void
+txl_out_logits_many(struct txl_out *const *o, int n, float *act)
+{
+	/* the outputs of one row of a full softmax without projection, or
+	 * (a model has one or the other) of an adaptive softmax */
+	void (*each)(struct txl_out *const *, int, float *) =
+		o[0]->model->n_out > 1 ? adaptive_each : logits_each;
+	struct txl_out *one[TXL_EACH_MAX];
+	int m = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct txl_out *oi = o[i];
+
+		if (oi->valid || oi->n_rows == 0)
+			continue;
+		if (oi->n_rows != 1 || oi->own_w || (oi->model->n_out == 1 &&
+						      oi->model->out[0].proj.data)) {
+			txl_out_logits(oi);
+			continue;
+		}
+		one[m++] = oi;
+		if (m == TXL_EACH_MAX) {
+			each(one, m, act);
+			m = 0;
+		}
+	}
+	if (m)
+		each(one, m, act);
+}
+
 /* The log-probabilities of targets[i] under rows i < n of an adaptive
  * softmax, computing the head of every row and, per tail cluster, the
  * rows whose target lies in it (ProjectedAdaptiveLogSoftmax.forward). */
@@ -433,4 +539,36 @@ txl_out_move_adapted(struct txl_out *dst, struct txl_out *src)
 	src->own_w = src->own_b = NULL;
 	src->w = src->model->out[0].w;
 	src->b = src->model->out[0].b;
+}
+
+enum txl_status
+txl_out_copy_adapted(struct txl_out *dst, const struct txl_out *src)
+{
+	const struct txl_hparams *hp = &src->model->hp;
+	const size_t V = (size_t)hp->n_token, E = (size_t)hp->d_embed;
+	float *w = dst->own_w, *b = dst->own_b;
+
+	if (!src->own_w) {
+		txl_out_reset(dst);
+		return TXL_OK;
+	}
+	/* dst's copy reused if it has one */
+	if (!w) {
+		w = txl_alloc_floats(V * E);
+		b = txl_alloc_floats(V);
+		if (!w || !b) {
+			free(w);
+			free(b);
+			return txl_fail(TXL_ERR_NOMEM, "out of memory for a "
+					"copy of the adapted output layer");
+		}
+	}
+	memcpy(w, src->own_w, sizeof(float) * V * E);
+	memcpy(b, src->own_b, sizeof(float) * V);
+	dst->own_w = w;
+	dst->own_b = b;
+	dst->w = src->w;
+	dst->w.data = w;
+	dst->b = b;
+	return TXL_OK;
 }

@@ -49,6 +49,11 @@ void txl_out_clear(struct txl_out *o);
 void txl_out_keep(struct txl_out *o, const float *h, int rows);
 /* The logits of every row held (o->logits), if not computed yet. */
 void txl_out_logits(struct txl_out *o);
+/* txl_out_logits() of n outputs of one model: those that hold one row
+ * (of a full softmax without projection, or of an adaptive one) from one
+ * read of the weights for all (txl_mul_each(), each row as alone; act:
+ * its scratch for TXL_EACH_MAX rows), the others one by one. */
+void txl_out_logits_many(struct txl_out *const *o, int n, float *act);
 /* An adaptive softmax, one row at a time (for the sampler): the head's
  * log-probabilities of row r, the shortlist into short_lp[cutoffs[0]] and
  * the tail clusters into clus_lp[n_out - 1] (clus_lp[c - 1] = log p(the
@@ -67,5 +72,9 @@ void txl_out_reset(struct txl_out *o);
 /* dst takes src's adapted output layer, if any (src goes back to the
  * model's). */
 void txl_out_move_adapted(struct txl_out *dst, struct txl_out *src);
+/* dst's output layer becomes a copy of src's (the model's, or an adapted
+ * copy in dst's own buffers); TXL_ERR_NOMEM leaves dst unchanged. */
+enum txl_status txl_out_copy_adapted(struct txl_out *dst,
+				     const struct txl_out *src);
 
 #endif /* TXL_OUTPUT_H */

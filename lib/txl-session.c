@@ -329,17 +329,21 @@ static enum txl_status
 forward(struct txl_session *s, const int32_t *tok, int n)
 {
 	const int d = s->model->hp.d_model;
-	const struct txl_forward f = {
-		.model = s->model, .kv = &s->kv, .attn = &s->attn,
-		.h = s->h, .xn = s->xn, .att = s->att,
-		.tmp = s->tmp, .ff = s->ff, .compute = s->compute,
-		.abort_cb = s->params.abort_cb,
+	const struct txl_forward_stream st = {
+		.kv = &s->kv, .attn = &s->attn,
+		.tok = tok, .n = n, .abort_cb = s->params.abort_cb,
 		.abort_data = s->params.abort_data,
 	};
-	enum txl_status st = txl_forward_segment(&f, tok, n);
+	const struct txl_forward f = {
+		.model = s->model, .st = &st, .n_st = 1,
+		.rows = { .n = n, .n_one = n == 1, .compute = s->compute },
+		.h = s->h, .xn = s->xn, .att = s->att, .tmp = s->tmp,
+		.ff = s->ff, .qkv = s->attn.qkv,
+	};
+	enum txl_status rc = txl_forward(&f);
 
-	if (st != TXL_OK)
-		return st;
+	if (rc != TXL_OK)
+		return rc;
 	memcpy(s->last_h, s->h + (size_t)(n - 1) * d, sizeof(float) * d);
 	s->have_last = true;
 	return TXL_OK;
@@ -362,25 +366,23 @@ predict_last(struct txl_session *s)
 	return st;
 }
 
-enum txl_status
-txl_session_set_params(struct txl_session *s,
-		       const struct txl_session_params *params)
+/*
+ * Give @p t, a session of the same model, the text of @p s: the most
+ * recent positions of its memory that t's mem_len holds (converted to
+ * t's kv_type: K and V are per-position values that no setting changes,
+ * and a smaller mem_len keeps what _update_mems would), the window of a
+ * model without memory, n_past, the output of the last position and the
+ * prediction that follows it, as after a load.  The adapted output layer
+ * is the caller's to carry.
+ */
+static enum txl_status
+carry_text(struct txl_session *t, const struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	struct txl_session *t, swap;
-	enum txl_status st;
-	int keep;
+	const int keep = s->kv.fill < t->mem_len ? s->kv.fill : t->mem_len;
 
-	/* build the new buffers first, so that a refusal leaves s as it
-	 * was; then move the memory over: its K and V are per-position
-	 * values that no setting changes, and a smaller mem_len keeps the
-	 * most recent positions, as _update_mems would */
-	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
-		return st;
-	keep = s->kv.fill < t->mem_len ? s->kv.fill : t->mem_len;
-	/* (with a memory of zero states: its last positions, the older
-	 * ones zeros) */
-	/* converted if the kv_type changes */
+	/* converted if the kv_type changes; with a memory of zero states,
+	 * its last positions, the older ones zeros */
 	txl_kv_copy_last(&t->kv, &s->kv, keep);
 	/* without memory, the last tokens are the context */
 	t->n_window = s->n_window < t->seg_len ? s->n_window : t->seg_len;
@@ -388,19 +390,37 @@ txl_session_set_params(struct txl_session *s,
 		memcpy(t->window, s->window + s->n_window - t->n_window,
 		       sizeof *t->window * (size_t)t->n_window);
 	t->n_past = s->n_past;
+	t->have_last = s->have_last;
+	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
+	txl_out_clear(&t->out);
+	t->out.src = NULL;
+	/* the prediction of the next token, as after a load */
+	if (t->window && t->n_window)
+		return predict_last(t);
+	if (t->have_last)
+		txl_out_keep(&t->out, t->last_h, 1);
+	return TXL_OK;
+}
+
+enum txl_status
+txl_session_set_params(struct txl_session *s,
+		       const struct txl_session_params *params)
+{
+	struct txl_session *t, swap;
+	enum txl_status st;
+
+	/* build the new buffers first, so that a refusal leaves s as it
+	 * was; then move the text over */
+	if ((st = txl_session_new(s->model, params, &t)) != TXL_OK)
+		return st;
 	/* the adapted output layer moves too, and how it computes */
 	txl_out_move_adapted(&t->out, &s->out);
 	txl_session_set_compute(t, s->compute);
-	t->have_last = s->have_last;
-	memcpy(t->last_h, s->last_h, sizeof(float) * hp->d_model);
-	/* the prediction of the next token, as after a load */
-	if (t->window && t->n_window) {
-		if ((st = predict_last(t)) != TXL_OK) {
-			txl_session_free(t);
-			return st;
-		}
-	} else if (t->have_last) {
-		txl_out_keep(&t->out, t->last_h, 1);
+	if ((st = carry_text(t, s)) != TXL_OK) {
+		/* back where it was, for s to keep */
+		txl_out_move_adapted(&s->out, &t->out);
+		txl_session_free(t);
+		return st;
 	}
 	swap = *s;
 	*s = *t;
@@ -426,6 +446,27 @@ enum txl_compute
 txl_session_get_compute(const struct txl_session *s)
 {
 	return s->compute;
+}
+
+enum txl_status
+txl_session_copy(struct txl_session *dst, const struct txl_session *src)
+{
+	enum txl_status st;
+
+	if (!dst || !src)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: a NULL "
+				"session");
+	if (dst->model != src->model)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_copy: the "
+				"sessions are of different models");
+	if (dst == src)
+		return TXL_OK;
+	/* in place, dst's buffers reused (a copy per document of
+	 * --score-docs must not build a session); the adapted output layer
+	 * first, the only part that can fail */
+	if ((st = txl_out_copy_adapted(&dst->out, &src->out)) != TXL_OK)
+		return st;
+	return carry_text(dst, src);
 }
 
 void
@@ -491,15 +532,6 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 		txl_out_keep(&s->out, s->h + (size_t)(n - 1) * d, 1);
 }
 
-/* n more positions fed: the count stops at TXL_MAX_N_PAST (a loaded
- * state may start near it), never overflowing. */
-static void
-count_fed(struct txl_session *s, int n)
-{
-	s->n_past = s->n_past > TXL_MAX_N_PAST - n ? TXL_MAX_N_PAST
-		    : s->n_past + n;
-}
-
 /* Models without memory: groups of `stride` tokens, each computed after
  * the up to seg_len - stride tokens before it.  Without memory a group
  * changes nothing but the context of later ones, so only the groups whose
@@ -537,7 +569,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 				sizeof *s->window * (size_t)W);
 			s->n_window = W;
 		}
-		count_fed(s, g);
+		txl_count_fed(s, g);
 	}
 	if (want == TXL_LOGITS_NONE)
 		s->have_last = false;	/* nothing computed */
@@ -570,7 +602,7 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 			return TXL_ABORTED;
 		if ((st = forward(s, tokens + off, len)))
 			return st;
-		count_fed(s, len);
+		txl_count_fed(s, len);
 		if (off + len == n)
 			keep_rows(s, len, want);
 	}

@@ -62,4 +62,13 @@ txl_aborted(const struct txl_session *s)
  * span if it has one (at most mem_len), else mem_len. */
 int txl_head_keep(const struct txl_model *m, int l, int h, int mem_len);
 
+/* n more positions fed: the count stops at TXL_MAX_N_PAST (a loaded
+ * state may start near it), never overflowing. */
+static inline void
+txl_count_fed(struct txl_session *s, int n)
+{
+	s->n_past = s->n_past > TXL_MAX_N_PAST - n ? TXL_MAX_N_PAST
+		    : s->n_past + n;
+}
+
 #endif /* TXL_SESSION_H */

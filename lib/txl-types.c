@@ -142,6 +142,8 @@ resolve(enum txl_dtype dt, enum txl_isa isa, struct txl_type_kernels *k)
 		TAKE(dot_q16);
 		TAKE(dot_il);
 		TAKE(il_pack);
+		TAKE(dot_multi);
+		TAKE(dot_il_multi);
 #undef TAKE
 	}
 }

@@ -17,6 +17,9 @@
  *   struct txl_session  one stream of text: the per-layer key/value memory
  *                       (fixed size, whatever the amount of text fed) and
  *                       scratch buffers.  Not thread-safe; one per thread.
+ *   struct txl_batch    scratch for stepping several sessions of one
+ *                       model at once, each weight read once for all
+ *                       (txl_batch_eval()).  One thread at a time.
  *   struct txl_sampler  picks the next token from logits, with its own
  *                       seeded random number generator.
  *
@@ -488,6 +491,27 @@ TXL_API struct txl_session_params txl_session_get_params(
 TXL_API enum txl_status txl_session_set_params(
 	struct txl_session *session, const struct txl_session_params *params);
 
+/**
+ * Make @p dst continue the text of @p src, as if it had been fed the same
+ * tokens: the memory (converted to dst's kv_type, and only the most recent
+ * positions if dst's mem_len is shorter, as txl_session_set_params() keeps
+ * them), the tokens fed (n_past), the window of a model without memory,
+ * an output layer that txl_session_adapt() changed, and the prediction of
+ * the token after the text (one row of logits, as after a load).  dst
+ * keeps its own settings; @p src is not changed.  So one text read once
+ * continues in several sessions (txlgen --n-samples), each then fed on its
+ * own.  Both must be sessions of the same model, neither in use by another
+ * thread meanwhile.
+ * dst's buffers are reused: a copy costs the bytes of the memory moved,
+ * not a new session.
+ * @return TXL_OK; TXL_ERR_INVALID for sessions of different models;
+ * TXL_ERR_NOMEM (dst unchanged); TXL_ABORTED: dst's abort callback fired
+ * while a model without memory recomputed its window for the prediction
+ * (dst then holds the text, without the prediction: n_logits 0).
+ */
+TXL_API enum txl_status txl_session_copy(struct txl_session *dst,
+					 const struct txl_session *src);
+
 /** Forget the memory: the next token starts a new text (an
  *  adaptive-span model's memory is zero states again). */
 TXL_API void txl_session_reset(struct txl_session *session);
@@ -631,6 +655,113 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
+
+/* ------------------------------------------------------------------ */
+/* Batches: several sessions stepped together                          */
+
+/*
+ * A batch steps several sessions of one model at once: one call feeds
+ * each of them its own tokens, and every weight matrix is read once for
+ * the tokens of all of them (generating, a token costs about a read of
+ * every weight, so N streams of one token cost little more than one),
+ * while each session keeps its own memory, settings (mem_len, kv_type,
+ * ...), output, and everything else txl_session_*() does with it.  The
+ * batch itself holds only the scratch rows of a step: any set of sessions
+ * of its model may be stepped by any call, so streams join and leave
+ * between steps at no cost (a new one: txl_session_copy() or
+ * txl_session_reset() of a session; txl_session_copy() also continues a
+ * text read once in several sessions).
+ *
+ * A session of one token in a step computes exactly the numbers it
+ * computes alone (txl_session_eval() of that token): its products are
+ * the matrix-vector products of one row, so a stream's samples are the
+ * same whatever streams share its steps.  The tokens of a session fed
+ * several at a time go through sgemm with those of the others: their
+ * numbers differ from a session's alone by the rounding of a float
+ * product of another blocking (the relative 1e-7 of float, summed over a
+ * dot product), not by more.
+ *
+ * Threads: a batch is used by one thread at a time, and the sessions of
+ * a call are not used elsewhere meanwhile; the computation runs on the
+ * process's pool (see "Threads" above).
+ */
+struct txl_batch;
+
+struct txl_batch_params {
+	size_t size;       /* sizeof(struct txl_batch_params), as
+			      txl_batch_params_default() sets it */
+	int max_rows;      /* the most tokens of one txl_batch_eval(), all
+			      sessions together (the batch's scratch is
+			      sized for them); default 512 */
+};
+
+/** The most rows a batch takes (max_rows). */
+#define TXL_MAX_BATCH_ROWS 65536
+
+/** The defaults: max_rows 512. */
+TXL_API struct txl_batch_params txl_batch_params_default(void);
+
+/**
+ * Create a batch for sessions of @p model, which must outlive it.
+ * @p params must come from txl_batch_params_default() (NULL: the
+ * defaults).
+ * @return TXL_OK; TXL_ERR_INVALID for max_rows < 1 or above
+ * TXL_MAX_BATCH_ROWS, or a params struct of another size; TXL_ERR_NOMEM
+ * (also when its scratch would exceed the machine's memory).
+ */
+TXL_API enum txl_status txl_batch_new(const struct txl_model *model,
+				      const struct txl_batch_params *params,
+				      struct txl_batch **out);
+
+/** Free a batch; NULL is a no-op.  The sessions are not touched. */
+TXL_API void txl_batch_free(struct txl_batch *batch);
+
+/**
+ * Feed session sessions[i] the n[i] tokens tokens[i], for i <
+ * @p n_sessions, as txl_session_eval(sessions[i], tokens[i], n[i], want)
+ * would, all in one forward pass: afterwards each session holds its
+ * memory, n_past, and rows of output (@p want: TXL_LOGITS_LAST, ALL or
+ * NONE, for every one) as after that call.  Each n[i] is at most the
+ * session's seg_len: one segment each (feed a longer text a segment per
+ * call, or by txl_session_eval()).
+ *
+ * A model without memory (attn_type 2, 3) recomputes a window for each
+ * token, a segment of its own: its sessions are evaluated one after
+ * another by txl_session_eval().
+ *
+ * @return TXL_OK; TXL_ABORTED if the abort callback of any of the
+ * sessions fired (each session's memory and n_past then as before the
+ * call, no rows of output; without memory: the sessions before the one
+ * stopped were evaluated); TXL_ERR_INVALID, nothing changed, for a NULL
+ * argument, n_sessions < 1, a session of another model, a session twice,
+ * sessions of different computes (txl_session_set_compute()), an n[i]
+ * outside 1..seg_len, a token id out of range, or more tokens in all than
+ * max_rows.
+ */
+TXL_API enum txl_status txl_batch_eval(struct txl_batch *batch,
+				       struct txl_session *const *sessions,
+				       const int32_t *const *tokens,
+				       const int *n, int n_sessions,
+				       enum txl_logits want);
+
+/**
+ * txl_session_logits() of each of the @p n_sessions sessions computed at
+ * once: the logits of every session that holds one row of output (of a
+ * full softmax without an output projection nor txl_session_adapt(), or
+ * of an adaptive softmax) from one read of the output layer's weights,
+ * each the floats that session computes alone; the others' one after
+ * another as txl_session_logits() computes them.  (An adaptive softmax
+ * computes every logit here: a sampler that goes cluster by cluster
+ * needs none of this.)  Then txl_session_logits(),
+ * txl_session_score() and txl_session_sample() of those sessions use
+ * them.  Sessions whose logits are computed already are left as they
+ * are.
+ * @return TXL_OK; TXL_ERR_INVALID for a NULL argument, n_sessions < 1 or
+ * a session of another model.
+ */
+TXL_API enum txl_status txl_batch_logits(struct txl_batch *batch,
+					 struct txl_session *const *sessions,
+					 int n_sessions);
 
 /* ------------------------------------------------------------------ */
 /* Sampling                                                            */

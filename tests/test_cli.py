@@ -289,7 +289,8 @@ class Options(unittest.TestCase):
                        "--ids", "--interactive", "--prompt", "--config",
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
-                       "--list-models"):
+                       "--list-models", "--score-docs", "--field",
+                       "--strict", "--first-line", "--streams"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -297,7 +298,7 @@ class Options(unittest.TestCase):
                 argv.append("x")
             elif opt in ("--n-predict", "--top-k", "--repeat-last-n",
                          "--seed", "--mem-len", "--seg-len", "--clamp-len",
-                         "--threads"):
+                         "--threads", "--n-samples"):
                 argv.append("3")
             elif opt in ("--temp", "--top-p", "--min-p",
                          "--repeat-penalty", "--adapt"):

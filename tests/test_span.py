@@ -393,6 +393,29 @@ class TestState(unittest.TestCase):
         self.assertIn("more than this session's mem_len 10", r.stderr)
 
 
+class TestStreams(unittest.TestCase):
+    def test_samples_in_one_batch_are_the_runs_of_their_seeds(self):
+        """--n-samples steps its samples' sessions in one forward pass
+        (per-head windows of each stream): sample i is the text of a run
+        alone with the seed it reports."""
+        m = _models["enwik8"]
+        r = run("--model", m.path, "--text", "the ", "-n", "30", "--seed",
+                "3", "--n-samples", "3", "--json")
+        texts, seeds = {}, {}
+        for line in r.stdout.splitlines():
+            ev = json.loads(line)
+            i = ev.get("sample")
+            if "id" in ev:
+                texts[i] = texts.get(i, "") + ev["text"]
+            elif "end" in ev:
+                seeds[i] = ev["seed"]
+        self.assertEqual(sorted(seeds), [0, 1, 2])
+        for i in range(3):
+            alone = run("--model", m.path, "--text", "the ", "-n", "30",
+                        "--seed", str(seeds[i])).stdout
+            self.assertEqual(texts[i], alone, i)
+
+
 class TestVocabulary(unittest.TestCase):
     def test_raw_text_gives_the_dictionary_ids(self):
         """The raw test text tokenizes to the ids data.Dictionary gives

@@ -42,6 +42,7 @@
 #include "txl-pool.h"
 #include "txl-products.h"
 #include "txl-repack.h"
+#include "txl-rows.h"
 #include "txl-types.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -1179,6 +1180,137 @@ test_dot_il(const struct set *s)
 	}
 }
 
+/* ---- several rows of activations (a batch's streams of one token) ---- */
+
+/* dot_multi: each row of activations gets, bit for bit, what the set's
+ * own dot gives it alone over the same rows (a stream computes the same
+ * numbers in a batch as alone), for every count of rows up to
+ * TXL_ROWS_MAX, odd ones too, over lengths that take each of dot's
+ * tails, rows packed and further apart; so also the bound of test_dot.
+ * A set has its own dot_multi wherever it has its own dot for a type
+ * whose scalar kernels have one (else it would pair another set's
+ * order with its own). */
+static void
+test_dot_multi(const struct set *s)
+{
+	static const int Ks[] = { 1, 7, 8, 15, 16, 17, 31, 32, 33, 100, 384 };
+	static const int ns[] = { 1, 3, 4, 5, 9, 17, 36 };
+	static const int Ms[] = { 1, 2, 3, 5, 8, TXL_ROWS_MAX };
+
+	FOR_TYPES(dt) {
+		if (!ref.t[dt].dot_multi)
+			continue;
+		CHECK(s->t[dt].dot_multi);
+		if (s->k->isa != TXL_ISA_SCALAR) {
+			const struct txl_type_kernels *own =
+				txl_type(dt)->isa[s->k->isa];
+			CHECK(!own || !own->dot || own->dot_multi);
+		}
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
+		for (size_t l = 0; l < sizeof Ms / sizeof *Ms; l++)
+		for (int pad = 0; pad < 2; pad++) {
+			const int K = Ks[i], n = ns[j], M = Ms[l];
+			const size_t ld = txl_row_bytes(dt, K) + (size_t)pad * 68;
+			float *e = malloc(sizeof(float) * n * K);
+			float *xs = malloc(sizeof(float) * M * (K + 3));
+			float *ys = malloc(sizeof(float) * M * n), one[36];
+			const float *x[TXL_ROWS_MAX];
+			float *y[TXL_ROWS_MAX];
+			CHECK(e && xs && ys);
+			void *w = make_weights(dt, n, K, ld, e);
+			for (int m = 0; m < M; m++) {
+				/* rows of activations anywhere: K + 3 apart */
+				x[m] = xs + (size_t)(M - 1 - m) * (K + 3);
+				y[m] = ys + (size_t)m * n;
+			}
+			for (int k = 0; k < M * (K + 3); k++)
+				xs[k] = uniform();
+			s->t[dt].dot_multi(y, w, ld, x, M, n, K);
+			for (int m = 0; m < M; m++) {
+				s->t[dt].dot(one, w, ld, x[m], n, K);
+				if (memcmp(one, y[m], sizeof(float) * n)) {
+					fprintf(stderr, "FAIL: %s %s dot_multi: K %d "
+						"n %d M %d: row %d is not dot's\n",
+						s->k->name, txl_dtype_name(dt),
+						K, n, M, m);
+					exit(1);
+				}
+			}
+			free(w);
+			free(e);
+			free(xs);
+			free(ys);
+		}
+	}
+}
+
+/* dot_il_multi: each row of activations, quantized on its own, gets bit
+ * for bit what dot_il gives it alone (the set's, and so the scalar
+ * set's: every set computes the same floats), partial groups' padding
+ * rows 0; activations of large and small blocks, so that the integer
+ * sums and the scales both matter. */
+static void
+test_dot_il_multi(const struct set *s)
+{
+	static const int Ks[] = { 32, 96, 384, 416 };
+	static const int ns[] = { 1, 16, 33 };
+	static const int Ms[] = { 1, 2, 3, 4, 5, 7, 8, TXL_ROWS_MAX };
+
+	FOR_TYPES(dt) {
+		if (!s->t[dt].dot_il)
+			continue;
+		CHECK(s->t[dt].dot_il_multi);
+		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
+		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
+		for (size_t l = 0; l < sizeof Ms / sizeof *Ms; l++) {
+			const int K = Ks[i], n = ns[j], M = Ms[l];
+			const int ng = (n + TXL_IL - 1) / TXL_IL;
+			const size_t ld = txl_row_bytes(dt, K);
+			float *e = malloc(sizeof(float) * n * K);
+			float *ys = malloc(sizeof(float) * M * ng * TXL_IL);
+			float one[48], want[48];
+			uint8_t *il = alloc_il(dt, n, K);
+			struct act v[TXL_ROWS_MAX];
+			struct txl_q8_act a[TXL_ROWS_MAX];
+			float *y[TXL_ROWS_MAX];
+			CHECK(e && ys && il);
+			uint8_t *w = make_weights(dt, n, K, ld, e);
+			txl_interleave(il, dt, w, n, K);
+			for (int m = 0; m < M; m++) {
+				act_init(&v[m], TXL_ACT_Q8, K);
+				for (int k = 0; k < K; k++)
+					v[m].x[k] = uniform() *
+						(k % (5 + m) ? 1.0f : 30.0f + m);
+				quantize_ref(&v[m]);
+				a[m] = v[m].a.q8;
+				y[m] = ys + (size_t)m * ng * TXL_IL;
+			}
+			s->t[dt].dot_il_multi(y, il, ng, a, M, K);
+			for (int m = 0; m < M; m++) {
+				s->t[dt].dot_il(one, il, ng, &a[m], K);
+				ref.t[dt].dot_il(want, il, ng, &a[m], K);
+				CHECK(memcmp(one, want, sizeof(float) * ng * TXL_IL)
+				      == 0);
+				if (memcmp(one, y[m], sizeof(float) * ng * TXL_IL)) {
+					fprintf(stderr, "FAIL: %s %s dot_il_multi: "
+						"K %d n %d M %d: row %d is not "
+						"dot_il's\n", s->k->name,
+						txl_dtype_name(dt), K, n, M, m);
+					exit(1);
+				}
+				for (int r = n; r < ng * TXL_IL; r++)
+					CHECK(y[m][r] == 0.0f);
+				act_free(&v[m]);
+			}
+			free(w);
+			free(il);
+			free(e);
+			free(ys);
+		}
+	}
+}
+
 /* The weighted sums of rows against the double-precision ones: every
  * value widens exactly, so each column is a float dot product of n terms
  * (check_dot's bound; with a zero point, of its magnitudes: the Q4_0
@@ -1311,6 +1443,77 @@ test_mat_mul(void)
 						      &v, txl_dtype_name(dt));
 				act_free(&v);
 			}
+		}
+		free(il);
+		free((void *)w.data);
+		free(e);
+	}
+}
+
+/* The products of a batch's streams of one token (txl-rows.h): each row
+ * bit for bit what txl_mat_mul() gives that row alone, with and without
+ * the interleaved copy, for counts of rows that take several calls of
+ * the kernels (TXL_ROWS_MAX) and a partial last group of rows; and
+ * txl_rows_mul(): those rows first, then a segment as txl_mat_mul()
+ * computes it. */
+static void
+test_mul_each(void)
+{
+	static const int Ms[] = { 2, 3, 16, 17, 40 };
+	const int N = 70, K = 96;
+
+	FOR_TYPES(dt) {
+		float *e = malloc(sizeof(float) * N * K);
+		CHECK(e);
+		struct txl_mat w = {
+			.dtype = dt, .rows = N, .cols = K,
+			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
+		};
+		void *il = NULL;
+		if (txl_interleaves(dt)) {
+			il = alloc_il(dt, N, K);
+			CHECK(il);
+			txl_interleave(il, dt, w.data, N, K);
+		}
+		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+		for (int k = 0; k < (il ? 2 : 1); k++) {
+			const int M = Ms[i], seg = 5;
+			float *a = malloc(sizeof(float) * (M + seg) * K);
+			float *out = malloc(sizeof(float) * (M + seg) * N);
+			float *want = malloc(sizeof(float) * (M + seg) * N);
+			float *act = malloc(sizeof(float) *
+					    txl_rows_act_floats(M, K));
+			float *y[TXL_EACH_MAX];
+			const float *x[TXL_EACH_MAX];
+			CHECK(a && out && want && act);
+			struct txl_mat wi = w;
+			wi.il = k ? il : NULL;
+			for (int j = 0; j < (M + seg) * K; j++)
+				a[j] = uniform() * (j % 11 ? 1.0f : 20.0f);
+			for (int m = 0; m < M; m++) {
+				x[m] = a + (size_t)(M - 1 - m) * K;
+				y[m] = out + (size_t)m * N;
+				txl_mat_mul(want + (size_t)m * N, x[m], 1, &wi,
+					    false, TXL_COMPUTE_F32);
+			}
+			txl_mul_each(y, x, M, &wi, act);
+			CHECK(memcmp(out, want, sizeof(float) * M * N) == 0);
+			/* M rows of one token each, then a segment */
+			struct txl_rows r = { .n = M + seg, .n_one = M,
+					      .act = act };
+			for (int m = 0; m < M; m++)
+				txl_mat_mul(want + (size_t)m * N,
+					    a + (size_t)m * K, 1, &wi, false,
+					    TXL_COMPUTE_F32);
+			txl_mat_mul(want + (size_t)M * N, a + (size_t)M * K, seg,
+				    &wi, false, TXL_COMPUTE_F32);
+			txl_rows_mul(out, a, &r, &wi);
+			CHECK(memcmp(out, want, sizeof(float) * (M + seg) * N)
+			      == 0);
+			free(a);
+			free(out);
+			free(want);
+			free(act);
 		}
 		free(il);
 		free((void *)w.data);
@@ -1544,6 +1747,8 @@ main(void)
 		RUN_ON(test_quantize_q8, &s);
 		RUN_ON(test_dot_act, &s);
 		RUN_ON(test_dot_il, &s);
+		RUN_ON(test_dot_multi, &s);
+		RUN_ON(test_dot_il_multi, &s);
 		RUN_ON(test_axpy, &s);
 		RUN_ON(test_narrow, &s);
 		RUN_ON(test_narrow_types, &s);
@@ -1560,6 +1765,7 @@ main(void)
 		txl_set_threads(n);
 		CHECK_EQ(txl_pool_threads(), n);
 		RUN(test_mat_mul);
+		RUN(test_mul_each);
 		RUN(test_gemm);
 	}
 	return 0;

@@ -8,7 +8,8 @@
  * invariants that hold whatever the weights:
  *   - with same_length, segment-wise evaluation equals token by token;
  *   - saving the memory and loading it into a new session continues
- *     exactly, and so does changing the settings of a live session; a
+ *     exactly, and so do changing the settings of a live session and
+ *     copying its text into another; a
  *     compact memory (kv_type) survives conversion to F32 and back;
  *     reset equals a fresh session; abort leaves the memory;
  *   - the memory never holds more than mem_len positions;
@@ -434,6 +435,107 @@ test_set_params(void)
 	txl_session_free(big);
 	txl_session_free(twin);
 	txl_session_free(ref);
+}
+
+/* txl_session_copy(): the copy continues the text as the original does,
+ * in its own settings, and the original goes on unchanged. */
+static void
+test_copy(struct txl_model *other)
+{
+	struct txl_session *a = session(5, 16, 0), *twin = session(5, 16, 0);
+	struct txl_session *b = session(5, 16, 0), *fresh = session(5, 16, 0);
+	struct txl_session *small = session(10, 3, 0), *ref = session(10, 3, 0);
+	struct txl_session_params p = txl_session_get_params(b);
+	struct txl_session *half, *alien;
+	float *la = malloc(sizeof(float) * (size_t)V);
+
+	CHECK(la);
+	CHECK_EQ(txl_session_eval(a, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(twin, toks, 23, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(a), sizeof(float) * V);
+
+	/* the text, its length and the prediction that follows it: the
+	 * same row of the same layer, computed again */
+	CHECK_EQ(txl_session_copy(b, a), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 23);
+	CHECK_EQ(txl_session_mem_fill(b), txl_session_mem_fill(a));
+	CHECK_EQ(txl_session_n_logits(b), 1);
+	CHECK(max_diff(la, txl_session_logits(b), V) == 0);
+	/* it goes on as the original, which the copy left as it was (its
+	 * twin was never copied from), and not as an empty memory does */
+	CHECK(same_continuation(a, twin, toks + 23, 7, TOL_REORDER));
+	memcpy(la, txl_session_logits(twin), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(b, toks + 23, 7, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(la, txl_session_logits(b), V) <= TOL_REORDER);
+	CHECK(!same_continuation(b, fresh, toks + 30, 5, 1e-4));
+
+	/* a copy keeps its own settings: a shorter memory holds the most
+	 * recent positions, as a session of that memory has after the same
+	 * text */
+	txl_session_reset(b);
+	CHECK_EQ(txl_session_eval(b, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(ref, toks, 10, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_copy(small, b), TXL_OK);
+	CHECK_EQ(txl_session_get_params(small).mem_len, 3);
+	CHECK_EQ(txl_session_get_params(small).seg_len, 10);
+	CHECK_EQ(txl_session_mem_fill(small), 3);
+	CHECK(same_continuation(small, ref, toks + 10, 5, TOL_REORDER));
+
+	/* another kv_type: the memory rounded as that session stores it,
+	 * close to the original but not the same */
+	p.kv_type = TXL_KV_F16;
+	CHECK_EQ(txl_session_new(model, &p, &half), TXL_OK);
+	CHECK_EQ(txl_session_copy(half, a), TXL_OK);
+	CHECK_EQ(txl_session_copy(twin, a), TXL_OK);
+	CHECK_EQ(txl_session_eval(half, toks + 5, 5, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(la, txl_session_logits(half), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(twin, toks + 5, 5, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(la, txl_session_logits(twin), V) <= 1e-2);
+	CHECK(max_diff(la, txl_session_logits(twin), V) > 0);
+
+	/* an adapted output layer goes with the text, as a copy: adapting
+	 * the copy further leaves the original's */
+	txl_session_reset(a);
+	CHECK_EQ(txl_session_eval(a, toks, 5, TXL_LOGITS_ALL), TXL_OK);
+	CHECK_EQ(txl_session_adapt(a, toks + 1, 5, 0.5f), TXL_OK);
+	CHECK_EQ(txl_session_copy(b, a), TXL_OK);
+	CHECK_EQ(txl_session_n_logits(b), 1);
+	CHECK(same_continuation(b, a, toks + 5, 4, TOL_REORDER));
+	txl_session_reset(fresh);
+	CHECK_EQ(txl_session_eval(fresh, toks, 9, TXL_LOGITS_NONE), TXL_OK);
+	CHECK(!same_continuation(b, fresh, toks + 9, 4, 1e-4));
+	CHECK_EQ(txl_session_eval(b, toks, 5, TXL_LOGITS_ALL), TXL_OK);
+	CHECK_EQ(txl_session_adapt(b, toks + 1, 5, 0.5f), TXL_OK);
+	CHECK_EQ(txl_session_eval(a, toks, 5, TXL_LOGITS_NONE), TXL_OK);
+	CHECK(!same_continuation(b, a, toks + 16, 4, 1e-4));
+
+	/* nothing fed, nothing to predict, and b's adaptation gone with
+	 * its text */
+	txl_session_reset(a);
+	CHECK_EQ(txl_session_copy(b, a), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), 0);
+	CHECK_EQ(txl_session_n_logits(b), 0);
+	CHECK(same_continuation(b, a, toks, 5, TOL_REORDER));
+
+	/* refused, and the session unchanged */
+	CHECK_EQ(txl_session_copy(NULL, a), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_copy(b, NULL), TXL_ERR_INVALID);
+	if (other) {
+		CHECK_EQ(txl_session_new(other, NULL, &alien), TXL_OK);
+		CHECK_EQ(txl_session_copy(b, alien), TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "different models") != NULL);
+		CHECK_EQ(txl_session_n_past(b), 5);
+		txl_session_free(alien);
+	}
+
+	free(la);
+	txl_session_free(a);
+	txl_session_free(b);
+	txl_session_free(twin);
+	txl_session_free(fresh);
+	txl_session_free(small);
+	txl_session_free(ref);
+	txl_session_free(half);
 }
 
 static double
@@ -1193,6 +1295,8 @@ main(int argc, char **argv)
 	test_kv_type(m32);
 	fprintf(stderr, "ok test_kv_type\n");
 	RUN(test_adapt);
+	test_copy(m32);
+	fprintf(stderr, "ok test_copy\n");
 	RUN(test_reset_and_abort);
 	RUN(test_invalid);
 	RUN(test_tokenizer);
