@@ -166,7 +166,7 @@ def torch_model(cfg, state, orig):
 
         def init():
             return None
-        name = "models/txl_ref.py"
+        name = "models/txlgen/txl_ref.py"
     return step, init, name
 
 

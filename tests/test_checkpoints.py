@@ -15,7 +15,7 @@ pickles.
   model.safetensors, vocab.pkl / vocab.bin as HF pickles its tokenizer.
 - A bare state_dict with --config.
 Each is converted by models/convert.py, and txlgen --score on text must
-give the log-probs of models/txl_ref.py on the same weights (1e-4, as
+give the log-probs of models/txlgen/txl_ref.py on the same weights (1e-4, as
 tests/test_parity.py), the hyperparameters must come from the checkpoint,
 and the ids of hand-written texts must be the ones worked out by hand
 from the vocabulary, for word level (wt103, ptb with lower_case, lm1b's

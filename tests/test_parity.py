@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Parity of txlgen with the PyTorch reference (models/txl_ref.py).
+"""Parity of txlgen with the PyTorch reference (models/txlgen/txl_ref.py).
 
 Random-weight models (tests/make_random_model.py: every parameter random,
 attention far from uniform) are converted with models/convert.py and
