@@ -1,7 +1,6 @@
 #!/usr/bin/python3
-"""Checkpoints in the original code's and Hugging Face's forms (issue 11),
-without the original code: stand-ins of its classes build the same
-pickles.
+"""Checkpoints in the original code's and Hugging Face's forms, without
+the original code: stand-ins of its classes build the same pickles.
 
 - A whole-model pickle: torch.save(model) of an object graph whose classes
   are named as the original's (mem_transformer.MemTransformerLM,

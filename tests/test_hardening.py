@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Files that change or are not what they seem, through the real txlgen
-binary (issue 9); the library's side is in tests/unit/test-session.c, the
+binary; the library's side is in tests/unit/test-session.c, the
 broken model files in tests/test_badfiles.py.
 
 - A mapped model file cut short while txlgen reads it (`cp` onto it, or
