@@ -4,8 +4,8 @@
   env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench.py --orig DIR \\
       [--threads N]
 
-Builds a random model of the requested shape (default: the 14.6M shape of
-issue 12: 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
+Builds a random model of the requested shape (default: the 14.6M benchmark
+shape: 6 layers, d_model 384, 6 heads, d_inner 1536, 8000 tokens),
 converts it with convert.py's conversion to every storage type (F32, F16, BF16,
 Q8_0, Q4_0), and measures in one run, on the same weights:
 
@@ -176,7 +176,7 @@ def torch_model(cfg, state, orig):
 
         def init():
             return None
-        name = "models/txl_ref.py"
+        name = "models/txlgen/txl_ref.py"
     return step, init, name
 
 

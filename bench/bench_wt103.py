@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A WikiText-103-sized Transformer-XL: txlgen against the original code
-on the same weights, in the same run (issue 11, item 3).
+on the same weights, in the same run.
 
   PYTHONPATH=models bench/bench_wt103.py --orig PATH/TO/transformer-xl \\
       [--build build]

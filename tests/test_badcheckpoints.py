@@ -257,7 +257,7 @@ def deep_json(depth):
 # name -> (function returning convert.py's arguments, the file the line
 #          must name (None: the --weights argument), phrase it must match)
 CASES = {
-    # bounded allocation (issue 24, item 5)
+    # bounded allocation
     "zip bomb: a 3 MB storage inflating to 3 GiB": (
         lambda: state_args(bomb()), None, "more than the file holds"),
     "a compressed storage": (
@@ -297,7 +297,7 @@ CASES = {
                                   {"0": bytes(16)},
                                   compressed=("archive/data.pkl",))), None,
         "compressed"),
-    # one line, not a traceback (issue 24, item 6)
+    # one line, not a traceback
     "a legacy storage count of 2^61": (
         lambda: state_args(legacy("count.pt", one_tensor([4], [1], 1 << 61),
                                   {"0": (1 << 61, bytes(16))})), None,

@@ -129,8 +129,8 @@ def _with_tokenizer(make_proto):
 def _charsmap(edit):
     """The tokenizer's normalizer_spec.precompiled_charsmap (ModelProto
     field 3, its field 2) replaced by edit(charsmap): the table
-    SentencePiece uses without checking (issue 9: it crashed txlgen on the
-    first text it tokenized)."""
+    SentencePiece uses without checking (a broken one once crashed txlgen
+    on the first text it tokenized)."""
     def proto(p):
         out = b""
         for num, wt, raw, payload in vocab.proto_fields(p):
@@ -463,7 +463,7 @@ CASES = {
     # attn_type 2 wants other tensors than the file's (type 0) ones
     "attn_type_tensors": (_edit(_meta("attn_type", "2")),
                           r"missing tensor 'layers.0.dec_attn.q_net"),
-    # the variants' hyperparameters (issue 10); the file is attn_type 0
+    # the variants' hyperparameters; the file is attn_type 0
     # with a full softmax, n_token 320, d_model 32, n_head 2, d_head 8
     "max_klen_missing": (_edit(_meta("attn_type", "1")),
                          r"metadata lacks 'max_klen'"),

@@ -1,7 +1,6 @@
 #!/usr/bin/python3
-"""Checkpoints in the original code's and Hugging Face's forms (issue 11),
-without the original code: stand-ins of its classes build the same
-pickles.
+"""Checkpoints in the original code's and Hugging Face's forms, without
+the original code: stand-ins of its classes build the same pickles.
 
 - A whole-model pickle: torch.save(model) of an object graph whose classes
   are named as the original's (mem_transformer.MemTransformerLM,
@@ -15,7 +14,7 @@ pickles.
   model.safetensors, vocab.pkl / vocab.bin as HF pickles its tokenizer.
 - A bare state_dict with --config.
 Each is converted by models/convert.py, and txlgen --score on text must
-give the log-probs of models/txl_ref.py on the same weights (1e-4, as
+give the log-probs of models/txlgen/txl_ref.py on the same weights (1e-4, as
 tests/test_parity.py), the hyperparameters must come from the checkpoint,
 and the ids of hand-written texts must be the ones worked out by hand
 from the vocabulary, for word level (wt103, ptb with lower_case, lm1b's

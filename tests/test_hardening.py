@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Files that change or are not what they seem, through the real txlgen
-binary (issue 9); the library's side is in tests/unit/test-session.c, the
+binary; the library's side is in tests/unit/test-session.c, the
 broken model files in tests/test_badfiles.py.
 
 - A mapped model file cut short while txlgen reads it (`cp` onto it, or
@@ -15,7 +15,7 @@ broken model files in tests/test_badfiles.py.
   made in a scratch directory, so that a regression cannot replace the
   real one.
 
-Hostile input (issue 24):
+Hostile input, third round (2026-11-25):
 
 - A model whose recommended settings hold 300,000 keys loads at once and
   warns about five of them, then counts the rest (the duplicate check

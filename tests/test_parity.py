@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Parity of txlgen with the PyTorch reference (models/txl_ref.py).
+"""Parity of txlgen with the PyTorch reference (models/txlgen/txl_ref.py).
 
 Random-weight models (tests/make_random_model.py: every parameter random,
 attention far from uniform) are converted with models/convert.py and
@@ -23,7 +23,7 @@ per byte) is checked against values computed here.  Generation
 (`txlgen --text P -n N --json`, greedy and sampled) is checked by letting
 the reference follow txlgen's tokens: same log-probs, greedy = argmax.
 
-Every other model the original code builds (issue 10, the variants of
+Every other model the original code builds (the variants of
 make_random_model.VARIANTS: adaptive input and softmax with div_val 1, 2
 and 4 and tie_projs mixed, attn_type 1 with memory, attn_type 2 and 3
 without) is held to the same 1e-4: with memory over many segments and
@@ -89,7 +89,7 @@ CONFIGS = {
     "head32": dict(d_model=64, n_head=2, d_head=32, d_inner=96, tgt_len=6,
                    mem_len=12, clamp_len=5, same_length=True, seed=6),
 }
-# Every other model the original code builds (issue 10): the adaptive
+# Every other model the original code builds: the adaptive
 # input and softmax (div_val 1 with and without projection, 2 and 4 with
 # tie_projs mixed, with same_length and clamp_len), attn_type 1 with
 # memory, attn_type 2 and 3 without: make_random_model.VARIANTS.
@@ -427,7 +427,7 @@ class TestAdapt(ParityCase):
 
 
 class TestVariants(ParityCase):
-    """Every variant of issue 10 against txl_ref (which
+    """Every variant the original code builds against txl_ref (which
     tools/check_original.py holds against the original code): with memory
     over many segments, token by token, with settings other than the
     model's; without memory (attn_type 2, 3) segment by segment as eval.py
@@ -703,7 +703,8 @@ class TestFormats(ParityCase):
     compute the same function of the same numbers, and differ only by the order
     of float32 additions: the same TOL as F32 (1e-4 on log-probs) holds, with
     no allowance for the format.  The formats' own error (against the unrounded
-    F32 weights) is what bits per byte on held-out text measures (README);
+    F32 weights) is what bits per byte on held-out text measures
+    (bench/README.md);
     test_rounding_matters shows that it is far above TOL here, so that agreeing
     within TOL means txlgen computed with the stored values.  Segments run the
     matrix-matrix path (blocks of rows widened for sgemm), one token at a time
@@ -712,7 +713,7 @@ class TestFormats(ParityCase):
     packed once for the products of segments, widened to float exactly as
     well: the same TOL.  A segment's products that take a single row (an
     adaptive softmax's tail cluster with one target in the segment:
-    test_q4_0_adaptive) stay in float; they were quantized before stop 22,
+    test_q4_0_adaptive) stay in float; they were quantized before ba5101b,
     1.5e-2 off here."""
 
     def test_q8_0(self):
@@ -870,8 +871,7 @@ class TestKvType(ParityCase):
     That the deviation is rounding is checked too: it exceeds F32's
     (1e-4 at most: the memory really is compact), and BF16's is 2 to 32
     times F16's (8 expected, the spread of random rounding allowed).  The
-    default model changes by ~3e-5 nats per token on tests/data/text.txt
-    (README).
+    default model changes by ~3e-5 nats per token on tests/data/text.txt.
 
     Q8_0 (models whose d_head is a multiple of 32) rounds each value to a
     step of its block of 32: an error of at most half a step, max |block|

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Check that txlgen runs checkpoints made by the ORIGINAL Transformer-XL
-code as that code does (issue 11; not run in CI).
+code as that code does (not run in CI).
 
   PYTHONPATH=models tools/check_checkpoints.py --orig PATH/TO/transformer-xl \\
       [--txlgen build/cmd/txlgen] [--test-spm build/tests/test-spm]

@@ -349,9 +349,10 @@ def random_ids(n, n_token, seed=0):
     return torch.randint(0, n_token, (n,), generator=g).tolist()
 
 
-# Small models of every variant of issue 10 (build(dir, **VARIANTS[name])),
-# with the tests' tokenizer (320 pieces): uniform random ids then fall
-# mostly into the tail clusters.
+# Small models of every variant the original code builds besides attn_type 0
+# with a full softmax (build(dir, **VARIANTS[name])), with the tests'
+# tokenizer (320 pieces): uniform random ids then fall mostly into the tail
+# clusters.
 VARIANTS = {
     # adaptive softmax and input, div_val 1: one table, sliced per cluster
     "adaptive": dict(cutoffs=[40, 120]),

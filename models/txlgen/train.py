@@ -1,6 +1,6 @@
-"""Train a Transformer-XL language model (models/txl_ref.py, any attn_type,
-full or adaptive softmax) on text files and export it as a txlgen model
-file.
+"""Train a Transformer-XL language model (models/txlgen/txl_ref.py, any
+attn_type, full or adaptive softmax) on text files and export it as a
+txlgen model file.
 
   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 models/train.py \\
       --train data/train.txt --valid data/valid.txt --vocab-size 8000 \\
