@@ -172,7 +172,7 @@ check_sessions(struct txl_batch *b, const char *fn,
 					"another model than the batch", fn, i);
 		if (sessions[i]->compute != sessions[0]->compute)
 			return txl_fail(TXL_ERR_INVALID, "%s: session %d "
-					"computes otherwise than session 0 "
+					"computes otherwise than the first "
 					"(txl_session_set_compute)", fn, i);
 		b->sorted[i] = sessions[i];
 	}
