@@ -2,7 +2,7 @@
 """What the adaptive spans buy: generation on the published small shape.
 
   env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench_span.py \\
-      [--orig PATH/TO/adaptive-span] [--threads N] [--work DIR]
+      [--orig PATH/TO/adaptive-span] [--threads N] [--work DIR] [--prime N]
 
 Builds two checkpoints of the published enwik8 model's shape (12 layers,
 d_model 512, 8 heads, d_inner 2048, attn_span 8192, ramp 32, 205
@@ -16,7 +16,11 @@ but for the spans:
   full    every head's span the whole 8,192 (current_val 1).
 
 and measures in one run, generating one token at a time from a full
-memory (the zero states the evaluation starts from fill every span):
+memory (the zero states the evaluation starts from fill every span;
+libtxl reads no K or V of a zero state, so that the K and V of the
+bytes below are what a memory of real positions costs: --prime 8192
+feeds that many tokens first, to measure it, at about a minute a rep
+with every span 8,192 on two cores):
 
   machine   the CPU, libtxl's kernels, the memory's read bandwidth
             (bench-txl --dram) and the load average;
@@ -157,6 +161,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gen-tokens", type=int, default=64)
+    ap.add_argument("--prime", type=int, default=0,
+                    help="tokens fed before generating (default 0: from "
+                    "the zero states)")
     ap.add_argument("--torch-tokens", type=int, default=8)
     a = ap.parse_args()
     exe = os.path.join(a.build, "bench", "bench-txl")
@@ -185,13 +192,15 @@ def main():
           f"{open('/proc/loadavg').read().split()[0]}")
     print(f"memory read bandwidth: {bw:.1f} GB/s")
     print("model: 12 layers, d_model 512, 8 heads, d_inner 2048, "
-          f"attn_span {S}, ramp {RAMP}, F32 weights and memory")
+          f"attn_span {S}, ramp {RAMP}, F32 weights and memory; "
+          + (f"{a.prime} tokens primed" if a.prime else
+             "from the zero states"))
     res = {}
     for k, (ckpt, path) in files.items():
         inf = info(txlgen, path)
         w, kv = bytes_per_token(inf)
         g = bench_txl(exe, path, "--score", 0, "--gen", a.gen_tokens,
-                      *common)
+                      "--prime", a.prime, *common)
         res[k] = dict(inf=inf, w=w, kv=kv, gen=g["gen_tok_per_s"],
                       floor=bw * 1e9 / (w + kv))
         spans = inf["attention"]["spans"]

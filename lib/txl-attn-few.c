@@ -163,7 +163,12 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	const int H = hp->n_head, D = hp->d_head, l = f->l;
 	const bool rel = a->kind->relative;
 	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
-	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	const struct txl_kv_head *hd = txl_kv_head(kv, l, h);
+	const int fill = txl_kv_head_fill(kv, hd);
+	/* keys [0, zeros) are zero states: q . k_j = 0 and v_j = 0, not
+	 * read (a memory starts so: most of a long span's keys for the
+	 * first thousands of tokens) */
+	const int zeros = txl_kv_head_zeros(kv, hd);
 	const int last = a->n_dist - 1;
 	float bd[STEP];
 	int lo, hi;
@@ -176,9 +181,13 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 				? a->fq + ((size_t)i * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)i * H + h);
-			if (txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
-				dot_stream(tk, few_scores(f, h, i) + lo,
-					   K + (size_t)lo * kv->row,
+			float *sc = few_scores(f, h, i);
+			if (!txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
+				continue;
+			for (; lo < hi && lo < zeros; lo++)
+				sc[lo] = 0.0f;
+			if (lo < hi)
+				dot_stream(tk, sc + lo, K + (size_t)lo * kv->row,
 					   kv->row, &q, hi - lo, D);
 		}
 	}
@@ -242,7 +251,8 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	for (int c = j0; c < j1; c += STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++)
-			if (txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
+			if (txl_attn_keys(a, l, h, fill + i,
+					  c > zeros ? c : zeros, ce, &lo, &hi))
 				axpy_stream(tk->axpy_rows,
 					    few_part(f, u, i),
 					    few_scores(f, h, i) + lo,

@@ -135,6 +135,7 @@ txl_kv_clear(struct txl_kv *kv)
 		}
 	}
 	kv->fill = kv->zeros ? kv->mem_len : 0;
+	kv->written = 0;
 }
 
 void
@@ -202,6 +203,8 @@ txl_kv_keep(struct txl_kv *kv, int n)
 		}
 	}
 	kv->fill = kv->fill + n < kv->mem_len ? kv->fill + n : kv->mem_len;
+	kv->written = kv->written + n < kv->mem_len ? kv->written + n
+		: kv->mem_len;
 }
 
 void
@@ -235,4 +238,6 @@ txl_kv_copy_last(struct txl_kv *dst, const struct txl_kv *src, int keep)
 		}
 	}
 	dst->fill = dst->zeros ? dst->mem_len : keep;
+	/* a head holds at most `keep` copied positions after its zeros */
+	dst->written = keep;
 }

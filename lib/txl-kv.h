@@ -51,6 +51,8 @@ struct txl_kv {
 	int fill;		/* positions of the memory: 0 .. mem_len */
 	bool zeros;		/* an empty memory is mem_len positions of
 				   zero states (adaptive span), not none */
+	int written;		/* with zeros: the positions since then that
+				   are not zero states (0 .. mem_len) */
 	struct txl_kv_head *heads; /* (n_layer, n_head) */
 	uint8_t **k, **v;	/* (n_layer) x every head's rows */
 };
@@ -92,6 +94,17 @@ txl_kv_head_fill(const struct txl_kv *kv, const struct txl_kv_head *hd)
 	return kv->fill < hd->keep ? kv->fill : hd->keep;
 }
 
+/* With zeros: the rows [0, n) of head hd's memory that are zero states
+ * still (K = V = 0), which the attention of a query need not read; at
+ * most that many (a memory restored from another may hold zeros it
+ * counts as positions). */
+static inline int
+txl_kv_head_zeros(const struct txl_kv *kv, const struct txl_kv_head *hd)
+{
+	const int z = txl_kv_head_fill(kv, hd) - kv->written;
+
+	return kv->zeros && z > 0 ? z : 0;
+}
 /* Row `pos` of head h in a head-major buffer of `rows` positions of rows
  * `row` bytes long. */
 static inline uint8_t *
