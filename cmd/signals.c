@@ -82,6 +82,11 @@ on_signal(int sig)
 		pthread_kill(main_thread, sig);
 		return;
 	}
+	/* a terminal that goes away sends SIGHUP to the session leader and
+	 * to its foreground group, often the same process: the second asks
+	 * nothing new, and must not cancel the state save the first began */
+	if (hup && hangup)
+		return;
 	received++;
 	/* SIGTERM and SIGHUP win: the session must end even if Ctrl-C only
 	 * asked to stop a generation */
