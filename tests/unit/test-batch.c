@@ -4,7 +4,8 @@
  * tests/make_random_model.py: argv[1] F32 weights (d_head 16), argv[2]
  * F32 of d_head 32 (a Q8_0 and Q4_0 memory), argv[3] Q8_0 weights,
  * argv[4] Q4_0 weights, argv[5] an adaptive input and softmax with
- * projections (div_val 2), argv[6] a model without memory (attn_type 2).
+ * projections (div_val 2), argv[6] a model without memory (attn_type 2),
+ * argv[7] BF16 weights.
  *
  * Each stream of a batch is checked against a twin session fed the same
  * tokens alone by txl_session_eval():
@@ -446,18 +447,44 @@ test_errors(const struct txl_model *m, const struct txl_model *other)
 	txl_batch_free(b);
 }
 
+/* A batch computes as its sessions do: one of BF16 compute and one of
+ * F32 are refused together (nothing changes), two of BF16 stepped. */
+static void
+test_computes(const struct txl_model *m)
+{
+	struct txl_batch *b = batch(m, 4);
+	struct txl_session *s[2] = { session(m, -1, 0, TXL_KV_F32),
+				     session(m, -1, 0, TXL_KV_F32) };
+	const int32_t *tk[2] = { toks, toks + 1 };
+	int one[2] = { 1, 1 };
+
+	CHECK_EQ(txl_session_set_compute(s[1], TXL_COMPUTE_BF16), TXL_OK);
+	CHECK_EQ(txl_batch_eval(b, s, tk, one, 2, TXL_LOGITS_LAST),
+		 TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "computes otherwise") != NULL);
+	CHECK_EQ(txl_session_n_past(s[0]), 0);
+	CHECK_EQ(txl_session_n_past(s[1]), 0);
+	CHECK_EQ(txl_session_set_compute(s[0], TXL_COMPUTE_BF16), TXL_OK);
+	CHECK_EQ(txl_batch_eval(b, s, tk, one, 2, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_n_past(s[0]), 1);
+	CHECK_EQ(txl_session_n_past(s[1]), 1);
+	txl_session_free(s[0]);
+	txl_session_free(s[1]);
+	txl_batch_free(b);
+}
+
 int
 main(int argc, char **argv)
 {
-	struct txl_model *m, *m32, *q8, *q4, *adaptive, *window;
+	struct txl_model *m, *m32, *q8, *q4, *adaptive, *window, *bf16;
 	int kvs[8];
 
-	if (argc < 7) {
+	if (argc < 8) {
 		fprintf(stderr, "usage: test-batch F32 F32_D_HEAD_32 Q8_0 Q4_0 "
-			"ADAPTIVE ATTN_TYPE_2\n");
+			"ADAPTIVE ATTN_TYPE_2 BF16\n");
 		return 2;
 	}
-	for (int i = 1; i < 7; i++)
+	for (int i = 1; i < 8; i++)
 		if (access(argv[i], R_OK) != 0) {
 			fprintf(stderr, "SKIP: no test model %s\n", argv[i]);
 			return TEST_SKIP;
@@ -468,10 +495,11 @@ main(int argc, char **argv)
 	q4 = load(argv[4]);
 	adaptive = load(argv[5]);
 	window = load(argv[6]);
+	bf16 = load(argv[7]);
 	/* the tokens are of every model */
 	int V = txl_model_hparams(m)->n_token;
-	struct txl_model *all[] = { m32, q8, q4, adaptive, window };
-	for (int i = 0; i < 5; i++)
+	struct txl_model *all[] = { m32, q8, q4, adaptive, window, bf16 };
+	for (int i = 0; i < 6; i++)
 		if (txl_model_hparams(all[i])->n_token < V)
 			V = txl_model_hparams(all[i])->n_token;
 	for (int i = 0; i < N_TOK; i++)
@@ -506,11 +534,14 @@ main(int argc, char **argv)
 	fprintf(stderr, "ok abort\n");
 	test_errors(m, m32);
 	fprintf(stderr, "ok errors\n");
+	test_computes(bf16);
+	fprintf(stderr, "ok computes\n");
 	txl_model_free(m);
 	txl_model_free(m32);
 	txl_model_free(q8);
 	txl_model_free(q4);
 	txl_model_free(adaptive);
 	txl_model_free(window);
+	txl_model_free(bf16);
 	return 0;
 }
