@@ -48,9 +48,8 @@ import types
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 
-import bench                                         # noqa: E402
+import bench               # bench/bench.py, beside this script  # noqa: E402
 
 
 def cpu():
