@@ -223,8 +223,12 @@ lineio_read(struct lineio *l, const char *prompt, size_t *len)
 #ifdef HAVE_LIBEDIT
 	if (l->el) {
 		int count;
-		const char *s = el_gets(l->el, &count);
+		const char *s;
 
+		errno = 0;
+		s = el_gets(l->el, &count);
+		if (!s && count < 0 && errno == EIO)
+			signals_terminal_gone();
 		if (!s)
 			return count < 0 && interrupted ? READ_INTERRUPTED :
 				READ_EOF;
@@ -242,6 +246,8 @@ lineio_read(struct lineio *l, const char *prompt, size_t *len)
 	n = getline(&l->line, &l->line_cap, stdin);
 	signals_setup(true);
 	if (n < 0) {
+		if (l->tty && ferror(stdin) && errno == EIO)
+			signals_terminal_gone();
 		if (interrupted) {
 			clearerr(stdin);
 			l->cut_empty = true;

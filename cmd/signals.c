@@ -152,6 +152,13 @@ signals_grace_resume(unsigned left)
 		alarm(left);
 }
 
+void
+signals_terminal_gone(void)
+{
+	if (!hangup)
+		raise(SIGHUP);
+}
+
 unsigned
 signals_received(void)
 {

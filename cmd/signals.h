@@ -52,6 +52,11 @@ void signals_int_ends_run(bool on);
 unsigned signals_grace_pause(void);
 void signals_grace_resume(unsigned left);
 
+/** The terminal failed a read or write with EIO: it is gone, and its
+ *  SIGHUP may still be on the way.  Act on the hangup now, as if it had
+ *  come (nothing where SIGHUP is ignored, as under nohup). */
+void signals_terminal_gone(void);
+
 /** Signals received so far (each one counts, also after the first). */
 unsigned signals_received(void);
 
