@@ -242,13 +242,7 @@ begin_doc(struct docs *d, struct doc_stream *st, struct doc *doc, int n)
 		ts = txl_session_copy(st->s, d->start);
 	else
 		txl_session_reset(st->s);
-	if (ts == TXL_ABORTED || interrupted)
-		return EXIT_INTERRUPTED;
-	if (ts != TXL_OK) {
-		errmsg("%s", engine_lib_error(ts));
-		return EXIT_RUNTIME;
-	}
-	return EXIT_OK;
+	return engine_run_status(ts);
 }
 
 /* Read documents into the idle streams while the ring has room; while

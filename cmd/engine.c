@@ -45,6 +45,18 @@ engine_lib_error(enum txl_status st)
 	return m && *m ? m : txl_status_str(st);
 }
 
+int
+engine_run_status(enum txl_status st)
+{
+	if (st == TXL_ABORTED || interrupted)
+		return EXIT_INTERRUPTED;
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
 void
 tokvec_add(struct tokvec *t, const int32_t *ids, int n)
 {

@@ -127,6 +127,11 @@ void engine_reset(struct engine *e);
 /** The library's reason for the last failure, or a generic one. */
 const char *engine_lib_error(enum txl_status st);
 
+/** The exit code of a library call's status during a run: EXIT_OK,
+ *  EXIT_INTERRUPTED (aborted, or a signal came), or EXIT_RUNTIME with
+ *  the library's message. */
+int engine_run_status(enum txl_status st);
+
 /** Tokenize @p text; returns the count (ids in e->ids) or -1. */
 int engine_tokenize(struct engine *e, const char *text, size_t len);
 

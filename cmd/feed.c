@@ -43,13 +43,7 @@ engine_feed_to(struct engine *e, struct txl_session *s, const int32_t *ids,
 	enum txl_status st = txl_session_eval(s, ids, n, want);
 
 	(void)e;
-	if (st == TXL_ABORTED || interrupted)
-		return EXIT_INTERRUPTED;
-	if (st != TXL_OK) {
-		errmsg("%s", engine_lib_error(st));
-		return EXIT_RUNTIME;
-	}
-	return EXIT_OK;
+	return engine_run_status(st);
 }
 
 int
@@ -79,13 +73,7 @@ engine_feed_many(struct engine *e, struct txl_session *const *sessions,
 		if (sessions[i] == e->session)
 			e->have_logits = st == TXL_OK &&
 				want != TXL_LOGITS_NONE;
-	if (st == TXL_ABORTED || interrupted)
-		return EXIT_INTERRUPTED;
-	if (st != TXL_OK) {
-		errmsg("%s", engine_lib_error(st));
-		return EXIT_RUNTIME;
-	}
-	return EXIT_OK;
+	return engine_run_status(st);
 }
 
 int

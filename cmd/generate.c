@@ -395,6 +395,7 @@ copy_sessions(struct engine *e, struct stream *st, int n)
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	enum txl_status ts;
+	int rc;
 
 	/* refused before any is made, rather than killed while touching
 	 * them */
@@ -408,12 +409,8 @@ copy_sessions(struct engine *e, struct stream *st, int n)
 		ts = engine_session_new(e, &p, &st[k].s);
 		if (ts == TXL_OK)
 			ts = txl_session_copy(st[k].s, e->session);
-		if (ts == TXL_ABORTED || interrupted)
-			return EXIT_INTERRUPTED;
-		if (ts != TXL_OK) {
-			errmsg("%s", engine_lib_error(ts));
-			return EXIT_RUNTIME;
-		}
+		if ((rc = engine_run_status(ts)) != EXIT_OK)
+			return rc;
 	}
 	return EXIT_OK;
 }

@@ -50,13 +50,13 @@ only: no PyTorch.
 """
 
 import os
-import sys
 
 import numpy as np
 
 from . import checkpoint, loadable, span_convert, txlfile
 from . import vocab as vocabulary
-from .errors import InputError, OneLineParser, describe, open_input
+from .errors import (InputError, OneLineParser, describe, open_input,
+                     run_tool)
 from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
                       typed)
 
@@ -394,23 +394,7 @@ def main(argv=None):
                  "required")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
-    try:
-        run(a)
-    except InputError as e:
-        print(f"convert.py: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("convert.py: interrupted", file=sys.stderr)
-        return 130
-    except MemoryError:
-        print(f"convert.py: {a.weights}: out of memory", file=sys.stderr)
-        return 1
-    except Exception as e:             # noqa: BLE001 (one line, not a trace)
-        print(f"convert.py: {a.weights}: unexpected {type(e).__name__}: "
-              f"{str(e)[:200]} (a bug: please report it with the file)",
-              file=sys.stderr)
-        return 1
-    return 0
+    return run_tool("convert.py", a.weights, run, a)
 
 
 def run_span(a, ck):

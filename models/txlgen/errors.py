@@ -9,6 +9,7 @@ name and exit 1.  Any other exception is a bug.
 import argparse
 import os
 import stat
+import sys
 
 
 class InputError(Exception):
@@ -57,3 +58,26 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def run_tool(prog, path, fn, *args):
+    """fn(*args) for program prog, its failures one line each on stderr
+    (path: the input they are about): 0, or 1 for bad input, 130 when
+    interrupted, 1 with a plea to report anything else (a bug)."""
+    try:
+        fn(*args)
+    except InputError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"{prog}: {path}: out of memory", file=sys.stderr)
+        return 1
+    except Exception as e:             # noqa: BLE001 (one line, not a trace)
+        print(f"{prog}: {path}: unexpected {type(e).__name__}: "
+              f"{str(e)[:200]} (a bug: please report it with the file)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -37,7 +37,8 @@ import struct
 import numpy as np
 
 from . import loadable
-from .errors import InputError, OneLineParser, describe, open_input
+from .errors import (InputError, OneLineParser, describe, open_input,
+                     run_tool)
 from .hparams import is_int
 
 FORMAT = "txlgen-model"
@@ -505,7 +506,6 @@ def restore(src, dst, dtype, meta_updates=None):
 
 
 def main(argv=None):
-    import sys
     ap = OneLineParser(prog="txlfile.py", description="Re-store a txlgen "
                        "model file with its weight matrices in another "
                        "type, and set or remove metadata.")
@@ -523,20 +523,5 @@ def main(argv=None):
         if not eq or not k or k in ("format", "format_version"):
             ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
         updates[k] = v if v else None
-    try:
-        restore(a.input, a.output, a.dtype, updates)
-    except InputError as e:
-        print(f"txlfile.py: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("txlfile.py: interrupted", file=sys.stderr)
-        return 130
-    except MemoryError:
-        print(f"txlfile.py: {a.input}: out of memory", file=sys.stderr)
-        return 1
-    except Exception as e:             # noqa: BLE001 (one line, not a trace)
-        print(f"txlfile.py: {a.input}: unexpected {type(e).__name__}: "
-              f"{str(e)[:200]} (a bug: please report it with the file)",
-              file=sys.stderr)
-        return 1
-    return 0
+    return run_tool("txlfile.py", a.input, restore, a.input, a.output,
+                    a.dtype, updates)
