@@ -5,7 +5,7 @@
  *   bench-txl MODEL [--score N] [--gen N] [--seg-len T] [--mem-len M]
  *             [--prime P] [--window W] [--threads K] [--reps R]
  *             [--recompute C] [--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram]
- *             [--compute f32|bf16]
+ *             [--compute f32|bf16] [--mmap]
  *
  * score:     N token ids (fixed pseudo-random stream) scored as the
  *            original eval.py does: segments of T tokens, all logits,
@@ -25,8 +25,11 @@
  * compute:   how their products of segments compute with BF16 weights
  *            (txl_session_set_compute(); default f32).
  * dram:      the read bandwidth of this machine's memory with K threads
- *            (a buffer far larger than the caches, read as generation
- *            reads weights), for the floor of bench/bench.py.
+ *            (a buffer far larger than the caches, on 2 MiB pages where
+ *            the kernel gives them, read as generation reads weights),
+ *            for the floor of bench/bench.py.
+ * mmap:      map the model file (TXL_LOAD_NO_MMAP otherwise: the weights
+ *            read into memory on 2 MiB pages, as txlgen loads them).
  * Each figure is the best of R runs (noise on a shared machine only ever
  * slows a run down).  Output lines are "key value" pairs.
  */
@@ -36,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "txl.h"
@@ -122,13 +126,17 @@ static double
 dram_bandwidth(size_t bytes, int threads, int reps)
 {
 	size_t n = bytes / 8;
-	uint64_t *buf = aligned_alloc(64, n * 8);
+	uint64_t *buf = aligned_alloc((size_t)2 << 20, n * 8);
 	pthread_t tid[256];
 	struct reader rd[256];
 	double best = 0;
 
 	if (!buf)
 		return 0;
+#ifdef MADV_HUGEPAGE
+	/* as libtxl holds weights read into memory */
+	(void)madvise(buf, n * 8, MADV_HUGEPAGE);
+#endif
 	for (size_t i = 0; i < n; i++)
 		buf[i] = i;
 	if (threads > 256)
@@ -231,6 +239,7 @@ main(int argc, char **argv)
 {
 	int n_score = 4096, n_gen = 512, seg = 128, mem = 256, window = 0;
 	int threads = 0, reps = 1, n_prime = 0, recompute = 0, dram = 0;
+	unsigned load_flags = TXL_LOAD_NO_MMAP;
 	int kv_type = TXL_KV_F32;
 	enum txl_compute compute = TXL_COMPUTE_F32;
 	static const char *const kv_names[] = { "F32", "F16", "BF16", "Q8_0",
@@ -244,12 +253,16 @@ main(int argc, char **argv)
 			"[--seg-len T] [--mem-len M] [--prime P] [--window W] "
 			"[--threads K] [--reps R] [--recompute C] "
 			"[--kv-type F32|F16|BF16|Q8_0|Q4_0] [--dram] "
-			"[--compute f32|bf16]\n");
+			"[--compute f32|bf16] [--mmap]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--dram") == 0) {
 			dram = 1;
+			continue;
+		}
+		if (strcmp(argv[i], "--mmap") == 0) {
+			load_flags = 0;
 			continue;
 		}
 		if (i + 1 >= argc) {
@@ -299,7 +312,7 @@ main(int argc, char **argv)
 	}
 	txl_log_set(log_line, NULL, TXL_LOG_INFO);
 	double t0 = now();
-	if (txl_model_load(argv[1], &m) != TXL_OK)
+	if (txl_model_load_flags(argv[1], load_flags, &m) != TXL_OK)
 		return die(argv[1]);
 	const int V = txl_model_hparams(m)->n_token;
 	printf("load_s %.3f\n", now() - t0);

@@ -56,8 +56,8 @@ const struct cli_opt cli_opts[] = {
 	SET("state-out", 0, "state_out", "FILE",
 	    "save the memory state at the end"),
 	BOOL("mmap", 0, "mmap",
-	     "map the model file (default; --no-mmap: read it\n"
-	     "into memory, for files replaced in place)"),
+	     "map the model file (default: read it into memory,\n"
+	     "where tokens come faster)"),
 	FLAG("interactive", 'i', interactive, true,
 	     "interactive session (REPL)"),
 

@@ -159,7 +159,6 @@ options_init(struct txlgen_options *o)
 	o->same_length = TXL_FROM_MODEL;
 	o->score_stride = -1;
 	o->color = COLOR_AUTO;
-	o->mmap = true;
 	o->n_samples = 1;
 	o->first_line = 1;
 	o->streams = 8;

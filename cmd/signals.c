@@ -236,7 +236,7 @@ signals_watch_mapping(const char *path)
 	text_clean_line(name);
 	n = snprintf(bus_msg, sizeof bus_msg, "txlgen: %s: the model file "
 		     "was cut short while in use (replace a model with mv, or "
-		     "read it with --no-mmap)\n", name);
+		     "read it whole: leave out --mmap)\n", name);
 	bus_len = n < 0 ? 0 : (size_t)n < sizeof bus_msg ? (size_t)n
 		  : sizeof bus_msg - 1;
 	memset(&sa, 0, sizeof(sa));

@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 64-byte aligned floats, not cleared (pages are touched only when used);
+/* 64-byte aligned floats, not cleared (pages are touched only when used;
+ * from 2 MiB on, 2 MiB aligned and advised as huge pages);
  * n may be 0.  Freed with free(). */
 float *txl_alloc_floats(size_t n);
 /* The same for n bytes. */

@@ -25,6 +25,7 @@
 
 #include <cJSON.h>
 
+#include "txl-alloc.h"
 #include "txl-file.h"
 #include "txl-hash.h"
 #include "txl-log.h"
@@ -370,7 +371,7 @@ hash_file(struct txl_file *f, int fd)
 static enum txl_status
 read_whole(struct txl_file *f, int fd)
 {
-	uint8_t *buf = aligned_alloc(64, (f->size + 63) / 64 * 64);
+	uint8_t *buf = txl_alloc_bytes(f->size);
 	size_t got = 0;
 
 	if (!buf)

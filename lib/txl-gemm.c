@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "txl.h"
+#include "txl-alloc.h"
 #include "txl-gemm.h"
 #include "txl-kernels.h"
 #include "txl-pool.h"
@@ -261,8 +262,7 @@ txl_pack(enum txl_dtype dt, const void *w, int rows, int cols,
 	p->kern = kern;
 	p->n_panels = (rows + kern->nr - 1) / kern->nr;
 	p->panel_bytes = panel_bytes(p->fmt, cols, kern->nr);
-	p->data = aligned_alloc(64, p->panel_bytes * (size_t)p->n_panels +
-				(p->n_panels ? 0 : 64));
+	p->data = txl_alloc_bytes(p->panel_bytes * (size_t)p->n_panels);
 	if (!p->data) {
 		free(p);
 		return NULL;

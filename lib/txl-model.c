@@ -15,6 +15,7 @@
 
 #include <cJSON.h>
 
+#include "txl-alloc.h"
 #include "txl-model.h"
 #include "txl-log.h"
 #include "txl-products.h"
@@ -972,7 +973,7 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	    (st = txl_tokenizer_load(m)) != TXL_OK)
 		goto fail;
 	if (n_copy > 0) {
-		m->converted = aligned_alloc(64, n_copy);
+		m->converted = txl_alloc_bytes(n_copy);
 		if (!m->converted) {
 			st = txl_fail(TXL_ERR_NOMEM, "%s: out of memory for %zu "
 				      "bytes of weights", path, n_copy);

@@ -3,10 +3,10 @@
 binary; the library's side is in tests/unit/test-session.c, the
 broken model files in tests/test_badfiles.py.
 
-- A mapped model file cut short while txlgen reads it (`cp` onto it, or
-  `truncate`) ends the run with one line naming the file and exit status
-  1, not SIGBUS; with --no-mmap the run does not notice and scores what it
-  would have.
+- A model file mapped with --mmap and cut short while txlgen reads it
+  (`cp` onto it, or `truncate`) ends the run with one line naming the
+  file and exit status 1, not SIGBUS; read into memory (the default,
+  --no-mmap) the run does not notice and scores what it would have.
 - --state-in and --state-out refuse what is not a regular file: a FIFO
   without waiting for a writer, a directory with the real reason (it used
   to be a stale errno, "Inappropriate ioctl for device"), a device node
@@ -129,15 +129,15 @@ class ModelCutShort(unittest.TestCase):
         return model, p.returncode, out, err
 
     def test_mapped_model_cut_short_is_a_message(self):
-        model, rc, _, err = self.score_and_cut()
+        model, rc, _, err = self.score_and_cut("--mmap")
         self.assertGreaterEqual(rc, 0, f"killed by signal {-rc}: {err!r}")
         self.assertEqual(rc, 1, err)
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn(model, err)
-        self.assertRegex(err, r"cut short while in use.*--no-mmap")
+        self.assertRegex(err, r"cut short while in use.*leave out --mmap")
 
     def test_model_read_into_memory_survives(self):
-        _, rc, out, err = self.score_and_cut("--no-mmap")
+        _, rc, out, err = self.score_and_cut()
         self.assertEqual((rc, err), (0, ""))
         p = subprocess.run([TXLGEN, "-m", MODEL, "--score", "-", "--json",
                             "--seg-len", "4"], input=FIRST + MORE,
@@ -354,11 +354,13 @@ def wait_for(what, cond, timeout=30):
         time.sleep(0.001)
 
 
-def mapped(pid, path):
-    """Has process @pid mapped the file @path (is it loading it)?"""
+def read_in(pid, path):
+    """Has process @pid read as many bytes as the file @path holds (is it
+    checking what it read)?"""
     try:
-        with open(f"/proc/{pid}/maps") as f:
-            return os.path.realpath(path) in f.read()
+        with open(f"/proc/{pid}/io") as f:
+            rchar = int(f.read().split("rchar:")[1].split()[0])
+        return rchar >= os.path.getsize(path)
     except FileNotFoundError:   # ended
         return True
 
@@ -390,7 +392,7 @@ class HostileRecommended(unittest.TestCase):
     def test_signals_end_the_loading_at_once(self):
         # a header of 13 MB: its recommended settings take a while to
         # check however fast that is; the signal comes once the file is
-        # mapped, while the library reads it
+        # read in, while the library checks it
         path = with_recommended(os.path.join(TMP, "keys700k.bin"),
                                 many_keys(700000))
         for sig, status, word in ((signal.SIGTERM, 143, "terminated"),
@@ -400,7 +402,7 @@ class HostileRecommended(unittest.TestCase):
                 p = popen(self, [TXLGEN, "-m", path, "-p", "Hi", "-n", "-1",
                                  "--ignore-eos"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
-                wait_for("the model mapped", lambda: mapped(p.pid, path))
+                wait_for("the model read", lambda: read_in(p.pid, path))
                 p.send_signal(sig)
                 # it used to go on checking keys for minutes
                 out, err = p.communicate(timeout=60)

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-alloc.c - libtxl's aligned buffers (txl-alloc.h): small ones on a
+ * cache line, large ones on a 2 MiB boundary, whole and writable, and
+ * advised to the kernel as huge pages (the VMA is "THPeligible" in
+ * /proc/self/smaps wherever transparent huge pages are not "never").
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "txl-alloc.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* The THPeligible flag of the mapping holding p: 0 or 1, or -1 when the
+ * kernel does not say. */
+static int
+thp_eligible(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int inside = 0, flag = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		int v;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+			continue;
+		}
+		if (inside && sscanf(line, "THPeligible: %d", &v) == 1) {
+			flag = v;
+			break;
+		}
+	}
+	fclose(f);
+	return flag;
+}
+
+/* whether transparent huge pages are on for madvised memory */
+static int
+thp_enabled(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	char buf[128] = "";
+
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof buf, f))
+		buf[0] = '\0';
+	fclose(f);
+	return strstr(buf, "[always]") || strstr(buf, "[madvise]");
+}
+
+static void
+test_small(void)
+{
+	for (size_t n = 0; n < 3 * 4096; n += 1000) {
+		uint8_t *p = txl_alloc_bytes(n);
+		CHECK(p != NULL);
+		CHECK_EQ((uintptr_t)p % 64, 0);
+		memset(p, 0xa5, n);
+		free(p);
+	}
+	float *f = txl_alloc_floats(17);
+	CHECK(f != NULL);
+	CHECK_EQ((uintptr_t)f % 64, 0);
+	free(f);
+}
+
+static void
+test_large(void)
+{
+	const size_t sizes[] = { 2 * MIB, 2 * MIB + 1, 5 * MIB + 4097 };
+
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+		const size_t n = sizes[i];
+		uint8_t *p = txl_alloc_bytes(n);
+		CHECK(p != NULL);
+		CHECK_EQ((uintptr_t)p % (2 * MIB), 0);
+		memset(p, (int)i + 1, n);
+		CHECK_EQ(p[n - 1], i + 1);
+		if (thp_enabled()) {
+			int e = thp_eligible(p);
+			if (e < 0)
+				fprintf(stderr, "note: no THPeligible in "
+					"/proc/self/smaps\n");
+			else
+				CHECK_EQ(e, 1);
+		}
+		free(p);
+	}
+}
+
+int
+main(void)
+{
+	if (!thp_enabled())
+		fprintf(stderr, "note: transparent huge pages are off; "
+			"only the alignment is checked\n");
+	RUN(test_small);
+	RUN(test_large);
+	return 0;
+}
