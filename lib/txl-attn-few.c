@@ -3,7 +3,8 @@
  * txl-attn-few.c - the attention of a few queries (generation: one):
  * every head in one pass over the keys.
  *
- * One pool task per layer does every head: a head's keys are cut into
+ * One pool task per layer does every head (of every stream of a batch,
+ * txl_attn_few_many): a head's keys are cut into
  * blocks, as few as keep the threads busy to the end (one per head when
  * the heads are enough), and a unit, one block of one head, computes for
  * each query the scores of its keys (content and position term,
@@ -59,7 +60,6 @@ struct few {
 	const int *first;	/* per head its first unit, then the total */
 	const int *from;	/* per head the first key of its units */
 	float scale;
-	atomic_int next;	/* the next unit */
 };
 
 /* Query i's scores for head h: klen_max floats, by key. */
@@ -261,32 +261,52 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	}
 }
 
+/* Unit u of f (first[h] <= u < first[h + 1]: head h) */
+static void
+few_run(const struct few *f, int u)
+{
+	const int H = f->a->model->hp.n_head;
+	const int *first = f->first;
+	int h = 0, top = H - 1;
+
+	while (h < top) {
+		const int mid = (h + top + 1) / 2;
+		if (first[mid] <= u)
+			h = mid;
+		else
+			top = mid - 1;
+	}
+	const int j0 = f->from[h] + (u - first[h]) * f->block;
+	const int end = f->from[h + H];
+	const int j1 = j0 + f->block < end ? j0 + f->block : end;
+
+	few_unit(f, h, u, j0, j1);
+}
+
+/* The units of several streams' attention (one layer), handed out in
+ * turn from one counter: base[i] the first of f[i]'s, base[n] the
+ * total. */
+struct few_many {
+	const struct few *f;
+	const int *base;
+	int n;
+	atomic_int next;
+};
+
 static void
 few_task(void *p, int ith, int nth)
 {
-	struct few *f = p;
-	const int H = f->a->model->hp.n_head, units = f->first[H];
-	const int *first = f->first;
-	int u;
+	struct few_many *m = p;
+	const int total = m->base[m->n];
+	int u, i = 0;
 
 	(void)ith;
 	(void)nth;
-	while ((u = atomic_fetch_add_explicit(&f->next, 1,
-					      memory_order_relaxed)) < units) {
-		/* the head of unit u: first[h] <= u < first[h + 1] */
-		int h = 0, top = H - 1;
-		while (h < top) {
-			const int mid = (h + top + 1) / 2;
-			if (first[mid] <= u)
-				h = mid;
-			else
-				top = mid - 1;
-		}
-		const int j0 = f->from[h] + (u - first[h]) * f->block;
-		const int end = f->from[h + H];
-		const int j1 = j0 + f->block < end ? j0 + f->block : end;
-
-		few_unit(f, h, u, j0, j1);
+	while ((u = atomic_fetch_add_explicit(&m->next, 1,
+					      memory_order_relaxed)) < total) {
+		while (m->base[i + 1] <= u)
+			i++;
+		few_run(&m->f[i], u - m->base[i]);
 	}
 }
 
@@ -413,22 +433,26 @@ few_units(struct few *f, int *units)
 	return (double)total * n * a->model->hp.d_head;
 }
 
-void
-txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     const float *q, int qs, float *out)
+/* f set up for job j: its units, and its queries biased and quantized
+ * as few_unit takes them; returns the products of its units */
+static double
+few_prepare(struct few *f, const struct txl_attn_few_job *j, int l)
 {
+	struct txl_attn *a = j->a;
 	const struct txl_hparams *hp = &a->model->hp;
 	const struct txl_layer *ly = &a->model->layers[l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	const int n = j->n, qs = j->qs;
+	const float *q = j->q;
 	const bool w_bias = a->kind->w_bias, rel = a->kind->relative;
 	const bool r_query_bias = a->kind->r_query_bias;
-	struct few f = {
-		.a = a, .kv = kv, .l = l, .n = n, .qs = qs,
+
+	*f = (struct few){
+		.a = a, .kv = j->kv, .l = l, .n = n, .qs = qs,
 		.q = q, .scale = 1.0f / sqrtf((float)D),
 	};
-	const double work = few_units(&f, a->units);
+	const double work = few_units(f, a->units);
 
-	atomic_init(&f.next, 0);
 	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
@@ -459,9 +483,53 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 						       a->fq + bd * D : qh);
 			}
 	}
-	/* a product of d_head per key and query for AC, BD and V */
-	txl_pool_run_for(few_task, &f, 3.0 * work);
-	for (int i = 0; i < n; i++)
-		for (int h = 0; h < H; h++)
-			few_merge(&f, h, i, out + (size_t)i * hd + h * D);
+	return work;
+}
+
+void
+txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs, int l)
+{
+	struct few f[TXL_ATTN_FEW_JOBS];
+	int base[TXL_ATTN_FEW_JOBS + 1];
+
+	for (int j0 = 0; j0 < n_jobs; j0 += TXL_ATTN_FEW_JOBS) {
+		const int nj = n_jobs - j0 < TXL_ATTN_FEW_JOBS ? n_jobs - j0
+			: TXL_ATTN_FEW_JOBS;
+		struct few_many m = { .f = f, .base = base, .n = nj };
+		double work = 0.0;
+
+		base[0] = 0;
+		for (int j = 0; j < nj; j++) {
+			work += few_prepare(&f[j], &jobs[j0 + j], l);
+			base[j + 1] = base[j] +
+				f[j].first[f[j].a->model->hp.n_head];
+		}
+		atomic_init(&m.next, 0);
+		/* a product of d_head per key and query for AC, BD and V;
+		 * the units are those of each stream alone, whoever
+		 * computes them */
+		txl_pool_run_for(few_task, &m, 3.0 * work);
+		for (int j = 0; j < nj; j++) {
+			const struct txl_attn_few_job *jb = &jobs[j0 + j];
+			const struct txl_hparams *hp = &jb->a->model->hp;
+			const int hd = hp->n_head * hp->d_head;
+
+			for (int i = 0; i < jb->n; i++)
+				for (int h = 0; h < hp->n_head; h++)
+					few_merge(&f[j], h, i, jb->out +
+						  (size_t)i * hd +
+						  h * hp->d_head);
+		}
+	}
+}
+
+void
+txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+	     const float *q, int qs, float *out)
+{
+	const struct txl_attn_few_job j = {
+		.a = a, .kv = kv, .n = n, .q = q, .qs = qs, .out = out,
+	};
+
+	txl_attn_few_many(&j, 1, l);
 }
