@@ -283,29 +283,46 @@ few_run(const struct few *f, int u)
 	few_unit(f, h, u, j0, j1);
 }
 
-/* The units of several streams' attention (one layer), handed out in
- * turn from one counter: base[i] the first of f[i]'s, base[n] the
- * total. */
+/* Several streams' attention (one layer) in one pool task: items
+ * [0, n_ready) make stream i's memory and queries ready (few_ready; none
+ * where the caller did), then the next are the streams' units in turn
+ * (base[i] the first of f[i]'s, base[n] the total), handed out from one
+ * counter; a unit of a stream not yet ready waits for it (the readying
+ * was handed out earlier, and is short). */
 struct few_many {
 	const struct few *f;
+	const struct txl_attn_few_job *job;
 	const int *base;
-	int n;
+	int n, n_ready;
 	atomic_int next;
+	atomic_int *ready;
 };
+
+static void few_ready(const struct few *f, const struct txl_attn_few_job *j);
 
 static void
 few_task(void *p, int ith, int nth)
 {
 	struct few_many *m = p;
-	const int total = m->base[m->n];
+	const int total = m->n_ready + m->base[m->n];
 	int u, i = 0;
 
 	(void)ith;
 	(void)nth;
 	while ((u = atomic_fetch_add_explicit(&m->next, 1,
 					      memory_order_relaxed)) < total) {
+		if (u < m->n_ready) {
+			few_ready(&m->f[u], &m->job[u]);
+			atomic_store_explicit(&m->ready[u], 1,
+					      memory_order_release);
+			continue;
+		}
+		u -= m->n_ready;
 		while (m->base[i + 1] <= u)
 			i++;
+		for (unsigned w = 0; !atomic_load_explicit(&m->ready[i],
+						memory_order_acquire); w++)
+			txl_pool_spin_wait(w);
 		few_run(&m->f[i], u - m->base[i]);
 	}
 }
@@ -433,26 +450,36 @@ few_units(struct few *f, int *units)
 	return (double)total * n * a->model->hp.d_head;
 }
 
-/* f set up for job j: its units, and its queries biased and quantized
- * as few_unit takes them; returns the products of its units */
+/* f set up for job j: its units of work; returns their products */
 static double
-few_prepare(struct few *f, const struct txl_attn_few_job *j, int l)
+few_plan(struct few *f, const struct txl_attn_few_job *j, int l)
+{
+	*f = (struct few){
+		.a = j->a, .kv = j->kv, .l = l, .n = j->n, .qs = j->qs,
+		.q = j->q,
+		.scale = 1.0f / sqrtf((float)j->a->model->hp.d_head),
+	};
+	return few_units(f, j->a->units);
+}
+
+/* Job j's keys and values into its memory (where it brings them), and
+ * its queries biased and quantized as few_unit takes them. */
+static void
+few_ready(const struct few *f, const struct txl_attn_few_job *j)
 {
 	struct txl_attn *a = j->a;
 	const struct txl_hparams *hp = &a->model->hp;
-	const struct txl_layer *ly = &a->model->layers[l];
+	const struct txl_layer *ly = &a->model->layers[f->l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
 	const int n = j->n, qs = j->qs;
 	const float *q = j->q;
 	const bool w_bias = a->kind->w_bias, rel = a->kind->relative;
 	const bool r_query_bias = a->kind->r_query_bias;
 
-	*f = (struct few){
-		.a = a, .kv = j->kv, .l = l, .n = n, .qs = qs,
-		.q = q, .scale = 1.0f / sqrtf((float)D),
-	};
-	const double work = few_units(f, a->units);
-
+	for (int i = 0; j->k && i < n; i++) {
+		const float *k = j->k + (size_t)i * j->ks;
+		txl_kv_append(j->kv, f->l, i, k, k + hd);
+	}
 	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
@@ -483,7 +510,6 @@ few_prepare(struct few *f, const struct txl_attn_few_job *j, int l)
 						       a->fq + bd * D : qh);
 			}
 	}
-	return work;
 }
 
 void
@@ -491,19 +517,27 @@ txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs, int l)
 {
 	struct few f[TXL_ATTN_FEW_JOBS];
 	int base[TXL_ATTN_FEW_JOBS + 1];
+	atomic_int ready[TXL_ATTN_FEW_JOBS];
 
 	for (int j0 = 0; j0 < n_jobs; j0 += TXL_ATTN_FEW_JOBS) {
 		const int nj = n_jobs - j0 < TXL_ATTN_FEW_JOBS ? n_jobs - j0
 			: TXL_ATTN_FEW_JOBS;
-		struct few_many m = { .f = f, .base = base, .n = nj };
+		/* one stream (a session alone): readied by the caller, as
+		 * before there were batches */
+		struct few_many m = { .f = f, .job = jobs + j0, .base = base,
+				      .n = nj, .n_ready = n_jobs > 1 ? nj : 0,
+				      .ready = ready };
 		double work = 0.0;
 
 		base[0] = 0;
 		for (int j = 0; j < nj; j++) {
-			work += few_prepare(&f[j], &jobs[j0 + j], l);
+			work += few_plan(&f[j], &jobs[j0 + j], l);
 			base[j + 1] = base[j] +
 				f[j].first[f[j].a->model->hp.n_head];
+			atomic_init(&ready[j], !m.n_ready);
 		}
+		if (!m.n_ready)
+			few_ready(&f[0], &jobs[j0]);
 		atomic_init(&m.next, 0);
 		/* a product of d_head per key and query for AC, BD and V;
 		 * the units are those of each stream alone, whoever

@@ -272,6 +272,10 @@ struct txl_attn_few_job {
 	const float *q;
 	int qs;
 	float *out;
+	/* NULL, or the n rows (ks floats apart) of keys, then values, to
+	 * store in kv first (txl_attn_append()) */
+	const float *k;
+	int ks;
 };
 /* the streams of one pool task, at most */
 #define TXL_ATTN_FEW_JOBS 32

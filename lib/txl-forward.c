@@ -110,11 +110,12 @@ layer_forward(const struct txl_forward *f, int l)
 					      st->first, st->n, out);
 				continue;
 			}
-			txl_attn_append(st->kv, l, &p, st->first, st->n, hd);
 			few[n_few++] = (struct txl_attn_few_job){
 				.a = st->attn, .kv = st->kv, .n = st->n,
 				.q = p.q + (size_t)st->first * p.qs,
 				.qs = p.qs, .out = out,
+				.k = p.kv + (size_t)st->first * p.kvs,
+				.ks = p.kvs,
 			};
 			if (n_few == TXL_ATTN_FEW_JOBS) {
 				txl_attn_few_many(few, n_few, l);
