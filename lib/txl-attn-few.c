@@ -518,42 +518,34 @@ txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs, int l)
 	struct few f[TXL_ATTN_FEW_JOBS];
 	int base[TXL_ATTN_FEW_JOBS + 1];
 	atomic_int ready[TXL_ATTN_FEW_JOBS];
+	/* one stream (a session alone): readied by the caller, as before
+	 * there were batches */
+	struct few_many m = { .f = f, .job = jobs, .base = base, .n = n_jobs,
+			      .n_ready = n_jobs > 1 ? n_jobs : 0,
+			      .ready = ready };
+	double work = 0.0;
 
-	for (int j0 = 0; j0 < n_jobs; j0 += TXL_ATTN_FEW_JOBS) {
-		const int nj = n_jobs - j0 < TXL_ATTN_FEW_JOBS ? n_jobs - j0
-			: TXL_ATTN_FEW_JOBS;
-		/* one stream (a session alone): readied by the caller, as
-		 * before there were batches */
-		struct few_many m = { .f = f, .job = jobs + j0, .base = base,
-				      .n = nj, .n_ready = n_jobs > 1 ? nj : 0,
-				      .ready = ready };
-		double work = 0.0;
+	TXL_ASSERT(n_jobs <= TXL_ATTN_FEW_JOBS);
+	base[0] = 0;
+	for (int j = 0; j < n_jobs; j++) {
+		work += few_plan(&f[j], &jobs[j], l);
+		base[j + 1] = base[j] + f[j].first[f[j].a->model->hp.n_head];
+		atomic_init(&ready[j], !m.n_ready);
+	}
+	if (n_jobs == 1)
+		few_ready(&f[0], &jobs[0]);
+	atomic_init(&m.next, 0);
+	/* a product of d_head per key and query for AC, BD and V; the
+	 * units are those of each stream alone, whoever computes them */
+	txl_pool_run_for(few_task, &m, 3.0 * work);
+	for (int j = 0; j < n_jobs; j++) {
+		const struct txl_hparams *hp = &jobs[j].a->model->hp;
+		const int hd = hp->n_head * hp->d_head;
 
-		base[0] = 0;
-		for (int j = 0; j < nj; j++) {
-			work += few_plan(&f[j], &jobs[j0 + j], l);
-			base[j + 1] = base[j] +
-				f[j].first[f[j].a->model->hp.n_head];
-			atomic_init(&ready[j], !m.n_ready);
-		}
-		if (!m.n_ready)
-			few_ready(&f[0], &jobs[j0]);
-		atomic_init(&m.next, 0);
-		/* a product of d_head per key and query for AC, BD and V;
-		 * the units are those of each stream alone, whoever
-		 * computes them */
-		txl_pool_run_for(few_task, &m, 3.0 * work);
-		for (int j = 0; j < nj; j++) {
-			const struct txl_attn_few_job *jb = &jobs[j0 + j];
-			const struct txl_hparams *hp = &jb->a->model->hp;
-			const int hd = hp->n_head * hp->d_head;
-
-			for (int i = 0; i < jb->n; i++)
-				for (int h = 0; h < hp->n_head; h++)
-					few_merge(&f[j], h, i, jb->out +
-						  (size_t)i * hd +
-						  h * hp->d_head);
-		}
+		for (int i = 0; i < jobs[j].n; i++)
+			for (int h = 0; h < hp->n_head; h++)
+				few_merge(&f[j], h, i, jobs[j].out +
+					  (size_t)i * hd + h * hp->d_head);
 	}
 }
 

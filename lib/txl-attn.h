@@ -277,7 +277,7 @@ struct txl_attn_few_job {
 	const float *k;
 	int ks;
 };
-/* the streams of one pool task, at most */
+/* n_jobs of txl_attn_few_many(), at most */
 #define TXL_ATTN_FEW_JOBS 32
 void txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs,
 		       int l);
