@@ -3,7 +3,8 @@
  * txl-attn-few.c - the attention of a few queries (generation: one):
  * every head in one pass over the keys.
  *
- * One pool task per layer does every head: a head's keys are cut into
+ * One pool task per layer does every head (of every stream of a batch,
+ * txl_attn_few_many): a head's keys are cut into
  * blocks, as few as keep the threads busy to the end (one per head when
  * the heads are enough), and a unit, one block of one head, computes for
  * each query the scores of its keys (content and position term,
@@ -59,7 +60,6 @@ struct few {
 	const int *first;	/* per head its first unit, then the total */
 	const int *from;	/* per head the first key of its units */
 	float scale;
-	atomic_int next;	/* the next unit */
 };
 
 /* Query i's scores for head h: klen_max floats, by key. */
@@ -261,32 +261,69 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	}
 }
 
+/* Unit u of f (first[h] <= u < first[h + 1]: head h) */
+static void
+few_run(const struct few *f, int u)
+{
+	const int H = f->a->model->hp.n_head;
+	const int *first = f->first;
+	int h = 0, top = H - 1;
+
+	while (h < top) {
+		const int mid = (h + top + 1) / 2;
+		if (first[mid] <= u)
+			h = mid;
+		else
+			top = mid - 1;
+	}
+	const int j0 = f->from[h] + (u - first[h]) * f->block;
+	const int end = f->from[h + H];
+	const int j1 = j0 + f->block < end ? j0 + f->block : end;
+
+	few_unit(f, h, u, j0, j1);
+}
+
+/* Several streams' attention (one layer) in one pool task: items
+ * [0, n_ready) make stream i's memory and queries ready (few_ready; none
+ * where the caller did), then the next are the streams' units in turn
+ * (base[i] the first of f[i]'s, base[n] the total), handed out from one
+ * counter; a unit of a stream not yet ready waits for it (the readying
+ * was handed out earlier, and is short). */
+struct few_many {
+	const struct few *f;
+	const struct txl_attn_few_job *job;
+	const int *base;
+	int n, n_ready;
+	atomic_int next;
+	atomic_int *ready;
+};
+
+static void few_ready(const struct few *f, const struct txl_attn_few_job *j);
+
 static void
 few_task(void *p, int ith, int nth)
 {
-	struct few *f = p;
-	const int H = f->a->model->hp.n_head, units = f->first[H];
-	const int *first = f->first;
-	int u;
+	struct few_many *m = p;
+	const int total = m->n_ready + m->base[m->n];
+	int u, i = 0;
 
 	(void)ith;
 	(void)nth;
-	while ((u = atomic_fetch_add_explicit(&f->next, 1,
-					      memory_order_relaxed)) < units) {
-		/* the head of unit u: first[h] <= u < first[h + 1] */
-		int h = 0, top = H - 1;
-		while (h < top) {
-			const int mid = (h + top + 1) / 2;
-			if (first[mid] <= u)
-				h = mid;
-			else
-				top = mid - 1;
+	while ((u = atomic_fetch_add_explicit(&m->next, 1,
+					      memory_order_relaxed)) < total) {
+		if (u < m->n_ready) {
+			few_ready(&m->f[u], &m->job[u]);
+			atomic_store_explicit(&m->ready[u], 1,
+					      memory_order_release);
+			continue;
 		}
-		const int j0 = f->from[h] + (u - first[h]) * f->block;
-		const int end = f->from[h + H];
-		const int j1 = j0 + f->block < end ? j0 + f->block : end;
-
-		few_unit(f, h, u, j0, j1);
+		u -= m->n_ready;
+		while (m->base[i + 1] <= u)
+			i++;
+		for (unsigned w = 0; !atomic_load_explicit(&m->ready[i],
+						memory_order_acquire); w++)
+			txl_pool_spin_wait(w);
+		few_run(&m->f[i], u - m->base[i]);
 	}
 }
 
@@ -413,22 +450,36 @@ few_units(struct few *f, int *units)
 	return (double)total * n * a->model->hp.d_head;
 }
 
-void
-txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
-	     const float *q, int qs, float *out)
+/* f set up for job j: its units of work; returns their products */
+static double
+few_plan(struct few *f, const struct txl_attn_few_job *j, int l)
 {
+	*f = (struct few){
+		.a = j->a, .kv = j->kv, .l = l, .n = j->n, .qs = j->qs,
+		.q = j->q,
+		.scale = 1.0f / sqrtf((float)j->a->model->hp.d_head),
+	};
+	return few_units(f, j->a->units);
+}
+
+/* Job j's keys and values into its memory (where it brings them), and
+ * its queries biased and quantized as few_unit takes them. */
+static void
+few_ready(const struct few *f, const struct txl_attn_few_job *j)
+{
+	struct txl_attn *a = j->a;
 	const struct txl_hparams *hp = &a->model->hp;
-	const struct txl_layer *ly = &a->model->layers[l];
+	const struct txl_layer *ly = &a->model->layers[f->l];
 	const int H = hp->n_head, D = hp->d_head, hd = H * D;
+	const int n = j->n, qs = j->qs;
+	const float *q = j->q;
 	const bool w_bias = a->kind->w_bias, rel = a->kind->relative;
 	const bool r_query_bias = a->kind->r_query_bias;
-	struct few f = {
-		.a = a, .kv = kv, .l = l, .n = n, .qs = qs,
-		.q = q, .scale = 1.0f / sqrtf((float)D),
-	};
-	const double work = few_units(&f, a->units);
 
-	atomic_init(&f.next, 0);
+	for (int i = 0; j->k && i < n; i++) {
+		const float *k = j->k + (size_t)i * j->ks;
+		txl_kv_append(j->kv, f->l, i, k, k + hd);
+	}
 	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */
@@ -459,9 +510,52 @@ txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 						       a->fq + bd * D : qh);
 			}
 	}
-	/* a product of d_head per key and query for AC, BD and V */
-	txl_pool_run_for(few_task, &f, 3.0 * work);
-	for (int i = 0; i < n; i++)
-		for (int h = 0; h < H; h++)
-			few_merge(&f, h, i, out + (size_t)i * hd + h * D);
+}
+
+void
+txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs, int l)
+{
+	struct few f[TXL_ATTN_FEW_JOBS];
+	int base[TXL_ATTN_FEW_JOBS + 1];
+	atomic_int ready[TXL_ATTN_FEW_JOBS];
+	/* one stream (a session alone): readied by the caller, as before
+	 * there were batches */
+	struct few_many m = { .f = f, .job = jobs, .base = base, .n = n_jobs,
+			      .n_ready = n_jobs > 1 ? n_jobs : 0,
+			      .ready = ready };
+	double work = 0.0;
+
+	TXL_ASSERT(n_jobs <= TXL_ATTN_FEW_JOBS);
+	base[0] = 0;
+	for (int j = 0; j < n_jobs; j++) {
+		work += few_plan(&f[j], &jobs[j], l);
+		base[j + 1] = base[j] + f[j].first[f[j].a->model->hp.n_head];
+		atomic_init(&ready[j], !m.n_ready);
+	}
+	if (n_jobs == 1)
+		few_ready(&f[0], &jobs[0]);
+	atomic_init(&m.next, 0);
+	/* a product of d_head per key and query for AC, BD and V; the
+	 * units are those of each stream alone, whoever computes them */
+	txl_pool_run_for(few_task, &m, 3.0 * work);
+	for (int j = 0; j < n_jobs; j++) {
+		const struct txl_hparams *hp = &jobs[j].a->model->hp;
+		const int hd = hp->n_head * hp->d_head;
+
+		for (int i = 0; i < jobs[j].n; i++)
+			for (int h = 0; h < hp->n_head; h++)
+				few_merge(&f[j], h, i, jobs[j].out +
+					  (size_t)i * hd + h * hp->d_head);
+	}
+}
+
+void
+txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
+	     const float *q, int qs, float *out)
+{
+	const struct txl_attn_few_job j = {
+		.a = a, .kv = kv, .n = n, .q = q, .qs = qs, .out = out,
+	};
+
+	txl_attn_few_many(&j, 1, l);
 }

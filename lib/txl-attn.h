@@ -236,6 +236,10 @@ void txl_attn_project(const struct txl_attn *a, int l, const float *h,
  * d_head). */
 void txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
 		   const struct txl_qkv *p, int first, int n, float *out);
+/* Its first half: the keys and values of rows [first, first + n) of p
+ * into kv after its positions (each head's window). */
+void txl_attn_append(struct txl_kv *kv, int l, const struct txl_qkv *p,
+		     int first, int n, int hd);
 
 /* ---- the two paths (txl-attn-few.c, txl-attn-seg.c) ---- */
 
@@ -257,6 +261,26 @@ double txl_attn_seg_bytes(const struct txl_hparams *hp, int seg_len,
  * last n rows already stored). */
 void txl_attn_few(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		  const float *q, int qs, float *out);
+/* One stream's few-query attention (txl_attn_few()'s arguments), and
+ * txl_attn_few() for several streams (of one model, each its own
+ * memory) at once: their units of work in one pool task, each stream's
+ * floats those of txl_attn_few() alone. */
+struct txl_attn_few_job {
+	struct txl_attn *a;
+	const struct txl_kv *kv;
+	int n;
+	const float *q;
+	int qs;
+	float *out;
+	/* NULL, or the n rows (ks floats apart) of keys, then values, to
+	 * store in kv first (txl_attn_append()) */
+	const float *k;
+	int ks;
+};
+/* n_jobs of txl_attn_few_many(), at most */
+#define TXL_ATTN_FEW_JOBS 32
+void txl_attn_few_many(const struct txl_attn_few_job *jobs, int n_jobs,
+		       int l);
 /* The same for n <= seg_len queries. */
 void txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 		  const float *q, int qs, float *out);

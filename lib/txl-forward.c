@@ -92,11 +92,37 @@ layer_forward(const struct txl_forward *f, int l)
 	/* attn_out = o_net(attention(h, memory)); residual, post- or
 	 * pre-LayerNorm */
 	txl_attn_project(f->st[0].attn, l, f->h, f->xn, f->qkv, &f->rows, &p);
-	for (int i = 0; i < f->n_st; i++) {
-		const struct txl_forward_stream *st = &f->st[i];
+	if (f->n_st == 1) {
+		txl_attn_rows(f->st[0].attn, f->st[0].kv, l, &p, 0, n, f->att);
+	} else {
+		/* the streams of a few queries in pool tasks of many (a
+		 * hand-over to the threads per stream costs more than a
+		 * token's attention over a short memory) */
+		struct txl_attn_few_job few[TXL_ATTN_FEW_JOBS];
+		int n_few = 0;
 
-		txl_attn_rows(st->attn, st->kv, l, &p, st->first, st->n,
-			      f->att + (size_t)st->first * hd);
+		for (int i = 0; i < f->n_st; i++) {
+			const struct txl_forward_stream *st = &f->st[i];
+			float *out = f->att + (size_t)st->first * hd;
+
+			if (st->n > TXL_ATTN_FEW_MAX) {
+				txl_attn_rows(st->attn, st->kv, l, &p,
+					      st->first, st->n, out);
+				continue;
+			}
+			few[n_few++] = (struct txl_attn_few_job){
+				.a = st->attn, .kv = st->kv, .n = st->n,
+				.q = p.q + (size_t)st->first * p.qs,
+				.qs = p.qs, .out = out,
+				.k = p.kv + (size_t)st->first * p.kvs,
+				.ks = p.kvs,
+			};
+			if (n_few == TXL_ATTN_FEW_JOBS) {
+				txl_attn_few_many(few, n_few, l);
+				n_few = 0;
+			}
+		}
+		txl_attn_few_many(few, n_few, l);
 	}
 	txl_rows_mul(f->tmp, f->att, &f->rows, &ly->o_net);
 	txl_residual(f->h, f->tmp, post ? ly->ln_attn_g : NULL,

@@ -63,6 +63,12 @@ spin_wait(unsigned i)
 		sched_yield();
 }
 
+void
+txl_pool_spin_wait(unsigned i)
+{
+	spin_wait(i);
+}
+
 /* pool.state: the workers inside the current task, plus CLOSED when no
  * worker may join it */
 #define CLOSED (1u << 30)

@@ -48,6 +48,10 @@ int txl_pool_threads_for(double macs);
 /* txl_pool_run(), or fn on the caller alone (ith 0, nth 1) when
  * txl_pool_threads_for(macs) is 1. */
 void txl_pool_run_for(txl_task_fn fn, void *ctx, double macs);
+/* Round i (from 0) of a task's thread waiting on another: a pause, and
+ * after many rounds the CPU given away (the one waited for may need
+ * it). */
+void txl_pool_spin_wait(unsigned i);
 /* fn(ctx, lo, hi) over chunks of [0, rows) on the pool, or on the caller
  * alone when rows * cost (multiply-adds or so per row) is too little
  * for a hand-over. */

@@ -14,6 +14,7 @@
  * interleaved groups, and per chunk the kernels of several rows
  * (dot_multi, dot_il_multi: each row the floats of the one-row kernel).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "txl-kernels.h"
@@ -38,7 +39,11 @@ struct each {
 	int M, K;
 	float *const *y;
 	const float *const *x;	/* floats, or */
-	const struct txl_q8_act *a;	/* int8 blocks (NULL: floats) */
+	struct txl_q8_act *a;	/* int8 blocks (NULL: floats), which
+					   the task quantizes first: rows
+					   handed out from q_next, q_done of
+					   them done */
+	atomic_int q_next, q_done;
 };
 
 /* Rows [lo, hi) of W (lo a multiple of TXL_IL) against rows
@@ -93,6 +98,22 @@ each_task(void *p, int ith, int nth)
 
 	(void)ith;
 	(void)nth;
+	if (e->a) {
+		const txl_quantize_q8_fn quantize = txl_kernels()->quantize_q8;
+		int m;
+
+		/* each row quantized as the matrix-vector product quantizes
+		 * it (txl_act_quantize), before any product */
+		while ((m = atomic_fetch_add_explicit(&e->q_next, 1,
+				memory_order_relaxed)) < e->M) {
+			quantize(&e->a[m], e->x[m], e->K);
+			atomic_fetch_add_explicit(&e->q_done, 1,
+						  memory_order_release);
+		}
+		for (unsigned w = 0; atomic_load_explicit(&e->q_done,
+				memory_order_acquire) < e->M; w++)
+			txl_pool_spin_wait(w);
+	}
 	while (txl_chunks_take(&e->rows, &lo, &hi))
 		for (int m0 = 0; m0 < e->M; m0 += TXL_ROWS_MAX)
 			each_block(e, m0, e->M - m0 < TXL_ROWS_MAX ?
@@ -120,20 +141,17 @@ txl_mul_each(float *const *y, const float *const *x, int M,
 		return;
 	}
 	if (at == TXL_ACT_Q8) {
-		/* each row quantized as the matrix-vector product quantizes
-		 * it (txl_act_quantize) */
-		for (int m = 0; m < M; m++) {
-			struct txl_act v = txl_act_view(TXL_ACT_Q8, act +
-				(size_t)m * txl_act_floats(TXL_ACT_Q8, K), x[m],
-				K);
-			txl_act_quantize(&v, x[m], K);
-			a[m] = v.q8;
-		}
+		/* each row's int8 blocks (quantized by each_task) */
+		for (int m = 0; m < M; m++)
+			a[m] = txl_act_view(TXL_ACT_Q8, act + (size_t)m *
+				txl_act_floats(TXL_ACT_Q8, K), x[m], K).q8;
 		e.a = a;
 		/* the interleaved copy where that product reads it */
 		if (w->il && e.k->dot_il)
 			e.il = w->il;
 	}
+	atomic_init(&e.q_next, 0);
+	atomic_init(&e.q_done, 0);
 	txl_chunks_init(&e.rows, N, TXL_IL, txl_pool_threads_for(macs));
 	txl_pool_run_for(each_task, &e, macs);
 }

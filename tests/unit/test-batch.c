@@ -46,6 +46,9 @@
 #define TOL_REORDER 4e-5
 
 #define N_TOK 64
+/* check_one_token_steps()'s streams at most: more than the attention
+ * takes in one task (TXL_ATTN_FEW_JOBS, 32) */
+#define MAX_STREAMS 56
 static int32_t toks[N_TOK];
 
 static double
@@ -117,20 +120,23 @@ check_one_token_steps(const struct txl_model *m, const int *kvs, int S,
 		      int steps)
 {
 	const int V = txl_model_hparams(m)->n_token;
-	struct txl_session *a[8], *t[8], *go[8];
-	const int32_t *tk[8];
-	int n[8];
-	struct txl_batch *b = batch(m, 8);
+	struct txl_session *a[MAX_STREAMS], *t[MAX_STREAMS];
+	struct txl_session *go[MAX_STREAMS];
+	const int32_t *tk[MAX_STREAMS];
+	int n[MAX_STREAMS];
+	struct txl_batch *b = batch(m, MAX_STREAMS);
 
-	CHECK(S <= 8);
+	CHECK(S <= MAX_STREAMS);
 	for (int i = 0; i < S; i++) {
-		const int mem = 3 + 2 * i, same = i % 2;
+		/* streams 8 on as 0 to 7, with memories a little longer */
+		const int mem = 3 + 2 * (i % 8) + i / 8, same = i % 2;
+		const int p = i % 8;
 
-		a[i] = session(m, mem, same, kvs[i]);
-		t[i] = session(m, mem, same, kvs[i]);
-		CHECK_EQ(txl_session_eval(a[i], toks + i, 5 + i, TXL_LOGITS_LAST),
+		a[i] = session(m, mem, same, kvs[p]);
+		t[i] = session(m, mem, same, kvs[p]);
+		CHECK_EQ(txl_session_eval(a[i], toks + p, 5 + p, TXL_LOGITS_LAST),
 			 TXL_OK);
-		CHECK_EQ(txl_session_eval(t[i], toks + i, 5 + i, TXL_LOGITS_LAST),
+		CHECK_EQ(txl_session_eval(t[i], toks + p, 5 + p, TXL_LOGITS_LAST),
 			 TXL_OK);
 	}
 	for (int step = 0; step < steps; step++) {
@@ -515,6 +521,8 @@ main(int argc, char **argv)
 		kvs[i] = i % 5;
 	check_one_token_steps(m32, kvs, 8, 16);
 	check_one_token_steps(q8, kvs, 8, 16);
+	/* more streams than one attention task takes (about 37 a step) */
+	check_one_token_steps(q8, kvs, MAX_STREAMS, 4);
 	fprintf(stderr, "ok one token a step, Q8_0\n");
 	check_one_token_steps(q4, kvs, 5, 12);
 	fprintf(stderr, "ok one token a step, Q4_0\n");
