@@ -146,7 +146,8 @@ cmp_prob_desc(const void *a, const void *b, void *probs)
 	return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-/* Keep the k most likely of idx[0..n) (probabilities in p), unordered. */
+/* Keep the k most likely of idx[0..n) (probabilities, or logits, in p),
+ * unordered. */
 static int
 keep_top_k(int32_t *idx, int n, const float *p, int k)
 {
@@ -227,13 +228,16 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 		}
 		/* now w[i] - max is finite or -inf: every w[i] is in
 		 * [0, 1] and the first maximum is exactly 1, so min-p,
-		 * top-k and top-p each keep at least that one */
-		for (int i = 0; i < V; i++) {
-			w[i] = expf((w[i] - max) / s->p.temp);
+		 * top-k and top-p each keep at least that one.  The
+		 * probabilities rise with the logits, so top-k picks on
+		 * the logits and only its k get an exp (of 8,000 tokens,
+		 * 40: the exps were a tenth of a step of --n-samples 8) */
+		for (int i = 0; i < V; i++)
 			idx[i] = i;
-		}
 		if (s->p.top_k > 0)
 			n = keep_top_k(idx, n, w, s->p.top_k);
+		for (int i = 0; i < n; i++)
+			w[idx[i]] = expf((w[idx[i]] - max) / s->p.temp);
 		if (s->p.min_p > 0) {
 			/* p_max is exp(0) = 1 before normalisation */
 			int m = 0;
