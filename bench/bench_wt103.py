@@ -310,11 +310,14 @@ def txlgen_runs(txlgen, mbin, ids_path, prime, common, gen_tokens, label,
             [txlgen, "--model", mbin, "--text", "w1 w2 w3", "-n",
              str(gen_tokens), "--temp", "0", "--stats"] + common + extra +
             list(gen_extra))
-        g = re.search(r"generated: (\d+) tokens? in ([\d.]+) s", err)
+        # txlgen's own rate: the seconds it prints are rounded to
+        # milliseconds, 0.000 for a few tokens
+        g = re.search(r"generated: \d+ tokens? in [\d.]+ s "
+                      r"\(([\d.]+) tokens/s\)", err)
         if rc or not g:
             sys.exit(f"txlgen generation ({label}, {what}): exit {rc}: "
                      f"{err}")
-        gen[what] = int(g.group(1)) / float(g.group(2))
+        gen[what] = float(g.group(1))
         print(f"txlgen {label} generation, memory {what}"
               f"{' ' + ' '.join(gen_extra) if gen_extra else ''}: "
               f"{gen[what]:.2f} tokens/s, peak RSS {rss_gen:.0f} MB (the "
