@@ -72,7 +72,7 @@ struct txlgen_options {
 	bool stats;           /* statistics on stderr */
 	int color;            /* enum color_mode */
 	bool unbuffered;      /* flush after every token even into a pipe */
-	bool mmap;            /* map the model file (false, default: read it whole) */
+	bool mmap;            /* map the model file (default: read it whole) */
 	struct strlist prime; /* files fed into the memory first */
 	char *state_in;       /* memory state to start from */
 	char *state_out;      /* memory state saved at the end */
