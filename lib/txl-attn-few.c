@@ -89,22 +89,22 @@ few_part(const struct few *f, int u, int i)
  * well. */
 #define PF_ROWS 32
 #define PF_AHEAD 64
-/* A stream of PF_AHEAD rows or fewer (a short memory) goes to the kernel
- * whole and unprefetched: the prefetches, each of a line past its end,
- * took as many instructions as the products (--n-samples 8 with a
- * memory of 70 positions: x1.07, one sample too; AMD EPYC Zen 4). */
 
-/* Rows [r, r + PF_ROWS) of w, also past the rows of the call: the
- * stream goes on in the next one (GCC 12 dropped the prefetches of a
- * version that stopped at the call's last row, which then ran no faster
- * than none).  A prefetch past the buffer's end is harmless; the address
- * is computed in uintptr_t so that no pointer leaves its object. */
+/* Rows [r, r + PF_ROWS) of w that are before row `end`: the stream's
+ * rows go on past those of one call into the next one (a version that
+ * stopped at the call's last row ran no faster than none), but not past
+ * the unit's keys.  A short memory's stream is then prefetched not at
+ * all: its prefetches, each of a line past its end, took as many
+ * instructions as the products (--n-samples 8 with a memory of 70
+ * positions: x1.07, one sample too; AMD EPYC Zen 4).  The address is
+ * computed in uintptr_t so that no pointer leaves its object. */
 static inline void
-prefetch_rows(const uint8_t *w, size_t ld, int r)
+prefetch_rows(const uint8_t *w, size_t ld, int r, int end)
 {
 	const uintptr_t p = (uintptr_t)w + (size_t)r * ld;
+	const int rows = end - r < PF_ROWS ? end - r : PF_ROWS;
 
-	for (size_t o = 0; o < (size_t)PF_ROWS * ld; o += 64)
+	for (size_t o = 0; rows > 0 && o < (size_t)rows * ld; o += 64)
 		__builtin_prefetch((const void *)(p + o));
 }
 
@@ -131,33 +131,36 @@ quantize_query(const struct txl_attn *a, size_t slot, const float *x)
 	txl_act_quantize(&q, x, a->model->hp.d_head);
 }
 
+/* The n rows of w from a stream of `end` rows (end >= n), through the
+ * kernels PF_ROWS at a time with the rows PF_AHEAD further prefetched;
+ * with nothing to prefetch, in one call. */
 static void
 dot_stream(const struct txl_type_kernels *k, float *y, const uint8_t *w,
-	   size_t ld, const struct txl_act *x, int n, int K)
+	   size_t ld, const struct txl_act *x, int n, int end, int K)
 {
-	if (n <= PF_AHEAD) {	/* what it would prefetch is past the end */
+	if (end <= PF_AHEAD) {
 		txl_dot_act(k, y, w, ld, x, n, K);
 		return;
 	}
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
 
-		prefetch_rows(w, ld, r + PF_AHEAD);
+		prefetch_rows(w, ld, r + PF_AHEAD, end);
 		txl_dot_act(k, y + r, w + (size_t)r * ld, ld, x, m, K);
 	}
 }
 
 static void
 axpy_stream(txl_axpy_rows_fn fn, float *y, const float *a, const uint8_t *w,
-	    size_t ld, int n, int K)
+	    size_t ld, int n, int end, int K)
 {
-	if (n <= PF_AHEAD) {
+	if (end <= PF_AHEAD) {
 		fn(y, a, w, ld, n, K);
 		return;
 	}
 	for (int r = 0; r < n; r += PF_ROWS) {
 		int m = n - r < PF_ROWS ? n - r : PF_ROWS;
-		prefetch_rows(w, ld, r + PF_AHEAD);
+		prefetch_rows(w, ld, r + PF_AHEAD, end);
 		fn(y, a + r, w + (size_t)r * ld, ld, m, K);
 	}
 }
@@ -200,7 +203,7 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 				sc[lo] = 0.0f;
 			if (lo < hi)
 				dot_stream(tk, sc + lo, K + (size_t)lo * kv->row,
-					   kv->row, &q, hi - lo, D);
+					   kv->row, &q, hi - lo, j1 - lo, D);
 		}
 	}
 	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
@@ -222,13 +225,16 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 			const int near = qpos - (hi - 1) < last ? qpos - (hi - 1)
 				: last;
 			const int far = qpos - lo < last ? qpos - lo : last;
+			/* R's rows go on to the unit's first key */
+			const int end = qpos - j0 < last ? qpos - j0 : last;
 			const struct txl_act q = few_query(a,
 				a->kind->r_query_bias
 				? a->fq + ((size_t)(f->n + i) * H + h) * D
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)(f->n + i) * H + h);
 			dot_stream(tk, bd, txl_attn_r_row(a, kv, l, h, near),
-				   kv->row, &q, far - near + 1, D);
+				   kv->row, &q, far - near + 1, end - near + 1,
+				   D);
 			if (a->kind->r_bias)
 				for (int t = near; t <= far; t++)
 					bd[t - near] += a->r_bias[l]
@@ -269,7 +275,7 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 					    few_part(f, u, i),
 					    few_scores(f, h, i) + lo,
 					    V + (size_t)lo * kv->row,
-					    kv->row, hi - lo, D);
+					    kv->row, hi - lo, j1 - lo, D);
 	}
 }
 
