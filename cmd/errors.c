@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "text.h"
+#include "utf8.h"
 
 static void __attribute__((format(printf, 1, 0)))
 vmsg(const char *fmt, va_list ap)
