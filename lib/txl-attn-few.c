@@ -494,10 +494,8 @@ few_ready(const struct few *f, const struct txl_attn_few_job *j)
 	const bool w_bias = a->kind->w_bias, rel = a->kind->relative;
 	const bool r_query_bias = a->kind->r_query_bias;
 
-	for (int i = 0; j->k && i < n; i++) {
-		const float *k = j->k + (size_t)i * j->ks;
-		txl_kv_append(j->kv, f->l, i, k, k + hd);
-	}
+	if (j->p)
+		txl_attn_append(j->kv, f->l, j->p, j->first, n, hd);
 	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */

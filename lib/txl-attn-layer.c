@@ -58,7 +58,7 @@ txl_attn_project(const struct txl_attn *a, int l, const float *h, float *xn,
 }
 
 void
-txl_attn_append(struct txl_kv *kv, int l, const struct txl_qkv *p,
+txl_attn_append(const struct txl_kv *kv, int l, const struct txl_qkv *p,
 		int first, int n, int hd)
 {
 	for (int i = 0; i < n; i++) {

@@ -238,8 +238,8 @@ void txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
 		   const struct txl_qkv *p, int first, int n, float *out);
 /* Its first half: the keys and values of rows [first, first + n) of p
  * into kv after its positions (each head's window). */
-void txl_attn_append(struct txl_kv *kv, int l, const struct txl_qkv *p,
-		     int first, int n, int hd);
+void txl_attn_append(const struct txl_kv *kv, int l,
+		     const struct txl_qkv *p, int first, int n, int hd);
 
 /* ---- the two paths (txl-attn-few.c, txl-attn-seg.c) ---- */
 
@@ -272,10 +272,10 @@ struct txl_attn_few_job {
 	const float *q;
 	int qs;
 	float *out;
-	/* NULL, or the n rows (ks floats apart) of keys, then values, to
-	 * store in kv first (txl_attn_append()) */
-	const float *k;
-	int ks;
+	/* NULL, or the projections whose rows [first, first + n) of keys
+	 * and values go into kv first (txl_attn_append()) */
+	const struct txl_qkv *p;
+	int first;
 };
 /* n_jobs of txl_attn_few_many(), at most */
 #define TXL_ATTN_FEW_JOBS 32

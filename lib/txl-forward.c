@@ -114,8 +114,7 @@ layer_forward(const struct txl_forward *f, int l)
 				.a = st->attn, .kv = st->kv, .n = st->n,
 				.q = p.q + (size_t)st->first * p.qs,
 				.qs = p.qs, .out = out,
-				.k = p.kv + (size_t)st->first * p.kvs,
-				.ks = p.kvs,
+				.p = &p, .first = st->first,
 			};
 			if (n_few == TXL_ATTN_FEW_JOBS) {
 				txl_attn_few_many(few, n_few, l);
