@@ -296,6 +296,21 @@ start_task(struct slot *sl, struct task *t)
 	return true;
 }
 
+/* Feed @p s without the lock: connections go on meanwhile.  The slot's
+ * session is the scheduler's alone (a named one is marked busy), and
+ * what connections read of a job is written under the lock only. */
+static int
+feed_unlocked(struct txl_session *s, const int32_t *ids, int n,
+	      enum txl_logits want)
+{
+	int rc;
+
+	pthread_mutex_unlock(&S.mu);
+	rc = engine_feed_to(S.e, s, ids, n, want);
+	pthread_mutex_lock(&S.mu);
+	return rc;
+}
+
 static bool
 slot_failed(struct slot *sl, int rc)
 {
@@ -362,8 +377,8 @@ feed_prompt(struct slot *sl)
 		if (txl_session_n_logits(sl->s) == 0) {
 			int32_t tok = engine_start_token(e);
 
-			if (slot_failed(sl, engine_feed_to(e, sl->s, &tok, 1,
-							   TXL_LOGITS_LAST)))
+			if (slot_failed(sl, feed_unlocked(sl->s, &tok, 1,
+							  TXL_LOGITS_LAST)))
 				return;
 		}
 		sl->generating = true;
@@ -375,8 +390,8 @@ feed_prompt(struct slot *sl)
 		prompt_logprob(sl, 0, txl_session_n_logits(sl->s) > 0 &&
 			       txl_session_n_past(sl->s) > 0
 			       ? txl_session_logits(sl->s) : NULL);
-	if (slot_failed(sl, engine_feed_to(e, sl->s, t->prompt + a, n,
-					   lp ? TXL_LOGITS_ALL
+	if (slot_failed(sl, feed_unlocked(sl->s, t->prompt + a, n,
+					  lp ? TXL_LOGITS_ALL
 					   : a + n == t->n_prompt
 					   ? TXL_LOGITS_LAST
 					   : TXL_LOGITS_NONE)))
@@ -545,8 +560,6 @@ run(void *arg)
 				finish_task(sl, "length");
 				continue;
 			}
-			/* the lock is held while computing: a connection
-			 * waits at most one step for it */
 			if (!sl->generating)
 				feed_prompt(sl);
 			else if (step_slot(sl))
@@ -557,13 +570,17 @@ run(void *arg)
 			rows_t[k] = &go[k]->tok;
 			rows_n[k] = 1;
 		}
-		rc = n_go == 1 ? engine_feed_to(e, rows_s[0], rows_t[0], 1,
-						TXL_LOGITS_LAST)
-			: n_go > 1 ? engine_feed_many(e, rows_s, rows_t,
-						      rows_n, n_go,
-						      TXL_LOGITS_LAST, true,
-						      S.n_slots)
-			: EXIT_OK;
+		if (n_go == 1) {
+			rc = feed_unlocked(rows_s[0], rows_t[0], 1,
+					   TXL_LOGITS_LAST);
+		} else if (n_go > 1) {
+			pthread_mutex_unlock(&S.mu);
+			rc = engine_feed_many(e, rows_s, rows_t, rows_n, n_go,
+					      TXL_LOGITS_LAST, true, S.n_slots);
+			pthread_mutex_lock(&S.mu);
+		} else {
+			rc = EXIT_OK;
+		}
 		for (int k = 0; k < n_go; k++) {
 			struct slot *sl = go[k];
 
