@@ -951,6 +951,35 @@ class Completion(unittest.TestCase):
         self.assertEqual(complete("--cache", ""), {"FILE"})
 
 
+class Manual(unittest.TestCase):
+    def test_man_page_renders_and_says_what_the_tool_does(self):
+        if not shutil.which("man"):
+            self.skipTest("man-db is not installed")
+        p = subprocess.run(["man", "--warnings", "-l", os.path.join(
+            ROOT, "man", "txlgen-get.1")], capture_output=True, timeout=60,
+            env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING="0"))
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(p.stderr.decode(), "")     # can't break line...
+        text = re.sub(r".\x08", "", p.stdout.decode())
+        flat = " ".join(text.split())
+        # every exit status --help gives, and each option
+        h = subprocess.run([PYTHON, GET, "--help"], capture_output=True,
+                           text=True, timeout=60).stdout
+        codes = re.findall(r"(\d+) [a-z]", h.split("Exit status:")[1]
+                           .split("Environment")[0])
+        self.assertIn("6", codes)
+        for code in codes:
+            self.assertRegex(text, rf"(?m)^ +{code}$|^ +{code} ")
+        for opt in re.findall(r"(?m)^\s+(--[a-z-]+)", h):
+            self.assertIn(opt, flat)
+        # no source-tree paths, no test internals, no stale claims
+        for words in ("the tests", "tests/", "models/txlgen", "not have yet",
+                      "the script holds"):
+            self.assertNotIn(words, flat)
+        self.assertIn("a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc"
+                      "09b7a38e5232", flat)
+
+
 # ---------------------------------------------------------------------------
 # enwik8 and text8: the data the adaptive-span vocabularies are built from
 
