@@ -149,7 +149,7 @@ def tearDownModule():
 
 def txlgen_score(model_path, input_path, ids=True, seg_len=None,
                  mem_len=None, clamp_len=None, same_length=None,
-                 adapt=None, stride=None, extra=()):
+                 adapt=None, stride=None, mem_init=None, extra=()):
     """Run txlgen --score --json; return (records, summary, argv)."""
     argv = [TXLGEN, "--model", model_path, "--score", input_path, "--json"]
     if ids:
@@ -166,6 +166,8 @@ def txlgen_score(model_path, input_path, ids=True, seg_len=None,
         argv.append("--same-length" if same_length else "--no-same-length")
     if adapt is not None:
         argv += ["--adapt", repr(adapt)]
+    if mem_init is not None:
+        argv += ["--mem-init", mem_init]
     argv += list(extra)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
@@ -484,6 +486,40 @@ class TestTFCompute(ParityCase):
     def test_eps(self):
         self.compare("tf_eps", seg_len=8, mem_len=8)
         self.compare("tf_eps", seg_len=1, mem_len=8)
+
+    # the memory started as mem_len zero states (--mem-init zeros), as
+    # the TF evaluation and Hugging Face's init_mems start it
+    def test_zeros(self):
+        self.compare("base", seg_len=8, mem_len=16, mem_init="zeros")
+        self.moved_zeros("base", seg_len=8, mem_len=16)
+
+    def test_zeros_token_by_token(self):
+        self.compare("base", seg_len=1, mem_len=16, same_length=True,
+                     mem_init="zeros")
+
+    def test_zeros_few_queries_threads(self):
+        self.compare("wide", seg_len=3, mem_len=40, mem_init="zeros",
+                     extra=["--threads", "3"])
+
+    def test_zeros_tf_mask(self):
+        # the TF evaluation: its mask over a memory of zeros
+        self.compare("tf_mask", mem_init="zeros")
+        self.compare("tf_mask_adaptive", seg_len=1, mem_len=10,
+                     mem_init="zeros")
+
+    def test_zeros_memory_shorter_than_segment(self):
+        self.compare("tf_mask", seg_len=8, mem_len=5, same_length=True,
+                     mem_init="zeros")
+
+    def test_zeros_learnable_positions(self):
+        self.compare("attn1", seg_len=4, mem_len=8, mem_init="zeros")
+
+    def moved_zeros(self, name, **settings):
+        m = _models[name]
+        ids = mrm.random_ids(N_TOKENS, m.cfg.n_token, 0)
+        a = m.score(ids, mem_init="zeros", **settings)
+        b = m.score(ids, **settings)
+        self.assertGreater(abs(a[0] - b[0]), 100 * TOL)
 
     def test_eps_pre_lnorm(self):
         self.compare("tf_eps_pre", seg_len=8, mem_len=16, same_length=True)

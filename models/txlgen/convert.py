@@ -92,17 +92,18 @@ ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
 ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
 
 
-def provenance(origin, recommended=None):
+def provenance(origin, pre_lnorm=False, recommended=None):
     """The metadata a converted file records about where it came from:
     converter_version, origin (one of ORIGINS) and, for checkpoints whose
     code starts the memory as zero states, recommended {"mem_init":
     "zeros"} (merged into `recommended`, a dict of other recommended
-    settings, if given)."""
+    settings, if given) -- but for a pre-LayerNorm model, whose zero
+    states libtxl does not compute (their keys are not 0)."""
     if origin not in ORIGINS:
         raise ValueError(f"origin {origin!r} is not one of {ORIGINS}")
     meta = {"converter_version": str(CONVERTER_VERSION), "origin": origin}
     rec = dict(recommended or {})
-    if origin in ZERO_MEMORY_ORIGINS:
+    if origin in ZERO_MEMORY_ORIGINS and not pre_lnorm:
         rec.setdefault("mem_init", "zeros")
     if rec:
         meta["recommended"] = json.dumps(rec, sort_keys=True)
@@ -490,7 +491,7 @@ def run(a):
     proto, meta = read_tokenizer(a, ck, cfg.n_token)
     extra = dict(meta)
     extra.update(provenance("huggingface" if ck.source == "huggingface"
-                            else "pytorch"))
+                            else "pytorch", cfg.pre_lnorm))
     if a.description:
         extra["description"] = a.description
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
