@@ -514,6 +514,49 @@ class TestTFCompute(ParityCase):
     def test_zeros_learnable_positions(self):
         self.compare("attn1", seg_len=4, mem_len=8, mem_init="zeros")
 
+    def test_batch_generation(self):
+        """--n-samples: the samples stepped together in one batch (the
+        few-query path of several streams), each sample's every token
+        the reference's log-prob given its history, with the TF mask and
+        the memory started as zeros."""
+        import sentencepiece as spm
+        import torch
+        from txlgen import txl_ref
+        m = _models["tf_mask_adaptive"]
+        sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
+        prompt = "The lighthouse keeper wrote in his log every evening"
+        pids = sp.encode(prompt)
+        argv = [TXLGEN, "--model", m.path, "--text", prompt, "-n", "25",
+                "--temp", "2", "--top-k", "0", "--top-p", "1", "--min-p",
+                "0", "--json", "--seed", "1", "--seg-len", "4",
+                "--mem-len", "10", "--same-length", "--mem-init", "zeros",
+                "--ignore-eos", "--n-samples", "3", "--threads", "2"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        gen = {}
+        for line in r.stdout.splitlines():
+            obj = json.loads(line)
+            if "logprob" in obj and "id" in obj:
+                gen.setdefault(obj["sample"], []).append(
+                    (int(obj["id"]), float(obj["logprob"])))
+        self.assertEqual(sorted(gen), [0, 1, 2])
+        model = m.model
+        model.mem_len, model.same_length = 10, True
+        model.clamp_len = m.cfg.clamp_len
+        with torch.no_grad():
+            for s, toks in gen.items():
+                self.assertEqual(len(toks), 25)
+                mems = txl_ref.init_mems(model)
+                for s0 in range(0, len(pids), 4):
+                    h, mems = model.forward(
+                        torch.tensor(pids[s0:s0 + 4])[:, None], mems)
+                for k, (tok, lp) in enumerate(toks):
+                    ref = float(m.log_probs(h[-1:])[0, 0, tok])
+                    self.assertLessEqual(abs(ref - lp), TOL,
+                                         f"sample {s} token {k}")
+                    h, mems = model.forward(torch.tensor([[tok]]), mems)
+
     def moved_zeros(self, name, **settings):
         m = _models[name]
         ids = mrm.random_ids(N_TOKENS, m.cfg.n_token, 0)
