@@ -17,8 +17,13 @@ Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
 tie_weight tie_projs pre_lnorm attn_type tgt_len ext_len mem_len
-clamp_len same_length, and untie_r for per-layer relative biases) is
-needed for a bare state_dict and otherwise overrides.
+clamp_len same_length, and untie_r for per-layer relative biases;
+layer_norm_eps and same_length_mask "tf" for a model that computes as
+the TensorFlow code does) is needed for a bare state_dict and otherwise
+overrides.  A Hugging Face directory is computed as Hugging Face's code
+computes it (its tail clusters in the TF code's order, its config
+defaults, its LayerNorm epsilon; the memory recommended to start as zero
+states); every file records converter_version and origin.
 
 The tokenizer is a SentencePiece model (--tokenizer), or the original
 vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
