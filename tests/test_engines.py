@@ -101,7 +101,7 @@ class Engines(unittest.TestCase):
         # that the 120 lines make several parts run two at a time
         cmd = (f"parallel --will-cite --pipe -k -j 2 -N 17 {TXLGEN} -m "
                f"{MODEL} -t 1 --seg-len 16 --score-docs - --first-line "
-               "'{= $_ = ($job->seq() - 1) * 17 + 1 =}' "
+               "'$(( ({#} - 1) * 17 + 1 ))' "
                f"< {path}")
         p = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True,
                            env=env(), timeout=300)

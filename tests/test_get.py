@@ -79,10 +79,13 @@ def git_sha1(b):
 class Route:
     """What a path answers.  kind: "file" (a body, with Range), "redirect"
     (status and Location), "lfs" (the Hub's redirect of an LFS file to its
-    CDN address), "git" (the Hub's answer for a file in git)."""
+    CDN address), "git" (the Hub's answer for a file in git), "custom"
+    (fn(handler, Range header) writes the whole answer: a hostile
+    server)."""
 
     def __init__(self, kind, body=b"", location=None, status=302,
-                 headers=None):
+                 headers=None, fn=None):
+        self.fn = fn
         self.kind, self.body, self.location = kind, body, location
         self.status, self.headers = status, dict(headers or {})
         self.drop_after = None      # close the connection after N bytes
@@ -119,6 +122,9 @@ class Server:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def custom(self, path, fn):
+        self.routes[path] = Route("custom", fn=fn)
 
     def file(self, path, body, **kw):
         r = Route("file", body, **kw)
@@ -165,6 +171,13 @@ class Server:
                 h.end_headers()
                 h.wfile.write(body)
                 return
+        if r.kind == "custom":
+            h.close_connection = True
+            try:
+                r.fn(h, rng)
+            except (BrokenPipeError, ConnectionResetError):
+                pass                    # the getter hung up: the point
+            return
         if r.kind in ("redirect", "lfs"):
             h.send_response(r.status)
             h.send_header("Location", r.location)
@@ -289,6 +302,19 @@ def meta(path):
         return json.loads(f.read(n))["__metadata__"]
 
 
+def drop_meta(path, key):
+    """Rewrite a model file's header without metadata key (padded to the
+    same length), as a converter that did not write it left it."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        del header["__metadata__"][key]
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        assert len(raw) <= n
+        f.seek(8)
+        f.write(raw + b" " * (n - len(raw)))
+
+
 # ---------------------------------------------------------------------------
 
 class Base(unittest.TestCase):
@@ -370,6 +396,53 @@ class Base(unittest.TestCase):
         e.update(kw)
         return e
 
+    def copy_converter(self):
+        """A convert.py (with every family's option) that writes the small
+        model to its -o file: for tests that are about the files."""
+        path = os.path.join(self.tmp, "copy-convert.py")
+        with open(path, "w") as f:
+            f.write("import shutil, sys\n"
+                    "if '--help' in sys.argv:\n"
+                    "    print('usage: convert.py --weights W "
+                    "--vocab-corpus C -o OUT')\n"
+                    "    sys.exit(0)\n"
+                    f"shutil.copyfile({self.small_model!r}, "
+                    "sys.argv[sys.argv.index('-o') + 1])\n")
+        return path
+
+    def plain_entry(self, *files, **kw):
+        """A model of files (name, spec) on a plain static server, the
+        dl.fbaipublicfiles.com layout: served at /fb/t/NAME."""
+        e = {"family": "transformer-xl", "what": "a test model",
+             "files": [dict(name=n, url=f"https://dl.fbaipublicfiles.com/"
+                            f"t/{n}", **spec) for n, spec in files],
+             "convert": ["--weights", "{dir}"]}
+        e.update(kw)
+        return e
+
+    def get_plain(self, *args, **env):
+        """The getter with the copying converter."""
+        return self.get(*args, env=self.env(
+            TXLGEN_CONVERT=self.copy_converter(), **env))
+
+    def leave_part(self, model, name, content, url=None):
+        """A partial download of an earlier run in the cache."""
+        d = os.path.join(self.cache, "models", model)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, name + ".part"), "wb") as f:
+            f.write(content)
+        with open(os.path.join(d, name + ".part.json"), "w") as f:
+            json.dump({"url": url or "https://dl.fbaipublicfiles.com/t/" +
+                       name, "validator": None}, f)
+        return os.path.join(d, name + ".part")
+
+    def assert_clean_error(self, rc, code, err, *words):
+        self.assertEqual(rc, code, err)
+        self.assertNotIn("Traceback", err)
+        last = err.splitlines()[-1]
+        for w in words:
+            self.assertIn(w, last)
+
     def assert_nothing_installed(self, name="tiny"):
         if os.path.isdir(self.models):
             self.assertEqual(os.listdir(self.models), [], name)
@@ -438,6 +511,37 @@ class Getter(Base):
                 "No such file" in r.stderr:
             self.skipTest("this txlgen does not look models up by name")
         self.assertEqual((r.returncode, r.stdout), (0, by_path), r.stderr)
+
+    def test_installed_by_an_older_converter(self):
+        """A model whose catalog entry needs a newer converter than the
+        one that wrote the installed file (no converter_version: 1) is
+        not fetched again, but txlgen-get says to convert it again and
+        how; a file of the current converter is just installed already;
+        --force converts it again."""
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry(
+            min_converter_version=2,
+            why_convert_again="its clusters were swapped")})
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        path = out.strip()
+        self.assertEqual(meta(path)["converter_version"], "2")
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual((rc, out.strip()), (0, path), err)
+        self.assertIn("installed already", err)
+        self.assertNotIn("convert it again", err)
+        drop_meta(path, "converter_version")
+        n = len(self.server.log)
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual((rc, out.strip()), (0, path), err)
+        self.assertIn("was converted before converter version 2 (its "
+                      "clusters were swapped): convert it again with: "
+                      "txlgen-get --force tiny", err)
+        self.assert_one_line(err)
+        self.assertEqual(len(self.server.log), n)
+        rc, out, err = self.get("tiny", "--catalog", cat, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(meta(path)["converter_version"], "2")
 
     def test_keep_downloads_and_dtype(self):
         self.serve_tiny()
@@ -826,8 +930,13 @@ class Getter(Base):
         row = {ln.split()[0]: ln for ln in lines[1:]
                if not ln.startswith(" ")}
         self.assertIn("available", row["wt103"])
-        self.assertIn("WikiText-103", row["wt103"])
         self.assertRegex(row["wt103"], r"~1\.15 GB")
+        # what it is, indented below its row; every line fits 80 columns
+        block = out.split("\nwt103 ", 1)[1].split("\nenwik8 ", 1)[0]
+        self.assertIn("WikiText-103", block)
+        self.assertIn("\n  Transformer-XL", block)
+        for ln in lines:
+            self.assertLessEqual(len(ln), 80, ln)
         for n in ("enwik8", "text8", "enwik8-large", "text8-large"):
             self.assertIn("available", row[n])
         # an installed model says so
@@ -884,6 +993,35 @@ class Completion(unittest.TestCase):
         self.assertEqual(complete("--dtype", ""),
                          {"F32", "F16", "BF16", "Q8_0", "Q4_0"})
         self.assertEqual(complete("--cache", ""), {"FILE"})
+
+
+class Manual(unittest.TestCase):
+    def test_man_page_renders_and_says_what_the_tool_does(self):
+        if not shutil.which("man"):
+            self.skipTest("man-db is not installed")
+        p = subprocess.run(["man", "--warnings", "-l", os.path.join(
+            ROOT, "man", "txlgen-get.1")], capture_output=True, timeout=60,
+            env=dict(os.environ, MANWIDTH="80", MAN_KEEP_FORMATTING="0"))
+        self.assertEqual(p.returncode, 0)
+        self.assertEqual(p.stderr.decode(), "")     # can't break line...
+        text = re.sub(r".\x08", "", p.stdout.decode())
+        flat = " ".join(text.split())
+        # every exit status --help gives, and each option
+        h = subprocess.run([PYTHON, GET, "--help"], capture_output=True,
+                           text=True, timeout=60).stdout
+        codes = re.findall(r"(\d+) [a-z]", h.split("Exit status:")[1]
+                           .split("Environment")[0])
+        self.assertIn("6", codes)
+        for code in codes:
+            self.assertRegex(text, rf"(?m)^ +{code}$|^ +{code} ")
+        for opt in re.findall(r"(?m)^\s+(--[a-z-]+)", h):
+            self.assertIn(opt, flat)
+        # no source-tree paths, no test internals, no stale claims
+        for words in ("the tests", "tests/", "models/txlgen", "not have yet",
+                      "the script holds"):
+            self.assertNotIn(words, flat)
+        self.assertIn("a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6cc"
+                      "09b7a38e5232", flat)
 
 
 # ---------------------------------------------------------------------------
@@ -1029,6 +1167,118 @@ shutil.copyfile({json.dumps(self.small_model)}, a[a.index("-o") + 1])
         self.assertEqual(len(self.server.requests("/mm/")), 1)
         self.assertIn("using the prepared data", err)
 
+    # -- the data set: what the zip holds, what is in the data directory ---
+
+    def sums(self):
+        return {"train.txt": hashlib.sha1(b"97 \n 98 32").hexdigest(),
+                "valid.txt": hashlib.sha1(b"99 \n").hexdigest(),
+                "test.txt": hashlib.sha1(b"255 100").hexdigest()}
+
+    def serve_zip(self, member_bytes=None, chunks=None):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED,
+                             compresslevel=1) as z:
+            with z.open("enwik8", "w") as f:
+                if chunks:
+                    for c in chunks:
+                        f.write(c)
+                else:
+                    f.write(member_bytes)
+        zbytes = buf.getvalue()
+        self.server.file("/fb/adaptive-span/enwik8.pt", os.urandom(5000))
+        self.server.file("/mm/dc/enwik8.zip", zbytes)
+        return zbytes
+
+    def test_a_zip_bomb_is_refused_before_it_inflates(self):
+        # a 2 MB zip whose enwik8 inflates to 512 MiB, run with 256 MiB of
+        # address space: refused from its directory, and not kept
+        zbytes = self.serve_zip(chunks=[bytes(1 << 20)] * 512)
+        env = self.env(TXLGEN_CONVERT=self.fake_converter())
+        cat = self.entries(zbytes, self.sums())
+
+        def small():
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (256 << 20, 256 << 20))
+        for run in (1, 2):
+            p = subprocess.run([PYTHON, GET, "enwik8-tiny", "--catalog", cat],
+                               capture_output=True, text=True, env=env,
+                               preexec_fn=small, timeout=300)
+            self.assert_clean_error(p.returncode, 4, p.stderr, "enwik8.zip: "
+                                    f"enwik8 has {512 << 20} bytes, "
+                                    f"expected {len(ENWIK8)}")
+            self.assertFalse(os.path.exists(os.path.join(
+                self.cache, "data", "enwik8", "enwik8.zip")))
+            # each run fetches it again: the bad zip is not kept as verified
+            self.assertEqual(len(self.server.requests("/mm/")), run)
+        self.assert_nothing_installed()
+
+    def test_a_member_that_inflates_past_its_size_is_refused(self):
+        # the zip's directory says 8 bytes; the data inflates to 64 KiB
+        data = ENWIK8 * 8192
+        zbytes = bytearray(self.serve_zip(data))
+        for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+            at = zbytes.index(sig) + off
+            self.assertEqual(int.from_bytes(zbytes[at:at + 4], "little"),
+                             len(data))
+            zbytes[at:at + 4] = len(ENWIK8).to_bytes(4, "little")
+        self.server.file("/mm/dc/enwik8.zip", bytes(zbytes))
+        env = self.env(TXLGEN_CONVERT=self.fake_converter())
+        rc, _, err = self.get("enwik8-tiny", "--catalog", self.entries(
+            bytes(zbytes), self.sums()), env=env)
+        self.assert_clean_error(rc, 4, err, "enwik8.zip: ")
+        self.assertFalse(os.path.exists(os.path.join(
+            self.cache, "data", "enwik8", "enwik8.zip")))
+
+    def test_text8_zip_is_pinned_by_its_sha256(self):
+        # the published size, other bytes: refused by the pinned sha256
+        self.server.file("/mm/dc/text8.zip", bytes(31344016))
+        env = self.env(TXLGEN_CONVERT=self.fake_converter())
+        rc, _, err = self.get("text8", env=env)
+        self.assert_clean_error(rc, 4, err, "http://mattmahoney.net/dc/"
+                                "text8.zip: sha256 ", "expected a6640522afe85"
+                                "d1963ad56c05b0ede0a0c000dddc9671758a6cc09b7"
+                                "a38e5232")
+        self.assertEqual(self.server.requests("/fb/"), [])
+
+    def test_a_data_directory_the_user_made_is_never_removed(self):
+        zbytes = self.serve_zip(ENWIK8)
+        env = self.env(TXLGEN_CONVERT=self.fake_converter())
+        cat = self.entries(zbytes, self.sums())
+        data = os.path.join(self.tmp, "adaptive-span", "data")
+        mine = os.path.join(data, "enwik8")
+        os.makedirs(mine)
+        with open(os.path.join(mine, "notes.txt"), "w") as f:
+            f.write("mine")
+        rc, out, err = self.get("enwik8-tiny", "--catalog", cat,
+                                "--data-dir", data, env=env)
+        self.assert_clean_error(rc, 1, err, mine, "not a preparation",
+                                "--data-dir")
+        self.assertEqual(os.listdir(mine), ["notes.txt"])
+        self.assertEqual(self.server.log, [])
+        # the original's preparation (get_data.sh's tree): used as it is
+        for fn, body in (("train.txt", b"97 \n 98 32"), ("valid.txt",
+                         b"99 \n"), ("test.txt", b"255 100")):
+            with open(os.path.join(mine, fn), "wb") as f:
+                f.write(body)
+        rc, out, err = self.get("enwik8-tiny", "--catalog", cat,
+                                "--data-dir", data, env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("match the original preparation", err)
+        self.assertEqual(self.server.requests("/mm/"), [])
+        self.assertEqual(sorted(os.listdir(mine)), ["notes.txt", "test.txt",
+                                                    "train.txt", "valid.txt"])
+        # an older preparation of the getter's own is replaced
+        ours = os.path.join(self.data_home, "txlgen", "data", "enwik8")
+        os.makedirs(ours)
+        with open(os.path.join(ours, "prepared.json"), "w") as f:
+            json.dump({"format": "enwik8", "member_sha1": "1" * 40}, f)
+        with open(os.path.join(ours, "train.txt"), "w") as f:
+            f.write("old")
+        rc, out, err = self.get("enwik8-tiny", "--catalog", cat, "--force",
+                                env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(read(os.path.join(ours, "train.txt")), b"97 \n 98 32")
+
 
 # text in the enwik8 layout: 10 symbols in train (with <eos>), test bytes
 # among them
@@ -1115,6 +1365,455 @@ class AdaptiveSpanReal(Base):
         r = subprocess.run([TXLGEN, "-m", "span-tiny", "--text", "the ",
                             "-n", "10", "--seed", "1"], capture_output=True,
                            text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+# ---------------------------------------------------------------------------
+# A hostile server
+
+BIG = 64 << 20          # the most an "endless" body sends (a bounded loop)
+
+
+def endless(status=200, headers=(), reason=None):
+    """A route function that answers with headers and then sends up to BIG
+    bytes until the getter hangs up; sent[0] counts what went out."""
+    sent = [0]
+
+    def fn(h, rng):
+        h.send_response(status, reason)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        chunk = b"x" * 65536
+        while sent[0] < BIG:
+            h.wfile.write(chunk)
+            sent[0] += len(chunk)
+    return fn, sent
+
+
+def answer(status, headers=(), body=b"", reason=None):
+    """A route function that sends one fixed answer, whatever was asked."""
+    def fn(h, rng):
+        h.send_response(status, reason)
+        for k, v in headers:
+            h.send_header(k, v)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.write(body)
+    return fn
+
+
+URL = "https://dl.fbaipublicfiles.com/t/"
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class Hostile(Base):
+    """What a server that does not keep to HTTP, or lies, gets."""
+
+    def test_a_pinned_size_stops_an_endless_body(self):
+        fn, sent = endless()
+        self.server.custom("/fb/t/config.json", fn)
+        cat = self.catalog({"t": self.plain_entry(("config.json",
+                                                   {"size": 856}))})
+        rc, out, err = self.get_plain("t", "--catalog", cat)
+        self.assert_clean_error(rc, 4, err, f"{URL}config.json: the server "
+                                "sends more than the 856 bytes the catalog "
+                                "pins")
+        self.assertLess(sent[0], BIG // 2)
+        d = os.path.join(self.cache, "models", "t")
+        self.assertEqual(os.listdir(d) if os.path.isdir(d) else [], [])
+        self.assertEqual(out, "")
+
+    def test_unknown_sizes_are_capped(self):
+        # a negative Content-Length: no size stated; the estimate caps it
+        fn, sent = endless(headers=[("Content-Length", "-1")])
+        self.server.custom("/fb/t/w.pt", fn)
+        cat = self.catalog({"t": self.plain_entry(("w.pt",
+                                                   {"approx_size": 1000}))})
+        rc, _, err = self.get_plain("t", "--catalog", cat)
+        self.assert_clean_error(rc, 4, err, f"{URL}w.pt: the server sends "
+                                "more than the 4000 bytes a file of unknown "
+                                "size may have")
+        self.assertLess(sent[0], BIG // 2)
+        self.assertFalse(os.path.exists(os.path.join(
+            self.cache, "models", "t", "w.pt.part")))
+        # an endless 206 for an unpinned file: the size it states
+        fn, sent = endless(206, [("Content-Range", "bytes 10-99/100")])
+        self.server.custom("/fb/t/w.pt", fn)
+        part = self.leave_part("t", "w.pt", b"0123456789")
+        rc, _, err = self.get_plain("t", "--catalog", cat, "--retries", "0")
+        self.assert_clean_error(rc, 4, err, "more than the 100 bytes the "
+                                "server states")
+        self.assertLess(sent[0], BIG // 2)
+        self.assertFalse(os.path.exists(part))
+
+    def test_a_part_that_outgrew_its_file_is_dropped(self):
+        body = os.urandom(300)
+        self.server.file("/fb/t/w.pt", body)
+        cat = self.catalog({"t": self.plain_entry(
+            ("w.pt", {"size": 300, "sha256": sha256(body)}))})
+        self.leave_part("t", "w.pt", body + os.urandom(200))
+        rc, out, err = self.get_plain("t", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("starting again", err)
+        self.assertEqual(self.server.requests("/fb/t/w.pt"),
+                         [("/fb/t/w.pt", None)])
+
+    def test_a_range_answered_from_byte_0_starts_over(self):
+        body = os.urandom(300)
+        self.server.custom("/fb/t/w.pt", answer(206, [
+            ("Content-Range", "bytes 0-299/300"),
+            ("Content-Length", "300")], body))
+        cat = self.catalog({"t": self.plain_entry(("w.pt", {}))})
+        part = self.leave_part("t", "w.pt", body[:100])
+        rc, out, err = self.get_plain("t", "--catalog", cat,
+                                      "--keep-downloads")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("from the first byte", err)
+        self.assertEqual(read(part[:-len(".part")]), body)
+
+    def test_malformed_headers_are_errors_not_tracebacks(self):
+        # a Location urllib cannot parse
+        self.server.custom("/fb/t/w.pt", answer(302, [
+            ("Location", "http://[::1"), ("Content-Length", "0")]))
+        cat = self.catalog({"t": self.plain_entry(("w.pt", {}))})
+        rc, _, err = self.get_plain("t", "--catalog", cat)
+        self.assert_clean_error(rc, 3, err, f"{URL}w.pt", "malformed address",
+                                "http://[::1")
+        # a Content-Length of "²": a digit to str.isdigit, no number
+        body = os.urandom(300)
+        self.server.custom("/fb/t/w.pt", answer(200, [
+            ("Content-Length", "\u00b2")], body))
+        cat = self.catalog({"t": self.plain_entry(
+            ("w.pt", {"size": 300, "sha256": sha256(body)}))})
+        rc, _, err = self.get_plain("t", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        # an X-Linked-Size of "²" from the Hub
+        self.serve_tiny()
+        self.server.routes[f"/hf/tiny-org/tiny-xl/resolve/{REV}/vocab.bin"]\
+            .headers["X-Linked-Size"] = "\u00b2"
+        rc, _, err = self.get_plain("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry(repo="tiny-org/tiny-xl")}))
+        self.assertEqual(rc, 0, err)
+
+    def test_terminal_escapes_from_the_server_are_shown_escaped(self):
+        # the reason phrase, a redirect's origin, X-Repo-Commit
+        esc = "\x1b]2;owned\x07\x1b[2J"
+        self.server.custom("/fb/t/a", answer(404, reason="Gone" + esc))
+        self.server.routes["/fb/t/b"] = Route(
+            "redirect", location="https://evil\x1b\x9b2J.example/b")
+        repo = "tiny-org/tiny-xl"
+        self.serve_tiny()
+        self.server.routes[f"/hf/{repo}/resolve/{REV}/config.json"]\
+            .headers["X-Repo-Commit"] = "f" * 40 + esc
+        for entry, code, shown in (
+                (self.plain_entry(("a", {})), 3, "Gone\\x1b]2;owned\\x07"),
+                (self.plain_entry(("b", {})), 3,
+                 "refused a redirect to https://evil\\x1b\\x9b2J.example"),
+                (self.tiny_entry(repo=repo), 4, "\\x1b]2;owned\\x07")):
+            with self.subTest(entry=entry["files"][0]["url"]):
+                rc, _, err = self.get_plain("t", "--catalog", self.catalog(
+                    {"t": entry}))
+                self.assert_clean_error(rc, code, err, shown)
+                for c in "\x1b\x07\x9b":
+                    self.assertNotIn(c, err)
+
+    def test_a_pinned_git_sha1_is_checked_against_the_server(self):
+        self.serve_tiny()
+        e = self.tiny_entry(repo="tiny-org/tiny-xl")
+        body = self.files["config.json"]
+        e["files"][0]["git_sha1"] = "0" * 40
+        rc, _, err = self.get_plain("tiny", "--catalog", self.catalog(
+            {"tiny": e}))
+        self.assert_clean_error(rc, 4, err, "the server states git blob "
+                                f"SHA-1 {git_sha1(body)}, the catalog pins "
+                                f"{'0' * 40}")
+        self.assertEqual(self.server.requests("/cdn/"), [])
+        e["files"][0]["git_sha1"] = git_sha1(body)
+        rc, _, err = self.get_plain("tiny", "--catalog", self.catalog(
+            {"tiny": e}))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("matches the pinned git SHA-1", err)
+
+    # -- no network ---------------------------------------------------------
+
+    def closed_port(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        return f"http://127.0.0.1:{port}"
+
+    def test_without_a_network_it_says_what_to_do(self):
+        mirror = f"https://dl.fbaipublicfiles.com={self.closed_port()}/fb"
+        cat = self.catalog({"t": self.plain_entry(("w.pt", {}))})
+        rc, out, err = self.get_plain("t", "--catalog", cat, "--retries",
+                                      "1", TXLGEN_GET_MIRROR=mirror)
+        self.assert_clean_error(rc, 3, err, f"{URL}w.pt", "check the network",
+                                "--mirror", os.path.join(self.cache,
+                                                         "models", "t"),
+                                "FILES")
+        self.assertNotIn("resuming", err)
+        self.assertIn("trying again in 1 s (retry 1 of 1)", err)
+        # the files placed there by hand: checked, used, and left there
+        d = os.path.join(self.cache, "models", "tiny")
+        os.makedirs(d)
+        for fn, body in self.files.items():
+            with open(os.path.join(d, fn), "wb") as f:
+                f.write(body)
+        mirror = f"https://huggingface.co={self.closed_port()}/hf"
+        rc, out, err = self.get_plain("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()}), TXLGEN_GET_MIRROR=mirror)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("placed in the cache by hand", err)
+        self.assertIn("matches the pinned digest", err)
+        self.assertEqual(sorted(os.listdir(d)), sorted(self.files))
+        # one that does not match its pin is refused and left there
+        with open(os.path.join(d, "pytorch_model.bin"), "ab") as f:
+            f.write(b"x")
+        rc, out, err = self.get_plain("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()}), "--force",
+            TXLGEN_GET_MIRROR=mirror)
+        self.assert_clean_error(rc, 4, err, os.path.join(
+            d, "pytorch_model.bin"), "by hand")
+        self.assertTrue(os.path.exists(os.path.join(d, "pytorch_model.bin")))
+
+    # -- a full disk --------------------------------------------------------
+
+    def run_on_small_disk(self, *args, size="256k", full=False):
+        """The getter with its cache on a tmpfs of `size` (in a mount
+        namespace of its own; full: filled before it starts); returns rc,
+        stderr and the files the cache held when it ended."""
+        if subprocess.run(["unshare", "-rm", "true"],
+                          capture_output=True).returncode:
+            self.skipTest("no mount namespaces here")
+        cache = os.path.join(self.tmp, "small")
+        os.makedirs(cache, exist_ok=True)
+        script = ('mount -t tmpfs -o size="$1" none "$2" || exit 99\n'
+                  'if [ -n "$FULL" ]; then cat /dev/zero > "$2/filler"; fi\n'
+                  'shift 2; "$@"; rc=$?; find "$CACHE"; exit $rc')
+        p = subprocess.run(
+            ["unshare", "-rm", "sh", "-c", script, "sh", size, cache, PYTHON,
+             GET, *args, "--cache", cache], capture_output=True, text=True,
+            env=self.env(TXLGEN_CONVERT=self.copy_converter(), CACHE=cache,
+                         FULL="1" if full else ""), timeout=300)
+        if p.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here")
+        return p.returncode, p.stderr, p.stdout
+
+    def test_a_full_disk_is_a_disk_error(self):
+        # no size stated: the write fails
+        fn, sent = endless()
+        self.server.custom("/fb/t/w.pt", fn)
+        cat = self.catalog({"t": self.plain_entry(("w.pt", {}))})
+        rc, err, listing = self.run_on_small_disk("t", "--catalog", cat)
+        part = os.path.join(self.tmp, "small", "models", "t", "w.pt.part")
+        self.assert_clean_error(rc, 6, err, part, "No space left on device")
+        self.assertNotIn("retry", err)
+        self.assertNotIn(".tmp-", listing)
+        # a disk full before the download's record is written
+        rc, err, listing = self.run_on_small_disk("t", "--catalog", cat,
+                                                  full=True)
+        self.assert_clean_error(rc, 6, err, part + ".json: No space left")
+        self.assertIn("filler", listing)
+        self.assertNotIn(".tmp-", listing)
+        # a stated size larger than the free space: refused before
+        self.server.file("/fb/t/w.pt", b"y" * (1 << 20))
+        rc, err, listing = self.run_on_small_disk("t", "--catalog", cat)
+        self.assert_clean_error(rc, 6, err, "free, 1.05 MB to download")
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class Catalogs(Base):
+    """--catalog is checked whole before anything is fetched or removed."""
+
+    def test_malformed_catalogs_are_refused_before_anything_is_done(self):
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("keep me")
+        good = self.tiny_entry()
+
+        def entry(**kw):
+            e = json.loads(json.dumps(good))
+            e.update(kw)
+            return e
+
+        def with_file(i, **kw):
+            e = json.loads(json.dumps(good))
+            for k, v in kw.items():
+                if v is None:
+                    del e["files"][i][k]
+                else:
+                    e["files"][i][k] = v
+            return e
+        ds = {"what": "d", "files": [{"name": "d.zip", "url":
+                                      "http://mattmahoney.net/dc/d.zip"}],
+              "member": "d", "member_size": 10, "member_sha1": "0" * 40,
+              "format": "enwik8", "test_size": 2}
+        cases = [
+            ({"tiny": with_file(0, name=victim)}, "is not a plain name"),
+            ({"tiny": with_file(0, name="../../escape")}, "not a plain name"),
+            ({"tiny": with_file(0, name="..")}, "not a plain name"),
+            ({"../x": good}, "model '../x' is not a plain name"),
+            ({"/abs": good}, "not a plain name"),
+            ({"tiny": with_file(1, url=None)}, '"url" (a string) is missing'),
+            ({"tiny": with_file(1, url="http://[::1")}, "Invalid IPv6"),
+            ({"tiny": with_file(1, url="file:///etc/passwd")},
+             "not an http or https address"),
+            ({"tiny": with_file(0, size="856")}, '"size" must be a whole'),
+            ({"tiny": with_file(0, size=-1)}, '"size" must be a whole'),
+            ({"tiny": with_file(0, size=True)}, '"size" must be a whole'),
+            ({"tiny": with_file(1, approx_size="big")}, '"approx_size"'),
+            ({"tiny": with_file(1, sha256="xyz")}, '"sha256" must be 64'),
+            ({"tiny": with_file(1, name="config.json")}, "taken by another"),
+            ({"tiny": entry(revision=5)}, '"revision" must be a string'),
+            ({"tiny": entry(revision="../x")}, '"revision" must be'),
+            ({"tiny": entry(files=[])}, '"files" must be a non-empty list'),
+            ({"tiny": entry(files="x")}, '"files" must be a non-empty list'),
+            ({"tiny": entry(files=[5])}, "file 1: not an object"),
+            ({"tiny": entry(convert=["--weights", "{dirr}"])},
+             "names {dirr}; known: {dir}, {file:config.json}"),
+            ({"tiny": entry(convert=["{file:other.bin}"])},
+             "names {file:other.bin}"),
+            ({"tiny": entry(convert=["{data}"])}, "names {data}"),
+            ({"tiny": entry(convert="--weights")}, '"convert" must be'),
+            ({"tiny": entry(family="gpt2")}, '"family" must be one of'),
+            ({"tiny": entry(server="evil")}, '"server" must be one of'),
+            ({"tiny": entry(dtype="Q9")}, '"dtype" must be one of'),
+            ({"tiny": entry(data="nope")}, "names data set 'nope'"),
+            ({"tiny": entry(what=["x"])}, '"what" must be a string'),
+            ({"tiny": "x"}, "model 'tiny': not an object"),
+            ({}, '"models" names no model'),
+        ]
+        for key, bad in (("member_size", "x"), ("member_size", 1 << 40),
+                         ("member_sha1", "0"), ("format", "gz"),
+                         ("test_size", 6), ("member", None),
+                         ("files", []), ("prepared_sha1", {"x.txt": "0"})):
+            d = dict(ds)
+            if bad is None:
+                del d[key]
+            else:
+                d[key] = bad
+            cases.append(({"tiny": entry(data="d")}, "data set 'd'", d))
+        for case in cases:
+            models, words = case[:2]
+            datasets = {"d": case[2]} if len(case) > 2 else {"d": ds}
+            with self.subTest(words=words, models=str(models)[:60]):
+                cat = self.catalog(models, datasets)
+                rc, out, err = self.get("tiny", "--catalog", cat)
+                self.assert_clean_error(rc, 2, err, cat, words)
+                self.assert_one_line(err)
+                self.assertEqual(out, "")
+        self.assertEqual(read(victim), b"keep me")
+        self.assertEqual(self.server.log, [])
+        self.assertFalse(os.path.exists(self.cache))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "escape")))
+
+    def test_catalogs_that_are_not_files_are_refused_at_once(self):
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        big = os.path.join(self.tmp, "big.json")
+        with open(big, "w") as f:
+            f.write('{"models": {}, "x": "' + "x" * (2 << 20) + '"}')
+        deep = os.path.join(self.tmp, "deep.json")
+        with open(deep, "w") as f:
+            f.write("[" * 100000)
+        for path, words in (("/dev/zero", "not a regular file"),
+                            (fifo, "not a regular file"),
+                            (self.tmp, "not a regular file"),
+                            (big, "more than 1048576 bytes"),
+                            (deep, "not JSON")):
+            with self.subTest(path=path):
+                rc, out, err = self.get("tiny", "--catalog", path,
+                                        timeout=60)
+                self.assert_clean_error(rc, 2, err, path, words)
+                self.assert_one_line(err)
+
+    def test_the_built_in_catalog_is_valid(self):
+        g = load_getter()
+        self.assertIs(g.load_catalog(None), g.CATALOG)
+        self.assertEqual(g.CATALOG["datasets"]["text8"]["files"][0]["sha256"],
+                         "a6640522afe85d1963ad56c05b0ede0a0c000dddc9671758a6"
+                         "cc09b7a38e5232")
+
+    # -- what is there already ----------------------------------------------
+
+    def test_what_is_not_a_model_is_not_installed_already(self):
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry()})
+        final = os.path.join(self.models, "tiny.bin")
+        os.makedirs(final)
+        with open(os.path.join(final, "mine"), "w") as f:
+            f.write("mine")
+        for args in ((), ("--force",)):
+            rc, out, err = self.get_plain("tiny", "--catalog", cat, *args)
+            self.assert_clean_error(rc, 1, err, final, "a directory",
+                                    "move it away")
+            self.assertEqual(out, "")
+        self.assertEqual(read(os.path.join(final, "mine")), b"mine")
+        _, out, _ = self.get_plain("--list", "--catalog", cat)
+        self.assertIn("tiny.bin is not a model", out)
+        shutil.rmtree(final)
+        open(final, "w").close()
+        rc, out, err = self.get_plain("tiny", "--catalog", cat)
+        self.assert_clean_error(rc, 1, err, final, "an empty file",
+                                "--force replaces it")
+        self.assertEqual(self.server.log, [])
+        rc, out, err = self.get_plain("tiny", "--catalog", cat, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(read(final), read(self.small_model))
+
+    def test_a_model_installed_meanwhile_is_not_replaced(self):
+        # another txlgen-get (another cache) installs the model while this
+        # one converts: this one keeps it
+        self.serve_tiny()
+        final = os.path.join(self.models, "tiny.bin")
+        conv = self.stand_in_converter(
+            f"import shutil\n"
+            f"shutil.copyfile({self.small_model!r}, {final!r})\n"
+            f"open({final!r}, 'ab').write(b'the other run')\n"
+            f"shutil.copyfile({self.small_model!r}, out)\n")
+        rc, out, err = self.get("tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()}), env=self.env(TXLGEN_CONVERT=conv))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("installed by another", err)
+        self.assertTrue(read(final).endswith(b"the other run"))
+        self.assertEqual(os.listdir(self.models), ["tiny.bin"])
+        self.assertEqual(out.strip(), final)
+        self.assertFalse(os.path.exists(os.path.join(self.cache, "models",
+                                                     "tiny")))
+
+    def stand_in_converter(self, body):
+        path = os.path.join(self.tmp, "convert.py")
+        with open(path, "w") as f:
+            f.write("import os, sys\n"
+                    "if '--help' in sys.argv:\n"
+                    "    print('usage: convert.py --weights W -o OUT')\n"
+                    "    sys.exit(0)\n"
+                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
+        return path
+
+    def test_a_relative_xdg_directory_is_ignored(self):
+        self.serve_tiny()
+        home = os.path.join(self.tmp, "home")
+        work = os.path.join(self.tmp, "work")
+        os.makedirs(work)
+        env = self.env(HOME=home, XDG_DATA_HOME="rel-data",
+                       XDG_CACHE_HOME="rel-cache",
+                       TXLGEN_CONVERT=self.copy_converter())
+        p = subprocess.run([PYTHON, GET, "tiny", "--catalog", self.catalog(
+            {"tiny": self.tiny_entry()})], capture_output=True, text=True,
+            env=env, cwd=work, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        final = os.path.join(home, ".local", "share", "txlgen", "models",
+                             "tiny.bin")
+        self.assertEqual(p.stdout.strip(), final)
+        self.assertEqual(os.listdir(work), [])
+        # txlgen finds it where the getter put it
+        r = subprocess.run([TXLGEN, "-m", "tiny", "--info", "--json"],
+                           capture_output=True, text=True, env=env, cwd=work,
+                           timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
 
 

@@ -17,8 +17,13 @@ Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
 tie_weight tie_projs pre_lnorm attn_type tgt_len ext_len mem_len
-clamp_len same_length, and untie_r for per-layer relative biases) is
-needed for a bare state_dict and otherwise overrides.
+clamp_len same_length, and untie_r for per-layer relative biases;
+layer_norm_eps and same_length_mask "tf" for a model that computes as
+the TensorFlow code does) is needed for a bare state_dict and otherwise
+overrides.  A Hugging Face directory is computed as Hugging Face's code
+computes it (its tail clusters in the TF code's order, its config
+defaults, its LayerNorm epsilon; the memory recommended to start as zero
+states); every file records converter_version and origin.
 
 The tokenizer is a SentencePiece model (--tokenizer), or the original
 vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
@@ -49,6 +54,7 @@ the problem), 2 a usage error.  Standard library, numpy and SentencePiece
 only: no PyTorch.
 """
 
+import json
 import os
 
 import numpy as np
@@ -75,6 +81,38 @@ IGNORED = {"pos_emb.inv_freq"}
 
 class ConvertError(InputError):
     pass
+
+
+# The version of this converter's mapping, recorded in every model file it
+# writes (metadata converter_version; files without it are version 1).
+# 2: the tail clusters of checkpoints of TensorFlow origin (Hugging Face's
+# port) in the PyTorch order; their LayerNorm epsilon; mem_init zeros
+# recommended for them.
+CONVERTER_VERSION = 2
+# Where checkpoints come from (metadata origin): the code whose
+# computation the model file reproduces.
+ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
+# Origins whose code starts the evaluation's memory as mem_len zero states
+# (the TF code's evaluation, Hugging Face's init_mems).
+ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
+
+
+def provenance(origin, pre_lnorm=False, recommended=None):
+    """The metadata a converted file records about where it came from:
+    converter_version, origin (one of ORIGINS) and, for checkpoints whose
+    code starts the memory as zero states, recommended {"mem_init":
+    "zeros"} (merged into `recommended`, a dict of other recommended
+    settings, if given) -- but for a pre-LayerNorm model, whose zero
+    states libtxl does not compute (their keys are not 0)."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin {origin!r} is not one of {ORIGINS}")
+    meta = {"converter_version": str(CONVERTER_VERSION), "origin": origin}
+    rec = dict(recommended or {})
+    if origin in ZERO_MEMORY_ORIGINS and not pre_lnorm:
+        rec.setdefault("mem_init", "zeros")
+    if rec:
+        meta["recommended"] = json.dumps(rec, sort_keys=True)
+    return meta
 
 
 def load_config(path):
@@ -423,6 +461,7 @@ def run_span(a, ck):
     except loadable.NotLoadable as e:
         raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
     extra = dict(meta)
+    extra.update(provenance("adaptive-span"))
     if a.description:
         extra["description"] = a.description
     try:
@@ -456,6 +495,8 @@ def run(a):
     cfg = check_config(raw, what)
     proto, meta = read_tokenizer(a, ck, cfg.n_token)
     extra = dict(meta)
+    extra.update(provenance("huggingface" if ck.source == "huggingface"
+                            else "pytorch", cfg.pre_lnorm))
     if a.description:
         extra["description"] = a.description
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,

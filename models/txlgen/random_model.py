@@ -106,7 +106,8 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
                 pre_lnorm=False, untie_r=False, tgt_len=8, mem_len=8,
                 clamp_len=-1, same_length=False, n_token=None,
                 tokenizer=TOKENIZER, attn_type=0, div_val=1, cutoffs=(),
-                max_klen=None):
+                max_klen=None, layer_norm_eps=1e-5,
+                same_length_mask="pytorch"):
     """A TxlConfig; tie_projs is one bool for every cluster or a list (one
     per cluster, as the original's)."""
     if n_token is None:
@@ -121,7 +122,8 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
         pre_lnorm=pre_lnorm, untie_r=untie_r, tgt_len=tgt_len,
         mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
         attn_type=attn_type, div_val=div_val, cutoffs=cutoffs,
-        max_klen=max_klen)
+        max_klen=max_klen, layer_norm_eps=layer_norm_eps,
+        same_length_mask=same_length_mask)
 
 
 def randomize(model, seed=0, scale=1.0, cfg=None):
@@ -285,7 +287,7 @@ class RandomModel:
                 c["same_length"] if same_length is None else same_length)
 
     def score(self, ids, seg_len=None, mem_len=None, clamp_len=None,
-              same_length=None, adapt=0.0, stride=None):
+              same_length=None, adapt=0.0, stride=None, mem_init="empty"):
         """Reference log-probs (float64 list, len(ids)-1) of ids[1:] under
         the eval.py protocol with these settings (and dynamic evaluation
         of the output layer with learning rate adapt).  stride: the
@@ -296,8 +298,8 @@ class RandomModel:
         if stride is not None:
             return txl_ref.score_windows(self.model, ids, s[0], stride,
                                          s[2]).tolist()
-        return txl_ref.score_ids(self.model, ids, *s,
-                                 adapt_lr=adapt).tolist()
+        return txl_ref.score_ids(self.model, ids, *s, adapt_lr=adapt,
+                                 mem_init=mem_init).tolist()
 
     def log_probs(self, hidden):
         """The full distribution [..., n_token] (float64) after hidden
