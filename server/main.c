@@ -49,7 +49,7 @@ static const char *const shared_settings[] = {
 	"model", "n_predict", "stop", "ignore_eos", "temp", "top_k", "top_p",
 	"min_p", "repeat_penalty", "repeat_last_n", "seed", "mem_len",
 	"seg_len", "clamp_len", "same_length", "threads", "kv_type",
-	"compute", "mmap", NULL,
+	"compute", "mmap", "mem_init", NULL,
 };
 
 static void
@@ -86,7 +86,7 @@ usage(void)
 "txlgen's settings set the defaults of requests: --temp, --top-k,\n"
 "--top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed,\n"
 "--n-predict (max_tokens), --stop, --ignore-eos, --mem-len, --seg-len,\n"
-"--clamp-len, --same-length, --kv-type, --compute, --mmap.\n"
+"--clamp-len, --same-length, --mem-init, --kv-type, --compute, --mmap.\n"
 "See txlgen-server(1).\n");
 }
 
