@@ -603,6 +603,12 @@ run(void *arg)
 	return NULL;
 }
 
+void
+sched_set_engine(struct engine *e)
+{
+	S.e = e;
+}
+
 bool
 sched_start(struct engine *e)
 {

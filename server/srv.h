@@ -121,6 +121,9 @@ struct sched_stats {
 	double tokens_per_s;     /* generation, the last few seconds */
 };
 
+/* The engine requests are parsed for (sched_start() sets it too; a
+ * harness that only parses sets it alone). */
+void sched_set_engine(struct engine *e);
 /* Start the scheduler on the loaded engine; false on error (reported). */
 bool sched_start(struct engine *e);
 /* Queue @p j; false (503) if the queue is full or the server stops. */
