@@ -188,6 +188,7 @@ finish_task(struct slot *sl, const char *why)
 {
 	struct task *t = sl->t;
 	struct job *j = t->job;
+
 	if (strcmp(why, "stop"))
 		out_drop_open_char(&sl->out);
 	out_end(&sl->out, sl->stop_matched);
@@ -206,13 +207,14 @@ finish_task(struct slot *sl, const char *why)
 	t->finish = why;
 	j->completion_tokens += t->n_gen;
 	S.st.tokens_out += (uint64_t)t->n_gen;
-	if (++j->n_done == j->n_tasks) {
-		S.st.running--;
-		job_unref(j);
-	}
-	changed(j);
 	sl->t = NULL;
 	sl->s = NULL;
+	changed(j);
+	if (++j->n_done == j->n_tasks) {
+		S.st.running--;
+		changed(j);
+		job_unref(j);	/* the last use: the connection may be gone */
+	}
 }
 
 /* Start task @p t in slot @p sl: its session (a named one, loaded or
@@ -509,12 +511,13 @@ take_queued(void)
 				j->status = 500;
 				j->error = xstrdup("could not start");
 			}
+			changed(j);
 			if (++j->n_done == j->n_tasks) {
 				if (j->n_started > 0)
 					S.st.running--;
+				changed(j);
 				job_unref(j);
 			}
-			changed(j);
 		}
 	}
 }
@@ -619,7 +622,7 @@ sched_start(struct engine *e)
 	S.n_slots = srv.parallel;
 	S.slots = xrealloc(NULL, (size_t)S.n_slots * sizeof(*S.slots));
 	memset(S.slots, 0, (size_t)S.n_slots * sizeof(*S.slots));
-	S.q_cap = srv.max_queue + srv.max_n;
+	S.q_cap = srv.max_queue + srv.parallel * 4 + srv.max_n;
 	S.queue = xrealloc(NULL, (size_t)S.q_cap * sizeof(*S.queue));
 	S.lp_row = xrealloc(NULL, (size_t)e->hp->n_token * sizeof(float));
 	engine_session_params(e, &p);
