@@ -36,11 +36,16 @@ static char *api_key;        /* NULL: none */
 struct req {
 	struct strbuf body;
 	bool too_large;
-	struct job *job;         /* a stream's */
-	struct MHD_Connection *conn;
+	bool with_usage;         /* stream_options.include_usage */
+};
+
+/* A stream's: it lives as long as its response, which libmicrohttpd
+ * may free after the request's end. */
+struct stream {
+	struct job *job;
 	bool with_usage;
 	double last_write;
-	char *pending;           /* a stream's bytes not yet written */
+	char *pending;           /* bytes not yet written */
 	size_t pending_len, pending_off;
 };
 
@@ -167,7 +172,7 @@ wait_job(struct MHD_Connection *c, struct job *j)
 static ssize_t
 stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct req *q = cls;
+	struct stream *q = cls;
 	struct job *j = q->job;
 	unsigned seq = 0;
 
@@ -217,15 +222,14 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void
 stream_free(void *cls)
 {
-	struct req *q = cls;
+	struct stream *q = cls;
 
 	sched_lock();
 	sched_cancel(q->job);
 	sched_unlock();
 	job_unref(q->job);
-	q->job = NULL;
 	free(q->pending);
-	q->pending = NULL;
+	free(q);
 }
 
 /* ---- routes ---- */
@@ -297,11 +301,18 @@ completions(struct MHD_Connection *c, struct req *q)
 		return res;
 	}
 	if (j->stream) {
-		struct MHD_Response *r = MHD_create_response_from_callback(
-			MHD_SIZE_UNKNOWN, 16384, stream_read, q, stream_free);
+		struct stream *sq = xrealloc(NULL, sizeof(*sq));
+		struct MHD_Response *r;
 
-		q->job = j;
-		q->last_write = now_s();
+		*sq = (struct stream){ .job = j, .with_usage = q->with_usage,
+				       .last_write = now_s() };
+		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+						      stream_read, sq,
+						      stream_free);
+		if (!r) {
+			stream_free(sq);
+			return MHD_NO;
+		}
 		MHD_add_response_header(r, "Content-Type",
 					"text/event-stream");
 		MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -564,7 +575,6 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
 
 		q = xrealloc(NULL, sizeof(*q));
 		memset(q, 0, sizeof(*q));
-		q->conn = c;
 		*ptr = q;
 		if (atomic_load(&n_conns) > srv.max_connections)
 			return send_error(c, 503, "too many connections; try "

@@ -298,33 +298,35 @@ int
 main(int argc, char **argv)
 {
 	struct txlgen_options o;
-	struct engine e;
+	struct engine e = { 0 };
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
 	struct addrinfo *ai = NULL;
 	struct MHD_Daemon *d;
-	char port[16], *model_path, *key = NULL;
+	char port[16], *model_path = NULL, *key = NULL;
 	sigset_t set;
 	int rc, sig = 0, bound = 0;
 
 	err_prog = "txlgen-server";
 	options_init(&o);
-	if ((rc = parse_args(argc, argv, &o)) >= 0) {
-		options_free(&o);
-		return rc;
-	}
+	if ((rc = parse_args(argc, argv, &o)) >= 0)
+		goto out;
 	snprintf(port, sizeof(port), "%d", srv.port);
 	if ((rc = getaddrinfo(srv.host, port, &hints, &ai)) != 0) {
 		usage_error("--host %s: %s", srv.host, gai_strerror(rc));
-		return EXIT_USAGE;
+		ai = NULL;
+		rc = EXIT_USAGE;
+		goto out;
 	}
+	rc = EXIT_BADMODEL;
 	if (srv.api_key_file && !(key = read_key(srv.api_key_file)))
-		return EXIT_BADMODEL;
+		goto out;
+	rc = EXIT_USAGE;
 	if (!key && !srv.no_api_key && !loopback(ai->ai_addr)) {
 		usage_error("--host %s is not a loopback address: give "
 			    "--api-key-file, or --no-api-key to serve "
 			    "anyone who can reach it", srv.host);
-		return EXIT_USAGE;
+		goto out;
 	}
 	if (srv.session_dir) {
 		struct stat sb;
@@ -332,7 +334,7 @@ main(int argc, char **argv)
 		if (stat(srv.session_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 			usage_error("--session-dir %s: not a directory",
 				    srv.session_dir);
-			return EXIT_USAGE;
+			goto out;
 		}
 	}
 	http_set_key(key);
@@ -348,10 +350,12 @@ main(int argc, char **argv)
 
 	d = http_start(ai->ai_addr, &bound);
 	freeaddrinfo(ai);
+	ai = NULL;
 	if (!d) {
 		errmsg("cannot listen on %s port %d: %s", srv.host, srv.port,
 		       strerror(errno));
-		return EXIT_RUNTIME;
+		rc = EXIT_RUNTIME;
+		goto out;
 	}
 	fprintf(stderr, "txlgen-server: listening on http://%s%s%s:%d/\n",
 		strchr(srv.host, ':') ? "[" : "", srv.host,
@@ -359,13 +363,12 @@ main(int argc, char **argv)
 
 	model_path = o.model ? model_find(o.model, "--model")
 		: model_find(DEFAULT_MODEL_NAME, NULL);
-	if (!model_path) {
+	rc = EXIT_BADMODEL;
+	if (!model_path ||
+	    (rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
 		MHD_stop_daemon(d);
-		return EXIT_BADMODEL;
-	}
-	if ((rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
-		MHD_stop_daemon(d);
-		return rc;
+		engine_close(&e);
+		goto out;
 	}
 	{
 		const char *slash = strrchr(model_path, '/');
@@ -377,9 +380,17 @@ main(int argc, char **argv)
 		snprintf(srv.model_name, sizeof(srv.model_name), "%.*s",
 			 (int)n, base);
 	}
-	if (engine_check_compute(&e) != EXIT_OK || !sched_start(&e)) {
+	if ((rc = engine_check_compute(&e)) != EXIT_OK) {
 		MHD_stop_daemon(d);
-		return EXIT_RUNTIME;
+		engine_close(&e);
+		goto out;
+	}
+	if (!sched_start(&e)) {
+		MHD_stop_daemon(d);
+		sched_stop(0);
+		engine_close(&e);
+		rc = EXIT_RUNTIME;
+		goto out;
 	}
 	http_set_ready();
 	fprintf(stderr, "txlgen-server: ready: %s, %d parallel\n",
@@ -392,9 +403,13 @@ main(int argc, char **argv)
 	sched_stop(srv.grace_s);
 	MHD_stop_daemon(d);
 	engine_close(&e);
+	fprintf(stderr, "txlgen-server: stopped\n");
+	rc = sig == SIGHUP ? EXIT_HANGUP : EXIT_OK;
+out:
+	if (ai)
+		freeaddrinfo(ai);
 	options_free(&o);
 	free(model_path);
 	free(key);
-	fprintf(stderr, "txlgen-server: stopped\n");
-	return sig == SIGHUP ? EXIT_HANGUP : EXIT_OK;
+	return rc;
 }
