@@ -97,6 +97,7 @@ class Server:
             return self.proc.wait(timeout=60)
         finally:
             self._drain.join(timeout=5)
+            self.proc.stderr.close()
 
 
 def txlgen(*args, text=None):
@@ -343,6 +344,136 @@ class TestServer(unittest.TestCase):
             t.join(TIMEOUT)
         self.assertEqual(errors, [])
         self.assertEqual(results, [(200, want)] * 24)
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class TestHostileLoad(unittest.TestCase):
+    """64 clients at once on a server with small limits: well-formed
+    requests, garbage, slow and huge bodies, streams cut off mid-way.
+    Every well-formed request gets txlgen's answer or a 503 with
+    Retry-After (the queue is full), the slow ones are closed after
+    --timeout, and the server's memory stays bounded."""
+
+    def test_64_clients(self):
+        srv = Server("--parallel", "4", "--timeout", "2", "--max-queue",
+                     "16", "--max-body", "65536")
+        try:
+            prompt = "The revenue of the country"
+            _, r = srv.post("/v1/completions", dict(
+                prompt=prompt, max_tokens=8, temperature=0))
+            want = r["choices"][0]["text"]
+            rss0 = rss_kb(srv.proc.pid)
+            good, errors = [], []
+
+            def well_formed():
+                try:
+                    c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                                   timeout=TIMEOUT)
+                    c.request("POST", "/v1/completions", json.dumps(dict(
+                        prompt=prompt, max_tokens=8, temperature=0)))
+                    resp = c.getresponse()
+                    body = json.loads(resp.read())
+                    if resp.status == 503:
+                        good.append((503, resp.getheader("Retry-After")))
+                    else:
+                        good.append((resp.status,
+                                     body["choices"][0]["text"]))
+                    c.close()
+                except Exception as e:      # noqa: BLE001 - reported
+                    errors.append(repr(e))
+
+            def garbage():
+                s = socket.create_connection(("127.0.0.1", srv.port))
+                s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                          + os.urandom(200))
+                s.close()
+
+            def huge():
+                s = socket.create_connection(("127.0.0.1", srv.port))
+                try:
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Length: 10000000\r\n\r\n" +
+                              b"a" * 100000)
+                    errors.append("huge: no 413") if not s.recv(64) \
+                        .startswith(b"HTTP/1.1 413") else None
+                except OSError:
+                    pass        # closed on us: the answer was sent first
+                s.close()
+
+            def slow():
+                s = socket.create_connection(("127.0.0.1", srv.port))
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: 100\r\n\r\n{\"pro")
+                s.settimeout(30)
+                t0 = time.monotonic()
+                try:
+                    while s.recv(4096):
+                        pass
+                except OSError:
+                    pass
+                if time.monotonic() - t0 > 15:
+                    errors.append("a stalled body was not closed")
+                s.close()
+
+            def cut_stream():
+                s = socket.create_connection(("127.0.0.1", srv.port))
+                body = json.dumps(dict(prompt="We", max_tokens=2000,
+                                       stream=True, ignore_eos=True))
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" %
+                          (len(body), body.encode()))
+                s.recv(100)
+                s.close()
+
+            kinds = [well_formed] * 40 + [garbage] * 6 + [huge] * 6 + \
+                [slow] * 6 + [cut_stream] * 6
+            threads = [threading.Thread(target=k) for k in kinds]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(TIMEOUT)
+            self.assertEqual(errors, [])
+            self.assertEqual(len(good), 40)
+            for status, what in good:
+                if status == 503:
+                    self.assertEqual(what, "1")
+                else:
+                    self.assertEqual((status, what), (200, want))
+            self.assertGreater(sum(s == 200 for s, _ in good), 16)
+            # the cut streams are cancelled, nothing runs on
+            for _ in range(100):
+                _, m = srv.get("/metrics")
+                if re.search(r"^txlgen_requests_running 0$", m, re.M):
+                    break
+                time.sleep(0.1)
+            self.assertRegex(m, r"(?m)^txlgen_requests_running 0$")
+            self.assertLess(rss_kb(srv.proc.pid) - rss0, 64 * 1024)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_cors(self):
+        srv = Server("--cors-origin", "https://example.org")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                           timeout=TIMEOUT)
+            c.request("OPTIONS", "/v1/completions", headers={
+                "Origin": "https://example.org",
+                "Access-Control-Request-Method": "POST"})
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 204)
+            self.assertEqual(r.getheader("Access-Control-Allow-Origin"),
+                             "https://example.org")
+            c.close()
+        finally:
+            self.assertEqual(srv.stop(), 0)
 
 
 class TestSessions(unittest.TestCase):
