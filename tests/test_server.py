@@ -533,6 +533,35 @@ class TestSessions(unittest.TestCase):
             self.assertEqual(r2["choices"][0]["text"], want2.rstrip("\n"))
 
 
+    def test_a_busy_session_answers_409(self):
+        srv = Server()
+        try:
+            body = dict(prompt="We", max_tokens=60000, ignore_eos=True,
+                        session="busy", stream=True)
+            c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                           timeout=TIMEOUT)
+            c.request("POST", "/v1/completions", json.dumps(body))
+            r = c.getresponse()
+            r.readline()            # the first event: it runs
+            status, err = srv.post("/v1/completions",
+                                   dict(prompt="x", session="busy"))
+            self.assertEqual(status, 409)
+            self.assertIn("in use", err["error"]["message"])
+            self.assertEqual(srv.request("DELETE", "/sessions/busy")[0], 409)
+            c.close()
+            # the stream's end frees it
+            for _ in range(100):
+                status, _ = srv.post("/v1/completions",
+                                     dict(prompt="x", max_tokens=1,
+                                          session="busy"))
+                if status == 200:
+                    break
+                time.sleep(0.1)
+            self.assertEqual(status, 200)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 class TestStartAndStop(unittest.TestCase):
 
     def test_api_key(self):
