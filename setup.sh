@@ -14,8 +14,12 @@ cd "$(dirname "$0")"
 
 runtime="build-essential pkg-config meson ninja-build
 	 libopenblas-dev libsentencepiece-dev libcjson-dev libedit-dev
+	 libmicrohttpd-dev
 	 man-db bash-completion python3 python3-numpy python3-sentencepiece"
 tests="sentencepiece python3-torch parallel python3-distributed"
+# Node.js and npm for the openai client's test of txlgen-server: Debian's,
+# unless a Node.js with its npm is there already
+command -v npm >/dev/null 2>&1 || tests="$tests nodejs npm"
 
 case "${1:-}" in
 --runtime) pkgs=$runtime ;;
@@ -40,6 +44,15 @@ fi
 
 [ -d build ] || meson setup build
 ninja -C build
+
+# the official openai client, at the version tests/node/package-lock.json
+# pins, for tests/server-openai.mjs
+if [ "${1:-}" != --runtime ] &&
+	! cmp -s tests/node/package-lock.json \
+		tests/node/node_modules/.installed-lock 2>/dev/null; then
+	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
+	cp tests/node/package-lock.json tests/node/node_modules/.installed-lock
+fi
 
 cat <<EOF
 

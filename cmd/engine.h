@@ -17,9 +17,8 @@
 
 #include "errors.h"
 #include "input.h"
+#include "output.h"
 #include "settings.h"
-
-struct output;
 
 enum gen_end {
 	GEN_LENGTH,       /* -n tokens generated */
@@ -216,6 +215,33 @@ void engine_print_mem(struct engine *e, FILE *f, const char *prefix);
  */
 int engine_generate(struct engine *e, struct input *prompt,
 		    struct output *out);
+
+/** The token a text starts from when there is no prompt: the end of a
+ *  previous text, as the original corpora separate texts; else BOS. */
+int32_t engine_start_token(struct engine *e);
+
+/** The last row of @p s's logits (the one that predicts what follows the
+ *  text fed), or NULL. */
+const float *engine_last_logits(struct engine *e, struct txl_session *s);
+
+/** Sample one token from the current logits of @p s; -1 on error
+ *  (reported).  Without @p ignore_eos the session samples: with an
+ *  adaptive softmax, greedy and plain temperature sampling then go
+ *  cluster by cluster, never computing the full distribution.  With it,
+ *  *@p logprob is the token's under the model's full distribution when
+ *  @p model_logprob, else under the distribution without the end. */
+int32_t engine_sample(struct engine *e, struct txl_session *s,
+		      struct txl_sampler *smp, bool ignore_eos,
+		      bool model_logprob, double *logprob);
+
+/** Write token @p tok to @p out; drop its leading space where the text
+ *  starts (*@p drop_space, then cleared). */
+enum out_status engine_emit(struct engine *e, struct output *out,
+			    int32_t tok, double logprob, bool *drop_space);
+
+/** The seed of sample @p k of --n-samples (or of choice k of a server's
+ *  request) in a run of seed @p base: @p base itself for k = 0. */
+uint64_t sample_seed(uint64_t base, int k);
 
 /** Print the statistics of the last generation (--stats) to stderr. */
 void engine_print_stats(struct engine *e);

@@ -10,6 +10,8 @@
 #include "errors.h"
 #include "utf8.h"
 
+const char *err_prog = "txlgen";
+
 static void __attribute__((format(printf, 1, 0)))
 vmsg(const char *fmt, va_list ap)
 {
@@ -18,7 +20,7 @@ vmsg(const char *fmt, va_list ap)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	text_clean_line(msg);
 	fflush(stdout); /* keep the order of output and messages on a tty */
-	fprintf(stderr, "txlgen: %s\n", msg);
+	fprintf(stderr, "%s: %s\n", err_prog, msg);
 }
 
 void
@@ -39,14 +41,14 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vmsg(fmt, ap);
 	va_end(ap);
-	fputs("Try 'txlgen --help' for more information.\n", stderr);
+	fprintf(stderr, "Try '%s --help' for more information.\n", err_prog);
 }
 
 void
 die_oom(void)
 {
 	fflush(stdout);
-	fputs("txlgen: out of memory\n", stderr);
+	fprintf(stderr, "%s: out of memory\n", err_prog);
 	exit(EXIT_RUNTIME);
 }
 

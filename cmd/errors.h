@@ -18,6 +18,10 @@ enum txlgen_exit {
 	EXIT_TERMINATED = 143, /* SIGTERM (128 + 15) */
 };
 
+/* The program that speaks: "txlgen" unless another program of the
+ * project (txlgen-server) sets its own name. */
+extern const char *err_prog;
+
 /**
  * Print "txlgen: MSG" and a newline to stderr, printf-style.  The message
  * is made one line of printable text first (control characters, terminal

@@ -24,10 +24,8 @@ static const char *const end_names[] = {
 	"length", "eos", "stop", "interrupted", "error"
 };
 
-/* The token a text starts from when there is no prompt: the end of a
- * previous text, as the original corpora separate texts; else BOS. */
-static int32_t
-start_token(struct engine *e)
+int32_t
+engine_start_token(struct engine *e)
 {
 	int32_t t = txl_token_eos(e->model);
 
@@ -58,7 +56,7 @@ nth_seed(uint64_t base, uint64_t n)
  * nth_seed(), a seed that --seed takes, so that it makes that sample
  * alone, and one JSON carries exactly.  Sample k is so the same whatever
  * the number of samples. */
-static uint64_t
+uint64_t
 sample_seed(uint64_t base, int k)
 {
 	return k == 0 ? base : nth_seed(base, (uint64_t)k) >> 11;
@@ -161,7 +159,7 @@ feed_prompt(struct engine *e, struct input *prompt,
 	}
 	e->last.n_prompt = *n_text;
 	if (*n_text == 0 && !e->have_logits) {
-		int32_t t = start_token(e);
+		int32_t t = engine_start_token(e);
 
 		e->last.n_prompt = 1;
 		return engine_feed(e, &t, 1, TXL_LOGITS_LAST);
@@ -169,10 +167,9 @@ feed_prompt(struct engine *e, struct input *prompt,
 	return EXIT_OK;
 }
 
-/* Write token @p tok; drop its leading space where the text starts. */
-static enum out_status
-emit(struct engine *e, struct output *out, int32_t tok, double logprob,
-     bool *drop_space)
+enum out_status
+engine_emit(struct engine *e, struct output *out, int32_t tok, double logprob,
+	    bool *drop_space)
 {
 	int plen;
 	const char *p = engine_piece(e, tok, &plen);
@@ -224,26 +221,30 @@ write_summary(FILE *f, struct txl_session *s, const struct gen_stats *gs,
 	return ferror(f) ? EXIT_RUNTIME : EXIT_OK;
 }
 
-/* Sample one token from the current logits of @p s; -1 on error
- * (reported).  Without --ignore-eos the session samples: with an
- * adaptive softmax, greedy and plain temperature sampling then go
- * cluster by cluster, never computing the full distribution. */
-static int32_t
-sample(struct engine *e, struct txl_session *s, struct txl_sampler *smp,
-       double *logprob)
+const float *
+engine_last_logits(struct engine *e, struct txl_session *s)
 {
-	const struct txlgen_options *o = e->opts;
+	const float *lg = txl_session_logits(s);
+	int rows = txl_session_n_logits(s);
+
+	return lg && rows > 1 ? lg + (size_t)(rows - 1) * e->hp->n_token : lg;
+}
+
+int32_t
+engine_sample(struct engine *e, struct txl_session *s, struct txl_sampler *smp,
+	      bool ignore_eos, bool model_logprob, double *logprob)
+{
 	int32_t eos = txl_token_eos(e->model), tok;
 	float lp;
 
-	if (o->ignore_eos && eos >= 0) {
-		const float *lg = txl_session_logits(s);
+	if (ignore_eos && eos >= 0) {
+		const float *lg = engine_last_logits(e, s);
 
 		memcpy(e->logits, lg, (size_t)e->hp->n_token * sizeof(float));
 		e->logits[eos] = -INFINITY;
 		tok = txl_sampler_sample(smp, e->logits, &lp);
-		*logprob = o->json ? lg[tok] - txl_logsumexp(lg, e->hp->n_token)
-			: lp;
+		*logprob = model_logprob
+			? lg[tok] - txl_logsumexp(lg, e->hp->n_token) : lp;
 	} else {
 		tok = txl_session_sample(s, smp, &lp);
 		*logprob = lp;
@@ -297,7 +298,8 @@ step_stream(struct engine *e, struct stream *st, int *rc)
 
 	if (o->n_predict >= 0 && st->i >= o->n_predict && !out_char_open(out))
 		return STEP_DONE;
-	tok = sample(e, st->s, st->smp, &logprob);
+	tok = engine_sample(e, st->s, st->smp, o->ignore_eos, o->json,
+			    &logprob);
 	if (tok < 0) {
 		*rc = EXIT_RUNTIME;
 		return STEP_ERROR;
@@ -318,7 +320,7 @@ step_stream(struct engine *e, struct stream *st, int *rc)
 		st->done = true;
 		return e->keep_memory ? STEP_FEED : STEP_DONE;
 	}
-	os = emit(e, out, tok, logprob, &st->drop_space);
+	os = engine_emit(e, out, tok, logprob, &st->drop_space);
 	if (os == OUT_ERROR) {
 		*rc = EXIT_RUNTIME;
 		return STEP_ERROR;

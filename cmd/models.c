@@ -105,7 +105,8 @@ model_path(void)
 		exe[n] = '\0';
 		bindir = dirname(exe);
 	}
-	if (bindir && same_dir(bindir, TXLGEN_BUILD_DIR)) {
+	if (bindir && (same_dir(bindir, TXLGEN_BUILD_DIR) ||
+		       same_dir(bindir, TXLGEN_SERVER_BUILD_DIR))) {
 		/* run from the build directory: the source tree's model */
 		add_dir(&l, TXLGEN_SOURCE_MODELS);
 		return l.v;

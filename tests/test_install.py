@@ -139,7 +139,7 @@ class Install(unittest.TestCase):
                                    f"{p.stderr.decode()[-2000:]}")
         step("meson", "setup", build, SOURCE, "--prefix", cls.prefix)
         # what an installation needs; the tests and benchmarks are not
-        step("ninja", "-C", build, "cmd/txlgen")
+        step("ninja", "-C", build, "cmd/txlgen", "server/txlgen-server")
         step("meson", "install", "-C", build, "--no-rebuild", "--quiet")
         libdir = subprocess.run(
             ["meson", "introspect", "--buildoptions", build],
@@ -155,8 +155,10 @@ class Install(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_layout(self):
-        for path in ("bin/txlgen", "include/txl/txl.h",
-                     "share/man/man1/txlgen.1", "share/man/man5/txlgen-model.5",
+        for path in ("bin/txlgen", "bin/txlgen-server", "include/txl/txl.h",
+                     "share/man/man1/txlgen.1",
+                     "share/man/man1/txlgen-server.1",
+                     "share/man/man5/txlgen-model.5",
                      "share/bash-completion/completions/txlgen"):
             self.assertTrue(os.path.exists(os.path.join(self.prefix, path)),
                             path)

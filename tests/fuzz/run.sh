@@ -5,7 +5,7 @@
 #   tests/fuzz/run.sh [-b BUILD] [-w WORKDIR] [-r RUNS] [-m] SECONDS [HARNESS...]
 #
 #   SECONDS   time per harness (libFuzzer's -max_total_time)
-#   HARNESS   model state config sampler tokenizer (default: every one
+#   HARNESS   model state config sampler tokenizer api (default: every one
 #             that is built)
 #   -b BUILD  the build directory, configured with -Dfuzz=true by clang
 #             (made here if missing; default /tmp/txl-fuzz-build)
@@ -50,7 +50,7 @@ case $max_runs in -1) ;; '' | *[!0-9]*) echo "$0: RUNS must be a number" >&2; ex
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang CXX=clang++ meson setup "$build" "$src" -Dfuzz=true >/dev/null
 fi
-[ $# -gt 0 ] || set -- model state config sampler tokenizer
+[ $# -gt 0 ] || set -- model state config sampler tokenizer api
 # the harnesses only: the rest of the project need not build with clang
 targets=""
 for h in "$@"; do targets="$targets tests/fuzz/fuzz-$h"; done
@@ -63,6 +63,8 @@ export OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 # block one execution frees
 export ASAN_OPTIONS="${ASAN_OPTIONS:-quarantine_size_mb=16}"
 export TXL_FUZZ_STATE_MODEL="$here/corpus/state-model.bin"
+# txlgen-server's requests are tokenized by the default model
+export TXLGEN_FUZZ_MODEL="${TXLGEN_FUZZ_MODEL:-$src/models/sotu.bin}"
 status=0
 printf '%-10s %12s %6s %8s %6s %7s %16s\n' harness executions secs "exec/s" \
 	cov ft corpus

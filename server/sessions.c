@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sessions.c - named sessions: a memory that a request leaves for the
+ * next one of the same "session", with the ids of the repeat penalty's
+ * window.  The most recently used --max-sessions stay in memory; with
+ * --session-dir each is also a state file (ID.state, libtxl's, written
+ * atomically) and its window (ID.window, JSON, written after it through
+ * a temporary file and a rename), so that sessions outlive the server.
+ * Everything here runs under the scheduler's lock.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "srv.h"
+
+#define ID_MAX 64
+
+static struct srv_session **all;
+static int n_all;
+static uint64_t clock_now;
+
+bool
+session_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static char *
+path_of(const char *id, const char *ext)
+{
+	size_t n = strlen(srv.session_dir) + strlen(id) + strlen(ext) + 3;
+	char *p = xrealloc(NULL, n);
+
+	snprintf(p, n, "%s/%s%s", srv.session_dir, id, ext);
+	return p;
+}
+
+static struct srv_session *
+find(const char *id)
+{
+	for (int i = 0; i < n_all; i++)
+		if (!strcmp(all[i]->id, id))
+			return all[i];
+	return NULL;
+}
+
+/* Write @p ss's window as {"recent": [ids]} to ID.window, atomically. */
+static bool
+write_window(const struct srv_session *ss)
+{
+	char *path = path_of(ss->id, ".window"), *tmp = path_of(ss->id,
+								 ".window.tmp");
+	FILE *f = fopen(tmp, "w");
+	bool ok = f != NULL;
+
+	if (f) {
+		fputs("{\"recent\": [", f);
+		for (int i = 0; i < ss->n_recent; i++)
+			fprintf(f, "%s%d", i ? ", " : "", ss->recent[i]);
+		fputs("]}\n", f);
+		ok = fflush(f) == 0 && fsync(fileno(f)) == 0 && !ferror(f);
+		ok = fclose(f) == 0 && ok;
+		ok = ok && rename(tmp, path) == 0;
+		if (!ok)
+			unlink(tmp);
+	}
+	if (!ok)
+		errmsg("session %s: cannot write %s: %s", ss->id, path,
+		       strerror(errno));
+	free(path);
+	free(tmp);
+	return ok;
+}
+
+static void
+read_window(struct srv_session *ss)
+{
+	char *path = path_of(ss->id, ".window");
+	FILE *f = fopen(path, "r");
+	char buf[1 << 16];
+	size_t n;
+	cJSON *j, *r;
+
+	ss->n_recent = 0;
+	if (!f) {
+		free(path);
+		return;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	j = cJSON_Parse(buf);
+	r = cJSON_GetObjectItemCaseSensitive(j, "recent");
+	if (cJSON_IsArray(r)) {
+		int m = cJSON_GetArraySize(r), k = 0;
+		const cJSON *it;
+
+		ss->recent = xrealloc(ss->recent, (size_t)(m ? m : 1) *
+				      sizeof(int32_t));
+		cJSON_ArrayForEach(it, r)
+			if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
+			    it->valuedouble < 2147483647.0)
+				ss->recent[k++] = (int32_t)it->valuedouble;
+		ss->n_recent = k;
+	} else {
+		errmsg("session %s: %s is not a window of token ids; "
+		       "continuing without it", ss->id, path);
+	}
+	cJSON_Delete(j);
+	free(path);
+}
+
+static bool
+save(struct srv_session *ss)
+{
+	char *path;
+	enum txl_status st;
+
+	if (!srv.session_dir || !ss->s || !ss->dirty)
+		return true;
+	path = path_of(ss->id, ".state");
+	st = txl_session_save(ss->s, path);
+	if (st != TXL_OK)
+		errmsg("session %s: %s", ss->id, engine_lib_error(st));
+	free(path);
+	if (st != TXL_OK || !write_window(ss))
+		return false;
+	ss->dirty = false;
+	return true;
+}
+
+static void
+drop(int i)
+{
+	txl_session_free(all[i]->s);
+	free(all[i]->recent);
+	free(all[i]);
+	all[i] = all[--n_all];
+}
+
+/* Keep at most --max-sessions in memory: the least recently used idle
+ * ones go (to --session-dir first, where there is one). */
+static void
+evict(void)
+{
+	while (n_all > srv.max_sessions) {
+		int lru = -1;
+
+		for (int i = 0; i < n_all; i++)
+			if (!all[i]->busy &&
+			    (lru < 0 || all[i]->used < all[lru]->used))
+				lru = i;
+		if (lru < 0)
+			return;
+		save(all[lru]);
+		drop(lru);
+	}
+}
+
+bool
+session_reserve(const char *id, int *status, char **err)
+{
+	struct srv_session *ss = find(id);
+
+	if (ss && ss->busy) {
+		*status = 409;
+		*err = xstrdup("session is in use by another request; retry "
+			       "when it has finished");
+		return false;
+	}
+	if (!ss) {
+		ss = xrealloc(NULL, sizeof(*ss));
+		memset(ss, 0, sizeof(*ss));
+		snprintf(ss->id, sizeof(ss->id), "%s", id);
+		all = xrealloc(all, (size_t)(n_all + 1) * sizeof(*all));
+		all[n_all++] = ss;
+	}
+	ss->busy = true;
+	ss->used = ++clock_now;
+	return true;
+}
+
+void
+session_unreserve(const char *id)
+{
+	for (int i = 0; i < n_all; i++)
+		if (!strcmp(all[i]->id, id)) {
+			all[i]->busy = false;
+			if (!all[i]->s)
+				drop(i);
+			return;
+		}
+}
+
+struct srv_session *
+session_acquire(struct engine *e, const char *id, int *status, char **err)
+{
+	struct srv_session *ss = find(id);
+	struct txl_session_params p;
+	enum txl_status st;
+	struct stat sb;
+
+	if (!ss || !ss->busy) {
+		*status = 500;
+		*err = xstrdup("session was not reserved");
+		return NULL;
+	}
+	if (ss->s)
+		return ss;
+	engine_session_params(e, &p);
+	st = engine_session_new(e, &p, &ss->s);
+	if (st == TXL_OK && srv.session_dir) {
+		char *path = path_of(id, ".state");
+
+		if (stat(path, &sb) == 0) {
+			st = txl_session_load(ss->s, path);
+			if (st == TXL_OK)
+				read_window(ss);
+		}
+		free(path);
+	}
+	if (st != TXL_OK) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "session %s: %s", id,
+			 engine_lib_error(st));
+		*status = 500;
+		*err = xstrdup(msg);
+		txl_session_free(ss->s);
+		ss->s = NULL;
+		ss->busy = false;
+		return NULL;
+	}
+	return ss;
+}
+
+void
+session_release(struct engine *e, struct srv_session *ss,
+		const int32_t *recent, int n_recent, bool changed)
+{
+	(void)e;
+	if (changed) {
+		ss->recent = xrealloc(ss->recent, (size_t)(n_recent ? n_recent
+							  : 1) *
+				      sizeof(int32_t));
+		if (n_recent)
+			memcpy(ss->recent, recent,
+			       (size_t)n_recent * sizeof(int32_t));
+		ss->n_recent = n_recent;
+		ss->dirty = true;
+		save(ss);
+	}
+	ss->busy = false;
+	ss->used = ++clock_now;
+	evict();
+}
+
+int
+sessions_count(void)
+{
+	return n_all;
+}
+
+static void
+add_entry(cJSON *data, const char *id, const struct srv_session *ss,
+	  bool on_disk)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "id", id);
+	cJSON_AddStringToObject(o, "object", "session");
+	cJSON_AddBoolToObject(o, "in_memory", ss && ss->s);
+	cJSON_AddBoolToObject(o, "on_disk", on_disk);
+	cJSON_AddBoolToObject(o, "busy", ss && ss->busy);
+	if (ss && ss->s)
+		cJSON_AddNumberToObject(o, "n_past",
+					(double)txl_session_n_past(ss->s));
+	cJSON_AddItemToArray(data, o);
+}
+
+char *
+sessions_list_json(void)
+{
+	cJSON *root = cJSON_CreateObject(), *data = cJSON_CreateArray();
+	char *out;
+
+	cJSON_AddStringToObject(root, "object", "list");
+	for (int i = 0; i < n_all; i++) {
+		bool on_disk = false;
+
+		if (srv.session_dir) {
+			char *path = path_of(all[i]->id, ".state");
+
+			on_disk = access(path, F_OK) == 0;
+			free(path);
+		}
+		if (all[i]->s || on_disk)
+			add_entry(data, all[i]->id, all[i], on_disk);
+	}
+	if (srv.session_dir) {
+		DIR *d = opendir(srv.session_dir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d))) {
+			size_t n = strlen(de->d_name);
+			char id[ID_MAX + 1];
+
+			if (n <= 6 || n - 6 > ID_MAX ||
+			    strcmp(de->d_name + n - 6, ".state"))
+				continue;
+			memcpy(id, de->d_name, n - 6);
+			id[n - 6] = 0;
+			if (session_id_valid(id) && !find(id))
+				add_entry(data, id, NULL, true);
+		}
+		if (d)
+			closedir(d);
+	}
+	cJSON_AddItemToObject(root, "data", data);
+	out = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	return out;
+}
+
+int
+session_delete(const char *id)
+{
+	struct srv_session *ss = find(id);
+	bool found = ss != NULL && ss->s != NULL;
+
+	if (ss && ss->busy)
+		return 409;
+	if (ss)
+		for (int i = 0; i < n_all; i++)
+			if (all[i] == ss) {
+				drop(i);
+				break;
+			}
+	if (srv.session_dir) {
+		char *state = path_of(id, ".state"), *win = path_of(id,
+								    ".window");
+
+		found |= unlink(state) == 0;
+		unlink(win);
+		free(state);
+		free(win);
+	}
+	return found ? 0 : 404;
+}
+
+void
+sessions_close(struct engine *e)
+{
+	(void)e;
+	while (n_all > 0) {
+		save(all[n_all - 1]);
+		drop(n_all - 1);
+	}
+	free(all);
+	all = NULL;
+}

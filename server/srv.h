@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv.h - txlgen-server's rooms: the HTTP side (http.c: connections,
+ * routes, limits, keys), the API (api.c: requests into jobs, jobs into
+ * JSON), the scheduler (sched.c: one thread that owns the model and steps
+ * every running completion together) and the sessions it keeps
+ * (sessions.c).  The model, settings, sampling and text output are
+ * txlgen's own (cmd/).
+ */
+#ifndef TXLGEN_SRV_H
+#define TXLGEN_SRV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine.h"
+#include "settings.h"
+#include "text.h"
+
+/* ---- the server's own settings (main.c) ---- */
+
+struct srv_opts {
+	const char *host;
+	int port;
+	int parallel;            /* completions stepped together */
+	const char *api_key_file;
+	bool no_api_key;         /* a non-loopback address without a key */
+	const char *session_dir;
+	int max_sessions;        /* sessions kept in memory */
+	size_t max_body;         /* bytes of a request body */
+	int max_prompt;          /* tokens of a request's prompts */
+	int max_tokens;          /* max_tokens of a request, at most */
+	int max_n;               /* n of a request, at most */
+	int max_connections;
+	int max_queue;           /* requests waiting for a slot */
+	int timeout_s;           /* a connection idle this long is closed */
+	int grace_s;             /* SIGTERM: running requests' time to end */
+	const char *cors_origin; /* NULL: no CORS headers */
+	char model_name[256];    /* what /v1/models calls it */
+};
+
+extern struct srv_opts srv;
+
+/* ---- jobs: one request's completions (api.c builds, sched.c runs) ---- */
+
+/* One choice: a prompt (or a session's text) and its continuation. */
+struct task {
+	struct job *job;
+	int index;               /* of the choice in the response */
+	int32_t *prompt;         /* its tokens */
+	int n_prompt;
+	const char *prompt_text; /* for echo's text_offset (job-owned) */
+	size_t prompt_len;
+	uint64_t seed;
+
+	/* results, written by the scheduler */
+	struct strbuf text;      /* released text (stop strings cut) */
+	size_t sent;             /* bytes of text streamed */
+	int n_gen;
+	const char *finish;      /* "stop", "length", NULL while running */
+	cJSON *lp_tokens, *lp_values, *lp_top, *lp_offsets; /* logprobs */
+	size_t lp_sent;          /* logprob rows streamed */
+	bool end_sent;           /* its finish_reason streamed */
+};
+
+struct job {
+	int refs;                /* the connection and the scheduler */
+	char id[40];
+	time_t created;
+
+	/* the request */
+	bool stream, echo;
+	int logprobs;            /* top alternatives per token; -1: none */
+	int max_tokens;
+	struct strlist stop;
+	struct txl_sampler_params sp;
+	bool ignore_eos;
+	char *session;           /* its id, or NULL */
+	bool keep_text;          /* echo: the prompt's text in the choice */
+
+	int n_tasks;             /* n_prompts times n */
+	int n_prompts;
+	struct task *tasks;
+	bool done_sent;          /* the stream's [DONE] */
+
+	/* progress, under the scheduler's lock */
+	int n_started, n_done;
+	bool cancelled;          /* the client went away */
+	bool cut;                /* the server stops: ended early */
+	int status;              /* 0, or the HTTP status of a failure */
+	char *error;
+	int64_t prompt_tokens, completion_tokens;
+	unsigned seq;            /* bumped at each change (streaming) */
+	double t_submit;         /* now_s() when queued */
+	double t_first;          /* seconds from then to the first token */
+};
+
+/* Parse a completions request; NULL and *status / *err (malloc'd) set on
+ * error (400 with the field named). */
+struct job *api_completion_job(const cJSON *req, int *status, char **err);
+/* The response of a finished job, or one SSE event of the progress of a
+ * streaming one since the last (NULL: nothing new). */
+char *api_completion_json(struct job *j);
+char *api_stream_events(struct job *j, bool final);
+void job_unref(struct job *j);
+/* Text to ids and back in a connection's thread (the engine's scratch
+ * is the scheduler's).  api_detokenize: NULL and *bad the index of an
+ * invalid id. */
+int api_tokenize(const char *text, size_t len, int32_t **ids);
+char *api_detokenize(const int32_t *ids, int n, int *bad);
+
+/* ---- the scheduler (sched.c) ---- */
+
+struct sched_stats {
+	uint64_t requests, tokens_in, tokens_out, errors, cancelled;
+	int queued, running, sessions;
+	double tokens_per_s;     /* generation, the last few seconds */
+};
+
+/* The engine requests are parsed for (sched_start() sets it too; a
+ * harness that only parses sets it alone). */
+void sched_set_engine(struct engine *e);
+/* Start the scheduler on the loaded engine; false on error (reported). */
+bool sched_start(struct engine *e);
+/* Queue @p j; false (503) if the queue is full or the server stops. */
+bool sched_submit(struct job *j, int *status, char **err);
+/* Wait until @p j changed after @p seq or @p ms passed; its seq. */
+unsigned sched_wait(struct job *j, unsigned seq, int ms);
+bool sched_job_done(struct job *j);
+void sched_cancel(struct job *j);
+void sched_lock(void);
+void sched_unlock(void);
+void sched_stats(struct sched_stats *st);
+/* Stop taking jobs; end the running ones within @p grace_s seconds
+ * (then cut them); save the sessions; join the thread. */
+void sched_stop(int grace_s);
+struct engine *sched_engine(void);
+
+/* ---- sessions (sessions.c), under the scheduler's lock ---- */
+
+struct srv_session {
+	char id[65];
+	struct txl_session *s;
+	int32_t *recent;         /* the repeat penalty's window */
+	int n_recent;
+	bool busy;               /* a request runs in it */
+	bool dirty;              /* changed since written */
+	uint64_t used;           /* LRU clock */
+};
+
+bool session_id_valid(const char *id);
+/* Mark @p id busy for a request queued (409 if it is already). */
+bool session_reserve(const char *id, int *status, char **err);
+/* The reservation of a request that never started. */
+void session_unreserve(const char *id);
+/* The session @p id, loaded from --session-dir or made empty; NULL and
+ * *status / *err on failure (409 busy, 500, 507). */
+struct srv_session *session_acquire(struct engine *e, const char *id,
+				    int *status, char **err);
+void session_release(struct engine *e, struct srv_session *ss,
+		     const int32_t *recent, int n_recent, bool changed);
+/* {"data": [...]} of the sessions in memory and in --session-dir. */
+char *sessions_list_json(void);
+/* 0 deleted, 404 none, 409 busy. */
+int session_delete(const char *id);
+/* Write every changed session to --session-dir; free them all. */
+void sessions_close(struct engine *e);
+int sessions_count(void);
+
+#endif /* TXLGEN_SRV_H */
