@@ -347,6 +347,31 @@ check_combination(struct txlgen_options *o)
 		usage_error("--score-stride needs --score or --score-docs");
 		return EXIT_USAGE;
 	}
+	if (o->kl_ref && !o->score) {
+		usage_error("--kl-ref needs --score");
+		return EXIT_USAGE;
+	}
+	for (int i = 0; i < 2; i++) {
+		const char *k = i ? "kl_ref_compute" : "kl_ref_kv_type";
+
+		if (setting_origin(setting_find(k), o) == ORIGIN_CLI &&
+		    !o->kl_ref) {
+			usage_error("--%s needs --kl-ref", i ?
+				    "kl-ref-compute" : "kl-ref-kv-type");
+			return EXIT_USAGE;
+		}
+	}
+	/* the reference starts from an empty memory and stays as it is */
+	if (o->kl_ref && (o->prime.n || o->state_in || o->state_out ||
+			  o->adapt > 0)) {
+		usage_error("--kl-ref: %s", o->prime.n ? "--prime feeds one "
+			    "model's memory; the two start empty" :
+			    o->state_in ? "--state-in holds one model's memory; "
+			    "the two start empty" : o->state_out ?
+			    "--state-out: a run of two memories saves neither" :
+			    "--adapt changes one model as it reads");
+		return EXIT_USAGE;
+	}
 	if (!o->score_docs && (o->field || o->strict || o->first_line != 1 ||
 			       o->streams != 8)) {
 		usage_error("--%s needs --score-docs", o->field ? "field" :

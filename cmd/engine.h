@@ -249,6 +249,29 @@ void engine_print_stats(struct engine *e);
 /** Score the text (or with --ids the token ids) of @p in (--score). */
 int engine_score(struct engine *e, struct input *in, FILE *out);
 
+/* --score --kl-ref REF (klref.c): REF scores the same tokens in the
+ * same pass, and each token's two distributions are compared. */
+struct kl_ref;
+
+/** Load REF and make its session as the engine's (its segments and
+ *  memory length; --kl-ref-kv-type, --kl-ref-compute); a vocabulary not
+ *  the model's is refused (EXIT_USAGE).  *@p out is to be freed with
+ *  kl_ref_free() whatever the result.  Returns an exit code. */
+int kl_ref_open(struct engine *e, struct kl_ref **out);
+void kl_ref_free(struct kl_ref *k);
+/** Feed REF the @p n tokens the engine's session was just fed. */
+int kl_ref_feed(struct engine *e, struct kl_ref *k, const int32_t *ids,
+		int n);
+/** Compare the @p n rows of @p model's last eval with REF's: @p targets
+ *  the tokens that came, @p lp their log-probs under the model. */
+int kl_ref_compare(struct kl_ref *k, struct txl_session *model,
+		   const int32_t *targets, int n, const double *lp);
+/** REF's fields of row @p r of the last comparison, for a JSON row. */
+void kl_ref_json_row(const struct kl_ref *k, int r, FILE *out);
+/** REF's figures and the comparison's, as summary lines or JSON fields
+ *  (", \"key\": value"); @p bytes those of the text scored. */
+void kl_ref_summary(struct kl_ref *k, FILE *out, bool json, double bytes);
+
 /** Score each document of @p in from the memory now held (an empty one
  *  unless primed), one JSON object each on @p out (--score-docs). */
 int engine_score_docs(struct engine *e, struct input *in, FILE *out);

@@ -143,6 +143,15 @@ const struct cli_opt cli_opts[] = {
 	    "in windows of seg_len tokens, S predictions per\n"
 	    "window (1 = the vanilla Transformer's protocol;\n"
 	    "default seg_len = eval.py's segments)"),
+	STRING("kl-ref", kl_ref, "REF",
+	       "with --score: score with the model REF too (a\n"
+	       "file or a name, of the same vocabulary) in the\n"
+	       "same pass and compare each token's distributions:\n"
+	       "KL(REF || model), same top token, change of p"),
+	SET("kl-ref-kv-type", 0, "kl_ref_kv_type", "TYPE",
+	    "the memory type of REF (default F32)"),
+	SET("kl-ref-compute", 0, "kl_ref_compute", "TYPE",
+	    "the compute of REF: f32 (default) or bf16"),
 	FLAG("ids", 0, ids, true,
 	     "the --score or --tokenize input is token ids\n"
 	     "(--tokenize --ids turns ids back into text)"),

@@ -37,6 +37,7 @@ struct score {
 	double sum_nll, mean, m2; /* Welford's running mean and M2 of NLL */
 	struct utf8_state u8;  /* the text of the tokens, for JSON rows */
 	struct strbuf text;
+	struct kl_ref *kl;     /* --kl-ref, or NULL */
 };
 
 static void
@@ -87,6 +88,8 @@ score_segment(struct score *sc, int n)
 	enum txl_status st;
 	int rc = engine_feed(e, t, n, TXL_LOGITS_ALL);
 
+	if (rc == EXIT_OK && sc->kl)
+		rc = kl_ref_feed(e, sc->kl, t, n);
 	if (rc != EXIT_OK)
 		return rc;
 	if (sc->base == 0 && e->opts->json)
@@ -96,6 +99,9 @@ score_segment(struct score *sc, int n)
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
+	if (sc->kl && (rc = kl_ref_compare(sc->kl, e->session, t + 1, n,
+					   sc->lp)) != EXIT_OK)
+		return rc;
 	for (int i = 0; i < n; i++) {
 		double lp = sc->lp[i];
 		double d = -lp - sc->mean;
@@ -112,6 +118,8 @@ score_segment(struct score *sc, int n)
 			json_write_string(sc->out, sc->text.s, sc->text.len);
 			fputs(", \"logprob\": ", sc->out);
 			json_write_number(sc->out, lp);
+			if (sc->kl)
+				kl_ref_json_row(sc->kl, i, sc->out);
 			fputs("}\n", sc->out);
 		}
 	}
@@ -171,13 +179,18 @@ write_summary(const struct score *sc, bool partial)
 		json_write_number(out, se);
 		fputs(", \"bpb_stderr\": ", out);
 		json_write_number(out, bpb_se);
+		if (sc->kl)
+			kl_ref_summary(sc->kl, out, true, bytes);
 		fprintf(out, ", \"partial\": %s}\n", partial ? "true" : "false");
 	} else {
 		fprintf(out, "tokens %lld\npredicted %lld\nbytes %.0f\n"
 			"nll %.6f\nppl %.4f\nbpb %.6f\nnll_stderr %.6f\n"
-			"bpb_stderr %.6f\npartial %s\n", (long long)sc->total,
+			"bpb_stderr %.6f\n", (long long)sc->total,
 			(long long)sc->n_pred, bytes, nll, exp(nll), bpb, se,
-			bpb_se, partial ? "true" : "false");
+			bpb_se);
+		if (sc->kl)
+			kl_ref_summary(sc->kl, out, false, bytes);
+		fprintf(out, "partial %s\n", partial ? "true" : "false");
 	}
 	fflush(out);
 	if (ferror(out)) {
@@ -244,6 +257,9 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 
 	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
 	progress_init(&pg, in->size);
+	/* the reference, and its vocabulary checked, before any reading */
+	if (e->opts->kl_ref && (rc = kl_ref_open(e, &sc.kl)) != EXIT_OK)
+		goto out;
 	while ((got = input_next(in, &chunk, &len)) > 0) {
 		rc = take_chunk(&sc, in->name, &idr, chunk, len,
 				&first_piece);
@@ -297,6 +313,7 @@ out:
 	    write_summary(&sc, true) != EXIT_OK)
 		rc = EXIT_RUNTIME;
 	strbuf_free(&sc.text);
+	kl_ref_free(sc.kl);
 	free(sc.t.v);
 	free(sc.end);
 	free(sc.lp);

@@ -52,6 +52,8 @@ const struct setting settings[] = {
 	{ "compute",       "--compute",       ST_COMPUTE, OFF(compute),      false, false, 0,    0,                     S,     false },
 	{ "score_stride",  "--score-stride",  ST_INT,     OFF(score_stride), true,  false, 1,    TXL_SEG_LEN_MAX,       START, false },
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
+	{ "kl_ref_kv_type", "--kl-ref-kv-type", ST_KV_TYPE, OFF(kl_ref_kv_type), false, false, 0, 0,                  START, false },
+	{ "kl_ref_compute", "--kl-ref-compute", ST_COMPUTE, OFF(kl_ref_compute), false, false, 0, 0,                  START, false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
@@ -191,8 +193,9 @@ options_free(struct txlgen_options *o)
 	free(o->tokenize);
 	free(o->score_docs);
 	free(o->field);
+	free(o->kl_ref);
 	o->config = o->score = o->tokenize = NULL;
-	o->score_docs = o->field = NULL;
+	o->score_docs = o->field = o->kl_ref = NULL;
 }
 
 const struct setting *

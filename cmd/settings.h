@@ -65,6 +65,8 @@ struct txlgen_options {
 	int kv_type;          /* enum txl_kv_type of the memory */
 	int mem_init;         /* -1 = the model's, enum txl_mem_init */
 	int compute;          /* enum txl_compute of segments' products */
+	int kl_ref_kv_type;   /* --kl-ref's memory type (default F32) */
+	int kl_ref_compute;   /* --kl-ref's compute (default f32) */
 	int score_stride;     /* --score of a model without memory: tokens
 				 predicted per window; -1 = seg_len */
 	double adapt;         /* output-layer learning rate while reading
@@ -96,6 +98,7 @@ struct txlgen_options {
 	int64_t first_line;   /* --first-line: the number of the input's
 				 first line */
 	int64_t streams;      /* --streams: documents scored at once */
+	char *kl_ref;         /* --kl-ref MODEL: --score compares with it */
 };
 
 /* The most continuations of --n-samples, and documents in flight of

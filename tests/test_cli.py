@@ -290,7 +290,8 @@ class Options(unittest.TestCase):
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
                        "--list-models", "--score-docs", "--field",
-                       "--strict", "--first-line", "--streams"):
+                       "--strict", "--first-line", "--streams",
+                       "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
