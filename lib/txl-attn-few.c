@@ -111,10 +111,8 @@ prefetch_rows(const uint8_t *w, size_t ld, int r, int end)
 /* A query (x: d_head floats) as few_unit's products take it against the
  * memory: slot `slot` of fqa (a query and head, numbered as fq's rows
  * are) in the memory type's query form (struct txl_type's query_act),
- * or x itself.  Against a Q8_0 memory an int16 query, against a Q4_0 one
- * an int8 query: their integer products read the keys faster than
- * widening each to float (Q8_0: 1.7 times on one core with AVX2, 1.2
- * with AVX-512: bench-kernels). */
+ * or x itself: an int16 or int8 query, whose integer products read a
+ * block type's keys faster than widening each to float (bench-kernels). */
 static struct txl_act
 few_query(const struct txl_attn *a, const float *x, size_t slot)
 {
@@ -379,9 +377,7 @@ txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 	/* fq, 2 hd floats a query (and again in the memory's query form:
-	 * int16 with its scales for a Q8_0 memory, 1 + 2 / 32 floats more;
-	 * int8 with scales and offsets for a Q4_0 one, 0.5 + 4 / 32), the
-	 * scores, the parts */
+	 * txl_act_floats()), the scores, the parts */
 	const double fq = 2.0 * hd + 2.0 * hp->n_head *
 		(double)txl_act_floats(txl_type(kv_dt)->query_act, hp->d_head);
 

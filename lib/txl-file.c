@@ -131,7 +131,7 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
-	/* a block type (Q8_0, Q4_0: not safetensors dtypes, txlgen's own)
+	/* a block type (not a safetensors dtype: txlgen's own)
 	 * holds blocks of values along the last dimension */
 	const struct txl_type *type = txl_type(t->dtype);
 	if (type->block > 1 && (t->ndim == 0 ||

@@ -8,7 +8,7 @@
  * and in the dtype of the file.  A matrix-vector product (generation: one
  * row of activations, bound by reading the weights once per token) runs
  * the kernels of txl-kernels.h, rows split over the thread pool; against
- * Q8_0 and Q4_0 weights the activations are quantized per block first,
+ * a block type's weights the activations are quantized per block first,
  * so that the kernels take integer dot products (the type's act in the
  * traits table of txl-types.h).  A
  * matrix-matrix product (segments: scoring, prompts) is sgemm, its output

@@ -351,31 +351,50 @@ typedef bool (*txl_abort_fn)(void *data);
 #define TXL_REPEAT_LAST_N_MAX (1 << 20) /* repeat_last_n 0 .. this */
 #define TXL_ADAPT_LR_MAX 1e6            /* txl_session_adapt() lr 0 .. this */
 
-/* How a session holds the keys, values and relative-position terms (K, V
- * and R) of its memory: F32 computes exactly as the original code; F16 and
- * BF16 halve the bytes that a token with a long memory reads, rounding
- * each value to nearest even (F16: 11 significant bits, values up to
- * 65504; BF16: 8 bits, float's range); Q8_0 takes 34 bytes for 32 values
- * (a bit more than a quarter of F32), each head's row of d_head values
- * cut into blocks of 32 int8 with one F16 scale, max |block| / 127, as
- * the weights' Q8_0: a value is off by at most half a step, max |block| /
- * 254, and blocks past 65504 * 127 hold NaNs.  Q4_0 takes 18 bytes for
- * 32 values (a seventh of F32): blocks of 32 values in 4 bits, v = (q -
- * 8) d with q in 0..15 and d = the block's value of largest magnitude
- * over -8 (F16), so that it is exact and the others off by at most half
- * a step, |d| / 2 (as GGUF's Q4_0; a value of the opposite sign beyond
- * 7.5 steps takes 7).  It trades accuracy for speed and room: measure it
- * on your text (txlgen --score).  Q8_0 and Q4_0 need a model whose d_head
- * is a multiple of 32 (txl_session_new() refuses the others:
- * TXL_ERR_INVALID).  The attention reads them as stored, accumulating in
- * float. */
-enum txl_kv_type {
-	TXL_KV_F32 = 0,
-	TXL_KV_F16 = 1,
-	TXL_KV_BF16 = 2,
-	TXL_KV_Q8_0 = 3,
-	TXL_KV_Q4_0 = 4,
+/*
+ * The storage types: of a model file's tensors and of a session's memory
+ * (kv_type).  F32 computes as the original code; F16 and BF16 round to
+ * nearest even; Q8_0 and Q4_0 are GGUF's blocks of 32 values with one F16
+ * scale (8 and 4 bits: about a quarter and a seventh of F32), and need a
+ * d_head that is a multiple of 32 as memory.  Narrower memory is faster
+ * and less exact: measure it on your text (txlgen --score).  U8 is bytes,
+ * not numbers (a model file's tokenizer).  The values never change; a new
+ * type takes a new one (TXL_N_DTYPES, their count, grows: enumerate with
+ * txl_dtype_name() rather than build on it).
+ */
+enum txl_dtype {
+	TXL_F32 = 0,
+	TXL_F16 = 1,
+	TXL_BF16 = 2,
+	TXL_Q8_0 = 3,
+	TXL_Q4_0 = 4,
+	TXL_U8 = 5,
+	TXL_N_DTYPES
 };
+
+/* The names of libtxl 1.0 for the memory's types: the same values. */
+#define txl_kv_type txl_dtype
+#define TXL_KV_F32 TXL_F32
+#define TXL_KV_F16 TXL_F16
+#define TXL_KV_BF16 TXL_BF16
+#define TXL_KV_Q8_0 TXL_Q8_0
+#define TXL_KV_Q4_0 TXL_Q4_0
+
+/** The name of storage type @p dt ("F32", "Q8_0", ...), as model files
+ *  spell it; NULL for none.  Since libtxl 1.2. */
+TXL_API const char *txl_dtype_name(enum txl_dtype dt);
+
+/** The storage type named @p name, in any case ("q8_0" is Q8_0); -1 for
+ *  none.  Since libtxl 1.2. */
+TXL_API int txl_dtype_from_name(const char *name);
+
+/* What a storage type can hold (txl_dtype_uses()). */
+#define TXL_DTYPE_WEIGHTS 1u /* a model's weight matrices */
+#define TXL_DTYPE_MEMORY 2u  /* a session's memory: its kv_type */
+
+/** TXL_DTYPE_* of @p dt (0 for U8 and for a value that is no type).
+ *  Since libtxl 1.2. */
+TXL_API unsigned txl_dtype_uses(enum txl_dtype dt);
 
 /* How the products of a segment (two or more tokens: scoring, prompts,
  * the windows of the models without memory) compute with weight matrices
@@ -432,7 +451,8 @@ struct txl_session_params {
 			      tokens predicted per window, 1 .. seg_len;
 			      TXL_FROM_MODEL = 1.  See txl_session_eval().
 			      Must be TXL_FROM_MODEL for the others. */
-	enum txl_kv_type kv_type; /* of the memory; default TXL_KV_F32 */
+	enum txl_dtype kv_type; /* of the memory: a type of
+				   TXL_DTYPE_MEMORY; default TXL_F32 */
 };
 
 /** The defaults: everything from the model, no abort callback. */
