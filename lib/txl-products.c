@@ -443,13 +443,6 @@ txl_mat_row(float *out, const struct txl_mat *w, int row)
 }
 
 void
-txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
-	    int ldb, int M, int K, int N)
-{
-	txl_gemm_nt_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
-}
-
-void
 txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda, const void *b,
 	       enum txl_dtype dt, int ldb, int M, int K, int N)
 {

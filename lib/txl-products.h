@@ -85,14 +85,12 @@ void txl_mat_mul_float(float *out, const float *a, int M,
 #define TXL_PACK_MIN_ROWS 32
 /* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
 void txl_mat_row(float *out, const struct txl_mat *w, int row);
-/* General strided form: out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb). */
-void txl_gemm_nt(float *out, int ldo, const float *a, int lda,
-		 const float *b, int ldb, int M, int K, int N);
 /* out[M,N] (ldo) = a[M,K] (lda) . b[K,N] (ldb). */
 void txl_gemm_nn(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
-/* The same with b in dtype dt (F32, F16 or BF16; ldb in values): the
- * attention's products with a compact K, V or R. */
+/* out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb), and the same as
+ * txl_gemm_nn, with b in dtype dt (ldb in values): the attention's
+ * products with its K, V or R. */
 void txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda,
 		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
 		    int N);

@@ -26,6 +26,8 @@ import termios
 import time
 import unittest
 
+import clitest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",
@@ -41,12 +43,7 @@ TEXT = ("The state of the Union is strong. We will build a better future "
 
 def setUpModule():
     global MODEL, TMP
-    TMP = tempfile.mkdtemp(prefix="txlgen-cli-")
-    if not MODEL:
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        MODEL = os.path.join(TMP, "m.bin")
+    MODEL, TMP = clitest.model_and_tmp(MODEL, "txlgen-cli-")
 
 
 def tearDownModule():
