@@ -84,20 +84,16 @@ few_part(const struct few *f, int u, int i)
 /* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
  * PF_AHEAD further prefetched: the hardware's prefetchers stop at every
  * 4 KB page, and a token with a long memory reads tens of MB of K, R and
- * V from DRAM.  On one Zen 5 core this halves the cost of a token with
- * 3,800 positions of F16 memory; 32 or 128 rows ahead do a little less
- * well. */
+ * V from DRAM (bench/README.md has the distance's measurements). */
 #define PF_ROWS 32
 #define PF_AHEAD 64
 
 /* Rows [r, r + PF_ROWS) of w that are before row `end`: the stream's
- * rows go on past those of one call into the next one (a version that
- * stopped at the call's last row ran no faster than none), but not past
- * the unit's keys.  A short memory's stream is then prefetched not at
- * all: its prefetches, each of a line past its end, took as many
- * instructions as the products (--n-samples 8 with a memory of 70
- * positions: x1.07, one sample too; AMD EPYC Zen 4).  The address is
- * computed in uintptr_t so that no pointer leaves its object. */
+ * rows go on past those of one call into the next one (stopping at the
+ * call's last row gained nothing), but not past the unit's keys: a short
+ * memory's prefetches, each of a line past its end, would cost as many
+ * instructions as its products.  The address is computed in uintptr_t
+ * so that no pointer leaves its object. */
 static inline void
 prefetch_rows(const uint8_t *w, size_t ld, int r, int end)
 {
@@ -206,8 +202,8 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	}
 	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
 	 * on share its row (clamp_len): rows [near, far] of R for keys
-	 * [lo, hi).  The last keys first, so that R is read forwards (a
-	 * third faster on one core than going back a STEP at a time) */
+	 * [lo, hi).  The last keys first, so that R is read forwards (the
+	 * prefetchers follow a forward stream, not steps back) */
 	for (int c = j0 + (j1 - 1 - j0) / STEP * STEP; c >= j0; c -= STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {

@@ -7,8 +7,8 @@
  *
  * A product out[M, N] = a[M, K] . W[N, K]^T of a segment (scoring,
  * prompts, the window of attn_type 2 and 3) reads every weight M times.
- * sgemm packs W for its kernel at every call (a fifth of a scoring
- * profile); here W is packed once, on first use, into panels of nr rows
+ * sgemm packs W for its kernel at every call (bench/README.md); here W
+ * is packed once, on first use, into panels of nr rows
  * of W (nr columns of out), each panel its K values k-major, in one of
  * these formats:
  *

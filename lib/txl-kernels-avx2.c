@@ -108,8 +108,7 @@ prefetch_at(const void *p, size_t off)
  * the same for F32, F16 and BF16, only the loads differ.  With prefetch,
  * the next four rows' lines are asked for while these four are summed:
  * F16's and BF16's conversions leave too few loads in flight for the
- * hardware's prefetcher, which on AMD Zen 3 held them to 5-7 GB/s from
- * L3 (15-30 with it; generation 24-30% faster).  F32 gains nothing. */
+ * hardware's prefetcher (bench/README.md).  F32 gains nothing. */
 #define DOT_ROWS(name, size, load8, load1, prefetch)                         \
 static void                                                                  \
 name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
@@ -666,7 +665,7 @@ il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
  * TXL_IL_BLOCK_Q4); init: the sums' start for block b (zero; off for
  * vpdpbusd; off / 16 for Q4_0).  The lines 4 KB ahead are prefetched:
  * from L3 the integer products had otherwise too few loads in flight
- * (AMD Zen 3: generation 49% faster with Q8_0 weights, 10% with Q4_0). */
+ * (bench/README.md). */
 #define IL_PREFETCH 4096
 #define DOT_IL(name, IDOT, step, init, bsz, attr)                            \
 attr static void                                                             \
@@ -1149,7 +1148,7 @@ max_of(const float *x, int n)
  * again at once from L1), the weights ROW4_AHEAD bytes on prefetched:
  * read a group at a time against pairs of activation rows, the weights
  * came from DRAM in the first pass only and the arithmetic of the others
- * left DRAM idle (AVX-512's eight-row kernel: x1.09 for --n-samples 8).
+ * left DRAM idle (bench/README.md).
  */
 #define ROW4_AHEAD 2048
 #define DOT_ROW4(name, size, load8, load1)                                   \

@@ -1082,9 +1082,8 @@ max_of(const float *x, int n)
  * others left DRAM idle.  The weights ROW8_AHEAD bytes on are fetched
  * as it goes: the loads of eight rows of activations between two of
  * weights leave the core too few misses in flight to stream from DRAM
- * (rows of W are contiguous, so the stream runs on into the next row).
- * bench-rows, F32, one thread, AMD EPYC Zen 4: 8 rows 16 -> 19-23 G
- * row-weights/s (1,024 to 8,192 bytes ahead alike; none 15-16).
+ * (rows of W are contiguous, so the stream runs on into the next row;
+ * bench/README.md has the distances measured).
  */
 #define ROW8_AHEAD 2048
 #define DOT_ROW8(name, size, load16)                                         \

@@ -18,11 +18,10 @@
  * The memory as a whole holds `fill` positions (0 .. mem_len); a head
  * holds the last min(fill, keep) of them.
  *
- * Rows are held in one storage type (kv_type) and head-major: a head's rows are contiguous, so that its pass
- * over a long memory streams rather than picking d_head values out of
- * every n_head * d_head (two to four times faster reads of a
- * 3,800-position memory in a micro-benchmark).  The attention's tables
- * of relative positions (R) are held the same way.
+ * Rows are held in one storage type (kv_type) and head-major: a head's
+ * rows are contiguous, so that its pass over a long memory streams
+ * rather than picking d_head values out of every n_head * d_head.  The
+ * attention's tables of relative positions (R) are held the same way.
  */
 #ifndef TXL_KV_H
 #define TXL_KV_H

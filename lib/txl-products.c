@@ -206,8 +206,7 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 /* cblas_sgemm into a block of out (rows x cols, rows ldo apart) that
  * beta 0 overwrites: the block zeroed here and sgemm told to add to it.
  * OpenBLAS otherwise clears C first in a pass of its own, element by
- * element when C is a block of a wider matrix, which cost 3% of scoring
- * (AMD EPYC, avx2). */
+ * element when C is a block of a wider matrix. */
 static void
 sgemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols,
 	    int K, float alpha, const float *a, int lda, const float *b,
