@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "txl-kernels.h"
+#include "txl-kernels-x86.h"
 
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
@@ -118,8 +119,7 @@ name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
-		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		ROWS4(uint8_t, base, r, ld, w0, w1, w2, w3);                \
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
 		__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   \
 		int k = 0;                                                   \
@@ -194,12 +194,6 @@ name(float *dst, const void *src, size_t n)                                  \
 WIDEN(widen_f16, 2, load8_f16, load1_f16)
 WIDEN(widen_bf16, 2, load8_bf16, load1_bf16)
 
-static void
-widen_f32(float *dst, const void *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
-
 /* Q8_0: eight int8 values of a block as floats. */
 static inline __m256
 q8_load8(const int8_t *q)
@@ -240,13 +234,8 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	int r = 0;
 
 	for (; r + 4 <= n; r += 4) {
-		/* four rows, each with its own accumulator, written out:
-		 * GCC keeps arrays of them in memory */
-		const struct txl_block_q8_0 *q0 = (const void *)(base +
-								 (size_t)r * ld);
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		/* four rows, each with its own accumulator, written out */
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
 		for (int b = 0; b < nb; b++) {
@@ -438,11 +427,7 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const struct txl_block_q8_0 *q0 = (const void *)(base +      \
-							 (size_t)r * ld);    \
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld); \
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld); \
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld); \
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);    \
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
                                                                              \
 		for (int b = 0; b < nb; b++) {                               \
@@ -927,12 +912,6 @@ axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 #undef LOAD4
 #undef STORE4
 #undef BLOCK_FMA
-
-static void
-narrow_f32(void *dst, const float *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
 
 static void
 narrow_f16(void *dst, const float *src, size_t n)
