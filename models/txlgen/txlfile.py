@@ -50,11 +50,8 @@ _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
 _Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
 _Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
 # The types a file holds: {name: (values, bytes) per block}, from lib/'s
-# headers; DTYPES, those this module writes weight matrices in (its
-# _to_bytes and _from_bytes), in their order.
+# headers (DTYPES, those this module writes, follows _CODECS below).
 _FILE_DTYPES = loadable.storage_types()
-DTYPES = tuple(n for n in loadable.number_types()
-               if n in ("F32", "F16", "BF16", "Q8_0", "Q4_0"))
 
 
 def dtype_arg(name):
@@ -208,14 +205,34 @@ def as_float32(arr):
     return np.asarray(arr, np.float32)
 
 
+def _bf16_bytes(arr):
+    f = arr.astype("<f4")
+    bits = f.view("<u4").astype(np.uint64)
+    # round to nearest even, as torch does
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return bits.astype("<u2").tobytes()
+
+
+def _bf16_values(raw, shape):
+    u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+    return u.view(np.float32).reshape(shape)
+
+
+# The types beside numpy's own (_NP_DTYPES): {name: (the bytes of an
+# array, the float32 values of bytes and a shape)}.  A type of lib/'s
+# headers is one of DTYPES, the types this module writes, once it is here.
+_CODECS = {
+    "BF16": (_bf16_bytes, _bf16_values),
+    "Q8_0": (lambda a: quantize_q8_0(a).tobytes(), dequantize_q8_0),
+    "Q4_0": (lambda a: quantize_q4_0_weights(a).tobytes(), dequantize_q4_0),
+}
+DTYPES = tuple(n for n in loadable.number_types()
+               if n in _NP_DTYPES or n in _CODECS)
+
+
 def _from_bytes(raw, dtype, shape):
-    if dtype == "Q8_0":
-        return dequantize_q8_0(raw, shape)
-    if dtype == "Q4_0":
-        return dequantize_q4_0(raw, shape)
-    if dtype == "BF16":
-        u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-        return u.view(np.float32).reshape(shape)
+    if dtype in _CODECS:
+        return _CODECS[dtype][1](raw, shape)
     return np.frombuffer(raw, np.dtype(_NP_DTYPES[dtype])
                          .newbyteorder("<")).astype(np.float32) \
         .reshape(shape)
@@ -231,16 +248,8 @@ def _to_bytes(arr, dtype):
                     .numpy().astype("<i2").tobytes()
         arr = t.numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
     arr = np.asarray(arr)
-    if dtype == "Q8_0":
-        return quantize_q8_0(arr).tobytes()
-    if dtype == "Q4_0":
-        return quantize_q4_0_weights(arr).tobytes()
-    if dtype == "BF16":
-        f = arr.astype("<f4")
-        bits = f.view("<u4").astype(np.uint64)
-        # round to nearest even, as torch does
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return bits.astype("<u2").tobytes()
+    if dtype in _CODECS:
+        return _CODECS[dtype][0](arr)
     return arr.astype(np.dtype(_NP_DTYPES[dtype]).newbyteorder("<")).tobytes()
 
 
