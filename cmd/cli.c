@@ -312,6 +312,7 @@ apply(struct txlgen_options *o, int i, int c, const char *arg, int argc,
 	case OPT_CONFIG:
 	case OPT_HELP:
 	case OPT_VERSION:
+	case OPT_LIST_TYPES:
 		break;
 	}
 	return EXIT_OK;
@@ -448,6 +449,11 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 			return EXIT_OK;
 		case OPT_VERSION:
 			options_version(stdout);
+			return EXIT_OK;
+		case OPT_LIST_TYPES:
+			for (int dt = 0; txl_dtype_name(dt); dt++)
+				if (txl_dtype_uses(dt) & TXL_DTYPE_MEMORY)
+					printf("%s\n", txl_dtype_name(dt));
 			return EXIT_OK;
 		default:
 			rc = apply(o, i, c, optarg, argc, argv);

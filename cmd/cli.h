@@ -22,6 +22,7 @@ enum cli_action {
 	OPT_CONFIG,   /* --config FILE, read before the other options */
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_LIST_TYPES, /* --list-types: the memory's types, one a line */
 };
 
 struct cli_opt {

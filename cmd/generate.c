@@ -573,14 +573,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	rc = open_streams(e, st, n, out, &seed);
 	if (rc != EXIT_OK) {
 		gs->end = GEN_ERROR;
-		out->sample = -1;
-		close_streams(e, st, n, out->f);
-		free(go);
-		free(rows.s);
-		free(rows.tok);
-		free(rows.n);
-		free(smp);
-		return rc;
+		goto out;
 	}
 	for (int k = 0; k < n; k++)
 		smp[k] = st[k].smp;
@@ -650,6 +643,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	if (rc == EXIT_RUNTIME && ferror(out->f))
 		errmsg("writing output failed: %s", strerror(errno));
 	gs->end = st[0].ss->end;
+out:
 	out->sample = -1;
 	close_streams(e, st, n, out->f);
 	free(go);

@@ -388,7 +388,7 @@ describe_memory(struct engine *e, cJSON *root)
 	num(m, "clamp_len", r.clamp_len);
 	flag(m, "same_length", r.same_length);
 	str(m, "mem_init", mem_init_names[r.mem_init]);
-	str(m, "kv_type", kv_type_names[r.kv_type]);
+	str(m, "kv_type", txl_dtype_name(r.kv_type));
 	str(m, "compute", compute_names[e->opts->compute]);
 	/* by the CPU's own instructions, or widened */
 	flag(m, "compute_native", txl_compute_native(e->opts->compute) == 1);

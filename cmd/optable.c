@@ -104,11 +104,9 @@ const struct cli_opt cli_opts[] = {
 	    "threads of the kernels and of OpenBLAS\n"
 	    "(default 0 = one per CPU)"),
 	SET("kv-type", 0, "kv_type", "TYPE",
-	    "the memory's K, V and R in F32 (default), F16\n"
-	    "or BF16 (half the bytes, slightly rounded),\n"
-	    "Q8_0 (a quarter, to 1/254 of each block's max)\n"
-	    "or Q4_0 (a seventh, to 1/16; Q8_0 and Q4_0 for\n"
-	    "models with d_head a multiple of 32)"),
+	    "the storage type of the memory's K, V and R\n"
+	    "(default F32, exact; --list-types lists them,\n"
+	    "txlgen(1) says what each trades; any case)"),
 	SET("compute", 0, "compute", "TYPE",
 	    "products of segments with BF16 weights in f32\n"
 	    "(default: exact) or bf16 (activations rounded\n"
@@ -185,6 +183,8 @@ const struct cli_opt cli_opts[] = {
 	     "lines) and exit"),
 	ACTION("help", 'h', OPT_HELP, NULL, "show this help and exit"),
 	ACTION("version", 'V', OPT_VERSION, NULL, "show the version and exit"),
+	ACTION("list-types", 0, OPT_LIST_TYPES, NULL,
+	       "list the --kv-type types, one a line, and exit"),
 };
 const int n_cli_opts = (int)(sizeof(cli_opts) / sizeof(cli_opts[0]));
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "txl.h"
 
@@ -68,10 +69,6 @@ _Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
 	       "raise SETTINGS_MAX");
 
 const char *const color_names[3] = { "auto", "always", "never" };
-const char *const kv_type_names[5] = {
-	[TXL_KV_F32] = "F32", [TXL_KV_F16] = "F16", [TXL_KV_BF16] = "BF16",
-	[TXL_KV_Q8_0] = "Q8_0", [TXL_KV_Q4_0] = "Q4_0",
-};
 const char *const compute_names[2] = {
 	[TXL_COMPUTE_F32] = "f32", [TXL_COMPUTE_BF16] = "bf16",
 };
@@ -83,8 +80,14 @@ const char *const *
 setting_names(const struct setting *s, int *n)
 {
 	if (s->type == ST_KV_TYPE) {
-		*n = (int)(sizeof kv_type_names / sizeof *kv_type_names);
-		return kv_type_names;
+		/* by enum txl_dtype, NULL for the types of no memory */
+		static const char *kv_names[TXL_N_DTYPES];
+
+		for (int i = 0; i < TXL_N_DTYPES; i++)
+			kv_names[i] = txl_dtype_uses(i) & TXL_DTYPE_MEMORY ?
+				txl_dtype_name(i) : NULL;
+		*n = TXL_N_DTYPES;
+		return kv_names;
 	}
 	if (s->type == ST_COMPUTE) {
 		*n = (int)(sizeof compute_names / sizeof *compute_names);
@@ -410,16 +413,20 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		int n;
 		const char *const *names = setting_names(s, &n);
 
+		/* any case, as "q8_0" or "BF16" */
 		for (int i = 0; i < n; i++) {
-			if (!strcmp(val, names[i])) {
+			if (names[i] && !strcasecmp(val, names[i])) {
 				*(int *)p = i;
 				return true;
 			}
 		}
 		int at = snprintf(err, errlen, "'%s' is not one of", val);
-		for (int i = 0; i < n && at >= 0 && (size_t)at < errlen; i++)
-			at += snprintf(err + at, errlen - (size_t)at, "%s %s",
-				       i ? "," : "", names[i]);
+		for (int i = 0, listed = 0; i < n && at >= 0 &&
+		     (size_t)at < errlen; i++)
+			if (names[i])
+				at += snprintf(err + at, errlen - (size_t)at,
+					       "%s %s", listed++ ? "," : "",
+					       names[i]);
 		return false;
 	}
 	}

@@ -189,11 +189,11 @@ bool setting_check_range(const struct setting *s, double v, char *err,
 
 /** The names of enum color_mode: "auto", "always", "never". */
 extern const char *const color_names[3];
-extern const char *const kv_type_names[5];	/* by enum txl_kv_type */
 extern const char *const compute_names[2];	/* by enum txl_compute */
 extern const char *const mem_init_names[2];	/* by enum txl_mem_init */
 /** The names of an ST_COLOR, ST_KV_TYPE, ST_COMPUTE or ST_MEM_INIT
- * setting's values, and their number in @p n. */
+ * setting's values by value (NULL for a value that is none), and their
+ * number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);
 
 void options_init(struct txlgen_options *o);

@@ -5,7 +5,7 @@
  * memory, packed weights, the memory of long sessions) sit on 2 MiB pages
  * where the kernel gives them: generation streams through them every
  * token, and with 4 KiB pages the processor walks its page tables every
- * 4 KiB (a tenth of the speed of generation, AMD EPYC Zen 4).
+ * 4 KiB (bench/README.md, "Why the code does what it does").
  */
 #include <stdlib.h>
 #include <sys/mman.h>

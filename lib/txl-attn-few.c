@@ -84,20 +84,16 @@ few_part(const struct few *f, int u, int i)
 /* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
  * PF_AHEAD further prefetched: the hardware's prefetchers stop at every
  * 4 KB page, and a token with a long memory reads tens of MB of K, R and
- * V from DRAM.  On one Zen 5 core this halves the cost of a token with
- * 3,800 positions of F16 memory; 32 or 128 rows ahead do a little less
- * well. */
+ * V from DRAM (bench/README.md has the distance's measurements). */
 #define PF_ROWS 32
 #define PF_AHEAD 64
 
 /* Rows [r, r + PF_ROWS) of w that are before row `end`: the stream's
- * rows go on past those of one call into the next one (a version that
- * stopped at the call's last row ran no faster than none), but not past
- * the unit's keys.  A short memory's stream is then prefetched not at
- * all: its prefetches, each of a line past its end, took as many
- * instructions as the products (--n-samples 8 with a memory of 70
- * positions: x1.07, one sample too; AMD EPYC Zen 4).  The address is
- * computed in uintptr_t so that no pointer leaves its object. */
+ * rows go on past those of one call into the next one (stopping at the
+ * call's last row gained nothing), but not past the unit's keys: a short
+ * memory's prefetches, each of a line past its end, would cost as many
+ * instructions as its products.  The address is computed in uintptr_t
+ * so that no pointer leaves its object. */
 static inline void
 prefetch_rows(const uint8_t *w, size_t ld, int r, int end)
 {
@@ -111,10 +107,8 @@ prefetch_rows(const uint8_t *w, size_t ld, int r, int end)
 /* A query (x: d_head floats) as few_unit's products take it against the
  * memory: slot `slot` of fqa (a query and head, numbered as fq's rows
  * are) in the memory type's query form (struct txl_type's query_act),
- * or x itself.  Against a Q8_0 memory an int16 query, against a Q4_0 one
- * an int8 query: their integer products read the keys faster than
- * widening each to float (Q8_0: 1.7 times on one core with AVX2, 1.2
- * with AVX-512: bench-kernels). */
+ * or x itself: an int16 or int8 query, whose integer products read a
+ * block type's keys faster than widening each to float (bench-kernels). */
 static struct txl_act
 few_query(const struct txl_attn *a, const float *x, size_t slot)
 {
@@ -208,8 +202,8 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 	}
 	/* BD: key j is at distance qpos - j; the distances from n_dist - 1
 	 * on share its row (clamp_len): rows [near, far] of R for keys
-	 * [lo, hi).  The last keys first, so that R is read forwards (a
-	 * third faster on one core than going back a STEP at a time) */
+	 * [lo, hi).  The last keys first, so that R is read forwards (the
+	 * prefetchers follow a forward stream, not steps back) */
 	for (int c = j0 + (j1 - 1 - j0) / STEP * STEP; c >= j0; c -= STEP) {
 		const int ce = c + STEP < j1 ? c + STEP : j1;
 		for (int i = 0; i < f->n; i++) {
@@ -379,9 +373,7 @@ txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 {
 	const double hd = (double)hp->n_head * hp->d_head;
 	/* fq, 2 hd floats a query (and again in the memory's query form:
-	 * int16 with its scales for a Q8_0 memory, 1 + 2 / 32 floats more;
-	 * int8 with scales and offsets for a Q4_0 one, 0.5 + 4 / 32), the
-	 * scores, the parts */
+	 * txl_act_floats()), the scores, the parts */
 	const double fq = 2.0 * hd + 2.0 * hp->n_head *
 		(double)txl_act_floats(txl_type(kv_dt)->query_act, hp->d_head);
 

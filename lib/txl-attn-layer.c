@@ -11,10 +11,8 @@
  * Either path scores content and (relative kinds) position, masks
  * causally (with same_length, exactly the last mem_len positions), and
  * weighs the values by the softmax.  K, V and R are held in the memory's
- * type (F32, or F16 / BF16 with --kv-type: half the bytes a token with a
- * long memory reads; Q8_0: a bit more than a quarter, each head's row of
- * d_head values in blocks of 32; Q4_0: the same in 4 bits, a seventh) and
- * read as stored; the queries and scores stay in float.
+ * type (kv_type: F32, or a narrower one that a token with a long memory
+ * reads faster) and read as stored; the queries and scores stay in float.
  */
 #include "txl-attn.h"
 #include "txl-ops.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-dtype.h - the storage types of libtxl as bytes: their names in the
- * code, the layout of their blocks (stored, and interleaved for the
+ * txl-dtype.h - the storage types of libtxl (enum txl_dtype, txl.h) as
+ * bytes: the layout of their blocks (stored, and interleaved for the
  * matrix-vector kernels) and the conversions of half-precision values.
  * What each type is and which kernels compute with it is the traits
  * table's (txl-types.h).  Not installed.
@@ -13,23 +13,33 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Storage types.  Q8_0 is a block type (below): one F16 scale per 32
- * int8 values along the last dimension, as GGUF's block_q8_0.  Q4_0, the
- * same in 4 bits (GGUF's block_q4_0), holds weight matrices and the
- * attention's memory (--kv-type Q4_0).  The blocks of a block type begin
- * with their F16 scale, then hold their values' bytes.  U8 is for bytes
- * that are not numbers (the tokenizer, padding).  What each type is to
- * the rest of libtxl is its row of the traits table (txl-types.h). */
-enum txl_dtype {
-	TXL_F32, TXL_F16, TXL_BF16, TXL_Q8_0, TXL_Q4_0, TXL_U8, TXL_N_DTYPES
-};
+#include "txl.h"
 
+/* The blocks of the storage types (enum txl_dtype, txl.h): for each, the
+ * values of a block (1: a plain type) and its bytes, TXL_<NAME>_BLOCK and
+ * TXL_<NAME>_BYTES, which the traits table (txl-types.c) and the Python
+ * tools (models/txlgen/loadable.py) read.  A block type's block begins with
+ * its F16 scale, then holds its values' bytes. */
 #define TXL_QK 32		/* values per Q8_0 and Q4_0 block */
+#define TXL_F32_BLOCK 1
+#define TXL_F32_BYTES 4
+#define TXL_F16_BLOCK 1
+#define TXL_F16_BYTES 2
+#define TXL_BF16_BLOCK 1
+#define TXL_BF16_BYTES 2
+#define TXL_U8_BLOCK 1
+#define TXL_U8_BYTES 1
+#define TXL_Q8_0_BLOCK TXL_QK
+#define TXL_Q8_0_BYTES 34
+#define TXL_Q4_0_BLOCK TXL_QK
+#define TXL_Q4_0_BYTES 18
+
+/* Q8_0, as GGUF's block_q8_0: value i = qs[i] * d. */
 struct txl_block_q8_0 {
 	uint16_t d;		/* the scale, IEEE half */
 	int8_t qs[TXL_QK];	/* value i = qs[i] * d */
 };
-_Static_assert(sizeof(struct txl_block_q8_0) == 34, "block_q8_0 is packed");
+_Static_assert(sizeof(struct txl_block_q8_0) == TXL_Q8_0_BYTES, "packed");
 
 /* 32 values in 4 bits: value i = (q_i - 8) * d, q_i in [0, 15] the low
  * nibble of qs[i] for i < 16 and the high one of qs[i - 16] above (so a
@@ -39,7 +49,7 @@ struct txl_block_q4_0 {
 	uint16_t d;		/* the scale, IEEE half */
 	uint8_t qs[TXL_QK / 2];
 };
-_Static_assert(sizeof(struct txl_block_q4_0) == 18, "block_q4_0 is packed");
+_Static_assert(sizeof(struct txl_block_q4_0) == TXL_Q4_0_BYTES, "packed");
 
 /* Q8_0 and Q4_0 rows interleaved by groups of TXL_IL for the
  * matrix-vector kernels (txl-kernels.h says how; txl-repack.h makes the

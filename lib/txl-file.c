@@ -131,7 +131,7 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
-	/* a block type (Q8_0, Q4_0: not safetensors dtypes, txlgen's own)
+	/* a block type (not a safetensors dtype: txlgen's own)
 	 * holds blocks of values along the last dimension */
 	const struct txl_type *type = txl_type(t->dtype);
 	if (type->block > 1 && (t->ndim == 0 ||
@@ -326,6 +326,28 @@ txl_open_regular(const char *path, int *fd, struct stat *sb)
 	return TXL_OK;
 }
 
+/* n bytes of fd at offset at into buf, whole (a read may return fewer). */
+static enum txl_status
+read_at(const struct txl_file *f, int fd, uint8_t *buf, size_t n, size_t at)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(fd, buf + got, n - got, (off_t)(at + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return txl_fail(TXL_ERR_IO, "%s: %s", f->path,
+					strerror(errno));
+		if (r == 0)
+			return txl_fail(TXL_ERR_IO, "%s: the file shrank while "
+					"it was read (replaced in place?)",
+					f->path);
+		got += (size_t)r;
+	}
+	return TXL_OK;
+}
+
 /* The content hash of the file fd (f->size bytes), read through a buffer
  * rather than the mapping: the pages of a mapped model stay untouched
  * until used (a large embedding table is mostly never read), so the
@@ -336,33 +358,23 @@ hash_file(struct txl_file *f, int fd)
 	enum { CHUNK = 1 << 20 };
 	uint8_t *buf = malloc(CHUNK);
 	struct txl_hash hs;
-	size_t done = 0;
+	enum txl_status st = TXL_OK;
 
 	if (!buf)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	txl_hash_init(&hs);
-	while (done < f->size) {
+	for (size_t done = 0; done < f->size && st == TXL_OK;) {
 		const size_t want = f->size - done < CHUNK ? f->size - done
 			: CHUNK;
-		ssize_t r = pread(fd, buf, want, (off_t)done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			enum txl_status st = r < 0
-				? txl_fail(TXL_ERR_IO, "%s: %s", f->path,
-					   strerror(errno))
-				: txl_fail(TXL_ERR_IO, "%s: the file shrank "
-					   "while it was read (replaced in "
-					   "place?)", f->path);
-			free(buf);
-			return st;
-		}
-		txl_hash_update(&hs, buf, (size_t)r);
-		done += (size_t)r;
+
+		st = read_at(f, fd, buf, want, done);
+		txl_hash_update(&hs, buf, want);
+		done += want;
 	}
 	free(buf);
-	f->hash = txl_hash_final(&hs);
-	return TXL_OK;
+	if (st == TXL_OK)
+		f->hash = txl_hash_final(&hs);
+	return st;
 }
 
 /* The whole file into 64-byte aligned memory (TXL_LOAD_NO_MMAP): the
@@ -372,26 +384,14 @@ static enum txl_status
 read_whole(struct txl_file *f, int fd)
 {
 	uint8_t *buf = txl_alloc_bytes(f->size);
-	size_t got = 0;
+	enum txl_status st;
 
 	if (!buf)
 		return txl_fail(TXL_ERR_NOMEM, "%s: out of memory reading %zu "
 				"bytes", f->path, f->size);
-	while (got < f->size) {
-		ssize_t r = pread(fd, buf + got, f->size - got, (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			enum txl_status st = r < 0
-				? txl_fail(TXL_ERR_IO, "%s: %s", f->path,
-					   strerror(errno))
-				: txl_fail(TXL_ERR_IO, "%s: the file shrank "
-					   "while it was read (replaced in "
-					   "place?)", f->path);
-			free(buf);
-			return st;
-		}
-		got += (size_t)r;
+	if ((st = read_at(f, fd, buf, f->size, 0)) != TXL_OK) {
+		free(buf);
+		return st;
 	}
 	f->map = buf;
 	f->owned = true;

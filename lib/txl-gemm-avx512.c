@@ -8,9 +8,8 @@
  * loads of the panel and eight broadcasts of a's values (folded into the
  * multiply-adds) for each k, so that the 24 independent multiply-adds of
  * a step hide the latency of each (4 cycles, two units on Intel and
- * AMD's double-pumped ones alike).  On one Zen 4 core it runs the
- * scoring shapes at the measured peak of its multiply-adds when the
- * panels are in cache (bench-kernels).
+ * AMD's double-pumped ones alike): with the panels in cache the scoring
+ * shapes run at the core's peak of multiply-adds (bench-kernels).
  */
 #include <immintrin.h>
 #include <string.h>

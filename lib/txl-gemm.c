@@ -123,17 +123,7 @@ txl_compute_native(enum txl_compute compute)
 enum txl_pack_fmt
 txl_pack_fmt_of(enum txl_dtype dt)
 {
-	switch (dt) {
-	case TXL_F16:
-		return TXL_PACK_F16;
-	case TXL_BF16:
-		return TXL_PACK_BF16;
-	case TXL_Q8_0:
-	case TXL_Q4_0:
-		return TXL_PACK_Q8;
-	default:
-		return TXL_PACK_F32;
-	}
+	return txl_type(dt)->pack;
 }
 
 /* Bytes of one panel of K values (a multiple of 64, so that every panel
@@ -169,9 +159,10 @@ txl_packed_bytes(enum txl_dtype dt, int rows, int cols, int nr)
 
 struct pack_job {
 	struct txl_packed *p;
-	enum txl_dtype dt;
 	const uint8_t *w;
 	size_t ld;		/* bytes per stored row */
+	size_t bytes;		/* per block of the type */
+	txl_unpack_q8_fn unpack_q8;	/* TXL_PACK_Q8 */
 };
 
 /* Panel q of the job: row r of W is column r - q nr of the panel. */
@@ -186,54 +177,36 @@ pack_panel(const struct pack_job *job, int q)
 	for (int j = 0; j < nr && q * nr + j < p->n; j++) {
 		const uint8_t *row = job->w + (size_t)(q * nr + j) * job->ld;
 
-		switch (job->dt) {
-		case TXL_F32:
+		switch (p->fmt) {
+		case TXL_PACK_F32:	/* the values as stored, k-major */
 			for (int k = 0; k < K; k++)
 				memcpy(dst + ((size_t)k * nr + j) * 4,
 				       row + (size_t)k * 4, 4);
 			break;
-		case TXL_F16:
+		case TXL_PACK_F16:
 			for (int k = 0; k < K; k++)
 				memcpy(dst + ((size_t)k * nr + j) * 2,
 				       row + (size_t)k * 2, 2);
 			break;
-		case TXL_BF16:
+		case TXL_PACK_BF16:
 			/* value k into half k % 2 of pair k / 2 (little
 			 * endian: the low half first) */
 			for (int k = 0; k < K; k++)
 				memcpy(dst + ((size_t)(k / 2) * nr + j) * 4 +
 				       (k % 2) * 2, row + (size_t)k * 2, 2);
 			break;
-		case TXL_Q8_0:
-		case TXL_Q4_0: {
-			const size_t bs = txl_type(job->dt)->bytes;
-
+		case TXL_PACK_Q8:
 			for (int b = 0; b < K / TXL_QK; b++) {
-				const uint8_t *blk = row + (size_t)b * bs;
 				uint8_t *o = dst + (size_t)b *
 					txl_pack_q8_block(nr);
 				int8_t *q8 = (int8_t *)(o + sizeof(float) * nr);
-				uint16_t d;
-				float s;
+				float d;
 
-				memcpy(&d, blk, 2);
-				s = txl_f16_to_f32(d);
-				memcpy(o + sizeof(float) * j, &s, sizeof s);
-				for (int k = 0; k < TXL_QK; k++) {
-					int v;
-					if (job->dt == TXL_Q8_0) {
-						v = (int8_t)blk[2 + k];
-					} else {
-						const uint8_t x =
-							blk[2 + k % 16];
-						v = (k < 16 ? x & 15 : x >> 4)
-							- 8;
-					}
-					q8[(size_t)k * nr + j] = (int8_t)v;
-				}
+				job->unpack_q8(&d, q8 + j, (size_t)nr,
+					       row + (size_t)b * job->bytes);
+				memcpy(o + sizeof(float) * j, &d, sizeof d);
 			}
 			break;
-		}
 		default:
 			break;
 		}
@@ -267,8 +240,11 @@ txl_pack(enum txl_dtype dt, const void *w, int rows, int cols,
 		free(p);
 		return NULL;
 	}
-	struct pack_job job = { .p = p, .dt = dt, .w = w,
-				.ld = txl_row_bytes(dt, cols) };
+	struct pack_job job = {
+		.p = p, .w = w, .ld = txl_row_bytes(dt, cols),
+		.bytes = txl_type(dt)->bytes,
+		.unpack_q8 = txl_type_kernels(dt)->unpack_q8,
+	};
 	txl_pool_rows(pack_rows, &job, p->n_panels,
 		      (double)kern->nr * cols * 4);
 	return p;

@@ -7,8 +7,8 @@
  *
  * A product out[M, N] = a[M, K] . W[N, K]^T of a segment (scoring,
  * prompts, the window of attn_type 2 and 3) reads every weight M times.
- * sgemm packs W for its kernel at every call (a fifth of a scoring
- * profile); here W is packed once, on first use, into panels of nr rows
+ * sgemm packs W for its kernel at every call (bench/README.md); here W
+ * is packed once, on first use, into panels of nr rows
  * of W (nr columns of out), each panel its K values k-major, in one of
  * these formats:
  *
@@ -18,13 +18,13 @@
  *         j is the low (k even) or high (k odd) half of the 32 bits of
  *         pair (k / 2, j), as vdpbf16ps takes them; widened to F32 kc
  *         rows at a time, or multiplied as they are (compute BF16);
- *   Q8    (from Q8_0 and Q4_0) per block of 32 rows, nr float scales and
- *         32 rows of nr int8 values (Q4_0's q - 8), widened kc rows at a
+ *   Q8    (from the block types: their unpack_q8) per block of 32 rows, nr
+ *         float scales and 32 rows of nr int8 values, widened kc rows at a
  *         time.
  *
  * Each holds exactly the stored values (the copy takes the bytes of the
- * stored matrix, plus a scale in F32 rather than F16 for Q8_0, and twice
- * Q4_0's), the last panel padded with zero columns.  A kernel computes a
+ * stored matrix, plus a scale in F32 rather than F16 for an 8-bit block
+ * type, and twice a 4-bit one's), the last panel padded with zero columns.  A kernel computes a
  * tile of out, mr rows by nr columns, from mr rows of a (in place, lda
  * apart) and the kc rows of a panel that a block of K takes (widened
  * into a buffer that stays in L2, unless F32 or multiplied as BF16); the
@@ -50,10 +50,6 @@
 
 #include "txl-dtype.h"
 #include "txl-kernels.h"
-
-/* The formats of a packed copy (above). */
-enum txl_pack_fmt { TXL_PACK_F32, TXL_PACK_F16, TXL_PACK_BF16, TXL_PACK_Q8,
-		    TXL_N_PACK };
 
 /* c[m, n] (rows ldc apart) = a[m, kc] (rows lda apart) . b (+ c if add),
  * for the m <= mr rows and n <= nr columns of a tile; b: kc rows of nr

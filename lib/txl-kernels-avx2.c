@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "txl-kernels.h"
+#include "txl-kernels-x86.h"
 
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
@@ -108,8 +109,7 @@ prefetch_at(const void *p, size_t off)
  * the same for F32, F16 and BF16, only the loads differ.  With prefetch,
  * the next four rows' lines are asked for while these four are summed:
  * F16's and BF16's conversions leave too few loads in flight for the
- * hardware's prefetcher, which on AMD Zen 3 held them to 5-7 GB/s from
- * L3 (15-30 with it; generation 24-30% faster).  F32 gains nothing. */
+ * hardware's prefetcher (bench/README.md).  F32 gains nothing. */
 #define DOT_ROWS(name, size, load8, load1, prefetch)                         \
 static void                                                                  \
 name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
@@ -119,8 +119,7 @@ name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
-		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		ROWS4(uint8_t, base, r, ld, w0, w1, w2, w3);                \
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
 		__m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   \
 		int k = 0;                                                   \
@@ -195,12 +194,6 @@ name(float *dst, const void *src, size_t n)                                  \
 WIDEN(widen_f16, 2, load8_f16, load1_f16)
 WIDEN(widen_bf16, 2, load8_bf16, load1_bf16)
 
-static void
-widen_f32(float *dst, const void *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
-
 /* Q8_0: eight int8 values of a block as floats. */
 static inline __m256
 q8_load8(const int8_t *q)
@@ -241,13 +234,8 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	int r = 0;
 
 	for (; r + 4 <= n; r += 4) {
-		/* four rows, each with its own accumulator, written out:
-		 * GCC keeps arrays of them in memory */
-		const struct txl_block_q8_0 *q0 = (const void *)(base +
-								 (size_t)r * ld);
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		/* four rows, each with its own accumulator, written out */
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
 		for (int b = 0; b < nb; b++) {
@@ -439,11 +427,7 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const struct txl_block_q8_0 *q0 = (const void *)(base +      \
-							 (size_t)r * ld);    \
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld); \
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld); \
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld); \
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);    \
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
                                                                              \
 		for (int b = 0; b < nb; b++) {                               \
@@ -666,7 +650,7 @@ il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
  * TXL_IL_BLOCK_Q4); init: the sums' start for block b (zero; off for
  * vpdpbusd; off / 16 for Q4_0).  The lines 4 KB ahead are prefetched:
  * from L3 the integer products had otherwise too few loads in flight
- * (AMD Zen 3: generation 49% faster with Q8_0 weights, 10% with Q4_0). */
+ * (bench/README.md). */
 #define IL_PREFETCH 4096
 #define DOT_IL(name, IDOT, step, init, bsz, attr)                            \
 attr static void                                                             \
@@ -930,12 +914,6 @@ axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 #undef BLOCK_FMA
 
 static void
-narrow_f32(void *dst, const float *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
-
-static void
 narrow_f16(void *dst, const float *src, size_t n)
 {
 	uint8_t *d = dst;
@@ -1149,7 +1127,7 @@ max_of(const float *x, int n)
  * again at once from L1), the weights ROW4_AHEAD bytes on prefetched:
  * read a group at a time against pairs of activation rows, the weights
  * came from DRAM in the first pass only and the arithmetic of the others
- * left DRAM idle (AVX-512's eight-row kernel: x1.09 for --n-samples 8).
+ * left DRAM idle (bench/README.md).
  */
 #define ROW4_AHEAD 2048
 #define DOT_ROW4(name, size, load8, load1)                                   \

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "txl-kernels.h"
+#include "txl-kernels-x86.h"
 
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
@@ -76,8 +77,7 @@ name(float *y, const void *w, size_t ld, const float *x, int n, int K)       \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
-		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		ROWS4(uint8_t, base, r, ld, w0, w1, w2, w3);                \
 		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
 		__m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0;                   \
 		int k = 0;                                                   \
@@ -142,12 +142,6 @@ name(float *dst, const void *src, size_t n)                                  \
 WIDEN(widen_f16, 2, load16_f16)
 WIDEN(widen_bf16, 2, load16_bf16)
 
-static void
-widen_f32(float *dst, const void *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
-
 /* Q8_0: sixteen int8 values of a block as floats. */
 static inline __m512
 q8_load16(const int8_t *q)
@@ -176,13 +170,8 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	int r = 0;
 
 	for (; r + 4 <= n; r += 4) {
-		/* four rows, each with its own accumulator, written out:
-		 * GCC keeps arrays of them in memory */
-		const struct txl_block_q8_0 *q0 = (const void *)(base +
-								 (size_t)r * ld);
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld);
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld);
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld);
+		/* four rows, each with its own accumulator, written out */
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);
 		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
 		for (int b = 0; b < nb; b++) {
@@ -399,10 +388,7 @@ name(float *y, const void *w, size_t ld, const struct txl_q8_act *a, int n,  \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const struct txl_block_q8_0 *q0 = (const void *)(base + (size_t)r * ld); \
-		const struct txl_block_q8_0 *q1 = (const void *)((const uint8_t *)q0 + ld); \
-		const struct txl_block_q8_0 *q2 = (const void *)((const uint8_t *)q1 + ld); \
-		const struct txl_block_q8_0 *q3 = (const void *)((const uint8_t *)q2 + ld); \
+		ROWS4(struct txl_block_q8_0, base, r, ld, q0, q1, q2, q3);    \
 		__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  \
 		int b = 0;                                                   \
 		for (; b + 2 <= nb; b += 2)                                  \
@@ -893,12 +879,6 @@ axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
 }
 
 static void
-narrow_f32(void *dst, const float *src, size_t n)
-{
-	memcpy(dst, src, n * sizeof(float));
-}
-
-static void
 narrow_f16(void *dst, const float *src, size_t n)
 {
 	uint8_t *d = dst;
@@ -1082,9 +1062,8 @@ max_of(const float *x, int n)
  * others left DRAM idle.  The weights ROW8_AHEAD bytes on are fetched
  * as it goes: the loads of eight rows of activations between two of
  * weights leave the core too few misses in flight to stream from DRAM
- * (rows of W are contiguous, so the stream runs on into the next row).
- * bench-rows, F32, one thread, AMD EPYC Zen 4: 8 rows 16 -> 19-23 G
- * row-weights/s (1,024 to 8,192 bytes ahead alike; none 15-16).
+ * (rows of W are contiguous, so the stream runs on into the next row;
+ * bench/README.md has the distances measured).
  */
 #define ROW8_AHEAD 2048
 #define DOT_ROW8(name, size, load16)                                         \
@@ -1159,8 +1138,7 @@ name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
 	int r = 0;                                                           \
                                                                              \
 	for (; r + 4 <= n; r += 4) {                                         \
-		const uint8_t *w0 = base + (size_t)r * ld, *w1 = w0 + ld;    \
-		const uint8_t *w2 = w1 + ld, *w3 = w2 + ld;                  \
+		ROWS4(uint8_t, base, r, ld, w0, w1, w2, w3);                \
 		int m = 0;                                                   \
 		for (; m + 8 <= M; m += 8)                                   \
 			for (int j = 0; j < 4; j++) {                        \

@@ -49,7 +49,7 @@ q8_scale_bits(const uint8_t *p)
 
 /* The 16-bit scales of the blocks of rows rows[0..7], `ld` bytes apart
  * from p, in lanes 0..7 (inserted one by one: an array of them is
- * stored, then loaded whole, a stall; a gather took twice as long) */
+ * stored, then loaded whole, stalls; a gather is slower still) */
 static inline __m128i
 scale_bits8(const uint8_t *p, size_t ld, const int rows[8])
 {

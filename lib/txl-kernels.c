@@ -84,6 +84,29 @@ widen_q4_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* unpack_q8 (txl-kernels.h): a block's scale and values as int8 */
+static void
+unpack_q8_q8_0(float *d, int8_t *q, size_t stride, const void *block)
+{
+	const uint8_t *s = block;
+
+	*d = txl_f16_to_f32(load_u16(s));
+	for (int i = 0; i < TXL_QK; i++)
+		q[i * stride] = (int8_t)s[2 + i];
+}
+
+static void
+unpack_q8_q4_0(float *d, int8_t *q, size_t stride, const void *block)
+{
+	const uint8_t *s = block;
+
+	*d = txl_f16_to_f32(load_u16(s));
+	for (int i = 0; i < TXL_QK / 2; i++) {
+		q[i * stride] = (int8_t)((s[2 + i] & 15) - 8);
+		q[(i + TXL_QK / 2) * stride] = (int8_t)((s[2 + i] >> 4) - 8);
+	}
+}
+
 /* The dot products widen a row at a time into a buffer: the definition,
  * not the fast way (the vector kernels fuse the two). */
 #define ROW_CHUNK 256
@@ -606,12 +629,13 @@ const struct txl_type_kernels txl_scalar_q8_0 = {
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
 	.dot_q8 = dot_rows_q8, .dot_q16 = dot_rows_q16, .dot_il = dot_il,
 	.il_pack = il_pack_q8_0, .dot_il_multi = dot_il_multi,
+	.unpack_q8 = unpack_q8_q8_0,
 };
 const struct txl_type_kernels txl_scalar_q4_0 = {
 	.widen = widen_q4_0, .narrow = narrow_q4_0,
 	.axpy_rows = axpy_rows_q4_0, .dot = dot_rows_q4_0,
 	.dot_q8 = dot_rows_q4, .dot_il = dot_il_q4, .il_pack = il_pack_q4_0,
-	.dot_il_multi = dot_il_multi_q4,
+	.dot_il_multi = dot_il_multi_q4, .unpack_q8 = unpack_q8_q4_0,
 };
 
 static const struct txl_kernels kernels_scalar = {

@@ -229,6 +229,11 @@ typedef void (*txl_dot_multi_fn)(float *const *y, const void *w, size_t ld,
  * type's dot_il against a[m] (every set's: see txl_dot_il_fn). */
 typedef void (*txl_dot_il_multi_fn)(float *const *y, const void *w, int ng,
 				    const struct txl_q8_act *a, int M, int K);
+/* A block type packed as TXL_PACK_Q8: the scale of one block as a float
+ * and its TXL_QK values as int8, value i at q[i * stride] (v = q d,
+ * exact). */
+typedef void (*txl_unpack_q8_fn)(float *d, int8_t *q, size_t stride,
+				 const void *block);
 
 /* ---- activations: the forms a product takes its vector in ---- */
 
@@ -238,6 +243,11 @@ enum txl_act_type {
 	TXL_ACT_Q16,		/* int16 blocks (struct txl_q16_act) */
 	TXL_N_ACT
 };
+
+/* The forms of a matrix packed for the products of segments (txl-gemm.h
+ * says each): what a type's row of the traits table packs it as. */
+enum txl_pack_fmt { TXL_PACK_F32, TXL_PACK_F16, TXL_PACK_BF16, TXL_PACK_Q8,
+		    TXL_N_PACK };
 
 /* A vector of K values in one of those forms. */
 struct txl_act {
@@ -303,6 +313,7 @@ struct txl_type_kernels {
 	 * alone: a set that has its own dot has its own dot_multi */
 	txl_dot_multi_fn dot_multi;
 	txl_dot_il_multi_fn dot_il_multi;
+	txl_unpack_q8_fn unpack_q8;	/* pack TXL_PACK_Q8 (scalar only) */
 };
 
 /* y[r] = w_r . a for r < n by the kernel of a's form. */

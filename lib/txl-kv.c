@@ -11,25 +11,11 @@
 #include "txl-log.h"
 #include "txl-types.h"
 
-/* The storage type of each kv_type (enum txl_kv_type) */
-static const struct {
-	int kv_type;
-	enum txl_dtype dt;
-} kv_types[] = {
-	{ TXL_KV_F32, TXL_F32 }, { TXL_KV_F16, TXL_F16 },
-	{ TXL_KV_BF16, TXL_BF16 }, { TXL_KV_Q8_0, TXL_Q8_0 },
-	{ TXL_KV_Q4_0, TXL_Q4_0 },
-};
-
-#define N_KV_TYPES (sizeof kv_types / sizeof *kv_types)
-
 enum txl_dtype
 txl_kv_dtype(int kv_type)
 {
-	for (size_t i = 0; i < N_KV_TYPES; i++)
-		if (kv_types[i].kv_type == kv_type)
-			return kv_types[i].dt;
-	return TXL_N_DTYPES;
+	return txl_dtype_uses((enum txl_dtype)kv_type) & TXL_DTYPE_MEMORY ?
+		(enum txl_dtype)kv_type : TXL_N_DTYPES;
 }
 
 void
@@ -38,10 +24,11 @@ txl_kv_type_names(char *buf, size_t cap)
 	size_t len = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < N_KV_TYPES && len < cap; i++)
-		len += (size_t)snprintf(buf + len, cap - len, "%sTXL_KV_%s",
-					i ? ", " : "",
-					txl_dtype_name(kv_types[i].dt));
+	for (int i = 0; i < TXL_N_DTYPES && len < cap; i++)
+		if (txl_dtype_uses((enum txl_dtype)i) & TXL_DTYPE_MEMORY)
+			len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+						len ? ", " : "",
+						txl_dtype_name(i));
 }
 
 uint8_t *

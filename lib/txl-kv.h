@@ -18,12 +18,10 @@
  * The memory as a whole holds `fill` positions (0 .. mem_len); a head
  * holds the last min(fill, keep) of them.
  *
- * Rows are held in one storage type (kv_type: F32, F16, BF16, Q8_0 or
- * Q4_0) and head-major: a head's rows are contiguous, so that its pass
- * over a long memory streams rather than picking d_head values out of
- * every n_head * d_head (two to four times faster reads of a
- * 3,800-position memory in a micro-benchmark).  The attention's tables
- * of relative positions (R) are held the same way.
+ * Rows are held in one storage type (kv_type) and head-major: a head's
+ * rows are contiguous, so that its pass over a long memory streams
+ * rather than picking d_head values out of every n_head * d_head.  The
+ * attention's tables of relative positions (R) are held the same way.
  */
 #ifndef TXL_KV_H
 #define TXL_KV_H
@@ -44,7 +42,7 @@ struct txl_kv_head {
 };
 
 struct txl_kv {
-	enum txl_dtype dt;	/* F32, F16, BF16, Q8_0 or Q4_0 */
+	enum txl_dtype dt;	/* of TXL_DTYPE_MEMORY */
 	size_t row;		/* bytes of one head's row: d_head values */
 	int n_layer, n_head, d_head;
 	int mem_len;		/* the most positions a head keeps */
@@ -57,9 +55,10 @@ struct txl_kv {
 	uint8_t **k, **v;	/* (n_layer) x every head's rows */
 };
 
-/* The storage type of a kv_type (TXL_N_DTYPES if it is none). */
+/* The storage type of a kv_type: itself if it is a type of
+ * TXL_DTYPE_MEMORY, else TXL_N_DTYPES. */
 enum txl_dtype txl_kv_dtype(int kv_type);
-/* "TXL_KV_F32, ..., TXL_KV_Q4_0" into buf (cut at cap bytes). */
+/* "F32, F16, ..." (the memory's types) into buf (cut at cap bytes). */
 void txl_kv_type_names(char *buf, size_t cap);
 
 /* Rows of the buffers of a head that keeps `keep` positions, in sessions

@@ -318,7 +318,7 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 	return TXL_OK;
 }
 
-/* Every block scale of the Q8_0 or Q4_0 tensor t finite: a NaN or inf
+/* Every block scale of the block-type tensor t finite: a NaN or inf
  * scale makes every product with its block NaN, and the logits NaN,
  * which no sampler can choose from (the converter refuses non-finite
  * weights; this is a damaged or crafted file). */
@@ -345,7 +345,7 @@ check_scales(const struct txl_file *f, const struct txl_tensor_info *t)
 
 /* Bind one tensor: check its shape and dtype, and point *out at its data.
  * A weight matrix (as_floats false) is used in the dtype it is stored in
- * (F32, F16, BF16, Q8_0 or Q4_0: the kernels compute with it as stored);
+ * (any the kernels compute with: they compute with it as stored);
  * anything else as floats (stored as F32, F16 or BF16).  In place needs
  * 64-byte aligned F32 (for BLAS) or 2-byte aligned compact data; the rest
  * is copied or widened into *arena (advancing it).  With arena NULL (the
@@ -502,7 +502,7 @@ bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
 }
 
 /* A matrix that enters matrix-vector products (generation), of a type
- * with an interleaved form (Q8_0, Q4_0), gets an interleaved copy in the
+ * with an interleaved form (txl_interleaves()), gets an interleaved copy in the
  * arena as well (txl_interleave(): as many bytes as the stored rows, read
  * by kernels that take half the instructions); the stored rows stay in
  * use for everything else. */

@@ -124,12 +124,6 @@ txl_add_bias_relu(float *x, const float *b, int rows, int n)
 }
 
 double
-txl_exp_sum(float *out, const float *x, int n, float max)
-{
-	return txl_kernels()->exp_sum(out, x, n, max);
-}
-
-double
 txl_logsumexp(const float *x, int n)
 {
 	const struct txl_kernels *k = txl_kernels();

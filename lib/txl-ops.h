@@ -21,9 +21,6 @@ void txl_residual(float *x, const float *y, const float *g, const float *b,
 		  int rows, int n, double eps);
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
-/* out[n] = exp(x[n] - max) (out may be x or NULL); returns the sum,
- * added in double: the core of softmax and logsumexp. */
-double txl_exp_sum(float *out, const float *x, int n, float max);
 /* The sinusoidal position encoding of position pos into out[d]:
  * out[k] = sin(pos f_k), out[k + d/2] = cos(pos f_k) with f_k = 1 /
  * 10000^(2k/d), in float like the original's PositionalEmbedding (so that

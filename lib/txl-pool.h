@@ -79,12 +79,10 @@ txl_chunks_init_per(struct txl_chunks *c, int n, int align, int nth_hint,
 	c->size = size > 0 ? size : align;
 }
 
-/* Two a thread rather than four: with 3,800 positions of Q4_0 memory a
- * token ran 3-5% faster side by side on a 2-core Zen 5 (longer streams
- * for the prefetchers, fewer hand-overs); one a thread was no better
- * there, and leaves a late thread's share to wait.  (The sgemm calls of
- * matrix products take one a thread: each call packs the activations
- * again, and scoring ran 2-3% faster so, AMD EPYC, avx2.) */
+/* Two a thread rather than four: longer streams for the prefetchers and
+ * fewer hand-overs; one a thread leaves a late thread's share to wait.
+ * (The sgemm calls of matrix products take one a thread: each call packs
+ * the activations again.)  bench/README.md has the measurements. */
 static inline void
 txl_chunks_init(struct txl_chunks *c, int n, int align, int nth_hint)
 {

@@ -8,7 +8,7 @@
  * and in the dtype of the file.  A matrix-vector product (generation: one
  * row of activations, bound by reading the weights once per token) runs
  * the kernels of txl-kernels.h, rows split over the thread pool; against
- * Q8_0 and Q4_0 weights the activations are quantized per block first,
+ * a block type's weights the activations are quantized per block first,
  * so that the kernels take integer dot products (the type's act in the
  * traits table of txl-types.h).  A
  * matrix-matrix product (segments: scoring, prompts) is sgemm, its output
@@ -206,8 +206,7 @@ gemv(float *y, const void *w, const void *il, enum txl_dtype dt, size_t ld,
 /* cblas_sgemm into a block of out (rows x cols, rows ldo apart) that
  * beta 0 overwrites: the block zeroed here and sgemm told to add to it.
  * OpenBLAS otherwise clears C first in a pass of its own, element by
- * element when C is a block of a wider matrix, which cost 3% of scoring
- * (AMD EPYC, avx2). */
+ * element when C is a block of a wider matrix. */
 static void
 sgemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int rows, int cols,
 	    int K, float alpha, const float *a, int lda, const float *b,
@@ -440,13 +439,6 @@ txl_mat_row(float *out, const struct txl_mat *w, int row)
 	TXL_ASSERT(row >= 0 && row < w->rows);
 	txl_type_kernels(w->dtype)->widen(out, (const uint8_t *)w->data +
 					  (size_t)row * ld, (size_t)w->cols);
-}
-
-void
-txl_gemm_nt(float *out, int ldo, const float *a, int lda, const float *b,
-	    int ldb, int M, int K, int N)
-{
-	txl_gemm_nt_dt(out, ldo, a, lda, b, TXL_F32, ldb, M, K, N);
 }
 
 void

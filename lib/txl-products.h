@@ -18,16 +18,16 @@
 #include "txl-types.h"
 
 /* A weight matrix as the file stores it, in PyTorch's (out_features,
- * in_features) row-major layout: rows x cols, in F32, F16, BF16, Q8_0 or
- * Q4_0, used in place (the mapped file) and computed as stored: the
- * kernels widen each value to float exactly and accumulate in float
- * (except Q8_0 and Q4_0 against one row of activations, which are
+ * in_features) row-major layout: rows x cols, in a type the kernels
+ * compute with, used in place (the mapped file) and computed as stored:
+ * the kernels widen each value to float exactly and accumulate in float
+ * (except the block types against one row of activations, which are
  * quantized for integer dot products: quantize_q8 in txl-kernels.h). */
 struct txl_mat {
 	enum txl_dtype dtype;
 	int rows, cols;
 	const void *data;	/* NULL: absent (e.g. no projection) */
-	const void *il;		/* Q8_0, Q4_0: the rows interleaved for
+	const void *il;		/* block types: the rows interleaved for
 				   matrix-vector products (txl_interleave()),
 				   or NULL */
 	struct txl_pack_slot *pack; /* the model's: where the copy packed
@@ -72,8 +72,8 @@ txl_mat_f32(const struct txl_mat *w)
  * compute when M > 1 (enum txl_compute, txl.h). */
 void txl_mat_mul(float *out, const float *a, int M, const struct txl_mat *w,
 		 bool accumulate, enum txl_compute compute);
-/* txl_mat_mul() with float activations whatever M: one row meets Q8_0 and
- * Q4_0 weights as more rows do (sgemm), not quantized.  For the rows of a
+/* txl_mat_mul() with float activations whatever M: one row meets a block
+ * type's weights as more rows do (sgemm), not quantized.  For the rows of a
  * segment of several tokens that a product takes a few at a time (the
  * adaptive softmax's tail clusters: the targets that fall in each), so
  * that a segment's result does not depend on how many there are. */
@@ -85,14 +85,12 @@ void txl_mat_mul_float(float *out, const float *a, int M,
 #define TXL_PACK_MIN_ROWS 32
 /* Row @p row of w as floats into out[w.cols] (an embedding lookup). */
 void txl_mat_row(float *out, const struct txl_mat *w, int row);
-/* General strided form: out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb). */
-void txl_gemm_nt(float *out, int ldo, const float *a, int lda,
-		 const float *b, int ldb, int M, int K, int N);
 /* out[M,N] (ldo) = a[M,K] (lda) . b[K,N] (ldb). */
 void txl_gemm_nn(float *out, int ldo, const float *a, int lda,
 		 const float *b, int ldb, int M, int K, int N);
-/* The same with b in dtype dt (F32, F16 or BF16; ldb in values): the
- * attention's products with a compact K, V or R. */
+/* out[M,N] (ldo) = a[M,K] (lda) . b[N,K]^T (ldb), and the same as
+ * txl_gemm_nn, with b in dtype dt (ldb in values): the attention's
+ * products with its K, V or R. */
 void txl_gemm_nt_dt(float *out, int ldo, const float *a, int lda,
 		    const void *b, enum txl_dtype dt, int ldb, int M, int K,
 		    int N);

@@ -13,7 +13,7 @@
 #include "txl-types.h"
 
 /* Whether matrices of dt have an interleaved copy for the matrix-vector
- * products (its kernels read one: Q8_0, Q4_0). */
+ * products (its kernels have a dot_il). */
 bool txl_interleaves(enum txl_dtype dt);
 
 /* The bytes of `rows` rows of K values interleaved by groups of TXL_IL

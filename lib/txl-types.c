@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "txl-kernels.h"
 #include "txl-types.h"
@@ -30,10 +31,14 @@ extern const struct txl_type_kernels txl_avx512_f32, txl_avx512_f16,
 	txl_avx512_bf16, txl_avx512_q8_0, txl_avx512_q4_0,
 	txl_avx512vnni_q8_0, txl_avx512vnni_q4_0;
 
+/* A type's name and block, from txl-dtype.h */
+#define TYPE(N) .name = #N, .block = TXL_##N##_BLOCK, .bytes = TXL_##N##_BYTES
+
 const struct txl_type txl_types[TXL_N_DTYPES] = {
 	[TXL_F32] = {
-		.name = "F32", .block = 1, .bytes = 4,
+		TYPE(F32),
 		.act = TXL_ACT_F32, .query_act = TXL_ACT_F32,
+		.pack = TXL_PACK_F32,
 		.isa = {
 			[TXL_ISA_SCALAR] = &txl_scalar_f32,
 			ON_X86([TXL_ISA_AVX2] = &txl_avx2_f32,
@@ -41,8 +46,9 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 		},
 	},
 	[TXL_F16] = {
-		.name = "F16", .block = 1, .bytes = 2,
+		TYPE(F16),
 		.act = TXL_ACT_F32, .query_act = TXL_ACT_F32,
+		.pack = TXL_PACK_F16,
 		.isa = {
 			[TXL_ISA_SCALAR] = &txl_scalar_f16,
 			ON_X86([TXL_ISA_AVX2] = &txl_avx2_f16,
@@ -50,8 +56,9 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 		},
 	},
 	[TXL_BF16] = {
-		.name = "BF16", .block = 1, .bytes = 2,
+		TYPE(BF16),
 		.act = TXL_ACT_F32, .query_act = TXL_ACT_F32,
+		.pack = TXL_PACK_BF16,
 		.isa = {
 			[TXL_ISA_SCALAR] = &txl_scalar_bf16,
 			ON_X86([TXL_ISA_AVX2] = &txl_avx2_bf16,
@@ -61,8 +68,7 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 	/* GGUF's q8_0 x q8_0: activations in int8 blocks; a query against
 	 * the memory in int16 (the keys are the rounded side) */
 	[TXL_Q8_0] = {
-		.name = "Q8_0", .block = TXL_QK,
-		.bytes = sizeof(struct txl_block_q8_0),
+		TYPE(Q8_0), .pack = TXL_PACK_Q8,
 		.act = TXL_ACT_Q8, .query_act = TXL_ACT_Q16,
 		.same_floats = TXL_SAME_DOT_Q16 | TXL_SAME_DOT_IL,
 		.isa = {
@@ -75,8 +81,7 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 	},
 	/* 4 bits against int8 activations and queries */
 	[TXL_Q4_0] = {
-		.name = "Q4_0", .block = TXL_QK,
-		.bytes = sizeof(struct txl_block_q4_0),
+		TYPE(Q4_0), .pack = TXL_PACK_Q8,
 		.act = TXL_ACT_Q8, .query_act = TXL_ACT_Q8,
 		.same_floats = TXL_SAME_DOT_Q8 | TXL_SAME_DOT_IL,
 		.isa = {
@@ -88,8 +93,33 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 		},
 	},
 	/* bytes, not numbers: the tokenizer, padding */
-	[TXL_U8] = { .name = "U8", .block = 1, .bytes = 1 },
+	[TXL_U8] = { TYPE(U8) },
 };
+
+/* txl.h */
+const char *
+txl_dtype_name(enum txl_dtype dt)
+{
+	return (unsigned)dt < TXL_N_DTYPES ? txl_types[dt].name : NULL;
+}
+
+/* txl.h */
+int
+txl_dtype_from_name(const char *name)
+{
+	for (int i = 0; name && i < TXL_N_DTYPES; i++)
+		if (strcasecmp(name, txl_types[i].name) == 0)
+			return i;
+	return -1;
+}
+
+/* txl.h: every type the kernels compute with holds weights and memory */
+unsigned
+txl_dtype_uses(enum txl_dtype dt)
+{
+	return (unsigned)dt < TXL_N_DTYPES && txl_dtype_computable(dt) ?
+		TXL_DTYPE_WEIGHTS | TXL_DTYPE_MEMORY : 0;
+}
 
 bool
 txl_dtype_parse(const char *name, enum txl_dtype *dt)
@@ -144,6 +174,7 @@ resolve(enum txl_dtype dt, enum txl_isa isa, struct txl_type_kernels *k)
 		TAKE(il_pack);
 		TAKE(dot_multi);
 		TAKE(dot_il_multi);
+		TAKE(unpack_q8);
 #undef TAKE
 	}
 }

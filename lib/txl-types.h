@@ -6,10 +6,9 @@
  * each instruction set), and the conversions between types.  Not
  * installed.
  *
- * A new storage type is its value of enum txl_dtype (txl-dtype.h, with
- * its block's layout), its row of the table, its kernels (at least the
- * scalar ones, txl-kernels.c) and its name in the file format
- * (txlgen-model(5), models/txlfile.py).
+ * A new storage type is its value of enum txl_dtype (txl.h), its block
+ * (txl-dtype.h), its row of the table and its kernels (at least the scalar
+ * ones, txl-kernels.c): CONTRIBUTING.md says how.
  */
 #ifndef TXL_TYPES_H
 #define TXL_TYPES_H
@@ -37,6 +36,9 @@ struct txl_type {
 	 * as (the attention's few-query path): floats, or quantized for
 	 * integer products */
 	enum txl_act_type act, query_act;
+	/* what the products of segments pack a matrix of it as (txl-gemm.h;
+	 * TXL_PACK_Q8 through its scalar kernels' unpack_q8) */
+	enum txl_pack_fmt pack;
 	unsigned same_floats;	/* TXL_SAME_* */
 	/* its kernels on each instruction set that has its own; NULL: the
 	 * set's base's (txl_isa_base()); none at all: bytes that are not
@@ -59,7 +61,7 @@ txl_row_bytes(enum txl_dtype dt, int K)
 	return (size_t)K / (size_t)txl_types[dt].block * txl_types[dt].bytes;
 }
 
-/* A block type (Q8_0, Q4_0): its rows are K / block blocks. */
+/* A block type: its rows are K / block blocks. */
 static inline bool
 txl_dtype_blocked(enum txl_dtype dt)
 {
@@ -73,13 +75,10 @@ txl_dtype_computable(enum txl_dtype dt)
 	return txl_types[dt].isa[TXL_ISA_SCALAR] != NULL;
 }
 
-static inline const char *
-txl_dtype_name(enum txl_dtype dt)
-{
-	return txl_types[dt].name;
-}
+/* txl_dtype_name(), txl_dtype_from_name() and txl_dtype_uses() are
+ * txl.h's. */
 
-/* The type named @p name (as a file spells it); false if none. */
+/* The type named @p name (as a file spells it, exactly); false if none. */
 bool txl_dtype_parse(const char *name, enum txl_dtype *dt);
 /* "A, B or C": the names of the types that are computable (or all, if
  * not computable_only) and unblocked (or all, if blocked_too), into buf
@@ -96,9 +95,8 @@ bool txl_type_kernels_on(enum txl_dtype dt, enum txl_isa isa,
 
 /* dst[n] = n values of dtype dt at src, as floats (exact). */
 void txl_widen(float *dst, const void *src, enum txl_dtype dt, size_t n);
-/* dst[n] = src rounded to dt (F32, F16, BF16: nearest even; the block
- * types: n a multiple of the block, txl_q8_0_scale() and
- * txl_q4_0_scale() in txl-kernels.h). */
+/* dst[n] = src rounded to dt (the plain types: nearest even; the block
+ * types: n a multiple of the block, by their narrow kernel). */
 void txl_narrow(void *dst, const float *src, enum txl_dtype dt, size_t n);
 /* dst[n] in dtype dd = src[n] in dtype sd (n a multiple of their blocks):
  * widened exactly, then narrowed to dd (exact if dd holds every value of

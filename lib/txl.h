@@ -139,32 +139,22 @@ TXL_API void txl_log_set(txl_log_fn fn, void *user_data,
 struct txl_model;
 
 /**
- * Load the model file @p path (memory-mapped, validated completely
- * before any weight is used).  On success *@p out owns the model; free it
- * with txl_model_free().  On failure *@p out is NULL and
- * txl_last_error() names the file and the first problem found.  Only a
- * regular file is read (a FIFO or a device is refused without waiting).
- *
- * The file stays mapped while the model lives: its pages are read when
- * first used and shared with every process that maps it.  It must not be
- * changed in place meanwhile: if it shrinks (`cp` over it, `truncate`),
- * the next access to a page past its new end raises SIGBUS, and bytes
- * rewritten in place become the model's weights.  Replace a model file by
- * renaming a new one over it (`mv`, `install`, `cp --remove-destination`),
- * or load with TXL_LOAD_NO_MMAP.
+ * Load the regular file @p path, memory-mapped and validated completely
+ * before any weight is used; free *@p out with txl_model_free().  On
+ * failure *@p out is NULL and txl_last_error() names the first problem.
+ * The file stays mapped while the model lives: do not change it in place
+ * (a shrunk file raises SIGBUS); rename a new one over it, or load with
+ * TXL_LOAD_NO_MMAP.
  */
 TXL_API enum txl_status txl_model_load(const char *path,
 				       struct txl_model **out);
 
 /** Flags of txl_model_load_flags(). */
-#define TXL_LOAD_NO_MMAP 0x1u /* read the whole file into memory instead
-				 of mapping it: the model then owns a
-				 private copy, safe from any later change
-				 to the file, on 2 MiB pages where the
-				 kernel gives them (generation about a
-				 tenth faster), at the cost of reading it
-				 all at load and of memory not shared with
-				 other processes */
+#define TXL_LOAD_NO_MMAP 0x1u /* read the file into a private copy (on
+				 huge pages where the kernel gives them)
+				 instead of mapping it: safe from changes
+				 to the file, not shared between
+				 processes */
 
 /**
  * txl_model_load() with @p flags (0 or TXL_LOAD_NO_MMAP); an unknown flag
@@ -181,38 +171,19 @@ TXL_API void txl_model_free(struct txl_model *model);
 #define TXL_MAX_CLUSTERS 16
 
 /**
- * The attention of a model (its attn_type, as MemTransformerLM names it):
- *   REL_PARTIAL    Transformer-XL: relative positions, sinusoids through
- *                  r_net, learned biases r_w_bias and r_r_bias;
- *   REL_LEARNED    learnable relative positions in the manner of Shaw et
- *                  al.: per layer r_emb, r_w_bias and r_bias, max_klen
- *                  rows;
- *   ABS_SINUSOID   the vanilla Transformer: absolute sinusoids added to
- *                  the input;
- *   ABS_LEARNED    the vanilla Transformer with learned absolute positions
- *                  (r_emb) added to every layer's input;
- *   ADAPTIVE_SPAN  the adaptive attention span of Sukhbaatar et al. (2019,
- *                  facebookresearch/adaptive-span's TransformerSeq): one
- *                  learned position table for every layer and head
- *                  (key_pe, attn_span positions), each head attending to
- *                  the positions before the token (not to itself) within
- *                  its learned span, weighted by a soft mask over the last
- *                  span_ramp of them (txl_model_span()).
- * The absolute ones have no memory: sessions recompute a window of the
- * last seg_len tokens instead (see txl_session_params.stride).  The
- * adaptive span's memory holds, for each head, the positions of its span
- * only, so that a token costs what the spans sum to; and a session starts
- * with its memory full of zero states (K = V = 0: the original code's
- * evaluation starts from a cache of zeros, which takes part in the
- * softmax through the position terms), txl_session_reset() returns to
- * it, and txl_session_mem_fill() is always mem_len.
+ * The attention of a model (its attn_type, as MemTransformerLM names it;
+ * txlgen-model(5) describes each).  The absolute ones (2, 3) have no
+ * memory: sessions recompute a window of the last seg_len tokens
+ * (txl_session_params.stride).  An adaptive-span model's memory keeps
+ * each head's span (txl_model_span()) and starts full of zero states, as
+ * the original code's evaluation does.
  */
 enum txl_attn_type {
-	TXL_ATTN_REL_PARTIAL = 0,
-	TXL_ATTN_REL_LEARNED = 1,
-	TXL_ATTN_ABS_SINUSOID = 2,
-	TXL_ATTN_ABS_LEARNED = 3,
-	TXL_ATTN_ADAPTIVE_SPAN = 4,
+	TXL_ATTN_REL_PARTIAL = 0,   /* Transformer-XL's relative positions */
+	TXL_ATTN_REL_LEARNED = 1,   /* learned relative positions (Shaw) */
+	TXL_ATTN_ABS_SINUSOID = 2,  /* the vanilla Transformer */
+	TXL_ATTN_ABS_LEARNED = 3,   /* ... with learned absolute positions */
+	TXL_ATTN_ADAPTIVE_SPAN = 4, /* Sukhbaatar et al. 2019 */
 };
 
 /** Hyperparameters, as MemTransformerLM.__init__ names them. */
@@ -351,31 +322,50 @@ typedef bool (*txl_abort_fn)(void *data);
 #define TXL_REPEAT_LAST_N_MAX (1 << 20) /* repeat_last_n 0 .. this */
 #define TXL_ADAPT_LR_MAX 1e6            /* txl_session_adapt() lr 0 .. this */
 
-/* How a session holds the keys, values and relative-position terms (K, V
- * and R) of its memory: F32 computes exactly as the original code; F16 and
- * BF16 halve the bytes that a token with a long memory reads, rounding
- * each value to nearest even (F16: 11 significant bits, values up to
- * 65504; BF16: 8 bits, float's range); Q8_0 takes 34 bytes for 32 values
- * (a bit more than a quarter of F32), each head's row of d_head values
- * cut into blocks of 32 int8 with one F16 scale, max |block| / 127, as
- * the weights' Q8_0: a value is off by at most half a step, max |block| /
- * 254, and blocks past 65504 * 127 hold NaNs.  Q4_0 takes 18 bytes for
- * 32 values (a seventh of F32): blocks of 32 values in 4 bits, v = (q -
- * 8) d with q in 0..15 and d = the block's value of largest magnitude
- * over -8 (F16), so that it is exact and the others off by at most half
- * a step, |d| / 2 (as GGUF's Q4_0; a value of the opposite sign beyond
- * 7.5 steps takes 7).  It trades accuracy for speed and room: measure it
- * on your text (txlgen --score).  Q8_0 and Q4_0 need a model whose d_head
- * is a multiple of 32 (txl_session_new() refuses the others:
- * TXL_ERR_INVALID).  The attention reads them as stored, accumulating in
- * float. */
-enum txl_kv_type {
-	TXL_KV_F32 = 0,
-	TXL_KV_F16 = 1,
-	TXL_KV_BF16 = 2,
-	TXL_KV_Q8_0 = 3,
-	TXL_KV_Q4_0 = 4,
+/*
+ * The storage types: of a model file's tensors and of a session's memory
+ * (kv_type).  F32 computes as the original code; F16 and BF16 round to
+ * nearest even; Q8_0 and Q4_0 are GGUF's blocks of 32 values with one F16
+ * scale (8 and 4 bits: about a quarter and a seventh of F32), and need a
+ * d_head that is a multiple of 32 as memory.  Narrower memory is faster
+ * and less exact: measure it on your text (txlgen --score).  U8 is bytes,
+ * not numbers (a model file's tokenizer).  The values never change; a new
+ * type takes a new one (TXL_N_DTYPES, their count, grows: enumerate with
+ * txl_dtype_name() rather than build on it).
+ */
+enum txl_dtype {
+	TXL_F32 = 0,
+	TXL_F16 = 1,
+	TXL_BF16 = 2,
+	TXL_Q8_0 = 3,
+	TXL_Q4_0 = 4,
+	TXL_U8 = 5,
+	TXL_N_DTYPES
 };
+
+/* The names of libtxl 1.0 for the memory's types: the same values. */
+#define txl_kv_type txl_dtype
+#define TXL_KV_F32 TXL_F32
+#define TXL_KV_F16 TXL_F16
+#define TXL_KV_BF16 TXL_BF16
+#define TXL_KV_Q8_0 TXL_Q8_0
+#define TXL_KV_Q4_0 TXL_Q4_0
+
+/** The name of storage type @p dt ("F32", "Q8_0", ...), as model files
+ *  spell it; NULL for none.  Since libtxl 1.2. */
+TXL_API const char *txl_dtype_name(enum txl_dtype dt);
+
+/** The storage type named @p name, in any case ("q8_0" is Q8_0); -1 for
+ *  none.  Since libtxl 1.2. */
+TXL_API int txl_dtype_from_name(const char *name);
+
+/* What a storage type can hold (txl_dtype_uses()). */
+#define TXL_DTYPE_WEIGHTS 1u /* a model's weight matrices */
+#define TXL_DTYPE_MEMORY 2u  /* a session's memory: its kv_type */
+
+/** TXL_DTYPE_* of @p dt (0 for U8 and for a value that is no type).
+ *  Since libtxl 1.2. */
+TXL_API unsigned txl_dtype_uses(enum txl_dtype dt);
 
 /* How the products of a segment (two or more tokens: scoring, prompts,
  * the windows of the models without memory) compute with weight matrices
@@ -450,7 +440,8 @@ struct txl_session_params {
 			      tokens predicted per window, 1 .. seg_len;
 			      TXL_FROM_MODEL = 1.  See txl_session_eval().
 			      Must be TXL_FROM_MODEL for the others. */
-	enum txl_kv_type kv_type; /* of the memory; default TXL_KV_F32 */
+	enum txl_dtype kv_type; /* of the memory: a type of
+				   TXL_DTYPE_MEMORY; default TXL_F32 */
 	int mem_init;      /* enum txl_mem_init: how the memory starts (and
 			      starts again at txl_session_reset());
 			      TXL_FROM_MODEL: empty, an adaptive-span
@@ -518,17 +509,10 @@ TXL_API enum txl_status txl_session_set_params(
 
 /**
  * Make @p dst continue the text of @p src, as if it had been fed the same
- * tokens: the memory (converted to dst's kv_type, and only the most recent
- * positions if dst's mem_len is shorter, as txl_session_set_params() keeps
- * them), the tokens fed (n_past), the window of a model without memory,
- * an output layer that txl_session_adapt() changed, and the prediction of
- * the token after the text (one row of logits, as after a load).  dst
- * keeps its own settings; @p src is not changed.  So one text read once
- * continues in several sessions (txlgen --n-samples), each then fed on its
- * own.  Both must be sessions of the same model, neither in use by another
- * thread meanwhile.
- * dst's buffers are reused: a copy costs the bytes of the memory moved,
- * not a new session.
+ * tokens (memory converted to dst's kv_type and mem_len, n_past, window,
+ * adapted output layer, the prediction of the next token); dst keeps its
+ * settings and buffers, @p src is unchanged.  So one text read once
+ * continues in several sessions of the same model.
  * @return TXL_OK; TXL_ERR_INVALID for sessions of different models;
  * TXL_ERR_NOMEM (dst unchanged); TXL_ABORTED: dst's abort callback fired
  * while a model without memory recomputed its window for the prediction
@@ -618,20 +602,12 @@ TXL_API enum txl_status txl_session_score(struct txl_session *session,
 					  double *logprobs);
 
 /**
- * Dynamic evaluation of the output layer (Krause et al., 2018): one step of
- * gradient descent, learning rate @p lr, on the mean negative
- * log-likelihood of @p targets under the txl_session_logits() rows now
- * held (n must equal txl_session_n_logits(); row i predicts targets[i]).
- * Only the output layer's weight and bias change, in a copy that the
- * session owns (the model, and a tied input embedding, stay as they are);
- * later logits of this session use it.  Fed one segment at a time with
- * the text's own next tokens, the session adapts to the text as it reads
- * it, each prediction made before its token is learned from.  The logits
- * are used up (n_logits becomes 0).  txl_session_reset() returns to the
- * model's output layer; txl_session_set_params() keeps the adapted one;
- * state files hold the memory only, not the adaptation.  Only a full
- * softmax adapts: a model with an adaptive softmax (n_cutoffs > 0) is
- * refused, as there is no one output layer to copy and train.
+ * Dynamic evaluation (Krause et al., 2018): one step of gradient descent,
+ * learning rate @p lr, of the session's own copy of the output layer on
+ * the mean negative log-likelihood of @p targets under the rows now held
+ * (n = txl_session_n_logits(); row i predicts targets[i]), which it uses
+ * up.  txl_session_reset() returns to the model's layer; state files do
+ * not hold the adaptation.  A full softmax only (n_cutoffs 0).
  * @return TXL_OK; TXL_ERR_INVALID for a bad lr (NaN, < 0,
  * > TXL_ADAPT_LR_MAX), an id out of range, n != n_logits or an adaptive
  * softmax; TXL_ERR_NOMEM.
@@ -648,21 +624,12 @@ TXL_API int txl_session_mem_fill(const struct txl_session *session);
 TXL_API int64_t txl_session_n_past(const struct txl_session *session);
 
 /**
- * Save the memory to @p path (written to a temporary file in the same
- * directory, then renamed).  The file records the model's fingerprint,
- * the settings that shape the memory, and the last position's output
- * (so that a load can predict the next token); its size depends only on
- * the model, mem_len and kv_type, never on the amount of text fed.
- * What exists at @p path must be a regular file (or a symbolic link to
- * one, which stays a link): anything else is refused before anything is
- * written (TXL_ERR_IO).  A replaced file keeps its mode; a new one is
- * created 0600.  On failure the old file is unchanged.  The temporary
- * file has no name until it is complete (O_TMPFILE), so a process killed
- * while saving leaves none behind; where the filesystem cannot do that,
- * the next save removes the abandoned ones (PATH.txltmp.XXXXXX, beginning
- * with a state header, held by no live process); no other file.  The
- * session's abort callback is polled while writing: TXL_ABORTED then, the
- * old file unchanged.
+ * Save the memory, the model's fingerprint, the settings that shape the
+ * memory and the last position's output to @p path (its size depends on
+ * the model, mem_len and kv_type only).  Written whole or not at all: a
+ * temporary file renamed over @p path, which must be a regular file (or
+ * a link to one) or absent; a new file is created 0600.  The abort
+ * callback is polled while writing (TXL_ABORTED, the old file kept).
  */
 TXL_API enum txl_status txl_session_save(struct txl_session *session,
 					 const char *path);
@@ -672,12 +639,9 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * the prediction that follows the saved text (if any was fed).  A file of
  * another model, or holding more positions than this session's mem_len,
  * is TXL_ERR_INVALID; a damaged one TXL_ERR_FORMAT; one that cannot be
- * read, or is not a regular file (a FIFO or a device is refused without
- * waiting), TXL_ERR_IO; the session is unchanged on error.  A memory
- * saved with another kv_type is converted to this session's (widened
- * exactly, or rounded as a session of this kv_type rounds what it
- * stores); a Q8_0 or Q4_0 memory cannot go into a session of a model
- * whose d_head is no multiple of 32, nor can such a session exist.
+ * read, or is not a regular file, TXL_ERR_IO; the session is unchanged on
+ * error.  A memory saved with another kv_type is converted to this
+ * session's.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
@@ -686,30 +650,14 @@ TXL_API enum txl_status txl_session_load(struct txl_session *session,
 /* Batches: several sessions stepped together                          */
 
 /*
- * A batch steps several sessions of one model at once: one call feeds
- * each of them its own tokens, and every weight matrix is read once for
- * the tokens of all of them (generating, a token costs about a read of
- * every weight, so N streams of one token cost little more than one),
- * while each session keeps its own memory, settings (mem_len, kv_type,
- * ...), output, and everything else txl_session_*() does with it.  The
- * batch itself holds only the scratch rows of a step: any set of sessions
- * of its model may be stepped by any call, so streams join and leave
- * between steps at no cost (a new one: txl_session_copy() or
- * txl_session_reset() of a session; txl_session_copy() also continues a
- * text read once in several sessions).
- *
- * A session of one token in a step computes exactly the numbers it
- * computes alone (txl_session_eval() of that token): its products are
- * the matrix-vector products of one row, so a stream's samples are the
- * same whatever streams share its steps.  The tokens of a session fed
- * several at a time go through sgemm with those of the others: their
- * numbers differ from a session's alone by the rounding of a float
- * product of another blocking (the relative 1e-7 of float, summed over a
- * dot product), not by more.
- *
- * Threads: a batch is used by one thread at a time, and the sessions of
- * a call are not used elsewhere meanwhile; the computation runs on the
- * process's pool (see "Threads" above).
+ * A batch steps several sessions of one model at once, each weight matrix
+ * read once for the tokens of all (a token of generation costs about a
+ * read of every weight), while each session keeps its own memory,
+ * settings and output.  The batch holds only a step's scratch: any
+ * sessions of its model may be stepped by any call.  A session of one
+ * token computes exactly the numbers it computes alone; several tokens go
+ * through sgemm with the others', within float rounding of that.  One
+ * thread at a time uses a batch and the sessions of a call.
  */
 struct txl_batch;
 
@@ -771,17 +719,10 @@ TXL_API enum txl_status txl_batch_eval(struct txl_batch *batch,
 				       enum txl_logits want);
 
 /**
- * txl_session_logits() of each of the @p n_sessions sessions computed at
- * once: the logits of every session that holds one row of output (of a
- * full softmax without an output projection nor txl_session_adapt(), or
- * of an adaptive softmax) from one read of the output layer's weights,
- * each the floats that session computes alone; the others' one after
- * another as txl_session_logits() computes them.  (An adaptive softmax
- * computes every logit here: a sampler that goes cluster by cluster
- * needs none of this.)  Then txl_session_logits(),
- * txl_session_score() and txl_session_sample() of those sessions use
- * them.  Sessions whose logits are computed already are left as they
- * are.
+ * txl_session_logits() of each of the @p n_sessions sessions, those of
+ * one row of output from one read of the output layer's weights (each
+ * the floats that session computes alone), the others one after another;
+ * sessions whose logits are computed already are left as they are.
  * @return TXL_OK; TXL_ERR_INVALID for a NULL argument, n_sessions < 1 or
  * a session of another model.
  */
@@ -827,16 +768,12 @@ TXL_API int32_t txl_sampler_sample(struct txl_sampler *sampler,
 				   const float *logits, float *logprob);
 
 /**
- * Pick the token that follows the text fed to @p session, from the last row
- * of its output: the same distribution and the same rules as
- * txl_sampler_sample() on that row of txl_session_logits().  With an
- * adaptive softmax, greedy choice and plain temperature sampling (no top-k,
- * top-p, min-p or repeat penalty) go cluster by cluster: the head first,
- * then only the clusters that can hold the token chosen, never the full
- * distribution (temperature sampling draws from the same distribution
- * with other random numbers than txl_sampler_sample() would).  With a full
- * softmax, or other settings, it is txl_sampler_sample() on the row.
- * @p logprob as in txl_sampler_sample().
+ * Pick the token that follows the text fed to @p session: the
+ * distribution and rules of txl_sampler_sample() on the last row of
+ * txl_session_logits().  With an adaptive softmax, greedy choice and
+ * plain temperature sampling go cluster by cluster, computing only the
+ * clusters that can hold the token (other random numbers, the same
+ * distribution).  @p logprob as in txl_sampler_sample().
  * @return the token; -1 if the session holds no output row (see
  * txl_last_error()).
  */

@@ -22,10 +22,12 @@
 #   STAGE1_ARGS  appended to stage 1 only (e.g. "--time-budget 3")
 #   DTYPE        storage type of the exported model (default BF16)
 #   PYTHON       the Python with torch (default /usr/bin/python3)
+#   DATA         the corpus folder (train.txt, valid.txt; default models/data,
+#                made by corpus.sh when missing)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 run=${1:-$here/runs/default}
-data=$here/data
+data=${DATA:-$here/data}
 [ -f "$data/train.txt" ] && [ -f "$data/valid.txt" ] || "$here/corpus.sh" "$data"
 mkdir -p "$run"
 unset OPENBLAS_CORETYPE           # set to Haswell here, and much slower
@@ -49,7 +51,7 @@ if [ -n "${TOKENIZER:-}" ]; then
     *.bin)  # a txlgen model file: its tokenizer
         tok=$run/spm.model
         "${PYTHON:-/usr/bin/python3}" -c 'import sys; sys.path.insert(0, sys.argv[1])
-import txlfile
+from txlgen import txlfile
 open(sys.argv[3], "wb").write(txlfile.read(sys.argv[2])[1]["tokenizer.model"])' \
             "$here" "$TOKENIZER" "$tok" ;;
     esac

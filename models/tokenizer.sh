@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 exec /usr/bin/python3 -c '
 import sys
 sys.path.insert(0, sys.argv[1])
-import train
-print(train.train_tokenizer(sys.argv[2], sys.argv[3], int(sys.argv[4]),
+from txlgen.train import train_tokenizer
+print(train_tokenizer(sys.argv[2], sys.argv[3], int(sys.argv[4]),
                             sys.argv[5]))
 ' "$here" "$1" "$2" "${3:-8000}" "${4:-unigram}"

@@ -26,6 +26,8 @@ import termios
 import time
 import unittest
 
+import clitest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",
@@ -41,12 +43,7 @@ TEXT = ("The state of the Union is strong. We will build a better future "
 
 def setUpModule():
     global MODEL, TMP
-    TMP = tempfile.mkdtemp(prefix="txlgen-cli-")
-    if not MODEL:
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        MODEL = os.path.join(TMP, "m.bin")
+    MODEL, TMP = clitest.model_and_tmp(MODEL, "txlgen-cli-")
 
 
 def tearDownModule():
@@ -289,8 +286,8 @@ class Options(unittest.TestCase):
                        "--ids", "--interactive", "--prompt", "--config",
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
-                       "--list-models", "--score-docs", "--field",
-                       "--strict", "--first-line", "--streams",
+                       "--list-models", "--list-types", "--score-docs",
+                       "--field", "--strict", "--first-line", "--streams",
                        "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute"):
                 continue
             arg = values.get(opt, opt)
@@ -305,7 +302,7 @@ class Options(unittest.TestCase):
                          "--repeat-penalty", "--adapt"):
                 argv.append("0.5")
             elif opt == "--kv-type":
-                argv.append("F16")
+                argv.append("f16")
             elif opt == "--compute":
                 argv.append("f32")
             elif opt == "--mem-init":
@@ -1609,7 +1606,7 @@ class ForgivingOptions(unittest.TestCase):
         flags = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)(?:\[=\w+\])?"
                                r"(?: {2,}|$)", help_text))
         negatable = flags - {"--help", "--version", "--print-config",
-                             "--info", "--list-models"}
+                             "--info", "--list-models", "--list-types"}
         want = longs | {"--no-" + o[2:] for o in negatable}
         with open(os.path.join(ROOT, "cmd", "txlgen.bash-completion")) as f:
             comp = f.read()
@@ -1651,6 +1648,10 @@ class ForgivingOptions(unittest.TestCase):
         self.assertEqual(complete("-m", "ze", environ=env(
             PATH=bindir + ":" + os.environ["PATH"],
             TXLGEN_MODEL_PATH=models)), {"FILE", "zeta", "zebra"})
+        # --kv-type: the types txlgen --list-types prints
+        self.assertEqual(complete("--kv-type", "", environ=env(
+            PATH=bindir + ":" + os.environ["PATH"])),
+            {"F32", "F16", "BF16", "Q8_0", "Q4_0"})
         # ...with its short form in the same arm
         patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
                     for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
@@ -1663,6 +1664,20 @@ class ForgivingOptions(unittest.TestCase):
 
 
 class Completion(unittest.TestCase):
+    def test_list_types_and_any_case(self):
+        rc, out, err = run("--list-types", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertEqual(out.decode().split(),
+                         ["F32", "F16", "BF16", "Q8_0", "Q4_0"])
+        rc, out, err = run("--kv-type", "bf16", "--compute", "F32",
+                           "--print-config")
+        self.assertEqual(rc, 0, err)
+        got = json.loads(out)
+        self.assertEqual((got["kv_type"], got["compute"]), ("BF16", "f32"))
+        rc, _, err = run("--kv-type", "u8", "-p", "x")
+        self.assertEqual(rc, 2)
+        self.assertIn("'u8' is not one of F32, F16, BF16, Q8_0, Q4_0", err)
+
     def test_completion_from_the_build_tree(self):
         # with bash-completion itself (setup.sh installs it), sourcing the
         # file completes options, and -m the models txlgen finds

@@ -16,8 +16,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
+
+import clitest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -33,12 +34,7 @@ with open(os.path.join(HERE, "data", "text.txt"), encoding="utf-8") as f:
 
 def setUpModule():
     global MODEL, TMP
-    TMP = tempfile.mkdtemp(prefix="txlgen-engines-")
-    if not MODEL:
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        MODEL = os.path.join(TMP, "m.bin")
+    MODEL, TMP = clitest.model_and_tmp(MODEL, "txlgen-engines-")
 
 
 def tearDownModule():

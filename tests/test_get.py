@@ -546,7 +546,7 @@ class Getter(Base):
     def test_keep_downloads_and_dtype(self):
         self.serve_tiny()
         cat = self.catalog({"tiny": self.tiny_entry()})
-        rc, _, err = self.get("tiny", "--catalog", cat, "--dtype", "F32",
+        rc, _, err = self.get("tiny", "--catalog", cat, "--dtype", "f32",
                               "--keep-downloads")
         self.assertEqual(rc, 0, err)
         self.assertEqual(meta(os.path.join(self.models, "tiny.bin"))

@@ -26,9 +26,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
+
+import clitest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -43,12 +44,7 @@ with open(os.path.join(HERE, "data", "text.txt"), encoding="utf-8") as f:
 
 def setUpModule():
     global MODEL, TMP
-    TMP = tempfile.mkdtemp(prefix="txlgen-streams-")
-    if not MODEL:
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", TMP, "--seed", "11"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        MODEL = os.path.join(TMP, "m.bin")
+    MODEL, TMP = clitest.model_and_tmp(MODEL, "txlgen-streams-")
 
 
 def tearDownModule():

@@ -416,8 +416,9 @@ def main(argv=None):
                     "default 32)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
-                    help="storage type of the weight matrices (default "
-                    "F32; F16, BF16, Q8_0 and Q4_0 are computed as stored, "
+                    type=txlfile.dtype_arg,
+                    help="storage type of the weight matrices, any case "
+                    "(default F32; every type is computed as stored, "
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
     a = ap.parse_args(argv)

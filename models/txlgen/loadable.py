@@ -104,6 +104,53 @@ def read_limits(lib=LIB):
     return known
 
 
+_ENUM = re.compile(r"enum\s+txl_dtype\s*\{(.*?)\}", re.S)
+_types = None
+
+
+def storage_types(lib=LIB):
+    """{name: (values per block, bytes per block)} of the storage types,
+    in the order of txl.h's enum txl_dtype, their blocks from txl-dtype.h
+    (TXL_<NAME>_BLOCK, TXL_<NAME>_BYTES); read once."""
+    global _types
+    if _types is None or lib != LIB:
+        path = os.path.join(lib, "txl.h")
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = _ENUM.search(re.sub(r"/\*.*?\*/", "", f.read(),
+                                        flags=re.S))
+        except OSError as e:
+            raise NotLoadable(f"{path}: {e.strerror}")
+        if not m:
+            raise NotLoadable(f"{path}: no enum txl_dtype")
+        known = limits() if lib == LIB else read_limits(lib)
+        got = {}
+        for name in re.findall(r"\bTXL_([A-Z0-9_]+)", m.group(1)):
+            if name == "N_DTYPES":
+                continue
+            size = [known.get(f"TXL_{name}_{w}") for w in ("BLOCK", "BYTES")]
+            if None in size:
+                raise NotLoadable(f"{lib}: no TXL_{name}_BLOCK or "
+                                  f"TXL_{name}_BYTES in the headers")
+            got[name] = tuple(size)
+        if lib != LIB:
+            return got
+        _types = got
+    return _types
+
+
+def number_types():
+    """The storage types that hold numbers: all but U8, the bytes of
+    the tokenizer and the padding (as txl_dtype_uses() says)."""
+    return [n for n in storage_types() if n != "U8"]
+
+
+def _names(names):
+    """'A, B or C', as the loader lists types (txl_dtype_names())."""
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 \
+        else "".join(names)
+
+
 NEEDED = ("TXL_MAX_HEADER TXL_MAX_DIM TXL_MAX_TOKENS TXL_MAX_LAYERS "
           "TXL_MAX_HEADS TXL_MAX_KLEN TXL_MAX_SPAN TXL_MAX_PIECE_BYTES TXL_MAX_CLUSTERS "
           "TXL_SEG_LEN_MAX TXL_MAX_DIMS TXL_QK").split()
@@ -383,10 +430,11 @@ def check_tensors(hp, specs):
         if tuple(got) != tuple(shape):
             raise NotLoadable(f"tensor '{name}' has shape {list(got)}, "
                               f"expected {list(shape)}")
-        if dt == "U8" or (kind == FLOATS and dt in ("Q8_0", "Q4_0")):
+        ok = [n for n in number_types()
+              if kind != FLOATS or storage_types()[n][0] == 1]
+        if dt not in ok:
             raise NotLoadable(f"tensor '{name}' has dtype {dt}, expected "
-                              "F32, F16 or BF16" + ("" if kind == FLOATS
-                                                    else ", Q8_0 or Q4_0"))
+                              + _names(ok))
     for name, (dt, shape) in sorted(specs.items()):   # as the loader
         if name in want or name == "tokenizer.model":
             continue
@@ -397,11 +445,11 @@ def check_tensors(hp, specs):
 
 
 def check_scales(name, dt, raw):
-    """A Q8_0 or Q4_0 tensor's bytes: every block's F16 scale (its first
+    """A block type's tensor's bytes: every block's F16 scale (its first
     two bytes) finite, as the loader checks (txl-model.c), since one NaN
     or inf scale makes the logits NaN."""
-    block = {"Q8_0": 34, "Q4_0": 18}.get(dt)
-    if block is None or len(raw) < block:
+    values, block = storage_types().get(dt, (1, 0))
+    if values == 1 or len(raw) < block:
         return
     import numpy as np
     blocks = np.frombuffer(raw, dtype=np.uint8,

@@ -422,7 +422,8 @@ def main(argv=None):
                           ("untie-r", False), ("same-length", False)):
         ap.add_argument("--" + name, type=_bool, default=default,
                         metavar="BOOL")
-    ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES)
+    ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
+                    type=txlfile.dtype_arg)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--tokenizer", default=TOKENIZER)

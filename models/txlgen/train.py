@@ -381,6 +381,7 @@ def parse_args(argv=None):
     g.add_argument("--export-only", action="store_true",
                    help="only export (and evaluate) the checkpoint in --out")
     g.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
+                   type=txlfile.dtype_arg,
                    help="storage type of the exported weight matrices "
                    "(models/txlfile.py says which are compact)")
     g.add_argument("--description", default=None)

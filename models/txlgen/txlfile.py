@@ -45,14 +45,18 @@ FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 ALIGN = 64
 
-DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
 QK = 32                 # values per Q8_0 and Q4_0 block
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
-# bytes per value of the types a file holds (Q8_0, Q4_0: per block)
-_FILE_DTYPES = {"F32": 4, "F16": 2, "BF16": 2, "U8": 1, "Q8_0": 0,
-                "Q4_0": 0}
 _Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
 _Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
+# The types a file holds: {name: (values, bytes) per block}, from lib/'s
+# headers (DTYPES, those this module writes, follows _CODECS below).
+_FILE_DTYPES = loadable.storage_types()
+
+
+def dtype_arg(name):
+    """A storage type's name in any case ("q8_0"), for --dtype."""
+    return name.upper()
 
 
 class ModelFileError(InputError):
@@ -64,7 +68,8 @@ def stored_dtype(name, shape, dtype):
     written with `dtype` (see the module's docstring)."""
     if dtype == "F32" or len(shape) != 2 or not name.endswith(".weight"):
         return "F32"
-    if dtype in ("Q8_0", "Q4_0") and shape[-1] % QK != 0:
+    block = _FILE_DTYPES[dtype][0]
+    if block > 1 and shape[-1] % block != 0:
         return "F16"
     return dtype
 
@@ -187,7 +192,7 @@ def stored_values(name, arr, dtype):
     tensor `name` with `dtype`: what a reference must use to agree."""
     a = as_float32(arr)
     dt = stored_dtype(name, a.shape, dtype)
-    if dt in ("Q8_0", "Q4_0", "BF16"):
+    if dt not in _NP_DTYPES:
         return _from_bytes(_to_bytes(a, dt), dt, a.shape)
     return a.astype(_NP_DTYPES[dt]).astype(np.float32)
 
@@ -200,14 +205,34 @@ def as_float32(arr):
     return np.asarray(arr, np.float32)
 
 
+def _bf16_bytes(arr):
+    f = arr.astype("<f4")
+    bits = f.view("<u4").astype(np.uint64)
+    # round to nearest even, as torch does
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return bits.astype("<u2").tobytes()
+
+
+def _bf16_values(raw, shape):
+    u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+    return u.view(np.float32).reshape(shape)
+
+
+# The types beside numpy's own (_NP_DTYPES): {name: (the bytes of an
+# array, the float32 values of bytes and a shape)}.  A type of lib/'s
+# headers is one of DTYPES, the types this module writes, once it is here.
+_CODECS = {
+    "BF16": (_bf16_bytes, _bf16_values),
+    "Q8_0": (lambda a: quantize_q8_0(a).tobytes(), dequantize_q8_0),
+    "Q4_0": (lambda a: quantize_q4_0_weights(a).tobytes(), dequantize_q4_0),
+}
+DTYPES = tuple(n for n in loadable.number_types()
+               if n in _NP_DTYPES or n in _CODECS)
+
+
 def _from_bytes(raw, dtype, shape):
-    if dtype == "Q8_0":
-        return dequantize_q8_0(raw, shape)
-    if dtype == "Q4_0":
-        return dequantize_q4_0(raw, shape)
-    if dtype == "BF16":
-        u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-        return u.view(np.float32).reshape(shape)
+    if dtype in _CODECS:
+        return _CODECS[dtype][1](raw, shape)
     return np.frombuffer(raw, np.dtype(_NP_DTYPES[dtype])
                          .newbyteorder("<")).astype(np.float32) \
         .reshape(shape)
@@ -223,16 +248,8 @@ def _to_bytes(arr, dtype):
                     .numpy().astype("<i2").tobytes()
         arr = t.numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
     arr = np.asarray(arr)
-    if dtype == "Q8_0":
-        return quantize_q8_0(arr).tobytes()
-    if dtype == "Q4_0":
-        return quantize_q4_0_weights(arr).tobytes()
-    if dtype == "BF16":
-        f = arr.astype("<f4")
-        bits = f.view("<u4").astype(np.uint64)
-        # round to nearest even, as torch does
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        return bits.astype("<u2").tobytes()
+    if dtype in _CODECS:
+        return _CODECS[dtype][0](arr)
     return arr.astype(np.dtype(_NP_DTYPES[dtype]).newbyteorder("<")).tobytes()
 
 
@@ -394,13 +411,11 @@ def _check_header(header, data_len):
             return f"{what} has data_offsets {describe(offs)} outside the " \
                 "data"
         n = math.prod(shape)
-        if dt in ("Q8_0", "Q4_0"):
-            if not shape or shape[-1] % QK:
-                return f"{what} is {dt} but its last dimension is not a " \
-                    f"multiple of {QK}"
-            need = n // QK * (_Q8_0 if dt == "Q8_0" else _Q4_0).itemsize
-        else:
-            need = n * _FILE_DTYPES[dt]
+        block, size = _FILE_DTYPES[dt]
+        if block > 1 and (not shape or shape[-1] % block):
+            return f"{what} is {dt} but its last dimension is not a " \
+                f"multiple of {block}"
+        need = n // block * size
         if offs[1] - offs[0] != need:
             return f"{what} has {offs[1] - offs[0]} bytes, its shape " \
                 f"{shape} and dtype {dt} need {need}"
@@ -509,7 +524,7 @@ def main(argv=None):
     ap = OneLineParser(prog="txlfile.py", description="Re-store a txlgen "
                        "model file with its weight matrices in another "
                        "type, and set or remove metadata.")
-    ap.add_argument("--dtype", required=True, choices=DTYPES)
+    ap.add_argument("--dtype", required=True, choices=DTYPES, type=dtype_arg)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a metadata key (KEY= removes it); e.g. "
                     "recommended='{\"temp\": 0.9}'")

@@ -1539,7 +1539,7 @@ test_gemm(void)
 		b[i] = uniform();
 	for (int M = 1; M <= M0; M += M0 - 1) {
 		/* out[M,N] = a[M,K] . b[N,K]^T */
-		txl_gemm_nt(out, N, a, ld, b, ld, M, K, N);
+		txl_gemm_nt_dt(out, N, a, ld, b, TXL_F32, ld, M, K, N);
 		for (int m = 0; m < M; m++)
 			for (int n = 0; n < N; n++)
 				check_dot(out[m * N + n], 0, b + (size_t)n * ld,

@@ -26,6 +26,7 @@
  *   - a model read into memory (TXL_LOAD_NO_MMAP) computes what the
  *     mapped one does and survives its file being truncated.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -83,6 +84,46 @@ max_diff(const float *a, const float *b, int n)
 	for (int i = 0; i < n; i++)
 		m = fmax(m, fabs((double)a[i] - b[i]));
 	return m;
+}
+
+/* The storage types by name (txl.h): any case, NULL and -1 past them;
+ * the names of libtxl 1.0 for the memory's types are the same values. */
+static void
+test_dtype_names(void)
+{
+	_Static_assert(TXL_KV_F32 == TXL_F32 && TXL_KV_F16 == TXL_F16 &&
+		       TXL_KV_BF16 == TXL_BF16 && TXL_KV_Q8_0 == TXL_Q8_0 &&
+		       TXL_KV_Q4_0 == TXL_Q4_0, "the old names are aliases");
+	enum txl_kv_type old = TXL_KV_Q8_0;
+	int n = 0;
+
+	CHECK_EQ((int)old, (int)TXL_Q8_0);
+	for (int dt = 0; txl_dtype_name(dt); dt++, n++) {
+		char lower[16];
+		const char *name = txl_dtype_name(dt);
+		size_t i = 0;
+
+		for (; name[i] && i + 1 < sizeof lower; i++)
+			lower[i] = (char)tolower((unsigned char)name[i]);
+		lower[i] = '\0';
+		CHECK_EQ(txl_dtype_from_name(name), dt);
+		CHECK_EQ(txl_dtype_from_name(lower), dt);
+	}
+	CHECK_EQ(n, TXL_N_DTYPES);
+	CHECK(txl_dtype_name(-1) == NULL);
+	CHECK_EQ(txl_dtype_from_name("Q4"), -1);
+	CHECK_EQ(txl_dtype_from_name(""), -1);
+	CHECK_EQ(txl_dtype_from_name(NULL), -1);
+	CHECK_EQ(txl_dtype_uses(TXL_U8), 0u);
+	CHECK_EQ(txl_dtype_uses(TXL_N_DTYPES), 0u);
+	CHECK_EQ(txl_dtype_uses(TXL_Q4_0), TXL_DTYPE_WEIGHTS | TXL_DTYPE_MEMORY);
+	/* a session takes the memory's types only */
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s = NULL;
+
+	p.kv_type = TXL_U8;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "F32, F16, BF16, Q8_0, Q4_0") != NULL);
 }
 
 static void
@@ -1366,6 +1407,7 @@ main(int argc, char **argv)
 	CHECK(!m32 || txl_model_hparams(m32)->n_token >= V);
 	for (int i = 0; i < N_TOK; i++)
 		toks[i] = (int32_t)((i * 7919 + 13) % V);
+	RUN(test_dtype_names);
 	RUN(test_hparams);
 	RUN(test_same_length_segmentation);
 	RUN(test_last_equals_all);

@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""The shell scripts of models/ as models/README.md runs them, on a tiny
+corpus: tokenizer.sh trains a tokenizer, and retrain.sh with
+TOKENIZER=models/sotu.bin runs its three stages a few steps each and
+exports a model that txlgen loads.
+
+Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
+     /usr/bin/python3 tests/test_scripts.py
+(without TXLGEN the exported model is not run).
+"""
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(os.path.dirname(HERE), "models")
+sys.path.insert(0, HERE)
+from test_train import make_text  # noqa: E402
+
+TMP = None
+
+
+def setUpModule():
+    global TMP
+    TMP = tempfile.mkdtemp(prefix="txl-scripts-")
+    rng = random.Random(5)
+    with open(os.path.join(TMP, "train.txt"), "w") as f:
+        f.write(make_text(rng, 150))
+    with open(os.path.join(TMP, "valid.txt"), "w") as f:
+        f.write(make_text(rng, 5))
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def sh(*args, env=None):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, **(env or {})))
+    if p.returncode:
+        raise AssertionError(f"{args} exited {p.returncode}:\n{p.stderr}")
+    return p
+
+
+class ScriptsTest(unittest.TestCase):
+    def test_tokenizer_sh(self):
+        prefix = os.path.join(TMP, "spm")
+        p = sh(os.path.join(MODELS, "tokenizer.sh"),
+               os.path.join(TMP, "train.txt"), prefix, "300")
+        self.assertEqual(p.stdout.strip(), prefix + ".model")
+        self.assertTrue(os.path.getsize(prefix + ".model") > 0)
+        self.assertTrue(os.path.isfile(prefix + ".vocab"))
+
+    def test_retrain_sh_with_the_default_models_tokenizer(self):
+        run = os.path.join(TMP, "run")
+        shape = ("--layers 1 --d-model 16 --heads 2 --d-head 8 "
+                 "--d-inner 32 --mem-len 8")
+        sh(os.path.join(MODELS, "retrain.sh"), run, env={
+            "DATA": TMP, "TOKENIZER": os.path.join(MODELS, "sotu.bin"),
+            "SHAPE": shape, "DTYPE": "F32",
+            "TRAIN_ARGS": "--steps 2 --batch 2 --seg-len 8 --threads 1 "
+                          "--eval-every 2 --save-every 2 --log-every 1"})
+        model = os.path.join(run, "sotu.bin")
+        self.assertTrue(os.path.isfile(model))
+        txlgen = os.environ.get("TXLGEN")
+        if not txlgen:
+            self.skipTest("TXLGEN is not set: the export is not run")
+        p = sh(txlgen, "-m", model, "-p", "The Congress", "-n", "3",
+               "--temp", "0")
+        self.assertTrue(p.stdout.strip())
+
+
+if __name__ == "__main__":
+    unittest.main()
