@@ -15,6 +15,9 @@
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
  *     undoes it;
+ *   - the last tokens of a text, as many as the receptive field, read
+ *     after the others are skipped, leave the state of the whole read,
+ *     byte for byte;
  *   - bad arguments and bad state files are refused with the right code,
  *     a state claiming more positions fed than any text could is too;
  *   - state files: a FIFO, a device or a directory is refused (for
@@ -337,6 +340,180 @@ same_continuation(struct txl_session *a, struct txl_session *b,
 	same = max_diff(la, txl_session_logits(b), V) <= tol;
 	free(la);
 	return same;
+}
+
+/* The bytes of the file @p path into a new buffer; *n their count. */
+static unsigned char *
+slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *buf;
+	long len;
+
+	CHECK(f);
+	CHECK(fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0);
+	rewind(f);
+	buf = malloc((size_t)len);
+	CHECK(buf && fread(buf, 1, (size_t)len, f) == (size_t)len);
+	fclose(f);
+	*n = (size_t)len;
+	return buf;
+}
+
+/* A text of n tokens of its own: the ids of seed */
+static void
+text_of(int32_t *t, int n, int seed)
+{
+	for (int i = 0; i < n; i++)
+		t[i] = (int32_t)(((int64_t)i * 7919 + seed * 104729 + 13) % V);
+}
+
+#define N_FIELD 160	/* tokens of the texts of test_receptive_field */
+
+/* Read the last n - o tokens of the text t into a session of p that
+ * read `before` (5 tokens) first, txl_session_skip() of the o before
+ * them (o 0: none); save its state to path; its logits into lg. */
+static void
+read_tail(const struct txl_session_params *p, const int32_t *before,
+	  const int32_t *t, int n, int o, const char *path, float *lg)
+{
+	struct txl_session *s;
+
+	CHECK_EQ(txl_session_new(model, p, &s), TXL_OK);
+	CHECK_EQ(txl_session_eval(s, before, 5, TXL_LOGITS_LAST), TXL_OK);
+	if (o > 0)
+		CHECK_EQ(txl_session_skip(s, t, o), TXL_OK);
+	CHECK_EQ(txl_session_eval(s, t + o, n - o, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_n_past(s), 5 + n);
+	memcpy(lg, txl_session_logits(s), sizeof(float) * V);
+	CHECK_EQ(txl_session_save(s, path), TXL_OK);
+	txl_session_free(s);
+}
+
+/* The receptive field, from the model's shape (n_layer x (mem_len +
+ * n_at_once - 1) + 1), and what it promises: a session that reads the
+ * last field tokens of a text or more, from a segment's start, after a
+ * txl_session_skip() of those before and whatever text before them,
+ * leaves the state file and the logits of the session that read it all,
+ * byte for byte.  With segments of one token the field is exact: read
+ * from one token later, a text ends otherwise. */
+static void
+test_receptive_field(void)
+{
+	static const struct {
+		int seg, mem, same, kv;
+	} cases[] = {
+		{ 5, 7, 0, TXL_KV_F32 }, { 5, 7, 1, TXL_KV_F32 },
+		{ 1, 6, 0, TXL_KV_F32 }, { 1, 6, 1, TXL_KV_F32 },
+		{ 4, 0, 0, TXL_KV_F32 }, { 6, 11, 0, TXL_KV_F16 },
+		{ 8, 3, 0, TXL_KV_BF16 },
+	};
+	const int L = txl_model_hparams(model)->n_layer;
+	int32_t t[N_FIELD], a[5], b[5];
+	float *whole = malloc(sizeof(float) * (size_t)V);
+	float *lg = malloc(sizeof(float) * (size_t)V);
+	char pa[4096], pb[4096];
+
+	CHECK(whole && lg);
+	snprintf(pa, sizeof pa, "%s/field-a.state", scratch);
+	snprintf(pb, sizeof pb, "%s/field-b.state", scratch);
+	text_of(t, N_FIELD, 1);
+	text_of(a, 5, 2);
+	text_of(b, 5, 3);
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		struct txl_session_params p = txl_session_params_default();
+		const int seg = cases[c].seg;
+		int64_t field;
+		unsigned char *fa, *fb;
+		size_t na, nb;
+
+		p.seg_len = seg;
+		p.mem_len = cases[c].mem;
+		p.same_length = cases[c].same;
+		p.kv_type = cases[c].kv;
+		CHECK_EQ(txl_session_receptive_field(model, &p, 1),
+			 (int64_t)L * cases[c].mem + 1);
+		field = txl_session_receptive_field(model, &p, seg);
+		CHECK_EQ(field, (int64_t)L * (cases[c].mem + seg - 1) + 1);
+		CHECK(field + 2 * seg <= N_FIELD);
+		read_tail(&p, a, t, N_FIELD, 0, pa, whole);
+		fa = slurp(pa, &na);
+		/* every segment start that leaves the field, the first
+		 * (nothing skipped: the text before does not matter either) */
+		for (int o = 0; N_FIELD - o >= field; o += seg) {
+			read_tail(&p, b, t, N_FIELD, o, pb, lg);
+			fb = slurp(pb, &nb);
+			CHECK(na == nb && memcmp(fa, fb, na) == 0);
+			CHECK(memcmp(whole, lg, sizeof(float) * V) == 0);
+			free(fb);
+		}
+		/* with segments of one token, from one token later the
+		 * state differs (same_length's field is counted whole, so
+		 * not there): the token at the field's edge weighs little,
+		 * so texts that end at 8 places, one of them at least */
+		if (seg == 1 && !cases[c].same) {
+			bool differ = false;
+
+			for (int n = N_FIELD - 7; n <= N_FIELD; n++) {
+				const int o = n - (int)field + 1;
+
+				read_tail(&p, a, t, n, 0, pa, whole);
+				read_tail(&p, a, t, n, o, pb, lg);
+				differ = differ ||
+					memcmp(whole, lg, sizeof(float) * V);
+			}
+			CHECK(differ);
+		}
+		free(fa);
+	}
+	unlink(pa);
+	unlink(pb);
+	free(whole);
+	free(lg);
+}
+
+/* What txl_session_receptive_field() and txl_session_skip() refuse; a
+ * skip forgets the memory and the output but counts the tokens. */
+static void
+test_skip(void)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s = session(5, 7, 0), *fresh = session(5, 7, 0);
+	int32_t bad[2] = { 1, V };
+
+	p.seg_len = 5;
+	CHECK_EQ(txl_session_receptive_field(model, &p, 0), -1);
+	CHECK(strstr(txl_last_error(), "out of range") != NULL);
+	CHECK_EQ(txl_session_receptive_field(model, &p, 6), -1);
+	CHECK_EQ(txl_session_receptive_field(NULL, &p, 1), -1);
+	p.mem_len = 0;
+	p.same_length = 1;
+	CHECK_EQ(txl_session_receptive_field(model, &p, 1), -1);
+	CHECK(strstr(txl_last_error(), "same_length") != NULL);
+	CHECK_EQ(txl_session_receptive_field(model, NULL, 1),
+		 (int64_t)txl_model_hparams(model)->n_layer *
+		 txl_model_hparams(model)->mem_len + 1);
+
+	CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_skip(s, toks, 0), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(s, NULL, 3), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(NULL, toks, 3), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(s, bad, 2), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "out of range") != NULL);
+	/* unchanged by the refusals */
+	CHECK_EQ(txl_session_n_past(s), 9);
+	CHECK_EQ(txl_session_mem_fill(s), 7);
+	CHECK_EQ(txl_session_n_logits(s), 1);
+
+	CHECK_EQ(txl_session_skip(s, toks, 20), TXL_OK);
+	CHECK_EQ(txl_session_n_past(s), 29);
+	CHECK_EQ(txl_session_mem_fill(s), 0);
+	CHECK_EQ(txl_session_n_logits(s), 0);
+	/* and goes on as a new session, but for the count */
+	CHECK(same_continuation(s, fresh, toks + 20, 12, 0));
+	CHECK_EQ(txl_session_n_past(s), 41);
+	txl_session_free(s);
+	txl_session_free(fresh);
 }
 
 static void
@@ -1289,6 +1466,8 @@ main(int argc, char **argv)
 	RUN(test_threads_after_session);
 	RUN(test_save_load);
 	RUN(test_state_n_past);
+	RUN(test_receptive_field);
+	RUN(test_skip);
 	RUN(test_set_params);
 	if (m32)
 		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
