@@ -6,6 +6,13 @@
  * aligned at the start of the text, as if it were fed at once: a prompt
  * or a --prime file of any size costs the same memory.  With --adapt each
  * segment is learned from once its next token is known.
+ *
+ * What a model with memory holds after a text depends only on the text's
+ * last tokens, its receptive field (txl_session_receptive_field()): so,
+ * unless --read-all or --adapt asks for every token, the whole segments
+ * before the last field's worth are only counted (txl_session_skip()),
+ * never computed, and the session ends bit for bit as after reading them.
+ * A model without memory computes nothing but its last window anyway.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +121,36 @@ struct feeder {
 	const struct feed_opts *fo;
 	struct tokvec t;      /* tokens not fed yet */
 	int64_t total;        /* tokens in all */
+	int64_t skipped;      /* of them, counted but not read */
 	uint64_t bytes;       /* bytes of text taken */
+	int64_t field;        /* tokens that determine the state; 0: read
+				 every token */
+	int seg;              /* the session's seg_len */
 };
+
+/* Count as read, not computing them, the whole segments at the start of
+ * the tokens held that leave at least the receptive field after them:
+ * the segments then stay where a whole read puts them. */
+static int
+skip_segments(struct feeder *f)
+{
+	struct engine *e = f->e;
+	const int k = f->t.n > f->field ?
+		(int)((f->t.n - f->field) / f->seg * f->seg) : 0;
+	enum txl_status st;
+
+	if (k == 0)
+		return EXIT_OK;
+	st = txl_session_skip(e->session, f->t.v, k);
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	e->have_logits = false;
+	tokvec_drop(&f->t, k);
+	f->skipped += k;
+	return EXIT_OK;
+}
 
 /* Tokenize @p s and feed the whole segments it completes. */
 static int
@@ -137,6 +172,10 @@ take_text(struct feeder *f, const char *s, size_t len)
 			txl_sampler_accept(f->fo->samplers[j], e->ids[i]);
 	tokvec_add(&f->t, e->ids, k);
 	f->total += k;
+	/* with a receptive field, nothing is computed before the end: a
+	 * segment may yet turn out to lie before the field */
+	if (f->field > 0)
+		return skip_segments(f);
 	rc = feed_segments(e, f->t.v, f->t.n, &k);
 	if (rc == EXIT_OK)
 		tokvec_drop(&f->t, k);
@@ -165,6 +204,18 @@ engine_feed_input(struct engine *e, struct input *in,
 	size_t len;
 	int rc = EXIT_OK, got;
 
+	e->n_skipped = 0;
+	if (!e->opts->read_all && e->opts->adapt <= 0 &&
+	    txl_model_has_memory(e->model)) {
+		struct txl_session_params p = txl_session_get_params(e->session);
+
+		f.seg = p.seg_len;
+		f.field = txl_session_receptive_field(e->model, &p, p.seg_len);
+		if (f.field < 0) {
+			errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+			return EXIT_RUNTIME;
+		}
+	}
 	progress_init(&pg, in->size);
 	pg.on = pg.on && fo->progress;
 	while ((got = input_next(in, &chunk, &len)) > 0) {
@@ -196,6 +247,7 @@ engine_feed_input(struct engine *e, struct input *in,
 		rc = engine_feed(e, f.t.v, f.t.n, TXL_LOGITS_LAST);
 out:
 	progress_done(&pg);
+	e->n_skipped = f.skipped;
 	if (n_tokens)
 		*n_tokens = f.total;
 	if (bytes)

@@ -51,6 +51,7 @@ const struct setting settings[] = {
 	{ "compute",       "--compute",       ST_COMPUTE, OFF(compute),      false, false, 0,    0,                     S,     false },
 	{ "score_stride",  "--score-stride",  ST_INT,     OFF(score_stride), true,  false, 1,    TXL_SEG_LEN_MAX,       START, false },
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
+	{ "read_all",      "--read-all",      ST_BOOL,    OFF(read_all),     false, false, 0,    1,                     T,     false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
