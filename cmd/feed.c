@@ -128,28 +128,49 @@ struct feeder {
 	int seg;              /* the session's seg_len */
 };
 
-/* Count as read, not computing them, the whole segments at the start of
- * the tokens held that leave at least the receptive field after them:
- * the segments then stay where a whole read puts them. */
+/* Count the first k tokens held as read, not computing them. */
 static int
-skip_segments(struct feeder *f)
+skip_tokens(struct feeder *f, int k)
 {
-	struct engine *e = f->e;
-	const int k = f->t.n > f->field ?
-		(int)((f->t.n - f->field) / f->seg * f->seg) : 0;
 	enum txl_status st;
 
-	if (k == 0)
+	if (k <= 0)
 		return EXIT_OK;
-	st = txl_session_skip(e->session, f->t.v, k);
+	st = txl_session_skip(f->e->session, f->t.v, k);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
-	e->have_logits = false;
+	f->e->have_logits = false;
 	tokvec_drop(&f->t, k);
 	f->skipped += k;
 	return EXIT_OK;
+}
+
+/* While the text comes: skip the whole segments at the start of the
+ * tokens held that leave the receptive field after them (whatever the
+ * text's length), so that they stay where a whole read puts them. */
+static int
+skip_segments(struct feeder *f)
+{
+	return skip_tokens(f, f->t.n > f->field ?
+			   (int)((f->t.n - f->field) / f->seg * f->seg) : 0);
+}
+
+/* At its end: skip the segments before this text's own tail, up to
+ * seg_len - 1 fewer tokens in each layer than the field. */
+static int
+skip_to_tail(struct feeder *f)
+{
+	struct txl_session_params p = txl_session_get_params(f->e->session);
+	const int64_t start = txl_session_tail_start(f->e->model, &p,
+						     f->total);
+
+	if (start < 0) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+		return EXIT_RUNTIME;
+	}
+	return skip_tokens(f, (int)(start - f->skipped));
 }
 
 /* Tokenize @p s and feed the whole segments it completes. */
@@ -242,6 +263,8 @@ engine_feed_input(struct engine *e, struct input *in,
 		held.len--;
 	rc = take_text(&f, held.s, held.len);
 	if (rc != EXIT_OK)
+		goto out;
+	if (f.field > 0 && (rc = skip_to_tail(&f)) != EXIT_OK)
 		goto out;
 	if (f.t.n)
 		rc = engine_feed(e, f.t.v, f.t.n, TXL_LOGITS_LAST);

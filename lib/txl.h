@@ -506,6 +506,26 @@ TXL_API int64_t txl_session_receptive_field(
 	const struct txl_model *model, const struct txl_session_params *params,
 	int n_at_once);
 
+/**
+ * Where a session of @p model with @p params must start reading a text
+ * of @p n tokens fed at once (in segments of seg_len from its first token)
+ * to hold what a whole read holds, bit for bit: the start of the segment
+ * of the first token that the end of the text depends on, 0 if it is the
+ * first segment (the text's tokens before are to be skipped:
+ * txl_session_skip()).  The receptive field for this very text: the
+ * tokens from there, n minus this, are at most
+ * txl_session_receptive_field(model, params, seg_len) + seg_len - 1, and
+ * as few as n_layer x mem_len + 1 (when the last token starts a segment
+ * and mem_len is a multiple of seg_len).  A model without memory: the
+ * last seg_len tokens, from the start of their group of stride.  Since
+ * libtxl 1.2.
+ * @return a token's index, 0 .. n; -1 for settings that txl_session_new()
+ * refuses or n < 0 (txl_last_error() says why).
+ */
+TXL_API int64_t txl_session_tail_start(const struct txl_model *model,
+				       const struct txl_session_params *params,
+				       int64_t n);
+
 /** Free a session; NULL is a no-op. */
 TXL_API void txl_session_free(struct txl_session *session);
 
@@ -598,13 +618,14 @@ TXL_API enum txl_status txl_session_eval(struct txl_session *session,
  * Count the @p n tokens @p tokens as fed without computing them: n_past
  * grows by n, and the session forgets its memory, its window and its
  * output as txl_session_reset() does (an adapted output layer stays).
- * For a long text whose end alone matters: skip its first tokens, a
- * multiple of seg_len (without memory: of stride), then feed the rest,
- * at least txl_session_receptive_field(model, params, seg_len) tokens,
- * in one call (with memory: or in whole segments), and the session holds
- * bit for bit what it would after feeding the whole text.  What needs
- * every token (their scores, txl_session_adapt()) is not had for those
- * skipped.  Since libtxl 1.2.
+ * For a long text whose end alone matters: skip its first tokens, up to
+ * txl_session_tail_start() (or, of a text whose length is not known yet,
+ * a multiple of seg_len that leaves at least
+ * txl_session_receptive_field(model, params, seg_len) tokens; without
+ * memory: of stride), then feed the rest in one call (with memory: or in
+ * whole segments), and the session holds bit for bit what it would after
+ * feeding the whole text.  What needs every token (their scores,
+ * txl_session_adapt()) is not had for those skipped.  Since libtxl 1.2.
  * @return TXL_OK; TXL_ERR_INVALID (the session unchanged) for n < 1, a
  * NULL argument or an id out of range.
  */

@@ -384,10 +384,10 @@ class TestState(unittest.TestCase):
                          4 * m.cfg.d_model + 8)
 
     def test_a_long_text_reads_its_field(self):
-        """Of a long prompt only the segments of the receptive field at
-        its end are computed, each layer's longest span and a segment: the
-        state file and the text generated are those of --read-all, byte
-        for byte, with segments shorter and longer than the spans."""
+        """Of a long prompt only the segments of its receptive field at
+        its end are computed (each layer's longest span before a segment):
+        the state file and the text generated are those of --read-all,
+        byte for byte, with segments shorter and longer than the spans."""
         m = _models["enwik8"]
         path = os.path.join(_tmp, "long.txt")
         with open(path, "wb") as f:
@@ -395,11 +395,13 @@ class TestState(unittest.TestCase):
         # (a prompt file's final newline is not part of the prompt)
         total = len(run("--model", m.path, "--tokenize",
                         path).stdout.split()) - 1
-        spans = json.loads(run("--model", m.path, "--info", "--json")
-                           .stdout)["attention"]["spans"]
+        info = json.loads(run("--model", m.path, "--info", "--json").stdout)
+        # what each layer's memory keeps: its longest span
+        keeps = [min(max(layer), info["session"]["mem_len"])
+                 for layer in info["attention"]["spans"]]
         state = os.path.join(_tmp, "long.state")
         for seg in (50, 512):
-            field = sum(max(layer) + seg - 1 for layer in spans) + 1
+            field = sum(keep + seg - 1 for keep in keeps) + 1
             self.assertGreater(total, field + seg)
             got = []
             for extra in ([], ["--read-all"]):
@@ -413,10 +415,15 @@ class TestState(unittest.TestCase):
                 if extra:
                     self.assertIsNone(computed)
                 else:
+                    # from the start of the segment that the last
+                    # token reaches back to, through each layer's span
+                    # and the segments
                     read = int(computed.group(1))
-                    self.assertEqual((total - read) % seg, 0)
-                    self.assertTrue(field <= read < field + seg,
-                                    (seg, field, read))
+                    x = total - 1
+                    for keep in reversed(keeps):
+                        x = x // seg * seg - keep
+                    self.assertEqual(total - read, max(x, 0) // seg * seg)
+                    self.assertLess(read, field + seg, seg)
             self.assertEqual(got[0], got[1], seg)
             self.assertTrue(got[0][0])
 

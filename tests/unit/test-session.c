@@ -390,13 +390,28 @@ read_tail(const struct txl_session_params *p, const int32_t *before,
 	txl_session_free(s);
 }
 
+/* Whether the state file at path holds the bytes fa[0..na). */
+static bool
+same_file(const char *path, const unsigned char *fa, size_t na)
+{
+	size_t nb;
+	unsigned char *fb = slurp(path, &nb);
+	const bool same = na == nb && memcmp(fa, fb, na) == 0;
+
+	free(fb);
+	return same;
+}
+
 /* The receptive field, from the model's shape (n_layer x (mem_len +
- * n_at_once - 1) + 1), and what it promises: a session that reads the
- * last field tokens of a text or more, from a segment's start, after a
- * txl_session_skip() of those before and whatever text before them,
- * leaves the state file and the logits of the session that read it all,
- * byte for byte.  With segments of one token the field is exact: read
- * from one token later, a text ends otherwise. */
+ * n_at_once - 1) + 1), a text's own tail (txl_session_tail_start()), and
+ * what they promise: a session that reads a text from the start of its
+ * tail, or from any segment's start before it, after txl_session_skip()
+ * of the tokens before and whatever text before them, leaves the state
+ * file and the logits of the session that read it all, byte for byte.
+ * The tail is exact: read from the next segment, a text ends otherwise
+ * (the token at the edge weighs little, so of texts that end at ten
+ * places, one at least; not with same_length, whose field is counted
+ * whole). */
 static void
 test_receptive_field(void)
 {
@@ -406,7 +421,7 @@ test_receptive_field(void)
 		{ 5, 7, 0, TXL_KV_F32 }, { 5, 7, 1, TXL_KV_F32 },
 		{ 1, 6, 0, TXL_KV_F32 }, { 1, 6, 1, TXL_KV_F32 },
 		{ 4, 0, 0, TXL_KV_F32 }, { 6, 11, 0, TXL_KV_F16 },
-		{ 8, 3, 0, TXL_KV_BF16 },
+		{ 8, 3, 0, TXL_KV_BF16 }, { 3, 9, 0, TXL_KV_F32 },
 	};
 	const int L = txl_model_hparams(model)->n_layer;
 	int32_t t[N_FIELD], a[5], b[5];
@@ -422,49 +437,53 @@ test_receptive_field(void)
 	text_of(b, 5, 3);
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
 		struct txl_session_params p = txl_session_params_default();
-		const int seg = cases[c].seg;
+		const int seg = cases[c].seg, mem = cases[c].mem;
+		bool tried = false, differ = false;
 		int64_t field;
-		unsigned char *fa, *fb;
-		size_t na, nb;
 
 		p.seg_len = seg;
-		p.mem_len = cases[c].mem;
+		p.mem_len = mem;
 		p.same_length = cases[c].same;
 		p.kv_type = cases[c].kv;
 		CHECK_EQ(txl_session_receptive_field(model, &p, 1),
-			 (int64_t)L * cases[c].mem + 1);
+			 (int64_t)L * mem + 1);
 		field = txl_session_receptive_field(model, &p, seg);
-		CHECK_EQ(field, (int64_t)L * (cases[c].mem + seg - 1) + 1);
-		CHECK(field + 2 * seg <= N_FIELD);
-		read_tail(&p, a, t, N_FIELD, 0, pa, whole);
-		fa = slurp(pa, &na);
-		/* every segment start that leaves the field, the first
-		 * (nothing skipped: the text before does not matter either) */
-		for (int o = 0; N_FIELD - o >= field; o += seg) {
-			read_tail(&p, b, t, N_FIELD, o, pb, lg);
-			fb = slurp(pb, &nb);
-			CHECK(na == nb && memcmp(fa, fb, na) == 0);
-			CHECK(memcmp(whole, lg, sizeof(float) * V) == 0);
-			free(fb);
-		}
-		/* with segments of one token, from one token later the
-		 * state differs (same_length's field is counted whole, so
-		 * not there): the token at the field's edge weighs little,
-		 * so texts that end at 8 places, one of them at least */
-		if (seg == 1 && !cases[c].same) {
-			bool differ = false;
+		CHECK_EQ(field, (int64_t)L * (mem + seg - 1) + 1);
+		CHECK(field + 2 * seg <= N_FIELD - 9);
+		for (int n = N_FIELD - 9; n <= N_FIELD; n++) {
+			const int64_t start = txl_session_tail_start(model,
+								     &p, n);
+			unsigned char *fa;
+			size_t na;
 
-			for (int n = N_FIELD - 7; n <= N_FIELD; n++) {
-				const int o = n - (int)field + 1;
+			CHECK(start % seg == 0);
+			CHECK(n - start >= (int64_t)L * mem + 1);
+			CHECK(n - start <= field + seg - 1);
+			if (seg == 1)
+				CHECK_EQ(start, n - 1 - L * mem);
+			read_tail(&p, a, t, n, 0, pa, whole);
+			fa = slurp(pa, &na);
+			/* the tail's start, the three segments before it
+			 * and 0 (nothing skipped: the text before does not
+			 * matter either) */
+			for (int k = 0; k <= 4; k++) {
+				const int o = k < 4 ? (int)start - k * seg : 0;
 
-				read_tail(&p, a, t, n, 0, pa, whole);
-				read_tail(&p, a, t, n, o, pb, lg);
-				differ = differ ||
-					memcmp(whole, lg, sizeof(float) * V);
+				if (o < 0)
+					continue;
+				read_tail(&p, b, t, n, o, pb, lg);
+				CHECK(same_file(pb, fa, na));
+				CHECK(memcmp(whole, lg, sizeof(float) * V) == 0);
 			}
-			CHECK(differ);
+			if (!cases[c].same && start + seg < n) {
+				read_tail(&p, b, t, n, (int)start + seg, pb, lg);
+				tried = true;
+				differ = differ || !same_file(pb, fa, na);
+			}
+			free(fa);
 		}
-		free(fa);
+		/* (mem_len 0: the tail is the last segment) */
+		CHECK(differ || (!tried && (cases[c].same || mem == 0)));
 	}
 	unlink(pa);
 	unlink(pb);
@@ -472,8 +491,9 @@ test_receptive_field(void)
 	free(lg);
 }
 
-/* What txl_session_receptive_field() and txl_session_skip() refuse; a
- * skip forgets the memory and the output but counts the tokens. */
+/* What txl_session_receptive_field(), txl_session_tail_start() and
+ * txl_session_skip() refuse; a skip forgets the memory and the output
+ * but counts the tokens. */
 static void
 test_skip(void)
 {
@@ -493,6 +513,10 @@ test_skip(void)
 	CHECK_EQ(txl_session_receptive_field(model, NULL, 1),
 		 (int64_t)txl_model_hparams(model)->n_layer *
 		 txl_model_hparams(model)->mem_len + 1);
+	CHECK_EQ(txl_session_tail_start(model, NULL, -1), -1);
+	CHECK_EQ(txl_session_tail_start(model, NULL, 0), 0);
+	CHECK_EQ(txl_session_tail_start(model, NULL, 1), 0);
+	CHECK_EQ(txl_session_tail_start(NULL, NULL, 9), -1);
 
 	CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
 	CHECK_EQ(txl_session_skip(s, toks, 0), TXL_ERR_INVALID);
