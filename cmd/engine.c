@@ -435,6 +435,9 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 	struct txl_session_params p = txl_session_get_params(e->session);
 	int fill = txl_session_mem_fill(e->session);
 	long long past = (long long)txl_session_n_past(e->session);
+	/* the tokens a generated one depends on, itself included */
+	long long field = (long long)txl_session_receptive_field(e->model,
+								 &p, 1);
 
 	if (!txl_model_has_memory(e->model)) {
 		/* no memory: every prediction sees its window only */
@@ -447,26 +450,23 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 			fprintf(f, "%sno memory (attn_type %d): a window of the "
 				"last %d tokens is recomputed for every token",
 				prefix, e->hp->attn_type, p.seg_len);
-		fprintf(f, ", %lld token%s consumed, receptive field %d "
-			"tokens\n", past, past == 1 ? "" : "s", p.seg_len);
+		fprintf(f, ", %lld token%s consumed, receptive field %lld "
+			"tokens\n", past, past == 1 ? "" : "s", field);
 		return;
 	}
 	if (txl_model_span(e->model, 0, 0) >= 0) {
 		/* the spans: full from the start (zero states before the
 		 * text) */
-		long long sum = 0, field = 0;
+		long long sum = 0;
 		int most = 0;
 
 		for (int l = 0; l < e->hp->n_layer; l++) {
-			int layer = 0;
 			for (int h = 0; h < e->hp->n_head; h++) {
 				int n = txl_model_span(e->model, l, h);
 				n = n < p.mem_len ? n : p.mem_len;
 				sum += n;
-				layer = n > layer ? n : layer;
+				most = n > most ? n : most;
 			}
-			most = layer > most ? layer : most;
-			field += layer;
 		}
 		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
 			"%d positions), zero states before the text; %lld "
@@ -476,9 +476,8 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 		return;
 	}
 	fprintf(f, "%smemory: %d/%d positions (%.0f%%), %lld token%s "
-		"consumed, receptive field %lld tokens (%d layers x mem_len "
-		"%d)\n", prefix, fill, p.mem_len,
+		"consumed, receptive field %lld tokens (the last and %d layers "
+		"x mem_len %d before it)\n", prefix, fill, p.mem_len,
 		p.mem_len ? 100.0 * fill / p.mem_len : 0.0, past,
-		past == 1 ? "" : "s", (long long)e->hp->n_layer * p.mem_len,
-		e->hp->n_layer, p.mem_len);
+		past == 1 ? "" : "s", field, e->hp->n_layer, p.mem_len);
 }

@@ -30,6 +30,7 @@ enum gen_end {
 
 struct gen_stats {
 	int64_t n_prompt;     /* tokens fed before generating */
+	int64_t n_skipped;    /* of them, counted but not computed */
 	int n_gen;            /* tokens generated (by every sample) */
 	double t_prompt;      /* seconds */
 	double t_gen;
@@ -60,6 +61,8 @@ struct engine {
 	float *logits;         /* n_token scratch */
 	char *piece;           /* engine_piece() */
 	size_t piece_cap;
+	int64_t n_skipped;     /* tokens of the last text fed that were
+				  counted, not read (engine_feed_input) */
 	struct gen_stats last; /* of the last generation */
 	struct sample_stats *samples; /* and of each of its samples */
 	int n_samples;
@@ -182,9 +185,11 @@ struct feed_opts {
  * Feed the text of @p in into the memory in constant memory: tokenized
  * chunk by chunk, in whole segments aligned at its start (with --adapt
  * learning from each), the last segment giving the logits of the next
- * token.  *@p n_tokens gets the tokens fed, *@p bytes the bytes read
- * (either may be NULL).  Returns an exit code (EXIT_INTERRUPTED after a
- * signal).
+ * token; without --read-all or --adapt, a model with memory reads only
+ * the segments of the receptive field at the end, the others counted
+ * (e->n_skipped), for the same state.  *@p n_tokens gets the tokens fed,
+ * *@p bytes the bytes read (either may be NULL).  Returns an exit code
+ * (EXIT_INTERRUPTED after a signal).
  */
 int engine_feed_input(struct engine *e, struct input *in,
 		      const struct feed_opts *fo, int64_t *n_tokens,

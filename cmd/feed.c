@@ -6,6 +6,13 @@
  * aligned at the start of the text, as if it were fed at once: a prompt
  * or a --prime file of any size costs the same memory.  With --adapt each
  * segment is learned from once its next token is known.
+ *
+ * What a model with memory holds after a text depends only on the text's
+ * last tokens, its receptive field (txl_session_receptive_field()): so,
+ * unless --read-all or --adapt asks for every token, the whole segments
+ * before the last field's worth are only counted (txl_session_skip()),
+ * never computed, and the session ends bit for bit as after reading them.
+ * A model without memory computes nothing but its last window anyway.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +121,57 @@ struct feeder {
 	const struct feed_opts *fo;
 	struct tokvec t;      /* tokens not fed yet */
 	int64_t total;        /* tokens in all */
+	int64_t skipped;      /* of them, counted but not read */
 	uint64_t bytes;       /* bytes of text taken */
+	int64_t field;        /* tokens that determine the state; 0: read
+				 every token */
+	int seg;              /* the session's seg_len */
 };
+
+/* Count the first k tokens held as read, not computing them. */
+static int
+skip_tokens(struct feeder *f, int k)
+{
+	enum txl_status st;
+
+	if (k <= 0)
+		return EXIT_OK;
+	st = txl_session_skip(f->e->session, f->t.v, k);
+	if (st != TXL_OK) {
+		errmsg("%s", engine_lib_error(st));
+		return EXIT_RUNTIME;
+	}
+	f->e->have_logits = false;
+	tokvec_drop(&f->t, k);
+	f->skipped += k;
+	return EXIT_OK;
+}
+
+/* While the text comes: skip the whole segments at the start of the
+ * tokens held that leave the receptive field after them (whatever the
+ * text's length), so that they stay where a whole read puts them. */
+static int
+skip_segments(struct feeder *f)
+{
+	return skip_tokens(f, f->t.n > f->field ?
+			   (int)((f->t.n - f->field) / f->seg * f->seg) : 0);
+}
+
+/* At its end: skip the segments before this text's own tail, up to
+ * seg_len - 1 fewer tokens in each layer than the field. */
+static int
+skip_to_tail(struct feeder *f)
+{
+	struct txl_session_params p = txl_session_get_params(f->e->session);
+	const int64_t start = txl_session_tail_start(f->e->model, &p,
+						     f->total);
+
+	if (start < 0) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+		return EXIT_RUNTIME;
+	}
+	return skip_tokens(f, (int)(start - f->skipped));
+}
 
 /* Tokenize @p s and feed the whole segments it completes. */
 static int
@@ -137,6 +193,10 @@ take_text(struct feeder *f, const char *s, size_t len)
 			txl_sampler_accept(f->fo->samplers[j], e->ids[i]);
 	tokvec_add(&f->t, e->ids, k);
 	f->total += k;
+	/* with a receptive field, nothing is computed before the end: a
+	 * segment may yet turn out to lie before the field */
+	if (f->field > 0)
+		return skip_segments(f);
 	rc = feed_segments(e, f->t.v, f->t.n, &k);
 	if (rc == EXIT_OK)
 		tokvec_drop(&f->t, k);
@@ -165,6 +225,18 @@ engine_feed_input(struct engine *e, struct input *in,
 	size_t len;
 	int rc = EXIT_OK, got;
 
+	e->n_skipped = 0;
+	if (!e->opts->read_all && e->opts->adapt <= 0 &&
+	    txl_model_has_memory(e->model)) {
+		struct txl_session_params p = txl_session_get_params(e->session);
+
+		f.seg = p.seg_len;
+		f.field = txl_session_receptive_field(e->model, &p, p.seg_len);
+		if (f.field < 0) {
+			errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+			return EXIT_RUNTIME;
+		}
+	}
 	progress_init(&pg, in->size);
 	pg.on = pg.on && fo->progress;
 	while ((got = input_next(in, &chunk, &len)) > 0) {
@@ -192,10 +264,13 @@ engine_feed_input(struct engine *e, struct input *in,
 	rc = take_text(&f, held.s, held.len);
 	if (rc != EXIT_OK)
 		goto out;
+	if (f.field > 0 && (rc = skip_to_tail(&f)) != EXIT_OK)
+		goto out;
 	if (f.t.n)
 		rc = engine_feed(e, f.t.v, f.t.n, TXL_LOGITS_LAST);
 out:
 	progress_done(&pg);
+	e->n_skipped = f.skipped;
 	if (n_tokens)
 		*n_tokens = f.total;
 	if (bytes)

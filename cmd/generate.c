@@ -148,10 +148,12 @@ feed_prompt(struct engine *e, struct input *prompt,
 	int rc;
 
 	*n_text = 0;
+	e->last.n_skipped = 0;
 	if (prompt) {
 		rc = engine_feed_input(e, prompt, &fo, n_text, &bytes);
 		/* also when a signal stopped it: --stats tells what was read */
 		e->last.n_prompt = *n_text;
+		e->last.n_skipped = e->n_skipped;
 		if (rc != EXIT_OK)
 			return rc;
 		if (bytes)
@@ -662,9 +664,14 @@ engine_print_stats(struct engine *e)
 
 	fflush(stdout);
 	fprintf(stderr, "txlgen: prompt: %lld token%s in %.3f s "
-		"(%.1f tokens/s)\n", (long long)g->n_prompt,
+		"(%.1f tokens/s", (long long)g->n_prompt,
 		g->n_prompt == 1 ? "" : "s", g->t_prompt,
 		g->t_prompt > 0 ? (double)g->n_prompt / g->t_prompt : 0.0);
+	/* the receptive field's: the others cannot change the memory */
+	if (g->n_skipped > 0)
+		fprintf(stderr, "; the last %lld computed, the rest counted",
+			(long long)(g->n_prompt - g->n_skipped));
+	fputs(")\n", stderr);
 	if (e->n_samples > 1) {
 		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
 			"(%.1f tokens/s) in %d samples\n", g->n_gen,

@@ -316,27 +316,6 @@ describe_output(struct engine *e, cJSON *root)
 	cJSON_Delete(div);
 }
 
-/* How far back a token's prediction can look: each layer's memory, or
- * with spans each layer's longest (at most mem_len). */
-static double
-receptive_field(struct engine *e, int mem_len)
-{
-	const struct txl_hparams *hp = e->hp;
-	double sum = 0;
-
-	if (txl_model_span(e->model, 0, 0) < 0)
-		return (double)hp->n_layer * mem_len;
-	for (int l = 0; l < hp->n_layer; l++) {
-		int most = 0;
-
-		for (int h = 0; h < hp->n_head; h++)
-			if (txl_model_span(e->model, l, h) > most)
-				most = txl_model_span(e->model, l, h);
-		sum += most < mem_len ? most : mem_len;
-	}
-	return sum;
-}
-
 /* The adaptive span's: the span of each head of each layer (the
  * positions it reads), their mean, and the soft mask's ramp. */
 static void
@@ -392,7 +371,9 @@ describe_memory(struct engine *e, cJSON *root)
 	str(m, "compute", compute_names[e->opts->compute]);
 	/* by the CPU's own instructions, or widened */
 	flag(m, "compute_native", txl_compute_native(e->opts->compute) == 1);
-	num(m, "receptive_field", receptive_field(e, r.mem_len));
+	/* the tokens a generated one depends on, itself included */
+	num(m, "receptive_field",
+	    (double)txl_session_receptive_field(e->model, &p, 1));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));

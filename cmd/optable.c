@@ -51,6 +51,10 @@ const struct cli_opt cli_opts[] = {
 	BOOL("echo", 0, "echo", "print the prompt before the continuation"),
 	SET("prime", 0, "prime", "FILE",
 	    "feed FILE into the memory first (repeatable)"),
+	BOOL("read-all", 0, "read_all",
+	     "compute every token of the prompt and --prime\n"
+	     "files (default: only the last ones, which alone\n"
+	     "make the memory: the same state, sooner)"),
 	SET("state-in", 0, "state_in", "FILE",
 	    "start from a saved memory state"),
 	SET("state-out", 0, "state_out", "FILE",

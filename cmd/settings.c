@@ -55,6 +55,7 @@ const struct setting settings[] = {
 	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
 	{ "kl_ref_kv_type", "--kl-ref-kv-type", ST_KV_TYPE, OFF(kl_ref_kv_type), false, false, 0, 0,                  START, false },
 	{ "kl_ref_compute", "--kl-ref-compute", ST_COMPUTE, OFF(kl_ref_compute), false, false, 0, 0,                  START, false },
+	{ "read_all",      "--read-all",      ST_BOOL,    OFF(read_all),     false, false, 0,    1,                     T,     false },
 	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },

@@ -71,6 +71,8 @@ struct txlgen_options {
 				 predicted per window; -1 = seg_len */
 	double adapt;         /* output-layer learning rate while reading
 				 --score, --prime and prompt text; 0 = off */
+	bool read_all;        /* compute every token of a prompt or --prime
+				 file, not only its receptive field */
 	bool json;            /* NDJSON events instead of text */
 	bool stats;           /* statistics on stderr */
 	int color;            /* enum color_mode */

@@ -184,6 +184,100 @@ txl_head_keep(const struct txl_model *m, int l, int h, int mem_len)
 	return span < mem_len ? span : mem_len;
 }
 
+/* The positions of layer l that a segment's queries read before the
+ * segment: its heads' longest memory. */
+static int
+layer_keep(const struct txl_model *m, int l, int mem_len)
+{
+	int keep = 0;
+
+	for (int h = 0; h < m->hp.n_head; h++) {
+		const int k = txl_head_keep(m, l, h, mem_len);
+
+		keep = k > keep ? k : keep;
+	}
+	return keep;
+}
+
+/* The tokens at the end of a text that determine a session's state.  A
+ * memory of mem_len positions: the input of layer l+1 at position p is
+ * computed from the inputs of layer l at the positions of the memory the
+ * segment of p attends to and those of the segment up to p, [s - keep, p]
+ * for a segment starting at s, so that p depends on the tokens from
+ * s - keep, at most keep + n - 1 before it in segments of n; through
+ * every layer, sum over l of (keep_l + n - 1) before the last token.  The
+ * memory after the text, its last mem_len positions of each layer, and
+ * the last output lie inside that field, and every computation of it sees
+ * a memory full of positions of the field alone: read from a segment's
+ * start that far back, into any memory, they are the same computations on
+ * the same numbers.  (same_length sees less of the memory, and an
+ * adaptive-span head only its span before the token, but the segment
+ * reads the same window, a layer's longest span: counted whole.)  Without
+ * memory: the window of seg_len tokens. */
+int64_t
+txl_session_receptive_field(const struct txl_model *m,
+			    const struct txl_session_params *params,
+			    int n_at_once)
+{
+	struct txl_session s = { .model = m };
+	int64_t field = 1;
+
+	if (!m) {
+		txl_fail(TXL_ERR_INVALID, "txl_session_receptive_field: no "
+			 "model");
+		return -1;
+	}
+	if (resolve_params(m, params, &s) != TXL_OK)
+		return -1;
+	if (n_at_once < 1 || n_at_once > s.seg_len) {
+		txl_fail(TXL_ERR_INVALID, "txl_session_receptive_field: %d "
+			 "tokens at once out of range [1, seg_len %d]",
+			 n_at_once, s.seg_len);
+		return -1;
+	}
+	if (!txl_attn_has_memory(&m->hp))
+		return s.seg_len;
+	for (int l = 0; l < m->hp.n_layer; l++)
+		field += layer_keep(m, l, s.mem_len) + n_at_once - 1;
+	return field;
+}
+
+/* Where the tail of a text of n tokens that determines the state
+ * starts, for a whole read's segments: the token m_L = n - 1 reads, in
+ * layer L - 1, the inputs of that layer from the start of its memory,
+ * m_(L-1) = seg_start(m_L) - keep_(L-1), and so on down to the tokens,
+ * m_0; reading from the start of m_0's segment, every computation of the
+ * field sees a memory full of the field's positions (as in
+ * txl_session_receptive_field(), which is this for the worst end of a
+ * segment).  Without memory: the last seg_len tokens, from the start of
+ * a group of stride. */
+int64_t
+txl_session_tail_start(const struct txl_model *m,
+		       const struct txl_session_params *params, int64_t n)
+{
+	struct txl_session s = { .model = m };
+	int64_t x = n - 1;
+
+	if (!m) {
+		txl_fail(TXL_ERR_INVALID, "txl_session_tail_start: no model");
+		return -1;
+	}
+	if (resolve_params(m, params, &s) != TXL_OK)
+		return -1;
+	if (n < 0) {
+		txl_fail(TXL_ERR_INVALID, "txl_session_tail_start: a text of "
+			 "%lld tokens", (long long)n);
+		return -1;
+	}
+	if (!txl_attn_has_memory(&m->hp)) {
+		x = n - s.seg_len;
+		return x > 0 ? x / s.stride * s.stride : 0;
+	}
+	for (int l = m->hp.n_layer - 1; l >= 0 && x > 0; l--)
+		x = x / s.seg_len * s.seg_len - layer_keep(m, l, s.mem_len);
+	return x > 0 ? x / s.seg_len * s.seg_len : 0;
+}
+
 /* The buffer sizes of a session with resolved settings. */
 struct shape {
 	double kv_rows;		/* rows of K (or V) of every layer and head */
@@ -497,6 +591,32 @@ txl_session_reset(struct txl_session *s)
 	txl_out_clear(&s->out);
 	s->out.src = NULL;
 	txl_out_reset(&s->out);
+}
+
+enum txl_status
+txl_session_skip(struct txl_session *s, const int32_t *tokens, int n)
+{
+	if (!s)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_skip: no "
+				"session");
+	if (n <= 0 || !tokens)
+		return txl_fail(TXL_ERR_INVALID, "no tokens to skip");
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= s->model->hp.n_token)
+			return txl_fail(TXL_ERR_INVALID, "token id %d out of "
+					"range [0, %d)", tokens[i],
+					s->model->hp.n_token);
+	/* forget the memory, as a reset does (a memory of zero states that
+	 * holds nothing else stays as it is: a long text is skipped a line
+	 * at a time), but not the adapted output layer */
+	if (!s->kv.zeros || s->kv.written > 0)
+		txl_kv_clear(&s->kv);
+	s->n_window = 0;
+	s->have_last = false;
+	txl_out_clear(&s->out);
+	s->out.src = NULL;
+	txl_count_fed(s, n);
+	return TXL_OK;
 }
 
 int

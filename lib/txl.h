@@ -489,6 +489,57 @@ TXL_API enum txl_status txl_session_new(const struct txl_model *model,
 TXL_API int64_t txl_session_bytes(const struct txl_model *model,
 				  const struct txl_session_params *params);
 
+/**
+ * The receptive field of a session of @p model with @p params (NULL: the
+ * defaults): how many of the last tokens of a text determine what the
+ * session holds after reading it, the last token included, when the text
+ * is fed @p n_at_once tokens at a time (1 .. seg_len: 1 for tokens
+ * generated one after another, seg_len for a text fed at once, which
+ * txl_session_eval() cuts into segments of seg_len from its first token).
+ *
+ * Bit for bit: a session that reads that many tokens at the end of a
+ * text, or more, from the start of one of the segments where a whole
+ * read puts them (txl_session_skip() of the tokens before), whatever it
+ * held before, then holds the very bytes that a session that read the
+ * whole text holds: its memory (a model without memory, its window), the
+ * output of the last token and so the logits that follow, n_past; as
+ * long as both compute alike (the same settings, kv_type, compute and
+ * threads).  So a long prompt costs this many tokens, not its length.
+ *
+ * Transformer-XL: a position sees, in every layer, the memory before its
+ * segment (mem_len positions) and its segment up to itself: n_layer x
+ * (mem_len + n_at_once - 1) + 1 (counted so with same_length too, whose
+ * positions see a part of it).  An adaptive-span model: each layer's
+ * longest span (txl_model_span(), at most mem_len) for mem_len.  A model
+ * without memory: its window, seg_len (its groups of stride tokens where
+ * a whole read in one call puts them).  Since libtxl 1.2.
+ * @return the number of tokens; -1 for settings that txl_session_new()
+ * refuses, or @p n_at_once out of range (txl_last_error() says why).
+ */
+TXL_API int64_t txl_session_receptive_field(
+	const struct txl_model *model, const struct txl_session_params *params,
+	int n_at_once);
+
+/**
+ * Where a session of @p model with @p params must start reading a text
+ * of @p n tokens fed at once (in segments of seg_len from its first token)
+ * to hold what a whole read holds, bit for bit: the start of the segment
+ * of the first token that the end of the text depends on, 0 if it is the
+ * first segment (the text's tokens before are to be skipped:
+ * txl_session_skip()).  The receptive field for this very text: the
+ * tokens from there, n minus this, are at most
+ * txl_session_receptive_field(model, params, seg_len) + seg_len - 1, and
+ * as few as n_layer x mem_len + 1 (when the last token starts a segment
+ * and mem_len is a multiple of seg_len).  A model without memory: the
+ * last seg_len tokens, from the start of their group of stride.  Since
+ * libtxl 1.2.
+ * @return a token's index, 0 .. n; -1 for settings that txl_session_new()
+ * refuses or n < 0 (txl_last_error() says why).
+ */
+TXL_API int64_t txl_session_tail_start(const struct txl_model *model,
+				       const struct txl_session_params *params,
+				       int64_t n);
+
 /** Free a session; NULL is a no-op. */
 TXL_API void txl_session_free(struct txl_session *session);
 
@@ -570,6 +621,24 @@ enum txl_logits {
 TXL_API enum txl_status txl_session_eval(struct txl_session *session,
 					 const int32_t *tokens, int n,
 					 enum txl_logits want);
+
+/**
+ * Count the @p n tokens @p tokens as fed without computing them: n_past
+ * grows by n, and the session forgets its memory, its window and its
+ * output as txl_session_reset() does (an adapted output layer stays).
+ * For a long text whose end alone matters: skip its first tokens, up to
+ * txl_session_tail_start() (or, of a text whose length is not known yet,
+ * a multiple of seg_len that leaves at least
+ * txl_session_receptive_field(model, params, seg_len) tokens; without
+ * memory: of stride), then feed the rest in one call (with memory: or in
+ * whole segments), and the session holds bit for bit what it would after
+ * feeding the whole text.  What needs every token (their scores,
+ * txl_session_adapt()) is not had for those skipped.  Since libtxl 1.2.
+ * @return TXL_OK; TXL_ERR_INVALID (the session unchanged) for n < 1, a
+ * NULL argument or an id out of range.
+ */
+TXL_API enum txl_status txl_session_skip(struct txl_session *session,
+					 const int32_t *tokens, int n);
 
 /**
  * Logits (float[rows][n_token]) of the last eval: one row for

@@ -1454,6 +1454,121 @@ class LongPrompt(unittest.TestCase):
         self.assertAlmostEqual(rows[-1]["logprob"], tok["logprob"], places=5)
 
 
+def tail_start(n, keeps, seg):
+    """Where the tail of a text of n tokens that determines the memory
+    starts: the last token reads, in the last layer, that layer's input
+    from the start of its memory before its segment (keeps[l] positions),
+    those positions the layer's below from theirs, ...; from the start of
+    the segment of the first token so reached."""
+    x = n - 1
+    for keep in reversed(keeps):
+        if x <= 0:
+            return 0
+        x = x // seg * seg - keep
+    return max(x, 0) // seg * seg
+
+
+class ReadAll(unittest.TestCase):
+    """Of a long prompt or --prime file only the tokens of its receptive
+    field at its end are computed, from a segment's start; --read-all
+    computes every one, to the same bytes."""
+
+    @staticmethod
+    def field(*opts):
+        """n_layer x (mem_len + seg_len - 1) + 1, from --info; the memory
+        of each layer; seg_len."""
+        rc, out, err = run("--info", "--json", *opts)
+        info = json.loads(out)
+        ses = info["session"]
+        L = info["architecture"]["n_layer"]
+        return (L * (ses["mem_len"] + ses["seg_len"] - 1) + 1,
+                [ses["mem_len"]] * L, ses["seg_len"])
+
+    @staticmethod
+    def computed(err):
+        m = re.search(r"prompt: (\d+) tokens .*; the last (\d+) computed, "
+                      r"the rest counted\)", err)
+        return m and (int(m.group(1)), int(m.group(2)))
+
+    def both(self, *argv):
+        """The run of argv and of argv --read-all, each with --state-out:
+        (stdout, state bytes, stderr) of each."""
+        got = []
+        for extra in ([], ["--read-all"]):
+            st = os.path.join(TMP, "read-all.state")
+            rc, out, err = run(*argv, "--state-out", st, "--stats", *extra)
+            self.assertEqual(rc, 0, err)
+            with open(st, "rb") as f:
+                got.append((out, f.read(), err))
+            os.unlink(st)
+        return got
+
+    def test_a_long_prompt_reads_its_field(self):
+        path = tmpfile("long-prompt.txt", TEXT * 12)
+        total = len(run("--tokenize", path)[1].split())
+        for opts in ([], ["--seg-len", "5", "--mem-len", "11"],
+                     ["--same-length"], ["--kv-type", "F16"],
+                     ["--seg-len", "3", "--mem-len", "0"]):
+            field, keeps, seg = self.field(*opts)
+            self.assertGreater(total, field + 2 * seg)
+            # greedy, and sampled with a repeat penalty that looks back
+            # past the field (the sampler still gets every token)
+            for how in (["--temp", "0"],
+                        ["--seed", "4", "--repeat-penalty", "1.5",
+                         "--repeat-last-n", str(4 * field)]):
+                (o1, s1, e1), (o2, s2, e2) = self.both(
+                    "-f", path, "-n", "25", "--ignore-eos", *opts, *how)
+                self.assertEqual(o1, o2, opts + how)
+                self.assertTrue(o1)
+                self.assertEqual(s1, s2, opts + how)
+                # the count of tokens fed is the whole prompt's
+                self.assertIn(f"prompt: {total} tokens", e2)
+                self.assertIsNone(self.computed(e2))
+                n, read = self.computed(e1)
+                self.assertEqual(n, total)
+                # whole segments skipped, the text's tail left: at most
+                # the field (whatever the length) and a segment
+                self.assertEqual(total - read,
+                                 tail_start(total, keeps, seg), opts)
+                self.assertLess(read, field + seg)
+
+    def test_prime_and_a_state_read_the_field(self):
+        book = tmpfile("long-book.txt", TEXT * 10)
+        (o1, s1, _), (o2, s2, _) = self.both("--prime", book, "-p", "",
+                                             "-n", "0")
+        self.assertEqual(s1, s2)
+        # primed, then a short prompt, and a prompt after a state
+        (o1, s1, _), (o2, s2, _) = self.both(
+            "--prime", book, "--prime", book, "-p", "Chapter", "-n", "20",
+            "--seed", "8", "--ignore-eos")
+        self.assertEqual((o1, s1), (o2, s2))
+        st = os.path.join(TMP, "before-long.state")
+        self.assertEqual(run("-p", "Hi there", "-n", "10", "--ignore-eos",
+                             "--state-out", st)[0], 0)
+        (o1, s1, e1), (o2, s2, _) = self.both("--state-in", st, "-f", book,
+                                              "-n", "20", "--temp", "0")
+        self.assertEqual((o1, s1), (o2, s2))
+        self.assertIsNotNone(self.computed(e1))
+
+    def test_what_reads_every_token(self):
+        path = tmpfile("long-prompt.txt", TEXT * 12)
+        # fewer tokens than n_layer x mem_len + 1, the least a tail is
+        short = tmpfile("short-prompt.txt", TEXT[:12])
+        conf = tmpfile("read-all.json", '{"read_all": true}')
+        for argv in (["-f", path, "--read-all"],
+                     ["-f", path, "--config", conf],
+                     # learning from every token
+                     ["-f", path, "--adapt", "0.05"],
+                     # shorter than any tail: nothing to skip
+                     ["-f", short]):
+            rc, out, err = run(*argv, "-n", "2", "--stats")
+            self.assertEqual(rc, 0, err)
+            self.assertIsNone(self.computed(err), argv)
+        rc, out, err = run("-f", path, "--config", conf, "--no-read-all",
+                           "-n", "2", "--stats")
+        self.assertIsNotNone(self.computed(err))
+
+
 class ForgivingOptions(unittest.TestCase):
     def usage(self, *argv):
         rc, out, err = run(*argv)
@@ -1974,7 +2089,9 @@ class Info(unittest.TestCase):
         self.assertEqual(info["attention"]["kind"], "absolute sinusoidal "
                          "positions at the input (vanilla Transformer)")
         ses = info["session"]
-        self.assertEqual((ses["mem_len"], ses["receptive_field"]), (0, 0))
+        # what a prediction sees: its window
+        self.assertEqual((ses["mem_len"], ses["receptive_field"]),
+                         (0, ses["seg_len"]))
 
     def test_info_of_a_bad_model(self):
         rc, out, err = run("--info", "-m", os.path.join(TMP, "none.bin"),

@@ -33,6 +33,7 @@ Run:  PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -381,6 +382,50 @@ class TestState(unittest.TestCase):
         self.assertEqual(os.path.getsize(state),
                          64 + 2 * rows * m.cfg.d_head * 4 +
                          4 * m.cfg.d_model + 8)
+
+    def test_a_long_text_reads_its_field(self):
+        """Of a long prompt only the segments of its receptive field at
+        its end are computed (each layer's longest span before a segment):
+        the state file and the text generated are those of --read-all,
+        byte for byte, with segments shorter and longer than the spans."""
+        m = _models["enwik8"]
+        path = os.path.join(_tmp, "long.txt")
+        with open(path, "wb") as f:
+            f.write(m.text * 6)
+        # (a prompt file's final newline is not part of the prompt)
+        total = len(run("--model", m.path, "--tokenize",
+                        path).stdout.split()) - 1
+        info = json.loads(run("--model", m.path, "--info", "--json").stdout)
+        # what each layer's memory keeps: its longest span
+        keeps = [min(max(layer), info["session"]["mem_len"])
+                 for layer in info["attention"]["spans"]]
+        state = os.path.join(_tmp, "long.state")
+        for seg in (50, 512):
+            field = sum(keep + seg - 1 for keep in keeps) + 1
+            self.assertGreater(total, field + seg)
+            got = []
+            for extra in ([], ["--read-all"]):
+                r = run("--model", m.path, "-f", path, "-n", "30",
+                        "--temp", "0", "--seg-len", str(seg), "--stats",
+                        "--state-out", state, *extra)
+                with open(state, "rb") as f:
+                    got.append((r.stdout, f.read()))
+                self.assertIn(f"prompt: {total} tokens", r.stderr)
+                computed = re.search(r"the last (\d+) computed", r.stderr)
+                if extra:
+                    self.assertIsNone(computed)
+                else:
+                    # from the start of the segment that the last
+                    # token reaches back to, through each layer's span
+                    # and the segments
+                    read = int(computed.group(1))
+                    x = total - 1
+                    for keep in reversed(keeps):
+                        x = x // seg * seg - keep
+                    self.assertEqual(total - read, max(x, 0) // seg * seg)
+                    self.assertLess(read, field + seg, seg)
+            self.assertEqual(got[0], got[1], seg)
+            self.assertTrue(got[0][0])
 
     def test_a_shorter_memory_refuses_the_state(self):
         m = _models["enwik8"]

@@ -15,6 +15,9 @@
  *   - the memory never holds more than mem_len positions;
  *   - an adapt step makes what it learned from more likely, and reset
  *     undoes it;
+ *   - the last tokens of a text, as many as the receptive field, read
+ *     after the others are skipped, leave the state of the whole read,
+ *     byte for byte;
  *   - bad arguments and bad state files are refused with the right code,
  *     a state claiming more positions fed than any text could is too;
  *   - state files: a FIFO, a device or a directory is refused (for
@@ -461,6 +464,204 @@ same_continuation(struct txl_session *a, struct txl_session *b,
 	same = max_diff(la, txl_session_logits(b), V) <= tol;
 	free(la);
 	return same;
+}
+
+/* The bytes of the file @p path into a new buffer; *n their count. */
+static unsigned char *
+slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *buf;
+	long len;
+
+	CHECK(f);
+	CHECK(fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0);
+	rewind(f);
+	buf = malloc((size_t)len);
+	CHECK(buf && fread(buf, 1, (size_t)len, f) == (size_t)len);
+	fclose(f);
+	*n = (size_t)len;
+	return buf;
+}
+
+/* A text of n tokens of its own: the ids of seed */
+static void
+text_of(int32_t *t, int n, int seed)
+{
+	for (int i = 0; i < n; i++)
+		t[i] = (int32_t)(((int64_t)i * 7919 + seed * 104729 + 13) % V);
+}
+
+#define N_FIELD 160	/* tokens of the texts of test_receptive_field */
+
+/* Read the last n - o tokens of the text t into a session of p that
+ * read `before` (5 tokens) first, txl_session_skip() of the o before
+ * them (o 0: none); save its state to path; its logits into lg. */
+static void
+read_tail(const struct txl_session_params *p, const int32_t *before,
+	  const int32_t *t, int n, int o, const char *path, float *lg)
+{
+	struct txl_session *s;
+
+	CHECK_EQ(txl_session_new(model, p, &s), TXL_OK);
+	CHECK_EQ(txl_session_eval(s, before, 5, TXL_LOGITS_LAST), TXL_OK);
+	if (o > 0)
+		CHECK_EQ(txl_session_skip(s, t, o), TXL_OK);
+	CHECK_EQ(txl_session_eval(s, t + o, n - o, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_n_past(s), 5 + n);
+	memcpy(lg, txl_session_logits(s), sizeof(float) * V);
+	CHECK_EQ(txl_session_save(s, path), TXL_OK);
+	txl_session_free(s);
+}
+
+/* Whether the state file at path holds the bytes fa[0..na). */
+static bool
+same_file(const char *path, const unsigned char *fa, size_t na)
+{
+	size_t nb;
+	unsigned char *fb = slurp(path, &nb);
+	const bool same = na == nb && memcmp(fa, fb, na) == 0;
+
+	free(fb);
+	return same;
+}
+
+/* The receptive field, from the model's shape (n_layer x (mem_len +
+ * n_at_once - 1) + 1), a text's own tail (txl_session_tail_start()), and
+ * what they promise: a session that reads a text from the start of its
+ * tail, or from any segment's start before it, after txl_session_skip()
+ * of the tokens before and whatever text before them, leaves the state
+ * file and the logits of the session that read it all, byte for byte.
+ * The tail is exact: read from the next segment, a text ends otherwise
+ * (the token at the edge weighs little, so of texts that end at ten
+ * places, one at least; not with same_length, whose field is counted
+ * whole). */
+static void
+test_receptive_field(void)
+{
+	static const struct {
+		int seg, mem, same, kv;
+	} cases[] = {
+		{ 5, 7, 0, TXL_KV_F32 }, { 5, 7, 1, TXL_KV_F32 },
+		{ 1, 6, 0, TXL_KV_F32 }, { 1, 6, 1, TXL_KV_F32 },
+		{ 4, 0, 0, TXL_KV_F32 }, { 6, 11, 0, TXL_KV_F16 },
+		{ 8, 3, 0, TXL_KV_BF16 }, { 3, 9, 0, TXL_KV_F32 },
+	};
+	const int L = txl_model_hparams(model)->n_layer;
+	int32_t t[N_FIELD], a[5], b[5];
+	float *whole = malloc(sizeof(float) * (size_t)V);
+	float *lg = malloc(sizeof(float) * (size_t)V);
+	char pa[4096], pb[4096];
+
+	CHECK(whole && lg);
+	snprintf(pa, sizeof pa, "%s/field-a.state", scratch);
+	snprintf(pb, sizeof pb, "%s/field-b.state", scratch);
+	text_of(t, N_FIELD, 1);
+	text_of(a, 5, 2);
+	text_of(b, 5, 3);
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		struct txl_session_params p = txl_session_params_default();
+		const int seg = cases[c].seg, mem = cases[c].mem;
+		bool tried = false, differ = false;
+		int64_t field;
+
+		p.seg_len = seg;
+		p.mem_len = mem;
+		p.same_length = cases[c].same;
+		p.kv_type = cases[c].kv;
+		CHECK_EQ(txl_session_receptive_field(model, &p, 1),
+			 (int64_t)L * mem + 1);
+		field = txl_session_receptive_field(model, &p, seg);
+		CHECK_EQ(field, (int64_t)L * (mem + seg - 1) + 1);
+		CHECK(field + 2 * seg <= N_FIELD - 9);
+		for (int n = N_FIELD - 9; n <= N_FIELD; n++) {
+			const int64_t start = txl_session_tail_start(model,
+								     &p, n);
+			unsigned char *fa;
+			size_t na;
+
+			CHECK(start % seg == 0);
+			CHECK(n - start >= (int64_t)L * mem + 1);
+			CHECK(n - start <= field + seg - 1);
+			if (seg == 1)
+				CHECK_EQ(start, n - 1 - L * mem);
+			read_tail(&p, a, t, n, 0, pa, whole);
+			fa = slurp(pa, &na);
+			/* the tail's start, the three segments before it
+			 * and 0 (nothing skipped: the text before does not
+			 * matter either) */
+			for (int k = 0; k <= 4; k++) {
+				const int o = k < 4 ? (int)start - k * seg : 0;
+
+				if (o < 0)
+					continue;
+				read_tail(&p, b, t, n, o, pb, lg);
+				CHECK(same_file(pb, fa, na));
+				CHECK(memcmp(whole, lg, sizeof(float) * V) == 0);
+			}
+			if (!cases[c].same && start + seg < n) {
+				read_tail(&p, b, t, n, (int)start + seg, pb, lg);
+				tried = true;
+				differ = differ || !same_file(pb, fa, na);
+			}
+			free(fa);
+		}
+		/* (mem_len 0: the tail is the last segment) */
+		CHECK(differ || (!tried && (cases[c].same || mem == 0)));
+	}
+	unlink(pa);
+	unlink(pb);
+	free(whole);
+	free(lg);
+}
+
+/* What txl_session_receptive_field(), txl_session_tail_start() and
+ * txl_session_skip() refuse; a skip forgets the memory and the output
+ * but counts the tokens. */
+static void
+test_skip(void)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s = session(5, 7, 0), *fresh = session(5, 7, 0);
+	int32_t bad[2] = { 1, V };
+
+	p.seg_len = 5;
+	CHECK_EQ(txl_session_receptive_field(model, &p, 0), -1);
+	CHECK(strstr(txl_last_error(), "out of range") != NULL);
+	CHECK_EQ(txl_session_receptive_field(model, &p, 6), -1);
+	CHECK_EQ(txl_session_receptive_field(NULL, &p, 1), -1);
+	p.mem_len = 0;
+	p.same_length = 1;
+	CHECK_EQ(txl_session_receptive_field(model, &p, 1), -1);
+	CHECK(strstr(txl_last_error(), "same_length") != NULL);
+	CHECK_EQ(txl_session_receptive_field(model, NULL, 1),
+		 (int64_t)txl_model_hparams(model)->n_layer *
+		 txl_model_hparams(model)->mem_len + 1);
+	CHECK_EQ(txl_session_tail_start(model, NULL, -1), -1);
+	CHECK_EQ(txl_session_tail_start(model, NULL, 0), 0);
+	CHECK_EQ(txl_session_tail_start(model, NULL, 1), 0);
+	CHECK_EQ(txl_session_tail_start(NULL, NULL, 9), -1);
+
+	CHECK_EQ(txl_session_eval(s, toks, 9, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_skip(s, toks, 0), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(s, NULL, 3), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(NULL, toks, 3), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_skip(s, bad, 2), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "out of range") != NULL);
+	/* unchanged by the refusals */
+	CHECK_EQ(txl_session_n_past(s), 9);
+	CHECK_EQ(txl_session_mem_fill(s), 7);
+	CHECK_EQ(txl_session_n_logits(s), 1);
+
+	CHECK_EQ(txl_session_skip(s, toks, 20), TXL_OK);
+	CHECK_EQ(txl_session_n_past(s), 29);
+	CHECK_EQ(txl_session_mem_fill(s), 0);
+	CHECK_EQ(txl_session_n_logits(s), 0);
+	/* and goes on as a new session, but for the count */
+	CHECK(same_continuation(s, fresh, toks + 20, 12, 0));
+	CHECK_EQ(txl_session_n_past(s), 41);
+	txl_session_free(s);
+	txl_session_free(fresh);
 }
 
 static void
@@ -1415,6 +1616,8 @@ main(int argc, char **argv)
 	RUN(test_threads_after_session);
 	RUN(test_save_load);
 	RUN(test_state_n_past);
+	RUN(test_receptive_field);
+	RUN(test_skip);
 	RUN(test_set_params);
 	if (m32)
 		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
