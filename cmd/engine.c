@@ -427,16 +427,21 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 			int layer = 0;
 			for (int h = 0; h < e->hp->n_head; h++) {
 				int n = txl_model_span(e->model, l, h);
+				int w = txl_model_window(e->model, l, h);
 				n = n < p.mem_len ? n : p.mem_len;
+				w = w < p.mem_len ? w : p.mem_len;
 				sum += n;
-				layer = n > layer ? n : layer;
+				most = n > most ? n : most;
+				/* the keys of the window count in the
+				 * softmax */
+				layer = w > layer ? w : layer;
 			}
-			most = layer > most ? layer : most;
 			field += layer;
 		}
 		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
-			"%d positions), zero states before the text; %lld "
-			"token%s consumed, receptive field %lld tokens\n",
+			"%d positions) in its layer's window, zero states "
+			"before the text; %lld token%s consumed, receptive "
+			"field %lld tokens\n",
 			prefix, (double)sum / (e->hp->n_layer * e->hp->n_head),
 			most, past, past == 1 ? "" : "s", field);
 		return;

@@ -317,7 +317,8 @@ describe_output(struct engine *e, cJSON *root)
 }
 
 /* How far back a token's prediction can look: each layer's memory, or
- * with spans each layer's longest (at most mem_len). */
+ * with spans each layer's window (the keys past a head's span count in
+ * its softmax; at most mem_len). */
 static double
 receptive_field(struct engine *e, int mem_len)
 {
@@ -330,8 +331,8 @@ receptive_field(struct engine *e, int mem_len)
 		int most = 0;
 
 		for (int h = 0; h < hp->n_head; h++)
-			if (txl_model_span(e->model, l, h) > most)
-				most = txl_model_span(e->model, l, h);
+			if (txl_model_window(e->model, l, h) > most)
+				most = txl_model_window(e->model, l, h);
 		sum += most < mem_len ? most : mem_len;
 	}
 	return sum;

@@ -137,7 +137,9 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 
 /* Row i of the scores of head h (query at window index qpos, keys [jb,
  * je) in sc[0 .. je - jb)): add the position term (bd, NULL for absolute
- * attentions), scale, mask, softmax. */
+ * attentions), scale, mask, softmax.  With spans the keys of the window
+ * past the span are scored for the partition function only (and left
+ * 0). */
 static void
 softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	    const float *bd, int qpos, int jb, int je, float scale)
@@ -145,8 +147,8 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	const struct txl_kernels *k = txl_kernels();
 	const int n_dist = a->n_dist;
 	float max;
-	double sum;
-	int lo, hi;
+	double sum, z;
+	int lo, hi, all, rlo, rhi;
 
 	/* causal; with same_length exactly the last mem_len positions, the
 	 * query's own included; with spans the span before the query */
@@ -155,23 +157,33 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 			sc[j - jb] = 0.0f;
 		return;
 	}
+	txl_attn_scored(a, l, h, qpos, jb, je, &all, &hi);
 	if (bd) {
 		/* _rel_shift: key j is at distance qpos - j; the distances
 		 * from n_dist - 1 on share its row (clamp_len) */
 		int far = qpos - n_dist + 1;
-		for (int j = lo; j < far; j++)
+		for (int j = all; j < far; j++)
 			sc[j - jb] = (sc[j - jb] + bd[n_dist - 1]) * scale;
-		for (int j = far > lo ? far : lo; j < hi; j++)
+		for (int j = far > all ? far : all; j < hi; j++)
 			sc[j - jb] = (sc[j - jb] + bd[qpos - j]) * scale;
 	} else {
-		for (int j = lo; j < hi; j++)
+		for (int j = all; j < hi; j++)
 			sc[j - jb] *= scale;
 	}
 	txl_attn_mask(a, l, h, qpos, lo, hi, sc, jb);
 	/* the vector kernels: a long memory has thousands of keys a row */
 	max = k->max(sc + lo - jb, hi - lo);
 	sum = k->exp_sum(sc + lo - jb, sc + lo - jb, hi - lo, max);
-	const float inv = (float)(1.0 / sum);
+	z = txl_attn_unmasked(a, l, h, qpos, lo, hi, sc, jb, sum);
+	if (txl_attn_rest(a, l, h, qpos, jb, je, &rlo, &rhi)) {
+		/* the rest of the window, in units of exp(max) */
+		const float rmax = k->max(sc + rlo - jb, rhi - rlo);
+		const double e = k->exp_sum(sc + rlo - jb, sc + rlo - jb,
+					    rhi - rlo, rmax);
+
+		z += exp((double)rmax - max) * e;
+	}
+	const float inv = (float)(1.0 / txl_attn_divisor(sum, z));
 	for (int j = jb; j < lo; j++)
 		sc[j - jb] = 0.0f;
 	for (int j = lo; j < hi; j++)
@@ -219,7 +231,10 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	int jb = 0, je = fill + i1, n_bd, lo, hi;
 
 	if (a->spans) {
-		if (!txl_attn_keys(a, l, h, fill + i0, 0, fill + i1, &jb, &hi))
+		/* the first query's window (the partition function's keys
+		 * before its span) to the last one's last key */
+		if (!txl_attn_scored(a, l, h, fill + i0, 0, fill + i1, &jb,
+				     &hi))
 			jb = fill + i1;
 		je = txl_attn_keys(a, l, h, fill + i1 - 1, 0, fill + i1, &lo,
 				   &hi) ? hi : jb;
@@ -252,9 +267,13 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 		softmax_row(a, l, h, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
 			    fill + i0 + i, jb, je, g->scale);
-	/* attn_vec[:, h] = prob . v */
-	txl_gemm_nn_dt(out, hd, sc, klen, V + (size_t)jb * kv->row, dt, D, m,
-		       klen, D);
+	/* attn_vec[:, h] = prob . v, from the first key a query attends to
+	 * (the weights before it are 0: the partition function's keys) */
+	int jv = jb;
+	if (a->spans && txl_attn_keys(a, l, h, fill + i0, jb, je, &lo, &hi))
+		jv = lo;
+	txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen, V + (size_t)jv * kv->row,
+		       dt, D, m, je - jv, D);
 }
 
 static void

@@ -200,8 +200,11 @@ TXL_API void txl_model_free(struct txl_model *model);
  *                  span_ramp of them (txl_model_span()).
  * The absolute ones have no memory: sessions recompute a window of the
  * last seg_len tokens instead (see txl_session_params.stride).  The
- * adaptive span's memory holds, for each head, the positions of its span
- * only, so that a token costs what the spans sum to; and a session starts
+ * adaptive span's memory holds, for each head, the positions of its
+ * layer's window (txl_model_window()): a head reads the values of its
+ * span only, and the keys of the rest of the window for its softmax's
+ * partition function, which the original takes over the window; and a
+ * session starts
  * with its memory full of zero states (K = V = 0: the original code's
  * evaluation starts from a cache of zeros, which takes part in the
  * softmax through the position terms), txl_session_reset() returns to
@@ -289,12 +292,25 @@ TXL_API const char *txl_attn_type_name(enum txl_attn_type type);
  * (TXL_ATTN_ADAPTIVE_SPAN): a token attends to the positions 1 .. span
  * before it (its learned span and the ramp of its soft mask: the
  * distances whose mask is not 0, within the memory the original code
- * keeps for the layer), and a session's memory keeps that many positions
- * for the head.  -1 for a model of another attention, or a layer or head
- * out of range.  Since version 1.1.
+ * keeps for the layer).  -1 for a model of another attention, or a layer
+ * or head out of range.  Since version 1.1.
  */
 TXL_API int txl_model_span(const struct txl_model *model, int layer,
 			   int head);
+
+/**
+ * The window of head @p head of layer @p layer of an adaptive-span
+ * model: the positions 1 .. window before a token whose keys take part in
+ * the head's softmax (the layer's memory as the original code trims it,
+ * the same for every head of the layer; the head's weights are those of
+ * its span, divided by their sum + 1e-8, each weight a share of the
+ * window's softmax), and which a session's memory keeps for the head
+ * (at most its mem_len); 0 for a head whose span is 0.  -1 for a model
+ * of another attention, or a layer or head out of range.  Since version
+ * 1.2.
+ */
+TXL_API int txl_model_window(const struct txl_model *model, int layer,
+			     int head);
 
 /* ------------------------------------------------------------------ */
 /* Tokenizer (the SentencePiece model stored in the file)              */
