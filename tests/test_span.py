@@ -168,6 +168,10 @@ class TestSpans(unittest.TestCase):
                        for cv in MODELS[name]["spans"]]
             self.assertEqual(info["session"]["mem_len"],
                              max(w for w, s in windows if max(s) > 0))
+            self.assertEqual(att["windows"], [w if max(s) > 0 else 0
+                                              for w, s in windows])
+            self.assertEqual(info["session"]["receptive_field"],
+                             sum(att["windows"]))
             text = run("--model", m.path, "--info").stdout
             self.assertIn("    0: " + json.dumps(want[0]).replace(" ", ""),
                           text)

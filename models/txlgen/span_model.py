@@ -117,7 +117,7 @@ def randomize(model, spans, seed=0):
     set_spans(model, spans)
 
 
-def favour_past(model, heads, boost=12.0, seed=0):
+def favour_past(model, heads, boost=12.0, seed=0, cfg=None):
     """Make each head (layer, h) of heads score the keys beyond its span
     far above those within it: every input of its layer gets a common
     vector a e (layer 0: added to every embedding; later layers: to the
@@ -129,8 +129,9 @@ def favour_past(model, heads, boost=12.0, seed=0):
     times, with the queries' own component along v), so that the head's
     softmax over its layer's window puts almost all its mass where its
     mask is 0 and the original's division by the masked sum + 1e-8 leaves
-    its weights short of 1.  By name, as randomize()."""
-    cfg = model.cfg
+    its weights short of 1.  By name, as randomize() (cfg: the model's
+    SpanConfig, for a model without .cfg such as the original's)."""
+    cfg = cfg or model.cfg
     S, D = cfg.attn_span, cfg.d_head
     g = torch.Generator().manual_seed(1000 + seed)
     params = dict(model.named_parameters())

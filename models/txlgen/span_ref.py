@@ -28,9 +28,10 @@ attn_span, in float32 as the original computes it, and divided by its
 sum + 1e-8.  The softmax is the window's, also for a head whose mask is
 0 on most of it: where such a head's scores favour the keys beyond its
 span, the masked weights sum to little more than 1e-8 and the division
-leaves them well short of 1 (SpanAttention.masses records those sums).  Each layer caches its input; an evaluation starts from a
-cache of zeros, whose keys and values are 0 but still take part in the
-softmax through their position scores.
+leaves them well short of 1 (SpanAttention.masses records those sums).
+Each layer caches its input; an evaluation starts from a cache of zeros,
+whose keys and values are 0 but still take part in the softmax through
+their position scores.
 
 Computed directly, key by key (keys gathered by distance), not by the
 original's skewing of score matrices: a second, independent derivation.
