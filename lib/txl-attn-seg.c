@@ -215,7 +215,12 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
 	const float *q = g->q + (size_t)i0 * g->qs + h * D;
-	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	const struct txl_kv_head *head = txl_kv_head(kv, l, h);
+	const int fill = txl_kv_head_fill(kv, head);
+	/* keys [0, zeros) are zero states (K = V = 0): their products are
+	 * 0, not computed (a memory starts so: most of a long window's keys
+	 * for its first thousands of tokens) */
+	const int zeros = txl_kv_head_zeros(kv, head);
 	/* head h's window of K and V */
 	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
 	/* the slot: scores (rows klen apart), position scores (n_bd apart),
@@ -247,6 +252,12 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	}
 	n_bd = fill + i1 - jb < a->n_dist ? fill + i1 - jb : a->n_dist;
 	const int klen = je - jb;
+	/* the keys whose products are computed: [jz, je) */
+	const int jz = zeros > jb ? zeros < je ? zeros : je : jb;
+
+	for (int i = 0; jz > jb && i < m; i++)
+		for (int j = jb; j < jz; j++)
+			sc[(size_t)i * klen + (j - jb)] = 0.0f;
 
 	if (a->kind->w_bias) {
 		/* AC[i, j] = (q_i + r_w_bias) . k_j */
@@ -254,12 +265,14 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 			for (int c = 0; c < D; c++)
 				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
 					+ ly->r_w_bias[h * D + c];
-		txl_gemm_nt_dt(sc, klen, qw, D, K + (size_t)jb * kv->row, dt,
-			       D, m, D, klen);
-	} else {
+		if (je > jz)
+			txl_gemm_nt_dt(sc + (jz - jb), klen, qw, D,
+				       K + (size_t)jz * kv->row, dt, D, m, D,
+				       je - jz);
+	} else if (je > jz) {
 		/* q_i . k_j */
-		txl_gemm_nt_dt(sc, klen, q, g->qs, K + (size_t)jb * kv->row,
-			       dt, D, m, D, klen);
+		txl_gemm_nt_dt(sc + (jz - jb), klen, q, g->qs,
+			       K + (size_t)jz * kv->row, dt, D, m, D, je - jz);
 	}
 	if (rel)
 		position_scores(a, kv, l, h, m, n_bd, q, g->qs, qr, bd);
@@ -268,12 +281,20 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 			    rel ? bd + (size_t)i * n_bd : NULL,
 			    fill + i0 + i, jb, je, g->scale);
 	/* attn_vec[:, h] = prob . v, from the first key a query attends to
-	 * (the weights before it are 0: the partition function's keys) */
-	int jv = jb;
-	if (a->spans && txl_attn_keys(a, l, h, fill + i0, jb, je, &lo, &hi))
+	 * (the weights before it are 0: the partition function's keys) that
+	 * is no zero state */
+	int jv = jz;
+	if (a->spans && txl_attn_keys(a, l, h, fill + i0, jb, je, &lo, &hi) &&
+	    lo > jv)
 		jv = lo;
-	txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen, V + (size_t)jv * kv->row,
-		       dt, D, m, je - jv, D);
+	if (jv < je) {
+		txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen,
+			       V + (size_t)jv * kv->row, dt, D, m, je - jv, D);
+	} else {
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				out[(size_t)i * hd + c] = 0.0f;
+	}
 }
 
 static void
