@@ -123,9 +123,10 @@ def bytes_per_token(inf):
     mats = L * (4 * M * M + 2 * M * I) + V * M
     vecs = L * (4 * M + I + M) + V + M
     att = inf["attention"]
-    rows = sum(n + (w if n else 0) for row, w in zip(att["spans"],
-                                                      att["windows"])
-               for n in row)
+    # (a txlgen before the windows: K over the spans too)
+    windows = att.get("windows") or [None] * len(att["spans"])
+    rows = sum(n + (n if w is None else w if n else 0)
+               for row, w in zip(att["spans"], windows) for n in row)
     kv = rows * a["d_head"] * 4
     return 4 * (mats + vecs), kv
 
