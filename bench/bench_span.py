@@ -25,7 +25,8 @@ with every span 8,192 on two cores):
   machine   the CPU, libtxl's kernels, the memory's read bandwidth
             (bench-txl --dram) and the load average;
   bytes     what a token reads: every weight matrix (the output layer
-            included) and each head's K and V over its span, in F32, and
+            included) and each head's V over its span and K over its
+            layer's window (the softmax's keys), in F32, and
             the floor those bytes set at the measured bandwidth (the
             shared position table, read from the caches, besides);
   txlgen    generation tokens/s of both (bench-txl, the best of --reps);
@@ -114,14 +115,19 @@ def info(txlgen, path):
 
 def bytes_per_token(inf):
     """(weights, K and V) bytes a token reads, F32: the matrices and
-    vectors of every layer and the output layer, each head's span of K
-    and V."""
+    vectors of every layer and the output layer, each head's span of V
+    and its layer's window of K (none for a head of span 0)."""
     a = inf["architecture"]
     L, M, I = a["n_layer"], a["d_model"], a["d_inner"]
     V = inf["vocabulary"]["tokens"]
     mats = L * (4 * M * M + 2 * M * I) + V * M
     vecs = L * (4 * M + I + M) + V + M
-    kv = sum(map(sum, inf["attention"]["spans"])) * 2 * a["d_head"] * 4
+    att = inf["attention"]
+    # (a txlgen before the windows: K over the spans too)
+    windows = att.get("windows") or [None] * len(att["spans"])
+    rows = sum(n + (n if w is None else w if n else 0)
+               for row, w in zip(att["spans"], windows) for n in row)
+    kv = rows * a["d_head"] * 4
     return 4 * (mats + vecs), kv
 
 

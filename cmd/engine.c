@@ -469,8 +469,9 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 			}
 		}
 		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
-			"%d positions), zero states before the text; %lld "
-			"token%s consumed, receptive field %lld tokens\n",
+			"%d positions) in its layer's window, zero states "
+			"before the text; %lld token%s consumed, receptive "
+			"field %lld tokens\n",
 			prefix, (double)sum / (e->hp->n_layer * e->hp->n_head),
 			most, past, past == 1 ? "" : "s", field);
 		return;

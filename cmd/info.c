@@ -317,12 +317,13 @@ describe_output(struct engine *e, cJSON *root)
 }
 
 /* The adaptive span's: the span of each head of each layer (the
- * positions it reads), their mean, and the soft mask's ramp. */
+ * positions whose values it reads), their mean, the soft mask's ramp,
+ * and each layer's window (the keys of its heads' softmax). */
 static void
 describe_spans(struct engine *e, cJSON *att)
 {
 	const struct txl_hparams *hp = e->hp;
-	cJSON *spans;
+	cJSON *spans, *windows;
 	double sum = 0;
 
 	if (txl_model_span(e->model, 0, 0) < 0)
@@ -342,6 +343,15 @@ describe_spans(struct engine *e, cJSON *att)
 		cJSON_AddItemToArray(spans, row);
 	}
 	num(att, "span_mean", sum / ((double)hp->n_layer * hp->n_head));
+	windows = cJSON_AddArrayToObject(att, "windows");
+	for (int l = 0; l < hp->n_layer; l++) {
+		int w = 0;
+
+		for (int h = 0; h < hp->n_head; h++)
+			if (txl_model_window(e->model, l, h) > w)
+				w = txl_model_window(e->model, l, h);
+		cJSON_AddItemToArray(windows, cJSON_CreateNumber(w));
+	}
 }
 
 /* The session the options ask for, its settings as the library resolves

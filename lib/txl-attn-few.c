@@ -72,13 +72,19 @@ few_scores(const struct few *f, int h, int i)
 
 /* The part of query i in unit u: d_head weighted sums, then max and sum
  * of exps (-INFINITY and 0 when it sees none of the keys; the sum in
- * float, one rounding of a relative 6e-8 before the merge). */
+ * float, one rounding of a relative 6e-8 before the merge); with spans
+ * the partition function over the window (txl_attn_unmasked()) of the
+ * unit's keys the query attends to, in the units of that max, then the
+ * max and sum of exps of the rest of the window (txl_attn_rest();
+ * -INFINITY and 0 where none). */
+enum { PART_MAX, PART_SUM, PART_Z, PART_RMAX, PART_RSUM, PART_EXTRA };
+
 static float *
 few_part(const struct few *f, int u, int i)
 {
 	const size_t D = (size_t)f->a->model->hp.d_head;
 
-	return f->a->part + ((size_t)u * f->n + i) * (D + 2);
+	return f->a->part + ((size_t)u * f->n + i) * (D + PART_EXTRA);
 }
 
 /* The kernels over n rows of a long stream, PF_ROWS at a time, the rows
@@ -191,7 +197,8 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 				: f->q + (size_t)i * f->qs + h * D,
 				(size_t)i * H + h);
 			float *sc = few_scores(f, h, i);
-			if (!txl_attn_keys(a, l, h, fill + i, c, ce, &lo, &hi))
+			if (!txl_attn_scored(a, l, h, fill + i, c, ce, &lo,
+					     &hi))
 				continue;
 			for (; lo < hi && lo < zeros; lo++)
 				sc[lo] = 0.0f;
@@ -209,7 +216,7 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 		for (int i = 0; i < f->n; i++) {
 			const int qpos = fill + i;
 			float *sc = few_scores(f, h, i);
-			if (!txl_attn_keys(a, l, h, qpos, c, ce, &lo, &hi))
+			if (!txl_attn_scored(a, l, h, qpos, c, ce, &lo, &hi))
 				continue;
 			if (!rel) {
 				for (int j = lo; j < hi; j++)
@@ -246,17 +253,30 @@ few_unit(const struct few *f, int h, int u, int j0, int j1)
 			txl_attn_mask(a, l, h, qpos, lo, hi, sc, 0);
 		}
 	}
-	/* e_j = exp(score_j - m), their sum */
+	/* e_j = exp(score_j - m), their sum; with spans the partition
+	 * function */
 	for (int i = 0; i < f->n; i++) {
 		float *part = few_part(f, u, i), *sc = few_scores(f, h, i);
+		float *x = part + D;
+		x[PART_RMAX] = -INFINITY;
+		x[PART_RSUM] = 0.0f;
+		if (txl_attn_rest(a, l, h, fill + i, j0, j1, &lo, &hi)) {
+			x[PART_RMAX] = k->max(sc + lo, hi - lo);
+			x[PART_RSUM] = (float)k->exp_sum(sc + lo, sc + lo,
+							 hi - lo,
+							 x[PART_RMAX]);
+		}
 		if (!txl_attn_keys(a, l, h, fill + i, j0, j1, &lo, &hi)) {
-			part[D] = -INFINITY;
-			part[D + 1] = 0.0f;
+			x[PART_MAX] = -INFINITY;
+			x[PART_SUM] = x[PART_Z] = 0.0f;
 			continue;
 		}
-		part[D] = k->max(sc + lo, hi - lo);
-		part[D + 1] = (float)k->exp_sum(sc + lo, sc + lo, hi - lo,
-						part[D]);
+		x[PART_MAX] = k->max(sc + lo, hi - lo);
+		const double sum = k->exp_sum(sc + lo, sc + lo, hi - lo,
+					      x[PART_MAX]);
+		x[PART_SUM] = (float)sum;
+		x[PART_Z] = (float)txl_attn_unmasked(a, l, h, fill + i, lo, hi,
+						     sc, 0, sum);
 		memset(part, 0, sizeof(float) * (size_t)D);
 	}
 	/* sum of e_j v_j */
@@ -340,23 +360,34 @@ few_task(void *p, int ith, int nth)
 }
 
 /* The units of query i, head h merged: its attention vector into out
- * (zeros where the head sees no key). */
+ * (zeros where the head sees no key); with spans divided by the sum of
+ * the masked exps + 1e-8 times the partition function over the window
+ * (txl_attn_divisor()). */
 static void
 few_merge(const struct few *f, int h, int i, float *out)
 {
 	const int D = f->a->model->hp.d_head;
 	const int u0 = f->first[h], u1 = f->first[h + 1];
 	float max = -INFINITY;
-	double sum = 0.0;
+	double sum = 0.0, z = 0.0;
 
 	for (int u = u0; u < u1; u++)
-		max = fmaxf(max, few_part(f, u, i)[D]);
-	for (int u = u0; u < u1; u++) {
-		const float *p = few_part(f, u, i);
-		if (p[D] > -INFINITY)
-			sum += exp((double)p[D] - max) * p[D + 1];
-	}
+		max = fmaxf(max, few_part(f, u, i)[D + PART_MAX]);
 	memset(out, 0, sizeof(float) * (size_t)D);
+	if (!(max > -INFINITY))
+		return;
+	for (int u = u0; u < u1; u++) {
+		const float *x = few_part(f, u, i) + D;
+		if (x[PART_MAX] > -INFINITY) {
+			const double e = exp((double)x[PART_MAX] - max);
+			sum += e * x[PART_SUM];
+			z += e * x[PART_Z];
+		}
+		if (x[PART_RMAX] > -INFINITY)
+			z += exp((double)x[PART_RMAX] - max) * x[PART_RSUM];
+	}
+	if (f->a->spans)
+		sum = txl_attn_divisor(sum, z);
 	for (int u = u0; u < u1; u++) {
 		const float *p = few_part(f, u, i);
 		if (!(p[D] > -INFINITY))
@@ -378,7 +409,8 @@ txl_attn_few_bytes(const struct txl_hparams *hp, int seg_len, int klen_max,
 		(double)txl_act_floats(txl_type(kv_dt)->query_act, hp->d_head);
 
 	return 4.0 * few_queries(seg_len) * (fq + (double)hp->n_head *
-		(klen_max + max_blocks(klen_max) * (hp->d_head + 2.0)));
+		(klen_max + max_blocks(klen_max) * (hp->d_head +
+						    (double)PART_EXTRA)));
 }
 
 enum txl_status
@@ -395,7 +427,7 @@ txl_attn_few_init(struct txl_attn *a, enum txl_dtype kv_dt)
 	a->fsc = txl_alloc_floats(nq * (size_t)hp->n_head * (size_t)klen_max);
 	a->part = txl_alloc_floats(nq * (size_t)hp->n_head *
 				   max_blocks(klen_max) *
-				   (size_t)(hp->d_head + 2));
+				   (size_t)(hp->d_head + PART_EXTRA));
 	a->units = malloc(sizeof *a->units * (3 * (size_t)hp->n_head + 1));
 	if (a->qa_floats && !(a->fqa = txl_alloc_floats(
 			nq * 2 * (size_t)hp->n_head * a->qa_floats)))
@@ -424,11 +456,12 @@ few_units(struct few *f, int *units)
 		const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, f->l, h));
 		int lo, hi;
 
-		/* the union of the queries' keys */
+		/* the union of the queries' keys (with spans the
+		 * partition function's too) */
 		from[h] = from[h + H] = 0;
 		for (int i = 0; i < n; i++) {
-			if (!txl_attn_keys(a, f->l, h, fill + i, 0, fill + n,
-					   &lo, &hi))
+			if (!txl_attn_scored(a, f->l, h, fill + i, 0, fill + n,
+					     &lo, &hi))
 				continue;
 			if (from[h] == from[h + H] || lo < from[h])
 				from[h] = lo;

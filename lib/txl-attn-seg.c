@@ -137,7 +137,9 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 
 /* Row i of the scores of head h (query at window index qpos, keys [jb,
  * je) in sc[0 .. je - jb)): add the position term (bd, NULL for absolute
- * attentions), scale, mask, softmax. */
+ * attentions), scale, mask, softmax.  With spans the keys of the window
+ * past the span are scored for the partition function only (and left
+ * 0). */
 static void
 softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	    const float *bd, int qpos, int jb, int je, float scale)
@@ -145,8 +147,8 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	const struct txl_kernels *k = txl_kernels();
 	const int n_dist = a->n_dist;
 	float max;
-	double sum;
-	int lo, hi;
+	double sum, z;
+	int lo, hi, all, rlo, rhi;
 
 	/* causal; with same_length exactly the last mem_len positions, the
 	 * query's own included; with spans the span before the query */
@@ -155,23 +157,33 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 			sc[j - jb] = 0.0f;
 		return;
 	}
+	txl_attn_scored(a, l, h, qpos, jb, je, &all, &hi);
 	if (bd) {
 		/* _rel_shift: key j is at distance qpos - j; the distances
 		 * from n_dist - 1 on share its row (clamp_len) */
 		int far = qpos - n_dist + 1;
-		for (int j = lo; j < far; j++)
+		for (int j = all; j < far; j++)
 			sc[j - jb] = (sc[j - jb] + bd[n_dist - 1]) * scale;
-		for (int j = far > lo ? far : lo; j < hi; j++)
+		for (int j = far > all ? far : all; j < hi; j++)
 			sc[j - jb] = (sc[j - jb] + bd[qpos - j]) * scale;
 	} else {
-		for (int j = lo; j < hi; j++)
+		for (int j = all; j < hi; j++)
 			sc[j - jb] *= scale;
 	}
 	txl_attn_mask(a, l, h, qpos, lo, hi, sc, jb);
 	/* the vector kernels: a long memory has thousands of keys a row */
 	max = k->max(sc + lo - jb, hi - lo);
 	sum = k->exp_sum(sc + lo - jb, sc + lo - jb, hi - lo, max);
-	const float inv = (float)(1.0 / sum);
+	z = txl_attn_unmasked(a, l, h, qpos, lo, hi, sc, jb, sum);
+	if (txl_attn_rest(a, l, h, qpos, jb, je, &rlo, &rhi)) {
+		/* the rest of the window, in units of exp(max) */
+		const float rmax = k->max(sc + rlo - jb, rhi - rlo);
+		const double e = k->exp_sum(sc + rlo - jb, sc + rlo - jb,
+					    rhi - rlo, rmax);
+
+		z += exp((double)rmax - max) * e;
+	}
+	const float inv = (float)(1.0 / txl_attn_divisor(sum, z));
 	for (int j = jb; j < lo; j++)
 		sc[j - jb] = 0.0f;
 	for (int j = lo; j < hi; j++)
@@ -203,7 +215,12 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	const enum txl_dtype dt = kv->dt;
 	const bool rel = a->kind->relative;
 	const float *q = g->q + (size_t)i0 * g->qs + h * D;
-	const int fill = txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	const struct txl_kv_head *head = txl_kv_head(kv, l, h);
+	const int fill = txl_kv_head_fill(kv, head);
+	/* keys [0, zeros) are zero states (K = V = 0): their products are
+	 * 0, not computed (a memory starts so: most of a long window's keys
+	 * for its first thousands of tokens) */
+	const int zeros = txl_kv_head_zeros(kv, head);
 	/* head h's window of K and V */
 	const uint8_t *K = txl_kv_k(kv, l, h), *V = txl_kv_v(kv, l, h);
 	/* the slot: scores (rows klen apart), position scores (n_bd apart),
@@ -219,7 +236,10 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	int jb = 0, je = fill + i1, n_bd, lo, hi;
 
 	if (a->spans) {
-		if (!txl_attn_keys(a, l, h, fill + i0, 0, fill + i1, &jb, &hi))
+		/* the first query's window (the partition function's keys
+		 * before its span) to the last one's last key */
+		if (!txl_attn_scored(a, l, h, fill + i0, 0, fill + i1, &jb,
+				     &hi))
 			jb = fill + i1;
 		je = txl_attn_keys(a, l, h, fill + i1 - 1, 0, fill + i1, &lo,
 				   &hi) ? hi : jb;
@@ -232,6 +252,12 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	}
 	n_bd = fill + i1 - jb < a->n_dist ? fill + i1 - jb : a->n_dist;
 	const int klen = je - jb;
+	/* the keys whose products are computed: [jz, je) */
+	const int jz = zeros > jb ? zeros < je ? zeros : je : jb;
+
+	for (int i = 0; jz > jb && i < m; i++)
+		for (int j = jb; j < jz; j++)
+			sc[(size_t)i * klen + (j - jb)] = 0.0f;
 
 	if (a->kind->w_bias) {
 		/* AC[i, j] = (q_i + r_w_bias) . k_j */
@@ -239,12 +265,14 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 			for (int c = 0; c < D; c++)
 				qw[(size_t)i * D + c] = q[(size_t)i * g->qs + c]
 					+ ly->r_w_bias[h * D + c];
-		txl_gemm_nt_dt(sc, klen, qw, D, K + (size_t)jb * kv->row, dt,
-			       D, m, D, klen);
-	} else {
+		if (je > jz)
+			txl_gemm_nt_dt(sc + (jz - jb), klen, qw, D,
+				       K + (size_t)jz * kv->row, dt, D, m, D,
+				       je - jz);
+	} else if (je > jz) {
 		/* q_i . k_j */
-		txl_gemm_nt_dt(sc, klen, q, g->qs, K + (size_t)jb * kv->row,
-			       dt, D, m, D, klen);
+		txl_gemm_nt_dt(sc + (jz - jb), klen, q, g->qs,
+			       K + (size_t)jz * kv->row, dt, D, m, D, je - jz);
 	}
 	if (rel)
 		position_scores(a, kv, l, h, m, n_bd, q, g->qs, qr, bd);
@@ -252,9 +280,21 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 		softmax_row(a, l, h, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
 			    fill + i0 + i, jb, je, g->scale);
-	/* attn_vec[:, h] = prob . v */
-	txl_gemm_nn_dt(out, hd, sc, klen, V + (size_t)jb * kv->row, dt, D, m,
-		       klen, D);
+	/* attn_vec[:, h] = prob . v, from the first key a query attends to
+	 * (the weights before it are 0: the partition function's keys) that
+	 * is no zero state */
+	int jv = jz;
+	if (a->spans && txl_attn_keys(a, l, h, fill + i0, jb, je, &lo, &hi) &&
+	    lo > jv)
+		jv = lo;
+	if (jv < je) {
+		txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen,
+			       V + (size_t)jv * kv->row, dt, D, m, je - jv, D);
+	} else {
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				out[(size_t)i * hd + c] = 0.0f;
+	}
 }
 
 static void

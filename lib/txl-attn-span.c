@@ -7,12 +7,16 @@
  * A query attends to the positions before it, not to itself; the score of
  * the key at distance x is (q . k + q . key_pe[:, attn_span - x]) /
  * sqrt(d_head), with one table key_pe for every layer and head and no
- * biases.  After the softmax each head's soft mask m(x) weighs the
- * weights, which are normalised again: the same as adding log m(x) to the
- * scaled scores (txl_attn_mask()), and a key whose mask is 0 is not read
- * at all, so that a head reads the keys of its span only
- * (txl_attn_keys(); the spans: struct txl_head_span, txl-model.c).  Each
- * head's memory keeps its span, and starts as zero states (K = V = 0), as
+ * biases.  After the softmax over the layer's window each head's soft
+ * mask m(x) weighs the weights, which are divided by their sum + 1e-8:
+ * the same as adding log m(x) to the scaled scores (txl_attn_mask()) and
+ * dividing their exps by their sum + 1e-8 times the window's partition
+ * function (txl_attn_divisor()).  A key whose mask is 0 weighs nothing:
+ * a head reads the values of its span only (txl_attn_keys(); the spans:
+ * struct txl_head_span, txl-model.c), and the keys of the rest of its
+ * window for that partition function alone (txl_attn_rest()), which
+ * matters where the head's scores favour those keys.  Each head's memory
+ * keeps its layer's window, and starts as zero states (K = V = 0), as
  * the original's evaluation starts from a cache of zeros.
  *
  * The position table is held once, in the memory's type, row t the term

@@ -16,7 +16,8 @@
  *                       the input; 3: learned, at every layer);
  *   txl-attn-span.c     the adaptive attention span (4): a learned
  *                       position table shared by every head, and each
- *                       head's keys cut to its span.
+ *                       head's values cut to its span (its keys to its
+ *                       layer's window).
  *
  * A new kind of attention is a struct txl_attn_kind in a file of its
  * own, a row of the table of txl-attn-setup.c, its value of enum
@@ -126,7 +127,9 @@ struct txl_attn {
 				   floats) */
 	float *fsc;		/* scores per head, query: klen_max each */
 	float *part;		/* per head, key block, query: the partial
-				   softmax (d_head sums, max, sum of exps) */
+				   softmax (d_head sums, max, sum of exps;
+				   with spans the partition function's
+				   sums: txl-attn-few.c) */
 	int *units;		/* per head: its first unit of work, then
 				   (n_head) the total */
 };
@@ -165,9 +168,52 @@ txl_attn_keys(const struct txl_attn *a, int l, int h, int qpos, int j0,
 	return *lo < *hi;
 }
 
+/* With spans: the keys [*lo, *hi) among [j0, j1) that the query at qpos
+ * scores only for the partition function of its softmax, which the
+ * original takes over the layer's whole window: distances n + 1 .. w of
+ * head h (mask 0; as far as the position table reaches).  False if
+ * none, and always without spans or for a head that reads no key. */
+static inline bool
+txl_attn_rest(const struct txl_attn *a, int l, int h, int qpos, int j0,
+	      int j1, int *lo, int *hi)
+{
+	if (!a->spans)
+		return false;
+	const struct txl_head_span *sp =
+		&a->spans[(size_t)l * a->model->hp.n_head + h];
+	const int far = sp->w < a->n_dist - 1 ? sp->w : a->n_dist - 1;
+
+	if (sp->n == 0)
+		return false;
+	*lo = qpos - far > j0 ? qpos - far : j0;
+	*hi = qpos - sp->n < j1 ? qpos - sp->n : j1;
+	return *lo < *hi;
+}
+
+/* The keys [*lo, *hi) among [j0, j1) whose scores the query at qpos
+ * needs: those it attends to (txl_attn_keys()) and before them the rest
+ * of its window (txl_attn_rest()).  False if none. */
+static inline bool
+txl_attn_scored(const struct txl_attn *a, int l, int h, int qpos, int j0,
+		int j1, int *lo, int *hi)
+{
+	int rlo, rhi;
+
+	if (!txl_attn_keys(a, l, h, qpos, j0, j1, lo, hi)) {
+		/* a query whose span ends before j1 scores the rest alone */
+		if (!txl_attn_rest(a, l, h, qpos, j0, j1, lo, hi))
+			return false;
+		return true;
+	}
+	if (txl_attn_rest(a, l, h, qpos, j0, j1, &rlo, &rhi) && rlo < *lo)
+		*lo = rlo;
+	return true;
+}
+
 /* The mask of head h's span (the log of the soft mask, added to the
  * scaled scores) on the keys [lo, hi) of the query at qpos, the score of
- * key j in sc[j - off]; nothing without spans. */
+ * key j in sc[j - off]; nothing without spans, nor on keys beyond the
+ * span. */
 static inline void
 txl_attn_mask(const struct txl_attn *a, int l, int h, int qpos, int lo,
 	      int hi, float *sc, int off)
@@ -179,8 +225,40 @@ txl_attn_mask(const struct txl_attn *a, int l, int h, int qpos, int lo,
 	/* distances ramp .. n: keys qpos - n .. qpos - ramp */
 	const int end = qpos - sp->ramp + 1 < hi ? qpos - sp->ramp + 1 : hi;
 
-	for (int j = lo; j < end; j++)
+	for (int j = lo > qpos - sp->n ? lo : qpos - sp->n; j < end; j++)
 		sc[j - off] += sp->log_mask[qpos - j - sp->ramp];
+}
+
+/* The sum of the exps e_j = exp(score_j - max) (in e[j - off]) of the
+ * keys [lo, hi) of the query at qpos that head h attends to, without
+ * its mask: sum (their masked sum) plus e_j (1 / m - 1) over its ramp;
+ * the part of the partition function that these keys make. */
+static inline double
+txl_attn_unmasked(const struct txl_attn *a, int l, int h, int qpos, int lo,
+		  int hi, const float *e, int off, double sum)
+{
+	if (!a->spans)
+		return sum;
+	const struct txl_head_span *sp =
+		&a->spans[(size_t)l * a->model->hp.n_head + h];
+	const int end = qpos - sp->ramp + 1 < hi ? qpos - sp->ramp + 1 : hi;
+
+	for (int j = lo > qpos - sp->n ? lo : qpos - sp->n; j < end; j++)
+		sum += (double)e[j - off] *
+			((double)sp->inv_mask[qpos - j - sp->ramp] - 1.0);
+	return sum;
+}
+
+/* The original's renormalisation: the masked weights divided by their
+ * sum + 1e-8, each weight being its share of the partition function
+ * over the window; in the units of the exps of a softmax of the kept
+ * keys (sum of masked exps `sum`, partition function `z` in the same
+ * units), the divisor of the masked exps. */
+#define TXL_SPAN_EPS 1e-8
+static inline double
+txl_attn_divisor(double sum, double z)
+{
+	return sum + TXL_SPAN_EPS * z;
 }
 
 /* ---- txl-attn-setup.c ---- */

@@ -11,8 +11,8 @@
  * contiguous so that BLAS can read them in one go.
  *
  * Each head has a window of its own: it keeps the last `keep` positions
- * (mem_len for Transformer-XL; an adaptive-span head its span, so that
- * the memory is sized to the spans), in buffers of `cap` rows (keep +
+ * (mem_len for Transformer-XL; an adaptive-span head its layer's window,
+ * so that the memory is sized to the windows), in buffers of `cap` rows (keep +
  * seg_len + slack); when a segment would run past the end, the head's
  * memory is moved back to the start (at most once every `slack` tokens).
  * The memory as a whole holds `fill` positions (0 .. mem_len); a head

@@ -839,13 +839,14 @@ span_mask(float cv, int attn_span, int ramp, int x)
 }
 
 /* The adaptive span's heads (struct txl_head_span): the distances each
- * attends to and its mask.  The original trims each layer's keys to the
- * last attn_span - trim_len (AdaptiveSpan.get_trim_len(): from the
- * layer's largest current_val, in double, rounded down to a multiple of
- * 64) and masks them: a head here reads those of its keys whose mask is
- * not 0, the same numbers but for the 1e-8 the original adds to the sum
- * of the masked weights (the softmax's mass on the keys dropped, which
- * the mask makes 0, counted there in its denominator). */
+ * attends to, its window and its mask.  The original trims each layer's
+ * keys to the last attn_span - trim_len (AdaptiveSpan.get_trim_len():
+ * from the layer's largest current_val, in double, rounded down to a
+ * multiple of 64), takes the softmax over them and masks it: a head here
+ * reads the values of those of its keys whose mask is not 0, and the
+ * scores of the rest of the window for the partition function only,
+ * which the 1e-8 the original adds to the sum of the masked weights
+ * weighs against (txl-attn.h: txl_attn_keys(), txl_attn_rest()). */
 static enum txl_status
 compute_spans(struct txl_model *m)
 {
@@ -881,6 +882,7 @@ compute_spans(struct txl_model *m)
 			while (n > 0 && span_mask(cv[h], S, R, n) <= 0.0f)
 				n--;
 			sp->n = n;
+			sp->w = S - trim;
 			sp->ramp = 1;
 			while (sp->ramp <= n &&
 			       span_mask(cv[h], S, R, sp->ramp) >= 1.0f)
@@ -888,11 +890,15 @@ compute_spans(struct txl_model *m)
 			n_logs += (size_t)(n - sp->ramp + 1);
 			if (n > m->span_max)
 				m->span_max = n;
+			/* a head that reads nothing needs no window */
+			if (n > 0 && sp->w > m->window_max)
+				m->window_max = sp->w;
 		}
 	}
-	m->span_logs = malloc(sizeof(float) * (n_logs ? n_logs : 1));
+	m->span_logs = malloc(sizeof(float) * (n_logs ? 2 * n_logs : 1));
 	if (!m->span_logs)
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	float *inv = m->span_logs + n_logs;
 	n_logs = 0;
 	for (int l = 0; l < L; l++) {
 		for (int h = 0; h < H; h++) {
@@ -900,13 +906,18 @@ compute_spans(struct txl_model *m)
 			const float cv = m->layers[l].span[h];
 
 			sp->log_mask = m->span_logs + n_logs;
-			for (int x = sp->ramp; x <= sp->n; x++)
-				m->span_logs[n_logs++] =
-					logf(span_mask(cv, S, R, x));
+			sp->inv_mask = inv + n_logs;
+			for (int x = sp->ramp; x <= sp->n; x++, n_logs++) {
+				const float mx = span_mask(cv, S, R, x);
+
+				m->span_logs[n_logs] = logf(mx);
+				inv[n_logs] = 1.0f / mx;
+			}
 		}
 	}
-	/* a session's memory by default: the longest span */
-	m->hp.mem_len = m->span_max;
+	/* a session's memory by default: the longest window (a head keeps
+	 * its window's keys, for the partition function) */
+	m->hp.mem_len = m->window_max;
 	return TXL_OK;
 }
 
@@ -1095,4 +1106,16 @@ txl_model_span(const struct txl_model *m, int layer, int head)
 	    head < 0 || head >= m->hp.n_head)
 		return -1;
 	return m->spans[(size_t)layer * m->hp.n_head + head].n;
+}
+
+int
+txl_model_window(const struct txl_model *m, int layer, int head)
+{
+	if (!m || !m->spans || layer < 0 || layer >= m->hp.n_layer ||
+	    head < 0 || head >= m->hp.n_head)
+		return -1;
+	const struct txl_head_span *sp =
+		&m->spans[(size_t)layer * m->hp.n_head + head];
+
+	return sp->n > 0 ? sp->w : 0;
 }

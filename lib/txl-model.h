@@ -46,11 +46,17 @@ struct txl_layer {
  * distances 1 .. n before the query (n as the original trims the layer's
  * memory, and no further than its soft mask is non-zero), weighted by
  * the mask m(x) = clamp((1 - x + z) / ramp + 1, 0, 1), z = current_val *
- * attn_span, which is 1 below distance `ramp`. */
+ * attn_span, which is 1 below distance `ramp`.  The original's softmax
+ * is taken over the layer's whole window, distances 1 .. w (w >= n), and
+ * the masked weights are divided by their sum + 1e-8: the keys at
+ * distances n + 1 .. w take part in that sum's scale (the partition
+ * function), not in the output. */
 struct txl_head_span {
 	int n;			/* distances 1 .. n (0: none) */
+	int w;			/* the layer's window: distances 1 .. w */
 	int ramp;		/* the first distance whose mask is < 1 */
 	const float *log_mask;	/* log m(x) of distances ramp .. n */
+	const float *inv_mask;	/* 1 / m(x) of distances ramp .. n */
 };
 
 /* A cluster of the adaptive input (AdaptiveEmbedding): the embedding of
@@ -123,7 +129,10 @@ struct txl_model {
 				   is the position vector of distance x */
 	struct txl_head_span *spans; /* (n_layer, n_head), or NULL */
 	int span_max;		/* the longest span */
-	float *span_logs;	/* the spans' log_mask values, owned */
+	int window_max;		/* the longest window of a head with a
+				   span (0: none) */
+	float *span_logs;	/* the spans' log_mask, then inv_mask values,
+				   owned */
 	void *converted;	/* weights not usable in place (vectors in
 				   F16 or BF16, unaligned data), owned */
 	struct txl_pack_slot *packs; /* (n_packs) the packed copies of the

@@ -149,9 +149,9 @@ txl_session_params_resolve(const struct txl_model *m,
 				kt->name, kt->block, kt->block, hp->d_head);
 	if ((st = txl_attn_check(m, &p)) != TXL_OK)
 		return st;
-	/* heads with spans keep no more than their spans */
-	if (m->spans && p.mem_len > m->span_max)
-		p.mem_len = m->span_max;
+	/* heads with spans keep no more than their windows */
+	if (m->spans && p.mem_len > m->window_max)
+		p.mem_len = m->window_max;
 	return txl_copy_sized_out(out, min, sizeof p, &p, "txl_session_params");
 }
 
@@ -178,10 +178,14 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 int
 txl_head_keep(const struct txl_model *m, int l, int h, int mem_len)
 {
-	const int span = m->spans ? m->spans[(size_t)l * m->hp.n_head + h].n
-		: mem_len;
+	const struct txl_head_span *sp = m->spans ?
+		&m->spans[(size_t)l * m->hp.n_head + h] : NULL;
+	/* a head with a span keeps its layer's window: the keys past its
+	 * span count in its softmax's partition function (none if it reads
+	 * nothing) */
+	const int keep = !sp ? mem_len : sp->n > 0 ? sp->w : 0;
 
-	return span < mem_len ? span : mem_len;
+	return keep < mem_len ? keep : mem_len;
 }
 
 /* The positions of layer l that a segment's queries read before the
@@ -210,9 +214,8 @@ layer_keep(const struct txl_model *m, int l, int mem_len)
  * the last output lie inside that field, and every computation of it sees
  * a memory full of positions of the field alone: read from a segment's
  * start that far back, into any memory, they are the same computations on
- * the same numbers.  (same_length sees less of the memory, and an
- * adaptive-span head only its span before the token, but the segment
- * reads the same window, a layer's longest span: counted whole.)  Without
+ * the same numbers.  (same_length sees less of the memory: counted
+ * whole; an adaptive-span head keeps its layer's window.)  Without
  * memory: the window of seg_len tokens. */
 int64_t
 txl_session_receptive_field(const struct txl_model *m,

@@ -5,7 +5,7 @@
  *
  * A state file is this header, then per layer K, then V, each per head
  * the rows it keeps in a session of mem_len (mem_len, or an adaptive-span
- * head's span if shorter) of d_head values in kv_type, its last
+ * head's layer window if shorter, none for a head of span 0) of d_head values in kv_type, its last
  * positions first (zeros past the fill); d_model floats of last_h; the
  * txl_hash of everything before it (u64).  Fields
  * are fixed-size and naturally aligned (no padding: the struct is the
@@ -17,7 +17,9 @@
 #include <stdint.h>
 
 #define TXL_STATE_MAGIC "TXLSTATE"
-#define TXL_STATE_VERSION 3u	/* 2: the checksum is txl_hash; 3: kv_type */
+/* 2: the checksum is txl_hash; 3: kv_type; 4: an adaptive-span head
+ * keeps its layer's window, not its span */
+#define TXL_STATE_VERSION 4u
 
 struct txl_state_header {
 	char magic[8];

@@ -174,9 +174,11 @@ TXL_API void txl_model_free(struct txl_model *model);
  * The attention of a model (its attn_type, as MemTransformerLM names it;
  * txlgen-model(5) describes each).  The absolute ones (2, 3) have no
  * memory: sessions recompute a window of the last seg_len tokens
- * (txl_session_params.stride).  An adaptive-span model's memory keeps
- * each head's span (txl_model_span()) and starts full of zero states, as
- * the original code's evaluation does.
+ * (txl_session_params.stride).  An adaptive-span model's memory keeps,
+ * for each head, its layer's window (txl_model_window()): the head reads
+ * the values of its span (txl_model_span()) and scores the keys of the
+ * whole window, as the original's softmax does; it starts full of zero
+ * states, as the original code's evaluation does.
  */
 enum txl_attn_type {
 	TXL_ATTN_REL_PARTIAL = 0,   /* Transformer-XL's relative positions */
@@ -260,12 +262,25 @@ TXL_API const char *txl_attn_type_name(enum txl_attn_type type);
  * (TXL_ATTN_ADAPTIVE_SPAN): a token attends to the positions 1 .. span
  * before it (its learned span and the ramp of its soft mask: the
  * distances whose mask is not 0, within the memory the original code
- * keeps for the layer), and a session's memory keeps that many positions
- * for the head.  -1 for a model of another attention, or a layer or head
- * out of range.  Since version 1.1.
+ * keeps for the layer).  -1 for a model of another attention, or a layer
+ * or head out of range.  Since version 1.1.
  */
 TXL_API int txl_model_span(const struct txl_model *model, int layer,
 			   int head);
+
+/**
+ * The window of head @p head of layer @p layer of an adaptive-span
+ * model: the positions 1 .. window before a token whose keys take part in
+ * the head's softmax (the layer's memory as the original code trims it,
+ * the same for every head of the layer; the head's weights are those of
+ * its span, divided by their sum + 1e-8, each weight a share of the
+ * window's softmax), and which a session's memory keeps for the head
+ * (at most its mem_len); 0 for a head whose span is 0.  -1 for a model
+ * of another attention, or a layer or head out of range.  Since version
+ * 1.2.
+ */
+TXL_API int txl_model_window(const struct txl_model *model, int layer,
+			     int head);
 
 /* ------------------------------------------------------------------ */
 /* Tokenizer (the SentencePiece model stored in the file)              */

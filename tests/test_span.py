@@ -14,7 +14,10 @@ enwik8 and text8, and converted with
 
 The spans are chosen so that the original trims some layers (a window
 shorter than attn_span) and not others, and so that heads end inside
-their soft mask's ramp, at the window, or at no key but the ramp's.
+their soft mask's ramp, at the window, or at no key but the ramp's; one
+model's short heads score the keys past their spans far above their own
+(TestPastTheSpan), where the original's softmax over the window and its
+division by the masked sum + 1e-8 leave their weights short of 1.
 txlgen scores the test text's ids from the zero-filled memory, in blocks
 and token by token, and every log-prob is within TOL = 1e-4 of the
 reference's, which is the original's evaluation (trainer.full_eval: a
@@ -61,6 +64,14 @@ MODELS = {
                    attn_span=192, span_ramp=32, d_model=64, d_inner=128,
                    seed=1),
 }
+# "past": heads whose scores favour the keys beyond their spans
+# (span_model.favour_past): head 0 of layer 0 (window 256) and of layer 1
+# (trimmed to 192), each reading 37 positions; enwik8 layout, ramp 32.
+MODELS["past"] = dict(dataset="enwik8", spans=[[0.02, 0.3, 0.6, 1.0],
+                                               [0.02, 0.1, 0.25, 0.4],
+                                               [0.05, 0.15, 0.5, 0.9]],
+                      attn_span=256, span_ramp=32, d_model=128, d_inner=256,
+                      seed=3, past=[(0, 0), (1, 0)])
 # compact weights: the text8 model's shape, the weights rounded to them
 for _dt in ("F16", "BF16", "Q8_0", "Q4_0"):
     MODELS[_dt.lower()] = dict(MODELS["text8"], dtype=_dt, seed=2)
@@ -151,9 +162,17 @@ class TestSpans(unittest.TestCase):
             want = [expected_spans(cv, m.cfg.attn_span, m.cfg.span_ramp)[1]
                     for cv in MODELS[name]["spans"]]
             self.assertEqual(att["spans"], want, name)
-            # a session keeps the longest span, at most
+            # a session keeps the longest window of a head that reads
+            # a key (its keys past the span count in its softmax)
+            windows = [expected_spans(cv, m.cfg.attn_span,
+                                      m.cfg.span_ramp)
+                       for cv in MODELS[name]["spans"]]
             self.assertEqual(info["session"]["mem_len"],
-                             max(max(r) for r in want))
+                             max(w for w, s in windows if max(s) > 0))
+            self.assertEqual(att["windows"], [w if max(s) > 0 else 0
+                                              for w, s in windows])
+            self.assertEqual(info["session"]["receptive_field"],
+                             sum(att["windows"]))
             text = run("--model", m.path, "--info").stdout
             self.assertIn("    0: " + json.dumps(want[0]).replace(" ", ""),
                           text)
@@ -172,19 +191,24 @@ class TestSpans(unittest.TestCase):
         self.assertGreater(len(ends), 6)        # ended by their masks
         self.assertTrue(any(n == w for w, s in spans for n in s))
 
-    def test_memory_is_sized_to_the_spans(self):
-        """A session's bytes follow the spans: the same model with every
-        head spanning the whole attn_span takes several times more."""
-        m = _models["text8"]
-        full = span_model.build(os.path.join(_tmp, "full"),
-                                **dict(MODELS["text8"], spans=[[1.0] * 4] * 3))
+    def test_memory_is_sized_to_the_windows(self):
+        """A session's bytes follow the layers' windows (a head keeps its
+        layer's window: the keys past its span count in its softmax's
+        partition function): the text8 model's shape with short spans
+        only (every layer trimmed to 64 positions) takes several times
+        less than with every head spanning the whole attn_span."""
         got = {}
-        for k, path in (("spans", m.path), ("full", full.path)):
-            info = json.loads(run("--model", path, "--info", "--json",
+        for k, spans in (("short", [[0.02, 0.1, 0.0, 0.05]] * 3),
+                         ("full", [[1.0] * 4] * 3)):
+            sm = span_model.build(os.path.join(_tmp, k),
+                                  **dict(MODELS["text8"], spans=spans))
+            info = json.loads(run("--model", sm.path, "--info", "--json",
                                   "--seg-len", "1").stdout)
             got[k] = info["session"]["bytes"]
-        # K and V rows: 1149 of the spans, 3072 (+ slack) in full
-        self.assertGreater(got["full"], 2.2 * got["spans"], got)
+            self.assertEqual(info["session"]["mem_len"],
+                             64 if k == "short" else 256)
+        # K and V rows: 768 of the windows, 3072 (+ slack) in full
+        self.assertGreater(got["full"], 2.2 * got["short"], got)
 
 
 class TestParity(unittest.TestCase):
@@ -239,20 +263,101 @@ class TestParity(unittest.TestCase):
         self.assertGreater(max_diff(got[:20], empty[:20]), 1000 * TOL)
 
 
+class TestPastTheSpan(unittest.TestCase):
+    """Heads whose softmax over their layer's window puts almost all its
+    mass beyond their spans, where their masks are 0: the original
+    divides the masked weights by their sum + 1e-8, which leaves them
+    well short of 1 there (its softmax is the window's, not the span's),
+    and txlgen computes the same (the scores of the rest of the window
+    counted in the partition function)."""
+
+    def test_the_case_occurs(self):
+        """The reference's masked sums of the two heads are far below
+        1e-8 at some positions and near it at many: their weights sum to
+        mass / (mass + 1e-8), from almost 0 to almost 1; and leaving the
+        1e-8 out moves the log-probs by far more than TOL."""
+        m = _models["past"]
+        ids = m.ids[:N]
+        atts = [layer.attn for layer in m.model.layers]
+        for a in atts:
+            a.masses = []
+        try:
+            ref = span_ref.score_ids(m.model, ids, 64).tolist()
+            masses = [torch.cat([x.reshape(x.shape[0], -1)
+                                 for x in a.masses], 1) for a in atts]
+        finally:
+            for a in atts:
+                a.masses = None
+        for layer, h in MODELS["past"]["past"]:
+            f = masses[layer][h] / (masses[layer][h] + 1e-8)
+            self.assertLess(float(f.min()), 0.01, (layer, h))
+            self.assertGreater(float((f < 0.9).float().mean()), 0.3,
+                               (layer, h))
+            self.assertGreater(float((f > 0.99).float().mean()), 0.01,
+                               (layer, h))
+        # the other heads of the first layer: weights summing to 1
+        for h in range(1, 4):
+            self.assertGreater(float(masses[0][h].min()), 1e-3, h)
+        cls = span_ref.SpanAttention
+        cls.renorm_eps = 0.0
+        try:
+            bare = span_ref.score_ids(m.model, ids, 64).tolist()
+        finally:
+            cls.renorm_eps = 1e-8
+        self.assertGreater(max_diff(ref, bare), 1000 * TOL)
+
+    def compare(self, seg_len, n=N):
+        m = _models["past"]
+        ids = m.ids[:n]
+        got = score(m.path, ids, "--seg-len", str(seg_len))
+        ref = span_ref.score_ids(m.model, ids, seg_len).tolist()
+        d = max_diff(got, ref)
+        _report.append(f"past the span seg {seg_len:<3} {d:.2e}")
+        self.assertLessEqual(d, TOL, f"--seg-len {seg_len}: {d:.3g}")
+
+    def test_blocks(self):
+        self.compare(64)
+
+    def test_token_by_token(self):
+        self.compare(1)
+
+    def test_few_queries_and_odd_blocks(self):
+        # up to 8 queries: the few-query path; 100: units of 32 rows
+        for seg in (5, 8, 100):
+            self.compare(seg, n=400)
+
+    def test_generation_and_batches(self):
+        """Greedy generation alone and as 3 streams of a batch (each
+        stream's few-query units in one task): each sample's log-probs
+        those of the reference following its tokens."""
+        TestGeneration.check(self, "past", 0)
+        TestGeneration.check(self, "past", 0, extra=("--n-samples", "3"))
+
+
 class TestGeneration(unittest.TestCase):
     """Generation: the prompt fed, then one token at a time from the zero
     memory; the reference follows txlgen's tokens."""
 
-    def check(self, name, temp, seg_len=16, n=80):
+    def check(self, name, temp, seg_len=16, n=80, extra=()):
+        """(extra: --n-samples K: each of the K samples checked)"""
         m = _models[name]
         prompt = m.text[:50].decode("utf-8", "replace")
         r = run("--model", m.path, "--text", prompt, "-n", str(n), "--temp",
                 str(temp), "--top-k", "0", "--top-p", "1", "--min-p", "0",
                 "--json", "--seed", "3", "--seg-len", str(seg_len),
-                "--ignore-eos")
-        gen = [json.loads(line) for line in r.stdout.splitlines()]
-        gen = [(int(g["id"]), float(g["logprob"])) for g in gen
-               if "id" in g and "logprob" in g]
+                "--ignore-eos", *extra)
+        events = [json.loads(line) for line in r.stdout.splitlines()]
+        samples = sorted({ev.get("sample", 0) for ev in events})
+        if extra:
+            self.assertEqual(len(samples), int(extra[-1]))
+        for i in samples:
+            gen = [(int(g["id"]), float(g["logprob"])) for g in events
+                   if "id" in g and "logprob" in g and
+                   g.get("sample", 0) == i]
+            TestGeneration.follow(self, m, name, temp, seg_len, n, prompt,
+                                  gen)
+
+    def follow(self, m, name, temp, seg_len, n, prompt, gen):
         self.assertEqual(len(gen), n)
         toks = [int(x) for x in run("--model", m.path, "--tokenize",
                                     "-", input=prompt).stdout.split()]
@@ -373,10 +478,12 @@ class TestState(unittest.TestCase):
             self.assertEqual(len(got), len(whole) - n_a)
             tol = TOL if kv == "F32" else 64 / 254
             self.assertLessEqual(max_diff(got, whole[n_a:]), tol, kv)
-        # a state holds each head's span, not mem_len rows per head
-        rows = sum(sum(expected_spans(cv, m.cfg.attn_span,
-                                      m.cfg.span_ramp)[1])
-                   for cv in MODELS["enwik8"]["spans"])
+        # a state holds each head's window (none for a head of span
+        # 0), not mem_len rows per head
+        rows = 0
+        for cv in MODELS["enwik8"]["spans"]:
+            w, spans = expected_spans(cv, m.cfg.attn_span, m.cfg.span_ramp)
+            rows += sum(w for n in spans if n > 0)
         run("--model", m.path, "--prime", paths["a"], "--text", "", "-n",
             "0", "--state-out", state)
         self.assertEqual(os.path.getsize(state),

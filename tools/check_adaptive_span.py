@@ -71,6 +71,16 @@ CONFIGS = [
      "legacy"),
     ("text8_init", "text8", [[0.05, 0.5], [0.2, 0.0], [0.9, 0.12]], 256, 32,
      64, 32, "init"),
+    # spans from 0.02 to 1.0 in every layer; then the same with head 0 of
+    # layers 0 and 1 scoring the keys past their spans far above their
+    # own (span_model.favour_past): their masked weights sum to 1e-8 or
+    # less, and the division by that sum + 1e-8 leaves them short of 1
+    ("enwik8_wide", "enwik8", [[0.02, 0.3, 0.6, 1.0], [0.02, 0.1, 0.25, 0.4],
+                               [0.05, 0.15, 0.5, 0.9]], 256, 32, 128, 64,
+     ""),
+    ("enwik8_past", "enwik8", [[0.02, 0.3, 0.6, 1.0], [0.02, 0.1, 0.25, 0.4],
+                               [0.05, 0.15, 0.5, 0.9]], 256, 32, 128, 64,
+     "past"),
 ]
 
 
@@ -124,6 +134,9 @@ def check_config(k, conf, orig, a, work):
         span_model.set_spans(model.module, spans)
     else:
         span_model.randomize(model.module, spans, seed=k)
+    if "past" in opts:
+        span_model.favour_past(model.module, [(0, 0), (1, 0)], seed=k,
+                               cfg=cfg)
     orig.save_checkpoint(model, paths["ckpt.pt"], legacy="legacy" in opts)
     conv = subprocess.run(
         [mrm.PYTHON, mrm.CONVERT, "--weights", paths["ckpt.pt"],

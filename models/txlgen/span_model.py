@@ -104,10 +104,9 @@ def randomize(model, spans, seed=0):
             elif name == "key_pe":
                 normal(p, 0.0, 0.7)
             elif name.endswith(("proj_query.weight", "proj_key.weight")):
-                # peaked attention, but a head's softmax keeps a share of
-                # a percent or more on its span: the original divides the
-                # masked weights by their sum + 1e-8, which txlgen, not
-                # reading past the span, leaves out (man txlgen-model)
+                # peaked attention, a head's softmax keeping a share of a
+                # percent or more on its span (favour_past() makes heads
+                # that do not)
                 normal(p, 0.0, 1.0 / math.sqrt(fan_in))
             elif name == "out_emb.weight":
                 normal(p, 0.0, 2.0 / math.sqrt(fan_in))
@@ -116,6 +115,45 @@ def randomize(model, spans, seed=0):
             else:                       # proj_val, proj_out, fc1, fc2
                 normal(p, 0.0, 1.2 / math.sqrt(fan_in))
     set_spans(model, spans)
+
+
+def favour_past(model, heads, boost=12.0, seed=0, cfg=None):
+    """Make each head (layer, h) of heads score the keys beyond its span
+    far above those within it: every input of its layer gets a common
+    vector a e (layer 0: added to every embedding; later layers: to the
+    bias of the previous layer's norm2), so that the head's queries all
+    have a component of about 4 along v, the unit vector of its query
+    projection of e; and v * boost * sqrt(d_head) / 4 is added to the
+    position table's columns of the distances past the head's span.  The
+    scores of those keys rise by about `boost` (half to one and a half
+    times, with the queries' own component along v), so that the head's
+    softmax over its layer's window puts almost all its mass where its
+    mask is 0 and the original's division by the masked sum + 1e-8 leaves
+    its weights short of 1.  By name, as randomize() (cfg: the model's
+    SpanConfig, for a model without .cfg such as the original's)."""
+    cfg = cfg or model.cfg
+    S, D = cfg.attn_span, cfg.d_head
+    g = torch.Generator().manual_seed(1000 + seed)
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for layer, h in heads:
+            e = torch.randn(cfg.d_model, generator=g)
+            e /= e.norm()
+            wq = params[f"layers.{layer}.attn.proj_query.weight"]
+            u = wq[h * D:(h + 1) * D] @ e
+            a = 4.0 / float(u.norm())
+            if layer == 0:
+                params["in_emb.weight"] += a * e
+            else:
+                params[f"layers.{layer - 1}.norm2.bias"] += a * e
+            cv = params[f"layers.{layer}.attn.attn.adaptive_span."
+                        "_mask.current_val"][h].reshape(1)
+            x = torch.arange(1, S + 1)
+            m = span_ref.span_mask(cv, S, cfg.span_ramp, x)[0]
+            n = int(x[m > 0].max()) if bool((m > 0).any()) else 0
+            past = S - x[n:]              # the columns of distances > n
+            params["key_pe"][0][:, past] += \
+                (u / u.norm() * boost * math.sqrt(D) / 4.0)[:, None]
 
 
 def round_weights(model, dtype):
@@ -151,9 +189,12 @@ def save_checkpoint(model, path, iter_no=1000, legacy=False):
 
 def make_checkpoint(path, n_token, spans=((0.05, 0.3), (0.8, 0.02)),
                     attn_span=128, span_ramp=16, d_model=64, d_inner=128,
-                    block_size=64, seed=0, dtype="F32", legacy=False):
+                    block_size=64, seed=0, dtype="F32", legacy=False,
+                    past=()):
     """A random model of n_token symbols saved at path as the trainer
-    saves it; returns the reference module (the stored weights)."""
+    saves it; returns the reference module (the stored weights).  past:
+    heads (layer, h) whose scores favour the keys beyond their spans
+    (favour_past())."""
     cfg = SpanConfig(n_token=n_token, n_layer=len(spans),
                      n_head=len(spans[0]), d_model=d_model, d_inner=d_inner,
                      attn_span=attn_span, span_ramp=span_ramp,
@@ -161,6 +202,8 @@ def make_checkpoint(path, n_token, spans=((0.05, 0.3), (0.8, 0.02)),
     torch.manual_seed(seed)
     model = span_ref.AdaptiveSpanLM(cfg)
     randomize(model, spans, seed)
+    if past:
+        favour_past(model, past, seed=seed)
     round_weights(model, dtype)
     model.eval()
     save_checkpoint(model, path, legacy=legacy)
@@ -197,10 +240,11 @@ def convert(sm, dtype="F32", out=None, extra=()):
 
 def build(outdir, dataset="text8", spans=((0.05, 0.3), (0.8, 0.02)),
           attn_span=128, span_ramp=16, d_model=64, d_inner=128,
-          block_size=64, seed=0, dtype="F32", do_convert=True):
+          block_size=64, seed=0, dtype="F32", do_convert=True, past=()):
     """Build, save and convert a random model of len(spans) layers of
     len(spans[0]) heads (d_head d_model / heads) whose vocabulary is the
-    one the original builds from the corpus made here."""
+    one the original builds from the corpus made here; past: heads
+    (layer, h) that favour the keys beyond their spans."""
     os.makedirs(outdir, exist_ok=True)
     raw = sample_text(dataset)
     split = len(raw) * 2 // 3
@@ -224,7 +268,7 @@ def build(outdir, dataset="text8", spans=((0.05, 0.3), (0.8, 0.02)),
         ids = [index["<eos>" if b == 10 else str(b)] for b in test]
     model = make_checkpoint(os.path.join(outdir, "ckpt.pt"), len(syms),
                             spans, attn_span, span_ramp, d_model, d_inner,
-                            block_size, seed, dtype)
+                            block_size, seed, dtype, past=past)
     sm = SpanModel(outdir, model.cfg, model, dataset, dtype, test, ids)
     if do_convert:
         convert(sm, dtype)

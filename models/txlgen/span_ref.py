@@ -25,9 +25,13 @@ of 64), with the score (q . k + q . key_pe[:, attn_span - x]) /
 sqrt(d_head); the softmax over those W_l keys is multiplied by each head's
 soft mask m(x) = clamp((1 - x + z) / ramp + 1, 0, 1), z = current_val *
 attn_span, in float32 as the original computes it, and divided by its
-sum + 1e-8.  Each layer caches its input; an evaluation starts from a
-cache of zeros, whose keys and values are 0 but still take part in the
-softmax through their position scores.
+sum + 1e-8.  The softmax is the window's, also for a head whose mask is
+0 on most of it: where such a head's scores favour the keys beyond its
+span, the masked weights sum to little more than 1e-8 and the division
+leaves them well short of 1 (SpanAttention.masses records those sums).
+Each layer caches its input; an evaluation starts from a cache of zeros,
+whose keys and values are 0 but still take part in the softmax through
+their position scores.
 
 Computed directly, key by key (keys gathered by distance), not by the
 original's skewing of score matrices: a second, independent derivation.
@@ -83,9 +87,15 @@ class _Heads(nn.Module):
 
 
 class SpanAttention(nn.Module):
+    # what the original adds to the sum of the masked weights
+    renorm_eps = 1e-8
+
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
+        # None, or a list that each call appends its [H, M] sums of the
+        # masked weights to (before the division)
+        self.masses = None
         M = cfg.d_model
         self.attn = _Heads(cfg)
         self.proj_query = nn.Linear(M, M, bias=False)
@@ -124,7 +134,10 @@ class SpanAttention(nn.Module):
         prob = F.softmax(score / math.sqrt(D), dim=-1).nan_to_num(0.0)
         m = span_mask(self.current_val, cfg.attn_span, cfg.span_ramp, x)
         prob = prob * m[:, None, :]
-        prob = prob / (prob.sum(-1, keepdim=True) + 1e-8)
+        mass = prob.sum(-1, keepdim=True)
+        if self.masses is not None:
+            self.masses.append(mass[..., 0].detach().clone())
+        prob = prob / (mass + self.renorm_eps)
         out = torch.einsum("hix,ixhd->ihd", prob, vv).reshape(M, H * D)
         return self.proj_out(out)
 
