@@ -171,8 +171,9 @@ class TestSpans(unittest.TestCase):
                              max(w for w, s in windows if max(s) > 0))
             self.assertEqual(att["windows"], [w if max(s) > 0 else 0
                                               for w, s in windows])
+            # the windows of every layer, and the token itself
             self.assertEqual(info["session"]["receptive_field"],
-                             sum(att["windows"]))
+                             sum(att["windows"]) + 1)
             text = run("--model", m.path, "--info").stdout
             self.assertIn("    0: " + json.dumps(want[0]).replace(" ", ""),
                           text)
@@ -503,9 +504,10 @@ class TestState(unittest.TestCase):
         total = len(run("--model", m.path, "--tokenize",
                         path).stdout.split()) - 1
         info = json.loads(run("--model", m.path, "--info", "--json").stdout)
-        # what each layer's memory keeps: its longest span
-        keeps = [min(max(layer), info["session"]["mem_len"])
-                 for layer in info["attention"]["spans"]]
+        # what each layer's memory keeps: its window (the keys past a
+        # head's span count in its softmax)
+        keeps = [min(w, info["session"]["mem_len"])
+                 for w in info["attention"]["windows"]]
         state = os.path.join(_tmp, "long.state")
         for seg in (50, 512):
             field = sum(keep + seg - 1 for keep in keeps) + 1
