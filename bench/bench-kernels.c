@@ -42,7 +42,7 @@
  * other processes).  Lines are "isa kernel dtype MB GB/s" and "isa
  * kernel dtype shape threads GFLOP/s %-of-peak".  The gemv and attn
  * kernels are single-threaded: the pool runs one per thread
- * (lib/txl-products.c).  --isa measures one set.  Not a test: figures
+ * (lib/kernels/txl-products.c).  --isa measures one set.  Not a test: figures
  * differ between machines.
  */
 #include <pthread.h>

@@ -15,7 +15,7 @@
  * the best of 3 runs of at least T ms (default 300), and the gain over
  * M = 1 (the one-row kernel).  Each M first checks that every row gets
  * the one-row kernel's floats.  Single-threaded, as the pool runs the
- * kernels (lib/txl-rows.c).  Not a test: figures differ between machines.
+ * kernels (lib/kernels/txl-rows.c).  Not a test: figures differ between machines.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """What the converter accepts, txlgen loads: the writer's checks
-(txlgen/loadable.py, the limits read from lib/txl-limits.h and lib/'s
+(txlgen/loadable.py, the limits read from lib/base/txl-limits.h and lib/'s
 other headers, not copied) held to the real loader.
 
 - Every broken model file of tests/test_badfiles.py is refused by txlgen

@@ -910,7 +910,7 @@ class TestFormats(ParityCase):
 
     def test_segments_on_packed_weights(self):
         """Segments of 40 tokens (at least TXL_PACK_MIN_ROWS, 32): the
-        products run on the packed copy of each matrix (lib/txl-gemm.h),
+        products run on the packed copy of each matrix (lib/kernels/txl-gemm.h),
         its F16, BF16 and Q8 panels widened a block at a time."""
         for name in ("f16", "bf16", "q8_0", "q4_0", "q4_0_adaptive"):
             with self.subTest(name):
@@ -965,7 +965,7 @@ class TestQ8Activations(ParityCase):
     There txlgen computes another function than the reference: every
     activation vector entering a Q8_0 or Q4_0 product is quantized as Q8_0
     weights are, per block of 32 values (scale max |x| / 127, round to
-    nearest), for integer dot products (lib/txl-kernels.h, quantize_q8).  Each
+    nearest), for integer dot products (lib/kernels/txl-kernels.h, quantize_q8).  Each
     value moves by at most u = 1/254 (about 2^-8) of its block's largest,
     so to first order a log-prob moves by S * u, S the model's sensitivity
     to relative errors of its activations.  On the random models of this
@@ -1062,7 +1062,7 @@ class TestKvType(ParityCase):
     room for twice the largest seen; the deviation must exceed F32's, and
     BF16's by 1.5 to 16 times (a memory that was really 16-bit would
     not).  Segments of 12 take the path of sgemm on widened rows, one token
-    the kernels' (lib/txl-attn-few.c), where each query is
+    the kernels' (lib/compute/txl-attn-few.c), where each query is
     rounded to int16 per block of 32 for integer products with the keys:
     an error of 1/65534 of the block's largest, 258 times below the keys'
     (the deviation stayed 0.133 with it).  The blocks themselves are the
@@ -1171,7 +1171,7 @@ class TestKvType(ParityCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(path, "rb") as f:
                 blob = f.read()
-            # struct txl_state_header (lib/txl-state.h), 64 bytes
+            # struct txl_state_header (lib/api/txl-state.h), 64 bytes
             (_, _, _, _, _, n_head, d_head, mem_len, fill, _, _, kv_type,
              _) = struct.unpack_from("<8sIIQIIIIIIqII", blob)
             self.assertEqual(kv_type, {"F32": 0, "Q8_0": 3, "Q4_0": 4}[kv])
@@ -1197,7 +1197,7 @@ class TestKvType(ParityCase):
     def test_q4_0_blocks(self):
         """The memory's Q4_0 blocks, bit for bit, as models/txlfile.py's
         quantize_q4_0 computes them from the F32 memory (in NumPy, by the
-        rule of txl_q4_0_scale() in lib/txl-kernels.h; model files'
+        rule of txl_q4_0_scale() in lib/kernels/txl-kernels.h; model files'
         Q4_0 weights are made by it too)."""
         import numpy as np
         rows = self.memory_rows("Q4_0")

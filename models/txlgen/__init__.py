@@ -2,7 +2,7 @@
 
   errors        InputError, the one error class of bad input
   hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
-  loadable      what txlgen's loader accepts (limits: lib/txl-limits.h)
+  loadable      what txlgen's loader accepts (limits: lib/base/txl-limits.h)
   txlfile       the model file: reader, writer, storage types
   checkpoint    Transformer-XL checkpoints, read without running them
   vocab         the original code's vocabularies as SentencePiece models

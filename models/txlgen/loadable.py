@@ -2,11 +2,11 @@
 refuse: txlfile.write() checks every file against it before writing, so
 that a file the converter writes is a file txlgen loads.
 
-The rules are the loader's (lib/txl-file.c: the container; txl-model.c:
+The rules are the loader's (lib/model/txl-file.c: the container; txl-model.c:
 the hyperparameters and every tensor they call for; txl-tokenizer.c and
 txl-spm.cc: the tokenizer), in the same order and with the same
 messages; the limits are not copied but read from lib/'s headers (the
-TXL_ integer macros, lib/txl-limits.h among them), so that both sides
+TXL_ integer macros, lib/base/txl-limits.h among them), so that both sides
 keep one list.  tests/test_loadable.py holds the two to each other:
 every broken model file of tests/test_badfiles.py is refused by both,
 converted files at the limits load, and files one step past them are
@@ -27,7 +27,8 @@ from .errors import InputError
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = next((d for d in (os.path.join(_PACKAGE_PARENT, "lib"),
                         os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
-            if os.path.isfile(os.path.join(d, "txl-limits.h"))),
+            if glob.glob(os.path.join(d, "**", "txl-limits.h"),
+                         recursive=True)),
            os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
 INT32_MAX, INT_MIN = (1 << 31) - 1, -(1 << 31)
 
@@ -73,9 +74,17 @@ def _evaluate(expr, known):
         return None
 
 
+def header(lib, name):
+    """The path of header @name in lib/ (its layer folder in the source
+    tree, lib/ itself where the headers are installed)."""
+    found = glob.glob(os.path.join(lib, "**", name), recursive=True)
+    return found[0] if found else os.path.join(lib, name)
+
+
 def read_limits(lib=LIB):
-    """{name: value} of the TXL_ integer macros of lib/*.h."""
-    paths = sorted(glob.glob(os.path.join(lib, "*.h")))
+    """{name: value} of the TXL_ integer macros of lib/'s headers (in its
+    layer folders, or side by side where they are installed)."""
+    paths = sorted(glob.glob(os.path.join(lib, "**", "*.h"), recursive=True))
     if not any(p.endswith("txl-limits.h") for p in paths):
         raise NotLoadable(f"{lib}/txl-limits.h not found: the loader's "
                           "limits are read from txlgen's source tree")
@@ -114,7 +123,7 @@ def storage_types(lib=LIB):
     (TXL_<NAME>_BLOCK, TXL_<NAME>_BYTES); read once."""
     global _types
     if _types is None or lib != LIB:
-        path = os.path.join(lib, "txl.h")
+        path = header(lib, "txl.h")
         try:
             with open(path, encoding="utf-8") as f:
                 m = _ENUM.search(re.sub(r"/\*.*?\*/", "", f.read(),

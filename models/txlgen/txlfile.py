@@ -104,7 +104,7 @@ def dequantize_q8_0(raw, shape):
 
 def quantize_q4_0(arr):
     """Q4_0 blocks of a float array whose last dimension is a multiple of
-    32, by the rule of txl_q4_0_scale() (lib/txl-kernels.h): d = m / -8
+    32, by the rule of txl_q4_0_scale() (lib/kernels/txl-kernels.h): d = m / -8
     in float rounded to F16, m the block's first value of largest
     magnitude (so that m itself is exact; a zero block's d is +0); q = x *
     (1 / d) + 8.5 in float, truncated and clipped to [0, 15] (8 where d is
@@ -382,7 +382,7 @@ def _check_values(t, dt):
 def _check_header(header, data_len):
     """The problem with a parsed header (a JSON value) over data_len bytes
     of data, or None: what txlgen's loader checks of the container
-    (lib/txl-file.c), so that read() builds no array it would refuse."""
+    (lib/model/txl-file.c), so that read() builds no array it would refuse."""
     if not isinstance(header, dict):
         return "the header is not a JSON object"
     meta = header.get("__metadata__", {})
@@ -432,7 +432,7 @@ def _check_header(header, data_len):
 
 def _parse(path):
     """(header, file bytes, data start) of a model file whose container
-    is what txlgen's loader takes (lib/txl-file.c), else ModelFileError
+    is what txlgen's loader takes (lib/model/txl-file.c), else ModelFileError
     naming it."""
     try:
         with open_input(path) as f:

@@ -137,20 +137,24 @@ txl_kv_store(const struct txl_kv *kv, uint8_t *buf, int rows, int pos,
 }
 
 void
-txl_kv_append(const struct txl_kv *kv, int l, int i, const float *k,
-	      const float *v)
+txl_kv_append(const struct txl_kv *kv, int l, const float *rows,
+	      size_t stride, int n)
 {
-	const int D = kv->d_head;
+	const int D = kv->d_head, HD = kv->n_head * kv->d_head;
 
-	for (int h = 0; h < kv->n_head; h++) {
-		const struct txl_kv_head *hd = txl_kv_head(kv, l, h);
-		const size_t at = (size_t)(txl_kv_head_fill(kv, hd) + i) *
-			kv->row;
+	for (int i = 0; i < n; i++) {
+		const float *k = rows + (size_t)i * stride, *v = k + HD;
 
-		txl_narrow(txl_kv_k(kv, l, h) + at, k + h * D, kv->dt,
-			   (size_t)D);
-		txl_narrow(txl_kv_v(kv, l, h) + at, v + h * D, kv->dt,
-			   (size_t)D);
+		for (int h = 0; h < kv->n_head; h++) {
+			const struct txl_kv_head *hd = txl_kv_head(kv, l, h);
+			const size_t at = (size_t)(txl_kv_head_fill(kv, hd) +
+						   i) * kv->row;
+
+			txl_narrow(txl_kv_k(kv, l, h) + at, k + h * D, kv->dt,
+				   (size_t)D);
+			txl_narrow(txl_kv_v(kv, l, h) + at, v + h * D, kv->dt,
+				   (size_t)D);
+		}
 	}
 }
 

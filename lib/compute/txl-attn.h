@@ -316,10 +316,6 @@ void txl_attn_project(const struct txl_attn *a, int l, const float *h,
  * d_head). */
 void txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
 		   const struct txl_qkv *p, int first, int n, float *out);
-/* Its first half: the keys and values of rows [first, first + n) of p
- * into kv after its positions (each head's window). */
-void txl_attn_append(const struct txl_kv *kv, int l,
-		     const struct txl_qkv *p, int first, int n, int hd);
 
 /* ---- the two paths (txl-attn-few.c, txl-attn-seg.c) ---- */
 
@@ -353,7 +349,7 @@ struct txl_attn_few_job {
 	int qs;
 	float *out;
 	/* NULL, or the projections whose rows [first, first + n) of keys
-	 * and values go into kv first (txl_attn_append()) */
+	 * and values go into kv first (txl_kv_append()) */
 	const struct txl_qkv *p;
 	int first;
 };

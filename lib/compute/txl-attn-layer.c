@@ -57,23 +57,13 @@ txl_attn_project(const struct txl_attn *a, int l, const float *h, float *xn,
 }
 
 void
-txl_attn_append(const struct txl_kv *kv, int l, const struct txl_qkv *p,
-		int first, int n, int hd)
-{
-	for (int i = 0; i < n; i++) {
-		const float *k = p->kv + (size_t)(first + i) * p->kvs;
-		txl_kv_append(kv, l, i, k, k + hd);
-	}
-}
-
-void
 txl_attn_rows(struct txl_attn *a, struct txl_kv *kv, int l,
 	      const struct txl_qkv *p, int first, int n, float *out)
 {
-	const int hd = a->model->hp.n_head * a->model->hp.d_head;
 	const float *q = p->q + (size_t)first * p->qs;
 
-	txl_attn_append(kv, l, p, first, n, hd);
+	txl_kv_append(kv, l, p->kv + (size_t)first * p->kvs, (size_t)p->kvs,
+		      n);
 	if (n <= TXL_ATTN_FEW_MAX)
 		txl_attn_few(a, kv, l, n, q, p->qs, out);
 	else

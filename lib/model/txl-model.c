@@ -3,7 +3,8 @@
  * txl-model.c - a Transformer-XL model from a validated container: the
  * hyperparameters from "__metadata__", every tensor checked against them
  * by name, shape and dtype, the weights used in place (weight matrices in
- * the dtype they are stored in), and the tokenizer.
+ * the dtype they are stored in).  Its tokenizer is txl-tokenizer.c's, and
+ * txl-load.c puts the two together.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,7 +21,6 @@
 #include "txl-log.h"
 #include "txl-products.h"
 #include "txl-repack.h"
-#include "txl-tokenizer.h"
 #include "txl-types.h"
 #include "txl-limits.h"
 
@@ -977,13 +977,7 @@ attach_packs(struct txl_model *m)
 }
 
 enum txl_status
-txl_model_load(const char *path, struct txl_model **out)
-{
-	return txl_model_load_flags(path, 0, out);
-}
-
-enum txl_status
-txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
+txl_model_open(const char *path, unsigned flags, struct txl_model **out)
 {
 	struct txl_model *m;
 	enum txl_status st;
@@ -1018,8 +1012,7 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	}
 	/* Check everything first, then copy what cannot be used in place. */
 	if ((st = bind_all(m, NULL, &n_copy)) != TXL_OK ||
-	    (st = check_no_strays(m)) != TXL_OK ||
-	    (st = txl_tokenizer_load(m)) != TXL_OK)
+	    (st = check_no_strays(m)) != TXL_OK)
 		goto fail;
 	if (n_copy > 0) {
 		m->converted = txl_alloc_bytes(n_copy);
@@ -1040,16 +1033,15 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 	*out = m;
 	return TXL_OK;
 fail:
-	txl_model_free(m);
+	txl_model_close(m);
 	return st;
 }
 
 void
-txl_model_free(struct txl_model *m)
+txl_model_close(struct txl_model *m)
 {
 	if (!m)
 		return;
-	txl_tokenizer_free(m);
 	for (int i = 0; i < m->n_packs; i++)
 		txl_pack_slot_clear(&m->packs[i]);
 	free(m->packs);

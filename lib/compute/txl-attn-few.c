@@ -520,7 +520,8 @@ few_ready(const struct few *f, const struct txl_attn_few_job *j)
 	const bool r_query_bias = a->kind->r_query_bias;
 
 	if (j->p)
-		txl_attn_append(j->kv, f->l, j->p, j->first, n, hd);
+		txl_kv_append(j->kv, f->l, j->p->kv + (size_t)j->first *
+			      j->p->kvs, (size_t)j->p->kvs, n);
 	if (w_bias || r_query_bias) {
 		/* q + r_w_bias, then (r_query_bias) q + r_r_bias, n rows of
 		 * every head each */

@@ -148,4 +148,12 @@ struct txl_model {
 	uint64_t fingerprint;	/* of the file, never 0 (txl_hash) */
 };
 
+/* The model in the file at @p path (flags of txl_model_load_flags()),
+ * its weights bound and checked, without its tokenizer (txl-load.c adds
+ * it); on error *out is NULL and the reason is the library's last. */
+enum txl_status txl_model_open(const char *path, unsigned flags,
+			       struct txl_model **out);
+/* Free what txl_model_open() made (not the tokenizer); NULL is fine. */
+void txl_model_close(struct txl_model *m);
+
 #endif /* TXL_MODEL_H */

@@ -147,11 +147,12 @@ uint8_t *txl_kv_alloc(const struct txl_kv *kv, size_t rows);
 void txl_kv_store(const struct txl_kv *kv, uint8_t *buf, int rows, int pos,
 		  const float *src);
 
-/* The keys and values (n_head * d_head floats each) of position i of the
- * segment being computed into layer l: row fill + i of every head's
+/* The keys and values of the n positions of the segment being computed
+ * into layer l: position i's keys at rows + i * stride, its values after
+ * them (n_head * d_head floats each), into row fill + i of every head's
  * window, rounded to kv's type. */
-void txl_kv_append(const struct txl_kv *kv, int l, int i, const float *k,
-		   const float *v);
+void txl_kv_append(const struct txl_kv *kv, int l, const float *rows,
+		   size_t stride, int n);
 
 /* Room for n more positions after the memory: a head's moved back to the
  * start of its buffers if they would run past the end. */
