@@ -37,7 +37,8 @@ txl_attn_project(const struct txl_attn *a, int l, const float *h, float *xn,
 	const float *src = h;
 
 	if (hp->pre_lnorm) {
-		txl_layer_norm(xn, h, ly->ln_attn_g, ly->ln_attn_b, n, d);
+		txl_layer_norm(xn, h, ly->ln_attn_g, ly->ln_attn_b, n, d,
+			       a->model->ln_eps);
 		src = xn;
 	}
 	switch (a->kind->proj) {

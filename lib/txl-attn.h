@@ -143,13 +143,15 @@ txl_attn_r_row(const struct txl_attn *a, const struct txl_kv *kv, int l,
 /* The keys [*lo, *hi) of head h of layer l (NULL spans: any) that the
  * query at position qpos of its window attends to, among [j0, j1):
  * causal (the positions before it only, with past_only); with
- * same_length exactly the last mem_len positions; with spans the span's
- * last positions.  False if none. */
+ * same_length exactly the last mem_len positions (the model's
+ * same_length_tf: mem_len + 1, as the TensorFlow code's mask); with spans
+ * the span's last positions.  False if none. */
 static inline bool
 txl_attn_keys(const struct txl_attn *a, int l, int h, int qpos, int j0,
 	      int j1, int *lo, int *hi)
 {
-	int first = a->shape.same_length ? qpos - a->shape.mem_len + 1 : 0;
+	int first = a->shape.same_length ? qpos - a->shape.mem_len +
+		(a->model->same_length_tf ? 0 : 1) : 0;
 	const int last = a->kind->past_only ? qpos : qpos + 1;
 
 	if (a->spans) {

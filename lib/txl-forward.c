@@ -86,6 +86,7 @@ layer_forward(const struct txl_forward *f, int l)
 	const int d = hp->d_model, I = hp->d_inner, n = f->rows.n;
 	const int hd = hp->n_head * hp->d_head;
 	const bool post = !hp->pre_lnorm;
+	const double eps = f->model->ln_eps;
 	struct txl_qkv p;
 	const float *src;
 
@@ -125,12 +126,13 @@ layer_forward(const struct txl_forward *f, int l)
 	}
 	txl_rows_mul(f->tmp, f->att, &f->rows, &ly->o_net);
 	txl_residual(f->h, f->tmp, post ? ly->ln_attn_g : NULL,
-		     ly->ln_attn_b, n, d);
+		     ly->ln_attn_b, n, d, eps);
 
 	/* PositionwiseFF: Linear, ReLU, Linear; residual and LayerNorm */
 	src = f->h;
 	if (hp->pre_lnorm) {
-		txl_layer_norm(f->xn, f->h, ly->ln_ff_g, ly->ln_ff_b, n, d);
+		txl_layer_norm(f->xn, f->h, ly->ln_ff_g, ly->ln_ff_b, n, d,
+			       eps);
 		src = f->xn;
 	}
 	txl_rows_mul(f->ff, src, &f->rows, &ly->ff1);
@@ -138,7 +140,7 @@ layer_forward(const struct txl_forward *f, int l)
 	txl_rows_mul(f->tmp, f->ff, &f->rows, &ly->ff2);
 	txl_add_bias(f->tmp, ly->ff2_b, n, d);
 	txl_residual(f->h, f->tmp, post ? ly->ln_ff_g : NULL, ly->ln_ff_b, n,
-		     d);
+		     d, eps);
 }
 
 /* true if a stream's abort callback asks to stop */

@@ -223,6 +223,43 @@ read_attention(const struct txl_file *f, struct txl_hparams *hp)
 	return TXL_OK;
 }
 
+/* How the code that wrote the checkpoint computes where the TensorFlow
+ * code differs from the PyTorch code (txlgen-model(5)): the LayerNorm
+ * epsilon (metadata layer_norm_eps, a number in (0, 1]; absent: the
+ * PyTorch code's 1e-5) and the same_length mask (same_length_mask
+ * "pytorch", the default, or "tf": one position more). */
+static enum txl_status
+read_compute(const struct txl_file *f, struct txl_model *m)
+{
+	const char *s = txl_file_meta(f, "layer_norm_eps");
+
+	m->ln_eps = 1e-5;
+	if (s) {
+		char *end;
+		double v;
+
+		errno = 0;
+		v = strtod(s, &end);
+		if (end == s || *end || errno || !(v > 0 && v <= 1))
+			return txl_fail(TXL_ERR_FORMAT, "%s: metadata "
+					"'layer_norm_eps' is '%.40s', expected "
+					"a number in (0, 1]", f->path, s);
+		m->ln_eps = v;
+	}
+	s = txl_file_meta(f, "same_length_mask");
+	m->same_length_tf = false;
+	if (s) {
+		if (strcmp(s, "tf") == 0)
+			m->same_length_tf = true;
+		else if (strcmp(s, "pytorch") != 0)
+			return txl_fail(TXL_ERR_FORMAT, "%s: metadata "
+					"'same_length_mask' is '%.40s', "
+					"expected 'pytorch' or 'tf'", f->path,
+					s);
+	}
+	return TXL_OK;
+}
+
 static enum txl_status
 read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 {
@@ -956,7 +993,8 @@ txl_model_load_flags(const char *path, unsigned flags, struct txl_model **out)
 		free(m);
 		return st;
 	}
-	if ((st = read_hparams(&m->file, &m->hp)) != TXL_OK)
+	if ((st = read_hparams(&m->file, &m->hp)) != TXL_OK ||
+	    (st = read_compute(&m->file, m)) != TXL_OK)
 		goto fail;
 	m->hp.size = sizeof m->hp;
 	/* of the whole file: the same weights in another file are another

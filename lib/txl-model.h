@@ -111,6 +111,13 @@ struct txl_model {
 				     i is row n_out - 1 - i */
 	const float *cluster_b;	/* (n_out - 1) */
 	struct txl_layer *layers; /* (n_layer) */
+	/* how the checkpoint's code computes (metadata layer_norm_eps,
+	 * same_length_mask): the LayerNorm epsilon (the PyTorch code's 1e-5,
+	 * TensorFlow's 1e-12); with same_length a query sees the last
+	 * mem_len + 1 positions, as the TF code's mask lets it, not the
+	 * last mem_len */
+	double ln_eps;
+	bool same_length_tf;
 	/* the adaptive span (attn_type 4) */
 	const float *key_pe;	/* (d_head, attn_span): column attn_span - x
 				   is the position vector of distance x */

@@ -15,6 +15,7 @@ struct elementwise {
 	float *x;
 	const float *src, *g, *b;
 	int n;
+	double eps;		/* LayerNorm's epsilon */
 };
 
 static void
@@ -35,10 +36,11 @@ txl_add_bias(float *x, const float *b, int rows, int n)
 	txl_pool_rows(add_bias_rows, &e, rows, n);
 }
 
-/* (x - mean) / sqrt(var + 1e-5) * g + b, with the biased variance, as
+/* (x - mean) / sqrt(var + eps) * g + b, with the biased variance, as
  * torch.nn.LayerNorm; statistics in double. */
 static void
-norm_row(float *o, const float *x, const float *g, const float *b, int n)
+norm_row(float *o, const float *x, const float *g, const float *b, int n,
+	 double eps)
 {
 	double mean = 0, var = 0;
 
@@ -48,7 +50,7 @@ norm_row(float *o, const float *x, const float *g, const float *b, int n)
 	for (int i = 0; i < n; i++)
 		var += ((double)x[i] - mean) * ((double)x[i] - mean);
 	var /= n;
-	float rstd = (float)(1.0 / sqrt(var + 1e-5));
+	float rstd = (float)(1.0 / sqrt(var + eps));
 	float fmean = (float)mean;
 	for (int i = 0; i < n; i++)
 		o[i] = (x[i] - fmean) * rstd * g[i] + b[i];
@@ -60,14 +62,16 @@ layer_norm_rows(void *p, int lo, int hi)
 	const struct elementwise *e = p;
 
 	for (size_t r = (size_t)lo; r < (size_t)hi; r++)
-		norm_row(e->x + r * e->n, e->src + r * e->n, e->g, e->b, e->n);
+		norm_row(e->x + r * e->n, e->src + r * e->n, e->g, e->b, e->n,
+			 e->eps);
 }
 
 void
 txl_layer_norm(float *out, const float *x, const float *g, const float *b,
-	       int rows, int n)
+	       int rows, int n, double eps)
 {
-	struct elementwise e = { .x = out, .src = x, .g = g, .b = b, .n = n };
+	struct elementwise e = { .x = out, .src = x, .g = g, .b = b, .n = n,
+				 .eps = eps };
 
 	txl_pool_rows(layer_norm_rows, &e, rows, 3.0 * n);
 }
@@ -82,15 +86,16 @@ residual_rows(void *p, int lo, int hi)
 		for (int i = 0; i < e->n; i++)
 			x[i] += e->src[r * e->n + i];
 		if (e->g)
-			norm_row(x, x, e->g, e->b, e->n);
+			norm_row(x, x, e->g, e->b, e->n, e->eps);
 	}
 }
 
 void
 txl_residual(float *x, const float *y, const float *g, const float *b,
-	     int rows, int n)
+	     int rows, int n, double eps)
 {
-	struct elementwise e = { .x = x, .src = y, .g = g, .b = b, .n = n };
+	struct elementwise e = { .x = x, .src = y, .g = g, .b = b, .n = n,
+				 .eps = eps };
 
 	txl_pool_rows(residual_rows, &e, rows, (g ? 4.0 : 1.0) * n);
 }

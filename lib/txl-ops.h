@@ -11,13 +11,14 @@ void txl_softmax_inplace(float *x, int n);
 /* The element-wise functions split many rows over the pool. */
 /* x[n] += b[n] for each of rows rows. */
 void txl_add_bias(float *x, const float *b, int rows, int n);
-/* LayerNorm over the last dimension, eps 1e-5; out may equal x. */
+/* LayerNorm over the last dimension with epsilon eps (the model's
+ * ln_eps); out may equal x. */
 void txl_layer_norm(float *out, const float *x, const float *g,
-		    const float *b, int rows, int n);
-/* The residual: x[rows, n] += y, then LayerNorm in place if g is not
- * NULL (post-LayerNorm). */
+		    const float *b, int rows, int n, double eps);
+/* The residual: x[rows, n] += y, then LayerNorm (epsilon eps) in place
+ * if g is not NULL (post-LayerNorm). */
 void txl_residual(float *x, const float *y, const float *g, const float *b,
-		  int rows, int n);
+		  int rows, int n, double eps);
 /* x[n] = max(x[n] + b[n], 0) for each of rows rows. */
 void txl_add_bias_relu(float *x, const float *b, int rows, int n);
 /* out[n] = exp(x[n] - max) (out may be x or NULL); returns the sum,

@@ -118,8 +118,10 @@ def save_corpus(path, dataset, vocab, zip_format=True):
 
 
 def hf_state(model, tied_once=False):
-    """HF's names; tied_once: a tensor shared by two names only under the
-    first, as save_pretrained writes model.safetensors."""
+    """HF's names and layout (the tail clusters' rows of the head in the TF
+    order: cluster i at row i - 1, where the original keeps it at row
+    C - i); tied_once: a tensor shared by two names only under the first,
+    as save_pretrained writes model.safetensors."""
     out, seen = collections.OrderedDict(), set()
     for k, v in model.state_dict().items():
         if tied_once:
@@ -129,6 +131,8 @@ def hf_state(model, tied_once=False):
         if k in ("r_w_bias", "r_r_bias"):
             for i in range(model.n_layer):
                 out[f"transformer.layers.{i}.dec_attn.{k}"] = v
+        elif k in ("crit.cluster_weight", "crit.cluster_bias"):
+            out[k] = v.flip(0)
         elif k.startswith("crit."):
             out[k] = v
         else:

@@ -85,6 +85,21 @@ CONFIGS = {
     "q4_0_adaptive": dict(dtype="Q4_0", cutoffs=[40, 120], div_val=2,
                           d_embed=64, tie_projs=[False, True, True],
                           seed=9),
+    # how the TensorFlow code computes (TestTFCompute): its same_length
+    # mask (one key more) and LayerNorm epsilon, on a full and an
+    # adaptive softmax; a large epsilon (pre- and post-LayerNorm) to show
+    # that the model's own is used
+    "tf_mask": dict(same_length=True, same_length_mask="tf",
+                    layer_norm_eps=1e-12, tgt_len=6, mem_len=12,
+                    clamp_len=5, seed=10),
+    "tf_mask_adaptive": dict(cutoffs=[20, 60, 200], div_val=2, d_embed=32,
+                             tie_projs=[False, True, True, True],
+                             same_length=True, same_length_mask="tf",
+                             layer_norm_eps=1e-12, untie_r=True, tgt_len=5,
+                             mem_len=10, seed=11),
+    "tf_eps": dict(layer_norm_eps=0.25, seed=12),
+    "tf_eps_pre": dict(layer_norm_eps=0.25, pre_lnorm=True, untie_r=True,
+                       seed=13),
     # d_head 32, F32 weights: a memory in Q8_0 blocks (TestKvType)
     "head32": dict(d_model=64, n_head=2, d_head=32, d_inner=96, tgt_len=6,
                    mem_len=12, clamp_len=5, same_length=True, seed=6),
@@ -390,6 +405,89 @@ class TestParity(ParityCase):
 
     def test_bf16_token_by_token(self):
         self.compare("bf16", seg_len=1, mem_len=16)
+
+
+class TestTFCompute(ParityCase):
+    """The TensorFlow code's conventions a model file can ask for
+    (txlgen-model(5)): same_length_mask "tf", a query seeing the last
+    mem_len + 1 positions, on the segment path (threads too), token by
+    token (the few-query path), with a memory shorter than a segment;
+    and layer_norm_eps, the LayerNorms' epsilon.  Each against txl_ref
+    with the same switch; each switch moves the reference's log-probs by
+    far more than TOL, so that txlgen ignoring it would fail."""
+
+    def moved(self, name, switch, off, **settings):
+        """The reference with the model's switch set back to the PyTorch
+        code's differs from it by more than 100 TOL."""
+        m = _models[name]
+        ids = mrm.random_ids(N_TOKENS, m.cfg.n_token, 0)
+        on = m.score(ids, **settings)
+        old = switch(m.model, off)
+        try:
+            plain = m.score(ids, **settings)
+        finally:
+            switch(m.model, old)
+        self.assertGreater(max(abs(a - b) for a, b in zip(on, plain)),
+                           100 * TOL, f"{name}: the switch changes nothing")
+
+    @staticmethod
+    def mask(model, v):
+        old, model.cfg.same_length_mask = model.cfg.same_length_mask, v
+        return old
+
+    @staticmethod
+    def eps(model, v):
+        import torch
+        norms = [x for x in model.modules()
+                 if isinstance(x, torch.nn.LayerNorm)]
+        old = norms[0].eps
+        for x in norms:
+            x.eps = v
+        return old
+
+    def test_mask_matters(self):
+        self.moved("tf_mask", self.mask, "pytorch", seg_len=6, mem_len=12)
+        self.moved("tf_mask_adaptive", self.mask, "pytorch", seg_len=5,
+                   mem_len=10)
+
+    def test_eps_matters(self):
+        self.moved("tf_eps", self.eps, 1e-5)
+        self.moved("tf_eps_pre", self.eps, 1e-5)
+
+    def test_mask_model_defaults(self):
+        self.compare("tf_mask")
+
+    def test_mask_segments(self):
+        self.compare("tf_mask", seg_len=8, mem_len=16, same_length=True)
+
+    def test_mask_segments_threads(self):
+        self.compare("tf_mask", seg_len=16, mem_len=24, same_length=True,
+                     extra=["--threads", "3"])
+
+    def test_mask_token_by_token(self):
+        self.compare("tf_mask", seg_len=1, mem_len=16, same_length=True)
+
+    def test_mask_few_queries(self):
+        self.compare("tf_mask", seg_len=3, mem_len=16, same_length=True)
+
+    def test_mask_memory_shorter_than_segment(self):
+        self.compare("tf_mask", seg_len=8, mem_len=5, same_length=True)
+
+    def test_mask_adaptive(self):
+        self.compare("tf_mask_adaptive")
+        self.compare("tf_mask_adaptive", seg_len=1, mem_len=10)
+
+    def test_mask_off(self):
+        # without same_length the mask is the causal one either way
+        self.compare("tf_mask", seg_len=6, mem_len=12, same_length=False)
+
+    def test_eps(self):
+        self.compare("tf_eps", seg_len=8, mem_len=8)
+        self.compare("tf_eps", seg_len=1, mem_len=8)
+
+    def test_eps_pre_lnorm(self):
+        self.compare("tf_eps_pre", seg_len=8, mem_len=16, same_length=True)
+        self.compare("tf_eps_pre", seg_len=1, mem_len=16)
 
 
 class TestAdapt(ParityCase):

@@ -758,6 +758,14 @@ class State(collections.abc.Mapping):
         return State(collections.OrderedDict(
             (rename(k), v) for k, v in self._refs.items()), self.path)
 
+    def replaced(self, arrays):
+        """The same with the tensors of some names replaced by arrays."""
+        refs = collections.OrderedDict(self._refs)
+        refs.update(arrays)
+        st = State(refs, self.path)
+        st._used = set(self._used)
+        return st
+
 
 def _table(mod, name, path):
     """A module's _parameters, _buffers or _modules: a dict with string
@@ -922,19 +930,47 @@ def _state_of(obj, path):
 HF_CONFIG_MAP = {"vocab_size": "n_token", "n_token": "n_token"}
 HF_KEYS = ("n_layer n_head d_model d_head d_inner d_embed div_val cutoffs "
            "pre_lnorm attn_type tgt_len ext_len mem_len clamp_len "
-           "same_length untie_r tie_projs tie_weight").split()
+           "same_length untie_r tie_projs").split()
 HF_IGNORED = set(("adaptive dropout dropatt init init_range init_std "
                   "proj_init_std eos_token_id architectures model_type "
                   "transformers_version torch_dtype output_past "
                   "tie_word_embeddings proj_share_all_but_first "
                   "layer_norm_epsilon sample_softmax _name_or_path "
-                  "pad_token_id bos_token_id").split())
+                  "pad_token_id bos_token_id tie_weight").split())
+# What Hugging Face's TransfoXLConfig takes for a key config.json lacks
+# (its __init__'s defaults: the wt103 model's), in the original's names.
+HF_DEFAULTS = dict(n_token=267735, cutoffs=[20000, 40000, 200000],
+                   d_model=1024, d_embed=1024, n_head=16, d_head=64,
+                   d_inner=4096, div_val=4, pre_lnorm=False, n_layer=18,
+                   mem_len=1600, clamp_len=1000, same_length=True,
+                   attn_type=0, untie_r=True)
+
+
+def tf_cluster_rows_to_pytorch(cluster_weight, cluster_bias):
+    """The head's tail-cluster rows (crit.cluster_weight [C, d_embed],
+    crit.cluster_bias [C]) of a checkpoint of TensorFlow origin -- the TF
+    code's and Hugging Face's port of it, which read tail cluster i
+    (1-based) from head column cutoffs[0] + i - 1, i.e. row i - 1 -- in
+    the order of the PyTorch code, which txlgen's model files keep: tail
+    cluster i at column -i, row C - i.  The rows reversed (copies; numpy
+    arrays or anything indexable as one).  With one tail cluster the
+    orders agree; with three they swap clusters 1 and 3."""
+    w, b = np.asarray(cluster_weight), np.asarray(cluster_bias)
+    if w.ndim != 2 or b.ndim != 1 or w.shape[0] != b.shape[0]:
+        raise CheckpointError(f"cluster rows of shapes {list(w.shape)} and "
+                              f"{list(b.shape)}: expected [C, d_embed] and "
+                              "[C]")
+    return w[::-1].copy(), b[::-1].copy()
 
 
 def hf_hparams(cfg, path):
-    """The original's hyperparameters from HF's config.json (its values'
-    types are checked here for the keys read here, by hparams.typed for
-    the rest)."""
+    """The original's hyperparameters from HF's config.json, a key it
+    lacks taking TransfoXLConfig's default (HF_DEFAULTS), as HF's code
+    builds the model (its values' types are checked here for the keys
+    read here, by hparams.typed for the rest).  HF ties the output weights
+    on tie_word_embeddings (default true), not on tie_weight; its
+    LayerNorm epsilon is layer_norm_epsilon (default 1e-5); its
+    same_length mask is the PyTorch code's."""
     def get(key, kind, default):
         v = cfg.get(key, default)
         if kind == "bool":
@@ -954,20 +990,19 @@ def hf_hparams(cfg, path):
 
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{path}: not a JSON object")
-    hp = {}
+    hp = dict(HF_DEFAULTS)
     for k, v in cfg.items():
         if k in HF_CONFIG_MAP:
             hp[HF_CONFIG_MAP[k]] = v
         elif k in HF_KEYS:
             hp[k] = v
-    if "n_token" not in hp:
-        raise CheckpointError(f"{path}: no vocab_size")
     if get("sample_softmax", "int", -1) > 0:
         raise CheckpointError(f"{path}: sample_softmax is not supported")
     eps = get("layer_norm_epsilon", "number", 1e-5)
-    if abs(eps - 1e-5) > 1e-12:
-        raise CheckpointError(f"{path}: layer_norm_epsilon {eps} (txlgen "
-                              "uses 1e-5)")
+    if not 0 < eps <= 1:
+        raise CheckpointError(f"{path}: layer_norm_epsilon {eps} is not in "
+                              "(0, 1]")
+    hp["layer_norm_eps"] = float(eps)
     cutoffs = hp.get("cutoffs", [])
     if not isinstance(cutoffs, list):
         raise CheckpointError(f"{path}: cutoffs is {describe(cutoffs)}, "
@@ -975,10 +1010,7 @@ def hf_hparams(cfg, path):
     if "tie_projs" not in hp:
         share = get("proj_share_all_but_first", "bool", True)
         hp["tie_projs"] = [False] + [share] * len(cutoffs)
-    if "tie_weight" not in hp:
-        hp["tie_weight"] = get("tie_word_embeddings", "bool", True)
-    # the HF port's default is untie_r true and same_length true
-    hp.setdefault("untie_r", True)
+    hp["tie_weight"] = get("tie_word_embeddings", "bool", True)
     if not get("adaptive", "bool", True):
         raise CheckpointError(f"{path}: adaptive false (a plain softmax "
                               "over d_model) is not supported")
@@ -987,13 +1019,28 @@ def hf_hparams(cfg, path):
 
 def hf_state(state):
     """HF names -> the original's: strip 'transformer.'; per-layer biases
-    keep their layers.N.dec_attn.r_w_bias names (convert.py stacks them)."""
+    keep their layers.N.dec_attn.r_w_bias names (convert.py stacks them);
+    the tail-cluster rows in the PyTorch order (HF computes them in the
+    TF order: tf_cluster_rows_to_pytorch)."""
     def rename(k):
         return k[len("transformer."):] if k.startswith("transformer.") \
             else k
     if isinstance(state, State):
-        return state.renamed(rename)
-    return collections.OrderedDict((rename(k), v) for k, v in state.items())
+        out = state.renamed(rename)
+    else:
+        out = collections.OrderedDict((rename(k), v)
+                                      for k, v in state.items())
+    w, b = "crit.cluster_weight", "crit.cluster_bias"
+    if w in out and b in out:
+        tw, tb = out[w], out[b]
+        if tw.ndim == 2 and tb.ndim == 1 and tw.shape[0] == tb.shape[0]:
+            rw, rb = tf_cluster_rows_to_pytorch(tw, tb)
+            if isinstance(out, State):
+                out = out.replaced({w: rw, b: rb})
+            else:
+                out[w], out[b] = rw, rb
+        # (other shapes: refused by the converter, naming the tensor)
+    return out
 
 
 _SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8",
@@ -1119,11 +1166,14 @@ def checkpoint_of(obj, path):
     adaptive-span code's trainer saves them) are the model's own."""
     hp, refs = _state_of(obj, path)
     state = State(refs, path)
+    source = "whole-model" if hp else "state_dict"
     if any(k.startswith("transformer.") for k in state):
+        # Hugging Face's names: its state_dict, computed as HF does
         state = hf_state(state)
+        source = "huggingface"
     if state and all(k.startswith("module.") for k in state):
         state = state.renamed(lambda k: k[len("module."):])
-    return Checkpoint(hp, state, "whole-model" if hp else "state_dict")
+    return Checkpoint(hp, state, source)
 
 
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ the problem), 2 a usage error.  Standard library, numpy and SentencePiece
 only: no PyTorch.
 """
 
+import json
 import os
 
 import numpy as np
@@ -75,6 +76,37 @@ IGNORED = {"pos_emb.inv_freq"}
 
 class ConvertError(InputError):
     pass
+
+
+# The version of this converter's mapping, recorded in every model file it
+# writes (metadata converter_version; files without it are version 1).
+# 2: the tail clusters of checkpoints of TensorFlow origin (Hugging Face's
+# port) in the PyTorch order; their LayerNorm epsilon; mem_init zeros
+# recommended for them.
+CONVERTER_VERSION = 2
+# Where checkpoints come from (metadata origin): the code whose
+# computation the model file reproduces.
+ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
+# Origins whose code starts the evaluation's memory as mem_len zero states
+# (the TF code's evaluation, Hugging Face's init_mems).
+ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
+
+
+def provenance(origin, recommended=None):
+    """The metadata a converted file records about where it came from:
+    converter_version, origin (one of ORIGINS) and, for checkpoints whose
+    code starts the memory as zero states, recommended {"mem_init":
+    "zeros"} (merged into `recommended`, a dict of other recommended
+    settings, if given)."""
+    if origin not in ORIGINS:
+        raise ValueError(f"origin {origin!r} is not one of {ORIGINS}")
+    meta = {"converter_version": str(CONVERTER_VERSION), "origin": origin}
+    rec = dict(recommended or {})
+    if origin in ZERO_MEMORY_ORIGINS:
+        rec.setdefault("mem_init", "zeros")
+    if rec:
+        meta["recommended"] = json.dumps(rec, sort_keys=True)
+    return meta
 
 
 def load_config(path):
@@ -423,6 +455,7 @@ def run_span(a, ck):
     except loadable.NotLoadable as e:
         raise ConvertError(f"{path}: txlgen would refuse the model: {e}")
     extra = dict(meta)
+    extra.update(provenance("adaptive-span"))
     if a.description:
         extra["description"] = a.description
     try:
@@ -456,6 +489,8 @@ def run(a):
     cfg = check_config(raw, what)
     proto, meta = read_tokenizer(a, ck, cfg.n_token)
     extra = dict(meta)
+    extra.update(provenance("huggingface" if ck.source == "huggingface"
+                            else "pytorch"))
     if a.description:
         extra["description"] = a.description
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,

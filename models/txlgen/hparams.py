@@ -15,7 +15,16 @@ from .errors import describe
 HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
                 "cutoffs tie_weight tie_projs pre_lnorm attn_type tgt_len "
                 "ext_len mem_len clamp_len same_length untie_r "
-                "max_klen").split()
+                "max_klen layer_norm_eps same_length_mask").split()
+
+# How the code that wrote a checkpoint computes, where the TensorFlow code
+# (and Hugging Face's port of it) differs from the PyTorch code: the
+# LayerNorm epsilon (tf.contrib.layers.layer_norm: 1e-12) and the
+# same_length mask ("tf": a query sees the last mem_len + 1 positions,
+# itself included; "pytorch": the last mem_len).  A model file records
+# them only where they differ from the PyTorch code's (DEFAULT_COMPUTE).
+SAME_LENGTH_MASKS = ("pytorch", "tf")
+DEFAULT_COMPUTE = {"layer_norm_eps": 1e-5, "same_length_mask": "pytorch"}
 
 
 # Their types: integers, booleans (true/false, or 0/1 as some configs
@@ -65,7 +74,22 @@ def typed(raw):
                 raise ValueError(f"tie_projs is {describe(v)}, expected a "
                                  "list of true/false")
             out[k] = [as_bool("tie_projs", t) for t in v]
+        elif k == "layer_norm_eps":
+            out[k] = layer_norm_eps(v)
+        elif k == "same_length_mask" and v not in SAME_LENGTH_MASKS:
+            raise ValueError(f"same_length_mask is {describe(v)}, expected "
+                             f"one of {', '.join(SAME_LENGTH_MASKS)}")
     return out
+
+
+def layer_norm_eps(v):
+    """v as a LayerNorm epsilon: a finite number in (0, 1]; else
+    ValueError."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+            not 0 < v <= 1:
+        raise ValueError(f"layer_norm_eps is {describe(v)}, expected a "
+                         "number in (0, 1]")
+    return float(v)
 
 
 @dataclass
@@ -92,6 +116,10 @@ class TxlConfig:
     # rows of the attn_type 1 and 3 position tables; None = what the
     # original builds: tgt_len + ext_len + mem_len at construction
     max_klen: int = None
+    # the LayerNorm epsilon; the same_length mask, "pytorch" or "tf" (see
+    # DEFAULT_COMPUTE)
+    layer_norm_eps: float = 1e-5
+    same_length_mask: str = "pytorch"
     dropout: float = 0.0
     dropatt: float = 0.0
 
@@ -137,9 +165,13 @@ class TxlConfig:
         """The hyperparameters a model file records (no training-only
         settings).  attn_type 2 and 3 run without memory: their mem_len is
         0 there (the construction mem_len survives in max_klen); max_klen
-        only for the types that have position tables."""
+        only for the types that have position tables; layer_norm_eps and
+        same_length_mask where they are not the PyTorch code's."""
         d = asdict(self)
         hp = {k: d[k] for k in HPARAM_NAMES}
+        for k, v in DEFAULT_COMPUTE.items():
+            if hp[k] == v:
+                del hp[k]
         if self.attn_type in (2, 3):
             hp["mem_len"] = 0
         if self.attn_type not in (1, 3):
@@ -183,6 +215,10 @@ class TxlConfig:
                              "every key")
         if self.same_length and self.mem_len == 0:
             raise ValueError("same_length with mem_len 0 masks every key")
+        layer_norm_eps(self.layer_norm_eps)
+        if self.same_length_mask not in SAME_LENGTH_MASKS:
+            raise ValueError(f"same_length_mask {self.same_length_mask!r} "
+                             f"is not one of {', '.join(SAME_LENGTH_MASKS)}")
 
 
 def cluster_bounds(cutoff_ends):

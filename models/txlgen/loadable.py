@@ -245,6 +245,23 @@ def hparams(meta):
     if hp["attn_type"] == 4 and (hp["same_length"] or hp["clamp_len"] > 0):
         raise NotLoadable("attn_type 4 (adaptive span) takes neither "
                           "same_length nor clamp_len")
+    # how the checkpoint's code computes (txl-model.c, read_compute)
+    s = meta.get("layer_norm_eps")
+    hp["layer_norm_eps"] = 1e-5
+    if s is not None:
+        try:
+            v = float(s)
+        except ValueError:
+            v = None
+        if v is None or s != s.strip() or not 0 < v <= 1:
+            raise NotLoadable(f"metadata 'layer_norm_eps' is '{s[:40]}', "
+                              "expected a number in (0, 1]")
+        hp["layer_norm_eps"] = v
+    s = meta.get("same_length_mask", "pytorch")
+    if s not in ("pytorch", "tf"):
+        raise NotLoadable(f"metadata 'same_length_mask' is '{s[:40]}', "
+                          "expected 'pytorch' or 'tf'")
+    hp["same_length_mask"] = s
     if meta.get("ext_len", "0") != "0":
         raise NotLoadable(f"ext_len {meta['ext_len'][:20]} is not supported "
                           "(only 0)")

@@ -106,7 +106,8 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
                 pre_lnorm=False, untie_r=False, tgt_len=8, mem_len=8,
                 clamp_len=-1, same_length=False, n_token=None,
                 tokenizer=TOKENIZER, attn_type=0, div_val=1, cutoffs=(),
-                max_klen=None):
+                max_klen=None, layer_norm_eps=1e-5,
+                same_length_mask="pytorch"):
     """A TxlConfig; tie_projs is one bool for every cluster or a list (one
     per cluster, as the original's)."""
     if n_token is None:
@@ -121,7 +122,8 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
         pre_lnorm=pre_lnorm, untie_r=untie_r, tgt_len=tgt_len,
         mem_len=mem_len, clamp_len=clamp_len, same_length=same_length,
         attn_type=attn_type, div_val=div_val, cutoffs=cutoffs,
-        max_klen=max_klen)
+        max_klen=max_klen, layer_norm_eps=layer_norm_eps,
+        same_length_mask=same_length_mask)
 
 
 def randomize(model, seed=0, scale=1.0, cfg=None):

@@ -16,6 +16,12 @@ original can build and evaluate:
                to the input of every layer
   cutoffs, div_val, tie_projs: adaptive input and adaptive softmax.
 
+How the code that wrote a checkpoint computes, where the TensorFlow code
+(and Hugging Face's port) differs from the PyTorch code: cfg.layer_norm_eps
+(tf.contrib.layers.layer_norm: 1e-12), cfg.same_length_mask "tf" (a query
+sees the last mem_len + 1 positions), and score_ids(mem_init="zeros") (the
+memory starts as mem_len zero states).
+
 Types 2 and 3 run without memory (mem_len 0): the original adds their
 positions in place into the memory tensors (it crashes for type 2, and
 type 3 accumulates positions in the cached states), semantics it never
@@ -61,7 +67,7 @@ class Attention(nn.Module):
         self.pre_lnorm = cfg.pre_lnorm
         self.o_net = nn.Linear(cfg.n_head * cfg.d_head, cfg.d_model,
                                bias=False)
-        self.layer_norm = nn.LayerNorm(cfg.d_model)
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.drop = nn.Dropout(cfg.dropout)
         self.dropatt = nn.Dropout(cfg.dropatt)
         self.scale = 1 / math.sqrt(cfg.d_head)
@@ -186,7 +192,7 @@ class PositionwiseFF(nn.Module):
             nn.Linear(cfg.d_model, cfg.d_inner), nn.ReLU(inplace=True),
             nn.Dropout(cfg.dropout), nn.Linear(cfg.d_inner, cfg.d_model),
             nn.Dropout(cfg.dropout))
-        self.layer_norm = nn.LayerNorm(cfg.d_model)
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
     def forward(self, x):
         if self.pre_lnorm:
@@ -437,8 +443,13 @@ class MemTransformerLM(nn.Module):
         mask = j > mlen + i
         if self.same_length:
             # Each query sees exactly the last mem_len positions, itself
-            # included (the original's triu + tril mask).
-            mask = mask | (j <= mlen + i - self.mem_len)
+            # included (the original's triu + tril mask); with the TF
+            # code's mask (same_length_mask "tf") one more: its
+            # _create_mask hides from query i only the keys j < i of the
+            # first qlen, i.e. keys older than mlen positions before it
+            # (the TF evaluation's memory always holds mlen = mem_len).
+            extra = 1 if self.cfg.same_length_mask == "tf" else 0
+            mask = mask | (j <= mlen + i - self.mem_len - extra)
         return mask
 
     def distances(self, n, device):
@@ -540,6 +551,18 @@ class MemTransformerLM(nn.Module):
 
 # ---------------------------------------------------------------- scoring
 
+def init_mems(model, bsz=1):
+    """A memory of mem_len zero states for each layer's input (the TF
+    evaluation's and Hugging Face's init_mems; txlgen --mem-init zeros),
+    or None without memory."""
+    if model.mem_len <= 0:
+        return None
+    p = next(model.parameters())
+    return [torch.zeros(model.mem_len, bsz, model.cfg.d_model,
+                        dtype=p.dtype, device=p.device)
+            for _ in range(model.cfg.n_layer + 1)]
+
+
 def _set_run(model, mem_len, clamp_len, same_length):
     model.eval()
     if mem_len is not None:
@@ -552,10 +575,12 @@ def _set_run(model, mem_len, clamp_len, same_length):
 
 @torch.no_grad()
 def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
-              same_length=None, adapt_lr=0.0):
+              same_length=None, adapt_lr=0.0, mem_init="empty"):
     """The original eval.py protocol on one stream of token ids:
     segments ids[s:s+seg_len] predicting ids[s+1:s+1+seg_len], memory
     carried.  Returns a float64 tensor of len(ids)-1 log-probs.
+    mem_init "zeros" starts the memory as mem_len zero states (init_mems,
+    as the TF evaluation does), "empty" (the PyTorch code's) with none.
 
     adapt_lr > 0 is dynamic evaluation of the output layer (txlgen
     --adapt): after scoring each segment, one gradient-descent step on its
@@ -573,7 +598,9 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
     if not adaptive:
         weight, bias, proj = model.crit.cluster(0)
         weight, bias = weight.clone(), bias.clone()
-    out, mems = [], None
+    if mem_init not in ("empty", "zeros"):
+        raise ValueError(f"mem_init {mem_init!r}: empty or zeros")
+    out, mems = [], init_mems(model) if mem_init == "zeros" else None
     for s in range(0, len(ids) - 1, seg_len):
         x = ids[s:s + seg_len]
         y = ids[s + 1:s + 1 + seg_len]
@@ -638,7 +665,8 @@ def load_model_file(path):
     import json
     from . import txlfile
     meta, tensors = txlfile.read(path)
-    hp = {k: json.loads(v) for k, v in meta.items() if k in HPARAM_NAMES}
+    hp = {k: v if k == "same_length_mask" else json.loads(v)
+          for k, v in meta.items() if k in HPARAM_NAMES}
     model = MemTransformerLM(TxlConfig.from_dict(hp))
     state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()
              if k != "tokenizer.model"}
