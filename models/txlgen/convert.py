@@ -12,7 +12,13 @@ from the pickles):
   - a Hugging Face TransfoXL directory (config.json, pytorch_model.bin or
     model.safetensors, and its vocabulary vocab.pkl / vocab.bin);
   - a bare state_dict, torch.save(model.state_dict()) of the original
-    MemTransformerLM or of txlgen/txl_ref.py (same names).
+    MemTransformerLM or of txlgen/txl_ref.py (same names);
+  - a checkpoint of the authors' TensorFlow code (txlgen/tf_convert.py):
+    a directory as tf/sota/download.sh lays it out (data/cache.pkl,
+    data/corpus-info.json, model/checkpoint, model/model.ckpt-N.*), or
+    the prefix .../model.ckpt-N with --vocab .../cache.pkl.  Its sizes
+    come from the tensors' shapes and corpus-info.json, its evaluation
+    settings from its data set (recorded as recommended settings).
 Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
@@ -22,7 +28,7 @@ needed for a bare state_dict and otherwise overrides.
 
 The tokenizer is a SentencePiece model (--tokenizer), or the original
 vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
-original code, HF's vocab.pkl / vocab.bin, or a file of one symbol per
+original code (cache.pkl of its TF code), HF's vocab.pkl / vocab.bin, or a file of one symbol per
 line; --dataset (wt103 wt2 ptb lm1b enwik8 text8) gives the dataset's
 conventions where the vocabulary does not say (cache.pt does).  An HF
 directory brings its own vocabulary.
@@ -54,7 +60,7 @@ import os
 
 import numpy as np
 
-from . import checkpoint, loadable, span_convert, txlfile
+from . import checkpoint, loadable, span_convert, tf_convert, txlfile
 from . import vocab as vocabulary
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
@@ -389,14 +395,17 @@ def main(argv=None):
     ap = OneLineParser(prog="convert.py",
                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
-                    help="state_dict, whole-model pickle, HF directory, or "
-                    "an adaptive-span checkpoint")
+                    help="state_dict, whole-model pickle, HF directory, "
+                    "an adaptive-span checkpoint, or a TF checkpoint (a "
+                    "directory as tf/sota/download.sh lays it out, or the "
+                    "prefix model.ckpt-N with --vocab cache.pkl)")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
     tok.add_argument("--tokenizer", help="SentencePiece model")
-    tok.add_argument("--vocab", help="the original's cache.pt, HF's "
-                     "vocab.pkl / vocab.bin, or one symbol per line")
+    tok.add_argument("--vocab", help="the original's cache.pt (its TF "
+                     "code's cache.pkl), HF's vocab.pkl / vocab.bin, or one "
+                     "symbol per line")
     tok.add_argument("--vocab-corpus", metavar="TRAIN.txt",
                      help="adaptive-span checkpoints: the prepared training "
                      "corpus its vocabulary was built from (enwik8 or "
@@ -467,9 +476,61 @@ def run_span(a, ck):
         raise ConvertError(f"{a.weights}: txlgen would refuse the model: {e}")
 
 
+def run_tf(a):
+    """A checkpoint of the TF code (txlgen/tf_convert.py): a directory as
+    tf/sota/download.sh lays it out, or a prefix with --vocab cache.pkl."""
+    if a.vocab_corpus:
+        raise ConvertError(f"{a.weights}: --vocab-corpus is for "
+                           "adaptive-span checkpoints; a TF checkpoint's "
+                           "vocabulary is its cache.pkl (--vocab)")
+    prefix, cache, info_path = tf_convert.find_files(a.weights, a.vocab)
+    info = tf_convert.read_corpus_info(info_path)
+    hp, state = tf_convert.read_tf_checkpoint(prefix, info, info_path)
+    index = prefix + ".index"
+    dataset = a.dataset or (info or {}).get("dataset")
+    if cache is None and not a.tokenizer:
+        raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
+                           "cache.pkl (the TF code's corpus cache)")
+    v = None
+    if not a.tokenizer:
+        v = vocabulary.read_vocab(cache, dataset)
+        dataset = dataset or v.dataset
+    if dataset not in tf_convert.RECOMMENDED:
+        raise ConvertError(f"{a.weights}: data set {describe(dataset)}: "
+                           "give --dataset (enwik8 text8 wt103 lm1b), whose "
+                           "evaluation settings the model file records")
+    rec = tf_convert.recommended(dataset, hp)
+    hp.update(tgt_len=rec["seg_len"], ext_len=0, mem_len=rec["mem_len"],
+              clamp_len=rec["clamp_len"], same_length=rec["same_length"])
+    what = index
+    if a.config:
+        hp.update(checkpoint.read_json(a.config))
+        what = a.config
+    cfg = check_config(hp, what)
+    if v is not None:
+        if len(v.symbols) != cfg.n_token:
+            raise ConvertError(f"{cache}: {len(v.symbols)} symbols, the "
+                               f"model n_token {cfg.n_token}")
+        proto, meta = vocabulary.to_spm(v)
+        try:
+            loadable.tokenizer(meta, cfg.n_token, proto)
+        except loadable.NotLoadable as e:
+            raise ConvertError(f"{cache}: txlgen would refuse the model: "
+                               f"{e}")
+    else:
+        proto, meta = check_tokenizer(a.tokenizer, cfg.n_token), {}
+    extra = dict(meta)
+    extra.update(provenance("tensorflow", rec))
+    if a.description:
+        extra["description"] = a.description
+    convert(cfg, state, proto, a.output, a.dtype, index, extra)
+
+
 def run(a):
     """The conversion main() asks for: InputError for what is wrong with
     the input."""
+    if tf_convert.is_tf_checkpoint(a.weights):
+        return run_tf(a)
     ck = checkpoint.read_checkpoint(a.weights)
     if span_convert.is_span_checkpoint(ck.state):
         return run_span(a, ck)
