@@ -1367,7 +1367,7 @@ def _without_long_strings(buf, path, skip_module):
             break
     if len(out) + pos - seg > MAX_CACHE_REST:
         raise CheckpointError(
-            f"{path}: more than {MAX_CACHE_REST >> 20} MiB of pickle "
+            f"{path}: more than {MAX_CACHE_REST:,} bytes of pickle "
             "besides its arrays' data: not a corpus cache (a corpus as "
             "lists of ids would have to be built in memory; the original "
             "code stores numpy arrays)")
