@@ -391,6 +391,22 @@ def find_tokenizer(a, path, n_token):
     return vocabulary.to_spm(v)
 
 
+def source_files(text):
+    """--source-files as the metadata value: a JSON list of {name, url,
+    size, sha256}, re-serialised; ValueError if it is not one."""
+    files = json.loads(text)
+    if not isinstance(files, list) or not all(
+            isinstance(f, dict) and set(f) == {"name", "url", "size",
+                                               "sha256"} and
+            isinstance(f["name"], str) and isinstance(f["url"], str) and
+            is_int(f["size"]) and f["size"] >= 0 and
+            isinstance(f["sha256"], str) and len(f["sha256"]) == 64
+            for f in files):
+        raise ValueError("expected a JSON list of {name, url, size, "
+                         "sha256}")
+    return json.dumps(files)
+
+
 def main(argv=None):
     ap = OneLineParser(prog="convert.py",
                        description=__doc__.split("\n\n")[0])
@@ -423,6 +439,11 @@ def main(argv=None):
                     "F32; F16, BF16, Q8_0 and Q4_0 are computed as stored, "
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
+    ap.add_argument("--source-files", metavar="JSON", default=None,
+                    help="what the checkpoint was made of, recorded as the "
+                    "metadata source_files: a JSON list of objects with "
+                    "name, url, size and sha256 (txlgen-get passes it for "
+                    "files that no published digest checks)")
     a = ap.parse_args(argv)
     # numpy's floating-point warnings would be lines of their own; values
     # are checked where they matter (txlfile._check_values, the scales)
@@ -435,6 +456,11 @@ def main(argv=None):
                  "required")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
+    if a.source_files is not None:
+        try:
+            a.source_files = source_files(a.source_files)
+        except ValueError as e:
+            ap.error(f"--source-files: {e}")
     return run_tool("convert.py", a.weights, run, a)
 
 
@@ -467,6 +493,8 @@ def run_span(a, ck):
     extra.update(provenance("adaptive-span"))
     if a.description:
         extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
     try:
         txlfile.write(a.output, cfg.hparams(), tensors, proto,
                       dtype=a.dtype, extra=extra or None)
@@ -523,6 +551,8 @@ def run_tf(a):
     extra.update(provenance("tensorflow", rec))
     if a.description:
         extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
     convert(cfg, state, proto, a.output, a.dtype, index, extra)
 
 
@@ -554,5 +584,7 @@ def run(a):
                             else "pytorch"))
     if a.description:
         extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
             extra or None)
