@@ -185,6 +185,18 @@ class _State:
             raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
                                f"{self.hint}")
         self.used.add(name)
+        shape_of = getattr(self.state, "shape_of", None)
+        if shape_of is not None:
+            # a state that knows its shapes before reading (a TF bundle):
+            # the tensor is read when it is written, one at a time
+            have = tuple(shape_of(name))
+            if have != tuple(shape):
+                raise ConvertError(f"{self.wpath}: tensor {name!r} has "
+                                   f"shape {list(have)}, expected "
+                                   f"{list(shape)}{self.hint}")
+            state = self.state
+            return txlfile.Lazy(have, lambda: txlfile.as_float32(
+                state[name]))
         t = txlfile.as_float32(self.state[name])
         if tuple(t.shape) != tuple(shape):
             raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "

@@ -128,11 +128,14 @@ class TFState(collections.abc.Mapping):
     """PyTorch name -> array, each made from the bundle's tensor when it
     is used (transposed where TF stores [in, out])."""
 
-    def __init__(self, bundle, makers):
-        self.bundle, self.makers = bundle, makers
+    def __init__(self, bundle, makers, shapes):
+        self.bundle, self.makers, self.shapes = bundle, makers, shapes
 
     def __getitem__(self, name):
         return self.makers[name]()
+
+    def shape_of(self, name):
+        return self.shapes[name]
 
     def __iter__(self):
         return iter(self.makers)
@@ -149,6 +152,7 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
     names = set(b)
     used = set()
     makers = collections.OrderedDict()
+    shapes = {}
 
     def shape(n):
         return b.shape(n) if n in names else None
@@ -165,6 +169,8 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
 
     def put(torch_name, tf_name, transpose=False):
         used.add(tf_name)
+        s = b.shape(tf_name)
+        shapes[torch_name] = tuple(reversed(s)) if transpose else tuple(s)
 
         def make():
             a = b[tf_name]
@@ -269,6 +275,7 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
                 n = d_model
                 makers[f"word_emb.emb_projs.{i}"] = \
                     lambda n=n: np.eye(n, dtype=np.float32)
+                shapes[f"word_emb.emb_projs.{i}"] = (n, n)
             else:
                 raise CheckpointError(f"{index}: no {tables[i][:-len('lookup_table')]}"
                                       f"proj_W for an embedding of "
@@ -290,11 +297,15 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
             return pair["r"]
         makers["crit.cluster_weight"] = lambda: rows()[0]
         makers["crit.cluster_bias"] = lambda: rows()[1]
+        shapes["crit.cluster_weight"] = tuple(b.shape(w))
+        shapes["crit.cluster_bias"] = tuple(b.shape(cb))
         biases = [S + f"cutoff_{i}/b" for i in range(len(cutoffs) + 1)]
         if div_val == 1:
             used.update(biases)
             makers["crit.out_layers.0.bias"] = \
                 lambda: np.concatenate([b[x] for x in biases])
+            shapes["crit.out_layers.0.bias"] = (sum(b.shape(x)[0]
+                                                    for x in biases),)
         else:
             for i, x in enumerate(biases):
                 put(f"crit.out_layers.{i}.bias", x)
@@ -341,7 +352,7 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
     if extra:
         raise CheckpointError(f"{index}: tensor {extra[0]!r} has no place "
                               "in a Transformer-XL of the TF code")
-    return hp, TFState(b, makers)
+    return hp, TFState(b, makers, shapes)
 
 
 def read_corpus_info(path):

@@ -136,25 +136,28 @@ def table(entries, block_size=BLOCK_SIZE, compress=True, corrupt=None):
 
 def write_bundle(prefix, tensors, num_shards=1, bad_tensor_crc=None,
                  corrupt_block=None, block_size=BLOCK_SIZE):
-    """Write name -> numpy array (float32, float64, int32, int64, float16)
-    as PREFIX.index + one data shard (num_shards only as the header says
-    it); bad_tensor_crc names a tensor whose crc32c is spoiled."""
-    data, entries = bytearray(), []
-    for name in sorted(tensors):
-        a = np.asarray(tensors[name])
-        a = a.astype(a.dtype.newbyteorder("<"))
-        dt = _TF_DTYPES[a.dtype.str]
-        raw = a.tobytes()
-        crc = mask(crc32c(raw))
-        if name == bad_tensor_crc:
-            crc ^= 1
-        entries.append((name.encode(), entry_proto(
-            dt, a.shape, 0, len(data), len(raw), crc)))
-        data += raw
+    """Write name -> numpy array (float32, float64, int32, int64, float16;
+    or a function that makes it, called when it is written) as
+    PREFIX.index + one data shard (num_shards only as the header says it);
+    bad_tensor_crc names a tensor whose crc32c is spoiled."""
+    entries, pos = [], 0
+    with open(shard_path(prefix, 0, num_shards), "wb") as f:
+        for name in sorted(tensors):
+            a = tensors[name]
+            a = np.asarray(a() if callable(a) else a)
+            a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+            dt = _TF_DTYPES[a.dtype.str]
+            raw = memoryview(np.ascontiguousarray(a)).cast("B")
+            crc = mask(crc32c(raw))
+            if name == bad_tensor_crc:
+                crc ^= 1
+            entries.append((name.encode(), entry_proto(
+                dt, a.shape, 0, pos, len(raw), crc)))
+            f.write(raw)
+            pos += len(raw)
+            del a, raw
     index = table([(b"", header_proto(num_shards))] + entries,
                   block_size=block_size, corrupt=corrupt_block)
-    with open(shard_path(prefix, 0, num_shards), "wb") as f:
-        f.write(data)
     with open(prefix + ".index", "wb") as f:
         f.write(index)
     return len(entries)
