@@ -290,6 +290,35 @@ class TestTFCheckpoints(unittest.TestCase):
         pt = reference(model, ids)
         self.assertLess(max(abs(a - b) for a, b in zip(pt, want)), TOL)
 
+    def test_recommended_settings_load(self):
+        """Each data set's recommended settings are ones txlgen takes, and
+        give the session the evaluation's memory, segment and clamp
+        (lm1b's "no clamp" is the file's clamp_len -1, txlgen's 0)."""
+        from txlgen import tf_convert
+        d = self.path("tf_enwik8")
+        if not os.path.isdir(d):
+            self.test_enwik8_layout()
+        src = self.path("enwik8.bin")
+        for ds, (seg, mem, clamp) in {"enwik8": (128, 3800, 1000),
+                                      "text8": (128, 3800, 1000),
+                                      "wt103": (128, 1600, 1000),
+                                      "lm1b": (32, 128, 0)}.items():
+            rec = tf_convert.recommended(ds, {})
+            out = self.path(f"rec-{ds}.bin")
+            r = subprocess.run([mrm.PYTHON, os.path.join(
+                ROOT, "models", "txlfile.py"), "--dtype", "F32", "--set",
+                "recommended=" + json.dumps(rec), "--set",
+                "clamp_len=" + ("-1" if ds == "lm1b" else "1000"),
+                src, out], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = subprocess.run([TXLGEN, "-m", out, "--info", "--json"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            sess = json.loads(r.stdout)["session"]
+            self.assertEqual((sess["seg_len"], sess["mem_len"],
+                              sess["clamp_len"], sess["same_length"]),
+                             (seg, mem, clamp, True), ds)
+
     def test_prefix_and_vocab(self):
         """The checkpoint prefix with --vocab cache.pkl (corpus-info.json
         beside it) converts to the same model as the directory."""

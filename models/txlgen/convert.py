@@ -539,9 +539,10 @@ def run_tf(a):
         raise ConvertError(f"{a.weights}: data set {describe(dataset)}: "
                            "give --dataset (enwik8 text8 wt103 lm1b), whose "
                            "evaluation settings the model file records")
+    run = tf_convert.RECOMMENDED[dataset]
+    hp.update(tgt_len=run["seg_len"], ext_len=0, mem_len=run["mem_len"],
+              clamp_len=run["clamp_len"], same_length=run["same_length"])
     rec = tf_convert.recommended(dataset, hp)
-    hp.update(tgt_len=rec["seg_len"], ext_len=0, mem_len=rec["mem_len"],
-              clamp_len=rec["clamp_len"], same_length=rec["same_length"])
     what = index
     if a.config:
         hp.update(checkpoint.read_json(a.config))

@@ -378,5 +378,9 @@ def recommended(dataset, hp):
     memory starts as mem_len zero states)."""
     rec = dict(RECOMMENDED.get(dataset, {}))
     rec["mem_init"] = "zeros"
+    if rec.get("clamp_len", 0) < 0:
+        # no clamp (lm1b): the hyperparameter says so; txlgen's setting
+        # has no value for it (0 is none)
+        del rec["clamp_len"]
     return rec
 
