@@ -190,6 +190,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 	case ST_COLOR:
 	case ST_KV_TYPE:
 	case ST_COMPUTE:
+	case ST_MEM_INIT:
 		if (!cJSON_IsString(v)) {
 			want = "a string";
 			break;
@@ -567,6 +568,14 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 	case ST_KV_TYPE:
 	case ST_COMPUTE:
 		return cJSON_CreateString(setting_names(st, &iv)[*(const int *)p]);
+	case ST_MEM_INIT: {
+		int n;
+		const char *const *names = setting_names(st, &n);
+
+		iv = session ? sp.mem_init : *(const int *)p;
+		return iv < 0 || iv >= n ? cJSON_CreateNull() :
+			cJSON_CreateString(names[iv]);
+	}
 	}
 	return NULL;
 }

@@ -78,6 +78,38 @@ tokvec_drop(struct tokvec *t, int n)
 /* ------------------------------------------------------------------ */
 /* Model and session                                                   */
 
+/*
+ * A model file of Hugging Face's wt103 that a convert.py before
+ * converter version 2 wrote (no metadata converter_version) has tail
+ * clusters 1 and 3 swapped: that converter kept Hugging Face's
+ * crit.cluster_weight rows in their order, which Hugging Face reads in
+ * the TensorFlow code's order.  Such a file is told by its description
+ * (txlgen-get's names huggingface.co) or by wt103's vocabulary and
+ * cutoffs; one line says how to convert it again.
+ */
+static void
+warn_old_conversion(const struct txl_model *m, const char *path)
+{
+	static const int wt103[3] = { 20000, 40000, 200000 };
+	const struct txl_hparams *hp = txl_model_hparams(m);
+	const char *desc = txl_model_meta(m, "description");
+	bool hf = desc && strstr(desc, "huggingface.co/");
+
+	if (txl_model_meta(m, "converter_version") || hp->n_cutoffs < 3)
+		return;
+	if (!hf && !(hp->n_token == 267735 && hp->n_cutoffs == 3 &&
+		     !memcmp(hp->cutoffs, wt103, sizeof wt103)))
+		return;
+	errmsg("warning: %s: converted by a convert.py older than converter "
+	       "version 2, which swapped tail clusters 1 and 3 of Hugging "
+	       "Face's wt103 (%s): convert it again with 'txlgen-get --force "
+	       "wt103' (or models/convert.py --weights DIR -o FILE)", path,
+	       hf ? "this model: words 20,000 to 39,999 and from 200,000 on "
+	       "get another cluster's probability" : "if this is that model, "
+	       "words 20,000 to 39,999 and from 200,000 on get another "
+	       "cluster's probability");
+}
+
 int
 engine_load_model(struct engine *e, struct txlgen_options *opts,
 		  const char *model_path)
@@ -99,6 +131,7 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	if (opts->mmap)
 		signals_watch_mapping(model_path);
 	e->hp = txl_model_hparams(e->model);
+	warn_old_conversion(e->model, model_path);
 	e->logits = xrealloc(NULL, (size_t)e->hp->n_token * sizeof(float));
 
 	/* without --seed, a new seed each run (shown by --stats/--json) */
@@ -183,6 +216,7 @@ engine_session_params(const struct engine *e, struct txl_session_params *p)
 	p->same_length = e->opts->same_length;
 	p->n_threads = e->opts->threads;
 	p->kv_type = e->opts->kv_type;
+	p->mem_init = e->opts->mem_init;
 }
 
 int

@@ -387,6 +387,7 @@ describe_memory(struct engine *e, cJSON *root)
 	num(m, "seg_len", r.seg_len);
 	num(m, "clamp_len", r.clamp_len);
 	flag(m, "same_length", r.same_length);
+	str(m, "mem_init", mem_init_names[r.mem_init]);
 	str(m, "kv_type", kv_type_names[r.kv_type]);
 	str(m, "compute", compute_names[e->opts->compute]);
 	/* by the CPU's own instructions, or widened */
@@ -404,7 +405,7 @@ describe(struct engine *e, cJSON *root)
 	const struct txl_hparams *hp = e->hp;
 	struct file_view fv = { 0 };
 	uint64_t size = 0;
-	cJSON *file, *arch, *att, *voc, *rec, *version;
+	cJSON *file, *arch, *att, *voc, *rec, *version, *eps;
 	int32_t special[3] = {
 		txl_token_bos(e->model), txl_token_eos(e->model),
 		txl_token_unk(e->model)
@@ -422,6 +423,11 @@ describe(struct engine *e, cJSON *root)
 	version = meta_json(e, "format_version");
 	cJSON_AddItemToObject(file, "format_version", version ? version :
 			      cJSON_CreateNull());
+	/* which converter wrote it, from what (txlgen-model(5)) */
+	version = meta_json(e, "converter_version");
+	cJSON_AddItemToObject(file, "converter_version", version ? version :
+			      cJSON_CreateNull());
+	str(file, "origin", txl_model_meta(e->model, "origin"));
 	if (!read_header(e->model_path, &fv, &size))
 		return EXIT_BADMODEL;
 	num(file, "bytes", (double)size);
@@ -436,6 +442,13 @@ describe(struct engine *e, cJSON *root)
 	num(arch, "d_embed", hp->d_embed);
 	flag(arch, "pre_lnorm", hp->pre_lnorm);
 	flag(arch, "untie_r", hp->untie_r);
+	/* how the checkpoint's code computes: absent, the PyTorch code's */
+	eps = meta_json(e, "layer_norm_eps");
+	cJSON_AddItemToObject(arch, "layer_norm_eps", eps ? eps :
+			      cJSON_CreateNumber(1e-5));
+	str(arch, "same_length_mask",
+	    txl_model_meta(e->model, "same_length_mask") ?
+	    txl_model_meta(e->model, "same_length_mask") : "pytorch");
 
 	att = obj(root, "attention");
 	num(att, "attn_type", hp->attn_type);

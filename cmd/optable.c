@@ -95,6 +95,11 @@ const struct cli_opt cli_opts[] = {
 	    "clamp relative distances to N (0 = none)"),
 	BOOL("same-length", 0, "same_length",
 	     "every position sees the same number of keys"),
+	SET("mem-init", 0, "mem_init", "HOW",
+	    "the memory starts empty (the PyTorch code's\n"
+	    "evaluation) or as mem_len zero states (zeros:\n"
+	    "the TensorFlow code's and Hugging Face's;\n"
+	    "models of that origin recommend it)"),
 	SET("threads", 't', "threads", "N",
 	    "threads of the kernels and of OpenBLAS\n"
 	    "(default 0 = one per CPU)"),

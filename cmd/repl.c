@@ -187,7 +187,8 @@ cmd_set(struct repl *r, char *args)
 		return EXIT_USAGE;
 	}
 	if (s->type == ST_INT || s->type == ST_TRIBOOL || s->type == ST_COLOR ||
-	    s->type == ST_KV_TYPE || s->type == ST_COMPUTE)
+	    s->type == ST_KV_TYPE || s->type == ST_COMPUTE ||
+	    s->type == ST_MEM_INIT)
 		old_int = *(int *)setting_ptr(s, e->opts);
 	old_origin = setting_origin(s, e->opts);
 	if (!strcmp(val, "null") || !strcmp(val, "default")) {

@@ -46,6 +46,7 @@ const struct setting settings[] = {
 	{ "seg_len",       "--seg-len",       ST_INT,     OFF(seg_len),      true,  false, 1,    TXL_SEG_LEN_MAX,       S,     true },
 	{ "clamp_len",     "--clamp-len",     ST_INT,     OFF(clamp_len),    true,  false, 0,    INT_MAX,               S,     true },
 	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,                     S,     true },
+	{ "mem_init",      "--mem-init",      ST_MEM_INIT, OFF(mem_init),    true,  false, 0,    0,                     S,     true },
 	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,                  S,     false },
 	{ "kv_type",       "--kv-type",       ST_KV_TYPE, OFF(kv_type),      false, false, 0,    0,                     S,     false },
 	{ "compute",       "--compute",       ST_COMPUTE, OFF(compute),      false, false, 0,    0,                     S,     false },
@@ -72,6 +73,9 @@ const char *const kv_type_names[5] = {
 const char *const compute_names[2] = {
 	[TXL_COMPUTE_F32] = "f32", [TXL_COMPUTE_BF16] = "bf16",
 };
+const char *const mem_init_names[2] = {
+	[TXL_MEM_EMPTY] = "empty", [TXL_MEM_ZEROS] = "zeros",
+};
 
 const char *const *
 setting_names(const struct setting *s, int *n)
@@ -83,6 +87,10 @@ setting_names(const struct setting *s, int *n)
 	if (s->type == ST_COMPUTE) {
 		*n = (int)(sizeof compute_names / sizeof *compute_names);
 		return compute_names;
+	}
+	if (s->type == ST_MEM_INIT) {
+		*n = (int)(sizeof mem_init_names / sizeof *mem_init_names);
+		return mem_init_names;
 	}
 	*n = (int)(sizeof color_names / sizeof *color_names);
 	return color_names;
@@ -157,6 +165,7 @@ options_init(struct txlgen_options *o)
 	o->seg_len = TXL_FROM_MODEL;
 	o->clamp_len = TXL_FROM_MODEL;
 	o->same_length = TXL_FROM_MODEL;
+	o->mem_init = TXL_FROM_MODEL;
 	o->score_stride = -1;
 	o->color = COLOR_AUTO;
 	o->n_samples = 1;
@@ -302,6 +311,7 @@ setting_reset(const struct setting *s, struct txlgen_options *o)
 		return true;
 	case ST_TRIBOOL:
 	case ST_INT:
+	case ST_MEM_INIT:
 		if (!s->nullable)
 			return false;
 		*(int *)p = -1;
@@ -392,7 +402,8 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_COLOR:
 	case ST_KV_TYPE:
-	case ST_COMPUTE: {
+	case ST_COMPUTE:
+	case ST_MEM_INIT: {
 		int n;
 		const char *const *names = setting_names(s, &n);
 
@@ -460,9 +471,14 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 		break;
 	case ST_COLOR:
 	case ST_KV_TYPE:
-	case ST_COMPUTE: {
+	case ST_COMPUTE:
+	case ST_MEM_INIT: {
 		int n;
-		snprintf(buf, len, "%s", setting_names(s, &n)[*(const int *)p]);
+		if (*(const int *)p < 0)
+			snprintf(buf, len, "null");
+		else
+			snprintf(buf, len, "%s",
+				 setting_names(s, &n)[*(const int *)p]);
 		break;
 	}
 	}

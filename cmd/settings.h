@@ -63,6 +63,7 @@ struct txlgen_options {
 	int same_length;      /* -1 = the model's, 0, 1 */
 	int threads;          /* 0 = one per CPU */
 	int kv_type;          /* enum txl_kv_type of the memory */
+	int mem_init;         /* -1 = the model's, enum txl_mem_init */
 	int compute;          /* enum txl_compute of segments' products */
 	int score_stride;     /* --score of a model without memory: tokens
 				 predicted per window; -1 = seg_len */
@@ -112,6 +113,7 @@ enum setting_type {
 	ST_COLOR,     /* int, enum color_mode */
 	ST_KV_TYPE,   /* int, enum txl_kv_type */
 	ST_COMPUTE,   /* int, enum txl_compute */
+	ST_MEM_INIT,  /* int, enum txl_mem_init; -1 null (the model's) */
 };
 
 /* Where a setting takes effect when the REPL changes it. */
@@ -186,8 +188,9 @@ bool setting_check_range(const struct setting *s, double v, char *err,
 extern const char *const color_names[3];
 extern const char *const kv_type_names[5];	/* by enum txl_kv_type */
 extern const char *const compute_names[2];	/* by enum txl_compute */
-/** The names of an ST_COLOR, ST_KV_TYPE or ST_COMPUTE setting's values, and their
- * number in @p n. */
+extern const char *const mem_init_names[2];	/* by enum txl_mem_init */
+/** The names of an ST_COLOR, ST_KV_TYPE, ST_COMPUTE or ST_MEM_INIT
+ * setting's values, and their number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);
 
 void options_init(struct txlgen_options *o);

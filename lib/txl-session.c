@@ -34,6 +34,7 @@ txl_session_params_default(void)
 		.n_threads = 0,
 		.stride = TXL_FROM_MODEL,
 		.kv_type = TXL_KV_F32,
+		.mem_init = TXL_FROM_MODEL,
 	};
 }
 
@@ -86,6 +87,9 @@ txl_session_params_resolve(const struct txl_model *m,
 		p.same_length = memory && hp->same_length;
 	if (p.stride == TXL_FROM_MODEL && !memory)
 		p.stride = 1;
+	if (p.mem_init == TXL_FROM_MODEL)
+		p.mem_init = txl_attn_kind(hp->attn_type)->zero_memory
+			? TXL_MEM_ZEROS : TXL_MEM_EMPTY;
 	if (p.mem_len < 0 || p.mem_len > TXL_MEM_LEN_MAX)
 		return txl_fail(TXL_ERR_INVALID, "mem_len %d out of range "
 				"[0, %d]", p.mem_len, TXL_MEM_LEN_MAX);
@@ -116,6 +120,20 @@ txl_session_params_resolve(const struct txl_model *m,
 	if (p.n_threads < 0)
 		return txl_fail(TXL_ERR_INVALID, "n_threads %d is negative",
 				p.n_threads);
+	if (p.mem_init != TXL_MEM_EMPTY && p.mem_init != TXL_MEM_ZEROS)
+		return txl_fail(TXL_ERR_INVALID, "mem_init %d is neither "
+				"TXL_MEM_EMPTY nor TXL_MEM_ZEROS", p.mem_init);
+	if (p.mem_init == TXL_MEM_EMPTY &&
+	    txl_attn_kind(hp->attn_type)->zero_memory)
+		return txl_fail(TXL_ERR_INVALID, "mem_init empty: an "
+				"adaptive-span model's memory always starts as "
+				"zero states, as its original code evaluates "
+				"it");
+	if (p.mem_init == TXL_MEM_ZEROS && hp->pre_lnorm && p.mem_len > 0)
+		return txl_fail(TXL_ERR_INVALID, "mem_init zeros: the zero "
+				"states of a pre-LayerNorm model have keys "
+				"and values that are not 0, which libtxl does "
+				"not compute");
 	if (txl_kv_dtype(p.kv_type) == TXL_N_DTYPES) {
 		char types[160];
 
@@ -259,12 +277,12 @@ txl_session_new(const struct txl_model *m,
 					txl_head_keep(m, l, h, s->mem_len);
 		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
 				 kv_dt, s->mem_len, keep, s->seg_len,
-				 txl_attn_kind(hp->attn_type)->zero_memory);
+				 s->params.mem_init == TXL_MEM_ZEROS);
 		free(keep);
 	} else {
 		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
 				 kv_dt, s->mem_len, NULL, s->seg_len,
-				 txl_attn_kind(hp->attn_type)->zero_memory);
+				 s->params.mem_init == TXL_MEM_ZEROS);
 	}
 	if (st != TXL_OK)
 		goto nomem;

@@ -412,6 +412,24 @@ TXL_API int txl_compute_native(enum txl_compute compute);
 TXL_API enum txl_status txl_model_check_compute(
 	const struct txl_model *model, enum txl_compute compute);
 
+/**
+ * How a session's memory starts (txl_session_params.mem_init):
+ *   EMPTY  no positions: the first token attends to itself only, as the
+ *          original PyTorch code's evaluation starts;
+ *   ZEROS  mem_len positions of zero states (every key and value 0,
+ *          which still take part in each softmax through their position
+ *          scores): the evaluation of the TensorFlow code and Hugging
+ *          Face's init_mems, so that scores match theirs from the first
+ *          token; txl_session_mem_fill() is then always mem_len.
+ * An adaptive-span model's memory always starts as ZEROS.  ZEROS is
+ * refused for pre-LayerNorm models (their zero states' keys and values
+ * are not 0).  Since libtxl 1.2.
+ */
+enum txl_mem_init {
+	TXL_MEM_EMPTY = 0,
+	TXL_MEM_ZEROS = 1,
+};
+
 struct txl_session_params {
 	size_t size;       /* sizeof(struct txl_session_params), as
 			      txl_session_params_default() sets it */
@@ -433,6 +451,10 @@ struct txl_session_params {
 			      TXL_FROM_MODEL = 1.  See txl_session_eval().
 			      Must be TXL_FROM_MODEL for the others. */
 	enum txl_kv_type kv_type; /* of the memory; default TXL_KV_F32 */
+	int mem_init;      /* enum txl_mem_init: how the memory starts (and
+			      starts again at txl_session_reset());
+			      TXL_FROM_MODEL: empty, an adaptive-span
+			      model's zero states.  Since libtxl 1.2 */
 };
 
 /** The defaults: everything from the model, no abort callback. */
@@ -452,8 +474,9 @@ TXL_API enum txl_status txl_session_params_resolve(
 	struct txl_session_params *out);
 
 /**
- * Create a session with an empty memory (an adaptive-span model's: full
- * of zero states, see TXL_ATTN_ADAPTIVE_SPAN).  The session borrows @p
+ * Create a session with an empty memory, or one of mem_len zero states
+ * (params->mem_init; an adaptive-span model's always, see
+ * TXL_ATTN_ADAPTIVE_SPAN).  The session borrows @p
  * model, which must outlive it.  Settings may exceed those the model was
  * trained with.  same_length with mem_len 0 is rejected (it masks every key).
  * Models of attn_type 2 and 3 have no memory (the original code runs them
@@ -514,8 +537,9 @@ TXL_API enum txl_status txl_session_set_params(
 TXL_API enum txl_status txl_session_copy(struct txl_session *dst,
 					 const struct txl_session *src);
 
-/** Forget the memory: the next token starts a new text (an
- *  adaptive-span model's memory is zero states again). */
+/** Forget the memory: the next token starts a new text (with mem_init
+ *  TXL_MEM_ZEROS, an adaptive-span model's always, the memory is zero
+ *  states again). */
 TXL_API void txl_session_reset(struct txl_session *session);
 
 /**
@@ -616,8 +640,8 @@ TXL_API enum txl_status txl_session_adapt(struct txl_session *session,
 					  const int32_t *targets, int n,
 					  float lr);
 
-/** Positions currently held in memory (0..mem_len; always mem_len for an
- *  adaptive-span model, whose memory starts full of zero states). */
+/** Positions currently held in memory (0..mem_len; always mem_len for a
+ *  memory that starts full of zero states: TXL_MEM_ZEROS). */
 TXL_API int txl_session_mem_fill(const struct txl_session *session);
 
 /** Tokens fed since the session was created or reset. */

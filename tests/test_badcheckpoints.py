@@ -393,6 +393,22 @@ CASES = {
                                      {"0": bytes(16)}), "--config",
                  write_json("tp.json", dict(CONFIG, tie_projs=3)),
                  "--tokenizer", TOKENIZER], "tp.json", "tie_projs.*list"),
+    "--config layer_norm_eps 0": (
+        lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
+                                     {"0": bytes(16)}), "--config",
+                 write_json("eps.json", dict(CONFIG, layer_norm_eps=0)),
+                 "--tokenizer", TOKENIZER], "eps.json",
+        r"layer_norm_eps is 0, expected a number in \(0, 1\]"),
+    "--config same_length_mask \"tensorflow\"": (
+        lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
+                                     {"0": bytes(16)}), "--config",
+                 write_json("slm.json", dict(CONFIG,
+                                             same_length_mask="tensorflow")),
+                 "--tokenizer", TOKENIZER], "slm.json",
+        "same_length_mask.*one of pytorch, tf"),
+    "HF layer_norm_epsilon: 0": (
+        lambda: ["--weights", hf("eps0", layer_norm_epsilon=0)],
+        "config.json", r"layer_norm_epsilon 0 is not in \(0, 1\]"),
     "--config a list": (
         lambda: ["--weights", zipped("ok.pt", one_tensor([4], [1], 4),
                                      {"0": bytes(16)}), "--config",

@@ -460,6 +460,17 @@ CASES = {
     "format_missing": (_edit(_meta("format", None)), r"format"),
     "format_version": (_edit(_meta("format_version", "99")), r"version"),
     "attn_type": (_edit(_meta("attn_type", "5")), r"attn_type"),
+    # how the checkpoint's code computes
+    "layer_norm_eps_text": (_edit(_meta("layer_norm_eps", "small")),
+                            r"metadata 'layer_norm_eps' is 'small'"),
+    "layer_norm_eps_zero": (_edit(_meta("layer_norm_eps", "0")),
+                            r"'layer_norm_eps' is '0', expected a number "
+                            r"in \(0, 1\]"),
+    "layer_norm_eps_nan": (_edit(_meta("layer_norm_eps", "nan")),
+                           r"'layer_norm_eps' is 'nan'"),
+    "same_length_mask": (_edit(_meta("same_length_mask", "tensorflow")),
+                         r"'same_length_mask' is 'tensorflow', expected "
+                         r"'pytorch' or 'tf'"),
     # attn_type 2 wants other tensors than the file's (type 0) ones
     "attn_type_tensors": (_edit(_meta("attn_type", "2")),
                           r"missing tensor 'layers.0.dec_attn.q_net"),

@@ -38,7 +38,8 @@ import unittest
 
 import torch
 
-from txlgen import checkpoint, random_model as mrm, txl_ref, txlfile
+from txlgen import (checkpoint, hf_ref, random_model as mrm, txl_ref,
+                    txlfile)
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
@@ -223,7 +224,12 @@ class TestCheckpoints(unittest.TestCase):
                     for w in words] + [0]
         return ids
 
-    def check_scores(self, ref, mbin, settings=((None, None), (3, 5))):
+    def check_scores(self, ref, mbin, settings=((None, None), (3, 5)),
+                     mem_init="empty"):
+        """txlgen's scores of the text with the model's settings and
+        others, against txl_ref's; mem_init: how the model's memory
+        starts (a Hugging Face directory's recommends zeros, as Hugging
+        Face's code starts it)."""
         with open(self.text) as f:
             lines = f.read().split("\n")[:-1]
         want_ids = self.want_ids([x.split() for x in lines])
@@ -231,7 +237,8 @@ class TestCheckpoints(unittest.TestCase):
             ids, lps = score(mbin, self.text, seg, mem)
             self.assertEqual(ids, want_ids[1:])
             want = txl_ref.score_ids(ref, want_ids, seg or ref.cfg.tgt_len,
-                                     mem if seg else ref.cfg.mem_len)
+                                     mem if seg else ref.cfg.mem_len,
+                                     mem_init=mem_init)
             diff = max(abs(a - b) for a, b in zip(lps, want.tolist()))
             self.assertLess(diff, TOL, f"{mbin} seg {seg}")
 
@@ -323,7 +330,7 @@ class TestCheckpoints(unittest.TestCase):
             self.assertEqual((meta["untie_r"], meta["d_embed"]),
                              ("true", "16"))
             # per-layer biases: the shared ones, once per layer
-            self.check_scores(ref, mbin)
+            self.check_scores(ref, mbin, mem_init="zeros")
 
     def test_state_dict_with_config(self):
         cfg = mrm.make_config(n_token=len(WT_SYMS), tgt_len=4, mem_len=6)
@@ -418,7 +425,190 @@ class TestCheckpoints(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertEqual(self.meta(hbin)["tie_projs"],
                                  txlfile.meta_value(tie_projs))
-                self.check_scores(ref, hbin, settings=((None, None),))
+                self.check_scores(ref, hbin, settings=((None, None),),
+                                  mem_init="zeros")
+
+    # -- Hugging Face's wt103 layout, against Hugging Face's computation --
+
+    def hf_wt103_dir(self, name, config, seed):
+        """A directory laid out as Hugging Face's wt103 (config.json,
+        pytorch_model.bin, vocab.bin), random weights; returns (dir, the
+        config, the symbols)."""
+        syms = ["<eos>"] + [f"w{i}" for i in range(1, 40)]
+        syms[5] = "<unk>"
+        c = dict(hf_ref.HF_DEFAULTS, **config)
+        cfg = mrm.make_config(
+            n_token=len(syms), n_layer=c["n_layer"], n_head=c["n_head"],
+            d_model=c["d_model"], d_head=c["d_head"], d_inner=c["d_inner"],
+            d_embed=c["d_embed"], cutoffs=c["cutoffs"], div_val=c["div_val"],
+            tie_projs=[False] + [True] * len(c["cutoffs"]),
+            tie_weight=c["tie_word_embeddings"], untie_r=True,
+            pre_lnorm=c["pre_lnorm"])
+        ref = txl_ref.MemTransformerLM(cfg)
+        mrm.randomize(ref, seed=seed)
+        d = self.path(name)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(dict(config, vocab_size=len(syms)), f, indent=2)
+        # HF's names; per-layer relative biases (untie_r)
+        st = collections.OrderedDict()
+        for key, v in ref.state_dict().items():
+            if key in ("r_w_bias", "r_r_bias"):
+                for i in range(cfg.n_layer):
+                    st[f"transformer.layers.{i}.dec_attn.{key}"] = v[i]
+            else:
+                st[("" if key.startswith("crit.") else "transformer.") +
+                   key] = v
+        torch.save(st, os.path.join(d, "pytorch_model.bin"))
+        torch.save(dict(make_vocab(syms, False).__dict__),
+                   os.path.join(d, "vocab.bin"))
+        return d, c, syms
+
+    def test_hf_wt103_layout(self):
+        """Three tail clusters, as Hugging Face lays out wt103: converted
+        and scored by txlgen with the model's own settings (mem_init zeros
+        recommended, the memory Hugging Face's init_mems() starts with),
+        every log-prob within 1e-4 of Hugging Face's computation
+        (txlgen/hf_ref.py, which reads tail cluster i from head column
+        cutoffs[0] + i - 1), tokens of all four clusters among them; in
+        segments, token by token, and with --mem-init empty against HF's
+        forward from no memory.  The second config lacks same_length,
+        clamp_len and mem_len (HF: true, 1000, 1600) and says tie_weight
+        true but tie_word_embeddings false (HF unties), with another
+        LayerNorm epsilon."""
+        wt103 = dict(
+            adaptive=True, architectures=["TransfoXLLMHeadModel"],
+            attn_type=0, clamp_len=7, cutoffs=[8, 16, 28], d_embed=32,
+            d_head=8, d_inner=48, d_model=32, div_val=2, dropatt=0.0,
+            dropout=0.1, eos_token_id=0, ext_len=0, init="normal",
+            init_range=0.01, init_std=0.02, layer_norm_epsilon=1e-05,
+            mem_len=9, model_type="transfo-xl", n_head=4, n_layer=2,
+            pre_lnorm=False, proj_init_std=0.01, same_length=True,
+            sample_softmax=-1, tgt_len=5, tie_projs=[False, True, True,
+                                                     True],
+            tie_weight=True, untie_r=True)
+        sparse = {k: v for k, v in wt103.items()
+                  if k not in ("same_length", "clamp_len", "mem_len",
+                               "tie_projs")}
+        sparse.update(tie_word_embeddings=False, layer_norm_epsilon=0.01)
+        g = torch.Generator().manual_seed(3)
+        for k, config in enumerate((wt103, sparse)):
+            d, c, syms = self.hf_wt103_dir(f"hfwt{k}", config, seed=40 + k)
+            mbin = self.path(f"hfwt{k}.bin")
+            r = convert("--weights", d, "-o", mbin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            meta = self.meta(mbin)
+            self.assertEqual(
+                (meta["origin"], meta["converter_version"],
+                 json.loads(meta["recommended"])["mem_init"],
+                 meta["same_length"], meta["clamp_len"], meta["mem_len"],
+                 meta["tie_weight"], float(meta.get("layer_norm_eps",
+                                                    "1e-5"))),
+                ("huggingface", "2", "zeros", "true",
+                 str(c["clamp_len"]), str(c["mem_len"]),
+                 txlfile.meta_value(c["tie_word_embeddings"]),
+                 c["layer_norm_epsilon"]))
+            words = [syms[i] for i in torch.randint(1, len(syms), (70,),
+                                                    generator=g).tolist()
+                     if syms[i] != "<unk>"]
+            text = self.path(f"hfwt{k}.txt")
+            with open(text, "w") as f:
+                f.write(" ".join(words[:30]) + "\n" + " ".join(words[30:])
+                        + "\n")
+            want_ids = [syms.index(w) for w in words[:30]] + [0] + \
+                [syms.index(w) for w in words[30:]] + [0]
+            hf = hf_ref.HFTransfoXL.from_dir(d)
+            clusters = set()
+            for seg, mem_init, mems in ((None, None, "init"),
+                                        (1, None, "init"),
+                                        (3, "empty", "empty")):
+                argv = [TXLGEN, "--model", mbin, "--score", text, "--json",
+                        "--threads", "1"]
+                if seg:
+                    argv += ["--seg-len", str(seg)]
+                if mem_init:
+                    argv += ["--mem-init", mem_init]
+                r = subprocess.run(argv, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn("warning", r.stderr)
+                recs = [json.loads(x) for x in r.stdout.splitlines()]
+                recs = [x for x in recs if "pos" in x]
+                self.assertEqual([x["id"] for x in recs], want_ids[1:])
+                want = hf.score(want_ids, seg or c["tgt_len"], mems=mems)
+                for rec, w in zip(recs, want):
+                    self.assertLess(abs(rec["logprob"] - w), TOL,
+                                    f"{d} seg {seg} {mem_init}: {rec}")
+                clusters |= {sum(x["id"] >= b for b in c["cutoffs"])
+                             for x in recs}
+            self.assertEqual(clusters, {0, 1, 2, 3})
+
+    def test_hf_converted_before_the_fix_is_told(self):
+        """A model file of Hugging Face's wt103 from a converter before
+        version 2 (no converter_version; txlgen-get's description names
+        huggingface.co) makes txlgen say, in one warning line, that its
+        clusters are swapped and how to convert it again; the same file
+        with converter_version, or another model without it, does not."""
+        config = dict(cutoffs=[8, 16, 28], d_embed=32, d_head=8,
+                      d_inner=48, d_model=32, div_val=2, n_head=4,
+                      n_layer=1, mem_len=4, tgt_len=4)
+        d, c, syms = self.hf_wt103_dir("hfold", config, seed=60)
+        new = self.path("hfold-new.bin")
+        r = convert("--weights", d, "-o", new, "--description",
+                    "Transformer-XL large, WikiText-103; from "
+                    "huggingface.co/transfo-xl/transfo-xl-wt103 @ 40a186d")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        meta, tensors = txlfile.read(new)
+        old = self.path("hfold-old.bin")
+        proto = bytes(tensors.pop("tokenizer.model"))
+        hp = {k: json.loads(v) for k, v in meta.items()
+              if k in txl_ref.HPARAM_NAMES}
+        extra = {k: v for k, v in meta.items()
+                 if k not in hp and k not in ("format", "format_version",
+                                              "converter_version")}
+        txlfile.write(old, hp, tensors, proto, extra=extra)
+        # another model of three tail clusters from before: not wt103's
+        plain = self.path("hfold-plain.bin")
+        extra.pop("description")
+        txlfile.write(plain, hp, tensors, proto, extra=extra)
+        text = self.path("hfold.txt")
+        with open(text, "w") as f:
+            f.write("w1 w9 w20 w30\n")
+        for path, warned in ((old, True), (new, False), (plain, False)):
+            r = subprocess.run([TXLGEN, "--model", path, "--score", text,
+                                "--threads", "1"], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [x for x in r.stderr.splitlines() if "warning" in x]
+            if warned:
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(path, lines[0])
+                self.assertIn("tail clusters 1 and 3", lines[0])
+                self.assertIn("'txlgen-get --force wt103'", lines[0])
+            else:
+                self.assertEqual(lines, [], path)
+
+    def test_hf_cluster_order_matters(self):
+        """The clusters' order is what the test above checks: reading
+        tail cluster i from column -i (the PyTorch code's order) moves
+        the log-probs of clusters 1 and 3 by far more than 1e-4, those of
+        the shortlist and cluster 2 not at all."""
+        config = dict(cutoffs=[8, 16, 28], d_embed=32, d_head=8,
+                      d_inner=48, d_model=32, div_val=2, n_head=4,
+                      n_layer=1, mem_len=4, tgt_len=4)
+        d, c, syms = self.hf_wt103_dir("hforder", config, seed=50)
+        hf = hf_ref.HFTransfoXL.from_dir(d)
+        ids = list(range(len(syms)))
+        want = hf.score(ids, 4)
+        rows = hf.st["crit.cluster_weight"], hf.st["crit.cluster_bias"]
+        hf.st["crit.cluster_weight"] = rows[0].flip(0)
+        hf.st["crit.cluster_bias"] = rows[1].flip(0)
+        swapped = hf.score(ids, 4)
+        for t, a, b in zip(ids[1:], want, swapped):
+            cl = sum(t >= x for x in c["cutoffs"])
+            if cl in (1, 3):
+                self.assertGreater(abs(a - b), 100 * TOL, t)
+            else:
+                self.assertLess(abs(a - b), 1e-9, t)
 
     def test_checkpoint_reader_equals_torch_load(self):
         cfg = mrm.make_config(n_token=len(WT_SYMS), d_embed=24)
@@ -502,7 +692,8 @@ class TestCheckpoints(unittest.TestCase):
             with open(out, "rb") as f, open(want, "rb") as g:
                 self.assertTrue(f.read() == g.read(), name)
             if f32:
-                self.check_scores(ref, out)
+                self.check_scores(ref, out, mem_init="zeros"
+                                  if name.startswith("hf ") else "empty")
 
     # -- pickles that run code -------------------------------------------
 

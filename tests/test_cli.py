@@ -307,6 +307,8 @@ class Options(unittest.TestCase):
                 argv.append("F16")
             elif opt == "--compute":
                 argv.append("f32")
+            elif opt == "--mem-init":
+                argv.append("zeros")
             rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
@@ -1688,7 +1690,46 @@ class Completion(unittest.TestCase):
         self.assertEqual(complete("--list-m"), ["--list-models"])
         self.assertEqual(complete("--kv-type", "Q"), ["Q8_0", "Q4_0"])
         self.assertEqual(complete("--compute", "b"), ["bf16"])
+        self.assertEqual(complete("--mem-init", ""), ["empty", "zeros"])
         self.assertIn("zorro", complete("-m", "zo"))
+
+
+class MemInit(unittest.TestCase):
+    """--mem-init: the option, the configuration key, --info and
+    --print-config; zeros changes the first scores, not the ids."""
+
+    def test_option_and_key(self):
+        rc, out, err = run("--mem-init", "zero", "-p", "x")
+        self.assertEqual((rc, out), (2, b""))
+        self.assertIn("--mem-init: 'zero' is not one of empty, zeros", err)
+        rc, out, err = run("--print-config")    # the model's: empty
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["mem_init"], "empty")
+        cfg = tmpfile("mem-init.json", '{"mem_init": "zeros"}')
+        rc, out, err = run("-c", cfg, "--print-config")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["mem_init"], "zeros")
+        cfg = tmpfile("mem-init-bad.json", '{"mem_init": 1}')
+        rc, out, err = run("-c", cfg, "-p", "x")
+        self.assertEqual((rc, out), (3, b""))
+        self.assertIn("mem-init-bad.json", err)
+        rc, out, err = run("--info", "--json")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["session"]["mem_init"], "empty")
+
+    def test_zeros_scores(self):
+        path = tmpfile("mem-init.txt", TEXT)
+        runs = {}
+        for how in ("empty", "zeros"):
+            rc, out, err = run("--score", path, "--json", "--mem-init",
+                               how, "--threads", "1")
+            if rc == 2 and "pre-LayerNorm" in err:
+                self.skipTest("the test model is pre-LayerNorm")
+            self.assertEqual(rc, 0, err)
+            runs[how] = jsonl(out)[:-1]
+        e, z = runs["empty"], runs["zeros"]
+        self.assertEqual([r["id"] for r in e], [r["id"] for r in z])
+        self.assertGreater(abs(e[0]["logprob"] - z[0]["logprob"]), 1e-4)
 
 
 class ScoringReports(unittest.TestCase):

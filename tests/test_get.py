@@ -289,6 +289,19 @@ def meta(path):
         return json.loads(f.read(n))["__metadata__"]
 
 
+def drop_meta(path, key):
+    """Rewrite a model file's header without metadata key (padded to the
+    same length), as a converter that did not write it left it."""
+    with open(path, "r+b") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        del header["__metadata__"][key]
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        assert len(raw) <= n
+        f.seek(8)
+        f.write(raw + b" " * (n - len(raw)))
+
+
 # ---------------------------------------------------------------------------
 
 class Base(unittest.TestCase):
@@ -438,6 +451,37 @@ class Getter(Base):
                 "No such file" in r.stderr:
             self.skipTest("this txlgen does not look models up by name")
         self.assertEqual((r.returncode, r.stdout), (0, by_path), r.stderr)
+
+    def test_installed_by_an_older_converter(self):
+        """A model whose catalog entry needs a newer converter than the
+        one that wrote the installed file (no converter_version: 1) is
+        not fetched again, but txlgen-get says to convert it again and
+        how; a file of the current converter is just installed already;
+        --force converts it again."""
+        self.serve_tiny()
+        cat = self.catalog({"tiny": self.tiny_entry(
+            min_converter_version=2,
+            why_convert_again="its clusters were swapped")})
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+        path = out.strip()
+        self.assertEqual(meta(path)["converter_version"], "2")
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual((rc, out.strip()), (0, path), err)
+        self.assertIn("installed already", err)
+        self.assertNotIn("convert it again", err)
+        drop_meta(path, "converter_version")
+        n = len(self.server.log)
+        rc, out, err = self.get("tiny", "--catalog", cat)
+        self.assertEqual((rc, out.strip()), (0, path), err)
+        self.assertIn("was converted before converter version 2 (its "
+                      "clusters were swapped): convert it again with: "
+                      "txlgen-get --force tiny", err)
+        self.assert_one_line(err)
+        self.assertEqual(len(self.server.log), n)
+        rc, out, err = self.get("tiny", "--catalog", cat, "--force")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(meta(path)["converter_version"], "2")
 
     def test_keep_downloads_and_dtype(self):
         self.serve_tiny()

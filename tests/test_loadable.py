@@ -175,8 +175,11 @@ def hf_dir(name, hp, vocab=None, seed=0):
                for k, (shape, _) in loadable.tensors(full).items()}
     checkpoint.write_safetensors(os.path.join(d, "model.safetensors"),
                                  tensors)
-    cfg = dict({k: v for k, v in hp.items() if k != "n_token"},
-               vocab_size=hp["n_token"])
+    # HF's names: vocab_size, and tie_word_embeddings (which HF ties on)
+    cfg = dict({k: v for k, v in hp.items()
+                if k not in ("n_token", "tie_weight")},
+               vocab_size=hp["n_token"],
+               tie_word_embeddings=hp.get("tie_weight", True))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
     if vocab is not None:

@@ -149,7 +149,7 @@ def tearDownModule():
 
 def txlgen_score(model_path, input_path, ids=True, seg_len=None,
                  mem_len=None, clamp_len=None, same_length=None,
-                 adapt=None, stride=None, extra=()):
+                 adapt=None, stride=None, mem_init=None, extra=()):
     """Run txlgen --score --json; return (records, summary, argv)."""
     argv = [TXLGEN, "--model", model_path, "--score", input_path, "--json"]
     if ids:
@@ -166,6 +166,8 @@ def txlgen_score(model_path, input_path, ids=True, seg_len=None,
         argv.append("--same-length" if same_length else "--no-same-length")
     if adapt is not None:
         argv += ["--adapt", repr(adapt)]
+    if mem_init is not None:
+        argv += ["--mem-init", mem_init]
     argv += list(extra)
     r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
@@ -484,6 +486,83 @@ class TestTFCompute(ParityCase):
     def test_eps(self):
         self.compare("tf_eps", seg_len=8, mem_len=8)
         self.compare("tf_eps", seg_len=1, mem_len=8)
+
+    # the memory started as mem_len zero states (--mem-init zeros), as
+    # the TF evaluation and Hugging Face's init_mems start it
+    def test_zeros(self):
+        self.compare("base", seg_len=8, mem_len=16, mem_init="zeros")
+        self.moved_zeros("base", seg_len=8, mem_len=16)
+
+    def test_zeros_token_by_token(self):
+        self.compare("base", seg_len=1, mem_len=16, same_length=True,
+                     mem_init="zeros")
+
+    def test_zeros_few_queries_threads(self):
+        self.compare("wide", seg_len=3, mem_len=40, mem_init="zeros",
+                     extra=["--threads", "3"])
+
+    def test_zeros_tf_mask(self):
+        # the TF evaluation: its mask over a memory of zeros
+        self.compare("tf_mask", mem_init="zeros")
+        self.compare("tf_mask_adaptive", seg_len=1, mem_len=10,
+                     mem_init="zeros")
+
+    def test_zeros_memory_shorter_than_segment(self):
+        self.compare("tf_mask", seg_len=8, mem_len=5, same_length=True,
+                     mem_init="zeros")
+
+    def test_zeros_learnable_positions(self):
+        self.compare("attn1", seg_len=4, mem_len=8, mem_init="zeros")
+
+    def test_batch_generation(self):
+        """--n-samples: the samples stepped together in one batch (the
+        few-query path of several streams), each sample's every token
+        the reference's log-prob given its history, with the TF mask and
+        the memory started as zeros."""
+        import sentencepiece as spm
+        import torch
+        from txlgen import txl_ref
+        m = _models["tf_mask_adaptive"]
+        sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
+        prompt = "The lighthouse keeper wrote in his log every evening"
+        pids = sp.encode(prompt)
+        argv = [TXLGEN, "--model", m.path, "--text", prompt, "-n", "25",
+                "--temp", "2", "--top-k", "0", "--top-p", "1", "--min-p",
+                "0", "--json", "--seed", "1", "--seg-len", "4",
+                "--mem-len", "10", "--same-length", "--mem-init", "zeros",
+                "--ignore-eos", "--n-samples", "3", "--threads", "2"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        gen = {}
+        for line in r.stdout.splitlines():
+            obj = json.loads(line)
+            if "logprob" in obj and "id" in obj:
+                gen.setdefault(obj["sample"], []).append(
+                    (int(obj["id"]), float(obj["logprob"])))
+        self.assertEqual(sorted(gen), [0, 1, 2])
+        model = m.model
+        model.mem_len, model.same_length = 10, True
+        model.clamp_len = m.cfg.clamp_len
+        with torch.no_grad():
+            for s, toks in gen.items():
+                self.assertEqual(len(toks), 25)
+                mems = txl_ref.init_mems(model)
+                for s0 in range(0, len(pids), 4):
+                    h, mems = model.forward(
+                        torch.tensor(pids[s0:s0 + 4])[:, None], mems)
+                for k, (tok, lp) in enumerate(toks):
+                    ref = float(m.log_probs(h[-1:])[0, 0, tok])
+                    self.assertLessEqual(abs(ref - lp), TOL,
+                                         f"sample {s} token {k}")
+                    h, mems = model.forward(torch.tensor([[tok]]), mems)
+
+    def moved_zeros(self, name, **settings):
+        m = _models[name]
+        ids = mrm.random_ids(N_TOKENS, m.cfg.n_token, 0)
+        a = m.score(ids, mem_init="zeros", **settings)
+        b = m.score(ids, **settings)
+        self.assertGreater(abs(a[0] - b[0]), 100 * TOL)
 
     def test_eps_pre_lnorm(self):
         self.compare("tf_eps_pre", seg_len=8, mem_len=16, same_length=True)

@@ -309,6 +309,10 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
         if k in ("r_w_bias", "r_r_bias"):
             for i in range(L):          # untie_r: one pair per layer
                 hf[f"transformer.layers.{i}.dec_attn.{k}"] = v.clone()
+        elif k in ("crit.cluster_weight", "crit.cluster_bias"):
+            # HF's order of the tail clusters' rows (the TF code's):
+            # cluster i at row i - 1, where the original has row C - i
+            hf[k] = v.flip(0)
         elif k.startswith("crit."):
             hf[k] = v
         else:
@@ -374,8 +378,10 @@ def convert(args, out):
 
 
 def txlgen_score(a, mbin, raw_path, seg, mem, same, clamp):
+    # the original's evaluation starts with an empty memory (a Hugging
+    # Face directory's model file recommends zero states, as HF starts)
     argv = [a.txlgen, "--model", mbin, "--score", raw_path, "--json",
-            "--threads", "1"]
+            "--threads", "1", "--mem-init", "empty"]
     if seg is not None:
         argv += ["--seg-len", str(seg), "--mem-len", str(mem),
                  "--clamp-len", str(max(clamp, 0)),
@@ -474,7 +480,8 @@ def generate_check(a, name, vocab, model, cfg, mbin, prompt, n=24):
     eos = vocab.get_idx("<S>") if name == "lm1b" else None
     for how in (["--temp", "0"], ["--temp", "1.5", "--top-k", "0",
                                   "--top-p", "1", "--min-p", "0"]):
-        argv = [a.txlgen, "--model", mbin, "--text", prompt, "-n", str(n),
+        argv = [a.txlgen, "--model", mbin, "--mem-init", "empty",
+                "--text", prompt, "-n", str(n),
                 "--seed", "1", "--threads", "1", "--mem-len", "256",
                 "--no-same-length", "--clamp-len", str(max(clamp, 0))] + \
             how + (["--ignore-eos"] if eos is not None else [])

@@ -13,6 +13,7 @@
   convert       checkpoint + tokenizer -> model file
   txl_ref       the PyTorch reference model (the oracle of the tests)
   span_ref      the PyTorch reference of the adaptive span (attn_type 4)
+  hf_ref        Hugging Face's TransfoXL forward, transcribed (an oracle)
   span_model    random-weight adaptive-span checkpoints for the tests
   train         training and export
   sampling      measuring recommended sampling settings

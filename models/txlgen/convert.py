@@ -23,8 +23,13 @@ Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
 tie_weight tie_projs pre_lnorm attn_type tgt_len ext_len mem_len
-clamp_len same_length, and untie_r for per-layer relative biases) is
-needed for a bare state_dict and otherwise overrides.
+clamp_len same_length, and untie_r for per-layer relative biases;
+layer_norm_eps and same_length_mask "tf" for a model that computes as
+the TensorFlow code does) is needed for a bare state_dict and otherwise
+overrides.  A Hugging Face directory is computed as Hugging Face's code
+computes it (its tail clusters in the TF code's order, its config
+defaults, its LayerNorm epsilon; the memory recommended to start as zero
+states); every file records converter_version and origin.
 
 The tokenizer is a SentencePiece model (--tokenizer), or the original
 vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
@@ -98,17 +103,18 @@ ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
 ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
 
 
-def provenance(origin, recommended=None):
+def provenance(origin, pre_lnorm=False, recommended=None):
     """The metadata a converted file records about where it came from:
     converter_version, origin (one of ORIGINS) and, for checkpoints whose
     code starts the memory as zero states, recommended {"mem_init":
     "zeros"} (merged into `recommended`, a dict of other recommended
-    settings, if given)."""
+    settings, if given) -- but for a pre-LayerNorm model, whose zero
+    states libtxl does not compute (their keys are not 0)."""
     if origin not in ORIGINS:
         raise ValueError(f"origin {origin!r} is not one of {ORIGINS}")
     meta = {"converter_version": str(CONVERTER_VERSION), "origin": origin}
     rec = dict(recommended or {})
-    if origin in ZERO_MEMORY_ORIGINS:
+    if origin in ZERO_MEMORY_ORIGINS and not pre_lnorm:
         rec.setdefault("mem_init", "zeros")
     if rec:
         meta["recommended"] = json.dumps(rec, sort_keys=True)
@@ -594,7 +600,7 @@ def run(a):
     proto, meta = read_tokenizer(a, ck, cfg.n_token)
     extra = dict(meta)
     extra.update(provenance("huggingface" if ck.source == "huggingface"
-                            else "pytorch"))
+                            else "pytorch", cfg.pre_lnorm))
     if a.description:
         extra["description"] = a.description
     if a.source_files:

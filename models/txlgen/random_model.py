@@ -287,7 +287,7 @@ class RandomModel:
                 c["same_length"] if same_length is None else same_length)
 
     def score(self, ids, seg_len=None, mem_len=None, clamp_len=None,
-              same_length=None, adapt=0.0, stride=None):
+              same_length=None, adapt=0.0, stride=None, mem_init="empty"):
         """Reference log-probs (float64 list, len(ids)-1) of ids[1:] under
         the eval.py protocol with these settings (and dynamic evaluation
         of the output layer with learning rate adapt).  stride: the
@@ -298,8 +298,8 @@ class RandomModel:
         if stride is not None:
             return txl_ref.score_windows(self.model, ids, s[0], stride,
                                          s[2]).tolist()
-        return txl_ref.score_ids(self.model, ids, *s,
-                                 adapt_lr=adapt).tolist()
+        return txl_ref.score_ids(self.model, ids, *s, adapt_lr=adapt,
+                                 mem_init=mem_init).tolist()
 
     def log_probs(self, hidden):
         """The full distribution [..., n_token] (float64) after hidden

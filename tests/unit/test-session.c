@@ -124,6 +124,89 @@ test_same_length_segmentation(void)
 	txl_session_free(b);
 }
 
+static struct txl_session *
+session_init(int seg, int mem, int mem_init)
+{
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session *s;
+
+	p.seg_len = seg;
+	p.mem_len = mem;
+	p.same_length = 0;
+	p.mem_init = mem_init;
+	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
+	return s;
+}
+
+/* mem_init: the model's default (empty: not an adaptive-span model);
+ * zeros is a full memory from the start and after a reset, changes the
+ * first predictions, is kept by a state file and by txl_session_copy();
+ * a value of neither kind is refused. */
+static void
+test_mem_init(void)
+{
+	struct txl_session_params p = txl_session_params_default(), r;
+	struct txl_session *z, *e, *y;
+	float *lz = malloc(sizeof(float) * (size_t)V);
+	char path[4096];
+
+	CHECK(lz);
+	r = txl_session_params_default();
+	CHECK_EQ(p.mem_init, TXL_FROM_MODEL);
+	CHECK_EQ(txl_session_params_resolve(model, &p, &r), TXL_OK);
+	CHECK_EQ(r.mem_init, TXL_MEM_EMPTY);
+	p.mem_init = 2;
+	CHECK_EQ(txl_session_params_resolve(model, &p, &r), TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "mem_init") != NULL);
+	if (txl_model_hparams(model)->pre_lnorm) {
+		p.mem_init = TXL_MEM_ZEROS;
+		CHECK_EQ(txl_session_params_resolve(model, &p, &r),
+			 TXL_ERR_INVALID);
+		free(lz);
+		return;
+	}
+	z = session_init(4, 12, TXL_MEM_ZEROS);
+	e = session_init(4, 12, TXL_MEM_EMPTY);
+	CHECK_EQ(txl_session_get_params(z).mem_init, TXL_MEM_ZEROS);
+	CHECK_EQ(txl_session_mem_fill(z), 12);
+	CHECK_EQ(txl_session_mem_fill(e), 0);
+	CHECK_EQ(txl_session_eval(z, toks, 3, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(e, toks, 3, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(z), 12);
+	CHECK_EQ(txl_session_n_past(z), 3);
+	/* zero states take part in the softmax: other predictions */
+	CHECK(max_diff(txl_session_logits(z), txl_session_logits(e), V) >
+	      1e-3);
+	/* a state file and a copy continue the zeros' text exactly */
+	snprintf(path, sizeof path, "%s/zeros.state", scratch);
+	CHECK_EQ(txl_session_save(z, path), TXL_OK);
+	y = session_init(4, 12, TXL_MEM_ZEROS);
+	CHECK_EQ(txl_session_load(y, path), TXL_OK);
+	CHECK_EQ(txl_session_eval(z, toks + 3, 4, TXL_LOGITS_LAST), TXL_OK);
+	memcpy(lz, txl_session_logits(z), sizeof(float) * V);
+	CHECK_EQ(txl_session_eval(y, toks + 3, 4, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(lz, txl_session_logits(y), V) <= TOL_REORDER);
+	/* reset: zeros again (the same segments: with a memory of zeros,
+	 * how many a position sees depends on them) */
+	txl_session_reset(y);
+	CHECK_EQ(txl_session_mem_fill(y), 12);
+	CHECK_EQ(txl_session_eval(y, toks, 3, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(y, toks + 3, 4, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(lz, txl_session_logits(y), V) <= TOL_REORDER);
+	/* a copy into a session that starts empty continues z's text, its
+	 * zero states included */
+	CHECK_EQ(txl_session_copy(e, z), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(e), 12);
+	CHECK_EQ(txl_session_eval(z, toks + 7, 2, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_eval(e, toks + 7, 2, TXL_LOGITS_LAST), TXL_OK);
+	CHECK(max_diff(txl_session_logits(z), txl_session_logits(e), V) <=
+	      TOL_REORDER);
+	free(lz);
+	txl_session_free(y);
+	txl_session_free(z);
+	txl_session_free(e);
+}
+
 static void
 test_last_equals_all(void)
 {
@@ -1286,6 +1369,7 @@ main(int argc, char **argv)
 	RUN(test_hparams);
 	RUN(test_same_length_segmentation);
 	RUN(test_last_equals_all);
+	RUN(test_mem_init);
 	RUN(test_threads_after_session);
 	RUN(test_save_load);
 	RUN(test_state_n_past);
