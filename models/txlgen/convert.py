@@ -567,7 +567,7 @@ def run_tf(a):
     else:
         proto, meta = check_tokenizer(a.tokenizer, cfg.n_token), {}
     extra = dict(meta)
-    extra.update(provenance("tensorflow", rec))
+    extra.update(provenance("tensorflow", recommended=rec))
     if a.description:
         extra["description"] = a.description
     if a.source_files:
