@@ -232,7 +232,7 @@ def block_entries(block, what):
                               "points does not fit its bytes")
     end = n - 4 - 4 * restarts
     points = struct.unpack_from(f"<{restarts}I", block, end)
-    if any(p >= max(end, 1) for p in points) and end:
+    if end and any(p >= end for p in points):
         raise CheckpointError(f"{what}: a restart point past the entries")
     out, key, i = [], b"", 0
     try:
