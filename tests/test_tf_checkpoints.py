@@ -11,9 +11,11 @@ arrays), in the directory layout of tf/sota/download.sh; converted with
 `txlgen --score --json`.
 
 - The enwik8 layout (div_val 1, no cutoffs, one pair of r biases shared
-  by all layers) and the wt103 layout (adaptive input and softmax,
+  by all layers), the wt103 layout (adaptive input and softmax,
   div_val 4, three tail clusters, the projections tied as the TF wt103
-  run ties them: all but the first; r biases per layer).
+  run ties them: all but the first; r biases per layer) and the lm1b
+  layout (no projection tied, none for the first cluster: the identity;
+  <S> around each sentence, an unknown word as <UNK>).
 - The ids must be those of the TF code's Vocab (a transcription here of
   tokenize + get_idx over the pickled idx2sym), every log-prob within
   1e-4 of the reference computing as the TF code does: txl_ref with
@@ -289,6 +291,70 @@ class TestTFCheckpoints(unittest.TestCase):
         # against float64 arithmetic)
         pt = reference(model, ids)
         self.assertLess(max(abs(a - b) for a, b in zip(pt, want)), TOL)
+
+    def test_lm1b_layout(self):
+        """The lm1b run's layout: div_val 4, three tail clusters, no
+        projection tied (proj_share_all_but_first off) and none for the
+        first cluster (proj_same_dim off: its embedding has d_model
+        values); r biases per layer; a vocabulary file's words with <S>
+        and <UNK>, <S> before and after each sentence, an unknown word
+        read as <UNK>; the corpus's train a list of file names."""
+        with open(TEXT) as f:
+            lines = [x for x in f.read().split("\n") if x.strip()]
+        words = [w for line in lines for w in line.split()]
+        symbols = ["<S>", "<UNK>"] + [w for w in by_frequency(words)
+                                      if w != "home."]
+        n = len(symbols)
+        cutoffs = [n // 10, n // 4, n // 2]
+        sym2idx = {s: i for i, s in enumerate(symbols)}
+        ids = []
+        for line in lines:
+            ids += [0] + [sym2idx.get(w, 1) for w in line.split()] + [0]
+        self.assertIn(1, ids)
+        cfg = mrm.make_config(n_layer=2, n_head=4, d_model=64, d_head=16,
+                              d_inner=96, n_token=n, untie_r=True,
+                              div_val=4, cutoffs=cutoffs,
+                              tie_projs=[False] * 4, tgt_len=SEG,
+                              mem_len=MEM)
+        model, _ = tf_model(cfg, seed=7)
+        with torch.no_grad():
+            model.word_emb.emb_projs[0].copy_(torch.eye(64))
+            model.crit.out_projs[0].copy_(torch.eye(64))
+        state = {k: v.detach().numpy().copy()
+                 for k, v in model.state_dict().items()}
+        tensors = tfwrite.tf_tensors(state, cfg, proj_same_dim=False)
+        S, E = "transformer/adaptive_softmax/", "transformer/adaptive_embed/"
+        self.assertNotIn(E + "cutoff_0/proj_W", tensors)
+        self.assertNotIn(S + "cutoff_0/proj", tensors)
+        self.assertIn(S + "cutoff_1/proj", tensors)
+        vocab = tfwrite.tf_vocab(symbols, vocab_file="1b_word_vocab.txt")
+        corpus = tfwrite.tf_corpus("lm1b", vocab, {
+            "train": ["news.en-00001-of-00100", "news.en-00002-of-00100"],
+            "valid": np.array(ids, np.int64),
+            "test": np.array(ids, np.int64)}, [0] + cutoffs + [n])
+        d = self.path("tf_lm1b")
+        tfwrite.write_tf_dir(d, tensors, tfwrite.py2_pickle(corpus),
+                             {"vocab_size": n, "cutoffs": [0] + cutoffs +
+                              [n], "dataset": "lm1b"}, step=1191000)
+        mbin = self.path("lm1b.bin")
+        r = convert("--weights", d, "-o", mbin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rec = json.loads(txlfile.read(mbin)[0]["recommended"])
+        self.assertEqual((rec["seg_len"], rec["mem_len"]), (32, 128))
+        self.assertNotIn("clamp_len", rec)
+        text = self.path("lm1b.txt")
+        with open(text, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        got_ids, lps = txlgen_score(mbin, text)
+        self.assertEqual(got_ids, ids[1:])
+        tf = {k: v for k, v in tensors.items() if not k.endswith("Adam") and
+              not k.endswith("Adam_1")}
+        for k in ("proj_W", "proj"):              # none: the identity
+            tf[(E if k == "proj_W" else S) + "cutoff_0/" + k] = \
+                np.eye(64, dtype=np.float32)
+        want = reference(model, ids, tf, cfg)
+        diff = max(abs(a - b) for a, b in zip(lps, want))
+        self.assertLess(diff, TOL)
 
     def test_recommended_settings_load(self):
         """Each data set's recommended settings are ones txlgen takes, and

@@ -335,7 +335,7 @@ def py2_pickle(obj):
 # ---------------------------------------------------------------------------
 # A model of the PyTorch code in the TF code's names and layouts
 
-def tf_tensors(state, cfg, slots=True, seed=0):
+def tf_tensors(state, cfg, slots=True, seed=0, proj_same_dim=True):
     """name -> array of the TF code's checkpoint (tf/model.py's variables)
     holding the model whose PyTorch state_dict (numpy arrays) is state:
     dense kernels [in, out] (the PyTorch weights transposed), projections
@@ -346,7 +346,9 @@ def tf_tensors(state, cfg, slots=True, seed=0):
     training checkpoint holds beside them (Adam's two slots per variable,
     global_step, beta1_power, beta2_power).  The TF code always ties the
     softmax weights to the embedding tables and has no pre_lnorm: cfg
-    must too."""
+    must too.  proj_same_dim False (the lm1b run): a cluster whose
+    embedding has d_model values has no projection (its PyTorch ones
+    must be the identity)."""
     if not cfg.tie_weight or cfg.pre_lnorm or cfg.attn_type != 0:
         raise ValueError("the TF code builds tied, post-LN attn_type 0 "
                          "models only")
@@ -355,6 +357,15 @@ def tf_tensors(state, cfg, slots=True, seed=0):
            T + "r_r_bias": state["r_r_bias"]}
     E, S = T + "adaptive_embed/", T + "adaptive_softmax/"
     has_proj = cfg.div_val > 1 or cfg.d_embed != cfg.d_model
+
+    def none(i, name):
+        """No projection for cluster i: proj_same_dim off and d_model
+        values (then the PyTorch one must be the identity)."""
+        if proj_same_dim or cfg.d_emb(i) != cfg.d_model:
+            return False
+        if not np.array_equal(state[name], np.eye(cfg.d_model)):
+            raise ValueError(f"{name} is not the identity")
+        return True
     if cfg.div_val == 1:
         out[E + "lookup_table"] = state["word_emb.emb_layers.0.weight"]
         if has_proj:
@@ -363,6 +374,8 @@ def tf_tensors(state, cfg, slots=True, seed=0):
         for i in range(len(cfg.cutoffs) + 1):
             out[E + f"cutoff_{i}/lookup_table"] = \
                 state[f"word_emb.emb_layers.{i}.weight"]
+            if none(i, f"word_emb.emb_projs.{i}"):
+                continue
             out[E + f"cutoff_{i}/proj_W"] = state[f"word_emb.emb_projs.{i}"].T
     if not cfg.cutoffs:
         out[S + "bias"] = state["crit.out_layers.0.bias"]
@@ -376,7 +389,9 @@ def tf_tensors(state, cfg, slots=True, seed=0):
                     state["crit.out_layers.0.bias"][bounds[i]:bounds[i + 1]]
             else:
                 out[S + f"cutoff_{i}/b"] = state[f"crit.out_layers.{i}.bias"]
-            if has_proj and not cfg.tie_projs[i]:
+            if has_proj and not cfg.tie_projs[i] and \
+                    not (cfg.div_val > 1 and
+                         none(i, f"crit.out_projs.{i}")):
                 out[S + f"cutoff_{i}/proj"] = state[f"crit.out_projs.{i}"].T
         out[S + "cutoff_0/cluster_W"] = state["crit.cluster_weight"][::-1]
         out[S + "cutoff_0/cluster_b"] = state["crit.cluster_bias"][::-1]
