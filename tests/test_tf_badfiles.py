@@ -96,6 +96,42 @@ def cache_pickle(train=None, obj=None):
 INFO = {"vocab_size": 40, "cutoffs": [], "dataset": "wt103"}
 
 
+class TestTable(unittest.TestCase):
+    """The reader on a table assembled here byte by byte from the LevelDB
+    format's description (not by txlgen/tfwrite.py): one uncompressed data
+    block whose second key shares a prefix with the first, with two
+    restart points; an empty metaindex; the index; the footer."""
+
+    def test_hand_made_table(self):
+        import crc32c
+        self.assertEqual(crc32c.crc32c(b"123456789"), 0xE3069283)
+        self.assertEqual(tfckpt.mask(0), 0xa282ead8)
+
+        def block(body, restarts):
+            raw = body + b"".join(struct.pack("<I", r) for r in restarts) \
+                + struct.pack("<I", len(restarts))
+            crc = crc32c.crc32c(raw + b"\0")
+            crc = (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+            return raw + b"\0" + struct.pack("<I", crc), len(raw)
+        # key "" -> b"HDR"; "ab/c" -> b"v1" shares nothing (a restart);
+        # "ab/d" -> b"v22" shares "ab/" (3 bytes)
+        body = (bytes([0, 0, 3]) + b"HDR" + bytes([0, 4, 2]) + b"ab/cv1" +
+                bytes([3, 1, 3]) + b"dv22")
+        data, n = block(body, [0, 6])
+        meta, m = block(b"", [0])
+        index_body = bytes([0, 4, 2]) + b"ab/d" + bytes([0, n])
+        index, k = block(index_body, [0])
+        footer = bytes([len(data), m, len(data) + len(meta), k])
+        footer += bytes(40 - len(footer)) + struct.pack("<Q", tfckpt.MAGIC)
+        p = os.path.join(tempfile.mkdtemp(prefix="txl-table-"), "t.index")
+        with open(p, "wb") as f:
+            f.write(data + meta + index + footer)
+        t = tfckpt.Table(p)
+        self.assertEqual(t.entries, [(b"", b"HDR"), (b"ab/c", b"v1"),
+                                     (b"ab/d", b"v22")])
+        shutil.rmtree(os.path.dirname(p))
+
+
 class TestTFBadFiles(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
