@@ -261,6 +261,41 @@ class TestTFBadFiles(unittest.TestCase):
         obj, py2 = checkpoint.load_corpus_cache(p)      # the real bound
         self.assertEqual(len(obj.train), 200000)
 
+    def test_python3_cache(self):
+        """A corpus cache Python 3 wrote at protocol 2 (numpy's bytes as
+        _codecs.encode of a latin-1 text, symbols as unicode): its
+        vocabulary is read, its arrays' shapes checked, the long one
+        skipped."""
+        import pickle
+        import types
+        mods = {}
+        for mod, cls in (("data_utils", "Corpus"), ("vocabulary", "Vocab")):
+            m = types.ModuleType(mod)
+            c = type(cls, (), {"__module__": mod})
+            setattr(m, cls, c)
+            mods[mod] = m
+        with mock.patch.dict(sys.modules, mods):
+            v = mods["vocabulary"].Vocab()
+            v.idx2sym = ["<eos>", "été", "b"]
+            v.sym2idx = collections.OrderedDict(
+                (w, i) for i, w in enumerate(v.idx2sym))
+            v.lower_case, v.delimiter = False, None
+            c = mods["data_utils"].Corpus()
+            c.vocab, c.dataset = v, "wt103"
+            c.train = np.arange(50000, dtype=np.int64) + 200
+            c.test = np.arange(3, dtype=np.int64)
+            raw = pickle.dumps(c, protocol=2)
+        p = os.path.join(self.tmp, "py3.pkl")
+        with open(p, "wb") as f:
+            f.write(raw)
+        obj, py2 = checkpoint.load_corpus_cache(p)
+        self.assertFalse(py2)
+        self.assertEqual(obj.vocab.idx2sym, ["<eos>", "été", "b"])
+        self.assertEqual((obj.train.shape, obj.test.shape),
+                         ((50000,), (3,)))
+        from txlgen import vocab
+        self.assertEqual(vocab.read_vocab(p).symbols, ["<eos>", "été", "b"])
+
     def test_large_corpus_array_is_not_read(self):
         n = 32 << 20                                      # 256 MB of int64
         d, _ = self.make("large")

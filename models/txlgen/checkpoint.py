@@ -1196,11 +1196,26 @@ _PY2_STRINGS = (0x55, 0x54, 0x53)
 
 
 class Skipped(_Inert):
-    """A long string of the pickle, not read: where its bytes lie."""
+    """A long string of the pickle, not read: where its bytes lie.
+    latin1: the UTF-8 of a text whose latin-1 encoding is the bytes meant
+    (Python 3 pickles bytes so at protocol 2: _codecs.encode(text,
+    'latin1')), n bytes of it for n / 2 to n bytes meant."""
     what = "skipped string"
 
-    def __init__(self, at, n):
-        self.at, self.n = at, n
+    def __init__(self, at, n, latin1=False):
+        self.at, self.n, self.latin1 = at, n, latin1
+
+
+def _codecs_encode(text, encoding="utf-8", errors="strict"):
+    """_codecs.encode as Python 3 pickles bytes at protocol 2: a latin-1
+    text's bytes (a skipped one stays skipped)."""
+    if encoding not in ("latin1", "latin-1") or errors != "strict":
+        raise CheckpointError(f"_codecs.encode to {describe(encoding)}")
+    if isinstance(text, Skipped):
+        return Skipped(text.at, text.n, latin1=True)
+    if not isinstance(text, str):
+        raise CheckpointError(f"_codecs.encode of {describe(text)}")
+    return text.encode("latin-1")
 
 
 # numpy dtypes as a pickle names them (numpy.dtype('i8', 0, 1)): the
@@ -1253,6 +1268,9 @@ class NumpyArray(_Inert):
             raise CheckpointError(f"a numpy array whose data is "
                                   f"{describe(data)} (objects, not numbers)")
         need = math.prod(shape) * dtype.itemsize
+        if isinstance(data, Skipped) and data.latin1 and \
+                need <= n <= 2 * need:
+            n = need                    # (each byte 1 or 2 in UTF-8)
         if need != n:
             shown = str(list(shape)) if len(str(list(shape))) < 200 else \
                 "of a size"
@@ -1299,6 +1317,8 @@ class CacheUnpickler(RestrictedUnpickler):
             return self.ndarray
         if full == "numpy.dtype":
             return _Function(_np_dtype)
+        if full == "_codecs.encode":
+            return _Function(_codecs_encode)
         if full == "__main__.Corpus":
             return super().find_class("data_utils", "Corpus")
         return super().find_class(module, name)
