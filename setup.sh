@@ -6,16 +6,18 @@
 #                         model training and checkpoint conversion need
 #                         (PyTorch among them, about 230 MB)
 #   ./setup.sh --runtime  only what building and running txlgen needs, with
-#                         NumPy and SentencePiece's Python module for
-#                         converting and fetching models (models/convert.py,
-#                         txlgen-get)
+#                         NumPy, SentencePiece's, snappy's and crc32c's
+#                         Python modules for converting and fetching models
+#                         (models/convert.py, txlgen-get; the last two read
+#                         TensorFlow checkpoints)
 set -eu
 cd "$(dirname "$0")"
 
 runtime="build-essential pkg-config meson ninja-build
 	 libopenblas-dev libsentencepiece-dev libcjson-dev libedit-dev
 	 libmicrohttpd-dev
-	 man-db bash-completion python3 python3-numpy python3-sentencepiece"
+	 man-db bash-completion python3 python3-numpy python3-sentencepiece
+	 python3-snappy python3-crc32c"
 tests="sentencepiece python3-torch parallel python3-distributed"
 # Node.js and npm for the openai client's test of txlgen-server: Debian's,
 # unless a Node.js with its npm is there already

@@ -915,7 +915,8 @@ class Getter(Base):
         lines = out.splitlines()
         names = [ln.split()[0] for ln in lines[1:] if not ln.startswith(" ")]
         self.assertEqual(names, ["wt103", "enwik8", "text8", "enwik8-large",
-                                 "text8-large"])
+                                 "text8-large", "xl-enwik8", "xl-text8",
+                                 "xl-wt103", "xl-lm1b"])
         for addr in ("https://huggingface.co/transfo-xl/transfo-xl-wt103 @ "
                      "40a186da7945",
                      "https://dl.fbaipublicfiles.com/adaptive-span/enwik8.pt",
@@ -925,7 +926,13 @@ class Getter(Base):
                      "https://dl.fbaipublicfiles.com/adaptive-span/"
                      "text8_large.pt",
                      "http://mattmahoney.net/dc/enwik8.zip",
-                     "http://mattmahoney.net/dc/text8.zip"):
+                     "http://mattmahoney.net/dc/text8.zip",
+                     "http://curtis.ml.cmu.edu/datasets/pretrained_xl/"
+                     "tf_enwiki8/",
+                     "http://curtis.ml.cmu.edu/datasets/pretrained_xl/"
+                     "tf_lm1b/",
+                     "https://s3.amazonaws.com/research.metamind.io/"
+                     "wikitext/wikitext-103-v1.zip"):
             self.assertIn(addr, out)
         row = {ln.split()[0]: ln for ln in lines[1:]
                if not ln.startswith(" ")}
@@ -937,7 +944,8 @@ class Getter(Base):
         self.assertIn("\n  Transformer-XL", block)
         for ln in lines:
             self.assertLessEqual(len(ln), 80, ln)
-        for n in ("enwik8", "text8", "enwik8-large", "text8-large"):
+        for n in ("enwik8", "text8", "enwik8-large", "text8-large",
+                  "xl-enwik8", "xl-text8", "xl-wt103", "xl-lm1b"):
             self.assertIn("available", row[n])
         # an installed model says so
         os.makedirs(self.models)
@@ -1815,6 +1823,163 @@ class Catalogs(Base):
                            capture_output=True, text=True, env=env, cwd=work,
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+
+# tf/sota/download.sh's files of each model (the .meta graph, which the
+# converter does not read, left out)
+DOWNLOAD_SH = {
+    "xl-enwik8": ("tf_enwiki8", 0), "xl-text8": ("tf_text8", 0),
+    "xl-wt103": ("tf_wt103", 0), "xl-lm1b": ("tf_lm1b", 1191000)}
+TF_WORDS = ["<eos>"] + ("the , . of and in to a was The cat sat on mat dog "
+                        "= @-@ it is").split()
+
+
+def tiny_tf_checkpoint(root):
+    """A directory as download.sh lays it out, of a 1-layer random model
+    of the TF code over TF_WORDS (wt103's conventions)."""
+    import numpy as np
+    from txlgen import tfwrite
+    rng = np.random.default_rng(1)
+    n = len(TF_WORDS)
+    T, L = "transformer/", "transformer/layer_0/"
+    shapes = {T + "r_w_bias": (1, 2, 4), T + "r_r_bias": (1, 2, 4),
+              T + "adaptive_embed/lookup_table": (n, 8),
+              T + "adaptive_softmax/bias": (n,),
+              L + "rel_attn/qkv/kernel": (8, 24), L + "rel_attn/r/kernel":
+              (8, 8), L + "rel_attn/o/kernel": (8, 8),
+              L + "rel_attn/LayerNorm/gamma": (8,),
+              L + "rel_attn/LayerNorm/beta": (8,),
+              L + "ff/layer_1/kernel": (8, 16), L + "ff/layer_1/bias": (16,),
+              L + "ff/layer_2/kernel": (16, 8), L + "ff/layer_2/bias": (8,),
+              L + "ff/LayerNorm/gamma": (8,), L + "ff/LayerNorm/beta": (8,)}
+    tensors = {k: rng.standard_normal(v).astype(np.float32)
+               for k, v in shapes.items()}
+    tensors.update({k + "/Adam": v for k, v in list(tensors.items())})
+    tensors["global_step"] = np.array(0, np.int64)
+    vocab = tfwrite.tf_vocab(TF_WORDS, special=["<eos>"])
+    corpus = tfwrite.tf_corpus("wt103", vocab, {
+        "train": np.arange(5000, dtype=np.int64) % n,
+        "valid": np.zeros(5, np.int64), "test": np.ones(5, np.int64)}, [])
+    d = os.path.join(root, "tf_wt103")
+    tfwrite.write_tf_dir(d, tensors, tfwrite.py2_pickle(corpus),
+                         {"vocab_size": n, "cutoffs": [],
+                          "dataset": "wt103"})
+    return d
+
+
+@unittest.skipIf(TXLGEN is None, "txlgen not built")
+class TFCheckpointFlow(Base):
+    """xl-wt103 of the real catalog, the whole way: the authors' files in
+    download.sh's layout from a plain http server (no digest: each file's
+    size and sha256 recorded in the model), a dropped connection resumed
+    with a Range request, WikiText-103's test split from its zip
+    (SHA-1s checked), converted with the real convert.py, installed,
+    shown by txlgen --info, and scored."""
+
+    def test_real_entries_are_download_sh_files(self):
+        cat = load_getter().CATALOG
+        for name, (remote, step) in DOWNLOAD_SH.items():
+            base = ("http://curtis.ml.cmu.edu/datasets/pretrained_xl/"
+                    f"{remote}/")
+            names = ["data/cache.pkl", "data/corpus-info.json",
+                     "model/checkpoint", f"model/model.ckpt-{step}.index",
+                     f"model/model.ckpt-{step}.data-00000-of-00001"]
+            m = cat["models"][name]
+            self.assertEqual(sorted(f["name"] for f in m["files"]),
+                             sorted(names), name)
+            for f in m["files"]:
+                self.assertEqual(f["url"], base + f["name"])
+                self.assertNotIn("sha256", f)
+            self.assertIn(m["data"], cat["datasets"])
+
+    def test_lm1b_test_split_from_its_tar_gz(self):
+        """One Billion Word's archive is a gzipped tar: the held-out part
+        is read from the stream, a missing member is refused."""
+        import tarfile
+        g = load_getter()
+        member = g.CATALOG["datasets"]["lm1b"]["member"]
+        path = os.path.join(self.tmp, "lm1b.tar.gz")
+        text = b"The cat sat .\nA dog .\n"
+        with tarfile.open(path, "w:gz") as t:
+            for name, body in (("x/training/news.en-00001", b"no\n"),
+                               (member, text)):
+                info = tarfile.TarInfo(name)
+                info.size = len(body)
+                t.addfile(info, io.BytesIO(body))
+        self.assertEqual(g.read_member(path, member), text)
+        with self.assertRaises(KeyError):
+            g.read_member(path, member + "1")
+
+    def test_xl_wt103(self):
+        g = load_getter()
+        d = tiny_tf_checkpoint(self.tmp)
+        bodies = {}
+        entry = g.CATALOG["models"]["xl-wt103"]
+        for f in entry["files"]:
+            bodies[f["name"]] = read(os.path.join(d, f["name"]))
+            r = self.server.file("/cmu/datasets/pretrained_xl/tf_wt103/" +
+                                 f["name"], bodies[f["name"]])
+            if f["name"].endswith("data-00000-of-00001"):
+                r.drop_after, r.drops = len(bodies[f["name"]]) // 2, 1
+        test = b" = The cat = \n the cat sat on the mat . \n the dog was it .\n"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("wikitext-103/wiki.test.tokens", test)
+            z.writestr("wikitext-103/wiki.valid.tokens", b"x\n")
+        zbytes = buf.getvalue()
+        self.server.file("/s3/research.metamind.io/wikitext/"
+                         "wikitext-103-v1.zip", zbytes)
+        ds = dict(g.CATALOG["datasets"]["wt103"])
+        self.assertEqual(ds["member_sha1"],
+                         "8a5befc548865cec54ed4273cf87dbbad60d1e47")
+        ds["files"] = [dict(ds["files"][0],
+                            sha1=hashlib.sha1(zbytes).hexdigest())]
+        ds["member_sha1"] = hashlib.sha1(test).hexdigest()
+        cat = self.catalog({"xl-wt103": entry}, {"wt103": ds})
+        env = self.env(TXLGEN_GET_MIRROR=(
+            f"http://curtis.ml.cmu.edu={self.server.base}/cmu "
+            f"https://s3.amazonaws.com={self.server.base}/s3"))
+        rc, out, err = self.get("xl-wt103", "--catalog", cat, "--dtype",
+                                "F32", env=env)
+        self.assertEqual(rc, 0, err)
+        path = os.path.join(self.models, "xl-wt103.bin")
+        self.assertEqual(out.strip(), path)
+        self.assertIn("publish no digest", err)
+        self.assertIn("plain http", err)
+        # the broken download was resumed where it broke
+        shard = ("/cmu/datasets/pretrained_xl/tf_wt103/model/"
+                 "model.ckpt-0.data-00000-of-00001")
+        half = len(bodies["model/model.ckpt-0.data-00000-of-00001"]) // 2
+        self.assertEqual(self.server.requests(shard),
+                         [(shard, None), (shard, f"bytes={half}-")])
+        m = meta(path)
+        self.assertEqual(json.loads(m["source_files"]), [
+            {"name": fn, "url": ("http://curtis.ml.cmu.edu/datasets/"
+                                 "pretrained_xl/tf_wt103/" + fn),
+             "size": len(b), "sha256": sha256(b)}
+            for fn, b in bodies.items()])
+        self.assertEqual(m["origin"], "tensorflow")
+        rec = json.loads(m["recommended"])
+        self.assertEqual((rec["seg_len"], rec["mem_len"], rec["clamp_len"]),
+                         (128, 1600, 1000))
+        r = subprocess.run([TXLGEN, "-m", path, "--info"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for b in bodies.values():
+            self.assertIn(sha256(b), r.stdout)
+        # the test split, prepared, scored with the model's settings
+        prepared = os.path.join(self.data_home, "txlgen", "data", "wt103",
+                                "test.txt")
+        self.assertEqual(read(prepared), test)
+        r = subprocess.run([TXLGEN, "-m", path, "--score", prepared,
+                            "--json", "--threads", "1"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ids = [json.loads(x)["id"] for x in r.stdout.splitlines()
+               if '"pos"' in x]
+        words = [w for line in test.decode().split("\n")[:-1]
+                 for w in line.split() + ["<eos>"]]
+        self.assertEqual(ids, [TF_WORDS.index(w) for w in words][1:])
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@
   hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
   loadable      what txlgen's loader accepts (limits: lib/base/txl-limits.h)
   txlfile       the model file: reader, writer, storage types
-  checkpoint    Transformer-XL checkpoints, read without running them
+  checkpoint    Transformer-XL checkpoints, read without running them;
+                corpus caches (cache.pkl) with their arrays skipped
+  tfckpt        TensorFlow checkpoints (tensor bundles), without TensorFlow
+  tfwrite       TensorFlow checkpoints written, for the tests
   vocab         the original code's vocabularies as SentencePiece models
   span_convert  adaptive-span checkpoints as model files of attn_type 4
   convert       checkpoint + tokenizer -> model file

@@ -1174,3 +1174,248 @@ def checkpoint_of(obj, path):
     if state and all(k.startswith("module.") for k in state):
         state = state.renamed(lambda k: k[len("module."):])
     return Checkpoint(hp, state, source)
+
+
+# ---------------------------------------------------------------------------
+# Corpus caches: plain pickles whose arrays are skipped, never read
+
+# A string of the pickle longer than this is not read: the unpickler sees
+# a placeholder that knows only where the bytes lie and how many there
+# are.  A corpus cache's symbols are short; its arrays of token ids (a
+# numpy array's bytes are one string) are what is long, up to gigabytes.
+SKIP_STRING = 1 << 16
+# What is left of a cache's pickle without those strings: its vocabulary
+# (lm1b's 793,471 words take tens of megabytes).  More is not a corpus
+# cache: a list of ids as a Python list, which would have to be built.
+MAX_CACHE_REST = 256 << 20
+# BINSTRING BINUNICODE BINBYTES (4-byte length), BINUNICODE8 BINBYTES8
+_LONG_STRINGS = {0x54: (4, True), 0x58: (4, False), 0x42: (4, False),
+                 0x8d: (8, False), 0x8e: (8, False)}
+# SHORT_BINSTRING BINSTRING STRING: Python 2's str (bytes)
+_PY2_STRINGS = (0x55, 0x54, 0x53)
+
+
+class Skipped(_Inert):
+    """A long string of the pickle, not read: where its bytes lie.
+    latin1: the UTF-8 of a text whose latin-1 encoding is the bytes meant
+    (Python 3 pickles bytes so at protocol 2: _codecs.encode(text,
+    'latin1')), n bytes of it for n / 2 to n bytes meant."""
+    what = "skipped string"
+
+    def __init__(self, at, n, latin1=False):
+        self.at, self.n, self.latin1 = at, n, latin1
+
+
+def _codecs_encode(text, encoding="utf-8", errors="strict"):
+    """_codecs.encode as Python 3 pickles bytes at protocol 2: a latin-1
+    text's bytes (a skipped one stays skipped)."""
+    if encoding not in ("latin1", "latin-1") or errors != "strict":
+        raise CheckpointError(f"_codecs.encode to {describe(encoding)}")
+    if isinstance(text, Skipped):
+        return Skipped(text.at, text.n, latin1=True)
+    if not isinstance(text, str):
+        raise CheckpointError(f"_codecs.encode of {describe(text)}")
+    return text.encode("latin-1")
+
+
+# numpy dtypes as a pickle names them (numpy.dtype('i8', 0, 1)): the
+# kinds a corpus array can have, and their item sizes
+_NP_KINDS = {"i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8),
+             "b": (1,)}
+
+
+class NumpyDType(_Inert):
+    what = "numpy dtype"
+
+    def __init__(self, name):
+        if not isinstance(name, str) or len(name) < 2 or \
+                name[0] not in _NP_KINDS or not name[1:].isdigit() or \
+                int(name[1:]) not in _NP_KINDS[name[0]]:
+            raise CheckpointError(f"a numpy array of dtype {describe(name)}"
+                                  " (a corpus holds integers)")
+        self.name, self.itemsize = name, int(name[1:])
+
+    def __setstate__(self, state):
+        # (version, byte order, subarray, names, fields, elsize,
+        # alignment, flags)
+        if not isinstance(state, tuple) or len(state) < 2 or \
+                state[1] not in ("<", "|", "="):
+            raise CheckpointError(f"numpy dtype {self.name}: byte order "
+                                  f"{describe(state)} (little-endian only)")
+
+
+class NumpyArray(_Inert):
+    """A numpy array of a corpus cache: its shape and dtype, checked
+    against the bytes the pickle holds for it; its values never read."""
+    what = "numpy array"
+    shape, dtype, nbytes = (), None, 0
+
+    def __setstate__(self, state):
+        if not isinstance(state, tuple) or len(state) not in (4, 5):
+            raise CheckpointError(f"a numpy array's state is "
+                                  f"{describe(state)}")
+        shape, dtype, _, data = state[-4:]
+        if not isinstance(shape, tuple) or len(shape) > MAX_DIMS or \
+                not all(is_int(d) and d >= 0 for d in shape):
+            raise CheckpointError(f"a numpy array of shape "
+                                  f"{describe(shape)}")
+        if not isinstance(dtype, NumpyDType):
+            raise CheckpointError(f"a numpy array of dtype "
+                                  f"{describe(dtype)}")
+        n = data.n if isinstance(data, Skipped) else \
+            len(data) if isinstance(data, (str, bytes)) else None
+        if n is None:
+            raise CheckpointError(f"a numpy array whose data is "
+                                  f"{describe(data)} (objects, not numbers)")
+        need = math.prod(shape) * dtype.itemsize
+        if isinstance(data, Skipped) and data.latin1 and \
+                need <= n <= 2 * need:
+            n = need                    # (each byte 1 or 2 in UTF-8)
+        if need != n:
+            shown = str(list(shape)) if len(str(list(shape))) < 200 else \
+                "of a size"
+            raise CheckpointError(f"a numpy array of shape {shown} of "
+                                  f"{dtype.name} needs {need:,} bytes, the "
+                                  f"pickle holds {n:,}")
+        self.shape, self.dtype, self.nbytes = shape, dtype, n
+
+
+class _NDArrayType(_Inert):
+    what = "numpy.ndarray"
+
+
+def _np_reconstruct(cls, shape, typecode):
+    if not isinstance(cls, _NDArrayType):
+        raise CheckpointError("numpy _reconstruct of another class than "
+                              "ndarray")
+    return NumpyArray()
+
+
+def _np_dtype(name, align=0, copy=0):
+    return NumpyDType(name)
+
+
+class CacheUnpickler(RestrictedUnpickler):
+    """RestrictedUnpickler of a corpus cache: numpy arrays (their shapes,
+    not their values), and the placeholders of the long strings; the
+    Corpus class also by the name a pickle gives it when data_utils.py ran
+    as a script (__main__.Corpus)."""
+
+    def __init__(self, f, buf, archive, skip_module, skipped):
+        super().__init__(f, buf, archive)
+        self.skip_module, self.skipped = skip_module, skipped
+        self.ndarray = _NDArrayType()
+
+    def find_class(self, module, name):
+        if module == self.skip_module:
+            return self.skipped[int(name)]
+        full = f"{module}.{name}"
+        if full in ("numpy.core.multiarray._reconstruct",
+                    "numpy._core.multiarray._reconstruct"):
+            return _Function(_np_reconstruct)
+        if full == "numpy.ndarray":
+            return self.ndarray
+        if full == "numpy.dtype":
+            return _Function(_np_dtype)
+        if full == "_codecs.encode":
+            return _Function(_codecs_encode)
+        if full == "__main__.Corpus":
+            return super().find_class("data_utils", "Corpus")
+        return super().find_class(module, name)
+
+
+def _without_long_strings(buf, path, skip_module):
+    """(the pickle at buf[0:] with every string longer than SKIP_STRING
+    replaced by a GLOBAL naming its placeholder, the placeholders, whether
+    it holds Python 2 strings): one pass over the opcodes, which are
+    checked by the unpickler's own walk afterwards.  FRAME opcodes are
+    dropped (frames are optional; they would no longer fit)."""
+    out, skipped = bytearray(), []
+    pos, seg, end, args, find = 0, 0, len(buf), _ARGS, buf.find
+    py2 = False
+    while pos < end:
+        code = buf[pos]
+        n = args[code]
+        at = pos
+        pos += 1
+        if n is None:
+            raise CheckpointError(f"{path}: not a readable pickle (opcode "
+                                  f"0x{code:02x} at byte {at})")
+        if code in _PY2_STRINGS:
+            py2 = True
+        if code in _LONG_STRINGS:
+            k, signed = _LONG_STRINGS[code]
+            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
+            if count < 0 or count > end - pos - k:
+                raise CheckpointError(f"{path}: not a readable pickle (a "
+                                      f"string at byte {at} runs past the "
+                                      "end)")
+            if count > SKIP_STRING:
+                out += buf[seg:at]
+                out += b"c%s\n%d\n" % (skip_module.encode(), len(skipped))
+                skipped.append(Skipped(pos + k, count))
+                pos += k + count
+                seg = pos
+                if len(out) > MAX_CACHE_REST:
+                    break
+                continue
+        if code == 0x95:                        # FRAME: dropped
+            out += buf[seg:at]
+            pos += 8
+            seg = pos
+            continue
+        if n >= 0:
+            pos += n
+        elif n == _STOP:
+            out += buf[seg:pos]
+            if len(out) > MAX_CACHE_REST:
+                break
+            return bytes(out), skipped, py2
+        elif n == -1 or n == _PAIR:
+            pos = find(b"\n", pos) + 1
+            if pos and n == _PAIR:
+                pos = find(b"\n", pos) + 1
+            if not pos:
+                break
+        else:
+            k, signed = _COUNTS[n]
+            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
+            if count < 0:
+                break
+            pos += k + count
+        if pos - seg > MAX_CACHE_REST or len(out) > MAX_CACHE_REST:
+            break
+    if len(out) + pos - seg > MAX_CACHE_REST:
+        raise CheckpointError(
+            f"{path}: more than {MAX_CACHE_REST:,} bytes of pickle "
+            "besides its arrays' data: not a corpus cache (a corpus as "
+            "lists of ids would have to be built in memory; the original "
+            "code stores numpy arrays)")
+    raise CheckpointError(f"{path}: not a readable pickle (truncated)")
+
+
+def load_corpus_cache(path):
+    """(object, py2) of a corpus cache (the TF code's cache.pkl, a Python
+    2 pickle of data_utils.Corpus; any plain pickle): rebuilt from the
+    allow-list and numpy arrays' shapes, the arrays' bytes skipped
+    without being read (the file is mapped; only the rest of the pickle
+    is copied).  py2: the pickle holds Python 2 strings, which the
+    unpickler reads as latin-1 (their bytes)."""
+    import secrets
+    try:
+        with open_input(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise CheckpointError(f"{path}: empty")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                if buf[:1] != b"\x80":
+                    raise CheckpointError(f"{path}: not a pickle (protocol "
+                                          "2 or later)")
+                module = f"txlgen-skipped-{secrets.token_hex(8)}"
+                rest, skipped, py2 = _without_long_strings(buf, path, module)
+    except OSError as e:
+        raise CheckpointError(f"{path}: {e.strerror or e}")
+    archive = _Archive(path, size)
+    obj = CacheUnpickler(io.BytesIO(rest), rest, archive, module,
+                         skipped).load()
+    return obj, py2

@@ -12,7 +12,13 @@ from the pickles):
   - a Hugging Face TransfoXL directory (config.json, pytorch_model.bin or
     model.safetensors, and its vocabulary vocab.pkl / vocab.bin);
   - a bare state_dict, torch.save(model.state_dict()) of the original
-    MemTransformerLM or of txlgen/txl_ref.py (same names).
+    MemTransformerLM or of txlgen/txl_ref.py (same names);
+  - a checkpoint of the authors' TensorFlow code (txlgen/tf_convert.py):
+    a directory as tf/sota/download.sh lays it out (data/cache.pkl,
+    data/corpus-info.json, model/checkpoint, model/model.ckpt-N.*), or
+    the prefix .../model.ckpt-N with --vocab .../cache.pkl.  Its sizes
+    come from the tensors' shapes and corpus-info.json, its evaluation
+    settings from its data set (recorded as recommended settings).
 Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
@@ -27,7 +33,7 @@ states); every file records converter_version and origin.
 
 The tokenizer is a SentencePiece model (--tokenizer), or the original
 vocabulary (--vocab, txlgen/vocab.py): the corpus cache cache.pt of the
-original code, HF's vocab.pkl / vocab.bin, or a file of one symbol per
+original code (cache.pkl of its TF code), HF's vocab.pkl / vocab.bin, or a file of one symbol per
 line; --dataset (wt103 wt2 ptb lm1b enwik8 text8) gives the dataset's
 conventions where the vocabulary does not say (cache.pt does).  An HF
 directory brings its own vocabulary.
@@ -59,7 +65,7 @@ import os
 
 import numpy as np
 
-from . import checkpoint, loadable, span_convert, txlfile
+from . import checkpoint, loadable, span_convert, tf_convert, txlfile
 from . import vocab as vocabulary
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
@@ -185,6 +191,18 @@ class _State:
             raise ConvertError(f"{self.wpath}: missing tensor {name!r}"
                                f"{self.hint}")
         self.used.add(name)
+        shape_of = getattr(self.state, "shape_of", None)
+        if shape_of is not None:
+            # a state that knows its shapes before reading (a TF bundle):
+            # the tensor is read when it is written, one at a time
+            have = tuple(shape_of(name))
+            if have != tuple(shape):
+                raise ConvertError(f"{self.wpath}: tensor {name!r} has "
+                                   f"shape {list(have)}, expected "
+                                   f"{list(shape)}{self.hint}")
+            state = self.state
+            return txlfile.Lazy(have, lambda: txlfile.as_float32(
+                state[name]))
         t = txlfile.as_float32(self.state[name])
         if tuple(t.shape) != tuple(shape):
             raise ConvertError(f"{self.wpath}: tensor {name!r} has shape "
@@ -391,18 +409,37 @@ def find_tokenizer(a, path, n_token):
     return vocabulary.to_spm(v)
 
 
+def source_files(text):
+    """--source-files as the metadata value: a JSON list of {name, url,
+    size, sha256}, re-serialised; ValueError if it is not one."""
+    files = json.loads(text)
+    if not isinstance(files, list) or not all(
+            isinstance(f, dict) and set(f) == {"name", "url", "size",
+                                               "sha256"} and
+            isinstance(f["name"], str) and isinstance(f["url"], str) and
+            is_int(f["size"]) and f["size"] >= 0 and
+            isinstance(f["sha256"], str) and len(f["sha256"]) == 64
+            for f in files):
+        raise ValueError("expected a JSON list of {name, url, size, "
+                         "sha256}")
+    return json.dumps(files)
+
+
 def main(argv=None):
     ap = OneLineParser(prog="convert.py",
                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
-                    help="state_dict, whole-model pickle, HF directory, or "
-                    "an adaptive-span checkpoint")
+                    help="state_dict, whole-model pickle, HF directory, "
+                    "an adaptive-span checkpoint, or a TF checkpoint (a "
+                    "directory as tf/sota/download.sh lays it out, or the "
+                    "prefix model.ckpt-N with --vocab cache.pkl)")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
     tok.add_argument("--tokenizer", help="SentencePiece model")
-    tok.add_argument("--vocab", help="the original's cache.pt, HF's "
-                     "vocab.pkl / vocab.bin, or one symbol per line")
+    tok.add_argument("--vocab", help="the original's cache.pt (its TF "
+                     "code's cache.pkl), HF's vocab.pkl / vocab.bin, or one "
+                     "symbol per line")
     tok.add_argument("--vocab-corpus", metavar="TRAIN.txt",
                      help="adaptive-span checkpoints: the prepared training "
                      "corpus its vocabulary was built from (enwik8 or "
@@ -421,6 +458,11 @@ def main(argv=None):
                     "(default F32; every type is computed as stored, "
                     "models/txlfile.py says which tensors)")
     ap.add_argument("--description", default=None)
+    ap.add_argument("--source-files", metavar="JSON", default=None,
+                    help="what the checkpoint was made of, recorded as the "
+                    "metadata source_files: a JSON list of objects with "
+                    "name, url, size and sha256 (txlgen-get passes it for "
+                    "files that no published digest checks)")
     a = ap.parse_args(argv)
     # numpy's floating-point warnings would be lines of their own; values
     # are checked where they matter (txlfile._check_values, the scales)
@@ -433,6 +475,11 @@ def main(argv=None):
                  "required")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
+    if a.source_files is not None:
+        try:
+            a.source_files = source_files(a.source_files)
+        except ValueError as e:
+            ap.error(f"--source-files: {e}")
     return run_tool("convert.py", a.weights, run, a)
 
 
@@ -465,6 +512,8 @@ def run_span(a, ck):
     extra.update(provenance("adaptive-span"))
     if a.description:
         extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
     try:
         txlfile.write(a.output, cfg.hparams(), tensors, proto,
                       dtype=a.dtype, extra=extra or None)
@@ -474,9 +523,64 @@ def run_span(a, ck):
         raise ConvertError(f"{a.weights}: txlgen would refuse the model: {e}")
 
 
+def run_tf(a):
+    """A checkpoint of the TF code (txlgen/tf_convert.py): a directory as
+    tf/sota/download.sh lays it out, or a prefix with --vocab cache.pkl."""
+    if a.vocab_corpus:
+        raise ConvertError(f"{a.weights}: --vocab-corpus is for "
+                           "adaptive-span checkpoints; a TF checkpoint's "
+                           "vocabulary is its cache.pkl (--vocab)")
+    prefix, cache, info_path = tf_convert.find_files(a.weights, a.vocab)
+    info = tf_convert.read_corpus_info(info_path)
+    hp, state = tf_convert.read_tf_checkpoint(prefix, info, info_path)
+    index = prefix + ".index"
+    dataset = a.dataset or (info or {}).get("dataset")
+    if cache is None and not a.tokenizer:
+        raise ConvertError(f"{a.weights}: no vocabulary: give --vocab "
+                           "cache.pkl (the TF code's corpus cache)")
+    v = None
+    if not a.tokenizer:
+        v = vocabulary.read_vocab(cache, dataset)
+        dataset = dataset or v.dataset
+    if dataset not in tf_convert.RECOMMENDED:
+        raise ConvertError(f"{a.weights}: data set {describe(dataset)}: "
+                           "give --dataset (enwik8 text8 wt103 lm1b), whose "
+                           "evaluation settings the model file records")
+    run = tf_convert.RECOMMENDED[dataset]
+    hp.update(tgt_len=run["seg_len"], ext_len=0, mem_len=run["mem_len"],
+              clamp_len=run["clamp_len"], same_length=run["same_length"])
+    rec = tf_convert.recommended(dataset, hp)
+    what = index
+    if a.config:
+        hp.update(checkpoint.read_json(a.config))
+        what = a.config
+    cfg = check_config(hp, what)
+    if v is not None:
+        if len(v.symbols) != cfg.n_token:
+            raise ConvertError(f"{cache}: {len(v.symbols)} symbols, the "
+                               f"model n_token {cfg.n_token}")
+        proto, meta = vocabulary.to_spm(v)
+        try:
+            loadable.tokenizer(meta, cfg.n_token, proto)
+        except loadable.NotLoadable as e:
+            raise ConvertError(f"{cache}: txlgen would refuse the model: "
+                               f"{e}")
+    else:
+        proto, meta = check_tokenizer(a.tokenizer, cfg.n_token), {}
+    extra = dict(meta)
+    extra.update(provenance("tensorflow", recommended=rec))
+    if a.description:
+        extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
+    convert(cfg, state, proto, a.output, a.dtype, index, extra)
+
+
 def run(a):
     """The conversion main() asks for: InputError for what is wrong with
     the input."""
+    if tf_convert.is_tf_checkpoint(a.weights):
+        return run_tf(a)
     ck = checkpoint.read_checkpoint(a.weights)
     if span_convert.is_span_checkpoint(ck.state):
         return run_span(a, ck)
@@ -500,5 +604,7 @@ def run(a):
                             else "pytorch", cfg.pre_lnorm))
     if a.description:
         extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
             extra or None)

@@ -197,6 +197,23 @@ def stored_values(name, arr, dtype):
     return a.astype(_NP_DTYPES[dt]).astype(np.float32)
 
 
+class Lazy:
+    """A tensor made when it is written (write() takes one for an
+    array): its shape known before, its values from make(), so that a
+    converter holds one tensor of its input at a time besides what it
+    writes."""
+
+    def __init__(self, shape, make):
+        self.shape, self.make = tuple(shape), make
+
+    def __call__(self):
+        a = self.make()
+        if tuple(np.shape(a)) != self.shape:
+            raise ValueError(f"made with shape {list(np.shape(a))}, "
+                             f"announced {list(self.shape)}")
+        return a
+
+
 def as_float32(arr):
     """A float32 numpy array of an array or a torch tensor (without
     importing torch)."""
@@ -303,6 +320,8 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
     for name, t in tensors.items():
         dt, shape = specs[name]
         try:
+            if isinstance(t, Lazy):
+                t = t()
             if check:
                 _check_values(t, dt)
             blobs.append((name, dt, shape, _to_bytes(t, dt)))

@@ -10,7 +10,9 @@ of each dataset's text files as
 where enwik8's text files hold each byte as its decimal value and text8's
 each character, '_' for a space (their prep scripts); ids are in the
 order of Vocab.idx2sym (specials, then by frequency).  read_vocab() reads
-that vocabulary from the corpus cache (cache.pt, a pickled Corpus), from
+that vocabulary from the corpus cache (cache.pt, a pickled Corpus; the TF
+code's cache.pkl, a Python 2 pickle whose symbols are str, i.e. UTF-8
+bytes, and whose corpus arrays are skipped unread), from
 Hugging Face's vocab.pkl / vocab.bin, or from a file of one symbol per
 line (Vocab._build_from_file); to_spm() writes a SentencePiece model with
 one piece per symbol in the same order, so that txlgen's ids are the
@@ -113,8 +115,14 @@ def read_vocab(path, dataset=None):
             head = f.read(4)
     except OSError as e:
         raise VocabError(f"{path}: {e.strerror}")
-    if head[:1] == b"\x80" or head[:2] == b"PK":
+    if head[:2] == b"PK" or head == b"\x80\x02\x8a\x0a":
+        # torch.save: a zip archive, or the legacy format's magic number
         return vocab_of(checkpoint.load_pickle_file(path), path, dataset)
+    if head[:1] == b"\x80":
+        # a plain pickle: the TF code's cache.pkl (Python 2), HF's
+        # vocab.pkl; its arrays (a corpus) skipped, never read
+        obj, py2 = checkpoint.load_corpus_cache(path)
+        return vocab_of(obj, path, dataset, py2)
     # Vocab._build_from_file: the first field of each line
     try:
         with io.TextIOWrapper(open_input(path), encoding="utf-8") as f:
@@ -135,10 +143,38 @@ def read_vocab(path, dataset=None):
     return Vocabulary(syms, lower, None, dataset, unk, path)
 
 
-def vocab_of(obj, path, dataset=None):
+def _py2_text(d, path):
+    """A Vocab's attributes with its symbols as text: Python 2 pickles
+    hold them as str, i.e. bytes (UTF-8 for the non-ASCII words), which
+    the unpickler reads as latin-1; their bytes decoded as UTF-8."""
+    syms = d.get("idx2sym")
+    if not isinstance(syms, list):
+        return d
+    out = []
+    for i, s in enumerate(syms):
+        if isinstance(s, str):
+            try:
+                raw = s.encode("latin-1")
+            except UnicodeEncodeError:      # a Python 2 unicode symbol
+                raw = None
+            if raw is not None:
+                try:
+                    s = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise VocabError(f"{path}: symbol {i} ({raw[:40]!r}) is "
+                                     "not UTF-8 text")
+        out.append(s)
+    return dict(d, idx2sym=out)
+
+
+def vocab_of(obj, path, dataset=None, py2=False):
     """The Vocabulary in what a pickle file (path) held: a Corpus, a
-    Vocab or Hugging Face's dict."""
+    Vocab or Hugging Face's dict; py2: the pickle's strings are Python 2
+    str (bytes)."""
     from . import checkpoint
+
+    def text(d):
+        return _py2_text(d, path) if py2 else d
     if isinstance(obj, checkpoint.StandIn) and \
             obj._cls == "data_utils.Corpus":
         ds = obj.__dict__.get("dataset")
@@ -149,11 +185,11 @@ def vocab_of(obj, path, dataset=None):
                                     ds in DATASETS):
             raise VocabError(f"{path}: unknown dataset {describe(ds)}: "
                              "give --dataset")
-        return _from_attrs(v.__dict__, dataset or ds, path)
+        return _from_attrs(text(v.__dict__), dataset or ds, path)
     if isinstance(obj, checkpoint.StandIn) and obj._cls.endswith("Vocab"):
-        return _from_attrs(obj.__dict__, dataset, path)
+        return _from_attrs(text(obj.__dict__), dataset, path)
     if isinstance(obj, dict):        # HF: the tokenizer's __dict__
-        return _from_attrs(obj, dataset, path)
+        return _from_attrs(text(obj), dataset, path)
     raise VocabError(f"{path}: neither a Corpus, a Vocab nor a "
                      "vocabulary dict")
 

@@ -1,0 +1,469 @@
+"""TensorFlow checkpoints (the V2 tensor bundle) read without TensorFlow.
+
+A checkpoint PREFIX (model.ckpt-N) is PREFIX.index, a LevelDB-format
+table, and the shards PREFIX.data-SSSSS-of-NNNNN that hold the tensors'
+raw little-endian bytes.  The table:
+
+  data blocks    entries of prefix-compressed keys: varint shared,
+                 varint unshared, varint value length, the key's unshared
+                 bytes, the value; then uint32 restart offsets and their
+                 count.  Each block is followed by a compression byte (0
+                 none, 1 snappy) and the masked crc32c of the block's
+                 stored bytes and that byte.
+  metaindex      a block (empty in a bundle)
+  index block    key: a key >= every key of a data block; value: that
+                 block's handle (varint offset, varint size)
+  footer         48 bytes: the metaindex and index handles, zero padding,
+                 the magic 0xdb4775248b80fb57 (little-endian)
+
+Key "" holds a BundleHeaderProto (num_shards, endianness, version); each
+variable's key its BundleEntryProto (dtype, shape, shard_id, offset,
+size, the masked crc32c of its bytes, slices).  They are read by the few
+lines of protobuf wire format below (no generated code, no protobuf
+package): the fields txlgen needs, every other field skipped by its wire
+type.
+
+Everything is checked before it is used: the footer's magic, every
+block's crc32c and handle (inside the table, before the footer), the
+snappy length before anything is decompressed (a block of at most
+MAX_BLOCK bytes), every entry inside its block and the restart array,
+keys in strictly increasing order, the header's shard count and byte
+order, each tensor's dtype (by name: float, double, half, bfloat16,
+int32, int64; anything else refused), its shape (at most MAX_DIMS sizes,
+their product with the item size the entry's size, no overflow: Python
+integers), its shard (present), its offset and size (inside the shard),
+and, when the tensor is read, the crc32c of its bytes.  A tensor is read
+only when it is used: the optimizer's slots (.../Adam, .../Adam_1),
+global_step and beta1_power / beta2_power, as a training checkpoint
+holds them beside the model, are listed but never read.
+
+crc32c and snappy come from Debian's python3-crc32c and python3-snappy
+(C code: the crc32c of lm1b's 3.4 GB of weights takes seconds, where a
+crc32c in Python would take hours; snappy's blocks are small, but its
+decoder in C is Debian's, maintained and fuzzed, not another one to
+trust here).  setup.sh installs both.
+
+Every problem is a CheckpointError that names the file; nothing here
+needs PyTorch.
+"""
+
+import collections
+import collections.abc
+import math
+import os
+import re
+import struct
+
+import numpy as np
+
+from .checkpoint import CheckpointError, MAX_DIMS, bf16_to_f32
+from .errors import open_input
+
+MAGIC = 0xdb4775248b80fb57
+FOOTER = 48
+# A block of a bundle's table is 4 KiB before compression as TensorFlow
+# writes it (plus one entry past that); an index of thousands of tensors
+# stays far below this.
+MAX_BLOCK = 1 << 26
+MAX_INDEX = 1 << 30
+
+# DataType by number (tensorflow/core/framework/types.proto): the dtypes
+# read by name; every other is refused.
+DTYPES = {1: ("float", "<f4"), 2: ("double", "<f8"), 3: ("int32", "<i4"),
+          9: ("int64", "<i8"), 14: ("bfloat16", "<u2"), 19: ("half", "<f2")}
+# Variables of training beside the model's: never read.
+TRAINING = re.compile(r"(^|/)(global_step|beta[12]_power(_\d+)?)$|"
+                      r"/(Adam|Adam_\d+|Momentum|RMSProp(_\d+)?|"
+                      r"Adagrad|ExponentialMovingAverage)$")
+
+
+def _crc_module():
+    try:
+        import crc32c
+    except ImportError:
+        raise CheckpointError("reading TensorFlow checkpoints needs "
+                              "crc32c's Python module: apt-get install "
+                              "python3-crc32c")
+    return crc32c
+
+
+def _snappy_module():
+    try:
+        import snappy
+    except ImportError:
+        raise CheckpointError("reading TensorFlow checkpoints needs "
+                              "snappy's Python module: apt-get install "
+                              "python3-snappy")
+    return snappy
+
+
+def crc32c(data, value=0):
+    return _crc_module().crc32c(data, value) & 0xffffffff
+
+
+def mask(crc):
+    """LevelDB's and TensorFlow's masked crc32c."""
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+
+
+# ---------------------------------------------------------------------------
+# protobuf wire format, the little a bundle needs
+
+class ProtoError(ValueError):
+    pass
+
+
+def varint(b, i, end=None):
+    """(value, next position) of the varint at b[i:] (at most 10 bytes,
+    inside b[:end])."""
+    end = len(b) if end is None else end
+    v = shift = 0
+    for k in range(10):
+        if i >= end:
+            raise ProtoError("a varint runs past its end")
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+    raise ProtoError("a varint longer than 10 bytes")
+
+
+def fields(b):
+    """(field number, wire type, value) of a message: an int for varint
+    and fixed fields, bytes for length-delimited ones."""
+    i, n = 0, len(b)
+    while i < n:
+        key, i = varint(b, i)
+        num, wt = key >> 3, key & 7
+        if num == 0:
+            raise ProtoError("field number 0")
+        if wt == 0:
+            v, i = varint(b, i)
+        elif wt == 1 or wt == 5:
+            k = 8 if wt == 1 else 4
+            if i + k > n:
+                raise ProtoError("a fixed field runs past its end")
+            v = int.from_bytes(b[i:i + k], "little")
+            i += k
+        elif wt == 2:
+            k, i = varint(b, i)
+            if k > n - i:
+                raise ProtoError("a field longer than its message")
+            v = bytes(b[i:i + k])
+            i += k
+        else:
+            raise ProtoError(f"wire type {wt}")
+        yield num, wt, v
+
+
+def _signed64(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+Entry = collections.namedtuple("Entry",
+                               "name dtype shape shard offset size crc")
+
+
+def parse_header(b):
+    """(num_shards, endianness) of a BundleHeaderProto."""
+    shards, endian = 1, 0
+    for num, wt, v in fields(b):
+        if num == 1 and wt == 0:
+            shards = _signed64(v)
+        elif num == 2 and wt == 0:
+            endian = v
+    return shards, endian
+
+
+def parse_shape(b):
+    dims, unknown = [], False
+    for num, wt, v in fields(b):
+        if num == 2 and wt == 2:
+            size = None
+            for n2, w2, v2 in fields(v):
+                if n2 == 1 and w2 == 0:
+                    size = _signed64(v2)
+            dims.append(0 if size is None else size)
+        elif num == 3 and wt == 0:
+            unknown = bool(v)
+    if unknown:
+        raise ProtoError("a shape of unknown rank")
+    return dims
+
+
+def parse_entry(name, b):
+    """An Entry of a BundleEntryProto (dtype as its number)."""
+    dtype, shape, shard, offset, size, crc, sliced = 0, [], 0, 0, 0, None, \
+        False
+    for num, wt, v in fields(b):
+        if num == 1 and wt == 0:
+            dtype = v
+        elif num == 2 and wt == 2:
+            shape = parse_shape(v)
+        elif num == 3 and wt == 0:
+            shard = _signed64(v)
+        elif num == 4 and wt == 0:
+            offset = _signed64(v)
+        elif num == 5 and wt == 0:
+            size = _signed64(v)
+        elif num == 6 and wt == 5:
+            crc = v
+        elif num == 7 and wt == 2:
+            sliced = True
+    if sliced:
+        raise ProtoError("a partitioned variable (slices): not supported")
+    return Entry(name, dtype, tuple(shape), shard, offset, size, crc)
+
+
+# ---------------------------------------------------------------------------
+# The LevelDB table
+
+def block_entries(block, what):
+    """(key, value) of a block's entries, keys rebuilt from their shared
+    prefixes; the restart array checked."""
+    n = len(block)
+    if n < 4:
+        raise CheckpointError(f"{what}: a block of {n} bytes")
+    (restarts,) = struct.unpack_from("<I", block, n - 4)
+    if restarts < 1 or 4 + 4 * restarts > n:
+        raise CheckpointError(f"{what}: a block with {restarts} restart "
+                              "points does not fit its bytes")
+    end = n - 4 - 4 * restarts
+    points = struct.unpack_from(f"<{restarts}I", block, end)
+    if end and any(p >= end for p in points):
+        raise CheckpointError(f"{what}: a restart point past the entries")
+    out, key, i = [], b"", 0
+    try:
+        while i < end:
+            shared, i = varint(block, i, end)
+            unshared, i = varint(block, i, end)
+            vlen, i = varint(block, i, end)
+            if shared > len(key) or unshared > end - i or \
+                    vlen > end - i - unshared:
+                raise CheckpointError(f"{what}: an entry runs past its "
+                                      "block")
+            key = key[:shared] + bytes(block[i:i + unshared])
+            i += unshared
+            out.append((key, bytes(block[i:i + vlen])))
+            i += vlen
+    except ProtoError as e:
+        raise CheckpointError(f"{what}: {e}")
+    return out
+
+
+class Table:
+    """The (key, value) entries of a LevelDB-format table file, every
+    block checked."""
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            with open_input(path) as f:
+                self.size = os.fstat(f.fileno()).st_size
+                if self.size > MAX_INDEX:
+                    raise CheckpointError(f"{path}: {self.size:,} bytes: "
+                                          "not a checkpoint's index")
+                self.raw = f.read()
+        except OSError as e:
+            raise CheckpointError(f"{path}: {e.strerror or e}")
+        if len(self.raw) < FOOTER:
+            raise CheckpointError(f"{path}: {len(self.raw)} bytes, shorter "
+                                  "than a table's footer (truncated?)")
+        foot = self.raw[-FOOTER:]
+        (magic,) = struct.unpack_from("<Q", foot, 40)
+        if magic != MAGIC:
+            raise CheckpointError(f"{path}: not a TensorFlow checkpoint "
+                                  "index (no table magic at its end: "
+                                  "truncated?)")
+        try:
+            meta_off, i = varint(foot, 0, 40)
+            meta_size, i = varint(foot, i, 40)
+            index_off, i = varint(foot, i, 40)
+            index_size, i = varint(foot, i, 40)
+        except ProtoError as e:
+            raise CheckpointError(f"{path}: bad footer ({e})")
+        self.block((meta_off, meta_size), "metaindex")
+        self.entries = []
+        for sep, handle in block_entries(self.block((index_off, index_size),
+                                                    "index block"),
+                                         f"{path}: index block"):
+            try:
+                off, i = varint(handle, 0)
+                size, i = varint(handle, i)
+            except ProtoError as e:
+                raise CheckpointError(f"{path}: bad block handle ({e})")
+            for k, v in block_entries(self.block((off, size), "data block"),
+                                      f"{path}: data block at {off}"):
+                if k > sep:
+                    raise CheckpointError(f"{path}: key {k[:80]!r} past "
+                                          "its block's index key")
+                self.entries.append((k, v))
+        for (a, _), (b, _) in zip(self.entries, self.entries[1:]):
+            if not a < b:
+                raise CheckpointError(f"{path}: keys out of order "
+                                      f"({a[:80]!r}, {b[:80]!r})")
+
+    def block(self, handle, what):
+        off, size = handle
+        limit = len(self.raw) - FOOTER
+        if off > limit or size > limit - off or 5 > limit - off - size:
+            raise CheckpointError(f"{self.path}: the {what} at {off} of "
+                                  f"{size} bytes lies past the end of the "
+                                  "table (truncated?)")
+        if size > MAX_BLOCK:
+            raise CheckpointError(f"{self.path}: a {what} of {size:,} "
+                                  "bytes")
+        stored = self.raw[off:off + size + 1]
+        (crc,) = struct.unpack_from("<I", self.raw, off + size + 1)
+        if mask(crc32c(stored)) != crc:
+            raise CheckpointError(f"{self.path}: the {what} at {off} fails "
+                                  "its crc32c (a damaged file)")
+        kind = stored[-1]
+        data = stored[:-1]
+        if kind == 0:
+            return data
+        if kind != 1:
+            raise CheckpointError(f"{self.path}: the {what} at {off} has "
+                                  f"compression {kind} (0 none, 1 snappy)")
+        try:
+            n, _ = varint(data, 0)
+        except ProtoError as e:
+            raise CheckpointError(f"{self.path}: the {what} at {off}: bad "
+                                  f"snappy length ({e})")
+        if n > MAX_BLOCK:
+            raise CheckpointError(f"{self.path}: the {what} at {off} "
+                                  f"inflates to {n:,} bytes")
+        snappy = _snappy_module()
+        try:
+            out = snappy.uncompress(data)
+        except Exception as e:          # noqa: BLE001 (UncompressError...)
+            raise CheckpointError(f"{self.path}: the {what} at {off}: bad "
+                                  f"snappy data ({type(e).__name__})")
+        if len(out) != n:
+            raise CheckpointError(f"{self.path}: the {what} at {off}: "
+                                  "snappy data of the wrong length")
+        return out
+
+
+# ---------------------------------------------------------------------------
+# The bundle
+
+def shard_path(prefix, shard, n):
+    return f"{prefix}.data-{shard:05d}-of-{n:05d}"
+
+
+class Bundle(collections.abc.Mapping):
+    """name -> float32 numpy array of a checkpoint's model variables
+    (training variables, TRAINING, left out: .training lists them); each
+    tensor read from its shard and its crc32c checked when it is used."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        index = prefix + ".index"
+        table = Table(index)
+        if not table.entries or table.entries[0][0] != b"":
+            raise CheckpointError(f"{index}: no bundle header (key \"\"): "
+                                  "not a tensor bundle")
+        try:
+            shards, endian = parse_header(table.entries[0][1])
+        except ProtoError as e:
+            raise CheckpointError(f"{index}: bad bundle header ({e})")
+        if endian != 0:
+            raise CheckpointError(f"{index}: big-endian tensors are not "
+                                  "supported")
+        if not 1 <= shards <= 1 << 16:
+            raise CheckpointError(f"{index}: {shards} shards")
+        self.n_shards = shards
+        self.shard_sizes = {}
+        self.entries = collections.OrderedDict()
+        self.training = []
+        for key, value in table.entries[1:]:
+            try:
+                name = key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CheckpointError(f"{index}: a tensor name that is not "
+                                      "UTF-8")
+            try:
+                e = parse_entry(name, value)
+            except ProtoError as err:
+                raise CheckpointError(f"{index}: tensor {name[:100]!r}: "
+                                      f"{err}")
+            if TRAINING.search(name):
+                self.training.append(name)
+                continue
+            self.entries[name] = self._check(e, index)
+
+    def _check(self, e, index):
+        what = f"{index}: tensor {e.name[:100]!r}"
+        if e.dtype not in DTYPES:
+            raise CheckpointError(f"{what}: dtype {e.dtype} is none of "
+                                  f"{', '.join(n for n, _ in DTYPES.values())}")
+        if len(e.shape) > MAX_DIMS or any(d < 0 for d in e.shape):
+            raise CheckpointError(f"{what}: shape {list(e.shape)[:10]} is "
+                                  f"not at most {MAX_DIMS} sizes >= 0")
+        item = np.dtype(DTYPES[e.dtype][1]).itemsize
+        need = math.prod(e.shape) * item
+        if need >= 1 << 62:
+            raise CheckpointError(f"{what}: shape {list(e.shape)} of "
+                                  f"{DTYPES[e.dtype][0]} is larger than any "
+                                  "file (its size overflows)")
+        if e.size != need:
+            raise CheckpointError(f"{what}: shape {list(e.shape)} of "
+                                  f"{DTYPES[e.dtype][0]} needs {need:,} "
+                                  f"bytes, the entry says {e.size:,}")
+        if not 0 <= e.shard < self.n_shards:
+            raise CheckpointError(f"{what}: shard {e.shard} of "
+                                  f"{self.n_shards}")
+        path = shard_path(self.prefix, e.shard, self.n_shards)
+        size = self.shard_sizes.get(e.shard)
+        if size is None:
+            try:
+                st = os.stat(path)
+            except OSError as err:
+                raise CheckpointError(f"{path}: {err.strerror or err} (a "
+                                      "missing shard of the checkpoint)")
+            size = self.shard_sizes[e.shard] = st.st_size
+        if e.offset < 0 or e.offset > size or e.size > size - e.offset:
+            raise CheckpointError(f"{path}: tensor {e.name[:100]!r} at "
+                                  f"{e.offset:,} of {e.size:,} bytes lies "
+                                  f"past the shard's end ({size:,} bytes: "
+                                  "truncated?)")
+        if e.crc is None and e.size:
+            raise CheckpointError(f"{what}: no crc32c")
+        return e
+
+    def __getitem__(self, name):
+        e = self.entries[name]
+        path = shard_path(self.prefix, e.shard, self.n_shards)
+        try:
+            with open_input(path) as f:
+                f.seek(e.offset)
+                raw = bytearray(e.size)
+                got = f.readinto(raw) if e.size else 0
+        except OSError as err:
+            raise CheckpointError(f"{path}: {err.strerror or err}")
+        if got != e.size:
+            raise CheckpointError(f"{path}: tensor {name[:100]!r}: the "
+                                  "shard is shorter than when it was "
+                                  "opened (truncated?)")
+        if mask(crc32c(raw)) != e.crc:
+            raise CheckpointError(f"{path}: tensor {name[:100]!r} fails its "
+                                  "crc32c (a damaged file)")
+        kind, np_dtype = DTYPES[e.dtype]
+        a = np.frombuffer(raw, np_dtype)
+        if kind == "bfloat16":
+            a = bf16_to_f32(a)
+        elif kind != "float" or a.dtype != np.float32:
+            a = a.astype(np.float32)        # (float32: the bytes read)
+        return a.reshape(e.shape)
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def shape(self, name):
+        return self.entries[name].shape
