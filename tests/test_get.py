@@ -1906,9 +1906,13 @@ class TFCheckpointFlow(Base):
                 info = tarfile.TarInfo(name)
                 info.size = len(body)
                 t.addfile(info, io.BytesIO(body))
-        self.assertEqual(g.read_member(path, member), text)
-        with self.assertRaises(KeyError):
-            g.read_member(path, member + "1")
+        ds = {"member": member, "member_sha1": None}
+        self.assertEqual(g.read_member(path, ds), text)
+        with self.assertRaises(g.GetError):
+            g.read_member(path, dict(ds, member=member + "1"))
+        # a member longer than its pinned size stops there
+        with self.assertRaises(g.GetError):
+            g.read_member(path, dict(ds, member_size=len(text) - 1))
 
     def test_xl_wt103(self):
         g = load_getter()

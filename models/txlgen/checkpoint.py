@@ -63,7 +63,7 @@ import zlib
 import numpy as np
 
 from .errors import InputError, describe, open_input
-from .hparams import as_bool, is_int
+from .hparams import as_bool, as_float32, is_int
 
 
 class CheckpointError(InputError):
@@ -1124,7 +1124,6 @@ def parse_safetensors(blob, path):
 def write_safetensors(path, tensors):
     """Write name -> tensor (numpy or torch) as an F32 safetensors file, as
     Hugging Face stores model.safetensors (for tests and tools)."""
-    from .txlfile import as_float32
     header, blobs, pos = {}, [], 0
     for k, v in tensors.items():
         raw = as_float32(v).astype("<f4").tobytes()

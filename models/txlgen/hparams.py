@@ -36,6 +36,15 @@ INT_HPARAMS = ("n_token n_layer n_head d_model d_head d_inner d_embed "
 BOOL_HPARAMS = "tie_weight pre_lnorm same_length untie_r".split()
 
 
+def as_float32(arr):
+    """A float32 numpy array of an array or a torch tensor (without
+    importing torch)."""
+    import numpy as np
+    if hasattr(arr, "detach"):
+        return arr.detach().cpu().float().numpy()
+    return np.asarray(arr, np.float32)
+
+
 def is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 

@@ -21,6 +21,10 @@ import re
 
 from .errors import InputError
 
+# The file format's name and version in the metadata of every model file
+FORMAT = "txlgen-model"
+FORMAT_VERSION = 1
+
 # lib/ of the source tree (models/txlgen/ is two folders below it), or the
 # copy of the headers that meson installs beside the installed package
 # (libexecdir/txlgen/{txlgen,lib}: models/meson.build)
@@ -333,10 +337,29 @@ def hparams(meta):
     return hp
 
 
+def meta_value(v):
+    """Metadata values are strings: ints as decimal, bools as true/false,
+    lists as JSON."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return json.dumps(list(v))
+    return str(v)
+
+
+def sentencepiece():
+    """The sentencepiece module, or InputError saying how to install it."""
+    try:
+        import sentencepiece as spm
+    except ImportError:
+        raise InputError("tokenizers need SentencePiece's Python module: "
+                         "apt-get install python3-sentencepiece")
+    return spm
+
+
 def check_hparams(values):
     """hparams() of hyperparameter values (as TxlConfig.hparams() gives
     them) written as the writer writes them."""
-    from .txlfile import FORMAT, FORMAT_VERSION, meta_value
     meta = {k: meta_value(v) for k, v in values.items()}
     meta.update(format=FORMAT, format_version=str(FORMAT_VERSION))
     return hparams(meta)
@@ -639,7 +662,6 @@ def tokenizer(meta, n_token, proto):
                     raise NotLoadable("tensor 'tokenizer.model': its "
                                       "normalisation table (precompiled "
                                       f"charsmap) {why}")
-    from .vocab import sentencepiece
     sp = sentencepiece().SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(proto)

@@ -37,12 +37,11 @@ import struct
 import numpy as np
 
 from . import loadable
+from .loadable import FORMAT, FORMAT_VERSION, meta_value  # noqa: F401
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
-from .hparams import is_int
+from .hparams import as_float32, is_int  # noqa: F401 (txlfile.as_float32)
 
-FORMAT = "txlgen-model"
-FORMAT_VERSION = 1
 ALIGN = 64
 
 QK = 32                 # values per Q8_0 and Q4_0 block
@@ -214,14 +213,6 @@ class Lazy:
         return a
 
 
-def as_float32(arr):
-    """A float32 numpy array of an array or a torch tensor (without
-    importing torch)."""
-    if hasattr(arr, "detach"):
-        return arr.detach().cpu().float().numpy()
-    return np.asarray(arr, np.float32)
-
-
 def _bf16_bytes(arr):
     f = arr.astype("<f4")
     bits = f.view("<u4").astype(np.uint64)
@@ -268,16 +259,6 @@ def _to_bytes(arr, dtype):
     if dtype in _CODECS:
         return _CODECS[dtype][0](arr)
     return arr.astype(np.dtype(_NP_DTYPES[dtype]).newbyteorder("<")).tobytes()
-
-
-def meta_value(v):
-    """Metadata values are strings: ints as decimal, bools as true/false,
-    lists as JSON."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return json.dumps(list(v))
-    return str(v)
 
 
 def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,

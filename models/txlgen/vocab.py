@@ -47,6 +47,7 @@ import os
 import sys
 
 from . import loadable
+from .loadable import sentencepiece
 from .errors import InputError, OneLineParser, describe, open_input
 from .hparams import is_int
 
@@ -69,16 +70,6 @@ PY_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
 
 class VocabError(InputError):
     pass
-
-
-def sentencepiece():
-    """The sentencepiece module, or VocabError saying how to install it."""
-    try:
-        import sentencepiece as spm
-    except ImportError:
-        raise VocabError("tokenizers need SentencePiece's Python module: "
-                         "apt-get install python3-sentencepiece")
-    return spm
 
 
 # newline: what a newline is, where it is not the dataset's convention
