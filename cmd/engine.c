@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "models.h"
 #include "signals.h"
 
 static bool
@@ -125,7 +126,24 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	st = txl_model_load_flags(model_path, opts->mmap ? 0 :
 				  TXL_LOAD_NO_MMAP, &e->model);
 	if (st != TXL_OK) {
-		errmsg("%s", engine_lib_error(st));
+		unsigned char head[8];
+		ssize_t n = 0;
+		int fd = st == TXL_ERR_FORMAT ?
+			open(model_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+		const char *foreign;
+
+		if (fd >= 0) {
+			n = pread(fd, head, sizeof(head), 0);
+			close(fd);
+		}
+		foreign = model_foreign_format(model_path, n > 0 ? head : NULL,
+					       n > 0 ? (size_t)n : 0);
+		if (foreign)
+			errmsg("%s; it is %s, and txlgen runs only "
+			       "Transformer-XL model files (txlgen-model(5))",
+			       engine_lib_error(st), foreign);
+		else
+			errmsg("%s", engine_lib_error(st));
 		return EXIT_BADMODEL;
 	}
 	if (opts->mmap)

@@ -2260,14 +2260,93 @@ class ModelsByName(unittest.TestCase):
         self.assertEqual((rc, out), (3, b""))
         self.assertEqual(len(err.splitlines()), 1, err)
         for part in ("nothere.bin", self.a, self.b, self.user,
-                     "txlgen-get nothere", "txlgen --list-models"):
+                     "txlgen --list-models", "txlgen-get --list",
+                     "Transformer-XL", "txlgen-model(5)"):
             self.assertIn(part, err)
+        # no advice to install what is not published
+        self.assertNotIn("txlgen-get nothere", err)
         # a path is a path: its own error, no search
         rc, _, err = run("-m", "./nothere", "-p", "x", model=False,
                          environ=self.environ())
         self.assertEqual(rc, 3)
         self.assertIn("./nothere", err)
         self.assertNotIn(self.a, err)
+
+    def test_a_misspelt_name_gets_a_suggestion(self):
+        # an installed name, then a published one (with how to get it)
+        for typed, meant in (("twim", "twin"), ("minee", "mine"),
+                             ("text9", "text8"), ("wt1O3", "wt103")):
+            rc, out, err = run("-m", typed, "-p", "x", model=False,
+                               environ=self.environ())
+            self.assertEqual((rc, out), (3, b""), typed)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(f"did you mean '{meant}'?", err)
+            if meant in ("text8", "wt103"):
+                self.assertIn(f"txlgen-get {meant}' installs it", err)
+            else:
+                self.assertNotIn("txlgen-get", err)
+
+    def test_a_published_name_says_how_to_install_it(self):
+        rc, out, err = run("-m", "wt103", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertIn("wt103: not installed", err)
+        self.assertIn("txlgen-get wt103' downloads", err)
+        # run from the build directory, the getter is the source tree's,
+        # named by a path that exists
+        path = re.search(r"'(\S*txlgen-get) wt103'", err).group(1)
+        if os.path.realpath(os.path.dirname(TXLGEN)) == os.path.realpath(
+                os.path.join(ROOT, "build", "cmd")):
+            self.assertEqual(os.path.realpath(path), os.path.realpath(
+                os.path.join(ROOT, "models", "txlgen-get")))
+
+    def test_the_published_names_are_the_getters(self):
+        getter = os.path.join(ROOT, "models", "txlgen-get")
+        p = subprocess.run([sys.executable, getter, "--list"],
+                           capture_output=True, text=True, timeout=60,
+                           env=env(TXLGEN_CACHE=self.dir,
+                                   XDG_DATA_HOME=self.xdg))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        names = {ln.split()[0] for ln in p.stdout.splitlines()[1:]
+                 if ln.strip() and not ln.startswith(" ")}
+        self.assertIn("wt103", names)
+        for name in names:
+            rc, _, err = run("-m", name, "-p", "x", model=False,
+                             environ=self.environ())
+            self.assertEqual(rc, 3)
+            self.assertIn(f"txlgen-get {name}' downloads", err)
+
+    def test_other_model_kinds_are_named_as_such(self):
+        # not GPT-2, llama or GGUF: said, with no advice that cannot work
+        rc, out, err = run("-m", "gpt2", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertIn("not GPT-2, llama or GGUF models", err)
+        self.assertNotIn("txlgen-get gpt2", err)
+        rc, out, err = run("-m", "llama-7b.gguf", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("a GGUF model (llama.cpp)", err)
+        self.assertIn("txlgen runs only Transformer-XL model files", err)
+        self.assertNotIn("txlgen-get", err)
+        # a file that is one: the loader's error, and what the file is
+        gguf = tmpfile("model.gguf", b"GGUF\3\0\0\0" + bytes(64))
+        rc, out, err = run("-m", gguf, "-p", "x", model=False)
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(gguf, err)
+        self.assertIn("it is a GGUF model (llama.cpp)", err)
+
+    def test_a_link_loop_is_named(self):
+        os.symlink("loop2", os.path.join(self.dir, "loop1"))
+        os.symlink("loop1", os.path.join(self.dir, "loop2"))
+        p = subprocess.run([TXLGEN, "-m", "loop1", "-p", "x"], cwd=self.dir,
+                           capture_output=True, text=True, timeout=60,
+                           env=self.environ(), stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("loop1: Too many levels of symbolic links", p.stderr)
+        self.assertNotIn("no such file", p.stderr)
 
     def test_list_models(self):
         bad = os.path.join(self.b, "broken.bin")
