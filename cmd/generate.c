@@ -108,8 +108,11 @@ get_sampler(struct engine *e, uint64_t *seed)
 	struct txl_sampler *smp;
 
 	*seed = base;
-	if (!e->keep_sampler)
-		return txl_sampler_new(&sp, e->hp->n_token);
+	if (!e->keep_sampler) {
+		smp = txl_sampler_new(&sp, e->hp->n_token);
+		engine_seed_sampler(e, smp);
+		return smp;
+	}
 	if (e->sampler && e->sampler_seed == base &&
 	    same_sampling(&sp, &e->sampler_params))
 		return e->sampler;
@@ -118,6 +121,7 @@ get_sampler(struct engine *e, uint64_t *seed)
 	sp.seed = nth_seed(base, e->n_samplers);
 	smp = txl_sampler_new(&sp, e->hp->n_token);
 	if (smp) {
+		engine_seed_sampler(e, smp);
 		txl_sampler_free(e->sampler);
 		e->sampler = smp;
 		e->sampler_params = sp;
@@ -164,7 +168,12 @@ feed_prompt(struct engine *e, struct input *prompt,
 		int32_t t = engine_start_token(e);
 
 		e->last.n_prompt = 1;
-		return engine_feed(e, &t, 1, TXL_LOGITS_LAST);
+		rc = engine_feed(e, &t, 1, TXL_LOGITS_LAST);
+		/* the token a text starts from is no token of the text:
+		 * none of the repeat penalty's window */
+		if (rc == EXIT_OK && e->recent.n > 0)
+			e->recent.n--;
+		return rc;
 	}
 	return EXIT_OK;
 }
@@ -504,6 +513,7 @@ open_streams(struct engine *e, struct stream *st, int n, struct output *out,
 		st[k].smp = txl_sampler_new(&sp, e->hp->n_token);
 		if (!st[k].smp)
 			break;
+		engine_seed_sampler(e, st[k].smp);
 		out_init(&st[k].own, out->f, e->opts, out->newline_at_end);
 		out_begin(&st[k].own, false, &e->opts->stop);
 		st[k].own.sample = k;

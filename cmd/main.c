@@ -184,10 +184,19 @@ static int
 open_engine(struct engine *e, struct txlgen_options *o, const char *model,
 	    bool repl)
 {
-	int rc = engine_load_model(e, o, model);
+	const struct setting *mem = setting_find("mem_len");
+	int rc = engine_load_model(e, o, model), state_len;
 
 	if (rc == EXIT_OK && repl)
 		repl_settings(e);
+	/* a state's memory is as long as the session that saved it (the
+	 * REPL's, a run's with --mem-len): kept so unless the user says
+	 * otherwise (engine_load() then says what fits) */
+	if (rc == EXIT_OK && o->state_in &&
+	    setting_origin(mem, o) < ORIGIN_CONFIG &&
+	    txl_model_has_memory(e->model) &&
+	    txl_state_mem_len(o->state_in, &state_len) == TXL_OK)
+		o->mem_len = state_len;
 	return rc == EXIT_OK ? engine_apply_settings(e) : rc;
 }
 
@@ -223,7 +232,8 @@ describe(struct txlgen_options *o, const char *model, bool repl)
 
 /* The run proper: the model is loaded, the inputs are open. */
 static int
-run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
+run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl,
+    bool prime_only)
 {
 	struct output out;
 	int rc = EXIT_OK;
@@ -237,7 +247,9 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		if ((rc = engine_prime(e, &in->prime[i])) != EXIT_OK)
 			return rc;
 
-	if (o->score) {
+	if (prime_only) {
+		/* the memory of the primes, saved below */
+	} else if (o->score) {
 		rc = engine_score(e, &in->stream, stdout);
 	} else if (o->score_docs) {
 		rc = engine_score_docs(e, &in->stream, stdout);
@@ -270,7 +282,7 @@ main(int argc, char **argv)
 	struct engine e = { 0 };
 	struct inputs in = { 0 };
 	char *model = NULL;
-	bool done, repl;
+	bool done, repl, prime_only;
 	int rc;
 
 	signal(SIGPIPE, SIG_DFL);
@@ -301,6 +313,13 @@ main(int argc, char **argv)
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
+	/* --prime and --state-out with no prompt on a terminal: prime and
+	 * save, no generation, no interactive session (-i asks for it) */
+	prime_only = !o.score && !o.score_docs && !o.tokenize &&
+		!o.interactive && o.prime.n > 0 && o.state_out &&
+		isatty(STDIN_FILENO) && !o.prompt && !o.text;
+	if (prime_only)
+		o.text = xstrdup("");
 	repl = !o.score && !o.score_docs && !o.tokenize && (o.interactive ||
 		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	if (repl && o.n_samples > 1) {
@@ -334,7 +353,7 @@ main(int argc, char **argv)
 	} else {
 		rc = open_engine(&e, &o, model, repl);
 		if (rc == EXIT_OK)
-			rc = run(&e, &o, &in, repl);
+			rc = run(&e, &o, &in, repl, prime_only);
 	}
 	if (rc == EXIT_INTERRUPTED && (!repl || interrupted == SIGTERM))
 		errmsg("%s", signals_word());

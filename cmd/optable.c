@@ -50,13 +50,15 @@ const struct cli_opt cli_opts[] = {
 	SET("text", 'p', "text", "STRING", "use STRING as the prompt"),
 	BOOL("echo", 0, "echo", "print the prompt before the continuation"),
 	SET("prime", 0, "prime", "FILE",
-	    "feed FILE into the memory first (repeatable)"),
+	    "feed FILE into the memory first (repeatable;\n"
+	    "with --state-out and no prompt: only that)"),
 	BOOL("read-all", 0, "read_all",
 	     "compute every token of the prompt and --prime\n"
 	     "files (default: only the last ones, which alone\n"
 	     "make the memory: the same state, sooner)"),
 	SET("state-in", 0, "state_in", "FILE",
-	    "start from a saved memory state"),
+	    "start from a saved memory state (with its\n"
+	    "mem_len unless --mem-len is given)"),
 	SET("state-out", 0, "state_out", "FILE",
 	    "save the memory state at the end"),
 	BOOL("mmap", 0, "mmap",

@@ -864,6 +864,77 @@ class State(unittest.TestCase):
         self.assertEqual(a[1], b[1])
         self.assertTrue(a[1])
 
+    def test_state_keeps_the_repeat_penalty_window(self):
+        # the default model with its recommended repeat penalty: a text
+        # saved and continued gives the tokens of one run over the same
+        # text, and a state without the window (format 4) does not
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("no models/sotu.bin")
+        rc, out, _ = run("-m", sotu, "--print-config", model=False)
+        self.assertEqual(rc, 0)
+        cfg = json.loads(out)
+        self.assertNotEqual(cfg["repeat_penalty"], 1)
+        st = os.path.join(TMP, "window.state")
+        a, b = "The state of the Union is", " We must"
+        rc, first, err = run("-m", sotu, "-p", a, "-n", "30", "--temp", "0",
+                             "--state-out", st, model=False)
+        self.assertEqual((rc, err), (0, ""))
+        rc, cont, err = run("-m", sotu, "--state-in", st, "-p", b, "-n",
+                            "20", "--temp", "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        whole = a + first.decode().rstrip("\n") + b
+        rc, one, err = run("-m", sotu, "-p", whole, "-n", "20", "--temp",
+                           "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertTrue(one.strip())
+        self.assertEqual(cont, one)
+        # the same file as format 4 wrote it: no ids, padding 0
+        with open(st, "rb") as f:
+            data = bytearray(f.read())
+        n_recent = struct.unpack_from("<I", data, 60)[0]
+        # the text's 36 tokens or so, all within the window
+        self.assertTrue(30 < n_recent <= cfg["repeat_last_n"], n_recent)
+        body = data[:-8 - 4 * n_recent]
+        struct.pack_into("<I", body, 8, 4)
+        struct.pack_into("<I", body, 60, 0)
+        h = 0xcbf29ce484222325
+        for i in range(0, len(body) - len(body) % 8, 8):
+            h = ((h ^ struct.unpack_from("<Q", body, i)[0]) *
+                 0x100000001b3) % (1 << 64)
+        for c in body[len(body) - len(body) % 8:]:
+            h = ((h ^ c) * 0x100000001b3) % (1 << 64)
+        old = tmpfile("window-v4.state", bytes(body) + struct.pack("<Q", h))
+        rc, cont3, err = run("-m", sotu, "--state-in", old, "-p", b, "-n",
+                             "20", "--temp", "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertNotEqual(cont3, one)
+
+    def test_a_state_brings_its_mem_len(self):
+        # saved with a longer memory than the default (as the REPL's):
+        # used as saved, unless --mem-len says otherwise
+        st = os.path.join(TMP, "long.state")
+        book = tmpfile("long.txt", TEXT * 4)
+        rc, _, err = run("--mem-len", "300", "--prime", book, "-p", "",
+                         "-n", "0", "--state-out", st)
+        self.assertEqual((rc, err), (0, ""))
+        rc, out, err = run("--state-in", st, "--print-config")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["mem_len"], 300)
+        a = run("--mem-len", "300", "--prime", book, "-p", "Chapter", "-n",
+                "10", "--seed", "3")
+        b = run("--state-in", st, "-p", "Chapter", "-n", "10", "--seed", "3")
+        self.assertEqual(a[0], 0)
+        self.assertEqual(a, b)
+        rc, out, err = run("--state-in", st, "--mem-len", "16", "-p", "x")
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("saved with mem_len 300", err)
+        self.assertIn("leave --mem-len out", err)
+        rc, _, err = run("--state-in", st, "--mem-len", "400", "-p", "x",
+                         "-n", "1")
+        self.assertEqual(rc, 0, err)
+
     def test_incompatible_state_is_refused(self):
         st = os.path.join(TMP, "s.state")
         self.assertEqual(run("-p", "Hi", "-n", "30", "--mem-len", "12",
@@ -871,6 +942,7 @@ class State(unittest.TestCase):
         rc, out, err = run("--state-in", st, "--mem-len", "6", "-p", "x")
         self.assertEqual((rc, out), (3, b""))
         self.assertIn("s.state", err)
+        self.assertIn("saved with mem_len 12", err)
         rc, _, err = run("--state-in", MODEL, "-p", "x")
         self.assertEqual(rc, 3)
         rc, _, err = run("--state-in", os.path.join(TMP, "no.state"),
@@ -1052,6 +1124,26 @@ class PtyBase(unittest.TestCase):
 
 class PtyRepl(PtyBase):
     """The REPL on a terminal, as a person uses it."""
+
+    def test_prime_and_state_out_on_a_terminal_only_save(self):
+        # no prompt and no -i: prime, save, exit; no session waits
+        st = os.path.join(TMP, "tty-prime.state")
+        book = tmpfile("tty-prime.txt", TEXT)
+        if os.path.exists(st):
+            os.unlink(st)
+        self.spawn("--prime", book, "--state-out", st)
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b">", self.buf)
+        ref = os.path.join(TMP, "tty-prime-ref.state")
+        self.assertEqual(run("--prime", book, "-p", "", "-n", "0",
+                             "--state-out", ref)[0], 0)
+        with open(st, "rb") as a, open(ref, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # -i asks for the session
+        self.spawn("--prime", book, "--state-out", st, "-i")
+        self.read_until(rb"> ")
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
 
     def test_session(self):
         hist = os.path.join(TMP, "hist")
