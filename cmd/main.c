@@ -258,7 +258,7 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl,
 		rc = repl_run(e, &out, in->have_prompt ? &in->prompt : NULL);
 		out_free(&out);
 	} else {
-		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
+		out_init(&out, stdout, o, o->final_newline);
 		e->gen_progress = !out.tty && into_file();
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);

@@ -77,6 +77,7 @@ struct txlgen_options {
 	bool stats;           /* statistics on stderr */
 	int color;            /* enum color_mode */
 	bool unbuffered;      /* flush after every token even into a pipe */
+	bool final_newline;   /* end a text without a newline with one */
 	bool mmap;            /* map the model file (default: read it whole) */
 	struct strlist prime; /* files fed into the memory first */
 	char *state_in;       /* memory state to start from */

@@ -573,7 +573,8 @@ class TestStreams(unittest.TestCase):
         self.assertEqual(sorted(seeds), [0, 1, 2])
         for i in range(3):
             alone = run("--model", m.path, "--text", "the ", "-n", "30",
-                        "--seed", str(seeds[i])).stdout
+                        "--seed", str(seeds[i]),
+                        "--no-final-newline").stdout
             self.assertEqual(texts[i], alone, i)
 
 

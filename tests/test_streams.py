@@ -171,7 +171,7 @@ class Samples(unittest.TestCase):
             seed = five[i][1]["seed"]
             self.assertLess(seed, 2 ** 53)
             rc, out, err = run("-p", PROMPT, "--seed", str(seed), "-n",
-                               "24")
+                               "24", "--no-final-newline")
             self.assertEqual(rc, 0, err)
             self.assertEqual(out.decode(), five[i][0])
         self.assertEqual(five[0][1]["seed"], 11)
@@ -182,18 +182,32 @@ class Samples(unittest.TestCase):
                            "-n", "16")
         self.assertEqual(rc, 0, err)
         text = out.decode()
-        # "--- sample I ---" on a line of its own before samples 1 and 2,
+        # "--- sample I ---" on a line of its own before each sample,
         # each sample's text as --json gives it, a newline added where
         # it does not end with one
         want = ""
         for i in range(3):
-            if i:
-                want += ("" if want.endswith("\n") else "\n") + \
-                    f"--- sample {i} ---\n"
-            want += json_run[i][0]
+            want += f"--- sample {i} ---\n" + json_run[i][0]
+            want += "" if want.endswith("\n") else "\n"
         self.assertEqual(text, want)
         self.assertEqual(len(re.findall(r"^--- sample \d ---$", text,
-                                        re.M)), 2)
+                                        re.M)), 3)
+        # the echoed prompt is sample 0's beginning, shown once
+        rc, out, err = run("-p", PROMPT, "--seed", "11", "--n-samples", "3",
+                           "-n", "16", "--echo")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.decode(), want.replace(
+            "--- sample 0 ---\n", "--- sample 0 ---\n" + PROMPT, 1))
+
+    def test_sessions_that_do_not_fit_show_nothing(self):
+        # refused before the prompt, with no line of any sample
+        for extra in ((), ("--json",)):
+            rc, out, err = run("-p", PROMPT, "--n-samples", "1024",
+                               "--mem-len", "1048576", "-n", "3", *extra)
+            self.assertEqual((rc, out), (1, b""), err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn("--n-samples 1024: 1023 more sessions need", err)
+            self.assertIn("available", err)
 
     def test_json_tags_every_token_and_summary(self):
         rc, out, err = run("-p", PROMPT, "--seed", "3", "--n-samples", "3",
@@ -232,6 +246,8 @@ class Samples(unittest.TestCase):
                            "-n", str(n), "--stop", "a", "--temp", "1.5")
         self.assertEqual(rc, 0, err)
         parts = re.split(r"^--- sample \d ---\n", out.decode(), flags=re.M)
+        self.assertEqual(parts[0], "")
+        parts = parts[1:]
         self.assertEqual(len(parts), 6)
         for part, i in zip(parts, range(6)):
             # (--json lists the tokens of the stop string too)
