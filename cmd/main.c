@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,6 +150,9 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 	if (stream) {
 		if (!input_open(&in->stream, stream, NULL))
 			return EXIT_RUNTIME;
+		/* --score reads text; --tokenize shows what any bytes
+		 * become */
+		in->stream.utf8 = o->score != NULL;
 	} else if (o->text) {
 		input_open_text(&in->prompt, o->text, strlen(o->text),
 				"--text");
@@ -158,6 +162,7 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 				"--prompt reads a file; use -p/--text for a "
 				"string"))
 			return EXIT_RUNTIME;
+		in->prompt.utf8 = true;
 		in->have_prompt = true;
 	}
 	in->prime = xrealloc(NULL, (size_t)o->prime.n * sizeof(*in->prime));
@@ -165,6 +170,8 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 		if (!input_open(&in->prime[in->n_prime],
 				o->prime.v[in->n_prime], NULL))
 			return EXIT_RUNTIME;
+		else
+			in->prime[in->n_prime].utf8 = true;
 	return EXIT_OK;
 }
 
@@ -287,8 +294,12 @@ main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_DFL);
 	fix_std_fds();
-	/* characters for libedit; numbers stay in the C locale */
+	/* characters for libedit; numbers stay in the C locale.  Text is
+	 * UTF-8 whatever the locale: where it names none (LC_ALL=C, POSIX),
+	 * C.UTF-8, so that the line editor keeps the characters typed */
 	setlocale(LC_CTYPE, "");
+	if (!strcmp(nl_langinfo(CODESET), "ANSI_X3.4-1968"))
+		setlocale(LC_CTYPE, "C.UTF-8");
 
 	options_init(&o);
 	/* before the config file, which may be a stream that never comes */

@@ -1177,6 +1177,18 @@ class PtyRepl(PtyBase):
         self.send(b"\x04")
         self.assertEqual(self.wait(), 0)
 
+    def test_the_c_locale_keeps_what_is_typed(self):
+        # LC_ALL=C names no character set: the line editor still takes
+        # UTF-8 (it dropped every non-ASCII character typed)
+        e = env(LC_ALL="C")
+        e.pop("LANG", None)
+        self.spawn("-n", "3", "--ignore-eos", environ=e)
+        self.read_until(rb"/help for help.*\r\n> ")
+        self.send("café 日本\r".encode())
+        self.read_until("café 日本\r\n".encode())
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
     def test_session(self):
         hist = os.path.join(TMP, "hist")
         st = os.path.join(TMP, "pty.state")
