@@ -45,7 +45,8 @@ const struct cli_opt cli_opts[] = {
 	    "path (--list-models; default: $TXLGEN_MODEL,\n"
 	    "else sotu)"),
 	SET("prompt", 'f', "prompt", "FILE",
-	    "read the prompt from FILE ('-' = stdin)"),
+	    "read the prompt from FILE ('-' = stdin);\n"
+	    "also spelt --file FILE"),
 	SET("file", 0, "prompt", "FILE", NULL),
 	SET("text", 'p', "text", "STRING", "use STRING as the prompt"),
 	BOOL("echo", 0, "echo", "print the prompt before the continuation"),

@@ -266,7 +266,13 @@ class Options(unittest.TestCase):
         self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
         # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
         out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
-        self.assertIn("kernels: scalar ", out.decode())
+        self.assertIn("kernels: scalar (the best this CPU runs, at most "
+                      "TXL_ISA=scalar)", out.decode())
+        # without it, no variable's name taken for its value
+        self.assertNotIn("$", kernels)
+        # --file, which takes the prompt file as --prompt does, is said
+        _, out, _ = run("--help", model=False)
+        self.assertRegex(out.decode(), r"--prompt FILE .*\n.*--file FILE")
         if "DYNAMIC_ARCH" in blas:
             out = run("--version", model=False,
                       environ=env(OPENBLAS_CORETYPE="Prescott"))[1]
@@ -283,7 +289,8 @@ class Options(unittest.TestCase):
         for opt in longs:
             self.assertIn(opt, man, f"{opt} missing from txlgen(1)")
             if opt in ("--help", "--version", "--print-config", "--score",
-                       "--ids", "--interactive", "--prompt", "--config",
+                       "--ids", "--interactive", "--prompt", "--file",
+                       "--config",
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
                        "--list-models", "--list-types", "--score-docs",
