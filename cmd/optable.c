@@ -109,7 +109,9 @@ const struct cli_opt cli_opts[] = {
 	    "models of that origin recommend it)"),
 	SET("threads", 't', "threads", "N",
 	    "threads of the kernels and of OpenBLAS\n"
-	    "(default 0 = one per CPU)"),
+	    "(default 0 = one per CPU; where other work keeps\n"
+	    "the CPUs busy, fewer are faster: -t 1 can be\n"
+	    "twice as fast on 2 busy cores)"),
 	SET("kv-type", 0, "kv_type", "TYPE",
 	    "the storage type of the memory's K, V and R\n"
 	    "(default F32, exact; --list-types lists them,\n"
