@@ -158,6 +158,45 @@ json_kind(const cJSON *v)
 		"a string" : cJSON_IsArray(v) ? "an array" : "an object";
 }
 
+/* The first \u0000 escape in the strings of the JSON text @p s (of @p n
+ * bytes), or NULL: a backslash that an even number of backslashes
+ * precede, then u0000. */
+static const char *
+escaped_nul(const char *s, size_t n)
+{
+	for (size_t i = 0; i + 6 <= n; i++) {
+		if (s[i] != '\\')
+			continue;
+		if (s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' &&
+		    s[i + 4] == '0' && s[i + 5] == '0')
+			return s + i;
+		i++;	/* the escaped character */
+	}
+	return NULL;
+}
+
+/* Whether @p s (of @p n bytes) is only JSON's whitespace. */
+static bool
+blank(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strchr(" \t\r\n", s[i]))
+			return false;
+	return true;
+}
+
+/* How many members of the object @p o are named @p key. */
+static int
+key_count(const cJSON *o, const char *key)
+{
+	const cJSON *c;
+	int k = 0;
+
+	cJSON_ArrayForEach(c, o)
+		k += c->string && !strcmp(c->string, key);
+	return k;
+}
+
 /*
  * The document of d->line (line @p line): its text into *@p text and
  * *@p len (pointing into d->line or *@p json, which the caller frees),
@@ -167,7 +206,7 @@ static bool
 parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 	  const char **text, size_t *len)
 {
-	const char *field = d->e->opts->field, *end = NULL;
+	const char *field = d->e->opts->field, *end = NULL, *nul;
 	const cJSON *v, *id;
 
 	*json = NULL;
@@ -176,11 +215,27 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 		*len = d->line.len;
 		return true;
 	}
+	/* a NUL in the text (a raw byte, or \u0000 in a string) would
+	 * end it early: cJSON's strings are C strings */
+	nul = memchr(d->line.s, 0, d->line.len);
+	if (nul) {
+		malformed(d, line, "a NUL byte at byte %lld (JSON text holds "
+			  "none)", (long long)(nul - d->line.s) + 1);
+		return false;
+	}
+	if ((nul = escaped_nul(d->line.s, d->line.len))) {
+		malformed(d, line, "\\u0000 (NUL) at byte %lld: a text with "
+			  "NUL characters is not scored",
+			  (long long)(nul - d->line.s) + 1);
+		return false;
+	}
 	*json = cJSON_ParseWithLengthOpts(d->line.s, d->line.len + 1, &end,
 					  true);
 	if (!*json) {
 		if (!d->line.len)
 			malformed(d, line, "an empty line, not a JSON object");
+		else if (blank(d->line.s, d->line.len))
+			malformed(d, line, "a blank line, not a JSON object");
 		else
 			malformed(d, line, "not JSON (at byte %lld)",
 				  end ? (long long)(end - d->line.s) + 1 : 1LL);
@@ -193,6 +248,13 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 	v = cJSON_GetObjectItemCaseSensitive(*json, field);
 	if (!v) {
 		malformed(d, line, "no \"%s\" in the object", field);
+		return false;
+	}
+	/* which of two values is meant cannot be known (cJSON takes the
+	 * first, Python's json the last): neither */
+	if (key_count(*json, field) > 1 || key_count(*json, "id") > 1) {
+		malformed(d, line, "\"%s\" twice in the object",
+			  key_count(*json, field) > 1 ? field : "id");
 		return false;
 	}
 	if (!cJSON_IsString(v)) {

@@ -401,6 +401,16 @@ class ScoreDocs(unittest.TestCase):
         ('{"text": "ok"} trailing', 'not JSON'),
         ('{"id": "%s", "text": "x"}' % ("i" * 1030),
          'longer than 1024 bytes'),
+        # blank is not empty, and says so
+        (' \t  ', 'a blank line, not a JSON object'),
+        # a NUL would end the text early (it scored "ab", 2 bytes)
+        ('{"text": "ab\\u0000cd efgh"}', '\\u0000 (NUL) at byte 13'),
+        ('{"text": "ab\x00cd efgh"}', 'a NUL byte at byte 13'),
+        # an escaped backslash before u0000 is text
+        ('{"text": "a path C:\\\\u0000 and more"}', None),
+        # which of two values is meant: neither
+        ('{"text": "a", "text": "b c d"}', '"text" twice in the object'),
+        ('{"id": 1, "text": "b c d", "id": 2}', '"id" twice in the object'),
         ('{"text": "And the nation."}', None),
     ]
 
@@ -410,7 +420,12 @@ class ScoreDocs(unittest.TestCase):
         rc, out, err = run("--score-docs", path, "--field", "text",
                            "--first-line", "5")
         self.assertEqual(rc, 0, err)
-        self.assertEqual([d["line"] for d in json_lines(out)], [5, 13])
+        docs = json_lines(out)
+        self.assertEqual([d["line"] for d in docs],
+                         [i + 5 for i, (_, m) in enumerate(self.MALFORMED)
+                          if m is None])
+        # the backslash and "u0000" as text: 31 bytes, all of them
+        self.assertEqual(docs[1]["bytes"], len("a path C:\\u0000 and more"))
         msgs = err.splitlines()
         bad = [(i + 5, m) for i, (_, m) in enumerate(self.MALFORMED) if m]
         self.assertEqual(len(msgs), len(bad), err)
@@ -429,6 +444,12 @@ class ScoreDocs(unittest.TestCase):
         self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertRegex(err, "^txlgen: " + re.escape(path) + r":2: not JSON"
                          r" \(at byte \d+\); the run ends \(--strict\)\n$")
+        # a NUL in the text ends a --strict run too (it scored 2 bytes)
+        nul = write("nul.jsonl", '{"text": "ab\\u0000cd efgh"}\n')
+        rc, out, err = run("--score-docs", nul, "--field", "text",
+                           "--strict")
+        self.assertEqual((rc, out), (1, b""), err)
+        self.assertIn(":1: \\u0000 (NUL) at byte 13", err)
         # and a plain line too long for a document
         big = write("big.txt", "ok then\n" + "x " * (9 << 20) + "\nok\n")
         rc, out, err = run("--score-docs", big)
