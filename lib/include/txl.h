@@ -43,6 +43,9 @@
  * Errors: functions return enum txl_status (or a documented special
  * value); the reason, one line naming the file or argument and what is
  * wrong, is available from txl_last_error() in the same thread.
+ * A NULL model, session or argument pointer where one is needed, or an
+ * enum value outside its type, is TXL_ERR_INVALID (or the function's
+ * error value: NULL, INT32_MIN), never a crash.
  * The library never prints to stdout, never calls exit(), and writes to
  * stderr only through the log callback (default: warnings to stderr).
  */
@@ -630,8 +633,9 @@ enum txl_logits {
  * eval.py does with mem_len 0 when fed the whole text at once.
  *
  * @return TXL_OK; TXL_ABORTED if the abort callback fired (the memory then
- * holds every segment completed); TXL_ERR_INVALID for a bad id or
- * TXL_LOGITS_ALL with n > seg_len.
+ * holds every segment completed); TXL_ERR_INVALID for a bad id,
+ * TXL_LOGITS_ALL with n > seg_len, or a @p want that is none of enum
+ * txl_logits.
  */
 TXL_API enum txl_status txl_session_eval(struct txl_session *session,
 					 const int32_t *tokens, int n,

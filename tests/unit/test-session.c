@@ -1228,6 +1228,47 @@ test_invalid(void)
 	CHECK_EQ(txl_session_eval(s, toks, 5, TXL_LOGITS_ALL), TXL_ERR_INVALID);
 	CHECK_EQ(txl_session_eval(s, toks, 0, TXL_LOGITS_LAST),
 		 TXL_ERR_INVALID);
+	/* as txl_batch_eval(): no value but the three of enum txl_logits */
+	CHECK_EQ(txl_session_eval(s, toks, 2, (enum txl_logits)9),
+		 TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "want 9") != NULL);
+	CHECK_EQ(txl_session_eval(s, toks, 2, (enum txl_logits)-1),
+		 TXL_ERR_INVALID);
+
+	/* NULL where a pointer is needed: refused, not a crash, as the
+	 * batch functions do */
+	{
+		struct txl_model *m = (struct txl_model *)1;
+		int32_t ids[4];
+		double lp[2];
+
+		CHECK_EQ(txl_session_eval(NULL, toks, 2, TXL_LOGITS_LAST),
+			 TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "no session") != NULL);
+		CHECK(txl_session_logits(NULL) == NULL);
+		CHECK_EQ(txl_session_score(NULL, toks, 1, lp), TXL_ERR_INVALID);
+		CHECK_EQ(txl_session_adapt(NULL, toks, 1, 0.1f),
+			 TXL_ERR_INVALID);
+		CHECK_EQ(txl_session_eval(s, toks, 2, TXL_LOGITS_ALL), TXL_OK);
+		/* the pointer missing is named, not a count that fits */
+		CHECK_EQ(txl_session_score(s, toks + 1, 2, NULL),
+			 TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "NULL logprobs") != NULL);
+		CHECK_EQ(txl_session_score(s, NULL, 2, lp), TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "NULL targets") != NULL);
+		CHECK_EQ(txl_session_score(s, toks + 1, 2, lp), TXL_OK);
+
+		CHECK_EQ(txl_model_load("x.bin", NULL), TXL_ERR_INVALID);
+		CHECK_EQ(txl_model_load(NULL, &m), TXL_ERR_INVALID);
+		CHECK(m == NULL);
+		CHECK(txl_model_meta(model, NULL) == NULL);
+		CHECK(txl_model_meta(NULL, "description") == NULL);
+		CHECK_EQ(txl_tokenize(model, NULL, 5, ids, 4), INT32_MIN);
+		CHECK_EQ(txl_tokenize(NULL, "ab", 2, ids, 4), INT32_MIN);
+		CHECK_EQ(txl_tokenize(model, "ab", 2, NULL, 4), INT32_MIN);
+		CHECK(txl_tokenize(model, "ab", 2, NULL, 0) < 0);
+		CHECK(txl_tokenize(model, "ab", 2, ids, 4) > 0);
+	}
 	txl_session_free(s);
 
 	p.same_length = 1;
