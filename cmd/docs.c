@@ -264,9 +264,7 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 	}
 	id = cJSON_GetObjectItemCaseSensitive(*json, "id");
 	if (id) {
-		doc->id = cJSON_PrintUnformatted(id);
-		if (!doc->id)
-			die_oom();
+		doc->id = json_string(id, -1);
 		if (strlen(doc->id) > ID_MAX_BYTES) {
 			malformed(d, line, "its \"id\" is longer than %d "
 				  "bytes", ID_MAX_BYTES);

@@ -598,9 +598,7 @@ print_json(FILE *out, const struct entry *e)
 			cJSON_AddNullToObject(o, "source");
 	}
 	cJSON_AddBoolToObject(o, "shadowed", e->shadowed);
-	s = cJSON_PrintUnformatted(o);
-	if (!s)
-		die_oom();
+	s = json_string(o, -1);
 	fprintf(out, "%s\n", s);
 	free(s);
 	cJSON_Delete(o);

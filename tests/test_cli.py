@@ -506,7 +506,7 @@ class Config(unittest.TestCase):
         conf = json.loads(out)
         self.assertEqual((conf["n_predict"], conf["top_k"], conf["seed"]),
                          (3, 5, 9007199254740991))
-        self.assertIn(b'"seed":\t9007199254740991', out)
+        self.assertIn(b'"seed": 9007199254740991', out)
         for argv, msg in ((["-n", "9223372036854775807"],
                            "-n: 9223372036854775807 is out of range"),
                           (["--seed", "9007199254740993"],
@@ -836,6 +836,44 @@ class Scoring(unittest.TestCase):
         rc, out, err = run("--score", prime, "--adapt", "-1")
         self.assertEqual((rc, out), (2, b""))
         self.assertIn("--adapt", err)
+
+
+class JsonStyle(unittest.TestCase):
+    """Every JSON txlgen writes is in one style, Python's json.dumps:
+    lines of records with ", " and ": ", documents indented by 2."""
+
+    def assertLines(self, out):
+        lines = out.decode().splitlines()
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertEqual(line, json.dumps(json.loads(line),
+                                              ensure_ascii=False))
+
+    def test_one_style(self):
+        text = tmpfile("style.txt", "The state of the Union, é 日本\n")
+        docs = tmpfile("style.jsonl", '{"id": {"a": [1, 2]}, "text": '
+                       '"We are here"}\n')
+        for argv in (["-p", "We", "-n", "3", "--json", "--echo"],
+                     ["-p", "We", "-n", "3", "--json", "--n-samples", "2"],
+                     ["--score", text, "--json"],
+                     ["--score-docs", docs, "--field", "text"],
+                     ["--tokenize", text, "--json"]):
+            with self.subTest(argv=argv):
+                rc, out, err = run(*argv)
+                self.assertEqual(rc, 0, err)
+                self.assertLines(out)
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=env(TXLGEN_MODEL_PATH=os.path.dirname(
+                               MODEL)))
+        self.assertEqual(rc, 0, err)
+        self.assertLines(out)
+        for argv in (["--info", "--json"],
+                     ["--print-config", "--stop", "a", "--stop", "b"]):
+            with self.subTest(argv=argv):
+                rc, out, err = run(*argv)
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(out.decode(), json.dumps(
+                    json.loads(out), indent=2, ensure_ascii=False) + "\n")
 
 
 class FinalNewline(unittest.TestCase):
