@@ -27,6 +27,7 @@
 #include <cJSON.h>
 
 #include "engine.h"
+#include "input.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"
@@ -83,6 +84,7 @@ struct docs {
 	bool eof;               /* no more documents are read */
 	int rc_at_end;          /* --strict: the malformed line's code */
 	int64_t n_tokens, n_malformed;
+	struct tokvec ids;      /* the tokens of the document read last */
 };
 
 /* ------------------------------------------------------------------ */
@@ -281,7 +283,33 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 /* ------------------------------------------------------------------ */
 /* Scoring                                                             */
 
-/* Start @p st on @p doc, whose tokens are e->ids[0..n): from the start
+/* The tokens of the document @p text (@p len bytes) into d->ids, as
+ * --score makes those of the same text: in the chunks input_next() cuts
+ * (at most 64 KiB, before a space where there is one), so that a
+ * document of 16 MiB costs the tokenizer's memory of 64 KiB, not of the
+ * whole (1.35 GB).  The number of tokens, or -1 (reported). */
+static int
+tokenize_doc(struct docs *d, const char *text, size_t len)
+{
+	struct input in;
+	const char *chunk;
+	size_t n;
+	int got, k;
+
+	d->ids.n = 0;
+	input_open_text(&in, text, len, "document");
+	while ((got = input_next(&in, &chunk, &n)) > 0) {
+		if ((k = engine_tokenize(d->e, chunk, n)) < 0) {
+			got = -1;
+			break;
+		}
+		tokvec_add(&d->ids, d->e->ids, k);
+	}
+	input_close(&in);
+	return got < 0 ? -1 : d->ids.n;
+}
+
+/* Start @p st on @p doc, whose tokens are d->ids[0..n): from the start
  * memory.  A document of fewer than 2 tokens predicts none and needs no
  * stream.  Returns an exit code. */
 static int
@@ -296,7 +324,7 @@ begin_doc(struct docs *d, struct doc_stream *st, struct doc *doc, int n)
 	}
 	st->doc = doc;
 	st->t.n = 0;
-	tokvec_add(&st->t, d->e->ids, n);
+	tokvec_add(&st->t, d->ids.v, n);
 	st->pos = 0;
 	if (d->start)
 		ts = txl_session_copy(st->s, d->start);
@@ -347,7 +375,7 @@ fill_streams(struct docs *d)
 				cJSON_Delete(json);
 				continue;
 			}
-			n = engine_tokenize(d->e, text, len);
+			n = tokenize_doc(d, text, len);
 			cJSON_Delete(json);
 			if (n < 0)
 				return EXIT_RUNTIME;
@@ -606,6 +634,7 @@ engine_score_docs(struct engine *e, struct input *in, FILE *out)
 	}
 	for (int i = 0; i < d.cap; i++)
 		free(d.ring[i].id);
+	free(d.ids.v);
 	free(d.st);
 	free(d.ring);
 	free(d.lp);

@@ -391,6 +391,18 @@ class ScoreDocs(unittest.TestCase):
         self.assertEqual([d["line"] for d in json_lines(out)], [3])
         self.assertEqual(err.count("skipped"), 3)
 
+    def test_a_document_past_a_chunk_scores_as_score_does(self):
+        # tokenized in the chunks --score reads (64 KiB, cut before a
+        # space), not whole: the same tokens, in bounded memory
+        text = " ".join(LINES) * (70000 // len(" ".join(LINES)) + 1)
+        self.assertGreater(len(text.encode()), 1 << 16)
+        path = write("long-doc.jsonl", json.dumps({"text": text}) + "\n")
+        rc, out, err = run("--score-docs", path, "--field", "text",
+                           "--seg-len", "64")
+        self.assertEqual(rc, 0, err)
+        doc, = json_lines(out)
+        self.assertSameScore(doc, self.score_alone(text, "--seg-len", "64"))
+
     MALFORMED = [
         ('{"text": "We will build."}', None),
         ('{"text": "broken', 'not JSON'),
