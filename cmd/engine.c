@@ -482,11 +482,19 @@ engine_load(struct engine *e, const char *path)
 	    state_len > txl_session_get_params(e->session).mem_len) {
 		/* the memory does not fit: --mem-len (or a config's) asks
 		 * for less than the state's */
-		errmsg("%s: saved with mem_len %d, it holds more positions "
-		       "than mem_len %d keeps: leave --mem-len out (the "
-		       "state's %d is used), or give a larger one", path,
-		       state_len, txl_session_get_params(e->session).mem_len,
-		       state_len);
+		if (e->keep_sampler)	/* the REPL's /load */
+			errmsg("%s: saved with mem_len %d, it holds more "
+			       "positions than mem_len %d keeps: '/set mem_len "
+			       "%d', then /load it", path, state_len,
+			       txl_session_get_params(e->session).mem_len,
+			       state_len);
+		else
+			errmsg("%s: saved with mem_len %d, it holds more "
+			       "positions than mem_len %d keeps: leave "
+			       "--mem-len out (the state's %d is used), or give "
+			       "a larger one", path, state_len,
+			       txl_session_get_params(e->session).mem_len,
+			       state_len);
 		free(ids);
 		return EXIT_BADMODEL;
 	}
@@ -498,6 +506,11 @@ engine_load(struct engine *e, const char *path)
 	e->recent.n = 0;
 	tokvec_add(&e->recent, ids, n);
 	free(ids);
+	/* the REPL's sampler goes on from the loaded text, not its own */
+	if (e->sampler) {
+		txl_sampler_reset(e->sampler);
+		engine_seed_sampler(e, e->sampler);
+	}
 	/* the state predicts the token after its text: an empty prompt
 	 * continues that text */
 	e->have_logits = txl_session_n_logits(e->session) > 0;

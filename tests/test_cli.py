@@ -1046,6 +1046,19 @@ class ScriptedRepl(unittest.TestCase):
                           input=f"/load {st}\nnext\n")
         self.assertEqual(out2.decode(), lines[3] + "\n")
 
+    def test_load_of_a_longer_memory_says_what_to_set(self):
+        st = os.path.join(TMP, "r300.state")
+        book = tmpfile("r300.txt", TEXT * 4)
+        self.assertEqual(run("--mem-len", "300", "--prime", book, "-p", "",
+                             "-n", "0", "--state-out", st)[0], 0)
+        rc, out, err = run("-i", "-n", "3", "--mem-len", "16", "--temp",
+                           "0", input=f"/load {st}\n/set mem_len 300\n"
+                           f"/load {st}\n/mem\n")
+        self.assertEqual(rc, 3, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("'/set mem_len 300', then /load it", err)
+        self.assertRegex(out.decode(), r"memory: 300/300 positions")
+
     def test_show_set_reset(self):
         rc, out, err = run("-i", "-n", "3", "--seed", "1", input=(
             "/set temp 0\n/set mem_len 20\n/show\n/reset\n/mem\n"
