@@ -211,7 +211,7 @@ input_next(struct input *in, const char **chunk, size_t *n)
 
 			/* the first byte of no character, or a NUL (a
 			 * binary file's) */
-			while (i < *n && u[i] &&
+			while (i + 1 < *n && u[i] &&
 			       (c = utf8_char_len(u + i, *n - i)))
 				i += c;
 			if (!u[i])
