@@ -166,12 +166,20 @@ static const char *const published[] = {
 #define N_PUBLISHED ((int)(sizeof(published) / sizeof(*published)))
 
 /* How to run txlgen-get: beside an installed txlgen it is on the same
- * PATH; a txlgen run from its build directory names the source tree's. */
+ * PATH; a txlgen run from its build directory names the one the build
+ * put beside it (cmd/meson.build), by its path, or else the source
+ * tree's. */
 static const char *
 getter(void)
 {
-	return from_build_dir() ? TXLGEN_SOURCE_MODELS "/txlgen-get"
-		: "txlgen-get";
+	static char path[PATH_MAX];
+
+	if (!from_build_dir())
+		return "txlgen-get";
+	if (snprintf(path, sizeof(path), "%s/txlgen-get", TXLGEN_BUILD_DIR) <
+	    (int)sizeof(path) && access(path, X_OK) == 0)
+		return path;
+	return TXLGEN_SOURCE_MODELS "/txlgen-get";
 }
 
 const char *
