@@ -202,8 +202,10 @@ open_engine(struct engine *e, struct txlgen_options *o, const char *model,
 	if (rc == EXIT_OK && o->state_in &&
 	    setting_origin(mem, o) < ORIGIN_CONFIG &&
 	    txl_model_has_memory(e->model) &&
-	    txl_state_mem_len(o->state_in, &state_len) == TXL_OK)
+	    txl_state_mem_len(o->state_in, &state_len) == TXL_OK) {
 		o->mem_len = state_len;
+		setting_set_origin(mem, o, ORIGIN_STATE);
+	}
 	return rc == EXIT_OK ? engine_apply_settings(e) : rc;
 }
 

@@ -104,7 +104,8 @@ setting_names(const struct setting *s, int *n)
 }
 
 static const char *const origin_names[] = {
-	"default", "model", "config file", "command line", "/set"
+	"default", "model", "state file", "config file", "command line",
+	"/set"
 };
 
 const char *

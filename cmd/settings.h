@@ -33,6 +33,7 @@ struct strlist {
 enum origin {
 	ORIGIN_DEFAULT = 0,
 	ORIGIN_MODEL,      /* the model file's recommended settings */
+	ORIGIN_STATE,      /* --state-in's memory (mem_len) */
 	ORIGIN_CONFIG,     /* --config FILE */
 	ORIGIN_CLI,        /* the command line */
 	ORIGIN_SET,        /* the REPL's /set */

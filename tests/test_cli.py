@@ -998,6 +998,7 @@ class State(unittest.TestCase):
         rc, out, err = run("--state-in", st, "--print-config")
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out)["mem_len"], 300)
+        self.assertEqual(json.loads(out)["sources"]["mem_len"], "state file")
         a = run("--mem-len", "300", "--prime", book, "-p", "Chapter", "-n",
                 "10", "--seed", "3")
         b = run("--state-in", st, "-p", "Chapter", "-n", "10", "--seed", "3")
