@@ -146,6 +146,8 @@ skip_tokens(struct feeder *f, int k)
 		return EXIT_RUNTIME;
 	}
 	f->e->have_logits = false;
+	/* text of the session all the same: the repeat penalty's window */
+	engine_note_fed(f->e, f->t.v, k);
 	tokvec_drop(&f->t, k);
 	f->skipped += k;
 	return EXIT_OK;
