@@ -40,6 +40,7 @@
 #include "input.h"
 #include "settings.h"
 #include "suggest.h"
+#include "text.h"
 
 #define MAX_CONFIG_BYTES (16 << 20)
 
@@ -585,11 +586,12 @@ config_value(const struct setting *s, const struct txlgen_options *o,
 	     const struct txl_session *session)
 {
 	cJSON *v = setting_json(s, o, session);
-	char *text = v ? cJSON_PrintUnformatted(v) : NULL;
+	char *text;
 
-	cJSON_Delete(v);
-	if (!text)
+	if (!v)
 		die_oom();
+	text = json_string(v, -1);
+	cJSON_Delete(v);
 	return text;
 }
 
@@ -617,10 +619,8 @@ config_print(FILE *f, const struct txlgen_options *o,
 	}
 	if (from)
 		cJSON_AddItemToObject(root, SOURCES_KEY, from);
-	s = cJSON_Print(root);
+	s = json_string(root, 2);
 	cJSON_Delete(root);
-	if (!s)
-		die_oom();
 	ok = fputs(s, f) >= 0 && fputc('\n', f) != EOF;
 	free(s);
 	return ok;

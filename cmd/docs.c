@@ -27,6 +27,7 @@
 #include <cJSON.h>
 
 #include "engine.h"
+#include "input.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"
@@ -83,6 +84,7 @@ struct docs {
 	bool eof;               /* no more documents are read */
 	int rc_at_end;          /* --strict: the malformed line's code */
 	int64_t n_tokens, n_malformed;
+	struct tokvec ids;      /* the tokens of the document read last */
 };
 
 /* ------------------------------------------------------------------ */
@@ -158,6 +160,45 @@ json_kind(const cJSON *v)
 		"a string" : cJSON_IsArray(v) ? "an array" : "an object";
 }
 
+/* The first \u0000 escape in the strings of the JSON text @p s (of @p n
+ * bytes), or NULL: a backslash that an even number of backslashes
+ * precede, then u0000. */
+static const char *
+escaped_nul(const char *s, size_t n)
+{
+	for (size_t i = 0; i + 6 <= n; i++) {
+		if (s[i] != '\\')
+			continue;
+		if (s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' &&
+		    s[i + 4] == '0' && s[i + 5] == '0')
+			return s + i;
+		i++;	/* the escaped character */
+	}
+	return NULL;
+}
+
+/* Whether @p s (of @p n bytes) is only JSON's whitespace. */
+static bool
+blank(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strchr(" \t\r\n", s[i]))
+			return false;
+	return true;
+}
+
+/* How many members of the object @p o are named @p key. */
+static int
+key_count(const cJSON *o, const char *key)
+{
+	const cJSON *c;
+	int k = 0;
+
+	cJSON_ArrayForEach(c, o)
+		k += c->string && !strcmp(c->string, key);
+	return k;
+}
+
 /*
  * The document of d->line (line @p line): its text into *@p text and
  * *@p len (pointing into d->line or *@p json, which the caller frees),
@@ -167,7 +208,7 @@ static bool
 parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 	  const char **text, size_t *len)
 {
-	const char *field = d->e->opts->field, *end = NULL;
+	const char *field = d->e->opts->field, *end = NULL, *nul;
 	const cJSON *v, *id;
 
 	*json = NULL;
@@ -176,11 +217,27 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 		*len = d->line.len;
 		return true;
 	}
+	/* a NUL in the text (a raw byte, or \u0000 in a string) would
+	 * end it early: cJSON's strings are C strings */
+	nul = memchr(d->line.s, 0, d->line.len);
+	if (nul) {
+		malformed(d, line, "a NUL byte at byte %lld (JSON text holds "
+			  "none)", (long long)(nul - d->line.s) + 1);
+		return false;
+	}
+	if ((nul = escaped_nul(d->line.s, d->line.len))) {
+		malformed(d, line, "\\u0000 (NUL) at byte %lld: a text with "
+			  "NUL characters is not scored",
+			  (long long)(nul - d->line.s) + 1);
+		return false;
+	}
 	*json = cJSON_ParseWithLengthOpts(d->line.s, d->line.len + 1, &end,
 					  true);
 	if (!*json) {
 		if (!d->line.len)
 			malformed(d, line, "an empty line, not a JSON object");
+		else if (blank(d->line.s, d->line.len))
+			malformed(d, line, "a blank line, not a JSON object");
 		else
 			malformed(d, line, "not JSON (at byte %lld)",
 				  end ? (long long)(end - d->line.s) + 1 : 1LL);
@@ -195,6 +252,13 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 		malformed(d, line, "no \"%s\" in the object", field);
 		return false;
 	}
+	/* which of two values is meant cannot be known (cJSON takes the
+	 * first, Python's json the last): neither */
+	if (key_count(*json, field) > 1 || key_count(*json, "id") > 1) {
+		malformed(d, line, "\"%s\" twice in the object",
+			  key_count(*json, field) > 1 ? field : "id");
+		return false;
+	}
 	if (!cJSON_IsString(v)) {
 		malformed(d, line, "\"%s\" is %s, not a string", field,
 			  json_kind(v));
@@ -202,9 +266,7 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 	}
 	id = cJSON_GetObjectItemCaseSensitive(*json, "id");
 	if (id) {
-		doc->id = cJSON_PrintUnformatted(id);
-		if (!doc->id)
-			die_oom();
+		doc->id = json_string(id, -1);
 		if (strlen(doc->id) > ID_MAX_BYTES) {
 			malformed(d, line, "its \"id\" is longer than %d "
 				  "bytes", ID_MAX_BYTES);
@@ -221,7 +283,33 @@ parse_doc(struct docs *d, int64_t line, struct doc *doc, cJSON **json,
 /* ------------------------------------------------------------------ */
 /* Scoring                                                             */
 
-/* Start @p st on @p doc, whose tokens are e->ids[0..n): from the start
+/* The tokens of the document @p text (@p len bytes) into d->ids, as
+ * --score makes those of the same text: in the chunks input_next() cuts
+ * (at most 64 KiB, before a space where there is one), so that a
+ * document of 16 MiB costs the tokenizer's memory of 64 KiB, not of the
+ * whole (1.35 GB).  The number of tokens, or -1 (reported). */
+static int
+tokenize_doc(struct docs *d, const char *text, size_t len)
+{
+	struct input in;
+	const char *chunk;
+	size_t n;
+	int got, k;
+
+	d->ids.n = 0;
+	input_open_text(&in, text, len, "document");
+	while ((got = input_next(&in, &chunk, &n)) > 0) {
+		if ((k = engine_tokenize(d->e, chunk, n)) < 0) {
+			got = -1;
+			break;
+		}
+		tokvec_add(&d->ids, d->e->ids, k);
+	}
+	input_close(&in);
+	return got < 0 ? -1 : d->ids.n;
+}
+
+/* Start @p st on @p doc, whose tokens are d->ids[0..n): from the start
  * memory.  A document of fewer than 2 tokens predicts none and needs no
  * stream.  Returns an exit code. */
 static int
@@ -236,7 +324,7 @@ begin_doc(struct docs *d, struct doc_stream *st, struct doc *doc, int n)
 	}
 	st->doc = doc;
 	st->t.n = 0;
-	tokvec_add(&st->t, d->e->ids, n);
+	tokvec_add(&st->t, d->ids.v, n);
 	st->pos = 0;
 	if (d->start)
 		ts = txl_session_copy(st->s, d->start);
@@ -287,7 +375,7 @@ fill_streams(struct docs *d)
 				cJSON_Delete(json);
 				continue;
 			}
-			n = engine_tokenize(d->e, text, len);
+			n = tokenize_doc(d, text, len);
 			cJSON_Delete(json);
 			if (n < 0)
 				return EXIT_RUNTIME;
@@ -546,6 +634,7 @@ engine_score_docs(struct engine *e, struct input *in, FILE *out)
 	}
 	for (int i = 0; i < d.cap; i++)
 		free(d.ring[i].id);
+	free(d.ids.v);
 	free(d.st);
 	free(d.ring);
 	free(d.lp);

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "models.h"
 #include "signals.h"
 
 static bool
@@ -125,7 +126,24 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	st = txl_model_load_flags(model_path, opts->mmap ? 0 :
 				  TXL_LOAD_NO_MMAP, &e->model);
 	if (st != TXL_OK) {
-		errmsg("%s", engine_lib_error(st));
+		unsigned char head[8];
+		ssize_t n = 0;
+		int fd = st == TXL_ERR_FORMAT ?
+			open(model_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+		const char *foreign;
+
+		if (fd >= 0) {
+			n = pread(fd, head, sizeof(head), 0);
+			close(fd);
+		}
+		foreign = model_foreign_format(model_path, n > 0 ? head : NULL,
+					       n > 0 ? (size_t)n : 0);
+		if (foreign)
+			errmsg("%s; it is %s, and txlgen runs only "
+			       "Transformer-XL model files (txlgen-model(5))",
+			       engine_lib_error(st), foreign);
+		else
+			errmsg("%s", engine_lib_error(st));
 		return EXIT_BADMODEL;
 	}
 	if (opts->mmap)
@@ -163,6 +181,7 @@ engine_close(struct engine *e)
 	free(e->logits);
 	free(e->piece);
 	free(e->samples);
+	free(e->recent.v);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -274,8 +293,37 @@ engine_session_new(struct engine *e, const struct txl_session_params *p,
 }
 
 void
+engine_note_fed(struct engine *e, const int32_t *ids, int n)
+{
+	int keep = e->opts->repeat_last_n;
+
+	if (keep <= 0) {
+		e->recent.n = 0;
+		return;
+	}
+	if (n > keep) {
+		ids += n - keep;
+		n = keep;
+	}
+	tokvec_add(&e->recent, ids, n);
+	if (e->recent.n > 2 * keep)
+		tokvec_drop(&e->recent, e->recent.n - keep);
+}
+
+void
+engine_seed_sampler(const struct engine *e, struct txl_sampler *smp)
+{
+	int n = e->recent.n < e->opts->repeat_last_n ? e->recent.n
+		: e->opts->repeat_last_n;
+
+	for (int i = e->recent.n - n; smp && i < e->recent.n; i++)
+		txl_sampler_accept(smp, e->recent.v[i]);
+}
+
+void
 engine_reset(struct engine *e)
 {
+	e->recent.n = 0;
 	txl_session_reset(e->session);
 	if (e->sampler)
 		txl_sampler_reset(e->sampler);
@@ -346,7 +394,13 @@ engine_save(struct engine *e, const char *path)
 
 	e->saving = true;
 	e->signals_at_save = signals_received();
-	st = txl_session_save(e->session, path);
+	{
+		int n = e->recent.n < e->opts->repeat_last_n ? e->recent.n
+			: e->opts->repeat_last_n;
+
+		st = txl_session_save_recent(e->session, path, e->recent.v +
+					     (e->recent.n - n), n);
+	}
 	e->saving = false;
 	signals_grace_resume(grace);
 	if (st == TXL_ABORTED)
@@ -416,11 +470,46 @@ engine_check_save(const char *path)
 int
 engine_load(struct engine *e, const char *path)
 {
-	enum txl_status st = txl_session_load(e->session, path);
+	int max = e->opts->repeat_last_n > 0 ? e->opts->repeat_last_n : 0;
+	int32_t *ids = xrealloc(NULL, (size_t)(max ? max : 1) *
+				sizeof(int32_t));
+	int n = 0, state_len = 0;
+	enum txl_status st = txl_session_load_recent(e->session, path, ids,
+						     max, &n);
 
+	if (st == TXL_ERR_INVALID &&
+	    txl_state_mem_len(path, &state_len) == TXL_OK &&
+	    state_len > txl_session_get_params(e->session).mem_len) {
+		/* the memory does not fit: --mem-len (or a config's) asks
+		 * for less than the state's */
+		if (e->keep_sampler)	/* the REPL's /load */
+			errmsg("%s: saved with mem_len %d, it holds more "
+			       "positions than mem_len %d keeps: '/set mem_len "
+			       "%d', then /load it", path, state_len,
+			       txl_session_get_params(e->session).mem_len,
+			       state_len);
+		else
+			errmsg("%s: saved with mem_len %d, it holds more "
+			       "positions than mem_len %d keeps: leave "
+			       "--mem-len out (the state's %d is used), or give "
+			       "a larger one", path, state_len,
+			       txl_session_get_params(e->session).mem_len,
+			       state_len);
+		free(ids);
+		return EXIT_BADMODEL;
+	}
 	if (st != TXL_OK) {
+		free(ids);
 		errmsg("%s", engine_lib_error(st));
 		return st == TXL_ERR_IO ? EXIT_RUNTIME : EXIT_BADMODEL;
+	}
+	e->recent.n = 0;
+	tokvec_add(&e->recent, ids, n);
+	free(ids);
+	/* the REPL's sampler goes on from the loaded text, not its own */
+	if (e->sampler) {
+		txl_sampler_reset(e->sampler);
+		engine_seed_sampler(e, e->sampler);
 	}
 	/* the state predicts the token after its text: an empty prompt
 	 * continues that text */

@@ -44,6 +44,12 @@ struct sample_stats {
 	uint64_t seed;
 };
 
+/* A growing array of token ids. */
+struct tokvec {
+	int32_t *v;
+	int n, cap;
+};
+
 struct engine {
 	struct txl_model *model;
 	const struct txl_hparams *hp;
@@ -77,12 +83,10 @@ struct engine {
 	unsigned signals_at_save; /* signals_received() when it began */
 	struct txl_batch *batch; /* engine_feed_many()'s, or NULL */
 	int batch_rows;        /* its max_rows */
-};
-
-/* A growing array of token ids. */
-struct tokvec {
-	int32_t *v;
-	int n, cap;
+	struct tokvec recent;  /* the last ids of the session's text (at
+				  least repeat_last_n of them when there
+				  are): the repeat penalty's window, saved
+				  with the memory */
 };
 
 void tokvec_add(struct tokvec *t, const int32_t *ids, int n);
@@ -121,6 +125,14 @@ int engine_apply_settings(struct engine *e);
 enum txl_status engine_session_new(struct engine *e,
 				   const struct txl_session_params *p,
 				   struct txl_session **out);
+
+/** The window of recent ids (e->recent) after @p ids[0..n) were fed to
+ *  the engine's session. */
+void engine_note_fed(struct engine *e, const int32_t *ids, int n);
+
+/** Give the sampler @p smp, new, the ids of the text the session holds
+ *  (the last repeat_last_n), as if it had sampled after them. */
+void engine_seed_sampler(const struct engine *e, struct txl_sampler *smp);
 
 /** Forget the memory (and the sampler's history of recent tokens; its
  *  random stream goes on). */

@@ -49,7 +49,8 @@ engine_feed_to(struct engine *e, struct txl_session *s, const int32_t *ids,
 {
 	enum txl_status st = txl_session_eval(s, ids, n, want);
 
-	(void)e;
+	if (s == e->session && st == TXL_OK)
+		engine_note_fed(e, ids, n);
 	return engine_run_status(st);
 }
 
@@ -76,10 +77,13 @@ engine_feed_many(struct engine *e, struct txl_session *const *sessions,
 	st = txl_batch_eval(e->batch, sessions, ids, n, n_sessions, want);
 	if (st == TXL_OK && logits && want != TXL_LOGITS_NONE)
 		st = txl_batch_logits(e->batch, sessions, n_sessions);
-	for (int i = 0; i < n_sessions; i++)
-		if (sessions[i] == e->session)
-			e->have_logits = st == TXL_OK &&
-				want != TXL_LOGITS_NONE;
+	for (int i = 0; i < n_sessions; i++) {
+		if (sessions[i] != e->session)
+			continue;
+		e->have_logits = st == TXL_OK && want != TXL_LOGITS_NONE;
+		if (st == TXL_OK)
+			engine_note_fed(e, ids[i], n[i]);
+	}
 	return engine_run_status(st);
 }
 
@@ -142,6 +146,8 @@ skip_tokens(struct feeder *f, int k)
 		return EXIT_RUNTIME;
 	}
 	f->e->have_logits = false;
+	/* text of the session all the same: the repeat penalty's window */
+	engine_note_fed(f->e, f->t.v, k);
 	tokvec_drop(&f->t, k);
 	f->skipped += k;
 	return EXIT_OK;

@@ -108,8 +108,11 @@ get_sampler(struct engine *e, uint64_t *seed)
 	struct txl_sampler *smp;
 
 	*seed = base;
-	if (!e->keep_sampler)
-		return txl_sampler_new(&sp, e->hp->n_token);
+	if (!e->keep_sampler) {
+		smp = txl_sampler_new(&sp, e->hp->n_token);
+		engine_seed_sampler(e, smp);
+		return smp;
+	}
 	if (e->sampler && e->sampler_seed == base &&
 	    same_sampling(&sp, &e->sampler_params))
 		return e->sampler;
@@ -118,6 +121,7 @@ get_sampler(struct engine *e, uint64_t *seed)
 	sp.seed = nth_seed(base, e->n_samplers);
 	smp = txl_sampler_new(&sp, e->hp->n_token);
 	if (smp) {
+		engine_seed_sampler(e, smp);
 		txl_sampler_free(e->sampler);
 		e->sampler = smp;
 		e->sampler_params = sp;
@@ -164,7 +168,12 @@ feed_prompt(struct engine *e, struct input *prompt,
 		int32_t t = engine_start_token(e);
 
 		e->last.n_prompt = 1;
-		return engine_feed(e, &t, 1, TXL_LOGITS_LAST);
+		rc = engine_feed(e, &t, 1, TXL_LOGITS_LAST);
+		/* the token a text starts from is no token of the text:
+		 * none of the repeat penalty's window */
+		if (rc == EXIT_OK && e->recent.n > 0)
+			e->recent.n--;
+		return rc;
 	}
 	return EXIT_OK;
 }
@@ -389,26 +398,57 @@ feed_streams(struct engine *e, struct stream *const *go, int n,
 				reads_every_logit(e), n_all);
 }
 
+/* The memory this machine can still give without swapping: MemAvailable
+ * of /proc/meminfo (free memory and the caches it can drop), else the
+ * physical memory; 0 if unknown. */
+static double
+available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	double kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib >= 0)
+		return kib * 1024;
+	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* Whether @p n - 1 more sessions (copies of the engine's, for samples
+ * 1..n-1) fit in the memory available now: refused before the prompt is
+ * read or anything is shown, rather than killed while touching them. */
+static int
+check_samples_memory(struct engine *e, int n)
+{
+	struct txl_session_params p = txl_session_get_params(e->session);
+	double bytes, have;
+
+	if (n <= 1)
+		return EXIT_OK;
+	bytes = (double)txl_session_bytes(e->model, &p) * (n - 1);
+	have = available_bytes();
+	if (have > 0 && bytes > have) {
+		errmsg("--n-samples %d: %d more sessions need %.1f GiB, more "
+		       "than the %.1f GiB this machine has available", n, n - 1,
+		       bytes / (1 << 30), have / (1 << 30));
+		return EXIT_RUNTIME;
+	}
+	return EXIT_OK;
+}
+
 /* Sessions for samples 1..n-1, copies of the engine's after the prompt.
  * Returns an exit code. */
 static int
 copy_sessions(struct engine *e, struct stream *st, int n)
 {
 	struct txl_session_params p = txl_session_get_params(e->session);
-	double bytes = (double)txl_session_bytes(e->model, &p) * (n - 1);
-	double have = (double)sysconf(_SC_PHYS_PAGES) *
-		(double)sysconf(_SC_PAGESIZE);
 	enum txl_status ts;
 	int rc;
 
-	/* refused before any is made, rather than killed while touching
-	 * them */
-	if (have > 0 && bytes > have) {
-		errmsg("--n-samples %d: %d more sessions need %.1f GiB, more "
-		       "than this machine's %.1f GiB", n, n - 1,
-		       bytes / (1 << 30), have / (1 << 30));
-		return EXIT_RUNTIME;
-	}
 	for (int k = 1; k < n; k++) {
 		ts = engine_session_new(e, &p, &st[k].s);
 		if (ts == TXL_OK)
@@ -504,6 +544,7 @@ open_streams(struct engine *e, struct stream *st, int n, struct output *out,
 		st[k].smp = txl_sampler_new(&sp, e->hp->n_token);
 		if (!st[k].smp)
 			break;
+		engine_seed_sampler(e, st[k].smp);
 		out_init(&st[k].own, out->f, e->opts, out->newline_at_end);
 		out_begin(&st[k].own, false, &e->opts->stop);
 		st[k].own.sample = k;
@@ -557,7 +598,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 		.n = xrealloc(NULL, (size_t)n * sizeof(*rows.n)),
 	};
 	struct txl_sampler **smp = xrealloc(NULL, (size_t)n * sizeof(*smp));
-	bool drop_space, was_started = e->started;
+	bool drop_space, was_started = e->started, began;
 	struct progress pg;
 	uint64_t seed;
 	int64_t n_text;
@@ -581,11 +622,21 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 		smp[k] = st[k].smp;
 
 	t0 = now_s();
-	rc = feed_prompt(e, prompt, smp, n, out, &n_text);
+	rc = check_samples_memory(e, n);
+	/* sample 0 under its line as the others (before the echo of the
+	 * prompt, which it continues) */
+	if (rc == EXIT_OK && n > 1 && !o->json) {
+		fprintf(out->f, "--- sample 0 ---\n");
+		last = '\n';
+	}
+	if (rc == EXIT_OK)
+		rc = feed_prompt(e, prompt, smp, n, out, &n_text);
 	gs->t_prompt = now_s() - t0;
 	st[0].s = e->session;
 	if (rc == EXIT_OK && n > 1)
 		rc = copy_sessions(e, st, n);
+	/* no sample began: none is shown (no empty lines of samples) */
+	began = rc == EXIT_OK;
 	drop_space = e->trim_lead || (!was_started && n_text == 0);
 	for (int k = 0; k < n; k++)
 		st[k].drop_space = drop_space;
@@ -639,8 +690,9 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 			: rc != EXIT_OK ? GEN_ERROR : st[k].ss->end;
 		rc = close_stream(e, &st[k], k, n, rc, t0);
 	}
-	if (n > 1 && !o->json && show_samples(out->f, st, n, &front, &last)
-	    != EXIT_OK && rc == EXIT_OK)
+	if (n > 1 && !o->json && began &&
+	    show_samples(out->f, st, n, &front, &last) != EXIT_OK &&
+	    rc == EXIT_OK)
 		rc = EXIT_RUNTIME;
 	if (rc == EXIT_RUNTIME && ferror(out->f))
 		errmsg("writing output failed: %s", strerror(errno));

@@ -573,12 +573,8 @@ engine_info(struct engine *e, FILE *out)
 
 	if (rc == EXIT_OK) {
 		if (e->opts->json) {
-			char *s = cJSON_Print(root);
-
-			if (!s)
-				die_oom();
-			fprintf(out, "%s\n", s);
-			free(s);
+			json_print(out, root, 2);
+			fputc('\n', out);
 		} else {
 			print_text(root, 0, out);
 		}

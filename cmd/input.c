@@ -30,6 +30,7 @@
 #include "input.h"
 #include "signals.h"
 #include "text.h"
+#include "utf8.h"
 
 static const char *
 kind_of(mode_t m)
@@ -203,6 +204,27 @@ input_next(struct input *in, const char **chunk, size_t *n)
 			in->end += (size_t)got;
 			in->bytes += (uint64_t)got;
 			continue;
+		}
+		if (in->utf8 && (!utf8_valid(s, *n) || memchr(s, 0, *n))) {
+			const unsigned char *u = (const unsigned char *)s;
+			size_t i = 0, c;
+
+			/* the first byte of no character, or a NUL (a
+			 * binary file's) */
+			while (i + 1 < *n && u[i] &&
+			       (c = utf8_char_len(u + i, *n - i)))
+				i += c;
+			if (!u[i])
+				errmsg("%s: not text (a NUL byte at offset "
+				       "%llu)", in->name,
+				       (unsigned long long)(in->consumed + i));
+			else
+				errmsg("%s: not UTF-8 text (byte 0x%02X at "
+				       "offset %llu); convert it first ('iconv "
+				       "-f latin1 -t utf-8' for Latin-1)",
+				       in->name, u[i],
+				       (unsigned long long)(in->consumed + i));
+			return -1;
 		}
 		*chunk = s;
 		in->start += *n;

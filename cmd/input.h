@@ -25,6 +25,8 @@ struct input {
 	uint64_t bytes;         /* read so far */
 	uint64_t consumed;      /* handed out in chunks so far */
 	uint64_t size;          /* of a regular file, else 0 */
+	bool utf8;              /* text: input_next() refuses bytes that
+				   are not UTF-8 (set after opening) */
 };
 
 /**
@@ -47,7 +49,8 @@ void input_close(struct input *in);
  * INPUT_CHUNK_MAX, before a space or tab (which then starts the next
  * chunk) or, failing that, at a character boundary.  The chunks depend
  * only on the bytes (a file and a pipe give the same).  Valid until the
- * next call.  Returns 1 with a chunk, 0 at the end, -1 on a read error
+ * next call.  With in->utf8, a chunk that is not UTF-8 is an error that
+ * names the input and the offset of the first bad byte.  Returns 1 with a chunk, 0 at the end, -1 on a read error
  * (reported) or when interrupted (see signals.h).
  */
 int input_next(struct input *in, const char **chunk, size_t *n);

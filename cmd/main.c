@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdio.h>
@@ -149,6 +150,9 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 	if (stream) {
 		if (!input_open(&in->stream, stream, NULL))
 			return EXIT_RUNTIME;
+		/* --score reads text; --tokenize shows what any bytes
+		 * become */
+		in->stream.utf8 = o->score != NULL;
 	} else if (o->text) {
 		input_open_text(&in->prompt, o->text, strlen(o->text),
 				"--text");
@@ -158,6 +162,7 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 				"--prompt reads a file; use -p/--text for a "
 				"string"))
 			return EXIT_RUNTIME;
+		in->prompt.utf8 = true;
 		in->have_prompt = true;
 	}
 	in->prime = xrealloc(NULL, (size_t)o->prime.n * sizeof(*in->prime));
@@ -165,6 +170,8 @@ open_inputs(struct inputs *in, const struct txlgen_options *o, bool repl)
 		if (!input_open(&in->prime[in->n_prime],
 				o->prime.v[in->n_prime], NULL))
 			return EXIT_RUNTIME;
+		else
+			in->prime[in->n_prime].utf8 = true;
 	return EXIT_OK;
 }
 
@@ -184,10 +191,21 @@ static int
 open_engine(struct engine *e, struct txlgen_options *o, const char *model,
 	    bool repl)
 {
-	int rc = engine_load_model(e, o, model);
+	const struct setting *mem = setting_find("mem_len");
+	int rc = engine_load_model(e, o, model), state_len;
 
 	if (rc == EXIT_OK && repl)
 		repl_settings(e);
+	/* a state's memory is as long as the session that saved it (the
+	 * REPL's, a run's with --mem-len): kept so unless the user says
+	 * otherwise (engine_load() then says what fits) */
+	if (rc == EXIT_OK && o->state_in &&
+	    setting_origin(mem, o) < ORIGIN_CONFIG &&
+	    txl_model_has_memory(e->model) &&
+	    txl_state_mem_len(o->state_in, &state_len) == TXL_OK) {
+		o->mem_len = state_len;
+		setting_set_origin(mem, o, ORIGIN_STATE);
+	}
 	return rc == EXIT_OK ? engine_apply_settings(e) : rc;
 }
 
@@ -223,7 +241,8 @@ describe(struct txlgen_options *o, const char *model, bool repl)
 
 /* The run proper: the model is loaded, the inputs are open. */
 static int
-run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
+run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl,
+    bool prime_only)
 {
 	struct output out;
 	int rc = EXIT_OK;
@@ -237,7 +256,9 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		if ((rc = engine_prime(e, &in->prime[i])) != EXIT_OK)
 			return rc;
 
-	if (o->score) {
+	if (prime_only) {
+		/* the memory of the primes, saved below */
+	} else if (o->score) {
 		rc = engine_score(e, &in->stream, stdout);
 	} else if (o->score_docs) {
 		rc = engine_score_docs(e, &in->stream, stdout);
@@ -246,7 +267,7 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl)
 		rc = repl_run(e, &out, in->have_prompt ? &in->prompt : NULL);
 		out_free(&out);
 	} else {
-		out_init(&out, stdout, o, isatty(STDOUT_FILENO));
+		out_init(&out, stdout, o, o->final_newline);
 		e->gen_progress = !out.tty && into_file();
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);
@@ -270,13 +291,17 @@ main(int argc, char **argv)
 	struct engine e = { 0 };
 	struct inputs in = { 0 };
 	char *model = NULL;
-	bool done, repl;
+	bool done, repl, prime_only;
 	int rc;
 
 	signal(SIGPIPE, SIG_DFL);
 	fix_std_fds();
-	/* characters for libedit; numbers stay in the C locale */
+	/* characters for libedit; numbers stay in the C locale.  Text is
+	 * UTF-8 whatever the locale: where it names none (LC_ALL=C, POSIX),
+	 * C.UTF-8, so that the line editor keeps the characters typed */
 	setlocale(LC_CTYPE, "");
+	if (!strcmp(nl_langinfo(CODESET), "ANSI_X3.4-1968"))
+		setlocale(LC_CTYPE, "C.UTF-8");
 
 	options_init(&o);
 	/* before the config file, which may be a stream that never comes */
@@ -301,6 +326,13 @@ main(int argc, char **argv)
 		options_free(&o);
 		return finish(EXIT_BADMODEL);
 	}
+	/* --prime and --state-out with no prompt on a terminal: prime and
+	 * save, no generation, no interactive session (-i asks for it) */
+	prime_only = !o.score && !o.score_docs && !o.tokenize &&
+		!o.interactive && o.prime.n > 0 && o.state_out &&
+		isatty(STDIN_FILENO) && !o.prompt && !o.text;
+	if (prime_only)
+		o.text = xstrdup("");
 	repl = !o.score && !o.score_docs && !o.tokenize && (o.interactive ||
 		(isatty(STDIN_FILENO) && !o.prompt && !o.text));
 	if (repl && o.n_samples > 1) {
@@ -334,7 +366,7 @@ main(int argc, char **argv)
 	} else {
 		rc = open_engine(&e, &o, model, repl);
 		if (rc == EXIT_OK)
-			rc = run(&e, &o, &in, repl);
+			rc = run(&e, &o, &in, repl, prime_only);
 	}
 	if (rc == EXIT_INTERRUPTED && (!repl || interrupted == SIGTERM))
 		errmsg("%s", signals_word());

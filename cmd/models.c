@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 
 #include "errors.h"
 #include "models.h"
+#include "suggest.h"
 #include "text.h"
 
 #define SUFFIX ".bin"
@@ -66,6 +68,19 @@ same_dir(const char *a, const char *b)
 	char ra[PATH_MAX], rb[PATH_MAX];
 
 	return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
+/* Whether this program runs from its build directory (not installed). */
+static bool
+from_build_dir(void)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return false;
+	exe[n] = '\0';
+	return same_dir(dirname(exe), TXLGEN_BUILD_DIR);
 }
 
 char **
@@ -142,6 +157,169 @@ file_name(const char *name)
 	return f;
 }
 
+/* The models txlgen-get installs (the names of its catalog, in
+ * models/txlgen-get; a test holds the two lists together). */
+static const char *const published[] = {
+	"wt103", "enwik8", "text8", "enwik8-large", "text8-large",
+	"xl-enwik8", "xl-text8", "xl-wt103", "xl-lm1b",
+};
+#define N_PUBLISHED ((int)(sizeof(published) / sizeof(*published)))
+
+/* How to run txlgen-get: beside an installed txlgen it is on the same
+ * PATH; a txlgen run from its build directory names the one the build
+ * put beside it (cmd/meson.build), by its path, or else the source
+ * tree's. */
+static const char *
+getter(void)
+{
+	static char path[PATH_MAX];
+
+	if (!from_build_dir())
+		return "txlgen-get";
+	if (snprintf(path, sizeof(path), "%s/txlgen-get", TXLGEN_BUILD_DIR) <
+	    (int)sizeof(path) && access(path, X_OK) == 0)
+		return path;
+	return TXLGEN_SOURCE_MODELS "/txlgen-get";
+}
+
+const char *
+model_foreign_format(const char *name, const unsigned char *head, size_t n)
+{
+	static const struct {
+		const char *suffix, *what;
+	} by_suffix[] = {
+		{ ".gguf", "a GGUF model (llama.cpp)" },
+		{ ".ggml", "a GGML model (llama.cpp)" },
+		{ ".safetensors", "a safetensors checkpoint" },
+		{ ".pt", "a PyTorch checkpoint" },
+		{ ".pth", "a PyTorch checkpoint" },
+		{ ".ckpt", "a checkpoint" },
+		{ ".onnx", "an ONNX model" },
+	};
+	size_t len = name ? strlen(name) : 0;
+
+	if (head && n >= 4 && !memcmp(head, "GGUF", 4))
+		return "a GGUF model (llama.cpp)";
+	if (head && n >= 4 && (!memcmp(head, "lmgg", 4) ||
+			       !memcmp(head, "tjgg", 4) ||
+			       !memcmp(head, "fmgg", 4)))
+		return "a GGML model (llama.cpp)";
+	if (head && n >= 4 && !memcmp(head, "PK\3\4", 4))
+		return "a zip file (a PyTorch checkpoint?)";
+	if (head && n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
+		return "a Python pickle (a PyTorch checkpoint?)";
+	for (size_t i = 0; i < sizeof(by_suffix) / sizeof(*by_suffix); i++) {
+		size_t k = strlen(by_suffix[i].suffix);
+
+		if (len > k && !strcasecmp(name + len - k, by_suffix[i].suffix))
+			return by_suffix[i].what;
+	}
+	return NULL;
+}
+
+/* The installed names along @p dirs and the published ones, for "did
+ * you mean": a malloc'd array of *@p n malloc'd names. */
+static char **
+known_names(char *const *dirs, int *n)
+{
+	char **v = NULL;
+
+	*n = 0;
+	for (int i = 0; i < N_PUBLISHED; i++) {
+		v = xrealloc(v, (size_t)(*n + 1) * sizeof(*v));
+		v[(*n)++] = xstrdup(published[i]);
+	}
+	for (char *const *d = dirs; *d; d++) {
+		DIR *dir = opendir(*d);
+		struct dirent *de;
+
+		while (dir && (de = readdir(dir))) {
+			size_t len = strlen(de->d_name);
+
+			if (len <= strlen(SUFFIX) || de->d_name[0] == '.' ||
+			    strcmp(de->d_name + len - strlen(SUFFIX), SUFFIX))
+				continue;
+			v = xrealloc(v, (size_t)(*n + 1) * sizeof(*v));
+			v[*n] = xstrdup(de->d_name);
+			v[(*n)++][len - strlen(SUFFIX)] = '\0';
+		}
+		if (dir)
+			closedir(dir);
+	}
+	return v;
+}
+
+static bool
+is_published(const char *name)
+{
+	for (int i = 0; i < N_PUBLISHED; i++)
+		if (!strcmp(name, published[i]))
+			return true;
+	return false;
+}
+
+/* Whether NAME.bin is in one of @p dirs. */
+static bool
+installed(const char *name, char *const *dirs)
+{
+	struct stat sb;
+	bool found = false;
+	char *f;
+
+	for (char *const *d = dirs; *d && !found; d++) {
+		if (asprintf(&f, "%s/%s%s", *d, name, SUFFIX) < 0)
+			die_oom();
+		found = stat(f, &sb) == 0 && S_ISREG(sb.st_mode);
+		free(f);
+	}
+	return found;
+}
+
+/* The one-line message for a model @p spec that is neither a file nor a
+ * name along the model path (@p where: the directories searched). */
+static void
+report_missing(const char *spec, const char *what, const char *file,
+	       const char *where, char *const *dirs)
+{
+	const char *foreign = model_foreign_format(spec, NULL, 0);
+	const char *close;
+	char **names;
+	int n;
+
+	if (is_published(spec)) {
+		errmsg("%s %s: not installed (no %s in %s); '%s %s' downloads, "
+		       "converts and installs it", what, spec, file, where,
+		       getter(), spec);
+		return;
+	}
+	if (foreign) {
+		errmsg("%s %s: no such file; and a file of that name would be "
+		       "%s, while txlgen runs only Transformer-XL model files "
+		       "(txlgen-model(5))", what, spec, foreign);
+		return;
+	}
+	names = known_names(dirs, &n);
+	close = suggest_closest(spec, (const char *const *)names, n);
+	if (close) {
+		char hint[PATH_MAX + 64] = "";
+
+		if (is_published(close) && !installed(close, dirs))
+			snprintf(hint, sizeof(hint), " ('%s %s' installs it)",
+				 getter(), close);
+		errmsg("%s %s: no such file, nor %s in %s; did you mean '%s'?%s",
+		       what, spec, file, where, close, hint);
+	}
+	else
+		errmsg("%s %s: no such file, nor %s in %s; txlgen runs "
+		       "Transformer-XL model files (txlgen-model(5)), not GPT-2, "
+		       "llama or GGUF models; 'txlgen --list-models' lists the "
+		       "installed ones, '%s --list' the published ones",
+		       what, spec, file, where, getter());
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
 char *
 model_find(const char *spec, const char *what)
 {
@@ -151,6 +329,14 @@ model_find(const char *spec, const char *what)
 
 	if (what && (strchr(spec, '/') || stat(spec, &sb) == 0))
 		return xstrdup(spec);
+	/* a link that leads nowhere (dangling, a loop) is that file, not a
+	 * name to look for */
+	if (what && lstat(spec, &sb) == 0) {
+		int e = (stat(spec, &sb), errno);
+
+		errmsg("%s %s: %s", what, spec, strerror(e));
+		return NULL;
+	}
 	file = file_name(spec);
 	dirs = model_path();
 	for (char **d = dirs; *d && !path; d++) {
@@ -165,10 +351,8 @@ model_find(const char *spec, const char *what)
 		strbuf_add(&where, *d, strlen(*d));
 	}
 	if (!path && what)
-		errmsg("%s %s: no such file, nor %s in %s; 'txlgen "
-		       "--list-models' lists the models there, 'txlgen-get %s' "
-		       "installs a published one", what, spec, file,
-		       where.len ? where.s : "(no directory)", spec);
+		report_missing(spec, what, file,
+			       where.len ? where.s : "(no directory)", dirs);
 	else if (!path)
 		errmsg("no model: the default model %s is in none of %s; "
 		       "give one with --model FILE or NAME", file,
@@ -422,9 +606,7 @@ print_json(FILE *out, const struct entry *e)
 			cJSON_AddNullToObject(o, "source");
 	}
 	cJSON_AddBoolToObject(o, "shadowed", e->shadowed);
-	s = cJSON_PrintUnformatted(o);
-	if (!s)
-		die_oom();
+	s = json_string(o, -1);
 	fprintf(out, "%s\n", s);
 	free(s);
 	cJSON_Delete(o);

@@ -8,6 +8,7 @@
 #define TXLGEN_MODELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* The model used when none is named: its name along the model path. */
@@ -23,6 +24,14 @@
  * directories searched.
  */
 char *model_find(const char *spec, const char *what);
+
+/**
+ * What a file that txlgen cannot run is, from its name (@p name's
+ * suffix: ".gguf") or its first @p n bytes @p head (either may be NULL):
+ * "a GGUF model (llama.cpp)", or NULL when nothing tells.
+ */
+const char *model_foreign_format(const char *name, const unsigned char *head,
+				 size_t n);
 
 /** The directories searched for a model name, in order: a NULL-ended
  *  malloc'd array of malloc'd strings (free with model_path_free). */

@@ -60,6 +60,7 @@ const struct setting settings[] = {
 	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
 	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
 	{ "unbuffered",    "--unbuffered",    ST_BOOL,    OFF(unbuffered),   false, false, 0,    1,                     T,     false },
+	{ "final_newline", "--final-newline", ST_BOOL,    OFF(final_newline), false, false, 0,   1,                     T,     false },
 	{ "mmap",          "--mmap",          ST_BOOL,    OFF(mmap),         false, false, 0,    1,                     START, false },
 	{ "prime",         "--prime",         ST_LIST,    OFF(prime),        false, false, 0,    0,                     START, false },
 	{ "state_in",      "--state-in",      ST_STRING,  OFF(state_in),     true,  false, 0,    0,                     START, false },
@@ -103,7 +104,8 @@ setting_names(const struct setting *s, int *n)
 }
 
 static const char *const origin_names[] = {
-	"default", "model", "config file", "command line", "/set"
+	"default", "model", "state file", "config file", "command line",
+	"/set"
 };
 
 const char *
@@ -174,6 +176,7 @@ options_init(struct txlgen_options *o)
 	o->mem_init = TXL_FROM_MODEL;
 	o->score_stride = -1;
 	o->color = COLOR_AUTO;
+	o->final_newline = true;
 	o->n_samples = 1;
 	o->first_line = 1;
 	o->streams = 8;

@@ -33,6 +33,7 @@ struct strlist {
 enum origin {
 	ORIGIN_DEFAULT = 0,
 	ORIGIN_MODEL,      /* the model file's recommended settings */
+	ORIGIN_STATE,      /* --state-in's memory (mem_len) */
 	ORIGIN_CONFIG,     /* --config FILE */
 	ORIGIN_CLI,        /* the command line */
 	ORIGIN_SET,        /* the REPL's /set */
@@ -77,6 +78,7 @@ struct txlgen_options {
 	bool stats;           /* statistics on stderr */
 	int color;            /* enum color_mode */
 	bool unbuffered;      /* flush after every token even into a pipe */
+	bool final_newline;   /* end a text without a newline with one */
 	bool mmap;            /* map the model file (default: read it whole) */
 	struct strlist prime; /* files fed into the memory first */
 	char *state_in;       /* memory state to start from */

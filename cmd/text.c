@@ -5,9 +5,12 @@
  * checked byte by byte and lines made printable: utf8.c).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
+
+#include <cJSON.h>
 
 #include "errors.h"
 #include "text.h"
@@ -123,6 +126,83 @@ json_write_number(FILE *f, double v)
 		fprintf(f, "%.9g", v);
 	else
 		fputs("null", f);
+}
+
+static void
+json_print_at(FILE *f, const cJSON *v, int indent, int depth)
+{
+	const bool obj = cJSON_IsObject(v);
+	const cJSON *c;
+	char num[40];
+
+	if (cJSON_IsNull(v) || cJSON_IsInvalid(v)) {
+		fputs("null", f);
+	} else if (cJSON_IsFalse(v)) {
+		fputs("false", f);
+	} else if (cJSON_IsTrue(v)) {
+		fputs("true", f);
+	} else if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+
+		if (!isfinite(d))
+			fputs("null", f);
+		else if (d == floor(d) && fabs(d) < 9007199254740992.0)
+			fprintf(f, "%.0f", d);
+		else {
+			snprintf(num, sizeof(num), "%.15g", d);
+			if (strtod(num, NULL) != d)
+				snprintf(num, sizeof(num), "%.17g", d);
+			fputs(num, f);
+		}
+	} else if (cJSON_IsRaw(v)) {
+		/* JSON written already (a 64-bit integer, exactly) */
+		fputs(v->valuestring ? v->valuestring : "null", f);
+	} else if (cJSON_IsString(v)) {
+		const char *s = v->valuestring ? v->valuestring : "";
+
+		json_write_string(f, s, strlen(s));
+	} else if (!v->child) {
+		fputs(obj ? "{}" : "[]", f);
+	} else {
+		fputc(obj ? '{' : '[', f);
+		for (c = v->child; c; c = c->next) {
+			if (indent >= 0)
+				fprintf(f, "\n%*s", indent * (depth + 1), "");
+			if (obj) {
+				const char *k = c->string ? c->string : "";
+
+				json_write_string(f, k, strlen(k));
+				fputs(": ", f);
+			}
+			json_print_at(f, c, indent, depth + 1);
+			if (c->next)
+				fputs(indent >= 0 ? "," : ", ", f);
+		}
+		if (indent >= 0)
+			fprintf(f, "\n%*s", indent * depth, "");
+		fputc(obj ? '}' : ']', f);
+	}
+}
+
+void
+json_print(FILE *f, const cJSON *v, int indent)
+{
+	json_print_at(f, v, indent, 0);
+}
+
+char *
+json_string(const cJSON *v, int indent)
+{
+	char *s = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&s, &n);
+
+	if (!f)
+		die_oom();
+	json_print(f, v, indent);
+	if (fclose(f) != 0 || !s)
+		die_oom();
+	return s;
 }
 
 const char *

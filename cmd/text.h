@@ -38,6 +38,22 @@ void json_write_chars(FILE *f, const char *s, size_t len);
  *  finite). */
 void json_write_number(FILE *f, double v);
 
+struct cJSON;
+
+/**
+ * Write the JSON value @p v in txlgen's one style of JSON, that of
+ * Python's json.dumps: with @p indent < 0 on one line, ", " between
+ * members and ": " after keys ({"a": 1, "b": [1, 2]}), the style of
+ * every JSON line txlgen writes; with @p indent >= 0 a document over
+ * several lines, each level @p indent more spaces in (json.dumps(v,
+ * indent=2) for 2).  Whole numbers are written as integers, others with
+ * the digits that read back the same double.  No newline at the end.
+ */
+void json_print(FILE *f, const struct cJSON *v, int indent);
+
+/** json_print() into a new malloc'd string. */
+char *json_string(const struct cJSON *v, int indent);
+
 /** @p v for a message: whole numbers as integers ("100000", never
  *  "1e+05"), others with up to 15 significant digits. */
 const char *fmt_number(double v, char *buf, size_t len);

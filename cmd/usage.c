@@ -4,12 +4,15 @@
  * --version.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "txl.h"
 
 #include "cli.h"
 #include "commit.h"
+#include "errors.h"
+#include "utf8.h"
 
 #define HELP_COLUMN 26
 
@@ -74,7 +77,18 @@ options_version(FILE *f)
 	fprintf(f, "txlgen %s (libtxl %s), commit %s%s\n", TXLGEN_VERSION,
 		txl_version(), TXLGEN_COMMIT, strcmp(TXLGEN_COMMIT, "unknown") ?
 		"" : " (not built from a git checkout)");
-	fprintf(f, "kernels: %s (the best this CPU runs, at most $TXL_ISA)\n",
-		txl_isa_name());
+	const char *cap = getenv("TXL_ISA");
+
+	if (cap && *cap) {
+		char *c = xstrdup(cap);
+
+		text_clean_line(c);
+		fprintf(f, "kernels: %s (the best this CPU runs, at most "
+			"TXL_ISA=%s)\n", txl_isa_name(), c);
+		free(c);
+	} else {
+		fprintf(f, "kernels: %s (the best this CPU runs; TXL_ISA may "
+			"cap it)\n", txl_isa_name());
+	}
 	fprintf(f, "BLAS: %s\n", txl_blas_info());
 }

@@ -654,5 +654,56 @@ class TestTxlfileRefuses(unittest.TestCase):
                          "KEY=VALUE")
 
 
+# The vocabulary of an adaptive-span checkpoint read from its corpus
+# (convert.py --vocab-corpus), in a child whose peak memory is measured.
+CORPUS_SYMBOLS = """
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[3], "models"))
+from txlgen import vocab
+try:
+    syms = vocab.corpus_symbols(sys.argv[1], int(sys.argv[2]))
+except vocab.VocabError as e:
+    print(e, file=sys.stderr)
+    sys.exit(1)
+print(len(syms))
+"""
+
+
+class TestVocabCorpus(unittest.TestCase):
+    def symbols(self, corpus, most):
+        script = write_json("corpus_symbols.py", CORPUS_SYMBOLS)
+        return run(script, corpus, str(most), ROOT)
+
+    def test_more_symbols_than_the_checkpoint_stop_at_once(self):
+        # 9 MB of distinct words: counted whole (a 169 MB corpus took
+        # 2 GB before it was refused)
+        corpus = path("many-words.txt")
+        with open(corpus, "w") as f:
+            for i in range(0, 1_000_000, 1000):
+                f.write(" ".join(f"w{j}" for j in range(i, i + 1000)) +
+                        "\n")
+        rc, out, err, rss = self.symbols(corpus, 6000)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertEqual(len(err), 1, err)
+        self.assertIn(f"{corpus}: more than 6000 symbols", err[0])
+        self.assertLess(rss, MAX_RSS)
+        # a corpus of as many symbols as the checkpoint: read
+        rc, out, err, _ = self.symbols(corpus, 1_000_001)
+        self.assertEqual((rc, out.strip(), err), (0, "1000001", []))
+
+    def test_a_run_without_whitespace_is_refused(self):
+        # 64 MB with no whitespace: no symbol of a corpus, and joined
+        # chunk by chunk it took time quadratic in its length
+        corpus = path("one-word.txt")
+        with open(corpus, "w") as f:
+            for _ in range(64):
+                f.write("x" * (1 << 20))
+        rc, out, err, rss = self.symbols(corpus, 6000)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertEqual(len(err), 1, err)
+        self.assertIn("characters without whitespace", err[0])
+        self.assertLess(rss, MAX_RSS)
+
+
 if __name__ == "__main__":
     unittest.main()

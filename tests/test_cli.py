@@ -266,7 +266,13 @@ class Options(unittest.TestCase):
         self.assertRegex(blas, r"^BLAS: OpenBLAS \d+\.\d+\.\d+ .*\(core \w+\)$")
         # TXL_ISA caps the kernels; OPENBLAS_CORETYPE chooses OpenBLAS's
         out = run("--version", model=False, environ=env(TXL_ISA="scalar"))[1]
-        self.assertIn("kernels: scalar ", out.decode())
+        self.assertIn("kernels: scalar (the best this CPU runs, at most "
+                      "TXL_ISA=scalar)", out.decode())
+        # without it, no variable's name taken for its value
+        self.assertNotIn("$", kernels)
+        # --file, which takes the prompt file as --prompt does, is said
+        _, out, _ = run("--help", model=False)
+        self.assertRegex(out.decode(), r"--prompt FILE .*\n.*--file FILE")
         if "DYNAMIC_ARCH" in blas:
             out = run("--version", model=False,
                       environ=env(OPENBLAS_CORETYPE="Prescott"))[1]
@@ -283,7 +289,8 @@ class Options(unittest.TestCase):
         for opt in longs:
             self.assertIn(opt, man, f"{opt} missing from txlgen(1)")
             if opt in ("--help", "--version", "--print-config", "--score",
-                       "--ids", "--interactive", "--prompt", "--config",
+                       "--ids", "--interactive", "--prompt", "--file",
+                       "--config",
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
                        "--list-models", "--list-types", "--score-docs",
@@ -499,7 +506,7 @@ class Config(unittest.TestCase):
         conf = json.loads(out)
         self.assertEqual((conf["n_predict"], conf["top_k"], conf["seed"]),
                          (3, 5, 9007199254740991))
-        self.assertIn(b'"seed":\t9007199254740991', out)
+        self.assertIn(b'"seed": 9007199254740991', out)
         for argv, msg in ((["-n", "9223372036854775807"],
                            "-n: 9223372036854775807 is out of range"),
                           (["--seed", "9007199254740993"],
@@ -573,7 +580,7 @@ class Generation(unittest.TestCase):
             else:
                 continue
             rc, out, err = run(*argv, "-n", str(n), "--ignore-eos", "-m",
-                               sotu, model=False)
+                               sotu, "--no-final-newline", model=False)
             self.assertEqual((rc, err), (0, ""))
             self.assertEqual(out.decode("utf-8"), "".join(texts[:done + 1]))
             return
@@ -601,7 +608,7 @@ class Generation(unittest.TestCase):
         # a random model with byte-fallback pieces cuts characters often
         for seed in range(3):
             rc, text, err = run("-p", "Hé", "-n", "300", "--seed", str(seed),
-                                "--ignore-eos")
+                                "--ignore-eos", "--no-final-newline")
             self.assertEqual((rc, err), (0, ""))
             text.decode("utf-8")       # strict: raises if invalid
             rc, out, _ = run("-p", "Hé", "-n", "300", "--seed", str(seed),
@@ -831,6 +838,76 @@ class Scoring(unittest.TestCase):
         self.assertIn("--adapt", err)
 
 
+class JsonStyle(unittest.TestCase):
+    """Every JSON txlgen writes is in one style, Python's json.dumps:
+    lines of records with ", " and ": ", documents indented by 2."""
+
+    def assertLines(self, out):
+        lines = out.decode().splitlines()
+        self.assertTrue(lines)
+        for line in lines:
+            self.assertEqual(line, json.dumps(json.loads(line),
+                                              ensure_ascii=False))
+
+    def test_one_style(self):
+        text = tmpfile("style.txt", "The state of the Union, é 日本\n")
+        docs = tmpfile("style.jsonl", '{"id": {"a": [1, 2]}, "text": '
+                       '"We are here"}\n')
+        for argv in (["-p", "We", "-n", "3", "--json", "--echo"],
+                     ["-p", "We", "-n", "3", "--json", "--n-samples", "2"],
+                     ["--score", text, "--json"],
+                     ["--score-docs", docs, "--field", "text"],
+                     ["--tokenize", text, "--json"]):
+            with self.subTest(argv=argv):
+                rc, out, err = run(*argv)
+                self.assertEqual(rc, 0, err)
+                self.assertLines(out)
+        rc, out, err = run("--list-models", "--json", model=False,
+                           environ=env(TXLGEN_MODEL_PATH=os.path.dirname(
+                               MODEL)))
+        self.assertEqual(rc, 0, err)
+        self.assertLines(out)
+        for argv in (["--info", "--json"],
+                     ["--print-config", "--stop", "a", "--stop", "b"]):
+            with self.subTest(argv=argv):
+                rc, out, err = run(*argv)
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(out.decode(), json.dumps(
+                    json.loads(out), indent=2, ensure_ascii=False) + "\n")
+
+
+class FinalNewline(unittest.TestCase):
+    """A text ends with a newline, on a terminal and in a pipe alike;
+    --no-final-newline gives the generated bytes only."""
+
+    def test_runs_in_a_row_stay_on_their_lines(self):
+        # as printf 'We\nThe Congress\n' | xargs -I{} txlgen -p {} -n 10
+        outs = []
+        for prompt in ("We", "The Congress"):
+            rc, out, err = run("-p", prompt, "-n", "10", "--seed", "1",
+                               "--ignore-eos")
+            self.assertEqual(rc, 0, err)
+            outs.append(out)
+        for out in outs:
+            self.assertTrue(out.endswith(b"\n"), out)
+        rc, exact, err = run("-p", "We", "-n", "10", "--seed", "1",
+                             "--ignore-eos", "--no-final-newline")
+        self.assertEqual(rc, 0, err)
+        # the same text, without the newline added (unless it had one)
+        self.assertEqual(exact + (b"" if exact.endswith(b"\n") else b"\n"),
+                         outs[0])
+        # the JSON of the same run: the tokens' text is the exact bytes
+        rc, js, err = run("-p", "We", "-n", "10", "--seed", "1",
+                          "--ignore-eos", "--json")
+        self.assertEqual(rc, 0, err)
+        text = "".join(e.get("text", "") for e in jsonl(js) if "id" in e)
+        self.assertEqual(text.encode(), exact)
+        # a config file may set it too
+        cfg = tmpfile("no-final.json", '{"final_newline": false}')
+        self.assertEqual(run("-c", cfg, "-p", "We", "-n", "10", "--seed",
+                             "1", "--ignore-eos")[1], exact)
+
+
 class State(unittest.TestCase):
     def test_prime_then_state_continues_identically(self):
         book = tmpfile("book.txt", TEXT * 4)
@@ -864,6 +941,78 @@ class State(unittest.TestCase):
         self.assertEqual(a[1], b[1])
         self.assertTrue(a[1])
 
+    def test_state_keeps_the_repeat_penalty_window(self):
+        # the default model with its recommended repeat penalty: a text
+        # saved and continued gives the tokens of one run over the same
+        # text, and a state without the window (format 4) does not
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        if not os.path.exists(sotu):
+            self.skipTest("no models/sotu.bin")
+        rc, out, _ = run("-m", sotu, "--print-config", model=False)
+        self.assertEqual(rc, 0)
+        cfg = json.loads(out)
+        self.assertNotEqual(cfg["repeat_penalty"], 1)
+        st = os.path.join(TMP, "window.state")
+        a, b = "The state of the Union is", " We must"
+        rc, first, err = run("-m", sotu, "-p", a, "-n", "30", "--temp", "0",
+                             "--state-out", st, model=False)
+        self.assertEqual((rc, err), (0, ""))
+        rc, cont, err = run("-m", sotu, "--state-in", st, "-p", b, "-n",
+                            "20", "--temp", "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        whole = a + first.decode().rstrip("\n") + b
+        rc, one, err = run("-m", sotu, "-p", whole, "-n", "20", "--temp",
+                           "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertTrue(one.strip())
+        self.assertEqual(cont, one)
+        # the same file as format 4 wrote it: no ids, padding 0
+        with open(st, "rb") as f:
+            data = bytearray(f.read())
+        n_recent = struct.unpack_from("<I", data, 60)[0]
+        # the text's 36 tokens or so, all within the window
+        self.assertTrue(30 < n_recent <= cfg["repeat_last_n"], n_recent)
+        body = data[:-8 - 4 * n_recent]
+        struct.pack_into("<I", body, 8, 4)
+        struct.pack_into("<I", body, 60, 0)
+        h = 0xcbf29ce484222325
+        for i in range(0, len(body) - len(body) % 8, 8):
+            h = ((h ^ struct.unpack_from("<Q", body, i)[0]) *
+                 0x100000001b3) % (1 << 64)
+        for c in body[len(body) - len(body) % 8:]:
+            h = ((h ^ c) * 0x100000001b3) % (1 << 64)
+        old = tmpfile("window-v4.state", bytes(body) + struct.pack("<Q", h))
+        rc, cont3, err = run("-m", sotu, "--state-in", old, "-p", b, "-n",
+                             "20", "--temp", "0", model=False)
+        self.assertEqual((rc, err), (0, ""))
+        self.assertNotEqual(cont3, one)
+
+    def test_a_state_brings_its_mem_len(self):
+        # saved with a longer memory than the default (as the REPL's):
+        # used as saved, unless --mem-len says otherwise
+        st = os.path.join(TMP, "long.state")
+        book = tmpfile("long.txt", TEXT * 4)
+        rc, _, err = run("--mem-len", "300", "--prime", book, "-p", "",
+                         "-n", "0", "--state-out", st)
+        self.assertEqual((rc, err), (0, ""))
+        rc, out, err = run("--state-in", st, "--print-config")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(json.loads(out)["mem_len"], 300)
+        self.assertEqual(json.loads(out)["sources"]["mem_len"], "state file")
+        a = run("--mem-len", "300", "--prime", book, "-p", "Chapter", "-n",
+                "10", "--seed", "3")
+        b = run("--state-in", st, "-p", "Chapter", "-n", "10", "--seed", "3")
+        self.assertEqual(a[0], 0)
+        self.assertEqual(a, b)
+        rc, out, err = run("--state-in", st, "--mem-len", "16", "-p", "x")
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("saved with mem_len 300", err)
+        self.assertIn("leave --mem-len out", err)
+        rc, _, err = run("--state-in", st, "--mem-len", "400", "-p", "x",
+                         "-n", "1")
+        self.assertEqual(rc, 0, err)
+
     def test_incompatible_state_is_refused(self):
         st = os.path.join(TMP, "s.state")
         self.assertEqual(run("-p", "Hi", "-n", "30", "--mem-len", "12",
@@ -871,6 +1020,7 @@ class State(unittest.TestCase):
         rc, out, err = run("--state-in", st, "--mem-len", "6", "-p", "x")
         self.assertEqual((rc, out), (3, b""))
         self.assertIn("s.state", err)
+        self.assertIn("saved with mem_len 12", err)
         rc, _, err = run("--state-in", MODEL, "-p", "x")
         self.assertEqual(rc, 3)
         rc, _, err = run("--state-in", os.path.join(TMP, "no.state"),
@@ -896,6 +1046,19 @@ class ScriptedRepl(unittest.TestCase):
         rc, out2, _ = run("-i", "-n", "4", "--temp", "0",
                           input=f"/load {st}\nnext\n")
         self.assertEqual(out2.decode(), lines[3] + "\n")
+
+    def test_load_of_a_longer_memory_says_what_to_set(self):
+        st = os.path.join(TMP, "r300.state")
+        book = tmpfile("r300.txt", TEXT * 4)
+        self.assertEqual(run("--mem-len", "300", "--prime", book, "-p", "",
+                             "-n", "0", "--state-out", st)[0], 0)
+        rc, out, err = run("-i", "-n", "3", "--mem-len", "16", "--temp",
+                           "0", input=f"/load {st}\n/set mem_len 300\n"
+                           f"/load {st}\n/mem\n")
+        self.assertEqual(rc, 3, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("'/set mem_len 300', then /load it", err)
+        self.assertRegex(out.decode(), r"memory: 300/300 positions")
 
     def test_show_set_reset(self):
         rc, out, err = run("-i", "-n", "3", "--seed", "1", input=(
@@ -1052,6 +1215,38 @@ class PtyBase(unittest.TestCase):
 
 class PtyRepl(PtyBase):
     """The REPL on a terminal, as a person uses it."""
+
+    def test_prime_and_state_out_on_a_terminal_only_save(self):
+        # no prompt and no -i: prime, save, exit; no session waits
+        st = os.path.join(TMP, "tty-prime.state")
+        book = tmpfile("tty-prime.txt", TEXT)
+        if os.path.exists(st):
+            os.unlink(st)
+        self.spawn("--prime", book, "--state-out", st)
+        self.assertEqual(self.wait(), 0)
+        self.assertNotIn(b">", self.buf)
+        ref = os.path.join(TMP, "tty-prime-ref.state")
+        self.assertEqual(run("--prime", book, "-p", "", "-n", "0",
+                             "--state-out", ref)[0], 0)
+        with open(st, "rb") as a, open(ref, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # -i asks for the session
+        self.spawn("--prime", book, "--state-out", st, "-i")
+        self.read_until(rb"> ")
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+
+    def test_the_c_locale_keeps_what_is_typed(self):
+        # LC_ALL=C names no character set: the line editor still takes
+        # UTF-8 (it dropped every non-ASCII character typed)
+        e = env(LC_ALL="C")
+        e.pop("LANG", None)
+        self.spawn("-n", "3", "--ignore-eos", environ=e)
+        self.read_until(rb"/help for help.*\r\n> ")
+        self.send("café 日本\r".encode())
+        self.read_until("café 日本\r\n".encode())
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
 
     def test_session(self):
         hist = os.path.join(TMP, "hist")
@@ -2260,14 +2455,94 @@ class ModelsByName(unittest.TestCase):
         self.assertEqual((rc, out), (3, b""))
         self.assertEqual(len(err.splitlines()), 1, err)
         for part in ("nothere.bin", self.a, self.b, self.user,
-                     "txlgen-get nothere", "txlgen --list-models"):
+                     "txlgen --list-models", "txlgen-get --list",
+                     "Transformer-XL", "txlgen-model(5)"):
             self.assertIn(part, err)
+        # no advice to install what is not published
+        self.assertNotIn("txlgen-get nothere", err)
         # a path is a path: its own error, no search
         rc, _, err = run("-m", "./nothere", "-p", "x", model=False,
                          environ=self.environ())
         self.assertEqual(rc, 3)
         self.assertIn("./nothere", err)
         self.assertNotIn(self.a, err)
+
+    def test_a_misspelt_name_gets_a_suggestion(self):
+        # an installed name, then a published one (with how to get it)
+        for typed, meant in (("twim", "twin"), ("minee", "mine"),
+                             ("text9", "text8"), ("wt1O3", "wt103")):
+            rc, out, err = run("-m", typed, "-p", "x", model=False,
+                               environ=self.environ())
+            self.assertEqual((rc, out), (3, b""), typed)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(f"did you mean '{meant}'?", err)
+            if meant in ("text8", "wt103"):
+                self.assertIn(f"txlgen-get {meant}' installs it", err)
+            else:
+                self.assertNotIn("txlgen-get", err)
+
+    def test_a_published_name_says_how_to_install_it(self):
+        rc, out, err = run("-m", "wt103", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertIn("wt103: not installed", err)
+        self.assertIn("txlgen-get wt103' downloads", err)
+        # run from the build directory, the getter the build put beside
+        # txlgen, by its path (only build/cmd is on README's PATH)
+        path = re.search(r"'(\S*txlgen-get) wt103'", err).group(1)
+        if os.path.basename(os.path.dirname(os.path.realpath(TXLGEN))) == \
+                "cmd":
+            self.assertEqual(os.path.realpath(path), os.path.join(
+                os.path.dirname(os.path.realpath(TXLGEN)), "txlgen-get"))
+            self.assertTrue(os.access(path, os.X_OK))
+
+    def test_the_published_names_are_the_getters(self):
+        getter = os.path.join(ROOT, "models", "txlgen-get")
+        p = subprocess.run([sys.executable, getter, "--list"],
+                           capture_output=True, text=True, timeout=60,
+                           env=env(TXLGEN_CACHE=self.dir,
+                                   XDG_DATA_HOME=self.xdg))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        names = {ln.split()[0] for ln in p.stdout.splitlines()[1:]
+                 if ln.strip() and not ln.startswith(" ")}
+        self.assertIn("wt103", names)
+        for name in names:
+            rc, _, err = run("-m", name, "-p", "x", model=False,
+                             environ=self.environ())
+            self.assertEqual(rc, 3)
+            self.assertIn(f"txlgen-get {name}' downloads", err)
+
+    def test_other_model_kinds_are_named_as_such(self):
+        # not GPT-2, llama or GGUF: said, with no advice that cannot work
+        rc, out, err = run("-m", "gpt2", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertIn("not GPT-2, llama or GGUF models", err)
+        self.assertNotIn("txlgen-get gpt2", err)
+        rc, out, err = run("-m", "llama-7b.gguf", "-p", "x", model=False,
+                           environ=self.environ())
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("a GGUF model (llama.cpp)", err)
+        self.assertIn("txlgen runs only Transformer-XL model files", err)
+        self.assertNotIn("txlgen-get", err)
+        # a file that is one: the loader's error, and what the file is
+        gguf = tmpfile("model.gguf", b"GGUF\3\0\0\0" + bytes(64))
+        rc, out, err = run("-m", gguf, "-p", "x", model=False)
+        self.assertEqual((rc, out), (3, b""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(gguf, err)
+        self.assertIn("it is a GGUF model (llama.cpp)", err)
+
+    def test_a_link_loop_is_named(self):
+        os.symlink("loop2", os.path.join(self.dir, "loop1"))
+        os.symlink("loop1", os.path.join(self.dir, "loop2"))
+        p = subprocess.run([TXLGEN, "-m", "loop1", "-p", "x"], cwd=self.dir,
+                           capture_output=True, text=True, timeout=60,
+                           env=self.environ(), stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 3)
+        self.assertIn("loop1: Too many levels of symbolic links", p.stderr)
+        self.assertNotIn("no such file", p.stderr)
 
     def test_list_models(self):
         bad = os.path.join(self.b, "broken.bin")

@@ -327,6 +327,59 @@ class PipeEqualsFile(unittest.TestCase):
                           if "id" in r], [51, 52])
 
 
+class NotText(unittest.TestCase):
+    """Text inputs (--score, a prompt file or stdin, --prime) that are not
+    UTF-8 text are refused with the file and the offset of the first bad
+    byte: a binary scored at 29.8 bits per byte and Latin-1 read as
+    U+FFFD, without a word."""
+
+    def check(self, data, offset, what, argv):
+        path = os.path.join(TMP, "not-text")
+        with open(path, "wb") as f:
+            f.write(data)
+        for args in ([*argv, path] if argv[-1] != "--prime" else
+                     [*argv, path, "-p", "x", "-n", "1"],):
+            rc, out, err = run("-m", MODEL, *args)
+            self.assertEqual((rc, out), (1, b""), (args, err))
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(f"{path}: {what}", err)
+            self.assertIn(f"at offset {offset}", err)
+
+    def test_refused_where_text_is_read(self):
+        latin1 = "Le café est très bon\n".encode("latin-1") * 3
+        big = b"word " * 20000 + b"\xff"
+        for argv in (["--score"], ["-f"], ["--prime"]):
+            with self.subTest(argv=argv):
+                self.check(latin1, 6, "not UTF-8 text (byte 0xE9", argv)
+                # past the first 64 KiB chunk
+                self.check(big, 100000, "not UTF-8 text (byte 0xFF", argv)
+                # a character cut at the end, a binary's NUL
+                self.check(b"ok \xe2\x82", 3, "not UTF-8 text", argv)
+                self.check(b"\x7fELF\x02\x01\x01\x00", 7,
+                           "not text (a NUL byte", argv)
+        # the prompt from stdin: named as such
+        p = subprocess.run([TXLGEN, "-m", MODEL, "-n", "1"], input=latin1,
+                           capture_output=True, env=env(), timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (1, b""))
+        self.assertIn(b"(stdin): not UTF-8 text (byte 0xE9 at offset 6)",
+                      p.stderr)
+
+    def test_the_program_itself_is_not_scored(self):
+        rc, out, err = run("-m", MODEL, "--score", TXLGEN)
+        self.assertEqual((rc, out), (1, b""))
+        self.assertIn(TXLGEN + ": not ", err)
+
+    def test_utf8_text_is_still_read(self):
+        path = os.path.join(TMP, "utf8.txt")
+        with open(path, "wb") as f:
+            f.write("Le café est très bon, 日本語 \U0001F642\n".encode() * 3)
+        rc, out, err = run("-m", MODEL, "--score", path)
+        self.assertEqual((rc, err), (0, ""))
+        # --tokenize shows what any bytes become: not refused
+        rc, out, err = run("-m", MODEL, "--tokenize", TXLGEN)
+        self.assertEqual((rc, err), (0, ""))
+
+
 def with_recommended(path, text):
     """The test model, its metadata 'recommended' set to @text, as @path
     (the header padded so that the data stays 64-byte aligned)."""

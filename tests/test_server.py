@@ -165,7 +165,10 @@ class TestServer(unittest.TestCase):
         r = self.complete(prompt=prompt, max_tokens=12, n=3, seed=7)
         out = txlgen("-p", prompt, "-n", "12", "--seed", "7",
                      "--n-samples", "3")
-        samples = re.split(r"\n?--- sample \d+ ---\n", out.rstrip("\n"))
+        # every sample after its line, sample 0's too
+        first, *samples = re.split(r"\n?--- sample \d+ ---\n",
+                                   out.rstrip("\n"))
+        self.assertEqual(first, "", out)
         self.assertEqual(len(samples), 3, out)
         self.assertEqual([c["text"] for c in r["choices"]], samples)
 

@@ -38,6 +38,7 @@ import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -487,9 +488,14 @@ class TestState(unittest.TestCase):
             rows += sum(w for n in spans if n > 0)
         run("--model", m.path, "--prime", paths["a"], "--text", "", "-n",
             "0", "--state-out", state)
+        # (and the last --repeat-last-n ids of the text, their number in
+        # the header)
+        with open(state, "rb") as f:
+            n_recent = struct.unpack_from("<I", f.read(64), 60)[0]
+        self.assertTrue(0 < n_recent <= 64, n_recent)
         self.assertEqual(os.path.getsize(state),
                          64 + 2 * rows * m.cfg.d_head * 4 +
-                         4 * m.cfg.d_model + 8)
+                         4 * m.cfg.d_model + 4 * n_recent + 8)
 
     def test_a_long_text_reads_its_field(self):
         """Of a long prompt only the segments of its receptive field at
@@ -544,7 +550,8 @@ class TestState(unittest.TestCase):
         r = run("--model", m.path, "--mem-len", "10", "--state-in", state,
                 "--text", "a", "-n", "1", check=False)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("more than this session's mem_len 10", r.stderr)
+        self.assertIn("holds more positions than mem_len 10 keeps",
+                      r.stderr)
 
 
 class TestStreams(unittest.TestCase):
@@ -566,7 +573,8 @@ class TestStreams(unittest.TestCase):
         self.assertEqual(sorted(seeds), [0, 1, 2])
         for i in range(3):
             alone = run("--model", m.path, "--text", "the ", "-n", "30",
-                        "--seed", str(seeds[i])).stdout
+                        "--seed", str(seeds[i]),
+                        "--no-final-newline").stdout
             self.assertEqual(texts[i], alone, i)
 
 

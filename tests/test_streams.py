@@ -171,7 +171,7 @@ class Samples(unittest.TestCase):
             seed = five[i][1]["seed"]
             self.assertLess(seed, 2 ** 53)
             rc, out, err = run("-p", PROMPT, "--seed", str(seed), "-n",
-                               "24")
+                               "24", "--no-final-newline")
             self.assertEqual(rc, 0, err)
             self.assertEqual(out.decode(), five[i][0])
         self.assertEqual(five[0][1]["seed"], 11)
@@ -182,18 +182,32 @@ class Samples(unittest.TestCase):
                            "-n", "16")
         self.assertEqual(rc, 0, err)
         text = out.decode()
-        # "--- sample I ---" on a line of its own before samples 1 and 2,
+        # "--- sample I ---" on a line of its own before each sample,
         # each sample's text as --json gives it, a newline added where
         # it does not end with one
         want = ""
         for i in range(3):
-            if i:
-                want += ("" if want.endswith("\n") else "\n") + \
-                    f"--- sample {i} ---\n"
-            want += json_run[i][0]
+            want += f"--- sample {i} ---\n" + json_run[i][0]
+            want += "" if want.endswith("\n") else "\n"
         self.assertEqual(text, want)
         self.assertEqual(len(re.findall(r"^--- sample \d ---$", text,
-                                        re.M)), 2)
+                                        re.M)), 3)
+        # the echoed prompt is sample 0's beginning, shown once
+        rc, out, err = run("-p", PROMPT, "--seed", "11", "--n-samples", "3",
+                           "-n", "16", "--echo")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.decode(), want.replace(
+            "--- sample 0 ---\n", "--- sample 0 ---\n" + PROMPT, 1))
+
+    def test_sessions_that_do_not_fit_show_nothing(self):
+        # refused before the prompt, with no line of any sample
+        for extra in ((), ("--json",)):
+            rc, out, err = run("-p", PROMPT, "--n-samples", "1024",
+                               "--mem-len", "1048576", "-n", "3", *extra)
+            self.assertEqual((rc, out), (1, b""), err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn("--n-samples 1024: 1023 more sessions need", err)
+            self.assertIn("available", err)
 
     def test_json_tags_every_token_and_summary(self):
         rc, out, err = run("-p", PROMPT, "--seed", "3", "--n-samples", "3",
@@ -232,6 +246,8 @@ class Samples(unittest.TestCase):
                            "-n", str(n), "--stop", "a", "--temp", "1.5")
         self.assertEqual(rc, 0, err)
         parts = re.split(r"^--- sample \d ---\n", out.decode(), flags=re.M)
+        self.assertEqual(parts[0], "")
+        parts = parts[1:]
         self.assertEqual(len(parts), 6)
         for part, i in zip(parts, range(6)):
             # (--json lists the tokens of the stop string too)
@@ -375,6 +391,18 @@ class ScoreDocs(unittest.TestCase):
         self.assertEqual([d["line"] for d in json_lines(out)], [3])
         self.assertEqual(err.count("skipped"), 3)
 
+    def test_a_document_past_a_chunk_scores_as_score_does(self):
+        # tokenized in the chunks --score reads (64 KiB, cut before a
+        # space), not whole: the same tokens, in bounded memory
+        text = " ".join(LINES) * (70000 // len(" ".join(LINES)) + 1)
+        self.assertGreater(len(text.encode()), 1 << 16)
+        path = write("long-doc.jsonl", json.dumps({"text": text}) + "\n")
+        rc, out, err = run("--score-docs", path, "--field", "text",
+                           "--seg-len", "64")
+        self.assertEqual(rc, 0, err)
+        doc, = json_lines(out)
+        self.assertSameScore(doc, self.score_alone(text, "--seg-len", "64"))
+
     MALFORMED = [
         ('{"text": "We will build."}', None),
         ('{"text": "broken', 'not JSON'),
@@ -385,6 +413,16 @@ class ScoreDocs(unittest.TestCase):
         ('{"text": "ok"} trailing', 'not JSON'),
         ('{"id": "%s", "text": "x"}' % ("i" * 1030),
          'longer than 1024 bytes'),
+        # blank is not empty, and says so
+        (' \t  ', 'a blank line, not a JSON object'),
+        # a NUL would end the text early (it scored "ab", 2 bytes)
+        ('{"text": "ab\\u0000cd efgh"}', '\\u0000 (NUL) at byte 13'),
+        ('{"text": "ab\x00cd efgh"}', 'a NUL byte at byte 13'),
+        # an escaped backslash before u0000 is text
+        ('{"text": "a path C:\\\\u0000 and more"}', None),
+        # which of two values is meant: neither
+        ('{"text": "a", "text": "b c d"}', '"text" twice in the object'),
+        ('{"id": 1, "text": "b c d", "id": 2}', '"id" twice in the object'),
         ('{"text": "And the nation."}', None),
     ]
 
@@ -394,7 +432,12 @@ class ScoreDocs(unittest.TestCase):
         rc, out, err = run("--score-docs", path, "--field", "text",
                            "--first-line", "5")
         self.assertEqual(rc, 0, err)
-        self.assertEqual([d["line"] for d in json_lines(out)], [5, 13])
+        docs = json_lines(out)
+        self.assertEqual([d["line"] for d in docs],
+                         [i + 5 for i, (_, m) in enumerate(self.MALFORMED)
+                          if m is None])
+        # the backslash and "u0000" as text: 31 bytes, all of them
+        self.assertEqual(docs[1]["bytes"], len("a path C:\\u0000 and more"))
         msgs = err.splitlines()
         bad = [(i + 5, m) for i, (_, m) in enumerate(self.MALFORMED) if m]
         self.assertEqual(len(msgs), len(bad), err)
@@ -413,6 +456,12 @@ class ScoreDocs(unittest.TestCase):
         self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertRegex(err, "^txlgen: " + re.escape(path) + r":2: not JSON"
                          r" \(at byte \d+\); the run ends \(--strict\)\n$")
+        # a NUL in the text ends a --strict run too (it scored 2 bytes)
+        nul = write("nul.jsonl", '{"text": "ab\\u0000cd efgh"}\n')
+        rc, out, err = run("--score-docs", nul, "--field", "text",
+                           "--strict")
+        self.assertEqual((rc, out), (1, b""), err)
+        self.assertIn(":1: \\u0000 (NUL) at byte 13", err)
         # and a plain line too long for a document
         big = write("big.txt", "ok then\n" + "x " * (9 << 20) + "\nok\n")
         rc, out, err = run("--score-docs", big)

@@ -643,6 +643,10 @@ txl_session_n_past(const struct txl_session *s)
 const float *
 txl_session_logits(struct txl_session *s)
 {
+	if (!s) {
+		txl_fail(TXL_ERR_INVALID, "txl_session_logits: no session");
+		return NULL;
+	}
 	txl_out_logits(&s->out);
 	return s->out.logits;
 }
@@ -651,6 +655,9 @@ enum txl_status
 txl_session_score(struct txl_session *s, const int32_t *targets, int n,
 		  double *logprobs)
 {
+	if (!s)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_score: no "
+				"session");
 	return txl_out_score(&s->out, targets, n, logprobs);
 }
 
@@ -658,6 +665,9 @@ enum txl_status
 txl_session_adapt(struct txl_session *s, const int32_t *targets, int n,
 		  float lr)
 {
+	if (!s)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_adapt: no "
+				"session");
 	return txl_out_adapt(&s->out, targets, n, lr);
 }
 
@@ -721,8 +731,16 @@ enum txl_status
 txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 		 enum txl_logits want)
 {
-	const int V = s->model->hp.n_token;
+	int V;
 
+	if (!s)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_eval: no session");
+	if (want != TXL_LOGITS_NONE && want != TXL_LOGITS_LAST &&
+	    want != TXL_LOGITS_ALL)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_eval: want %d is "
+				"none of TXL_LOGITS_NONE, _LAST, _ALL",
+				(int)want);
+	V = s->model->hp.n_token;
 	if (n <= 0 || !tokens)
 		return txl_fail(TXL_ERR_INVALID, "no tokens to evaluate");
 	if (want == TXL_LOGITS_ALL && n > s->seg_len)

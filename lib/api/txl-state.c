@@ -53,7 +53,8 @@ write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
 
 /* The whole state into fd; false with errno set. */
 static bool
-write_state(struct txl_session *s, int fd)
+write_state(struct txl_session *s, int fd, const int32_t *recent,
+	    int n_recent)
 {
 	const struct txl_hparams *hp = &s->model->hp;
 	const struct txl_kv *kv = &s->kv;
@@ -75,6 +76,7 @@ write_state(struct txl_session *s, int fd)
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
 	hdr.kv_type = (uint32_t)s->params.kv_type;
+	hdr.n_recent = (uint32_t)n_recent;
 
 	txl_hash_init(&sum);
 	zeros = calloc(1, row * (size_t)s->mem_len + 1);
@@ -108,6 +110,8 @@ write_state(struct txl_session *s, int fd)
 	}
 	free(zeros);
 	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
+	ok = ok && (n_recent == 0 || write_all(fd, recent, sizeof(int32_t) *
+					       (size_t)n_recent, &sum));
 	final = txl_hash_final(&sum);
 	ok = ok && write_all(fd, &final, sizeof final, &sum);
 	return ok && fsync(fd) == 0;
@@ -307,6 +311,13 @@ resolve_target(const char *path, char **real, mode_t *mode)
 enum txl_status
 txl_session_save(struct txl_session *s, const char *path)
 {
+	return txl_session_save_recent(s, path, NULL, 0);
+}
+
+enum txl_status
+txl_session_save_recent(struct txl_session *s, const char *path,
+			const int32_t *recent, int n_recent)
+{
 	char *real = NULL, *dir = NULL, *tmp = NULL;
 	const char *step = "cannot write state";
 	enum txl_status st;
@@ -314,6 +325,18 @@ txl_session_save(struct txl_session *s, const char *path)
 	mode_t mode;
 	int fd = -1, dfd, err = 0;
 
+	if (!s || !path)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_save: NULL %s",
+				!s ? "session" : "path");
+	if (n_recent < 0 || n_recent > TXL_REPEAT_LAST_N_MAX ||
+	    (n_recent > 0 && !recent))
+		return txl_fail(TXL_ERR_INVALID, "%s: %d recent ids (0 .. %d, "
+				"and not NULL)", path, n_recent,
+				TXL_REPEAT_LAST_N_MAX);
+	for (int i = 0; i < n_recent; i++)
+		if (recent[i] < 0 || recent[i] >= s->model->hp.n_token)
+			return txl_fail(TXL_ERR_INVALID, "%s: recent id %d of "
+					"%d out of range", path, i, n_recent);
 	if (s->window)
 		return txl_fail(TXL_ERR_INVALID, "%s: a model of attn_type %d "
 				"has no memory to save (its context is the "
@@ -340,7 +363,7 @@ txl_session_save(struct txl_session *s, const char *path)
 			goto fail;
 		}
 		named = !unnamed;
-		if (!write_state(s, fd)) {
+		if (!write_state(s, fd, recent, n_recent)) {
 			err = errno;
 			goto fail;
 		}
@@ -386,24 +409,17 @@ out:
 	return st;
 }
 
-enum txl_status
-txl_session_load(struct txl_session *s, const char *path)
+/* The header of the state file @p path, open as *@p fp after it; checked
+ * for what needs no session (magic, version). */
+static enum txl_status
+read_header(const char *path, FILE **fp, struct txl_state_header *hdr)
 {
-	const struct txl_hparams *hp = &s->model->hp;
-	struct txl_state_header hdr;
-	struct txl_hash sum;
-	uint64_t stored;
-	enum txl_status st = TXL_OK;
-	struct txl_kv file = { 0 };
-	int *keep = NULL;
-	float *last = NULL;
-	enum txl_dtype ft;
-	size_t row, rows, want;
 	struct stat sb;
+	enum txl_status st;
 	FILE *f;
-	long size;
 	int fd;
 
+	*fp = NULL;
 	if ((st = txl_open_regular(path, &fd, &sb)) != TXL_OK)
 		return st;
 	f = fdopen(fd, "rb");
@@ -411,20 +427,79 @@ txl_session_load(struct txl_session *s, const char *path)
 		close(fd);
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	}
-	if (fread(&hdr, sizeof hdr, 1, f) != 1 ||
-	    memcmp(hdr.magic, TXL_STATE_MAGIC, 8) != 0) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen state file",
-			      path);
-		goto out;
+	if (fread(hdr, sizeof *hdr, 1, f) != 1 ||
+	    memcmp(hdr->magic, TXL_STATE_MAGIC, 8) != 0) {
+		fclose(f);
+		return txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen state file",
+				path);
 	}
-	if (hdr.version != TXL_STATE_VERSION) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: state format version %u, "
-			      "expected %u%s", path, hdr.version,
-			      TXL_STATE_VERSION, hdr.version < TXL_STATE_VERSION
-			      ? " (saved by an older txlgen: feed the text "
-			      "again)" : "");
-		goto out;
+	if (hdr->version < TXL_STATE_VERSION_MIN ||
+	    hdr->version > TXL_STATE_VERSION) {
+		fclose(f);
+		return txl_fail(TXL_ERR_FORMAT, "%s: state format version %u, "
+				"expected %u to %u%s", path, hdr->version,
+				TXL_STATE_VERSION_MIN, TXL_STATE_VERSION,
+				hdr->version < TXL_STATE_VERSION_MIN
+				? " (saved by an older txlgen: feed the text "
+				"again)" : " (saved by a newer txlgen)");
 	}
+	*fp = f;
+	return TXL_OK;
+}
+
+enum txl_status
+txl_state_mem_len(const char *path, int *mem_len)
+{
+	struct txl_state_header hdr;
+	enum txl_status st;
+	FILE *f;
+
+	if (!path || !mem_len)
+		return txl_fail(TXL_ERR_INVALID, "txl_state_mem_len: NULL %s",
+				!path ? "path" : "mem_len");
+	if ((st = read_header(path, &f, &hdr)) != TXL_OK)
+		return st;
+	fclose(f);
+	if (hdr.mem_len > (1u << 20) || hdr.fill > hdr.mem_len)
+		return txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
+				"mem_len %u)", path, hdr.fill, hdr.mem_len);
+	*mem_len = (int)hdr.mem_len;
+	return TXL_OK;
+}
+
+enum txl_status
+txl_session_load(struct txl_session *s, const char *path)
+{
+	return txl_session_load_recent(s, path, NULL, 0, NULL);
+}
+
+enum txl_status
+txl_session_load_recent(struct txl_session *s, const char *path,
+			int32_t *recent, int max_recent, int *n_recent)
+{
+	const struct txl_hparams *hp;
+	struct txl_state_header hdr;
+	struct txl_hash sum;
+	uint64_t stored;
+	enum txl_status st = TXL_OK;
+	struct txl_kv file = { 0 };
+	int *keep = NULL;
+	float *last = NULL;
+	int32_t *ids = NULL;
+	enum txl_dtype ft;
+	size_t row, rows, want;
+	FILE *f;
+	long size;
+
+	if (!s || !path)
+		return txl_fail(TXL_ERR_INVALID, "txl_session_load: NULL %s",
+				!s ? "session" : "path");
+	if (max_recent < 0 || (max_recent > 0 && !recent))
+		return txl_fail(TXL_ERR_INVALID, "%s: room for %d recent ids "
+				"(at least 0, and not NULL)", path, max_recent);
+	hp = &s->model->hp;
+	if ((st = read_header(path, &f, &hdr)) != TXL_OK)
+		return st;
 	if (hdr.fingerprint !=
 	    txl_model_fingerprint(s->model) ||
 	    hdr.n_layer != (uint32_t)hp->n_layer ||
@@ -442,7 +517,8 @@ txl_session_load(struct txl_session *s, const char *path)
 	    (zeros ? hdr.fill != hdr.mem_len : hdr.n_past < (int64_t)hdr.fill) ||
 	    (hdr.have_last && hdr.n_past == 0) ||
 	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
-	    hdr.zero != 0) {
+	    hdr.n_recent > TXL_REPEAT_LAST_N_MAX ||
+	    (hdr.version < 5 && hdr.n_recent != 0)) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
 			      "mem_len %u, %lld positions fed)", path, hdr.fill,
 			      hdr.mem_len, (long long)hdr.n_past);
@@ -478,7 +554,7 @@ txl_session_load(struct txl_session *s, const char *path)
 				txl_head_keep(s->model, l, h,
 					      (int)hdr.mem_len));
 	want = sizeof hdr + 2 * rows * row + sizeof(float) * hp->d_model +
-		sizeof stored;
+		sizeof(int32_t) * hdr.n_recent + sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
 	    (size_t)size != want || fseek(f, (long)sizeof hdr, SEEK_SET) != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state file has the wrong "
@@ -520,6 +596,22 @@ txl_session_load(struct txl_session *s, const char *path)
 		st = txl_fail(TXL_ERR_FORMAT, "%s: cannot read state", path);
 	if (st == TXL_OK)
 		txl_hash_update(&sum, last, sizeof(float) * hp->d_model);
+	if (st == TXL_OK && hdr.n_recent) {
+		ids = malloc(sizeof *ids * hdr.n_recent);
+		if (!ids)
+			st = txl_fail(TXL_ERR_NOMEM, "out of memory");
+		else if (fread(ids, sizeof *ids, hdr.n_recent, f) !=
+			 hdr.n_recent)
+			st = txl_fail(TXL_ERR_FORMAT, "%s: cannot read state",
+				      path);
+		else
+			txl_hash_update(&sum, ids, sizeof *ids * hdr.n_recent);
+		for (uint32_t i = 0; st == TXL_OK && i < hdr.n_recent; i++)
+			if (ids[i] < 0 || ids[i] >= hp->n_token)
+				st = txl_fail(TXL_ERR_FORMAT, "%s: damaged "
+					      "state (token id %d of %d)", path,
+					      (int)ids[i], hp->n_token);
+	}
 	if (st == TXL_OK && (fread(&stored, sizeof stored, 1, f) != 1 ||
 			     stored != txl_hash_final(&sum)))
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state checksum mismatch "
@@ -534,8 +626,17 @@ txl_session_load(struct txl_session *s, const char *path)
 		txl_out_clear(&s->out);
 		if (s->have_last)	/* the prediction after the saved text */
 			txl_out_keep(&s->out, last, 1);
+		/* the most recent that fit */
+		int n = (int)hdr.n_recent < max_recent ? (int)hdr.n_recent
+			: max_recent;
+		if (n > 0)
+			memcpy(recent, ids + hdr.n_recent - (uint32_t)n,
+			       sizeof *ids * (size_t)n);
+		if (n_recent)
+			*n_recent = n;
 	}
 out:
+	free(ids);
 	txl_kv_free(&file);
 	free(keep);
 	free(last);

@@ -5,9 +5,12 @@
  *
  * A state file is this header, then per layer K, then V, each per head
  * the rows it keeps in a session of mem_len (mem_len, or an adaptive-span
- * head's layer window if shorter, none for a head of span 0) of d_head values in kv_type, its last
- * positions first (zeros past the fill); d_model floats of last_h; the
- * txl_hash of everything before it (u64).  Fields
+ * head's layer window if shorter, none for a head of span 0) of d_head
+ * values in kv_type, its last positions first (zeros past the fill);
+ * d_model floats of last_h; since version 5, n_recent token ids (i32,
+ * oldest first: the last ids of the text, the repeat penalty's window);
+ * the txl_hash of everything before it (u64).  Version 4 (no ids;
+ * n_recent was padding, 0) loads.  Fields
  * are fixed-size and naturally aligned (no padding: the struct is the
  * file's bytes); a new field goes at the end, with a new version.
  */
@@ -18,8 +21,9 @@
 
 #define TXL_STATE_MAGIC "TXLSTATE"
 /* 2: the checksum is txl_hash; 3: kv_type; 4: an adaptive-span head
- * keeps its layer's window, not its span */
-#define TXL_STATE_VERSION 4u
+ * keeps its layer's window, not its span; 5: the recent ids */
+#define TXL_STATE_VERSION 5u
+#define TXL_STATE_VERSION_MIN 4u	/* the oldest that loads */
 
 struct txl_state_header {
 	char magic[8];
@@ -34,7 +38,8 @@ struct txl_state_header {
 				   position fed */
 	int64_t n_past;
 	uint32_t kv_type;	/* enum txl_kv_type of the rows */
-	uint32_t zero;		/* 0 (explicit padding) */
+	uint32_t n_recent;	/* token ids after last_h (version 4: 0,
+				   padding) */
 };
 
 #endif /* TXL_STATE_H */

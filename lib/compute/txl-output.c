@@ -431,7 +431,10 @@ txl_out_score(struct txl_out *o, const int32_t *targets, int n,
 {
 	const int V = o->model->hp.n_token;
 
-	if (n < 0 || n > o->n_rows || (n > 0 && (!targets || !logprobs)))
+	if (n > 0 && (!targets || !logprobs))
+		return txl_fail(TXL_ERR_INVALID, "score: NULL %s",
+				!targets ? "targets" : "logprobs");
+	if (n < 0 || n > o->n_rows)
 		return txl_fail(TXL_ERR_INVALID, "score: %d targets for %d rows "
 				"of output", n, o->n_rows);
 	for (int i = 0; i < n; i++)

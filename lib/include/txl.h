@@ -43,6 +43,9 @@
  * Errors: functions return enum txl_status (or a documented special
  * value); the reason, one line naming the file or argument and what is
  * wrong, is available from txl_last_error() in the same thread.
+ * A NULL model, session or argument pointer where one is needed, or an
+ * enum value outside its type, is TXL_ERR_INVALID (or the function's
+ * error value: NULL, INT32_MIN), never a crash.
  * The library never prints to stdout, never calls exit(), and writes to
  * stderr only through the log callback (default: warnings to stderr).
  */
@@ -630,8 +633,9 @@ enum txl_logits {
  * eval.py does with mem_len 0 when fed the whole text at once.
  *
  * @return TXL_OK; TXL_ABORTED if the abort callback fired (the memory then
- * holds every segment completed); TXL_ERR_INVALID for a bad id or
- * TXL_LOGITS_ALL with n > seg_len.
+ * holds every segment completed); TXL_ERR_INVALID for a bad id,
+ * TXL_LOGITS_ALL with n > seg_len, or a @p want that is none of enum
+ * txl_logits.
  */
 TXL_API enum txl_status txl_session_eval(struct txl_session *session,
 					 const int32_t *tokens, int n,
@@ -729,6 +733,41 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
+
+/**
+ * txl_session_save() that also records @p n_recent token ids (oldest
+ * first; 0 .. TXL_REPEAT_LAST_N_MAX, each a token of the model): the
+ * last ids of the text, which a caller gives back to its sampler after a
+ * load (txl_sampler_accept()) so that the repeat penalty's window goes
+ * on as if the text had never stopped.  Since libtxl 1.3.
+ */
+TXL_API enum txl_status txl_session_save_recent(struct txl_session *session,
+						const char *path,
+						const int32_t *recent,
+						int n_recent);
+
+/**
+ * txl_session_load() that also gives the ids txl_session_save_recent()
+ * recorded: the last min(recorded, @p max_recent) of them into @p recent
+ * (oldest first), their number into *@p n_recent (may be NULL; 0 for a
+ * file saved without ids, or by a txlgen before libtxl 1.3, whose state
+ * files still load).  Since libtxl 1.3.
+ */
+TXL_API enum txl_status txl_session_load_recent(struct txl_session *session,
+						const char *path,
+						int32_t *recent,
+						int max_recent,
+						int *n_recent);
+
+/**
+ * The mem_len of the session that saved the state file @p path, into
+ * *@p mem_len (a session of this mem_len loads it; one of less loads it
+ * only if the memory fits).  Reads the file's header only.
+ * @return TXL_OK; TXL_ERR_FORMAT for a file that is not a state file of
+ * a version this library reads; TXL_ERR_IO; TXL_ERR_INVALID for NULL.
+ * Since libtxl 1.3.
+ */
+TXL_API enum txl_status txl_state_mem_len(const char *path, int *mem_len);
 
 /* ------------------------------------------------------------------ */
 /* Batches: several sessions stepped together                          */

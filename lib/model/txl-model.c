@@ -984,7 +984,11 @@ txl_model_open(const char *path, unsigned flags, struct txl_model **out)
 	size_t n_copy = 0;
 	uint8_t *arena;
 
-	*out = NULL;
+	if (out)
+		*out = NULL;
+	if (!out || !path)
+		return txl_fail(TXL_ERR_INVALID, "txl_model_load: NULL %s",
+				!out ? "out" : "path");
 	if (!path)
 		return txl_fail(TXL_ERR_INVALID, "no model path given");
 	if (flags & ~TXL_LOAD_NO_MMAP)
@@ -1082,6 +1086,8 @@ txl_model_n_params(const struct txl_model *m)
 const char *
 txl_model_meta(const struct txl_model *m, const char *key)
 {
+	if (!m || !key)
+		return NULL;
 	return txl_file_meta(&m->file, key);
 }
 

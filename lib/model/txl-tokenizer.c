@@ -270,6 +270,11 @@ int
 txl_tokenize(const struct txl_model *m, const char *text, size_t len,
 	     int32_t *ids, int n_max)
 {
+	if (!m || (!text && len > 0) || n_max < 0 || (!ids && n_max > 0)) {
+		txl_fail(TXL_ERR_INVALID, "txl_tokenize: %s", !m ? "no model"
+			 : !text && len ? "NULL text" : "no room for ids");
+		return INT32_MIN;
+	}
 	if (m->vocab.newline == TXL_NL_TEXT && !m->vocab.no_unk &&
 	    !m->vocab.word)
 		return txl_spm_encode(m->spm, text, len, ids, n_max, false);

@@ -498,7 +498,7 @@ def run_span(a, ck):
         path = a.tokenizer
     else:
         path = a.vocab_corpus
-        v = vocabulary.corpus_vocab(path, a.dataset)
+        v = vocabulary.corpus_vocab(path, a.dataset, cfg.n_token)
         if len(v.symbols) != cfg.n_token:
             raise ConvertError(f"{path}: {len(v.symbols)} symbols, the "
                                f"checkpoint's vocabulary {cfg.n_token}: not "

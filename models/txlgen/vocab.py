@@ -440,13 +440,21 @@ def to_spm(v):
 # Reading a prepared corpus a chunk at a time: text8's train.txt is one
 # line of 180 MB.
 CHUNK = 1 << 20
+# The longest symbol of a prepared corpus (enwik8's are byte values,
+# text8's characters, a word corpus's words): a run of text without
+# whitespace longer than this is no corpus of symbols, and is refused
+# before it is held whole (it was joined chunk by chunk, in quadratic
+# time: 200 MB took hours).
+MAX_SYMBOL = 1 << 16
 
 
-def corpus_symbols(path):
+def corpus_symbols(path, max_symbols=None):
     """The symbols of a prepared corpus in first-occurrence order, as the
     adaptive-span code's data.Dictionary builds them: each line of the
     file (read as UTF-8 text, universal newlines) split on whitespace,
-    then '<eos>' (a last line without a newline too)."""
+    then '<eos>' (a last line without a newline too).  More than
+    max_symbols (the checkpoint's vocabulary) is refused as soon as it is
+    seen, not after the whole corpus is counted."""
     seen, syms = set(), []
 
     def add(parts):
@@ -455,6 +463,10 @@ def corpus_symbols(path):
                 if p not in seen:
                     seen.add(p)
                     syms.append(p)
+            if max_symbols is not None and len(syms) > max_symbols:
+                raise VocabError(f"{path}: more than {max_symbols} "
+                                 "symbols, the checkpoint's vocabulary: "
+                                 "not the corpus it was trained on")
     try:
         with open_input(path) as raw, \
                 io.TextIOWrapper(raw, encoding="utf-8") as f:
@@ -468,6 +480,11 @@ def corpus_symbols(path):
                 pending = ""
                 if not chunk[-1].isspace() and parts:
                     pending = parts.pop()      # goes on in the next chunk
+                    if len(pending) > MAX_SYMBOL:
+                        raise VocabError(
+                            f"{path}: {len(pending)} characters without "
+                            f"whitespace, more than a symbol's {MAX_SYMBOL}"
+                            ": not a prepared corpus")
                 add(parts)
                 if chunk.endswith("\n"):
                     add(["<eos>"])
@@ -479,12 +496,12 @@ def corpus_symbols(path):
     return syms
 
 
-def corpus_vocab(path, dataset=None):
+def corpus_vocab(path, dataset=None, max_symbols=None):
     """The vocabulary of the adaptive-span code's data.Dictionary over the
     prepared training corpus at path (train.txt): corpus_symbols(), with
     the conventions of its enwik8 or text8 (dataset; None: told by the
     symbols, byte values or characters) where a newline is <eos>."""
-    syms = corpus_symbols(path)
+    syms = corpus_symbols(path, max_symbols)
     rest = [s for s in syms if s != "<eos>"]
     if dataset is None:
         if rest and all(s.isascii() and s.isdigit() for s in rest):

@@ -449,6 +449,109 @@ test_state_n_past(void)
 	txl_session_free(b);
 }
 
+/* The state file @p from with @p len bytes at @p off replaced by @p v
+ * and its checksum made right again, as @p to; its size in bytes. */
+static size_t
+write_state_patch(const char *from, const char *to, size_t off,
+		  const void *v, size_t len)
+{
+	static unsigned char buf[1 << 16];
+	FILE *f = fopen(from, "rb");
+	size_t n;
+	uint64_t sum;
+
+	CHECK(f);
+	n = fread(buf, 1, sizeof buf, f);
+	fclose(f);
+	CHECK(n > 64 && n < sizeof buf && off + len <= n - 8);
+	memcpy(buf + off, v, len);
+	sum = state_checksum(buf, n - 8);
+	memcpy(buf + n - 8, &sum, 8);
+	f = fopen(to, "wb");
+	CHECK(f && fwrite(buf, 1, n, f) == n);
+	CHECK(fclose(f) == 0);
+	return n;
+}
+
+/* The last ids of the text travel with the memory (the repeat penalty's
+ * window); a state of format version 4, which had none, still loads; the
+ * mem_len of the saving session is read from the header alone. */
+static void
+test_state_recent(void)
+{
+	char path[4096], plain[4096], bad[4096];
+	struct txl_session *a = session(5, 16, 0), *b = session(5, 16, 0);
+	const int32_t ids[5] = { 3, 1, 4, 1, 5 }, wild[2] = { 2, -1 };
+	int32_t got[8] = { 0 };
+	const uint32_t v4 = 4, v6 = 6, n_recent = 2;
+	int n = -1, mem_len = 0;
+	struct stat sa, sp;
+
+	snprintf(path, sizeof path, "%s/recent.state", scratch);
+	snprintf(plain, sizeof plain, "%s/plain.state", scratch);
+	snprintf(bad, sizeof bad, "%s/recent-bad.state", scratch);
+	CHECK_EQ(txl_session_eval(a, toks, 20, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save_recent(a, path, ids, 5), TXL_OK);
+	CHECK_EQ(txl_session_save(a, plain), TXL_OK);
+	/* 5 ids, 4 bytes each, and nothing else is longer */
+	CHECK(stat(path, &sa) == 0 && stat(plain, &sp) == 0);
+	CHECK_EQ((long)(sa.st_size - sp.st_size), 20L);
+
+	CHECK_EQ(txl_session_load_recent(b, path, got, 8, &n), TXL_OK);
+	CHECK_EQ(n, 5);
+	CHECK(!memcmp(got, ids, sizeof ids));
+	CHECK_EQ(txl_session_n_past(b), 20);
+	/* room for 3: the last 3 */
+	CHECK_EQ(txl_session_load_recent(b, path, got, 3, &n), TXL_OK);
+	CHECK_EQ(n, 3);
+	CHECK(got[0] == 4 && got[1] == 1 && got[2] == 5);
+	/* the plain load of such a file, and ids asked of a plain file */
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_load_recent(b, plain, got, 8, &n), TXL_OK);
+	CHECK_EQ(n, 0);
+
+	/* format version 4 (before the ids): loads, without them */
+	write_state_patch(plain, bad, 8, &v4, 4);
+	n = -1;
+	CHECK_EQ(txl_session_load_recent(b, bad, got, 8, &n), TXL_OK);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(txl_session_n_past(b), 20);
+	/* ... where the field of their number was padding, always 0 */
+	write_state_patch(path, bad, 8, &v4, 4);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	/* a version to come is refused as such */
+	write_state_patch(plain, bad, 8, &v6, 4);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "newer") != NULL);
+	/* a number of ids the file does not hold; an id out of range */
+	write_state_patch(path, bad, 60, &n_recent, 4);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "size") != NULL);
+	write_state_patch(path, bad, (size_t)sa.st_size - 8 - 4, &V, 4);
+	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	CHECK(strstr(txl_last_error(), "token id") != NULL);
+
+	/* what a save refuses: ids out of range, NULL, a negative count */
+	CHECK_EQ(txl_session_save_recent(a, bad, wild, 2), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_save_recent(a, bad, NULL, 2), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_save_recent(a, bad, ids, -1), TXL_ERR_INVALID);
+	CHECK_EQ(txl_session_load_recent(b, path, NULL, 4, &n),
+		 TXL_ERR_INVALID);
+
+	/* the saving session's mem_len, from the header */
+	CHECK_EQ(txl_state_mem_len(path, &mem_len), TXL_OK);
+	CHECK_EQ(mem_len, 16);
+	CHECK_EQ(txl_state_mem_len("/dev/null", &mem_len), TXL_ERR_IO);
+	CHECK_EQ(txl_state_mem_len(path, NULL), TXL_ERR_INVALID);
+	CHECK_EQ(txl_state_mem_len(NULL, &mem_len), TXL_ERR_INVALID);
+
+	unlink(path);
+	unlink(plain);
+	unlink(bad);
+	txl_session_free(a);
+	txl_session_free(b);
+}
+
 /* Feed @p n tokens to each session; true if both predict the same. */
 static bool
 same_continuation(struct txl_session *a, struct txl_session *b,
@@ -1125,6 +1228,47 @@ test_invalid(void)
 	CHECK_EQ(txl_session_eval(s, toks, 5, TXL_LOGITS_ALL), TXL_ERR_INVALID);
 	CHECK_EQ(txl_session_eval(s, toks, 0, TXL_LOGITS_LAST),
 		 TXL_ERR_INVALID);
+	/* as txl_batch_eval(): no value but the three of enum txl_logits */
+	CHECK_EQ(txl_session_eval(s, toks, 2, (enum txl_logits)9),
+		 TXL_ERR_INVALID);
+	CHECK(strstr(txl_last_error(), "want 9") != NULL);
+	CHECK_EQ(txl_session_eval(s, toks, 2, (enum txl_logits)-1),
+		 TXL_ERR_INVALID);
+
+	/* NULL where a pointer is needed: refused, not a crash, as the
+	 * batch functions do */
+	{
+		struct txl_model *m = (struct txl_model *)1;
+		int32_t ids[4];
+		double lp[2];
+
+		CHECK_EQ(txl_session_eval(NULL, toks, 2, TXL_LOGITS_LAST),
+			 TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "no session") != NULL);
+		CHECK(txl_session_logits(NULL) == NULL);
+		CHECK_EQ(txl_session_score(NULL, toks, 1, lp), TXL_ERR_INVALID);
+		CHECK_EQ(txl_session_adapt(NULL, toks, 1, 0.1f),
+			 TXL_ERR_INVALID);
+		CHECK_EQ(txl_session_eval(s, toks, 2, TXL_LOGITS_ALL), TXL_OK);
+		/* the pointer missing is named, not a count that fits */
+		CHECK_EQ(txl_session_score(s, toks + 1, 2, NULL),
+			 TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "NULL logprobs") != NULL);
+		CHECK_EQ(txl_session_score(s, NULL, 2, lp), TXL_ERR_INVALID);
+		CHECK(strstr(txl_last_error(), "NULL targets") != NULL);
+		CHECK_EQ(txl_session_score(s, toks + 1, 2, lp), TXL_OK);
+
+		CHECK_EQ(txl_model_load("x.bin", NULL), TXL_ERR_INVALID);
+		CHECK_EQ(txl_model_load(NULL, &m), TXL_ERR_INVALID);
+		CHECK(m == NULL);
+		CHECK(txl_model_meta(model, NULL) == NULL);
+		CHECK(txl_model_meta(NULL, "description") == NULL);
+		CHECK_EQ(txl_tokenize(model, NULL, 5, ids, 4), INT32_MIN);
+		CHECK_EQ(txl_tokenize(NULL, "ab", 2, ids, 4), INT32_MIN);
+		CHECK_EQ(txl_tokenize(model, "ab", 2, NULL, 4), INT32_MIN);
+		CHECK(txl_tokenize(model, "ab", 2, NULL, 0) < 0);
+		CHECK(txl_tokenize(model, "ab", 2, ids, 4) > 0);
+	}
 	txl_session_free(s);
 
 	p.same_length = 1;
@@ -1618,6 +1762,7 @@ main(int argc, char **argv)
 	RUN(test_state_n_past);
 	RUN(test_receptive_field);
 	RUN(test_skip);
+	RUN(test_state_recent);
 	RUN(test_set_params);
 	if (m32)
 		fprintf(stderr, "kv_type Q8_0 on %s\n", argv[3]);
