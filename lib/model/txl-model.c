@@ -989,8 +989,6 @@ txl_model_open(const char *path, unsigned flags, struct txl_model **out)
 	if (!out || !path)
 		return txl_fail(TXL_ERR_INVALID, "txl_model_load: NULL %s",
 				!out ? "out" : "path");
-	if (!path)
-		return txl_fail(TXL_ERR_INVALID, "no model path given");
 	if (flags & ~TXL_LOAD_NO_MMAP)
 		return txl_fail(TXL_ERR_INVALID, "%s: unknown load flags 0x%x",
 				path, flags & ~TXL_LOAD_NO_MMAP);
