@@ -4,8 +4,8 @@
  * next one of the same "session", with the ids of the repeat penalty's
  * window.  The most recently used --max-sessions stay in memory; with
  * --session-dir each is also a state file (ID.state, libtxl's, written
- * atomically) and its window (ID.window, JSON, written after it through
- * a temporary file and a rename), so that sessions outlive the server.
+ * atomically, the window's ids in it), so that sessions outlive the
+ * server.
  * Everything here runs under the scheduler's lock.
  */
 #include <dirent.h>
@@ -61,72 +61,6 @@ find(const char *id)
 	return NULL;
 }
 
-/* Write @p ss's window as {"recent": [ids]} to ID.window, atomically. */
-static bool
-write_window(const struct srv_session *ss)
-{
-	char *path = path_of(ss->id, ".window"), *tmp = path_of(ss->id,
-								 ".window.tmp");
-	FILE *f = fopen(tmp, "w");
-	bool ok = f != NULL;
-
-	if (f) {
-		fputs("{\"recent\": [", f);
-		for (int i = 0; i < ss->n_recent; i++)
-			fprintf(f, "%s%d", i ? ", " : "", ss->recent[i]);
-		fputs("]}\n", f);
-		ok = fflush(f) == 0 && fsync(fileno(f)) == 0 && !ferror(f);
-		ok = fclose(f) == 0 && ok;
-		ok = ok && rename(tmp, path) == 0;
-		if (!ok)
-			unlink(tmp);
-	}
-	if (!ok)
-		errmsg("session %s: cannot write %s: %s", ss->id, path,
-		       strerror(errno));
-	free(path);
-	free(tmp);
-	return ok;
-}
-
-static void
-read_window(struct srv_session *ss)
-{
-	char *path = path_of(ss->id, ".window");
-	FILE *f = fopen(path, "r");
-	char buf[1 << 16];
-	size_t n;
-	cJSON *j, *r;
-
-	ss->n_recent = 0;
-	if (!f) {
-		free(path);
-		return;
-	}
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	j = cJSON_Parse(buf);
-	r = cJSON_GetObjectItemCaseSensitive(j, "recent");
-	if (cJSON_IsArray(r)) {
-		int m = cJSON_GetArraySize(r), k = 0;
-		const cJSON *it;
-
-		ss->recent = xrealloc(ss->recent, (size_t)(m ? m : 1) *
-				      sizeof(int32_t));
-		cJSON_ArrayForEach(it, r)
-			if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
-			    it->valuedouble < 2147483647.0)
-				ss->recent[k++] = (int32_t)it->valuedouble;
-		ss->n_recent = k;
-	} else {
-		errmsg("session %s: %s is not a window of token ids; "
-		       "continuing without it", ss->id, path);
-	}
-	cJSON_Delete(j);
-	free(path);
-}
-
 static bool
 save(struct srv_session *ss)
 {
@@ -136,11 +70,11 @@ save(struct srv_session *ss)
 	if (!srv.session_dir || !ss->s || !ss->dirty)
 		return true;
 	path = path_of(ss->id, ".state");
-	st = txl_session_save(ss->s, path);
+	st = txl_session_save_recent(ss->s, path, ss->recent, ss->n_recent);
 	if (st != TXL_OK)
 		errmsg("session %s: %s", ss->id, engine_lib_error(st));
 	free(path);
-	if (st != TXL_OK || !write_window(ss))
+	if (st != TXL_OK)
 		return false;
 	ss->dirty = false;
 	return true;
@@ -230,9 +164,16 @@ session_acquire(struct engine *e, const char *id, int *status, char **err)
 		char *path = path_of(id, ".state");
 
 		if (stat(path, &sb) == 0) {
-			st = txl_session_load(ss->s, path);
-			if (st == TXL_OK)
-				read_window(ss);
+			ss->recent = xrealloc(ss->recent,
+					      TXL_REPEAT_LAST_N_MAX *
+					      sizeof(int32_t));
+			st = txl_session_load_recent(ss->s, path, ss->recent,
+						     TXL_REPEAT_LAST_N_MAX,
+						     &ss->n_recent);
+			/* what the file held, not the room to read it */
+			ss->recent = xrealloc(ss->recent,
+					      (size_t)(ss->n_recent + 1) *
+					      sizeof(int32_t));
 		}
 		free(path);
 	}
@@ -354,13 +295,10 @@ session_delete(const char *id)
 				break;
 			}
 	if (srv.session_dir) {
-		char *state = path_of(id, ".state"), *win = path_of(id,
-								    ".window");
+		char *state = path_of(id, ".state");
 
 		found |= unlink(state) == 0;
-		unlink(win);
 		free(state);
-		free(win);
 	}
 	return found ? 0 : 404;
 }
