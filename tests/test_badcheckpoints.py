@@ -2,7 +2,7 @@
 """Hostile checkpoints and model files for the converter: models/convert.py
 and models/txlfile.py refuse each with exactly one line on stderr
 (`convert.py: FILE: ...`, `txlfile.py: FILE: ...`) that names the file and
-the problem, exit status 1, nothing on stdout, no output file and no
+the problem, exit status 3, nothing on stdout, no output file and no
 traceback, and they allocate by what the file holds, not by what it
 declares.
 
@@ -555,7 +555,7 @@ class TestConvertRefuses(unittest.TestCase):
                 named = args[args.index(named) + 1] if named in (
                     "--tokenizer",) else \
                     named or args[args.index("--weights") + 1]
-                self.assertEqual(status, 1, lines)
+                self.assertEqual(status, 3, lines)
                 self.assertEqual(stdout, "")
                 self.assertEqual(len(lines), 1, lines)
                 self.assertTrue(lines[0].startswith("convert.py: "), lines)
@@ -636,7 +636,7 @@ class TestTxlfileRefuses(unittest.TestCase):
                     os.unlink(out)
                 status, stdout, lines, rss = run(TXLFILE, "--dtype", "F16",
                                                  src, out)
-                self.assertEqual(status, 1, lines)
+                self.assertEqual(status, 3, lines)
                 self.assertEqual(len(lines), 1, lines)
                 self.assertTrue(lines[0].startswith("txlfile.py: " + src),
                                 lines)

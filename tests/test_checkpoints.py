@@ -349,7 +349,7 @@ class TestCheckpoints(unittest.TestCase):
         self.check_scores(ref, mbin)
         # without --config: no hyperparameters
         r = convert("--weights", sd, "--vocab", cpt, "-o", mbin + "2")
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 3)
         self.assertIn("--config", r.stderr)
         # --config overrides what a whole model says
         _, orig = original_pickle(cfg, seed=3)
@@ -724,7 +724,7 @@ class TestCheckpoints(unittest.TestCase):
                      ["--weights", hf, "--vocab", cpt]):
             out = self.path("evil.bin")
             r = convert(*args, "-o", out)
-            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.returncode, 3, r.stderr)
             self.assertIn("refused", r.stderr)
             self.assertIn("system", r.stderr)
             self.assertEqual(len(r.stderr.strip().split("\n")), 1)
@@ -765,7 +765,7 @@ class TestCheckpoints(unittest.TestCase):
                              (garbage, "not a readable pickle|refused")):
             r = convert("--weights", path, "--vocab", cpt, "-o",
                         self.path("dmg.bin"))
-            self.assertEqual(r.returncode, 1, path)
+            self.assertEqual(r.returncode, 3, path)
             self.assertRegex(r.stderr, phrase)
             self.assertEqual(len(r.stderr.strip().split("\n")), 1,
                              r.stderr)
@@ -779,7 +779,7 @@ class TestCheckpoints(unittest.TestCase):
         save_corpus(cpt, "wt103", make_vocab(WT_SYMS + ["extra"], False))
         r = convert("--weights", mpt, "--vocab", cpt, "-o",
                     self.path("nofit.bin"))
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 3)
         self.assertRegex(r.stderr, r"13 symbols, the model n_token 12")
         cfgfile = self.path("nofit.json")
         with open(cfgfile, "w") as f:
@@ -787,7 +787,7 @@ class TestCheckpoints(unittest.TestCase):
         save_corpus(cpt, "wt103", make_vocab(WT_SYMS, False))
         r = convert("--weights", mpt, "--config", cfgfile, "--vocab", cpt,
                     "-o", self.path("nofit.bin"))
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 3)
         self.assertRegex(r.stderr, r"CoreNet.0.weight.*shape")
 
     # -- vocabularies, worked out by hand --------------------------------
@@ -911,7 +911,7 @@ class TestCheckpoints(unittest.TestCase):
             save_corpus(cpt, dataset, make_vocab(syms, False, ()))
             r = convert("--weights", mpt, "--vocab", cpt, "-o",
                         self.path("unexp.bin"))
-            self.assertEqual(r.returncode, 1, dataset)
+            self.assertEqual(r.returncode, 3, dataset)
             self.assertRegex(r.stderr, phrase)
             self.assertFalse(os.path.exists(self.path("unexp.bin")))
 

@@ -624,7 +624,7 @@ class TestConvert(unittest.TestCase):
         torch.save(obj, path, **kw)
         return path
 
-    def refused(self, r, pattern, code=1):
+    def refused(self, r, pattern, code=3):
         self.assertEqual(r.returncode, code, r.stderr)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         self.assertRegex(r.stderr, pattern)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Broken checkpoints of the TF code and hostile corpus caches:
 models/convert.py refuses each with exactly one line on stderr that names
-the file and the problem, exit status 1 (convert.py's status for bad
+the file and the problem, exit status 3 (convert.py's status for bad
 input, as for every other checkpoint it reads), nothing on stdout, no
 output file, no traceback, and within bounded memory (a parent reports
 the child's peak resident memory).
@@ -153,7 +153,7 @@ class TestTFBadFiles(unittest.TestCase):
         if os.path.exists(out):
             os.unlink(out)
         status, stdout, lines, rss = run("--weights", d, "-o", out)
-        self.assertEqual(status, 1, lines)
+        self.assertEqual(status, 3, lines)
         self.assertEqual(stdout, "")
         self.assertEqual(len(lines), 1, lines)
         self.assertTrue(lines[0].startswith("convert.py: " + named), lines)

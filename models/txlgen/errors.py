@@ -3,13 +3,19 @@
 Every reader and writer here raises InputError (or a subclass) for what
 is wrong with a file, an option or a value, with a message that names
 the file and the problem on one line; the programs print it after their
-name and exit 1.  Any other exception is a bug.
+name and exit 3, as txlgen does for a bad model (2 is a usage error, 1
+is left to what fails while writing or a bug).  Any other exception is
+a bug.
 """
 
 import argparse
 import os
 import stat
 import sys
+
+
+# the exit status of bad input: txlgen's for a bad model
+EXIT_BAD_INPUT = 3
 
 
 class InputError(Exception):
@@ -62,13 +68,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 def run_tool(prog, path, fn, *args):
     """fn(*args) for program prog, its failures one line each on stderr
-    (path: the input they are about): 0, or 1 for bad input, 130 when
-    interrupted, 1 with a plea to report anything else (a bug)."""
+    (path: the input they are about): 0, or EXIT_BAD_INPUT for bad input,
+    130 when interrupted, 1 with a plea to report anything else (a
+    bug)."""
     try:
         fn(*args)
     except InputError as e:
         print(f"{prog}: {e}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

@@ -48,7 +48,8 @@ import sys
 
 from . import loadable
 from .loadable import sentencepiece
-from .errors import InputError, OneLineParser, describe, open_input
+from .errors import (EXIT_BAD_INPUT, InputError, OneLineParser, describe,
+                     open_input)
 from .hparams import is_int
 
 SPACE = "\u2581"
@@ -546,7 +547,7 @@ def main(argv=None):
             raise VocabError(f"{a.output}: {e.strerror or e}")
     except InputError as e:
         print(f"vocab.py: {e}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     except Exception as e:             # noqa: BLE001 (one line, not a trace)
         print(f"vocab.py: {a.vocab}: unexpected {type(e).__name__}: "
               f"{str(e)[:200]} (a bug: please report it with the file)",
