@@ -61,6 +61,8 @@ engine_run_status(enum txl_status st)
 void
 tokvec_add(struct tokvec *t, const int32_t *ids, int n)
 {
+	if (n <= 0)
+		return;		/* ids may be NULL */
 	if (t->n + n > t->cap) {
 		t->cap = (t->n + n) * 2;
 		t->v = xrealloc(t->v, (size_t)t->cap * sizeof(int32_t));
@@ -72,6 +74,8 @@ tokvec_add(struct tokvec *t, const int32_t *ids, int n)
 void
 tokvec_drop(struct tokvec *t, int n)
 {
+	if (n <= 0)
+		return;
 	memmove(t->v, t->v + n, (size_t)(t->n - n) * sizeof(int32_t));
 	t->n -= n;
 }
