@@ -491,6 +491,7 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
+#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -1469,6 +1470,11 @@ const struct txl_type_kernels txl_avxvnni_q8_0 = {
 };
 const struct txl_type_kernels txl_avxvnni_q4_0 = {
 	.dot_il = dot_il_q4_vnni, .dot_il_multi = dot_il_multi_q4_vnni,
+};
+
+/* Q4_K: the integer products of each super-block in vectors */
+const struct txl_type_kernels txl_avx2_q4_k = {
+	.dot_q8 = dot_rows_q4k,
 };
 
 const struct txl_kernels txl_kernels_avx2 = {

@@ -388,7 +388,7 @@ CASES = {
     "json_tensor_not_object": (_edit(lambda h, d: h.__setitem__(
         "r_w_bias", [1, 2])), r"r_w_bias"),
     # dtypes
-    "dtype_unknown": (_edit(_dtype("Q4_K")), r"dtype|type"),
+    "dtype_unknown": (_edit(_dtype("Q3_K")), r"dtype|type"),
     "dtype_int32": (_edit(_dtype("I32")), r"dtype|type"),
     "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
     # Q8_0 and Q4_0: 34 and 18 bytes per 32 values, along rows that are a
@@ -413,6 +413,10 @@ CASES = {
     "dtype_q4_0_vector": (_edit(_blocked(
         "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
         r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
+    # Q4_K: 72 bytes per 128 values, along rows a multiple of 128 long
+    "dtype_q4_k_rows": (_edit(_blocked("Q4_K", "r_w_bias", 72)),
+                        r"r_w_bias' is Q4_K but its last dimension is not "
+                        r"a multiple of 128"),
     # a non-finite block scale makes every product with the block NaN,
     # and so every logit (NaN: 0x7e00, 0xfe00; inf: 0x7c00, 0xfc00)
     "q4_0_scale_nan": (_edit(_blocked_scales(
