@@ -387,7 +387,7 @@ def meta_value(v):
 
 
 def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
-          check=True):
+          check=True, encode=None):
     """Write a model file.
 
     hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
@@ -399,7 +399,8 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
     broken files with check=False), and so is a weight that is NaN or
     infinite, or that its storage type cannot hold (ValueError naming the
     tensor).  Written to a temporary file, then renamed, so that a reader
-    never sees half a file.
+    never sees half a file.  encode(name, array, dtype): the bytes of a
+    tensor, or None for the type's own quantizer (calibrated ones).
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
@@ -428,7 +429,9 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
         try:
             if check:
                 _check_values(t, dt)
-            blobs.append((name, dt, shape, _to_bytes(t, dt)))
+            raw = encode(name, t, dt) if encode else None
+            blobs.append((name, dt, shape,
+                          raw if raw is not None else _to_bytes(t, dt)))
         except ValueError as e:
             raise ValueError(f"tensor {name!r}: {e}")
     blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
@@ -619,12 +622,30 @@ def check_file(path):
     return hp
 
 
-def restore(src, dst, dtype, meta_updates=None):
+def restore(src, dst, dtype, meta_updates=None, calibrate=None):
     """Re-store model file src as dst with the weight matrices in dtype
     (from the values src holds: F32 to anything is one rounding, the type
     src has no rounding at all), with the metadata keys of meta_updates
-    set (value None: removed)."""
+    set (value None: removed).  calibrate: a text whose activations
+    choose the Q4_K weights (calibrate.py); its name, size and sha256 go
+    into the metadata (calibration_text, calibration_bytes,
+    calibration_sha256)."""
     meta, tensors = read(src)
+    encode = None
+    if calibrate:
+        if dtype != "Q4_K":
+            raise ModelFileError(f"--calibrate: for Q4_K, not {dtype}")
+        from . import calibrate as cal
+        stats = cal.statistics(meta, tensors, calibrate)
+
+        def encode(name, t, dt):
+            if dt != "Q4_K" or name not in stats:
+                return None
+            return cal.gptq_q4_k(t, stats[name][0]).tobytes()
+        name, size, digest = cal.text_info(calibrate)
+        meta_updates = dict(meta_updates or {}, calibration_text=name,
+                            calibration_bytes=str(size),
+                            calibration_sha256=digest)
     if not all(isinstance(t, np.ndarray) and t.dtype == np.float32
                for k, t in tensors.items() if k != "tokenizer.model"):
         raise ModelFileError(f"{src}: a U8 tensor other than the "
@@ -638,7 +659,7 @@ def restore(src, dst, dtype, meta_updates=None):
         else:
             hp[k] = v
     try:
-        write(dst, hp, tensors, proto, dtype=dtype)
+        write(dst, hp, tensors, proto, dtype=dtype, encode=encode)
     except ValueError as e:
         raise ModelFileError(f"{src}: {e}")
 
@@ -651,6 +672,10 @@ def main(argv=None):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a metadata key (KEY= removes it); e.g. "
                     "recommended='{\"temp\": 0.9}'")
+    ap.add_argument("--calibrate", metavar="TEXT",
+                    help="choose Q4_K's weights for the activations of "
+                    "this text (PyTorch; its name, size and sha256 go "
+                    "into the metadata)")
     ap.add_argument("input")
     ap.add_argument("output")
     a = ap.parse_args(argv)
@@ -662,4 +687,4 @@ def main(argv=None):
             ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
         updates[k] = v if v else None
     return run_tool("txlfile.py", a.input, restore, a.input, a.output,
-                    a.dtype, updates)
+                    a.dtype, updates, a.calibrate)
