@@ -94,6 +94,10 @@ txl_q4_k_z(const uint8_t *sz, int j)
 #define TXL_IL_SCALES (TXL_IL * 2)
 #define TXL_IL_BLOCK (TXL_IL_SCALES + TXL_IL * TXL_QK)		/* Q8_0 */
 #define TXL_IL_BLOCK_Q4 (TXL_IL_SCALES + TXL_IL * TXL_QK / 2)	/* Q4_0 */
+/* Q4_K: a group's super-block (TXL_IL times its bytes): the rows' d,
+ * then planes of their sz bytes, then each sub-block's values as Q4_0's
+ * interleaved values, from this offset (txl-kernels.h) */
+#define TXL_IL_Q4K_VALUES (TXL_IL * 8)
 
 /* ---- half-precision values: exact widening, narrowing rounded to
  * nearest even (NaNs stay NaNs) ---- */

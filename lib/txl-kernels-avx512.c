@@ -683,6 +683,79 @@ DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
 DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,
        __attribute__((target("avx512vnni"))))
 
+/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
+ * Q4_0's (from 0), then 4 of them less z times the activations' sum,
+ * times (d sc / 4 times a's scale), as the scalar kernel; the 16 rows'
+ * scales and zero points from the planes of their sz bytes. */
+#define DOT_IL_Q4K(name, idot, attr)                                         \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
+	const uint8_t *blk = w;                                              \
+	const __m128i m63 = _mm_set1_epi8(63), m3 = _mm_set1_epi8(3);        \
+	const __m128i m15 = _mm_set1_epi8(15);                               \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		__m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() }; \
+		for (int sb = 0; sb < nsb; sb++,                             \
+		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
+			const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256( \
+				(const __m256i *)(const void *)blk));        \
+			const uint8_t *pl = blk + 2 * TXL_IL;                \
+			for (int j = 0; j < TXL_Q4_K_SUB; j++) {             \
+				const int b = sb * TXL_Q4_K_SUB + j;         \
+				const __m128i p = _mm_loadu_si128(           \
+					(const __m128i *)(const void *)(pl + 16 * j)); \
+				const __m128i h = _mm_loadu_si128(           \
+					(const __m128i *)(const void *)      \
+					(pl + 16 * (4 + j / 2)));            \
+				const __m128i z8 = _mm_or_si128(_mm_and_si128( \
+					_mm_srli_epi16(p, 6), m3),            \
+					_mm_slli_epi16(_mm_and_si128(         \
+					_mm_srli_epi16(h, 4 * (j & 1)), m15), 2)); \
+				const __m512i t = _mm512_add_epi32(          \
+					_mm512_slli_epi32(idot(blk +         \
+					TXL_IL_Q4K_VALUES + j * TXL_IL * TXL_QK / 2, \
+					a->q + b * TXL_QK, 0), 2),           \
+					_mm512_mullo_epi32(_mm512_cvtepu8_epi32(z8), \
+					_mm512_set1_epi32(a->off[b] / 128))); \
+				const __m512 u = _mm512_mul_ps(_mm512_mul_ps(d, \
+					_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32( \
+					_mm_and_si128(p, m63)))),             \
+					_mm512_set1_ps(0.25f));               \
+				acc[b % 2] = _mm512_add_ps(acc[b % 2],       \
+					_mm512_mul_ps(_mm512_cvtepi32_ps(t),  \
+					_mm512_mul_ps(u,                      \
+					_mm512_set1_ps(a->d[b]))));           \
+			}                                                    \
+		}                                                            \
+		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc[0], acc[1])); \
+	}                                                                    \
+}
+
+DOT_IL_Q4K(dot_il_q4k_bw, il4_idot_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_idot_vnni,
+	   __attribute__((target("avx512vnni"))))
+
+/* several rows of activations: each by the one-row kernel */
+static void
+dot_il_multi_q4k_bw(float *const *y, const void *w, int ng,
+		    const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k_bw(y[m], w, ng, &a[m], K);
+}
+
+__attribute__((target("avx512vnni")))
+static void
+dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
+		      const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
+}
+
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
@@ -1419,7 +1492,11 @@ const struct txl_type_kernels txl_avx512vnni_q4_0 = {
 
 /* Q4_K: the integer products of each super-block in vectors */
 const struct txl_type_kernels txl_avx512_q4_k = {
-	.dot_q8 = dot_rows_q4k,
+	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k_bw,
+	.dot_il_multi = dot_il_multi_q4k_bw,
+};
+const struct txl_type_kernels txl_avx512vnni_q4_k = {
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
 };
 
 const struct txl_kernels txl_kernels_avx512 = {

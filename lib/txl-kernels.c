@@ -475,6 +475,53 @@ dot_il_q4(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 	}
 }
 
+/* Interleaved Q4_K (txl-kernels.h): a group's super-block holds the 16
+ * rows' d (halves), then planes p = 0..5 of 16 bytes, byte i of plane p
+ * row i's sz[p], then each sub-block's values in Q4_0's interleaved
+ * layout (TXL_IL_Q4K_VALUES); per row and sub-block, the exact sum of
+ * (4 q - z) a, times (u times a's scale), into the even or odd blocks'
+ * sum. */
+static void
+dot_il_q4k(float *y, const void *w, int ng, const struct txl_q8_act *a,
+	   int K)
+{
+	const int nsb = K / TXL_Q4_K_BLOCK;
+
+	for (int g = 0; g < ng; g++) {
+		const uint8_t *grp = (const uint8_t *)w +
+			(size_t)g * nsb * TXL_IL * TXL_Q4_K_BYTES;
+		float acc[2][TXL_IL] = { { 0 } };
+
+		for (int sb = 0; sb < nsb; sb++) {
+			const uint8_t *blk = grp +
+				(size_t)sb * TXL_IL * TXL_Q4_K_BYTES;
+
+			for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+				const int b = sb * TXL_Q4_K_SUB + j;
+				const uint8_t *qs = blk + TXL_IL_Q4K_VALUES +
+					j * TXL_IL * TXL_QK / 2;
+
+				for (int i = 0; i < TXL_IL; i++) {
+					uint8_t sz[6];
+
+					for (int p = 0; p < 6; p++)
+						sz[p] = blk[2 * TXL_IL + 16 * p + i];
+					const int32_t t = 4 * il_q4_sum(qs, i,
+						a->q + b * TXL_QK, 0) +
+						txl_q4_k_z(sz, j) * (a->off[b] / 128);
+					const float u = txl_f16_to_f32(load_u16(
+						blk + 2 * i)) *
+						(float)txl_q4_k_sc(sz, j) * 0.25f;
+
+					acc[b % 2][i] += (float)t * (u * a->d[b]);
+				}
+			}
+		}
+		for (int i = 0; i < TXL_IL; i++)
+			y[g * TXL_IL + i] = acc[0][i] + acc[1][i];
+	}
+}
+
 static void
 narrow_f32(void *dst, const float *src, size_t n)
 {
@@ -756,6 +803,29 @@ il_pack_q4_0(uint8_t *blk, int i, const void *block)
 				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
 }
 
+static void
+il_pack_q4_k(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q4_k *q = block;
+
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int p = 0; p < 6; p++)
+		blk[2 * TXL_IL + 16 * p + i] = q->sz[p];
+	for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+		uint8_t *o = blk + TXL_IL_Q4K_VALUES + j * TXL_IL * TXL_QK / 2;
+		uint8_t v[TXL_QK];
+
+		for (int c = 0; c < TXL_QK / 2; c++) {
+			v[c] = q->qs[16 * j + c] & 15;
+			v[c + TXL_QK / 2] = q->qs[16 * j + c] >> 4;
+		}
+		for (int c = 0; c < TXL_QK / 8; c++)
+			for (int t = 0; t < 4; t++)
+				o[(c * TXL_IL + i) * 4 + t] = (uint8_t)(v[8 * c + t] |
+					v[8 * c + 4 + t] << 4);
+	}
+}
+
 /* ---- several rows of activations: the definition, each row by the
  * one-row kernel ---- */
 
@@ -783,6 +853,7 @@ name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
 
 DOT_IL_MULTI(dot_il_multi, dot_il)
 DOT_IL_MULTI(dot_il_multi_q4, dot_il_q4)
+DOT_IL_MULTI(dot_il_multi_q4k, dot_il_q4k)
 
 const struct txl_type_kernels txl_scalar_f32 = {
 	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
@@ -816,7 +887,8 @@ const struct txl_type_kernels txl_scalar_q4_0 = {
 const struct txl_type_kernels txl_scalar_q4_k = {
 	.widen = widen_q4_k, .narrow = txl_narrow_q4_k,
 	.axpy_rows = axpy_rows_q4_k, .dot = dot_rows_q4_k,
-	.dot_q8 = dot_rows_q4k, .unpack_q8 = unpack_q8_q4_k,
+	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k, .il_pack = il_pack_q4_k,
+	.dot_il_multi = dot_il_multi_q4k, .unpack_q8 = unpack_q8_q4_k,
 };
 
 static const struct txl_kernels kernels_scalar = {

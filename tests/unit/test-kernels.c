@@ -1209,6 +1209,8 @@ test_dot_il(const struct set *s)
 		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
 			const int K = Ks[i], n = ns[j];
+			if (K % txl_type(dt)->block)
+				continue;
 			const int ng = (n + TXL_IL - 1) / TXL_IL;
 			const size_t ld = txl_row_bytes(dt, K);
 			float *e = malloc(sizeof(float) * n * K);
@@ -1351,6 +1353,8 @@ test_dot_il_multi(const struct set *s)
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
 		for (size_t l = 0; l < sizeof Ms / sizeof *Ms; l++) {
 			const int K = Ks[i], n = ns[j], M = Ms[l];
+			if (K % txl_type(dt)->block)
+				continue;
 			const int ng = (n + TXL_IL - 1) / TXL_IL;
 			const size_t ld = txl_row_bytes(dt, K);
 			float *e = malloc(sizeof(float) * n * K);
