@@ -9,10 +9,14 @@ round-robin).
 Prints a Markdown table (bench/README.md, "Storage types against F32").
 
     bench/kl_table.py --text models/data/test.txt [--bytes N]
-        [--model models/sotu.bin] [--threads 2]
+        [--model models/sotu.bin] [--threads 2] [--calibrate TEXT]
+        [--weights F32,Q4_0,Q4_K] [--memory F16,Q8_0]
 
 --bytes N scores the text's first N bytes (cut at the line before, or in
-a text of one line at a space).
+a text of one line at a space).  --calibrate TEXT re-stores Q4_K with
+txlfile.py --calibrate TEXT.  --weights and --memory choose the rows
+(every type by default; a memory type of blocks longer than d_head is
+left out).
 """
 
 import argparse
@@ -25,10 +29,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K")
+KV_TYPES = ("F16", "BF16", "Q8_0", "Q4_0")  # d_head 64: blocks of 32
 # bits per value of each type: 32 values in a block of 34 bytes (Q8_0)
-# or 18 bytes (Q4_0), one 16-bit scale each
-BITS = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q4_0": 4.5}
+# or 18 bytes (Q4_0), one 16-bit scale each; 128 in 72 bytes (Q4_K)
+BITS = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8.5, "Q4_0": 4.5,
+        "Q4_K": 4.5}
 
 
 def txlgen(args, *argv):
@@ -58,7 +64,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("-n", type=int, default=256,
                     help="tokens generated per run")
+    ap.add_argument("--calibrate", metavar="TEXT")
+    ap.add_argument("--weights", default=",".join(TYPES))
+    ap.add_argument("--memory", default=",".join(KV_TYPES))
     args = ap.parse_args()
+    weights = [t for t in args.weights.split(",") if t]
+    memory = [t for t in args.memory.split(",") if t]
 
     with tempfile.TemporaryDirectory(prefix="kl-table-") as tmp:
         text = args.text
@@ -72,18 +83,20 @@ def main():
                 f.write(data)
         size = os.path.getsize(text)
         files = {}
-        for t in TYPES:
+        for t in sorted(set(["F32"] + weights)):
             files[t] = os.path.join(tmp, f"{t}.bin")
+            cal = ["--calibrate", args.calibrate] \
+                if t == "Q4_K" and args.calibrate else []
             subprocess.run([sys.executable, os.path.join(
-                ROOT, "models", "txlfile.py"), "--dtype", t, args.model,
-                files[t]], check=True, stdout=subprocess.DEVNULL)
+                ROOT, "models", "txlfile.py"), "--dtype", t, *cal,
+                args.model, files[t]], check=True, stdout=subprocess.DEVNULL)
         print(f"text: {os.path.basename(args.text)}, {size:,} bytes; "
               f"{args.threads} threads", file=sys.stderr)
         print("| weights | memory | file MB | bits/weight | bits per byte "
               "| KL mean | KL p99 | same top | generation tok/s |")
         print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        rows = [(t, "F32") for t in TYPES] + \
-            [("F32", k) for k in TYPES[1:]]
+        rows = [(t, "F32") for t in weights] + \
+            [("F32", k) for k in memory]
         got = []
         for w, kv in rows:
             out, _ = txlgen(args, "-m", files[w], "--kv-type", kv,

@@ -388,7 +388,7 @@ CASES = {
     "json_tensor_not_object": (_edit(lambda h, d: h.__setitem__(
         "r_w_bias", [1, 2])), r"r_w_bias"),
     # dtypes
-    "dtype_unknown": (_edit(_dtype("Q4_K")), r"dtype|type"),
+    "dtype_unknown": (_edit(_dtype("Q3_K")), r"dtype|type"),
     "dtype_int32": (_edit(_dtype("I32")), r"dtype|type"),
     "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
     # Q8_0 and Q4_0: 34 and 18 bytes per 32 values, along rows that are a
@@ -413,6 +413,10 @@ CASES = {
     "dtype_q4_0_vector": (_edit(_blocked(
         "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
         r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
+    # Q4_K: 72 bytes per 128 values, along rows a multiple of 128 long
+    "dtype_q4_k_rows": (_edit(_blocked("Q4_K", "r_w_bias", 72)),
+                        r"r_w_bias' is Q4_K but its last dimension is not "
+                        r"a multiple of 128"),
     # a non-finite block scale makes every product with the block NaN,
     # and so every logit (NaN: 0x7e00, 0xfe00; inf: 0x7c00, 0xfc00)
     "q4_0_scale_nan": (_edit(_blocked_scales(
@@ -652,6 +656,67 @@ class TestBadFiles(unittest.TestCase):
     def test_nonexistent(self):
         self.check_rejected(os.path.join(_tmp, "no-such-model.bin"),
                             r"no such file|not found|does not exist")
+
+
+class TestQ4K(unittest.TestCase):
+    """Q4_K's blocks (128 values in 72 bytes: a half scale d, the
+    sub-blocks' 6-bit scales and zero points, the values) in a model whose
+    rows are a multiple of 128 long: it loads and scores; a non-finite or
+    negative d, or a tensor a block short, is refused by txlgen and by
+    loadable.py alike."""
+    NAME = "layers.0.pos_ff.CoreNet.0.weight"
+
+    def test_q4_k_blocks(self):
+        from txlgen import loadable
+        m = mrm.build(os.path.join(_tmp, "model-128"), n_layer=1,
+                      d_model=128, n_head=2, d_head=64, d_inner=128)
+        good = os.path.join(_tmp, "q4_k.bin")
+        txlfile.restore(m.path, good, "Q4_K")
+        for argv in commands(good):
+            r = run(argv + ["--json"])
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            self.assertNotIn(b"nan", r.stdout.lower())
+        with open(good, "rb") as f:
+            header, data = split(f.read())
+        t = header[self.NAME]
+        self.assertEqual(t["dtype"], "Q4_K")
+        b, e = t["data_offsets"]
+        self.assertEqual(e - b, 128 * 128 // 128 * 72)
+        cases = {
+            "nan": (5, 0x7e00, r"is Q4_K with a non-finite scale \(NaN\) "
+                    r"in block 5"),
+            "inf": (0, 0xfc00, r"is Q4_K with a non-finite scale \(inf\) "
+                    r"in block 0"),
+            "negative": (127, 0xb800, r"is Q4_K with a scale out of range "
+                         r"in block 127"),
+        }
+        for name, (blk, d, phrase) in cases.items():
+            with self.subTest(case=name):
+                o = b + 72 * blk
+                bad = data[:o] + struct.pack("<H", d) + data[o + 2:]
+                path = os.path.join(_tmp, f"bad-q4_k-{name}.bin")
+                with open(path, "wb") as f:
+                    f.write(assemble(header, bad))
+                self.check(path, phrase)
+        # a block short: the tensor's bytes do not match its shape
+        h = json.loads(json.dumps(header))
+        h[self.NAME]["data_offsets"] = [b, e - 72]
+        h["__pad__.997"] = {"dtype": "U8", "shape": [72],
+                            "data_offsets": [e - 72, e]}
+        path = os.path.join(_tmp, "bad-q4_k-short.bin")
+        with open(path, "wb") as f:
+            f.write(assemble(h, data))
+        TestBadFiles.check_rejected(self, path, r"CoreNet.0.weight' has "
+                                    r"9144 bytes, its shape and dtype need "
+                                    r"9216")
+        with self.assertRaisesRegex(txlfile.ModelFileError, r"9144 bytes"):
+            txlfile.check_file(path)
+
+    def check(self, path, phrase):
+        TestBadFiles.check_rejected(self, path, phrase)
+        from txlgen import loadable
+        with self.assertRaisesRegex(loadable.NotLoadable, phrase):
+            txlfile.check_file(path)
 
 
 class TestValidVariants(unittest.TestCase):

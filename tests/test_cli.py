@@ -1961,7 +1961,7 @@ class ForgivingOptions(unittest.TestCase):
         # --kv-type: the types txlgen --list-types prints
         self.assertEqual(complete("--kv-type", "", environ=env(
             PATH=bindir + ":" + os.environ["PATH"])),
-            {"F32", "F16", "BF16", "Q8_0", "Q4_0"})
+            {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"})
         # ...with its short form in the same arm
         patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
                     for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
@@ -1978,7 +1978,7 @@ class Completion(unittest.TestCase):
         rc, out, err = run("--list-types", model=False)
         self.assertEqual((rc, err), (0, ""))
         self.assertEqual(out.decode().split(),
-                         ["F32", "F16", "BF16", "Q8_0", "Q4_0"])
+                         ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"])
         rc, out, err = run("--kv-type", "bf16", "--compute", "F32",
                            "--print-config")
         self.assertEqual(rc, 0, err)
@@ -2014,7 +2014,8 @@ class Completion(unittest.TestCase):
             return p.stdout.split()
 
         self.assertEqual(complete("--list-m"), ["--list-models"])
-        self.assertEqual(complete("--kv-type", "Q"), ["Q8_0", "Q4_0"])
+        self.assertEqual(complete("--kv-type", "Q"),
+                         ["Q8_0", "Q4_0", "Q4_K"])
         self.assertEqual(complete("--compute", "b"), ["bf16"])
         self.assertEqual(complete("--mem-init", ""), ["empty", "zeros"])
         self.assertIn("zorro", complete("-m", "zo"))

@@ -345,7 +345,9 @@ typedef bool (*txl_abort_fn)(void *data);
  * (kv_type).  F32 computes as the original code; F16 and BF16 round to
  * nearest even; Q8_0 and Q4_0 are GGUF's blocks of 32 values with one F16
  * scale (8 and 4 bits: about a quarter and a seventh of F32), and need a
- * d_head that is a multiple of 32 as memory.  Narrower memory is faster
+ * d_head that is a multiple of 32 as memory; Q4_K holds 128 values in
+ * 4 bits with a 6-bit scale and zero point per 32 (4.5 bits a value, as
+ * Q4_0, with less loss; a multiple of 128 as memory).  Narrower memory is faster
  * and less exact: measure it on your text (txlgen --score).  U8 is bytes,
  * not numbers (a model file's tokenizer).  The values never change; a new
  * type takes a new one (TXL_N_DTYPES, their count, grows: enumerate with
@@ -358,6 +360,7 @@ enum txl_dtype {
 	TXL_Q8_0 = 3,
 	TXL_Q4_0 = 4,
 	TXL_U8 = 5,
+	TXL_Q4_K = 6,
 	TXL_N_DTYPES
 };
 

@@ -33,6 +33,9 @@
 #define TXL_Q8_0_BYTES 34
 #define TXL_Q4_0_BLOCK TXL_QK
 #define TXL_Q4_0_BYTES 18
+#define TXL_Q4_K_BLOCK 128
+#define TXL_Q4_K_BYTES 72
+#define TXL_Q4_K_SUB (TXL_Q4_K_BLOCK / TXL_QK)	/* sub-blocks of 32 */
 
 /* Q8_0, as GGUF's block_q8_0: value i = qs[i] * d. */
 struct txl_block_q8_0 {
@@ -51,6 +54,38 @@ struct txl_block_q4_0 {
 };
 _Static_assert(sizeof(struct txl_block_q4_0) == TXL_Q4_0_BYTES, "packed");
 
+/* 128 values in 4 bits, 4.5 bits a value: a super-block of 4
+ * sub-blocks of 32 with one F16 scale d and, per sub-block j, a 6-bit
+ * scale sc_j (0..63) and a 6-bit zero point z_j (0..63) in quarters of a
+ * step, packed in sz: the low 6 bits of sz[j] are sc_j, its top 2 bits
+ * z_j's low 2, and z_j's top 4 are nibble j % 2 of sz[4 + j / 2] (low
+ * for even j).  Value i of sub-block j is u_j (4 q_i - z_j), u_j = d sc_j
+ * / 4, q_i in [0, 15] the nibble of qs[16 j + i] (low for i < 16, high
+ * for i - 16 above: each sub-block's 16 bytes as a Q4_0 block's); so a
+ * sub-block is an int8 block (4 q - z, in [-63, 60]) of scale u_j, and
+ * every value a float (11 + 6 + 6 significant bits).  d is finite and not
+ * negative (the loader refuses a block that is not: a damaged file).  Not
+ * GGUF's block_q4_K, whose minimums are any multiple of their own scale. */
+struct txl_block_q4_k {
+	uint16_t d;		/* the super-block's scale, IEEE half */
+	uint8_t sz[6];		/* the sub-blocks' scales and zero points */
+	uint8_t qs[TXL_Q4_K_BLOCK / 2];
+};
+_Static_assert(sizeof(struct txl_block_q4_k) == TXL_Q4_K_BYTES, "packed");
+
+/* Sub-block j's scale and zero point from a Q4_K block's sz. */
+static inline int
+txl_q4_k_sc(const uint8_t *sz, int j)
+{
+	return sz[j] & 63;
+}
+
+static inline int
+txl_q4_k_z(const uint8_t *sz, int j)
+{
+	return sz[j] >> 6 | (sz[4 + j / 2] >> 4 * (j & 1) & 15) << 2;
+}
+
 /* Q8_0 and Q4_0 rows interleaved by groups of TXL_IL for the
  * matrix-vector kernels (txl-kernels.h says how; txl-repack.h makes the
  * copy): a block of a group holds the same bytes as the TXL_IL rows'
@@ -59,6 +94,10 @@ _Static_assert(sizeof(struct txl_block_q4_0) == TXL_Q4_0_BYTES, "packed");
 #define TXL_IL_SCALES (TXL_IL * 2)
 #define TXL_IL_BLOCK (TXL_IL_SCALES + TXL_IL * TXL_QK)		/* Q8_0 */
 #define TXL_IL_BLOCK_Q4 (TXL_IL_SCALES + TXL_IL * TXL_QK / 2)	/* Q4_0 */
+/* Q4_K: a group's super-block (TXL_IL times its bytes): the rows' d,
+ * then planes of their sz bytes, then each sub-block's values as Q4_0's
+ * interleaved values, from this offset (txl-kernels.h) */
+#define TXL_IL_Q4K_VALUES (TXL_IL * 8)
 
 /* ---- half-precision values: exact widening, narrowing rounded to
  * nearest even (NaNs stay NaNs) ---- */

@@ -161,7 +161,6 @@ struct pack_job {
 	struct txl_packed *p;
 	const uint8_t *w;
 	size_t ld;		/* bytes per stored row */
-	size_t bytes;		/* per block of the type */
 	txl_unpack_q8_fn unpack_q8;	/* TXL_PACK_Q8 */
 };
 
@@ -202,8 +201,7 @@ pack_panel(const struct pack_job *job, int q)
 				int8_t *q8 = (int8_t *)(o + sizeof(float) * nr);
 				float d;
 
-				job->unpack_q8(&d, q8 + j, (size_t)nr,
-					       row + (size_t)b * job->bytes);
+				job->unpack_q8(&d, q8 + j, (size_t)nr, row, b);
 				memcpy(o + sizeof(float) * j, &d, sizeof d);
 			}
 			break;
@@ -242,7 +240,6 @@ txl_pack(enum txl_dtype dt, const void *w, int rows, int cols,
 	}
 	struct pack_job job = {
 		.p = p, .w = w, .ld = txl_row_bytes(dt, cols),
-		.bytes = txl_type(dt)->bytes,
 		.unpack_q8 = txl_type_kernels(dt)->unpack_q8,
 	};
 	txl_pool_rows(pack_rows, &job, p->n_panels,

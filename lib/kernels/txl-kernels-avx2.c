@@ -491,6 +491,7 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
+#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -727,6 +728,105 @@ il4_step_vnni(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
 
 #define IL_OFF16(b) _mm256_set1_epi32(a->off[b] / 16)
 DOT_IL(dot_il_q4, IL4_IDOT, il4_step_bw, IL_OFF16, TXL_IL_BLOCK_Q4, )
+
+/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
+ * Q4_0's (from 0) in two halves of 8 rows, then 4 of them less z times
+ * the activations' sum, times (d sc / 4 times a's scale), as the scalar
+ * kernel; the rows' scales and zero points from the planes of their sz
+ * bytes. */
+static inline __m256
+q4k_il_term(__m256i s, __m128i sc8, __m128i z8, __m256 d, int32_t asum,
+	    float ad)
+{
+	const __m256i t = _mm256_add_epi32(_mm256_slli_epi32(s, 2),
+		_mm256_mullo_epi32(_mm256_cvtepu8_epi32(z8),
+				   _mm256_set1_epi32(asum)));
+	const __m256 u = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(
+		_mm256_cvtepu8_epi32(sc8))), _mm256_set1_ps(0.25f));
+
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(t),
+			     _mm256_mul_ps(u, _mm256_set1_ps(ad)));
+}
+
+#define DOT_IL_Q4K(name, step, attr)                                         \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
+	const uint8_t *blk = w;                                              \
+	const __m128i m63 = _mm_set1_epi8(63), m3 = _mm_set1_epi8(3);        \
+	const __m128i m15 = _mm_set1_epi8(15);                               \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo, \
+		       o_hi = e_lo;                                          \
+		for (int sb = 0; sb < nsb; sb++,                             \
+		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
+			const __m256 d_lo = _mm256_cvtph_ps(_mm_loadu_si128( \
+				(const __m128i *)(const void *)blk));        \
+			const __m256 d_hi = _mm256_cvtph_ps(_mm_loadu_si128( \
+				(const __m128i *)(const void *)(blk + 16))); \
+			const uint8_t *pl = blk + 2 * TXL_IL;                \
+			for (int l = 0; l < TXL_IL * TXL_Q4_K_BYTES; l += 64) \
+				prefetch_at(blk, IL_PREFETCH + l);           \
+			for (int sj = 0; sj < TXL_Q4_K_SUB; sj++) {          \
+				const int b = sb * TXL_Q4_K_SUB + sj;        \
+				const __m128i p = _mm_loadu_si128(           \
+					(const __m128i *)(const void *)(pl + 16 * sj)); \
+				const __m128i h = _mm_loadu_si128(           \
+					(const __m128i *)(const void *)      \
+					(pl + 16 * (4 + sj / 2)));           \
+				const __m128i z8 = _mm_or_si128(_mm_and_si128( \
+					_mm_srli_epi16(p, 6), m3),            \
+					_mm_slli_epi16(_mm_and_si128(         \
+					_mm_srli_epi16(h, 4 * (sj & 1)), m15), 2)); \
+				const __m128i sc8 = _mm_and_si128(p, m63);   \
+				const uint8_t *qs = blk + TXL_IL_Q4K_VALUES + \
+					sj * TXL_IL * TXL_QK / 2;             \
+				const int8_t *xq = a->q + b * TXL_QK;        \
+				__m256i lo, hi;                              \
+				IL4_IDOT(step, qs, xq,                       \
+					 _mm256_setzero_si256(), lo, hi);     \
+				const __m256 tl = q4k_il_term(lo, sc8, z8,   \
+					d_lo, a->off[b] / 128, a->d[b]);      \
+				const __m256 th = q4k_il_term(hi,            \
+					_mm_srli_si128(sc8, 8),               \
+					_mm_srli_si128(z8, 8), d_hi,          \
+					a->off[b] / 128, a->d[b]);            \
+				if (b % 2) {                                 \
+					o_lo = _mm256_add_ps(o_lo, tl);       \
+					o_hi = _mm256_add_ps(o_hi, th);       \
+				} else {                                     \
+					e_lo = _mm256_add_ps(e_lo, tl);       \
+					e_hi = _mm256_add_ps(e_hi, th);       \
+				}                                            \
+			}                                                    \
+		}                                                            \
+		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
+		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
+	}                                                                    \
+}
+
+DOT_IL_Q4K(dot_il_q4k, il4_step_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_step_vnni, __attribute__((target("avxvnni"))))
+
+/* several rows of activations: each by the one-row kernel */
+static void
+dot_il_multi_q4k(float *const *y, const void *w, int ng,
+		 const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k(y[m], w, ng, &a[m], K);
+}
+
+__attribute__((target("avxvnni")))
+static void
+dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
+		      const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
+}
 DOT_IL(dot_il_q4_vnni, IL4_IDOT, il4_step_vnni, IL_OFF16, TXL_IL_BLOCK_Q4,
        __attribute__((target("avxvnni"))))
 
@@ -1469,6 +1569,15 @@ const struct txl_type_kernels txl_avxvnni_q8_0 = {
 };
 const struct txl_type_kernels txl_avxvnni_q4_0 = {
 	.dot_il = dot_il_q4_vnni, .dot_il_multi = dot_il_multi_q4_vnni,
+};
+
+/* Q4_K: the integer products of each super-block in vectors */
+const struct txl_type_kernels txl_avx2_q4_k = {
+	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k,
+	.dot_il_multi = dot_il_multi_q4k,
+};
+const struct txl_type_kernels txl_avxvnni_q4_k = {
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
 };
 
 const struct txl_kernels txl_kernels_avx2 = {

@@ -436,6 +436,7 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
+#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -681,6 +682,105 @@ IL4_IDOT(il4_idot_vnni, q4_idot_vnni, __attribute__((target("avx512vnni"))))
 DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
 DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,
        __attribute__((target("avx512vnni"))))
+
+/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
+ * Q4_0's (from 0), then 4 of them less z times the activations' sum,
+ * times (d sc / 4 times a's scale), as the scalar kernel; the 16 rows'
+ * scales and zero points from the planes of their sz bytes. */
+/* A super-block's 4 sub-blocks' scales (sc) and zero points (z) of the
+ * 16 rows, as bytes: sub-block j in 128-bit lane j. */
+static inline void
+q4k_il_planes(const uint8_t *pl, __m512i *sc, __m512i *z)
+{
+	const __m512i p = _mm512_loadu_si512(pl);
+	const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)
+					     (pl + 64));
+	const __m256i m15 = _mm256_set1_epi8(15);
+	const __m256i lo = _mm256_and_si256(h, m15);
+	const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 4), m15);
+	/* the top 4 bits of z: planes 4 (j 0, 1) and 5 (j 2, 3), low
+	 * nibbles for even j */
+	const __m512i top = _mm512_inserti64x4(_mm512_castsi256_si512(
+		_mm256_permute2x128_si256(lo, hi, 0x20)),
+		_mm256_permute2x128_si256(lo, hi, 0x31), 1);
+
+	*sc = _mm512_and_si512(p, _mm512_set1_epi8(63));
+	*z = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p, 6),
+					      _mm512_set1_epi8(3)),
+			     _mm512_slli_epi16(top, 2));
+}
+
+/* the term of sub-block j: s the rows' sums of q a, d4 their d / 4 (d sc
+ * / 4 exact either way) */
+static inline __m512
+q4k_il_term(__m512i s, __m512i sc, __m512i z, int j, __m512 d4, int32_t asum,
+	    float ad)
+{
+	const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(s, 2),
+		_mm512_mullo_epi32(_mm512_cvtepu8_epi32(
+			_mm512_extracti32x4_epi32(z, j)),
+			_mm512_set1_epi32(asum)));
+	const __m512 u = _mm512_mul_ps(d4, _mm512_cvtepi32_ps(
+		_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(sc, j))));
+
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(t),
+			     _mm512_mul_ps(u, _mm512_set1_ps(ad)));
+}
+
+/* sub-block j of super-block sb (the group's block at blk) */
+#define Q4K_IL_TERM(idot, blk, sb, j)                                        \
+	q4k_il_term(idot((blk) + TXL_IL_Q4K_VALUES + (j) * TXL_IL * TXL_QK / 2, \
+			 a->q + ((sb) * TXL_Q4_K_SUB + (j)) * TXL_QK, 0),    \
+		    sc, z, j, d4, a->off[(sb) * TXL_Q4_K_SUB + (j)] / 128,   \
+		    a->d[(sb) * TXL_Q4_K_SUB + (j)])
+
+/* (the even and odd blocks' sums in named variables, as il_idot_bw's) */
+#define DOT_IL_Q4K(name, idot, attr)                                         \
+attr static void                                                             \
+name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
+{                                                                            \
+	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
+	const uint8_t *blk = w;                                              \
+                                                                             \
+	for (int g = 0; g < ng; g++) {                                       \
+		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
+		for (int sb = 0; sb < nsb; sb++,                             \
+		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
+			const __m512 d4 = _mm512_mul_ps(_mm512_cvtph_ps(     \
+				_mm256_loadu_si256((const __m256i *)(const void *)blk)), \
+				_mm512_set1_ps(0.25f));                      \
+			__m512i sc, z;                                       \
+			q4k_il_planes(blk + 2 * TXL_IL, &sc, &z);            \
+			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 0)); \
+			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 1)); \
+			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 2)); \
+			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 3)); \
+		}                                                            \
+		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
+	}                                                                    \
+}
+
+DOT_IL_Q4K(dot_il_q4k_bw, il4_idot_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_idot_vnni,
+	   __attribute__((target("avx512vnni"))))
+
+/* several rows of activations: each by the one-row kernel */
+static void
+dot_il_multi_q4k_bw(float *const *y, const void *w, int ng,
+		    const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k_bw(y[m], w, ng, &a[m], K);
+}
+
+__attribute__((target("avx512vnni")))
+static void
+dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
+		      const struct txl_q8_act *a, int M, int K)
+{
+	for (int m = 0; m < M; m++)
+		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
+}
 
 /* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
@@ -1414,6 +1514,15 @@ const struct txl_type_kernels txl_avx512vnni_q8_0 = {
 const struct txl_type_kernels txl_avx512vnni_q4_0 = {
 	.dot_q8 = dot_rows_q4_vnni, .dot_il = dot_il_q4_vnni,
 	.dot_il_multi = dot_il_multi_q4_vnni,
+};
+
+/* Q4_K: the integer products of each super-block in vectors */
+const struct txl_type_kernels txl_avx512_q4_k = {
+	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k_bw,
+	.dot_il_multi = dot_il_multi_q4k_bw,
+};
+const struct txl_type_kernels txl_avx512vnni_q4_k = {
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
 };
 
 const struct txl_kernels txl_kernels_avx512 = {

@@ -84,11 +84,48 @@ widen_q4_0(float *dst, const void *src, size_t n)
 	}
 }
 
+/* Q4_K (txl-dtype.h): sub-block j's unit u_j = d sc_j / 4 (exact: 17
+ * significant bits at most) and value i's int8, 4 q - z_j. */
+static inline float
+q4k_unit(const struct txl_block_q4_k *b, int j)
+{
+	return txl_f16_to_f32(b->d) * (float)txl_q4_k_sc(b->sz, j) * 0.25f;
+}
+
+static inline int
+q4k_nibble(const struct txl_block_q4_k *b, int j, int i)
+{
+	const int v = b->qs[16 * j + (i & 15)];
+
+	return i < 16 ? v & 15 : v >> 4;
+}
+
+static void
+widen_q4_k(float *dst, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+
+	for (size_t b = 0; b < n / TXL_Q4_K_BLOCK; b++) {
+		struct txl_block_q4_k blk;
+
+		memcpy(&blk, s + b * sizeof blk, sizeof blk);
+		for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+			const float u = q4k_unit(&blk, j);
+
+			for (int i = 0; i < TXL_QK; i++)
+				dst[(b * TXL_Q4_K_SUB + j) * TXL_QK + i] =
+					u * (float)(4 * q4k_nibble(&blk, j, i) -
+						    txl_q4_k_z(blk.sz, j));
+		}
+	}
+}
+
 /* unpack_q8 (txl-kernels.h): a block's scale and values as int8 */
 static void
-unpack_q8_q8_0(float *d, int8_t *q, size_t stride, const void *block)
+unpack_q8_q8_0(float *d, int8_t *q, size_t stride, const void *row, int b)
 {
-	const uint8_t *s = block;
+	const uint8_t *s = (const uint8_t *)row +
+		(size_t)b * sizeof(struct txl_block_q8_0);
 
 	*d = txl_f16_to_f32(load_u16(s));
 	for (int i = 0; i < TXL_QK; i++)
@@ -96,15 +133,30 @@ unpack_q8_q8_0(float *d, int8_t *q, size_t stride, const void *block)
 }
 
 static void
-unpack_q8_q4_0(float *d, int8_t *q, size_t stride, const void *block)
+unpack_q8_q4_0(float *d, int8_t *q, size_t stride, const void *row, int b)
 {
-	const uint8_t *s = block;
+	const uint8_t *s = (const uint8_t *)row +
+		(size_t)b * sizeof(struct txl_block_q4_0);
 
 	*d = txl_f16_to_f32(load_u16(s));
 	for (int i = 0; i < TXL_QK / 2; i++) {
 		q[i * stride] = (int8_t)((s[2 + i] & 15) - 8);
 		q[(i + TXL_QK / 2) * stride] = (int8_t)((s[2 + i] >> 4) - 8);
 	}
+}
+
+static void
+unpack_q8_q4_k(float *d, int8_t *q, size_t stride, const void *row, int b)
+{
+	struct txl_block_q4_k blk;
+	const int j = b % TXL_Q4_K_SUB;
+
+	memcpy(&blk, (const uint8_t *)row + (size_t)(b / TXL_Q4_K_SUB) *
+	       sizeof blk, sizeof blk);
+	*d = q4k_unit(&blk, j);
+	for (int i = 0; i < TXL_QK; i++)
+		q[i * stride] = (int8_t)(4 * q4k_nibble(&blk, j, i) -
+					 txl_q4_k_z(blk.sz, j));
 }
 
 /* The dot products widen a row at a time into a buffer: the definition,
@@ -124,6 +176,8 @@ struct layout {
 	((struct layout){ TXL_QK, sizeof(struct txl_block_q8_0) })
 #define LAYOUT_Q4_0                                                          \
 	((struct layout){ TXL_QK, sizeof(struct txl_block_q4_0) })
+#define LAYOUT_Q4_K                                                          \
+	((struct layout){ TXL_Q4_K_BLOCK, sizeof(struct txl_block_q4_k) })
 
 /* The bytes of k values (k a multiple of the block) */
 static inline size_t
@@ -179,6 +233,13 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	      int K)
 {
 	dot_rows_with(widen_q8_0, LAYOUT_Q8_0, y, w, ld, x, n, K);
+}
+
+static void
+dot_rows_q4_k(float *y, const void *w, size_t ld, const float *x, int n,
+	      int K)
+{
+	dot_rows_with(widen_q4_k, LAYOUT_Q4_K, y, w, ld, x, n, K);
 }
 
 /* Q4_0 weights against float activations, every set's: the matrix-
@@ -273,6 +334,38 @@ dot_rows_q4(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
 			for (int i = 0; i < TXL_QK; i++)
 				s += q4_value(&blk, i) * a->q[b * TXL_QK + i];
 			acc += (float)s * (txl_f16_to_f32(blk.d) * a->d[b]);
+		}
+		y[r] = acc;
+	}
+}
+
+/* Q4_K rows against int8 activations (txl-kernels.h): per sub-block j
+ * of a super-block, the exact sum of (4 q - z) a (4 times that of q a,
+ * less z times the activations' sum, -off / 128), rounded to float, times
+ * (u_j times a's scale), added to a sum that starts at 0. */
+static void
+dot_rows_q4k(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
+	     int n, int K)
+{
+	for (int r = 0; r < n; r++) {
+		const uint8_t *row = (const uint8_t *)w + (size_t)r * ld;
+		float acc = 0.0f;
+
+		for (int sb = 0; sb < K / TXL_Q4_K_BLOCK; sb++) {
+			struct txl_block_q4_k blk;
+
+			memcpy(&blk, row + sb * sizeof blk, sizeof blk);
+			for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+				const int b = sb * TXL_Q4_K_SUB + j;
+				int32_t s = 0;
+
+				for (int i = 0; i < TXL_QK; i++)
+					s += q4k_nibble(&blk, j, i) *
+					     a->q[b * TXL_QK + i];
+				s = 4 * s + txl_q4_k_z(blk.sz, j) *
+					(a->off[b] / 128);
+				acc += (float)s * (q4k_unit(&blk, j) * a->d[b]);
+			}
 		}
 		y[r] = acc;
 	}
@@ -382,6 +475,53 @@ dot_il_q4(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)
 	}
 }
 
+/* Interleaved Q4_K (txl-kernels.h): a group's super-block holds the 16
+ * rows' d (halves), then planes p = 0..5 of 16 bytes, byte i of plane p
+ * row i's sz[p], then each sub-block's values in Q4_0's interleaved
+ * layout (TXL_IL_Q4K_VALUES); per row and sub-block, the exact sum of
+ * (4 q - z) a, times (u times a's scale), into the even or odd blocks'
+ * sum. */
+static void
+dot_il_q4k(float *y, const void *w, int ng, const struct txl_q8_act *a,
+	   int K)
+{
+	const int nsb = K / TXL_Q4_K_BLOCK;
+
+	for (int g = 0; g < ng; g++) {
+		const uint8_t *grp = (const uint8_t *)w +
+			(size_t)g * nsb * TXL_IL * TXL_Q4_K_BYTES;
+		float acc[2][TXL_IL] = { { 0 } };
+
+		for (int sb = 0; sb < nsb; sb++) {
+			const uint8_t *blk = grp +
+				(size_t)sb * TXL_IL * TXL_Q4_K_BYTES;
+
+			for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+				const int b = sb * TXL_Q4_K_SUB + j;
+				const uint8_t *qs = blk + TXL_IL_Q4K_VALUES +
+					j * TXL_IL * TXL_QK / 2;
+
+				for (int i = 0; i < TXL_IL; i++) {
+					uint8_t sz[6];
+
+					for (int p = 0; p < 6; p++)
+						sz[p] = blk[2 * TXL_IL + 16 * p + i];
+					const int32_t t = 4 * il_q4_sum(qs, i,
+						a->q + b * TXL_QK, 0) +
+						txl_q4_k_z(sz, j) * (a->off[b] / 128);
+					const float u = txl_f16_to_f32(load_u16(
+						blk + 2 * i)) *
+						(float)txl_q4_k_sc(sz, j) * 0.25f;
+
+					acc[b % 2][i] += (float)t * (u * a->d[b]);
+				}
+			}
+		}
+		for (int i = 0; i < TXL_IL; i++)
+			y[g * TXL_IL + i] = acc[0][i] + acc[1][i];
+	}
+}
+
 static void
 narrow_f32(void *dst, const float *src, size_t n)
 {
@@ -472,6 +612,81 @@ narrow_q4_0(void *dst, const float *src, size_t n)
 	txl_narrow_q4_0(dst, src, n);
 }
 
+/* Narrowing to Q4_K (the memory's, and txl_convert's; the converter's
+ * weights are chosen with more care, models/txlgen/txlfile.py): per
+ * sub-block the range [min(x, 0), max(x, 0)] in 15 steps s_j, d =
+ * max s_j / 63 rounded to F16, sc_j = s_j / d rounded up (so that the
+ * range fits), u_j = d sc_j / 4, z_j = -min / u_j rounded to nearest,
+ * q = (x / u_j + z_j) / 4 rounded to nearest and clipped to [0, 15].  A
+ * super-block with a NaN or an inf has a NaN d and widens to NaNs, as
+ * Q4_0's; one whose d would be past F16's range, too. */
+void
+txl_narrow_q4_k(void *dst, const float *src, size_t n)
+{
+	uint8_t *out = dst;
+
+	for (size_t b = 0; b < n / TXL_Q4_K_BLOCK; b++) {
+		const float *x = src + b * TXL_Q4_K_BLOCK;
+		struct txl_block_q4_k blk;
+		float lo[TXL_Q4_K_SUB], step[TXL_Q4_K_SUB], smax = 0.0f;
+		float nan = 0.0f;
+
+		for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+			float mn = 0.0f, mx = 0.0f;
+
+			for (int i = 0; i < TXL_QK; i++) {
+				const float v = x[j * TXL_QK + i];
+
+				mn = v < mn ? v : mn;
+				mx = v > mx ? v : mx;
+				nan += v - v;	/* NaN for a NaN or inf */
+			}
+			lo[j] = mn;
+			step[j] = (mx - mn) / 15.0f;
+			smax = step[j] > smax ? step[j] : smax;
+		}
+		const float dd = smax / 63.0f;
+
+		blk.d = nan != 0.0f || !(dd <= 65504.0f) ? 0x7e00 :
+			txl_f32_to_f16(dd);
+		memset(blk.sz, 0, sizeof blk.sz);
+		memset(blk.qs, 0, sizeof blk.qs);
+		const float d = txl_f16_to_f32(blk.d);
+		for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+			int sc = d > 0.0f ? (int)ceilf(step[j] / d) : 0;
+			float u, iu;
+			int z;
+
+			sc = sc > 63 ? 63 : sc;
+			u = d * (float)sc * 0.25f;
+			iu = u > 0.0f ? 1.0f / u : 0.0f;
+			z = iu > 0.0f ? (int)lrintf(-lo[j] * iu) : 0;
+			z = z > 63 ? 63 : z;
+			blk.sz[j] = (uint8_t)(sc | (z & 3) << 6);
+			blk.sz[4 + j / 2] |= (uint8_t)((z >> 2) << 4 * (j & 1));
+			for (int i = 0; i < TXL_QK; i++) {
+				int q = iu > 0.0f ? (int)lrintf(
+					(x[j * TXL_QK + i] * iu + (float)z) *
+					0.25f) : 0;
+
+				q = q < 0 ? 0 : q > 15 ? 15 : q;
+				blk.qs[16 * j + (i & 15)] |=
+					(uint8_t)(i < 16 ? q : q << 4);
+			}
+		}
+		memcpy(out + b * sizeof blk, &blk, sizeof blk);
+	}
+}
+
+/* A Q4_K block's scale not negative (every 6-bit field is in range) */
+bool
+txl_q4_k_block_ok(const void *block)
+{
+	const uint8_t *p = block;
+
+	return (p[1] & 0x80) == 0;
+}
+
 static void
 axpy_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	       const float *a, const void *w, size_t ld, int n, int K)
@@ -515,6 +730,13 @@ axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
 	       int K)
 {
 	axpy_rows_with(widen_q8_0, LAYOUT_Q8_0, y, a, w, ld, n, K);
+}
+
+static void
+axpy_rows_q4_k(float *y, const float *a, const void *w, size_t ld, int n,
+	       int K)
+{
+	axpy_rows_with(widen_q4_k, LAYOUT_Q4_K, y, a, w, ld, n, K);
 }
 
 static void
@@ -581,6 +803,29 @@ il_pack_q4_0(uint8_t *blk, int i, const void *block)
 				(uint8_t)(v[8 * j + t] | v[8 * j + 4 + t] << 4);
 }
 
+static void
+il_pack_q4_k(uint8_t *blk, int i, const void *block)
+{
+	const struct txl_block_q4_k *q = block;
+
+	memcpy(blk + 2 * i, &q->d, 2);
+	for (int p = 0; p < 6; p++)
+		blk[2 * TXL_IL + 16 * p + i] = q->sz[p];
+	for (int j = 0; j < TXL_Q4_K_SUB; j++) {
+		uint8_t *o = blk + TXL_IL_Q4K_VALUES + j * TXL_IL * TXL_QK / 2;
+		uint8_t v[TXL_QK];
+
+		for (int c = 0; c < TXL_QK / 2; c++) {
+			v[c] = q->qs[16 * j + c] & 15;
+			v[c + TXL_QK / 2] = q->qs[16 * j + c] >> 4;
+		}
+		for (int c = 0; c < TXL_QK / 8; c++)
+			for (int t = 0; t < 4; t++)
+				o[(c * TXL_IL + i) * 4 + t] = (uint8_t)(v[8 * c + t] |
+					v[8 * c + 4 + t] << 4);
+	}
+}
+
 /* ---- several rows of activations: the definition, each row by the
  * one-row kernel ---- */
 
@@ -608,6 +853,7 @@ name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
 
 DOT_IL_MULTI(dot_il_multi, dot_il)
 DOT_IL_MULTI(dot_il_multi_q4, dot_il_q4)
+DOT_IL_MULTI(dot_il_multi_q4k, dot_il_q4k)
 
 const struct txl_type_kernels txl_scalar_f32 = {
 	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
@@ -636,6 +882,13 @@ const struct txl_type_kernels txl_scalar_q4_0 = {
 	.axpy_rows = axpy_rows_q4_0, .dot = dot_rows_q4_0,
 	.dot_q8 = dot_rows_q4, .dot_il = dot_il_q4, .il_pack = il_pack_q4_0,
 	.dot_il_multi = dot_il_multi_q4, .unpack_q8 = unpack_q8_q4_0,
+};
+
+const struct txl_type_kernels txl_scalar_q4_k = {
+	.widen = widen_q4_k, .narrow = txl_narrow_q4_k,
+	.axpy_rows = axpy_rows_q4_k, .dot = dot_rows_q4_k,
+	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k, .il_pack = il_pack_q4_k,
+	.dot_il_multi = dot_il_multi_q4k, .unpack_q8 = unpack_q8_q4_k,
 };
 
 static const struct txl_kernels kernels_scalar = {

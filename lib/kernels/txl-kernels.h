@@ -185,6 +185,11 @@ txl_q4_0_scale(float m, uint16_t *d)
 /* The scalar narrowing to Q4_0: the scalar set's, and the vector sets'
  * for a block with a NaN or an inf. */
 void txl_narrow_q4_0(void *dst, const float *src, size_t n);
+/* Narrowing to Q4_K, every set's (txl-kernels.c says how). */
+void txl_narrow_q4_k(void *dst, const float *src, size_t n);
+/* A stored Q4_K block's scale not negative (the loader refuses a file
+ * with one that is). */
+bool txl_q4_k_block_ok(const void *block);
 
 /* Q8_0 weights interleaved for matrix-vector products (the copy that the
  * model loader makes of every Q8_0 and Q4_0 matrix, txl_interleave() of
@@ -229,11 +234,11 @@ typedef void (*txl_dot_multi_fn)(float *const *y, const void *w, size_t ld,
  * type's dot_il against a[m] (every set's: see txl_dot_il_fn). */
 typedef void (*txl_dot_il_multi_fn)(float *const *y, const void *w, int ng,
 				    const struct txl_q8_act *a, int M, int K);
-/* A block type packed as TXL_PACK_Q8: the scale of one block as a float
- * and its TXL_QK values as int8, value i at q[i * stride] (v = q d,
- * exact). */
+/* A block type packed as TXL_PACK_Q8: the scale of values 32 b .. 32 b
+ * + 31 of a row as a float and those TXL_QK values as int8, value i at
+ * q[i * stride] (v = q d, exact). */
 typedef void (*txl_unpack_q8_fn)(float *d, int8_t *q, size_t stride,
-				 const void *block);
+				 const void *row, int b);
 
 /* ---- activations: the forms a product takes its vector in ---- */
 

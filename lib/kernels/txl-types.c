@@ -23,13 +23,14 @@
  * txl-kernels.c (scalar: every kernel of every type), and the vector
  * files, built on x86-64 only. */
 extern const struct txl_type_kernels txl_scalar_f32, txl_scalar_f16,
-	txl_scalar_bf16, txl_scalar_q8_0, txl_scalar_q4_0;
+	txl_scalar_bf16, txl_scalar_q8_0, txl_scalar_q4_0, txl_scalar_q4_k;
 extern const struct txl_type_kernels txl_avx2_f32, txl_avx2_f16,
 	txl_avx2_bf16, txl_avx2_q8_0, txl_avx2_q4_0, txl_avxvnni_q8_0,
-	txl_avxvnni_q4_0;
+	txl_avxvnni_q4_0, txl_avx2_q4_k, txl_avxvnni_q4_k;
 extern const struct txl_type_kernels txl_avx512_f32, txl_avx512_f16,
 	txl_avx512_bf16, txl_avx512_q8_0, txl_avx512_q4_0,
-	txl_avx512vnni_q8_0, txl_avx512vnni_q4_0;
+	txl_avx512vnni_q8_0, txl_avx512vnni_q4_0, txl_avx512_q4_k,
+	txl_avx512vnni_q4_k;
 
 /* A type's name and block, from txl-dtype.h */
 #define TYPE(N) .name = #N, .block = TXL_##N##_BLOCK, .bytes = TXL_##N##_BYTES
@@ -90,6 +91,22 @@ const struct txl_type txl_types[TXL_N_DTYPES] = {
 			       [TXL_ISA_AVX2_VNNI] = &txl_avxvnni_q4_0,
 			       [TXL_ISA_AVX512] = &txl_avx512_q4_0,
 			       [TXL_ISA_AVX512_VNNI] = &txl_avx512vnni_q4_0,)
+		},
+	},
+	/* super-blocks of 128 in 4 bits, a 6-bit scale and zero point per
+	 * 32, against int8 activations and queries; packed as int8 blocks
+	 * of 32 (each sub-block's scale and 4 q - z) */
+	[TXL_Q4_K] = {
+		TYPE(Q4_K), .pack = TXL_PACK_Q8,
+		.act = TXL_ACT_Q8, .query_act = TXL_ACT_Q8,
+		.same_floats = TXL_SAME_DOT_Q8 | TXL_SAME_DOT_IL,
+		.block_ok = txl_q4_k_block_ok,
+		.isa = {
+			[TXL_ISA_SCALAR] = &txl_scalar_q4_k,
+			ON_X86([TXL_ISA_AVX2] = &txl_avx2_q4_k,
+			       [TXL_ISA_AVX2_VNNI] = &txl_avxvnni_q4_k,
+			       [TXL_ISA_AVX512] = &txl_avx512_q4_k,
+			       [TXL_ISA_AVX512_VNNI] = &txl_avx512vnni_q4_k,)
 		},
 	},
 	/* bytes, not numbers: the tokenizer, padding */

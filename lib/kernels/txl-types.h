@@ -40,6 +40,9 @@ struct txl_type {
 	 * TXL_PACK_Q8 through its scalar kernels' unpack_q8) */
 	enum txl_pack_fmt pack;
 	unsigned same_floats;	/* TXL_SAME_* */
+	/* a block type's check of a stored block beside its F16 scale's
+	 * (fields in range), or NULL */
+	bool (*block_ok)(const void *block);
 	/* its kernels on each instruction set that has its own; NULL: the
 	 * set's base's (txl_isa_base()); none at all: bytes that are not
 	 * numbers (U8) */

@@ -325,20 +325,27 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 static enum txl_status
 check_scales(const struct txl_file *f, const struct txl_tensor_info *t)
 {
-	const size_t block = txl_row_bytes(t->dtype, TXL_QK);
+	const size_t block = txl_type(t->dtype)->bytes;
+	bool (*const ok)(const void *) = txl_type(t->dtype)->block_ok;
 	const uint8_t *p = f->map + t->begin;
 	const size_t n = (t->end - t->begin) / block;
 
 	for (size_t i = 0; i < n; i++, p += block) {
 		uint16_t d;
 
-		memcpy(&d, p, sizeof d);	/* first in both block types */
+		memcpy(&d, p, sizeof d);	/* first in every block type */
 		if ((d & 0x7c00) == 0x7c00)
 			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is %s "
 					"with a non-finite scale (%s) in block "
 					"%zu: a damaged file", f->path, t->name,
 					txl_dtype_name(t->dtype),
 					d & 0x3ff ? "NaN" : "inf", i);
+		if (ok && !ok(p))
+			return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is %s "
+					"with a scale out of range in block "
+					"%zu: a damaged file",
+					f->path, t->name,
+					txl_dtype_name(t->dtype), i);
 	}
 	return TXL_OK;
 }

@@ -488,11 +488,15 @@ def check_scales(name, dt, raw):
                            count=len(raw) // block * block)
     d = blocks.reshape(-1, block)[:, :2].copy().view("<u2")[:, 0]
     bad = np.flatnonzero((d & 0x7c00) == 0x7c00)
-    if bad.size:
+    neg = np.flatnonzero(d & 0x8000) if dt == "Q4_K" else bad[:0]
+    if bad.size and (not neg.size or bad[0] <= neg[0]):
         i = int(bad[0])
         kind = "NaN" if d[i] & 0x3ff else "inf"
         raise NotLoadable(f"tensor '{name}' is {dt} with a non-finite "
                           f"scale ({kind}) in block {i}: a damaged file")
+    if neg.size:    # Q4_K's scale is not negative (txl_q4_k_block_ok)
+        raise NotLoadable(f"tensor '{name}' is {dt} with a scale out of "
+                          f"range in block {int(neg[0])}: a damaged file")
 
 
 # ---------------------------------------------------------------------------

@@ -48,6 +48,8 @@ QK = 32                 # values per Q8_0 and Q4_0 block
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "U8": np.uint8}
 _Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", QK)])     # 34 bytes, packed
 _Q4_0 = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])  # 18 bytes
+QKK = 128               # values per Q4_K super-block: 4 sub-blocks of 32
+_Q4_K = np.dtype([("d", "<f2"), ("sz", "u1", 6), ("qs", "u1", QKK // 2)])
 # The types a file holds: {name: (values, bytes) per block}, from lib/'s
 # headers (DTYPES, those this module writes, follows _CODECS below).
 _FILE_DTYPES = loadable.storage_types()
@@ -178,6 +180,126 @@ def quantize_q4_0_weights(arr, chunk=1 << 15):
     return blocks
 
 
+def _q4_k_range(x, w, steps=20):
+    """Per row of x (sub-blocks of 32, weights w >= 0 per value): the
+    scale s and minimum m (value = s q - m, q in 0..15, m >= 0, the range
+    holding 0) of least weighted squared error among candidates: the
+    range [min(x, 0), max(x, 0)] in 15 steps, and for each of 21 step
+    counts 14 .. 16 the q it rounds to refitted by weighted least
+    squares (the search of GGUF's make_qkx2_quants)."""
+    lo = np.minimum(x.min(1), 0)
+    hi = np.maximum(x.max(1), 0)
+    rng = np.where(hi > lo, hi - lo, 1)
+    s = rng / 15
+    m = -lo
+    q = np.clip(np.rint((x - lo[:, None]) / s[:, None]), 0, 15)
+    best = (w * (s[:, None] * q - m[:, None] - x) ** 2).sum(1)
+    sw, swx = w.sum(1), (w * x).sum(1)
+    for i in range(steps + 1):
+        q = np.clip(np.rint((14 + i / 10) / rng[:, None] *
+                            (x - lo[:, None])), 0, 15)
+        sl, sl2, sxl = (w * q).sum(1), (w * q * q).sum(1), \
+            (w * q * x).sum(1)
+        det = sw * sl2 - sl * sl
+        ok = det > 0
+        det = np.where(ok, det, 1)
+        s1 = (sw * sxl - swx * sl) / det
+        c = (sl2 * swx - sl * sxl) / det      # x ~ s1 q + c
+        pos = c > 0                            # keep 0 within the range
+        s1 = np.where(pos, sxl / np.where(sl2 > 0, sl2, 1), s1)
+        c = np.where(pos, 0, c)
+        err = (w * (s1[:, None] * q + c[:, None] - x) ** 2).sum(1)
+        b = ok & (err < best) & (s1 > 0)
+        best = np.where(b, err, best)
+        s = np.where(b, s1, s)
+        m = np.where(b, -c, m)
+    return s, m
+
+
+def _q4_k_params(x, w):
+    """The super-blocks' F16 scales d, the sub-blocks' 6-bit scales sc and
+    zero points z, and their units u = d sc / 4, for x of rows of QKK
+    values (weights w per value)."""
+    s, m = _q4_k_range(x.reshape(-1, QK), w.reshape(-1, QK))
+    s, m = s.reshape(-1, 4), m.reshape(-1, 4)
+    d = (s.max(1) / 63).astype(np.float16)
+    if not np.isfinite(d).all():
+        raise ValueError("Q4_K: a weight is too large for an F16 scale")
+    df = d.astype(np.float64)
+    sc = np.clip(np.rint(s / np.where(df > 0, df, 1)[:, None]), 0, 63)
+    u = df[:, None] * sc / 4
+    z = np.clip(np.rint(m / np.where(u > 0, u, 1)), 0, 63)
+    return d, sc.astype(np.uint8), z.astype(np.uint8), u
+
+
+def _q4_k_round(x, u, z):
+    """The nibbles of values x under units u and zero points z (the same
+    shape, or broadcast): (x / u + z) / 4 to nearest, clipped to 0..15."""
+    return np.clip(np.rint((x / np.where(u > 0, u, 1) + z) / 4), 0, 15)
+
+
+def _q4_k_blocks(d, sc, z, q):
+    """Q4_K blocks from d (n,), sc, z (n, 4) and the nibbles q (n, 128)."""
+    blocks = np.empty(len(d), _Q4_K)
+    blocks["d"] = d
+    sz = np.zeros((len(d), 6), np.uint8)
+    sz[:, :4] = sc | (z & 3) << 6
+    hz = z >> 2
+    sz[:, 4] = hz[:, 0] | hz[:, 1] << 4
+    sz[:, 5] = hz[:, 2] | hz[:, 3] << 4
+    blocks["sz"] = sz
+    q = q.astype(np.uint8).reshape(-1, 4, QK)
+    blocks["qs"] = (q[:, :, :16] | q[:, :, 16:] << 4).reshape(-1, QKK // 2)
+    return blocks
+
+
+def quantize_q4_k(arr, importance=None, chunk=1 << 13):
+    """Q4_K blocks (lib/txl-dtype.h) of a float array whose last dimension
+    is a multiple of 128: per sub-block of 32 the scale and minimum of
+    least squared error (_q4_k_range; weighted by `importance`, one weight
+    per column, where given: the mean square of the activations each
+    weight multiplies, models/txlgen/calibrate.py), then d = the largest
+    scale / 63 to F16, each scale a 6-bit multiple of it, each minimum
+    the nearest quarter step (z) and each value the nearest step."""
+    x = np.asarray(arr, np.float32)
+    if not np.isfinite(x).all():
+        raise ValueError("Q4_K: a weight is NaN or infinite")
+    cols = x.shape[-1]
+    x = x.reshape(-1, QKK).astype(np.float64)
+    if importance is None:
+        wt = np.ones((1, QKK))
+    else:
+        wt = np.asarray(importance, np.float64).reshape(-1, QKK)
+    per_row = cols // QKK
+    out = []
+    for lo in range(0, len(x), chunk):
+        b = x[lo:lo + chunk]
+        w = np.broadcast_to(wt if importance is None else
+                            np.tile(wt, (chunk // per_row + 1, 1))
+                            [(lo % per_row):(lo % per_row) + len(b)],
+                            b.shape)
+        d, sc, z, u = _q4_k_params(b, w)
+        q = _q4_k_round(b.reshape(-1, 4, QK), u[:, :, None],
+                        z[:, :, None].astype(np.float64))
+        out.append(_q4_k_blocks(d, sc, z, q.reshape(-1, QKK)))
+    return np.concatenate(out) if out else np.empty(0, _Q4_K)
+
+
+def dequantize_q4_k(raw, shape):
+    """The float32 values of Q4_K bytes: d sc / 4 (4 q - z), exact."""
+    blocks = np.frombuffer(raw, _Q4_K)
+    sz = blocks["sz"]
+    sc = (sz[:, :4] & 63).astype(np.float32)
+    z = ((sz[:, :4] >> 6) | (np.stack([sz[:, 4] & 15, sz[:, 4] >> 4,
+                                       sz[:, 5] & 15, sz[:, 5] >> 4], 1)
+                             << 2)).astype(np.float32)
+    qs = blocks["qs"].reshape(-1, 4, QK // 2)
+    q = np.concatenate([qs & 15, qs >> 4], axis=2).astype(np.float32)
+    u = blocks["d"].astype(np.float32)[:, None] * sc / 4
+    x = u[:, :, None] * (4 * q - z[:, :, None])
+    return x.reshape(shape)
+
+
 def dequantize_q4_0(raw, shape):
     """The float32 values of Q4_0 bytes: (q - 8) * d, exact."""
     blocks = np.frombuffer(raw, _Q4_0)
@@ -233,6 +355,7 @@ _CODECS = {
     "BF16": (_bf16_bytes, _bf16_values),
     "Q8_0": (lambda a: quantize_q8_0(a).tobytes(), dequantize_q8_0),
     "Q4_0": (lambda a: quantize_q4_0_weights(a).tobytes(), dequantize_q4_0),
+    "Q4_K": (lambda a: quantize_q4_k(a).tobytes(), dequantize_q4_k),
 }
 DTYPES = tuple(n for n in loadable.number_types()
                if n in _NP_DTYPES or n in _CODECS)
@@ -262,7 +385,7 @@ def _to_bytes(arr, dtype):
 
 
 def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
-          check=True):
+          check=True, encode=None):
     """Write a model file.
 
     hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
@@ -274,7 +397,8 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
     broken files with check=False), and so is a weight that is NaN or
     infinite, or that its storage type cannot hold (ValueError naming the
     tensor).  Written to a temporary file, then renamed, so that a reader
-    never sees half a file.
+    never sees half a file.  encode(name, array, dtype): the bytes of a
+    tensor, or None for the type's own quantizer (calibrated ones).
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
@@ -305,7 +429,9 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
                 t = t()
             if check:
                 _check_values(t, dt)
-            blobs.append((name, dt, shape, _to_bytes(t, dt)))
+            raw = encode(name, t, dt) if encode else None
+            blobs.append((name, dt, shape,
+                          raw if raw is not None else _to_bytes(t, dt)))
         except ValueError as e:
             raise ValueError(f"tensor {name!r}: {e}")
     blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
@@ -496,12 +622,30 @@ def check_file(path):
     return hp
 
 
-def restore(src, dst, dtype, meta_updates=None):
+def restore(src, dst, dtype, meta_updates=None, calibrate=None):
     """Re-store model file src as dst with the weight matrices in dtype
     (from the values src holds: F32 to anything is one rounding, the type
     src has no rounding at all), with the metadata keys of meta_updates
-    set (value None: removed)."""
+    set (value None: removed).  calibrate: a text whose activations
+    choose the Q4_K weights (calibrate.py); its name, size and sha256 go
+    into the metadata (calibration_text, calibration_bytes,
+    calibration_sha256)."""
     meta, tensors = read(src)
+    encode = None
+    if calibrate:
+        if dtype != "Q4_K":
+            raise ModelFileError(f"--calibrate: for Q4_K, not {dtype}")
+        from . import calibrate as cal
+        stats = cal.statistics(meta, tensors, calibrate)
+
+        def encode(name, t, dt):
+            if dt != "Q4_K" or name not in stats:
+                return None
+            return cal.gptq_q4_k(t, stats[name][0]).tobytes()
+        name, size, digest = cal.text_info(calibrate)
+        meta_updates = dict(meta_updates or {}, calibration_text=name,
+                            calibration_bytes=str(size),
+                            calibration_sha256=digest)
     if not all(isinstance(t, np.ndarray) and t.dtype == np.float32
                for k, t in tensors.items() if k != "tokenizer.model"):
         raise ModelFileError(f"{src}: a U8 tensor other than the "
@@ -515,7 +659,7 @@ def restore(src, dst, dtype, meta_updates=None):
         else:
             hp[k] = v
     try:
-        write(dst, hp, tensors, proto, dtype=dtype)
+        write(dst, hp, tensors, proto, dtype=dtype, encode=encode)
     except ValueError as e:
         raise ModelFileError(f"{src}: {e}")
 
@@ -528,6 +672,10 @@ def main(argv=None):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a metadata key (KEY= removes it); e.g. "
                     "recommended='{\"temp\": 0.9}'")
+    ap.add_argument("--calibrate", metavar="TEXT",
+                    help="choose Q4_K's weights for the activations of "
+                    "this text (PyTorch; its name, size and sha256 go "
+                    "into the metadata)")
     ap.add_argument("input")
     ap.add_argument("output")
     a = ap.parse_args(argv)
@@ -539,4 +687,4 @@ def main(argv=None):
             ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
         updates[k] = v if v else None
     return run_tool("txlfile.py", a.input, restore, a.input, a.output,
-                    a.dtype, updates)
+                    a.dtype, updates, a.calibrate)

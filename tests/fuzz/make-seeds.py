@@ -13,7 +13,8 @@ writes
                   (d_model 32, so that matrices can be blocks of 32) with
                   weights in every storage type (F32, F16, BF16, Q8_0,
                   Q4_0), each in five sizes (header padding) that make
-                  fuzz-model's session use each kv_type
+                  fuzz-model's session use each kv_type; and a Q4_K model
+                  of rows 128 long, also with a negative and a NaN scale
   DIR/state-model.bin  the model the state seeds belong to
                   (TXL_FUZZ_STATE_MODEL for fuzz-state), of d_head 32
   DIR/state/      memory states txlgen saved (txl_session_save) for it,
@@ -55,6 +56,9 @@ TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
 HEAD32 = dict(n_layer=1, d_model=32, n_head=1, d_head=32, d_inner=32,
               tgt_len=4, mem_len=4)
 DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+# rows 128 long: the smallest model whose matrices can be Q4_K
+ROW128 = dict(n_layer=1, d_model=128, n_head=1, d_head=32, d_inner=128,
+              tgt_len=4, mem_len=4)
 KV_TYPES = DTYPES      # fuzz-model: the kv_type of (size / 2) % 5
 
 VARIANTS = {
@@ -231,6 +235,16 @@ def main():
             for kv, kv_name in enumerate(KV_TYPES):
                 put("model", f"head32-{dt}-kv{kv_name}.bin".lower(),
                     with_kv_type(blob, kv))
+        # Q4_K's super-blocks of 128; one with a negative block scale
+        # and one with a NaN one (refused)
+        blob = build(tmp, "r128-q4_k", tok, base=ROW128, dtype="Q4_K")
+        put("model", "row128-q4_k.bin", blob)
+        header, data = tb.split(blob)
+        b = header["layers.0.pos_ff.CoreNet.0.weight"]["data_offsets"][0]
+        for name, d in (("negative", 0xbc00), ("nan", 0x7e00)):
+            put("model", f"row128-q4_k-{name}-scale.bin", tb.assemble(
+                header, data[:b + 72] + struct.pack("<H", d) +
+                data[b + 74:]))
         # the byte pieces (<0xNN>) and byte fallback, in one model
         put("model", "byte_pieces.bin", build(tmp, "bytes", full))
 

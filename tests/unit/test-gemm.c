@@ -149,6 +149,29 @@ random_matrix(enum txl_dtype dt, int rows, int cols, void **stored, double *e)
 				}
 			}
 		}
+		/* Q4_K (txl-dtype.h): random bytes under a random scale;
+		 * value i of sub-block j is d sc_j / 4 (4 q - z_j) */
+		for (int b = 0; dt == TXL_Q4_K && b < cols / 128; b++) {
+			uint8_t *blk = row + 72 * (size_t)b;
+			uint16_t d = random_half();
+
+			for (int i = 0; i < 72; i++)
+				blk[i] = (uint8_t)next_u32();
+			memcpy(blk, &d, 2);
+			for (int k = 0; k < 128; k++) {
+				const int j = k / 32, i = k % 32;
+				const uint8_t *sz = blk + 2;
+				const int sc = sz[j] & 63;
+				const int z = sz[j] >> 6 |
+					((sz[4 + j / 2] >> (j % 2 ? 4 : 0)) &
+					 15) << 2;
+				const int q = i < 16 ? blk[8 + 16 * j + i] & 15
+					: blk[8 + 16 * j + i - 16] >> 4;
+
+				er[b * 128 + k] = (4 * q - z) *
+					(half_value(d) * sc / 4);
+			}
+		}
 	}
 	*stored = w;
 }
@@ -157,7 +180,9 @@ static int
 cols_for(enum txl_dtype dt, int K)
 {
 	/* the block types take whole blocks */
-	return txl_dtype_blocked(dt) ? (K + TXL_QK - 1) / TXL_QK * TXL_QK : K;
+	const int b = txl_type(dt)->block;
+
+	return (K + b - 1) / b * b;
 }
 
 #define FOR_TYPES(dt)                                                        \
@@ -424,7 +449,7 @@ test_slot(void)
 static void
 test_mat_mul_packs(void)
 {
-	const int N = 70, K = 64, M = TXL_PACK_MIN_ROWS;
+	const int N = 70, K = 128, M = TXL_PACK_MIN_ROWS;
 	double *e = malloc(sizeof *e * N * K);
 	float *a = malloc(sizeof *a * M * K), *out = malloc(sizeof *out * M * N);
 	struct txl_pack_slot slot = { 0 };

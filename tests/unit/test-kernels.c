@@ -204,6 +204,19 @@ decode(enum txl_dtype dt, const uint8_t *row, int k, float *out)
 		*out = (float)(q - 8) * f16_value(h);
 		return true;
 	}
+	case TXL_Q4_K: {
+		/* sub-block j: 6-bit scale and zero point, u (4 q - z) */
+		const uint8_t *b = row + k / 128 * 72, *sz = b + 2;
+		const int j = k % 128 / 32, i = k % 32;
+		const int sc = sz[j] & 63;
+		const int z = sz[j] >> 6 | ((sz[4 + j / 2] >> (j % 2 ? 4 : 0)) &
+					    15) << 2;
+		const int q = i < 16 ? b[8 + 16 * j + i] & 15
+			: b[8 + 16 * j + i - 16] >> 4;
+		memcpy(&h, b, 2);
+		*out = (float)(4 * q - z) * (f16_value(h) * (float)sc / 4);
+		return true;
+	}
 	default:
 		return false;
 	}
@@ -219,13 +232,19 @@ zero_point(enum txl_dtype dt)
 	return dt == TXL_Q4_0 ? 8 : 0;
 }
 
-/* |value k| + the zero point times the block's scale |d| */
+/* |value k| + the zero point times the block's scale |d| (Q4_K: its
+ * sub-block's zero point times its unit, at most 63 d 63 / 4) */
 static float
 magnitude(enum txl_dtype dt, const uint8_t *row, const float *values, int k)
 {
 	const struct txl_type *t = txl_type(dt);
 	uint16_t d;
 
+	if (dt == TXL_Q4_K) {
+		memcpy(&d, row + (size_t)(k / t->block) * t->bytes, sizeof d);
+		return fabsf(values[k]) + 63.0f * 63.0f / 4.0f *
+			fabsf(txl_f16_to_f32(d));
+	}
 	if (!zero_point(dt))
 		return fabsf(values[k]);
 	memcpy(&d, row + (size_t)(k / t->block) * t->bytes, sizeof d);
@@ -920,6 +939,67 @@ test_quantize_q16(void)
 	}
 }
 
+/* A Q4_K block by hand: d = 0.5, sub-block j's scale j + 1 (its unit
+ * (j + 1) / 8) and zero points 0, 5, 32, 63 (sz: 0x01, 0x42, 0x03, 0xc4,
+ * then 0x10, 0xf8); q = i % 16 (low nibbles) and 15 - i % 16 (high ones).
+ * The set's widening, its product with int8 activations and the scalar
+ * unpacking into int8 blocks. */
+static void
+test_q4_k_block(const struct set *s)
+{
+	static const uint8_t sz[6] = { 0x01, 0x42, 0x03, 0xc4, 0x10, 0xf8 };
+	/* (index, value): u (4 q - z) worked out */
+	static const struct { int i; float v; } want[] = {
+		{ 0, 0.0f }, { 1, 0.5f }, { 16, 7.5f }, { 31, 0.0f },
+		{ 32, -1.25f }, { 33, -0.25f }, { 48, 13.75f },
+		{ 64, -12.0f }, { 80, 10.5f }, { 96, -31.5f }, { 101, -21.5f },
+		{ 111, -1.5f }, { 112, -1.5f }, { 127, -31.5f },
+	};
+	struct txl_block_q4_k b;
+	float out[128], d;
+	int8_t q[32];
+
+	b.d = 0x3800;
+	memcpy(b.sz, sz, sizeof sz);
+	for (int j = 0; j < 4; j++) {
+		CHECK_EQ(txl_q4_k_sc(b.sz, j), j + 1);
+		for (int i = 0; i < 16; i++)
+			b.qs[16 * j + i] = (uint8_t)(i | (15 - i) << 4);
+	}
+	CHECK_EQ(txl_q4_k_z(b.sz, 0), 0);
+	CHECK_EQ(txl_q4_k_z(b.sz, 1), 5);
+	CHECK_EQ(txl_q4_k_z(b.sz, 2), 32);
+	CHECK_EQ(txl_q4_k_z(b.sz, 3), 63);
+	s->t[TXL_Q4_K].widen(out, &b, 128);
+	for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+		CHECK(out[want[k].i] == want[k].v);
+	/* against activations 1 (scale 1) but 2 at value 48 (13.75) and 0 at
+	 * 96 (-31.5): the sum of the values plus 13.75 + 31.5 */
+	struct act v;
+	double sum = 45.25;
+
+	act_init(&v, TXL_ACT_Q8, 128);
+	for (int k = 0; k < 128; k++) {
+		v.a.q8.q[k] = (int8_t)(k == 48 ? 2 : k == 96 ? 0 : 1);
+		sum += out[k];
+	}
+	for (int j = 0; j < 4; j++) {
+		int32_t t = 0;
+		for (int i = 0; i < 32; i++)
+			t += v.a.q8.q[32 * j + i];
+		v.a.q8.d[j] = 1.0f;
+		v.a.q8.off[j] = -128 * t;
+	}
+	float y;
+	s->t[TXL_Q4_K].dot_q8(&y, &b, sizeof b, &v.a.q8, 1, 128);
+	CHECK(y == (float)sum);
+	act_free(&v);
+	/* sub-block 3 as an int8 block: 4 q - 63, scale 0.5 */
+	ref.t[TXL_Q4_K].unpack_q8(&d, q, 1, &b, 3);
+	CHECK(d == 0.5f && q[0] == -63 && q[5] == -43 && q[16] == -3 &&
+	      q[31] == -63);
+}
+
 /* ---- the integer case of the products ----
  *
  * Block weights with every scale 1 and activations with every scale 1:
@@ -955,6 +1035,10 @@ make_int_weights(enum txl_dtype dt, uint8_t *w, size_t ld, int n, int K,
 			for (size_t i = 2; i < t->bytes && extreme_block(pattern, b);
 			     i++)
 				blk[i] = ext[bytes][(r + (int)i) % 2];
+			/* Q4_K: every sub-block's scale 4, its unit 1 (the
+			 * zero points as they are) */
+			for (int j = 0; dt == TXL_Q4_K && j < TXL_Q4_K_SUB; j++)
+				blk[2 + j] = (uint8_t)((blk[2 + j] & 0xc0) | 4);
 		}
 }
 
@@ -1046,6 +1130,8 @@ test_dot_act(const struct set *s)
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
 		for (size_t p = 0; p < sizeof pads / sizeof *pads; p++) {
 			const int K = Ks[i], n = ns[j];
+			if (K % t->block)
+				continue;
 			const size_t ld = txl_row_bytes(dt, K) + (size_t)pads[p];
 			float *e = malloc(sizeof(float) * n * K), y[32], want[32];
 			struct act v;
@@ -1123,6 +1209,8 @@ test_dot_il(const struct set *s)
 		for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++) {
 			const int K = Ks[i], n = ns[j];
+			if (K % txl_type(dt)->block)
+				continue;
 			const int ng = (n + TXL_IL - 1) / TXL_IL;
 			const size_t ld = txl_row_bytes(dt, K);
 			float *e = malloc(sizeof(float) * n * K);
@@ -1265,6 +1353,8 @@ test_dot_il_multi(const struct set *s)
 		for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
 		for (size_t l = 0; l < sizeof Ms / sizeof *Ms; l++) {
 			const int K = Ks[i], n = ns[j], M = Ms[l];
+			if (K % txl_type(dt)->block)
+				continue;
 			const int ng = (n + TXL_IL - 1) / TXL_IL;
 			const size_t ld = txl_row_bytes(dt, K);
 			float *e = malloc(sizeof(float) * n * K);
@@ -1321,7 +1411,7 @@ static void
 test_axpy(const struct set *s)
 {
 	static const int Ks[] = { 1, 8, 12, 16, 33, 64, 65, 100, 130 };
-	static const int Ks_blk[] = { 32, 64, 96, 128, 160 };
+	static const int Ks_blk[] = { 32, 64, 96, 128, 160, 256, 384 };
 
 	FOR_TYPES(dt) {
 		const int blk = txl_type(dt)->block;
@@ -1329,8 +1419,10 @@ test_axpy(const struct set *s)
 			: sizeof Ks / sizeof *Ks;
 		for (size_t i = 0; i < nK; i++) {
 			int K = blk > 1 ? Ks_blk[i] : Ks[i], n = 37;
+			if (K % blk)
+				continue;
 			int ld = blk > 1 ? K + blk : K + 5;
-			float *e = malloc(sizeof(float) * n * ld), a[37], y[160],
+			float *e = malloc(sizeof(float) * n * ld), a[37], y[384],
 			      col[37], wcol[37], wmag[37];
 			CHECK(e);
 			void *w = make_weights(dt, n, ld,
@@ -1363,9 +1455,12 @@ static void
 test_mat_mul(void)
 {
 	static const int Ms[] = { 1, 2, 5, 33 };
-	const int N = 70, K = 96;
+	const int N = 70;
 
 	FOR_TYPES(dt) {
+		/* 96, or three blocks of a type of longer ones */
+		const int K = 96 % txl_type(dt)->block ? 3 * txl_type(dt)->block
+			: 96;
 		/* one row meets the type's activations (int8 blocks for
 		 * Q8_0 and Q4_0: quantized) */
 		const enum txl_act_type at = txl_type(dt)->act;
@@ -1460,9 +1555,12 @@ static void
 test_mul_each(void)
 {
 	static const int Ms[] = { 2, 3, 16, 17, 40 };
-	const int N = 70, K = 96;
+	const int N = 70;
 
 	FOR_TYPES(dt) {
+		/* 96, or three blocks of a type of longer ones */
+		const int K = 96 % txl_type(dt)->block ? 3 * txl_type(dt)->block
+			: 96;
 		float *e = malloc(sizeof(float) * N * K);
 		CHECK(e);
 		struct txl_mat w = {
@@ -1744,6 +1842,7 @@ main(void)
 		RUN_ON(test_f16_all, &s);
 		RUN_ON(test_q8_0_block, &s);
 		RUN_ON(test_q4_0_block, &s);
+		RUN_ON(test_q4_k_block, &s);
 		RUN_ON(test_quantize_q8, &s);
 		RUN_ON(test_dot_act, &s);
 		RUN_ON(test_dot_il, &s);
