@@ -710,6 +710,24 @@ q4k_il_planes(const uint8_t *pl, __m512i *sc, __m512i *z)
 			     _mm512_slli_epi16(top, 2));
 }
 
+/* 128-bit lane j of v: the instruction takes the lane as an immediate,
+ * which j is once inlined and unrolled, but not in a build without
+ * optimisation */
+static inline __m128i
+lane128(__m512i v, int j)
+{
+	switch (j) {
+	case 0:
+		return _mm512_extracti32x4_epi32(v, 0);
+	case 1:
+		return _mm512_extracti32x4_epi32(v, 1);
+	case 2:
+		return _mm512_extracti32x4_epi32(v, 2);
+	default:
+		return _mm512_extracti32x4_epi32(v, 3);
+	}
+}
+
 /* the term of sub-block j: s the rows' sums of q a, d4 their d / 4 (d sc
  * / 4 exact either way) */
 static inline __m512
@@ -717,11 +735,10 @@ q4k_il_term(__m512i s, __m512i sc, __m512i z, int j, __m512 d4, int32_t asum,
 	    float ad)
 {
 	const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(s, 2),
-		_mm512_mullo_epi32(_mm512_cvtepu8_epi32(
-			_mm512_extracti32x4_epi32(z, j)),
-			_mm512_set1_epi32(asum)));
+		_mm512_mullo_epi32(_mm512_cvtepu8_epi32(lane128(z, j)),
+				   _mm512_set1_epi32(asum)));
 	const __m512 u = _mm512_mul_ps(d4, _mm512_cvtepi32_ps(
-		_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(sc, j))));
+		_mm512_cvtepu8_epi32(lane128(sc, j))));
 
 	return _mm512_mul_ps(_mm512_cvtepi32_ps(t),
 			     _mm512_mul_ps(u, _mm512_set1_ps(ad)));

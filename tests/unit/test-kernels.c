@@ -1480,8 +1480,8 @@ test_mat_mul(void)
 			int M = Ms[i];
 			float *a = malloc(sizeof(float) * M * K);
 			float *out = malloc(sizeof(float) * M * N);
-			float row[96];
-			CHECK(a && out);
+			float *row = malloc(sizeof(float) * K);
+			CHECK(a && out && row);
 			for (int j = 0; j < M * K; j++)
 				a[j] = uniform();
 			/* the activations of one row, as quantized */
@@ -1514,7 +1514,9 @@ test_mat_mul(void)
 			free(a);
 			free(out);
 			txl_mat_row(row, &w, N - 1);
-			CHECK(memcmp(row, e + (size_t)(N - 1) * K, sizeof row) == 0);
+			CHECK(memcmp(row, e + (size_t)(N - 1) * K,
+				     sizeof(float) * K) == 0);
+			free(row);
 		}
 		if (il) {
 			/* rows of the matrix (a cluster of an output layer):
