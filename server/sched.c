@@ -22,9 +22,6 @@
 #include "progress.h"
 #include "srv.h"
 
-/* Bytes that follow the first of a UTF-8 character, at most. */
-#define UTF8_MAX_CONT 3
-
 struct slot {
 	struct task *t;          /* NULL: free */
 	struct txl_session *own; /* the slot's session */
@@ -209,12 +206,11 @@ finish_task(struct slot *sl, const char *why)
 	S.st.tokens_out += (uint64_t)t->n_gen;
 	sl->t = NULL;
 	sl->s = NULL;
-	changed(j);
-	if (++j->n_done == j->n_tasks) {
+	if (++j->n_done == j->n_tasks)
 		S.st.running--;
-		changed(j);
+	changed(j);
+	if (j->n_done == j->n_tasks)
 		job_unref(j);	/* the last use: the connection may be gone */
-	}
 }
 
 /* Start task @p t in slot @p sl: its session (a named one, loaded or
@@ -511,13 +507,11 @@ take_queued(void)
 				j->status = 500;
 				j->error = xstrdup("could not start");
 			}
+			if (++j->n_done == j->n_tasks && j->n_started > 0)
+				S.st.running--;
 			changed(j);
-			if (++j->n_done == j->n_tasks) {
-				if (j->n_started > 0)
-					S.st.running--;
-				changed(j);
+			if (j->n_done == j->n_tasks)
 				job_unref(j);
-			}
 		}
 	}
 }
