@@ -23,6 +23,8 @@
 #include <time.h>
 
 #include "txl.h"
+/* the tests' xorshift64 */
+#include "../tests/unit/test-rng.h"
 
 static double
 now(void)
@@ -45,10 +47,7 @@ static uint64_t rng = 88172645463325252ull;
 static double
 uniform(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (double)(rng >> 11) / 9007199254740992.0;
+	return (double)(xorshift64(&rng) >> 11) / 9007199254740992.0;
 }
 
 /* n ids drawn from p(id) proportional to 1 / (id + 1)^s */

@@ -29,16 +29,11 @@ struct srv_opts srv = {
 static struct engine e;
 static struct txlgen_options opts;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *m = getenv("TXLGEN_FUZZ_MODEL");
 
-	(void)argc;
-	(void)argv;
 	fuzz_quiet_log();
 	options_init(&opts);
 	if (!m)

@@ -12,6 +12,12 @@
 
 #include "txl.h"
 
+/* libFuzzer's entry points, which each harness defines (the first
+ * where it has something to set up; its arguments are libFuzzer's,
+ * unused) */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 struct fuzz_file {
 	int fd;
 	char path[64];	/* /proc/self/fd/N */

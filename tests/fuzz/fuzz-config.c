@@ -19,14 +19,9 @@
 
 static struct fuzz_file file, file2;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	(void)argc;
-	(void)argv;
 	fuzz_file_init(&file, "txl-fuzz-config");
 	fuzz_file_init(&file2, "txl-fuzz-config2");
 	return 0;

@@ -30,16 +30,11 @@
 static struct fuzz_file file;
 static bool model_defaults;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *e = getenv("TXL_FUZZ_MODEL_DEFAULTS");
 
-	(void)argc;
-	(void)argv;
 	fuzz_quiet_log();
 	fuzz_file_init(&file, "txl-fuzz-model");
 	model_defaults = e && *e && strcmp(e, "0") != 0;

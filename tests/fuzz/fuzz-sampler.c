@@ -17,8 +17,6 @@
 
 #include "fuzz-common.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static float
 get_f(const uint8_t *p)
 {

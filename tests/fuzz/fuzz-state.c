@@ -40,17 +40,12 @@ static struct txl_session *sess;		/* this input's */
 static uint8_t *fixed;
 static size_t fixed_cap;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *path = getenv("TXL_FUZZ_STATE_MODEL");
 	struct txl_session_params sp = txl_session_params_default();
 
-	(void)argc;
-	(void)argv;
 	fuzz_quiet_log();
 	if (!path || !*path) {
 		fprintf(stderr, "fuzz-state: set TXL_FUZZ_STATE_MODEL to the "

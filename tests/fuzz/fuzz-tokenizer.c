@@ -31,14 +31,9 @@
 
 static struct fuzz_file file;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	(void)argc;
-	(void)argv;
 	fuzz_quiet_log();
 	fuzz_file_init(&file, "txl-fuzz-tokenizer");
 	return 0;

@@ -29,8 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "txl.h"
-#include "test.h"
+#include "test-model.h"
 
 /*
  * Tokens fed several at a time go through the products together with the
@@ -51,40 +50,16 @@
 #define MAX_STREAMS 56
 static int32_t toks[N_TOK];
 
-static double
-max_diff(const float *a, const float *b, int n)
-{
-	double m = 0;
-
-	for (int i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - b[i]));
-	return m;
-}
-
-static struct txl_model *
-load(const char *path)
-{
-	struct txl_model *m;
-
-	if (txl_model_load(path, &m) != TXL_OK) {
-		fprintf(stderr, "FAIL: %s\n", txl_last_error());
-		exit(1);
-	}
-	return m;
-}
-
 static struct txl_session *
 session(const struct txl_model *m, int mem, int same, int kv)
 {
 	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s;
 
 	if (mem >= 0)
 		p.mem_len = mem;
 	p.same_length = same;
 	p.kv_type = kv;
-	CHECK_EQ(txl_session_new(m, &p, &s), TXL_OK);
-	return s;
+	return new_session(m, &p);
 }
 
 static struct txl_batch *
@@ -103,6 +78,16 @@ static void
 score(struct txl_session *s, const int32_t *t, int n, double *lp)
 {
 	CHECK_EQ(txl_session_score(s, t, n, lp), TXL_OK);
+}
+
+/* The sessions of a batch a[0..n) and their twins t[0..n) freed */
+static void
+free_twins(struct txl_session **a, struct txl_session **t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		txl_session_free(a[i]);
+		txl_session_free(t[i]);
+	}
 }
 
 /*
@@ -177,10 +162,7 @@ check_one_token_steps(const struct txl_model *m, const int *kvs, int S,
 			CHECK(la == lt);
 		}
 	}
-	for (int i = 0; i < S; i++) {
-		txl_session_free(a[i]);
-		txl_session_free(t[i]);
-	}
+	free_twins(a, t, S);
 	txl_batch_free(b);
 }
 
@@ -224,10 +206,7 @@ test_mixed_segments(const struct txl_model *m)
 				CHECK(max_diff(la, lt, V * n[i]) <= TOL_REORDER);
 		}
 	}
-	for (int i = 0; i < 4; i++) {
-		txl_session_free(a[i]);
-		txl_session_free(t[i]);
-	}
+	free_twins(a, t, 4);
 	txl_batch_free(b);
 }
 
@@ -264,10 +243,7 @@ test_copies(const struct txl_model *m)
 				     sizeof(float) * V) == 0);
 		}
 	}
-	for (int i = 0; i < 5; i++) {
-		txl_session_free(a[i]);
-		txl_session_free(t[i]);
-	}
+	free_twins(a, t, 5);
 	txl_session_free(src);
 	txl_batch_free(b);
 }
@@ -301,10 +277,7 @@ test_no_memory(const struct txl_model *m)
 				     sizeof(float) * V * n[i]) == 0);
 		}
 	}
-	for (int i = 0; i < 3; i++) {
-		txl_session_free(a[i]);
-		txl_session_free(t[i]);
-	}
+	free_twins(a, t, 3);
 	txl_batch_free(b);
 }
 
@@ -360,10 +333,7 @@ test_abort(const struct txl_model *m)
 		CHECK(max_diff(txl_session_logits(a[i]), txl_session_logits(t[i]),
 			       V) <= (n[i] == 1 ? 0.0 : TOL_REORDER));
 	}
-	for (int i = 0; i < 3; i++) {
-		txl_session_free(a[i]);
-		txl_session_free(t[i]);
-	}
+	free_twins(a, t, 3);
 	txl_batch_free(b);
 }
 
@@ -495,13 +465,13 @@ main(int argc, char **argv)
 			fprintf(stderr, "SKIP: no test model %s\n", argv[i]);
 			return TEST_SKIP;
 		}
-	m = load(argv[1]);
-	m32 = load(argv[2]);
-	q8 = load(argv[3]);
-	q4 = load(argv[4]);
-	adaptive = load(argv[5]);
-	window = load(argv[6]);
-	bf16 = load(argv[7]);
+	m = load_model(argv[1]);
+	m32 = load_model(argv[2]);
+	q8 = load_model(argv[3]);
+	q4 = load_model(argv[4]);
+	adaptive = load_model(argv[5]);
+	window = load_model(argv[6]);
+	bf16 = load_model(argv[7]);
 	/* the tokens are of every model */
 	int V = txl_model_hparams(m)->n_token;
 	struct txl_model *all[] = { m32, q8, q4, adaptive, window, bf16 };

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test-rng.h"
 #include "txl-gemm.h"
 #include "txl-kernels.h"
 #include "txl-pool.h"
@@ -42,10 +43,7 @@ static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t
 next_u32(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
+	return (uint32_t)(xorshift64(&rng) >> 32);
 }
 
 /* uniform in [-1, 1), at least 2^-20 in magnitude */

@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "test.h"
+#include "test-rng.h"
 #include "txl-kernels.h"
 #include "txl-pool.h"
 #include "txl-products.h"
@@ -50,10 +51,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t
 next_u32(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
+	return (uint32_t)(xorshift64(&rng) >> 32);
 }
 
 /* uniform in [-1, 1) */
@@ -423,6 +421,53 @@ test_q8_0_block(const struct set *s)
 	CHECK(y == 254.0f);
 }
 
+/* nb blocks of TXL_QK random values, each block's magnitude 2^e for a
+ * random e from e0 to e0 + n_e - 1 */
+static void
+random_blocks(float *x, int nb, int e0, int n_e)
+{
+	for (int b = 0; b < nb; b++) {
+		const float mag = ldexpf(1.0f, e0 + (int)(next_u32() % n_e));
+		for (int i = 0; i < TXL_QK; i++)
+			x[b * TXL_QK + i] = uniform() * mag;
+	}
+}
+
+/* Blocks 1 to 4 of the narrowing tests: zeros, a NaN, an inf, and a
+ * value too big for the type's scale (too_big) */
+static void
+special_blocks(float *x, float too_big)
+{
+	for (int i = 0; i < TXL_QK; i++)
+		x[TXL_QK + i] = 0.0f;			/* block 1: zeros */
+	x[2 * TXL_QK + 5] = NAN;			/* block 2: a NaN */
+	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
+	x[4 * TXL_QK + 9] = too_big;			/* block 4: too big */
+}
+
+/* The set's narrowing to block type dt of nb of the NB blocks of x, for
+ * odd block counts: the first nb of the scalar kernel's blocks (want)
+ * bit for bit, and no byte past the last block (a block begins with its
+ * F16 scale). */
+static void
+check_narrow_counts(const struct set *s, enum txl_dtype dt, const float *x,
+		    const void *want, int NB)
+{
+	const size_t bs = txl_row_bytes(dt, TXL_QK);
+	uint8_t *got = malloc(bs * (size_t)(NB + 1));
+
+	CHECK(got);
+	for (int nb = NB; nb > NB - 20; nb -= 7) {
+		uint16_t d;
+		memset(got, 0xa5, bs * (size_t)(NB + 1));
+		s->t[dt].narrow(got, x, (size_t)nb * TXL_QK);
+		CHECK(memcmp(got, want, bs * (size_t)nb) == 0);
+		memcpy(&d, got + bs * (size_t)nb, sizeof d);
+		CHECK_EQ(d, 0xa5a5);
+	}
+	free(got);
+}
+
 /* A Q4_0 block by hand: d = -0.5, q = i % 16 (low nibbles) and 15 - i %
  * 16 (high ones). */
 static void
@@ -451,15 +496,11 @@ test_narrow_q4_0(const struct set *s)
 {
 	enum { NB = 131, N = NB * TXL_QK };
 	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
-	struct txl_block_q4_0 got[NB + 1], want[NB];
+	struct txl_block_q4_0 want[NB];
 
 	CHECK(x && back);
-	for (int b = 0; b < NB; b++) {
-		/* magnitudes with normal F16 scales (8 * 2^-14 to 65504 * 8) */
-		const float mag = ldexpf(1.0f, -10 + (int)(next_u32() % 28));
-		for (int i = 0; i < TXL_QK; i++)
-			x[b * TXL_QK + i] = uniform() * mag;
-	}
+	/* magnitudes with normal F16 scales (8 * 2^-14 to 65504 * 8) */
+	random_blocks(x, NB, -10, 28);
 	/* block 0: largest 8, so d = -1 and q = 8 - x rounded, halves to
 	 * the larger q (the smaller value) */
 	static const float b0[9] = { 8.0f, -1.0f, 3.4f, -7.6f, 2.5f, -2.5f,
@@ -467,11 +508,7 @@ test_narrow_q4_0(const struct set *s)
 	static const int q0[9] = { 0, 9, 5, 15, 6, 11, 8, 9, 1 };
 	for (int i = 0; i < TXL_QK; i++)
 		x[i] = i < 9 ? b0[i] : 0.0f;
-	for (int i = 0; i < TXL_QK; i++)
-		x[TXL_QK + i] = 0.0f;			/* block 1: zeros */
-	x[2 * TXL_QK + 5] = NAN;			/* block 2: a NaN */
-	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
-	x[4 * TXL_QK + 9] = -65504.0f * 8.0f * 1.01f;	/* block 4: too big */
+	special_blocks(x, -65504.0f * 8.0f * 1.01f);
 	for (int i = 0; i < TXL_QK; i++)	/* block 5: largest negative */
 		x[5 * TXL_QK + i] = i == 3 ? -16.0f : (float)(i % 8);
 	/* block 6: the largest magnitude twice, the first one's sign; block
@@ -523,13 +560,7 @@ test_narrow_q4_0(const struct set *s)
 			      d * (far ? 1.0 + 0x1p-7 : 0.5 + 0x1p-18));
 		}
 	}
-	/* odd block counts: no byte past the last block */
-	for (int nb = NB; nb > NB - 20; nb -= 7) {
-		memset(got, 0xa5, sizeof got);
-		s->t[TXL_Q4_0].narrow(got, x, (size_t)nb * TXL_QK);
-		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
-		CHECK_EQ(got[nb].d, 0xa5a5);
-	}
+	check_narrow_counts(s, TXL_Q4_0, x, want, NB);
 	free(x);
 	free(back);
 }
@@ -599,16 +630,12 @@ test_narrow_q8_0(const struct set *s)
 {
 	enum { NB = 131, N = NB * TXL_QK };
 	float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
-	struct txl_block_q8_0 got[NB + 1], want[NB];
+	struct txl_block_q8_0 want[NB];
 
 	CHECK(x && back);
-	for (int b = 0; b < NB; b++) {
-		/* magnitudes from 2^-30 (subnormal scales) to 2^25 (past
-		 * F16's range: 65504 * 127 < 2^23) */
-		const float mag = ldexpf(1.0f, -30 + (int)(next_u32() % 56));
-		for (int i = 0; i < TXL_QK; i++)
-			x[b * TXL_QK + i] = uniform() * mag;
-	}
+	/* magnitudes from 2^-30 (subnormal scales) to 2^25 (past F16's
+	 * range: 65504 * 127 < 2^23) */
+	random_blocks(x, NB, -30, 56);
 	/* block 0: max 127, so the scale is 1 and the values are the
 	 * rounding itself: halves away from zero */
 	static const float b0[8] = { 127.0f, 2.5f, -2.5f, 0.5f, -0.5f,
@@ -616,11 +643,7 @@ test_narrow_q8_0(const struct set *s)
 	static const int8_t q0[8] = { 127, 3, -3, 1, -1, 1, -127, 0 };
 	for (int i = 0; i < TXL_QK; i++)
 		x[i] = i < 8 ? b0[i] : 0.25f;
-	for (int i = 0; i < TXL_QK; i++)
-		x[TXL_QK + i] = 0.0f;			/* block 1: zeros */
-	x[2 * TXL_QK + 5] = NAN;			/* block 2: a NaN */
-	x[3 * TXL_QK + 7] = -INFINITY;			/* block 3: an inf */
-	x[4 * TXL_QK + 9] = 65504.0f * 127.0f * 1.01f;	/* block 4: too big */
+	special_blocks(x, 65504.0f * 127.0f * 1.01f);
 
 	ref.t[TXL_Q8_0].narrow(want, x, N);
 	CHECK_EQ(want[0].d, 0x3c00);
@@ -653,13 +676,7 @@ test_narrow_q8_0(const struct set *s)
 			      (d < 0x1p-14f ? 127 * 0x1p-25 : 0.0));
 		}
 	}
-	/* odd block counts: no byte past the last block */
-	for (int nb = NB; nb > NB - 20; nb -= 7) {
-		memset(got, 0xa5, sizeof got);
-		s->t[TXL_Q8_0].narrow(got, x, (size_t)nb * TXL_QK);
-		CHECK(memcmp(got, want, sizeof *got * (size_t)nb) == 0);
-		CHECK_EQ(got[nb].d, 0xa5a5);
-	}
+	check_narrow_counts(s, TXL_Q8_0, x, want, NB);
 	free(x);
 	free(back);
 }
@@ -1072,6 +1089,19 @@ make_int_act(struct act *v, int pattern)
 	}
 }
 
+/* The integer case of pattern and bytes: n rows of K weights of dt, ld
+ * bytes apart (their values in e), and v's activations */
+static uint8_t *
+make_int_case(enum txl_dtype dt, int n, int K, size_t ld, float *e,
+	      struct act *v, int pattern, int bytes)
+{
+	uint8_t *w = make_weights(dt, n, K, ld, e);
+
+	make_int_weights(dt, w, ld, n, K, pattern, bytes);
+	make_int_act(v, pattern);
+	return w;
+}
+
 /* The integer sums of a row (its values e: the widening with scales 1)
  * and the activations, block by block; *total their exact sum, and the
  * return value their float sum in block order (what a set that computes
@@ -1140,9 +1170,8 @@ test_dot_act(const struct set *s)
 			/* (1) integers */
 			for (int pat = 0; pat < N_PATTERNS; pat++)
 			for (int bytes = 0; bytes < 2; bytes++) {
-				uint8_t *w = make_weights(dt, n, K, ld, e);
-				make_int_weights(dt, w, ld, n, K, pat, bytes);
-				make_int_act(&v, pat);
+				uint8_t *w = make_int_case(dt, n, K, ld, e, &v,
+							   pat, bytes);
 				txl_dot_act(&s->t[dt], y, w, ld, &v.a, n, K);
 				for (int r = 0; r < n; r++) {
 					int64_t exact;
@@ -1222,9 +1251,8 @@ test_dot_il(const struct set *s)
 			/* (1) integers, scales 1 */
 			for (int pat = 0; pat < N_PATTERNS; pat++)
 			for (int bytes = 0; bytes < 2; bytes++) {
-				uint8_t *w = make_weights(dt, n, K, ld, e);
-				make_int_weights(dt, w, ld, n, K, pat, bytes);
-				make_int_act(&v, pat);
+				uint8_t *w = make_int_case(dt, n, K, ld, e, &v,
+							   pat, bytes);
 				txl_interleave(il, dt, w, n, K);
 				s->t[dt].dot_il(y, il, ng, &v.a.q8, K);
 				for (int r = 0; r < ng * TXL_IL; r++) {
@@ -1451,6 +1479,27 @@ test_axpy(const struct set *s)
 
 /* ---- the products of txl-products.c (the chosen set, the pool) ---- */
 
+/* N rows of weights of dt, of 96 values or three blocks of a type of
+ * longer ones; their values in *e (malloc'd), their interleaved copy in
+ * *il where the type has one (else NULL) */
+static struct txl_mat
+make_mat(enum txl_dtype dt, int N, float **e, void **il)
+{
+	const int K = 96 % txl_type(dt)->block ? 3 * txl_type(dt)->block : 96;
+	struct txl_mat w = { .dtype = dt, .rows = N, .cols = K };
+
+	*e = malloc(sizeof(float) * N * K);
+	CHECK(*e);
+	w.data = make_weights(dt, N, K, txl_row_bytes(dt, K), *e);
+	*il = NULL;
+	if (txl_interleaves(dt)) {
+		*il = alloc_il(dt, N, K);
+		CHECK(*il);
+		txl_interleave(*il, dt, w.data, N, K);
+	}
+	return w;
+}
+
 static void
 test_mat_mul(void)
 {
@@ -1458,24 +1507,13 @@ test_mat_mul(void)
 	const int N = 70;
 
 	FOR_TYPES(dt) {
-		/* 96, or three blocks of a type of longer ones */
-		const int K = 96 % txl_type(dt)->block ? 3 * txl_type(dt)->block
-			: 96;
+		float *e;
+		void *il;
+		const struct txl_mat w = make_mat(dt, N, &e, &il);
+		const int K = w.cols;
 		/* one row meets the type's activations (int8 blocks for
 		 * Q8_0 and Q4_0: quantized) */
 		const enum txl_act_type at = txl_type(dt)->act;
-		float *e = malloc(sizeof(float) * N * K);
-		CHECK(e);
-		struct txl_mat w = {
-			.dtype = dt, .rows = N, .cols = K,
-			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
-		};
-		void *il = NULL;
-		if (txl_interleaves(dt)) {
-			il = alloc_il(dt, N, K);
-			CHECK(il);
-			txl_interleave(il, dt, w.data, N, K);
-		}
 		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
 			int M = Ms[i];
 			float *a = malloc(sizeof(float) * M * K);
@@ -1560,21 +1598,10 @@ test_mul_each(void)
 	const int N = 70;
 
 	FOR_TYPES(dt) {
-		/* 96, or three blocks of a type of longer ones */
-		const int K = 96 % txl_type(dt)->block ? 3 * txl_type(dt)->block
-			: 96;
-		float *e = malloc(sizeof(float) * N * K);
-		CHECK(e);
-		struct txl_mat w = {
-			.dtype = dt, .rows = N, .cols = K,
-			.data = make_weights(dt, N, K, txl_row_bytes(dt, K), e),
-		};
-		void *il = NULL;
-		if (txl_interleaves(dt)) {
-			il = alloc_il(dt, N, K);
-			CHECK(il);
-			txl_interleave(il, dt, w.data, N, K);
-		}
+		float *e;
+		void *il;
+		const struct txl_mat w = make_mat(dt, N, &e, &il);
+		const int K = w.cols;
 		for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
 		for (int k = 0; k < (il ? 2 : 1); k++) {
 			const int M = Ms[i], seg = 5;
@@ -1621,6 +1648,38 @@ test_mul_each(void)
 	}
 }
 
+/* out[M,N] (rows N apart) against the dot products of a's rows (ld
+ * apart) and b's (ldb apart), K terms each */
+static void
+check_gemm_nt(const float *out, int N, const float *a, int ld,
+	      const float *b, int ldb, int M, int K, const char *name)
+{
+	for (int m = 0; m < M; m++)
+		for (int n = 0; n < N; n++)
+			check_dot(out[m * N + n], 0, b + (size_t)n * ldb,
+				  a + (size_t)m * ld, K, name);
+}
+
+/* out[M,ncols] (rows N apart) against the dot products of a's rows (ld
+ * apart) and the first ncols columns of b (K rows, ldb apart) */
+static void
+check_gemm_nn(const float *out, int N, const float *a, int ld,
+	      const float *b, int ldb, int M, int K, int ncols,
+	      const char *name)
+{
+	float *col = malloc(sizeof(float) * K);
+
+	CHECK(col);
+	for (int m = 0; m < M; m++)
+		for (int n = 0; n < ncols; n++) {
+			for (int k = 0; k < K; k++)
+				col[k] = b[(size_t)k * ldb + n];
+			check_dot(out[m * N + n], 0, col, a + (size_t)m * ld,
+				  K, name);
+		}
+	free(col);
+}
+
 /* The strided BLAS-shaped products, against loops in double. */
 static void
 test_gemm(void)
@@ -1640,19 +1699,10 @@ test_gemm(void)
 	for (int M = 1; M <= M0; M += M0 - 1) {
 		/* out[M,N] = a[M,K] . b[N,K]^T */
 		txl_gemm_nt_dt(out, N, a, ld, b, TXL_F32, ld, M, K, N);
-		for (int m = 0; m < M; m++)
-			for (int n = 0; n < N; n++)
-				check_dot(out[m * N + n], 0, b + (size_t)n * ld,
-					  a + (size_t)m * ld, K, "gemm_nt");
+		check_gemm_nt(out, N, a, ld, b, ld, M, K, "gemm_nt");
 		/* out[M,N] = a[M,K] . b[K,N] (b as K rows of ld >= N) */
 		txl_gemm_nn(out, N, a, ld, b, N + 3, M, K, N);
-		for (int m = 0; m < M; m++)
-			for (int n = 0; n < N; n++) {
-				for (int k = 0; k < K; k++)
-					col[k] = b[(size_t)k * (N + 3) + n];
-				check_dot(out[m * N + n], 0, col, a + (size_t)m * ld,
-					  K, "gemm_nn");
-			}
+		check_gemm_nn(out, N, a, ld, b, N + 3, M, K, N, "gemm_nn");
 	}
 	/* the same with b in F16 and BF16 (K, V and R of a compact memory) */
 	for (int dt = TXL_F16; dt <= TXL_BF16; dt++) {
@@ -1661,19 +1711,10 @@ test_gemm(void)
 		void *bc = make_weights(dt, N, ld, txl_row_bytes(dt, ld), e);
 		for (int M = 1; M <= M0; M += M0 - 1) {
 			txl_gemm_nt_dt(out, N, a, ld, bc, dt, ld, M, K, N);
-			for (int m = 0; m < M; m++)
-				for (int n = 0; n < N; n++)
-					check_dot(out[m * N + n], 0, e + (size_t)n * ld,
-						  a + (size_t)m * ld, K, "gemm_nt_dt");
+			check_gemm_nt(out, N, a, ld, e, ld, M, K, "gemm_nt_dt");
 			/* b as K rows of N (ldb = ld >= N? no: K rows of ld) */
 			txl_gemm_nn_dt(out, N, a, ld, bc, dt, ld, M, K, 60);
-			for (int m = 0; m < M; m++)
-				for (int n = 0; n < 60; n++) {
-					for (int k = 0; k < K; k++)
-						col[k] = e[(size_t)k * ld + n];
-					check_dot(out[m * N + n], 0, col,
-						  a + (size_t)m * ld, K, "gemm_nn_dt");
-				}
+			check_gemm_nn(out, N, a, ld, e, ld, M, K, 60, "gemm_nn_dt");
 		}
 		free(bc);
 		free(e);

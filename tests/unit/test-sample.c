@@ -25,7 +25,7 @@ make(float temp, int top_k, float top_p, float min_p, float penalty,
 	return s;
 }
 
-/* Frequencies of n draws from logits[3]. */
+/* Frequencies of n draws from logits[3] by s, which it then frees. */
 static void
 histogram(struct txl_sampler *s, const float *logits, int n, double *freq)
 {
@@ -38,6 +38,7 @@ histogram(struct txl_sampler *s, const float *logits, int n, double *freq)
 	}
 	for (int i = 0; i < 3; i++)
 		freq[i] = (double)count[i] / n;
+	txl_sampler_free(s);
 }
 
 static void
@@ -70,64 +71,49 @@ test_distribution(void)
 {
 	/* temp 1, no filters: draws follow softmax(log p) = p */
 	const float logits[] = { logf(0.1f), logf(0.2f), logf(0.7f) };
-	struct txl_sampler *s = make(1, 0, 1, 0, 1, 0, 42, 3);
 	double f[3];
 
-	histogram(s, logits, 40000, f);
+	histogram(make(1, 0, 1, 0, 1, 0, 42, 3), logits, 40000, f);
 	CHECK_NEAR(f[0], 0.1, 0.01);
 	CHECK_NEAR(f[1], 0.2, 0.01);
 	CHECK_NEAR(f[2], 0.7, 0.01);
-	txl_sampler_free(s);
 
 	/* temp 0.5 squares the odds: p^2 normalised */
-	s = make(0.5f, 0, 1, 0, 1, 0, 7, 3);
-	histogram(s, logits, 40000, f);
+	histogram(make(0.5f, 0, 1, 0, 1, 0, 7, 3), logits, 40000, f);
 	CHECK_NEAR(f[0], 0.01 / 0.54, 0.01);
 	CHECK_NEAR(f[1], 0.04 / 0.54, 0.01);
 	CHECK_NEAR(f[2], 0.49 / 0.54, 0.01);
-	txl_sampler_free(s);
 }
 
 static void
 test_filters(void)
 {
 	const float logits[] = { logf(0.1f), logf(0.2f), logf(0.7f) };
-	struct txl_sampler *s;
 	double f[3];
 
 	/* top-p 0.8: {0.7, 0.2} hold 0.9 >= 0.8, so token 0 never comes;
 	 * the rest is renormalised: 0.2/0.9, 0.7/0.9 */
-	s = make(1, 0, 0.8f, 0, 1, 0, 3, 3);
-	histogram(s, logits, 40000, f);
+	histogram(make(1, 0, 0.8f, 0, 1, 0, 3, 3), logits, 40000, f);
 	CHECK_EQ(f[0], 0);
 	CHECK_NEAR(f[1], 0.2 / 0.9, 0.01);
-	txl_sampler_free(s);
 
 	/* top-p 0.5: the 0.7 token alone is enough */
-	s = make(1, 0, 0.5f, 0, 1, 0, 3, 3);
-	histogram(s, logits, 1000, f);
+	histogram(make(1, 0, 0.5f, 0, 1, 0, 3, 3), logits, 1000, f);
 	CHECK_EQ(f[2], 1);
-	txl_sampler_free(s);
 
 	/* top-k 2 drops the least likely */
-	s = make(1, 2, 1, 0, 1, 0, 5, 3);
-	histogram(s, logits, 40000, f);
+	histogram(make(1, 2, 1, 0, 1, 0, 5, 3), logits, 40000, f);
 	CHECK_EQ(f[0], 0);
 	CHECK_NEAR(f[2], 0.7 / 0.9, 0.01);
-	txl_sampler_free(s);
 
 	/* min-p 0.2: threshold 0.2 * 0.7 = 0.14 drops 0.1, keeps 0.2 */
-	s = make(1, 0, 1, 0.2f, 1, 0, 9, 3);
-	histogram(s, logits, 40000, f);
+	histogram(make(1, 0, 1, 0.2f, 1, 0, 9, 3), logits, 40000, f);
 	CHECK_EQ(f[0], 0);
 	CHECK(f[1] > 0.15);
-	txl_sampler_free(s);
 
 	/* top-k 1 is greedy whatever the temperature */
-	s = make(5, 1, 1, 0, 1, 0, 11, 3);
-	histogram(s, logits, 1000, f);
+	histogram(make(5, 1, 1, 0, 1, 0, 11, 3), logits, 1000, f);
 	CHECK_EQ(f[2], 1);
-	txl_sampler_free(s);
 }
 
 static void

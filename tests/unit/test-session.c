@@ -42,8 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "txl.h"
-#include "test.h"
+#include "test-model.h"
 
 static struct txl_model *model;
 static const char *scratch;
@@ -55,14 +54,10 @@ static int32_t toks[N_TOK];
 static struct txl_session *
 session(int seg, int mem, int same)
 {
-	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s;
+	struct txl_session_params p = session_params(seg, mem);
 
-	p.seg_len = seg;
-	p.mem_len = mem;
 	p.same_length = same;
-	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
-	return s;
+	return new_session(model, &p);
 }
 
 /*
@@ -78,16 +73,6 @@ session(int seg, int mem, int same)
  * equality is asserted only where one computation is repeated.
  */
 #define TOL_REORDER 1e-5
-
-static double
-max_diff(const float *a, const float *b, int n)
-{
-	double m = 0;
-
-	for (int i = 0; i < n; i++)
-		m = fmax(m, fabs((double)a[i] - b[i]));
-	return m;
-}
 
 /* The storage types by name (txl.h): any case, NULL and -1 past them;
  * the names of libtxl 1.0 for the memory's types are the same values. */
@@ -171,15 +156,11 @@ test_same_length_segmentation(void)
 static struct txl_session *
 session_init(int seg, int mem, int mem_init)
 {
-	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s;
+	struct txl_session_params p = session_params(seg, mem);
 
-	p.seg_len = seg;
-	p.mem_len = mem;
 	p.same_length = 0;
 	p.mem_init = mem_init;
-	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
-	return s;
+	return new_session(model, &p);
 }
 
 /* mem_init: the model's default (empty: not an adaptive-span model);
@@ -387,10 +368,11 @@ state_checksum(const unsigned char *p, size_t n)
 	return h;
 }
 
-/* The state file @p from with n_past (at byte 48 of the header) set to
- * @p n_past and its checksum made right again, as @p to. */
-static void
-write_state_n_past(const char *from, const char *to, int64_t n_past)
+/* The state file @p from with @p len bytes at @p off replaced by @p v
+ * and its checksum made right again, as @p to; its size in bytes. */
+static size_t
+write_state_patch(const char *from, const char *to, size_t off,
+		  const void *v, size_t len)
 {
 	static unsigned char buf[1 << 16];
 	FILE *f = fopen(from, "rb");
@@ -400,13 +382,22 @@ write_state_n_past(const char *from, const char *to, int64_t n_past)
 	CHECK(f);
 	n = fread(buf, 1, sizeof buf, f);
 	fclose(f);
-	CHECK(n > 64 && n < sizeof buf);
-	memcpy(buf + 48, &n_past, 8);
+	CHECK(n > 64 && n < sizeof buf && off + len <= n - 8);
+	memcpy(buf + off, v, len);
 	sum = state_checksum(buf, n - 8);
 	memcpy(buf + n - 8, &sum, 8);
 	f = fopen(to, "wb");
 	CHECK(f && fwrite(buf, 1, n, f) == n);
 	CHECK(fclose(f) == 0);
+	return n;
+}
+
+/* The state file @p from with n_past (at byte 48 of the header) set to
+ * @p n_past and its checksum made right again, as @p to. */
+static void
+write_state_n_past(const char *from, const char *to, int64_t n_past)
+{
+	write_state_patch(from, to, 48, &n_past, 8);
 }
 
 /* A count of positions fed that no text could reach (INT64_MAX, which
@@ -447,30 +438,6 @@ test_state_n_past(void)
 	unlink(bad);
 	txl_session_free(a);
 	txl_session_free(b);
-}
-
-/* The state file @p from with @p len bytes at @p off replaced by @p v
- * and its checksum made right again, as @p to; its size in bytes. */
-static size_t
-write_state_patch(const char *from, const char *to, size_t off,
-		  const void *v, size_t len)
-{
-	static unsigned char buf[1 << 16];
-	FILE *f = fopen(from, "rb");
-	size_t n;
-	uint64_t sum;
-
-	CHECK(f);
-	n = fread(buf, 1, sizeof buf, f);
-	fclose(f);
-	CHECK(n > 64 && n < sizeof buf && off + len <= n - 8);
-	memcpy(buf + off, v, len);
-	sum = state_checksum(buf, n - 8);
-	memcpy(buf + n - 8, &sum, 8);
-	f = fopen(to, "wb");
-	CHECK(f && fwrite(buf, 1, n, f) == n);
-	CHECK(fclose(f) == 0);
-	return n;
 }
 
 /* The last ids of the text travel with the memory (the repeat penalty's
@@ -767,6 +734,25 @@ test_skip(void)
 	txl_session_free(fresh);
 }
 
+/* @p s's mem_len set to @p mem by txl_session_set_params(); its settings */
+static struct txl_session_params
+set_mem_len(struct txl_session *s, int mem)
+{
+	struct txl_session_params p = txl_session_get_params(s);
+
+	p.mem_len = mem;
+	CHECK_EQ(txl_session_set_params(s, &p), TXL_OK);
+	return p;
+}
+
+/* @p s has no text: no position fed, no logits */
+static void
+check_nothing_fed(const struct txl_session *s)
+{
+	CHECK_EQ(txl_session_n_logits(s), 0);
+	CHECK_EQ(txl_session_n_past(s), 0);
+}
+
 static void
 test_set_params(void)
 {
@@ -805,9 +791,7 @@ test_set_params(void)
 	b = session(5, 16, 0);
 	CHECK_EQ(txl_session_eval(b, toks, 10, TXL_LOGITS_LAST), TXL_OK);
 	CHECK_EQ(txl_session_eval(twin, toks, 10, TXL_LOGITS_LAST), TXL_OK);
-	p = txl_session_get_params(b);
-	p.mem_len = 10;
-	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	set_mem_len(b, 10);
 	CHECK_EQ(txl_session_mem_fill(b), 10);
 	CHECK(same_continuation(b, twin, toks + 10, 5, TOL_REORDER));
 
@@ -819,9 +803,7 @@ test_set_params(void)
 	ref = session(10, 3, 0);
 	CHECK_EQ(txl_session_eval(b, toks, 10, TXL_LOGITS_LAST), TXL_OK);
 	CHECK_EQ(txl_session_eval(ref, toks, 10, TXL_LOGITS_LAST), TXL_OK);
-	p = txl_session_get_params(b);
-	p.mem_len = 3;
-	CHECK_EQ(txl_session_set_params(b, &p), TXL_OK);
+	p = set_mem_len(b, 3);
 	CHECK_EQ(txl_session_mem_fill(b), 3);
 	CHECK_EQ(txl_session_n_past(b), 10);
 	CHECK(same_continuation(b, ref, toks + 10, 5, TOL_REORDER));
@@ -853,8 +835,7 @@ test_set_params(void)
 	txl_session_free(twin);
 	twin = session(5, 4, 0);
 	CHECK_EQ(txl_session_set_params(twin, NULL), TXL_OK);
-	CHECK_EQ(txl_session_n_logits(twin), 0);
-	CHECK_EQ(txl_session_n_past(twin), 0);
+	check_nothing_fed(twin);
 
 	unlink(path);
 	free(la);
@@ -1065,8 +1046,7 @@ test_reset_and_abort(void)
 	p.abort_data = &calls;
 	CHECK_EQ(txl_session_new(model, &p, &ab), TXL_OK);
 	CHECK_EQ(txl_session_eval(ab, toks, 8, TXL_LOGITS_LAST), TXL_ABORTED);
-	CHECK_EQ(txl_session_n_logits(ab), 0);
-	CHECK_EQ(txl_session_n_past(ab), 0);
+	check_nothing_fed(ab);
 	CHECK_EQ(txl_session_mem_fill(ab), 0);
 	free(lf);
 	txl_session_free(a);
@@ -1077,14 +1057,10 @@ test_reset_and_abort(void)
 static struct txl_session *
 session_kv(const struct txl_model *m, int seg, int mem, int kv_type)
 {
-	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s;
+	struct txl_session_params p = session_params(seg, mem);
 
-	p.seg_len = seg;
-	p.mem_len = mem;
 	p.kv_type = kv_type;
-	CHECK_EQ(txl_session_new(m, &p, &s), TXL_OK);
-	return s;
+	return new_session(m, &p);
 }
 
 static long
@@ -1321,6 +1297,19 @@ count_files(const char *prefix)
 	return n;
 }
 
+/* @p b loads the state file @p path: @p n_past positions fed; and no
+ * temporary file of a save to it is left in the scratch directory */
+static void
+check_state_kept(struct txl_session *b, const char *path, int n_past)
+{
+	char prefix[4096];
+
+	CHECK_EQ(txl_session_load(b, path), TXL_OK);
+	CHECK_EQ(txl_session_n_past(b), n_past);
+	snprintf(prefix, sizeof prefix, "%s.", strrchr(path, '/') + 1);
+	CHECK_EQ(count_files(prefix), 0);
+}
+
 static void
 write_file(const char *path, const char *text)
 {
@@ -1411,9 +1400,7 @@ test_state_targets(void)
 	CHECK_EQ(txl_session_save(a, link), TXL_OK);
 	CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
 	CHECK(stat(path, &sb) == 0 && (sb.st_mode & 07777) == 0604);
-	CHECK_EQ(txl_session_load(b, path), TXL_OK);
-	CHECK_EQ(txl_session_n_past(b), 15);
-	CHECK_EQ(count_files("tgt.state."), 0);
+	check_state_kept(b, path, 15);
 
 	unlink(path);
 	unlink(fifo);
@@ -1449,9 +1436,7 @@ test_state_failed_save(void)
 	}
 	CHECK(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	CHECK_EQ(txl_session_load(b, path), TXL_OK);
-	CHECK_EQ(txl_session_n_past(b), 9);
-	CHECK_EQ(count_files("full.state."), 0);
+	check_state_kept(b, path, 9);
 	unlink(path);
 	txl_session_free(a);
 	txl_session_free(b);
@@ -1493,9 +1478,7 @@ test_state_aborted_save(void)
 	for (int k = 0; k < polls; k++) {
 		left = k;
 		CHECK_EQ(txl_session_save(ab, path), TXL_ABORTED);
-		CHECK_EQ(txl_session_load(b, path), TXL_OK);
-		CHECK_EQ(txl_session_n_past(b), 9);
-		CHECK_EQ(count_files("abort.state."), 0);
+		check_state_kept(b, path, 9);
 	}
 	unlink(path);
 	txl_session_free(a);

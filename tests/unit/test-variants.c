@@ -22,8 +22,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "txl.h"
-#include "test.h"
+#include "test-model.h"
 
 static struct txl_model *model;
 static const struct txl_hparams *hp;
@@ -49,12 +48,10 @@ static struct txl_session *
 session(int seg, int stride)
 {
 	struct txl_session_params p = txl_session_params_default();
-	struct txl_session *s;
 
 	p.seg_len = seg;
 	p.stride = has_memory() ? TXL_FROM_MODEL : stride;
-	CHECK_EQ(txl_session_new(model, &p, &s), TXL_OK);
-	return s;
+	return new_session(model, &p);
 }
 
 static double
