@@ -122,6 +122,7 @@ suggest_setting(const char *word)
 	const char *keys[SETTINGS_MAX], *ours;
 	const struct setting *s;
 	char w[NAME_MAX_LEN];
+	int n = 0;
 
 	if (normalise(word, '-', w, sizeof(w)) && (ours = suggest_alias(w)) &&
 	    (s = setting_find(ours))) {
@@ -129,6 +130,7 @@ suggest_setting(const char *word)
 		return key;
 	}
 	for (int i = 0; i < n_settings; i++)
-		keys[i] = settings[i].key;
-	return suggest_closest(word, keys, n_settings);
+		if (setting_is_key(&settings[i]))
+			keys[n++] = settings[i].key;
+	return suggest_closest(word, keys, n);
 }
