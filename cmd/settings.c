@@ -94,6 +94,7 @@ const struct setting settings[] = {
 	ROW(text, ST_STRING, START, .short_opt = 'p', .nullable = true,
 	    .metavar = "STRING", .help = "use STRING as the prompt"),
 	ROW(echo, ST_BOOL, T,
+	    .theirs = "verbose-prompt display-prompt",
 	    .help = "print the prompt before the continuation"),
 	ROW(prime, ST_LIST, START, .arg = ARG_INPUT, .metavar = "FILE",
 	    .help = "feed FILE into the memory first (repeatable;\n"
@@ -103,6 +104,7 @@ const struct setting settings[] = {
 	    "files (default: only the last ones, which alone\n"
 	    "make the memory: the same state, sooner)"),
 	ROW(state_in, ST_STRING, START, .nullable = true, .arg = ARG_FILE,
+	    .theirs = "prompt-cache",
 	    .metavar = "FILE",
 	    .help = "start from a saved memory state (with its\n"
 	    "mem_len unless --mem-len is given)"),
@@ -112,13 +114,16 @@ const struct setting settings[] = {
 	    .help = "map the model file (default: read it into memory,\n"
 	    "where tokens come faster)"),
 	ROW(interactive, ST_BOOL, CLI, .short_opt = 'i',
+	    .theirs = "conversation interactive-first",
 	    .help = "interactive session (REPL)"),
 
 	HEAD("Length and stopping:"),
 	ROW(n_predict, ST_INT, T, .short_opt = 'n', .min = -1, .max = INT_MAX,
+	    .theirs = "predict max-tokens",
 	    .model_may_set = true, .metavar = "N",
 	    .help = "tokens to generate (default 256; -1 = no limit)"),
 	ROW(stop, ST_LIST, T, .model_may_set = true, .metavar = "STRING",
+	    .theirs = "reverse-prompt antiprompt",
 	    .help = "stop before STRING (repeatable)"),
 	ROW(ignore_eos, ST_BOOL, T, .model_may_set = true,
 	    .help = "never generate the end-of-sequence token"),
@@ -131,6 +136,7 @@ const struct setting settings[] = {
 
 	HEAD("Sampling (a model file may recommend other defaults):"),
 	ROW(temp, ST_FLOAT, T, .max = 100, .model_may_set = true,
+	    .theirs = "temperature",
 	    .metavar = "T", .help = "temperature (default 0.8; 0 = greedy)"),
 	ROW(top_k, ST_INT, T, .max = INT_MAX, .model_may_set = true,
 	    .metavar = "K",
@@ -153,9 +159,11 @@ const struct setting settings[] = {
 
 	HEAD("Transformer-XL (defaults from the model):"),
 	ROW(mem_len, ST_INT, S, .nullable = true, .max = TXL_MEM_LEN_MAX,
+	    .theirs = "ctx-size n-ctx context",
 	    .model_may_set = true, FROM_SESSION(mem_len), .metavar = "N",
 	    .help = "positions kept in the memory"),
 	ROW(seg_len, ST_INT, S, .nullable = true, .min = 1,
+	    .theirs = "batch-size ubatch-size",
 	    .max = TXL_SEG_LEN_MAX, .model_may_set = true,
 	    FROM_SESSION(seg_len), .metavar = "N",
 	    .help = "tokens per segment"),
@@ -173,6 +181,7 @@ const struct setting settings[] = {
 	    "the TensorFlow code's and Hugging Face's;\n"
 	    "models of that origin recommend it)"),
 	ROW(threads, ST_INT, S, .short_opt = 't', .max = 1024,
+	    .theirs = "threads-batch",
 	    .metavar = "N",
 	    .help = "threads of the kernels and of OpenBLAS\n"
 	    "(default 0 = one per CPU; where other work keeps\n"
@@ -190,6 +199,7 @@ const struct setting settings[] = {
 
 	HEAD("Scoring and tokens:"),
 	ROW(score, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
+	    .theirs = "perplexity",
 	    .help = "print NLL, perplexity and bits per byte of FILE\n"
 	    "('-' = stdin), read as a stream"),
 	ROW(score_docs, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
@@ -243,6 +253,7 @@ const struct setting settings[] = {
 	ROW(json, ST_BOOL, T,
 	    .help = "JSON lines: one object per token, then a summary"),
 	ROW(stats, ST_BOOL, T,
+	    .theirs_off = "log-disable",
 	    .help = "token counts, speed and memory fill on stderr"),
 	/* "--color" alone is "--color=always" */
 	ROW(color, ST_ENUM, T, .alias = "colour", .choices = color_names_of,

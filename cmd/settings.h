@@ -181,6 +181,10 @@ struct setting {
 	const char *bare;       /* ST_ENUM: the value of the option given
 				   without one ("--color"); NULL: it needs one */
 	const char *negated;    /* ST_ENUM: the value of --no-NAME, or NULL */
+	const char *theirs;     /* other programs' names for it (llama.cpp's
+				   above all), space-separated: "did you
+				   mean" answers with this one's */
+	const char *theirs_off; /* theirs for its --no- form */
 	const char *metavar;    /* "FILE"; "[=WHEN]" for an optional one */
 	const char *help;       /* --help's lines; a heading's title */
 };
