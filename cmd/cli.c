@@ -22,18 +22,32 @@
 #include "suggest.h"
 #include "text.h"
 
-#define MAX_LONG 128
+/* the long spellings: each row's name, its --no- form, its alias and the
+ * alias's --no- form at most */
+#define MAX_LONG (4 * SETTINGS_MAX)
 
-/* getopt's table: every option, then the --no- forms. */
+/* getopt's table: every spelling of every option (its name, its --no-
+ * form, its alias and the alias's --no- form), and the option of each. */
 struct getopt_table {
 	struct option lo[MAX_LONG + 1];
 	char names[MAX_LONG][40];
+	int row[MAX_LONG];      /* the option's index in settings[] */
+	bool neg[MAX_LONG];     /* a --no- form */
 	int n;
 	char so[128];
 };
 
-/* getopt_long's value for option i of cli_opts; +1 for its --no- form */
-#define VAL(i, neg) (256 + 2 * (i) + (neg))
+/* getopt_long's value for long spelling i of the table */
+#define VAL(i) (256 + (i))
+
+/* The argument getopt takes for @p s. */
+static int
+has_arg(const struct setting *s)
+{
+	if (s->type == ST_NONE || s->type == ST_BOOL || s->type == ST_TRIBOOL)
+		return no_argument;
+	return s->bare ? optional_argument : required_argument;
+}
 
 static void
 build_getopt(struct getopt_table *t)
@@ -43,24 +57,30 @@ build_getopt(struct getopt_table *t)
 	t->so[k++] = '+'; /* no permutation: stop at the first argument */
 	t->so[k++] = ':';
 	t->n = 0;
-	for (int i = 0; i < n_cli_opts; i++) {
-		const struct cli_opt *c = &cli_opts[i];
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
 
-		if (!c->name)
+		if (!s->key)
 			continue;
-		for (int neg = 0; neg <= (int)c->negatable; neg++) {
-			snprintf(t->names[t->n], sizeof(t->names[0]), "%s%s",
-				 neg ? "no-" : "", c->name);
+		for (int form = 0; form < 4; form++) {
+			bool neg = form & 1, alias = form & 2;
+
+			if ((neg && !setting_negatable(s)) ||
+			    (alias && !s->alias))
+				continue;
+			setting_option(s, neg, alias, t->names[t->n],
+				       sizeof(t->names[0]));
 			t->lo[t->n] = (struct option){
-				t->names[t->n],
-				neg ? no_argument : c->has_arg, NULL,
-				VAL(i, neg)
+				t->names[t->n], neg ? no_argument : has_arg(s),
+				NULL, VAL(t->n)
 			};
+			t->row[t->n] = i;
+			t->neg[t->n] = neg;
 			t->n++;
 		}
-		if (c->short_opt) {
-			t->so[k++] = (char)c->short_opt;
-			if (c->has_arg == required_argument)
+		if (s->short_opt) {
+			t->so[k++] = (char)s->short_opt;
+			if (has_arg(s) == required_argument)
 				t->so[k++] = ':';
 		}
 	}
@@ -166,26 +186,26 @@ bad_short_option(int c)
 /* ------------------------------------------------------------------ */
 /* Parsing                                                             */
 
+/* The option (index of settings[]) of getopt's value @p c, or -1. */
 static int
-find_opt(int c)
+find_opt(const struct getopt_table *t, int c)
 {
-	if (c >= 256 && c < VAL(n_cli_opts, 0))
-		return (c - 256) / 2;
-	for (int i = 0; i < n_cli_opts; i++)
-		if (cli_opts[i].name && cli_opts[i].short_opt == c)
+	if (c >= VAL(0) && c < VAL(t->n))
+		return t->row[c - VAL(0)];
+	for (int i = 0; i < n_settings; i++)
+		if (settings[i].key && settings[i].short_opt == c)
 			return i;
 	return -1;
 }
 
 /* The option as the user spelled it, for messages. */
 static void
-opt_name(int i, int c, char *buf, size_t len)
+opt_name(const struct getopt_table *t, int c, char *buf, size_t len)
 {
-	if (c < 256)
+	if (c < VAL(0))
 		snprintf(buf, len, "-%c", c);
 	else
-		snprintf(buf, len, "--%s%s", (c - 256) % 2 ? "no-" : "",
-			 cli_opts[i].name);
+		snprintf(buf, len, "--%s", t->names[c - VAL(0)]);
 }
 
 static bool
@@ -210,9 +230,9 @@ load_config(struct txlgen_options *o, int argc, char **argv,
 	opterr = 0;
 	optind = 0;
 	while ((c = getopt_long(argc, argv, t->so, t->lo, NULL)) != -1) {
-		int i = find_opt(c);
+		int i = find_opt(t, c);
 
-		if (i >= 0 && cli_opts[i].action == OPT_CONFIG) {
+		if (i >= 0 && settings[i].action == ACT_CONFIG) {
 			free(o->config);
 			o->config = xstrdup(optarg);
 		}
@@ -235,85 +255,44 @@ load_config(struct txlgen_options *o, int argc, char **argv,
 	return config_load(o, o->config);
 }
 
-/* A whole number in the range of @p co into *@p v. */
-static int
-parse_number(const struct cli_opt *co, const char *name, const char *arg,
-	     int64_t *v)
-{
-	char lo[32], hi[32], *end;
-	long long n;
-
-	errno = 0;
-	n = strtoll(arg, &end, 10);
-	if (end == arg || *end != '\0') {
-		usage_error("%s: '%s' is not an integer", name, arg);
-		return EXIT_USAGE;
-	}
-	if (errno == ERANGE || (double)n < co->min || (double)n > co->max) {
-		usage_error("%s: %s is out of range (%s .. %s)", name, arg,
-			    fmt_number(co->min, lo, sizeof(lo)),
-			    fmt_number(co->max, hi, sizeof(hi)));
-		return EXIT_USAGE;
-	}
-	*v = n;
-	return EXIT_OK;
-}
-
 /* Apply option i of the table (getopt value c) with argument @p arg. */
 static int
-apply(struct txlgen_options *o, int i, int c, const char *arg, int argc,
-      char **argv)
+apply(struct txlgen_options *o, const struct getopt_table *t, int i, int c,
+      const char *arg, int argc, char **argv)
 {
-	const struct cli_opt *co = &cli_opts[i];
-	bool neg = c >= 256 && (c - 256) % 2;
-	const struct setting *s;
+	const struct setting *s = &settings[i];
+	bool neg = c >= VAL(0) && t->neg[c - VAL(0)];
 	char err[256], name[64];
 
-	opt_name(i, c, name, sizeof(name));
-	switch (co->action) {
-	case OPT_SETTING:
-	case OPT_BOOL:
-		s = setting_find(co->key);
-		/* a list from the command line replaces the config's */
-		if (s->type == ST_LIST && setting_origin(s, o) != ORIGIN_CLI)
-			strlist_clear(setting_ptr(s, o));
-		setting_set_origin(s, o, ORIGIN_CLI);
-		if (co->action == OPT_BOOL) {
-			setting_set_bool(s, o, !neg);
-			return EXIT_OK;
-		}
-		if (s->type == ST_COLOR && neg) {
-			arg = "never";
-		} else if (s->type == ST_COLOR && !arg) {
-			/* "--color always" as well as "--color=always" */
-			arg = "always";
-			for (int k = 0; optind < argc && k < 3; k++) {
-				if (!strcmp(argv[optind], color_names[k])) {
-					arg = argv[optind++];
-					break;
-				}
+	if (s->action != ACT_SET && s->action != ACT_ONCE)
+		return EXIT_OK;
+	opt_name(t, c, name, sizeof(name));
+	/* a list from the command line replaces the config's */
+	if (s->type == ST_LIST && setting_origin(s, o) != ORIGIN_CLI)
+		strlist_clear(setting_ptr(s, o));
+	setting_set_origin(s, o, ORIGIN_CLI);
+	if (s->type == ST_BOOL || s->type == ST_TRIBOOL) {
+		setting_set_bool(s, o, !neg);
+		return EXIT_OK;
+	}
+	if (neg) {
+		arg = s->negated;
+	} else if (!arg && s->bare) {
+		/* "--color always" as well as "--color=always" */
+		int n;
+		const char *const *names = setting_names(s, &n);
+
+		arg = s->bare;
+		for (int k = 0; optind < argc && k < n; k++) {
+			if (names[k] && !strcmp(argv[optind], names[k])) {
+				arg = argv[optind++];
+				break;
 			}
 		}
-		if (!setting_parse(s, o, arg, err, sizeof(err))) {
-			usage_error("%s: %s", name, err);
-			return EXIT_USAGE;
-		}
-		return EXIT_OK;
-	case OPT_FLAG:
-		*(bool *)((char *)o + co->offset) = !neg;
-		return EXIT_OK;
-	case OPT_PATH:
-		free(*(char **)((char *)o + co->offset));
-		*(char **)((char *)o + co->offset) = xstrdup(arg);
-		return EXIT_OK;
-	case OPT_NUMBER:
-		return parse_number(co, name, arg,
-				    (int64_t *)(void *)((char *)o + co->offset));
-	case OPT_CONFIG:
-	case OPT_HELP:
-	case OPT_VERSION:
-	case OPT_LIST_TYPES:
-		break;
+	}
+	if (!setting_parse(s, o, arg, err, sizeof(err))) {
+		usage_error("%s: %s", name, err);
+		return EXIT_USAGE;
 	}
 	return EXIT_OK;
 }
@@ -429,7 +408,7 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 	/* Pass 2: everything else, in order. */
 	optind = 0;
 	while ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) != -1) {
-		int i = find_opt(c);
+		int i = find_opt(&t, c);
 
 		if (c == ':') {
 			usage_error("option '%s' needs an argument",
@@ -443,20 +422,23 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 				bad_long_option(&t, argv[optind - 1]);
 			return EXIT_USAGE;
 		}
-		switch (cli_opts[i].action) {
-		case OPT_HELP:
+		switch (settings[i].action) {
+		case ACT_HELP:
 			options_usage(stdout);
 			return EXIT_OK;
-		case OPT_VERSION:
+		case ACT_VERSION:
 			options_version(stdout);
 			return EXIT_OK;
-		case OPT_LIST_TYPES:
+		case ACT_LIST_TYPES:
 			for (int dt = 0; txl_dtype_name(dt); dt++)
 				if (txl_dtype_uses(dt) & TXL_DTYPE_MEMORY)
 					printf("%s\n", txl_dtype_name(dt));
 			return EXIT_OK;
+		case ACT_LIST_OPTIONS:
+			options_list(stdout);
+			return EXIT_OK;
 		default:
-			rc = apply(o, i, c, optarg, argc, argv);
+			rc = apply(o, &t, i, c, optarg, argc, argv);
 			if (rc != EXIT_OK)
 				return rc;
 		}

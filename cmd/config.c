@@ -159,6 +159,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 		setting_set_bool(s, o, cJSON_IsTrue(v));
 		return true;
 	case ST_INT:
+	case ST_INT64:
 	case ST_SEED:
 		if (!cJSON_IsNumber(v)) {
 			want = "an integer";
@@ -188,10 +189,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 		*(double *)p = v->valuedouble;
 		return true;
 	case ST_STRING:
-	case ST_COLOR:
-	case ST_KV_TYPE:
-	case ST_COMPUTE:
-	case ST_MEM_INIT:
+	case ST_ENUM:
 		if (!cJSON_IsString(v)) {
 			want = "a string";
 			break;
@@ -219,6 +217,8 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 				return false;
 		}
 		return true;
+	case ST_NONE:
+		break;
 	}
 	snprintf(err, errlen, "expected %s, got %s", want, json_type_name(v));
 	return false;
@@ -428,7 +428,8 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 		const struct setting *s = NULL;
 
 		for (int k = 0; k < n_settings; k++)
-			if (!strcmp(settings[k].key, v->string))
+			if (setting_is_key(&settings[k]) &&
+			    !strcmp(settings[k].key, v->string))
 				s = &settings[k];
 		if (!s && !src->from_model && !strcmp(v->string, SOURCES_KEY) &&
 		    cJSON_IsObject(v))
@@ -511,32 +512,29 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 	     const struct txl_session *session)
 {
 	const void *p = setting_ptr(st, o);
-	struct txl_session_params sp = { 0 };
+	struct txl_session_params sp;
+	const char *const *names;
 	char num[32];
 	cJSON *v;
-	int iv;
+	int iv, n;
 
-	if (session)
+	if (session && st->from_session) {
+		/* an int of both: the session's */
 		sp = txl_session_get_params(session);
+		p = (const char *)&sp + st->session_offset;
+	}
 	switch (st->type) {
 	case ST_BOOL:
 		return cJSON_CreateBool(*(const bool *)p);
 	case ST_TRIBOOL:
 		iv = *(const int *)p;
-		if (session && !strcmp(st->key, "same_length"))
-			iv = sp.same_length;
 		return iv < 0 ? cJSON_CreateNull() : cJSON_CreateBool(iv);
 	case ST_INT:
 		iv = *(const int *)p;
-		if (session && !strcmp(st->key, "mem_len"))
-			iv = sp.mem_len;
-		else if (session && !strcmp(st->key, "seg_len"))
-			iv = sp.seg_len;
-		else if (session && !strcmp(st->key, "clamp_len"))
-			iv = sp.clamp_len;
 		return st->nullable && iv < 0 ? cJSON_CreateNull() :
 			cJSON_CreateNumber(iv);
 	case ST_SEED:
+	case ST_INT64:
 		if (*(const int64_t *)p < 0)
 			return cJSON_CreateNull();
 		/* as digits: cJSON prints a double to 15 digits when that
@@ -565,18 +563,13 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 			cJSON_AddItemToArray(v, sv);
 		}
 		return v;
-	case ST_COLOR:
-	case ST_KV_TYPE:
-	case ST_COMPUTE:
-		return cJSON_CreateString(setting_names(st, &iv)[*(const int *)p]);
-	case ST_MEM_INIT: {
-		int n;
-		const char *const *names = setting_names(st, &n);
-
-		iv = session ? sp.mem_init : *(const int *)p;
-		return iv < 0 || iv >= n ? cJSON_CreateNull() :
+	case ST_ENUM:
+		names = setting_names(st, &n);
+		iv = *(const int *)p;
+		return iv < 0 || iv >= n || !names[iv] ? cJSON_CreateNull() :
 			cJSON_CreateString(names[iv]);
-	}
+	case ST_NONE:
+		break;
 	}
 	return NULL;
 }
@@ -608,7 +601,11 @@ config_print(FILE *f, const struct txlgen_options *o,
 		die_oom();
 	for (int i = 0; i < n_settings; i++) {
 		const struct setting *st = &settings[i];
-		cJSON *v = setting_json(st, o, session);
+		cJSON *v;
+
+		if (!setting_is_key(st))
+			continue;
+		v = setting_json(st, o, session);
 
 		if (!v)
 			die_oom();

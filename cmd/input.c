@@ -35,11 +35,8 @@
 static const char *
 kind_of(mode_t m)
 {
-	if (S_ISBLK(m))
-		return "a block device";
-	if (S_ISSOCK(m))
-		return "a socket";
-	return "neither a file nor a stream";
+	return S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" :
+		"neither a file nor a stream";
 }
 
 /* A descriptor of the regular file or stream @p path, or -1 (reported).

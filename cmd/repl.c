@@ -186,9 +186,7 @@ cmd_set(struct repl *r, char *args)
 		errmsg("/set: '%s' can only be set at start-up", s->key);
 		return EXIT_USAGE;
 	}
-	if (s->type == ST_INT || s->type == ST_TRIBOOL || s->type == ST_COLOR ||
-	    s->type == ST_KV_TYPE || s->type == ST_COMPUTE ||
-	    s->type == ST_MEM_INIT)
+	if (s->type == ST_INT || s->type == ST_TRIBOOL || s->type == ST_ENUM)
 		old_int = *(int *)setting_ptr(s, e->opts);
 	old_origin = setting_origin(s, e->opts);
 	if (!strcmp(val, "null") || !strcmp(val, "default")) {

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * settings.c - the settings table.
+ * settings.c - the option table.
  *
- * Every setting is described once, in settings[]; the command line
- * (cli.c), the config file and a model's recommended settings (config.c),
- * --print-config and the REPL's /set and /show all go through it, so that
- * they accept the same names, types and ranges and give the same
- * messages.  Ranges that the library enforces come from txl.h.
+ * Every option and setting is described once, in settings[]: its names,
+ * type, range, scope, completion and help.  The command line and --help
+ * (cli.c, usage.c), the config file and a model's recommended settings
+ * (config.c), --print-config, the REPL's /set and /show and the bash
+ * completion (through --list-options) all go through it, so that they
+ * accept the same names, types and ranges and give the same messages.
+ * Ranges that the library enforces come from txl.h.
  */
 #include <errno.h>
 #include <limits.h>
@@ -22,55 +24,7 @@
 #include "settings.h"
 #include "text.h"
 
-#define OFF(field) offsetof(struct txlgen_options, field)
-#define T SCOPE_TURN
-#define S SCOPE_SESSION
-#define START SCOPE_START
-
-const struct setting settings[] = {
-	/* key             option             type        offset             null   excl   min   max                    scope model */
-	{ "model",         "--model",         ST_STRING,  OFF(model),        true,  false, 0,    0,                     START, false },
-	{ "prompt",        "--prompt",        ST_STRING,  OFF(prompt),       true,  false, 0,    0,                     START, false },
-	{ "text",          "--text",          ST_STRING,  OFF(text),         true,  false, 0,    0,                     START, false },
-	{ "echo",          "--echo",          ST_BOOL,    OFF(echo),         false, false, 0,    1,                     T,     false },
-	{ "n_predict",     "--n-predict",     ST_INT,     OFF(n_predict),    false, false, -1,   INT_MAX,               T,     true },
-	{ "stop",          "--stop",          ST_LIST,    OFF(stop),         false, false, 0,    0,                     T,     true },
-	{ "ignore_eos",    "--ignore-eos",    ST_BOOL,    OFF(ignore_eos),   false, false, 0,    1,                     T,     true },
-	{ "temp",          "--temp",          ST_FLOAT,   OFF(temp),         false, false, 0,    100,                   T,     true },
-	{ "top_k",         "--top-k",         ST_INT,     OFF(top_k),        false, false, 0,    INT_MAX,               T,     true },
-	{ "top_p",         "--top-p",         ST_FLOAT,   OFF(top_p),        false, true,  0,    1,                     T,     true },
-	{ "min_p",         "--min-p",         ST_FLOAT,   OFF(min_p),        false, false, 0,    1,                     T,     true },
-	{ "repeat_penalty", "--repeat-penalty", ST_FLOAT, OFF(repeat_penalty), false, true, 0,   100,                   T,     true },
-	{ "repeat_last_n", "--repeat-last-n", ST_INT,     OFF(repeat_last_n), false, false, 0,   TXL_REPEAT_LAST_N_MAX, T,     true },
-	{ "seed",          "--seed",          ST_SEED,    OFF(seed),         true,  false, 0,    (double)SEED_MAX,      T,     false },
-	{ "mem_len",       "--mem-len",       ST_INT,     OFF(mem_len),      true,  false, 0,    TXL_MEM_LEN_MAX,       S,     true },
-	{ "seg_len",       "--seg-len",       ST_INT,     OFF(seg_len),      true,  false, 1,    TXL_SEG_LEN_MAX,       S,     true },
-	{ "clamp_len",     "--clamp-len",     ST_INT,     OFF(clamp_len),    true,  false, 0,    INT_MAX,               S,     true },
-	{ "same_length",   "--same-length",   ST_TRIBOOL, OFF(same_length),  true,  false, 0,    1,                     S,     true },
-	{ "mem_init",      "--mem-init",      ST_MEM_INIT, OFF(mem_init),    true,  false, 0,    0,                     S,     true },
-	{ "threads",       "--threads",       ST_INT,     OFF(threads),      false, false, 0,    1024,                  S,     false },
-	{ "kv_type",       "--kv-type",       ST_KV_TYPE, OFF(kv_type),      false, false, 0,    0,                     S,     false },
-	{ "compute",       "--compute",       ST_COMPUTE, OFF(compute),      false, false, 0,    0,                     S,     false },
-	{ "score_stride",  "--score-stride",  ST_INT,     OFF(score_stride), true,  false, 1,    TXL_SEG_LEN_MAX,       START, false },
-	{ "adapt",         "--adapt",         ST_FLOAT,   OFF(adapt),        false, false, 0,    TXL_ADAPT_LR_MAX,      START, false },
-	{ "kl_ref_kv_type", "--kl-ref-kv-type", ST_KV_TYPE, OFF(kl_ref_kv_type), false, false, 0, 0,                  START, false },
-	{ "kl_ref_compute", "--kl-ref-compute", ST_COMPUTE, OFF(kl_ref_compute), false, false, 0, 0,                  START, false },
-	{ "read_all",      "--read-all",      ST_BOOL,    OFF(read_all),     false, false, 0,    1,                     T,     false },
-	{ "json",          "--json",          ST_BOOL,    OFF(json),         false, false, 0,    1,                     T,     false },
-	{ "stats",         "--stats",         ST_BOOL,    OFF(stats),        false, false, 0,    1,                     T,     false },
-	{ "color",         "--color",         ST_COLOR,   OFF(color),        false, false, 0,    0,                     T,     false },
-	{ "unbuffered",    "--unbuffered",    ST_BOOL,    OFF(unbuffered),   false, false, 0,    1,                     T,     false },
-	{ "final_newline", "--final-newline", ST_BOOL,    OFF(final_newline), false, false, 0,   1,                     T,     false },
-	{ "mmap",          "--mmap",          ST_BOOL,    OFF(mmap),         false, false, 0,    1,                     START, false },
-	{ "prime",         "--prime",         ST_LIST,    OFF(prime),        false, false, 0,    0,                     START, false },
-	{ "state_in",      "--state-in",      ST_STRING,  OFF(state_in),     true,  false, 0,    0,                     START, false },
-	{ "state_out",     "--state-out",     ST_STRING,  OFF(state_out),    true,  false, 0,    0,                     START, false },
-};
-const int n_settings = (int)(sizeof(settings) / sizeof(settings[0]));
-_Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
-	       "raise SETTINGS_MAX");
-
-const char *const color_names[3] = { "auto", "always", "never" };
+static const char *const color_names[3] = { "auto", "always", "never" };
 const char *const compute_names[2] = {
 	[TXL_COMPUTE_F32] = "f32", [TXL_COMPUTE_BF16] = "bf16",
 };
@@ -78,29 +32,289 @@ const char *const mem_init_names[2] = {
 	[TXL_MEM_EMPTY] = "empty", [TXL_MEM_ZEROS] = "zeros",
 };
 
+#define NAMES_OF(array) \
+	static const char *const *array##_of(int *n) \
+	{ \
+		*n = (int)(sizeof array / sizeof *array); \
+		return array; \
+	}
+NAMES_OF(color_names)
+NAMES_OF(compute_names)
+NAMES_OF(mem_init_names)
+
+/* by enum txl_dtype, NULL for the types of no memory */
+static const char *const *
+kv_type_names(int *n)
+{
+	static const char *names[TXL_N_DTYPES];
+
+	for (int i = 0; i < TXL_N_DTYPES; i++)
+		names[i] = txl_dtype_uses(i) & TXL_DTYPE_MEMORY ?
+			txl_dtype_name(i) : NULL;
+	*n = TXL_N_DTYPES;
+	return names;
+}
+
+/* A row: the field of struct txlgen_options (its name is the key and the
+ * long option), its type and scope, then what else it has. */
+#define ROW(field, type_, scope_, ...) \
+	{ .key = #field, .offset = offsetof(struct txlgen_options, field), \
+	  .type = type_, .scope = scope_, __VA_ARGS__ }
+/* null is the session's value, the field of the same name of
+ * struct txl_session_params */
+#define FROM_SESSION(field) \
+	.from_session = true, \
+	.session_offset = offsetof(struct txl_session_params, field)
+#define HEAD(title) { .help = title }
+/* an option that acts (and sets no field) */
+#define ACTION(name, s, act, help_) \
+	{ .key = name, .short_opt = s, .scope = SCOPE_CLI, .action = act, \
+	  .help = help_ }
+#define CLI SCOPE_CLI
+#define START SCOPE_START
+#define T SCOPE_TURN
+#define S SCOPE_SESSION
+
+/*
+ * Every option, in --help's order.  A row with a scope other than CLI
+ * is also a key of the config file and of /set, in this order in
+ * --print-config; one with model_may_set a model may recommend.
+ */
+const struct setting settings[] = {
+	HEAD("Model and input:"),
+	ROW(model, ST_STRING, START, .short_opt = 'm', .nullable = true,
+	    .arg = ARG_MODEL, .metavar = "MODEL",
+	    .help = "model file, or the name of one along the model\n"
+	    "path (--list-models; default: $TXLGEN_MODEL,\n"
+	    "else sotu)"),
+	ROW(prompt, ST_STRING, START, .short_opt = 'f', .alias = "file",
+	    .nullable = true, .arg = ARG_INPUT, .metavar = "FILE",
+	    .help = "read the prompt from FILE ('-' = stdin);\n"
+	    "also spelt --file FILE"),
+	ROW(text, ST_STRING, START, .short_opt = 'p', .nullable = true,
+	    .metavar = "STRING", .help = "use STRING as the prompt"),
+	ROW(echo, ST_BOOL, T,
+	    .theirs = "verbose-prompt display-prompt",
+	    .help = "print the prompt before the continuation"),
+	ROW(prime, ST_LIST, START, .arg = ARG_INPUT, .metavar = "FILE",
+	    .help = "feed FILE into the memory first (repeatable;\n"
+	    "with --state-out and no prompt: only that)"),
+	ROW(read_all, ST_BOOL, T,
+	    .help = "compute every token of the prompt and --prime\n"
+	    "files (default: only the last ones, which alone\n"
+	    "make the memory: the same state, sooner)"),
+	ROW(state_in, ST_STRING, START, .nullable = true, .arg = ARG_FILE,
+	    .theirs = "prompt-cache",
+	    .metavar = "FILE",
+	    .help = "start from a saved memory state (with its\n"
+	    "mem_len unless --mem-len is given)"),
+	ROW(state_out, ST_STRING, START, .nullable = true, .arg = ARG_FILE,
+	    .metavar = "FILE", .help = "save the memory state at the end"),
+	ROW(mmap, ST_BOOL, START,
+	    .help = "map the model file (default: read it into memory,\n"
+	    "where tokens come faster)"),
+	ROW(interactive, ST_BOOL, CLI, .short_opt = 'i',
+	    .theirs = "conversation interactive-first",
+	    .help = "interactive session (REPL)"),
+
+	HEAD("Length and stopping:"),
+	ROW(n_predict, ST_INT, T, .short_opt = 'n', .min = -1, .max = INT_MAX,
+	    .theirs = "predict max-tokens",
+	    .model_may_set = true, .metavar = "N",
+	    .help = "tokens to generate (default 256; -1 = no limit)"),
+	ROW(stop, ST_LIST, T, .model_may_set = true, .metavar = "STRING",
+	    .theirs = "reverse-prompt antiprompt",
+	    .help = "stop before STRING (repeatable)"),
+	ROW(ignore_eos, ST_BOOL, T, .model_may_set = true,
+	    .help = "never generate the end-of-sequence token"),
+	ROW(n_samples, ST_INT64, CLI, .min = 1, .max = N_STREAMS_MAX,
+	    .metavar = "N",
+	    .help = "N continuations of the prompt, read once, each\n"
+	    "with its own seed, -n and --stop, computed\n"
+	    "together; in the text each but the first after\n"
+	    "a line '--- sample I ---' (I from 0)"),
+
+	HEAD("Sampling (a model file may recommend other defaults):"),
+	ROW(temp, ST_FLOAT, T, .max = 100, .model_may_set = true,
+	    .theirs = "temperature",
+	    .metavar = "T", .help = "temperature (default 0.8; 0 = greedy)"),
+	ROW(top_k, ST_INT, T, .max = INT_MAX, .model_may_set = true,
+	    .metavar = "K",
+	    .help = "keep the K most likely tokens (default 40; 0 = off)"),
+	ROW(top_p, ST_FLOAT, T, .min_exclusive = true, .max = 1,
+	    .model_may_set = true, .metavar = "P",
+	    .help = "nucleus sampling (default 0.95; 1 = off)"),
+	ROW(min_p, ST_FLOAT, T, .max = 1, .model_may_set = true,
+	    .metavar = "P",
+	    .help = "drop tokens below P x the top one (default 0.05)"),
+	ROW(repeat_penalty, ST_FLOAT, T, .min_exclusive = true, .max = 100,
+	    .model_may_set = true, .metavar = "X",
+	    .help = "penalise recent tokens (default 1 = off)"),
+	ROW(repeat_last_n, ST_INT, T, .max = TXL_REPEAT_LAST_N_MAX,
+	    .model_may_set = true, .metavar = "N",
+	    .help = "tokens the penalty looks back (default 64)"),
+	ROW(seed, ST_SEED, T, .short_opt = 's', .nullable = true,
+	    .max = (double)SEED_MAX, .metavar = "N",
+	    .help = "random seed (default or -1: a new one each run)"),
+
+	HEAD("Transformer-XL (defaults from the model):"),
+	ROW(mem_len, ST_INT, S, .nullable = true, .max = TXL_MEM_LEN_MAX,
+	    .theirs = "ctx-size n-ctx context",
+	    .model_may_set = true, FROM_SESSION(mem_len), .metavar = "N",
+	    .help = "positions kept in the memory"),
+	ROW(seg_len, ST_INT, S, .nullable = true, .min = 1,
+	    .theirs = "batch-size ubatch-size",
+	    .max = TXL_SEG_LEN_MAX, .model_may_set = true,
+	    FROM_SESSION(seg_len), .metavar = "N",
+	    .help = "tokens per segment"),
+	ROW(clamp_len, ST_INT, S, .nullable = true, .max = INT_MAX,
+	    .model_may_set = true, FROM_SESSION(clamp_len), .metavar = "N",
+	    .help = "clamp relative distances to N (0 = none)"),
+	ROW(same_length, ST_TRIBOOL, S, .nullable = true,
+	    .model_may_set = true, FROM_SESSION(same_length),
+	    .help = "every position sees the same number of keys"),
+	ROW(mem_init, ST_ENUM, S, .nullable = true, .model_may_set = true,
+	    FROM_SESSION(mem_init), .choices = mem_init_names_of,
+	    .metavar = "HOW",
+	    .help = "the memory starts empty (the PyTorch code's\n"
+	    "evaluation) or as mem_len zero states (zeros:\n"
+	    "the TensorFlow code's and Hugging Face's;\n"
+	    "models of that origin recommend it)"),
+	ROW(threads, ST_INT, S, .short_opt = 't', .max = 1024,
+	    .theirs = "threads-batch",
+	    .metavar = "N",
+	    .help = "threads of the kernels and of OpenBLAS\n"
+	    "(default 0 = one per CPU; where other work keeps\n"
+	    "the CPUs busy, fewer are faster: -t 1 can be\n"
+	    "twice as fast on 2 busy cores)"),
+	ROW(kv_type, ST_ENUM, S, .choices = kv_type_names, .metavar = "TYPE",
+	    .help = "the storage type of the memory's K, V and R\n"
+	    "(default F32, exact; --list-types lists them,\n"
+	    "txlgen(1) says what each trades; any case)"),
+	ROW(compute, ST_ENUM, S, .choices = compute_names_of,
+	    .metavar = "TYPE",
+	    .help = "products of segments with BF16 weights in f32\n"
+	    "(default: exact) or bf16 (activations rounded\n"
+	    "to BF16; twice as fast with AVX512_BF16)"),
+
+	HEAD("Scoring and tokens:"),
+	ROW(score, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
+	    .theirs = "perplexity",
+	    .help = "print NLL, perplexity and bits per byte of FILE\n"
+	    "('-' = stdin), read as a stream"),
+	ROW(score_docs, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
+	    .help = "score each line of FILE ('-' = stdin) as a\n"
+	    "document of its own, from an empty memory (or\n"
+	    "the --prime one): a JSON object per document, in\n"
+	    "input order, read as a stream"),
+	ROW(field, ST_STRING, CLI, .metavar = "NAME",
+	    .help = "--score-docs reads JSON Lines: score the string\n"
+	    "NAME of each object (its \"id\" goes with it)"),
+	ROW(strict, ST_BOOL, CLI,
+	    .help = "--score-docs: a malformed line ends the run\n"
+	    "(exit status 1) instead of being skipped"),
+	ROW(first_line, ST_INT64, CLI, .min = 1, .max = (double)SEED_MAX,
+	    .metavar = "N",
+	    .help = "--score-docs: the number of the input's first\n"
+	    "line (default 1), for a part of a larger input"),
+	ROW(streams, ST_INT64, CLI, .min = 1, .max = N_STREAMS_MAX,
+	    .metavar = "N",
+	    .help = "--score-docs: documents scored at once,\n"
+	    "computed together (default 8)"),
+	ROW(tokenize, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
+	    .help = "print the token ids of FILE ('-' = stdin), one\n"
+	    "line per line; with --json also the text of each"),
+	ROW(score_stride, ST_INT, START, .nullable = true, .min = 1,
+	    .max = TXL_SEG_LEN_MAX, .metavar = "S",
+	    .help = "models without memory (attn_type 2, 3): score\n"
+	    "in windows of seg_len tokens, S predictions per\n"
+	    "window (1 = the vanilla Transformer's protocol;\n"
+	    "default seg_len = eval.py's segments)"),
+	ROW(kl_ref, ST_STRING, CLI, .arg = ARG_MODEL, .metavar = "REF",
+	    .help = "with --score: score with the model REF too (a\n"
+	    "file or a name, of the same vocabulary) in the\n"
+	    "same pass and compare each token's distributions:\n"
+	    "KL(REF || model), same top token, change of p"),
+	ROW(kl_ref_kv_type, ST_ENUM, START, .choices = kv_type_names,
+	    .metavar = "TYPE", .help = "the memory type of REF (default F32)"),
+	ROW(kl_ref_compute, ST_ENUM, START, .choices = compute_names_of,
+	    .metavar = "TYPE",
+	    .help = "the compute of REF: f32 (default) or bf16"),
+	ROW(ids, ST_BOOL, CLI,
+	    .help = "the --score or --tokenize input is token ids\n"
+	    "(--tokenize --ids turns ids back into text)"),
+	ROW(adapt, ST_FLOAT, START, .max = TXL_ADAPT_LR_MAX, .metavar = "LR",
+	    .help = "learn from the text read (--score, --prime, the\n"
+	    "prompt): a gradient step on the output layer\n"
+	    "after each segment, learning rate LR (default 0\n"
+	    "= off)"),
+
+	HEAD("Output:"),
+	ROW(json, ST_BOOL, T,
+	    .help = "JSON lines: one object per token, then a summary"),
+	ROW(stats, ST_BOOL, T,
+	    .theirs_off = "log-disable",
+	    .help = "token counts, speed and memory fill on stderr"),
+	/* "--color" alone is "--color=always" */
+	ROW(color, ST_ENUM, T, .alias = "colour", .choices = color_names_of,
+	    .bare = "always", .negated = "never", .metavar = "[=WHEN]",
+	    .help = "colour the prompt (and the REPL's output):\n"
+	    "auto, always, never"),
+	ROW(unbuffered, ST_BOOL, T, .short_opt = 'u',
+	    .help = "flush after every token even into a pipe"),
+	ROW(final_newline, ST_BOOL, T,
+	    .help = "end a text that has no final newline with one\n"
+	    "(default, on a terminal and in a pipe alike;\n"
+	    "the --no- form writes the generated bytes only)"),
+
+	HEAD("Configuration and information:"),
+	ROW(config, ST_STRING, CLI, .short_opt = 'c', .action = ACT_CONFIG,
+	    .arg = ARG_CONFIG, .metavar = "FILE",
+	    .help = "read settings from a JSON file"),
+	ROW(print_config, ST_BOOL, CLI, .action = ACT_ONCE,
+	    .help = "print the effective settings as JSON, with\n"
+	    "where each came from, and exit"),
+	ROW(info, ST_BOOL, CLI, .action = ACT_ONCE,
+	    .help = "describe the model (--json: as JSON) and exit"),
+	ROW(list_models, ST_BOOL, CLI, .action = ACT_ONCE,
+	    .help = "list the models -m NAME finds (--json: as JSON\n"
+	    "lines) and exit"),
+	ACTION("help", 'h', ACT_HELP, "show this help and exit"),
+	ACTION("version", 'V', ACT_VERSION, "show the version and exit"),
+	ACTION("list_types", 0, ACT_LIST_TYPES,
+	       "list the --kv-type types, one a line, and exit"),
+	ACTION("list_options", 0, ACT_LIST_OPTIONS,
+	       "list the options, one a line with what their\n"
+	       "values are (for the completion), and exit"),
+};
+const int n_settings = (int)(sizeof(settings) / sizeof(settings[0]));
+_Static_assert(sizeof(settings) / sizeof(settings[0]) <= SETTINGS_MAX,
+	       "raise SETTINGS_MAX");
+
 const char *const *
 setting_names(const struct setting *s, int *n)
 {
-	if (s->type == ST_KV_TYPE) {
-		/* by enum txl_dtype, NULL for the types of no memory */
-		static const char *kv_names[TXL_N_DTYPES];
+	return s->choices(n);
+}
 
-		for (int i = 0; i < TXL_N_DTYPES; i++)
-			kv_names[i] = txl_dtype_uses(i) & TXL_DTYPE_MEMORY ?
-				txl_dtype_name(i) : NULL;
-		*n = TXL_N_DTYPES;
-		return kv_names;
-	}
-	if (s->type == ST_COMPUTE) {
-		*n = (int)(sizeof compute_names / sizeof *compute_names);
-		return compute_names;
-	}
-	if (s->type == ST_MEM_INIT) {
-		*n = (int)(sizeof mem_init_names / sizeof *mem_init_names);
-		return mem_init_names;
-	}
-	*n = (int)(sizeof color_names / sizeof *color_names);
-	return color_names;
+bool
+setting_negatable(const struct setting *s)
+{
+	return s->action == ACT_SET && (s->type == ST_BOOL ||
+		s->type == ST_TRIBOOL || s->negated);
+}
+
+const char *
+setting_option(const struct setting *s, bool neg, bool alias, char *buf,
+	       size_t len)
+{
+	int n = snprintf(buf, len, "%s%s", neg ? "no-" : "",
+			 alias ? s->alias : s->key);
+
+	for (int i = 0; i < n && (size_t)i < len; i++)
+		if (buf[i] == '_')
+			buf[i] = '-';
+	return buf;
 }
 
 static const char *const origin_names[] = {
@@ -195,14 +409,6 @@ options_free(struct txlgen_options *o)
 			strlist_clear(p);
 		}
 	}
-	free(o->config);
-	free(o->score);
-	free(o->tokenize);
-	free(o->score_docs);
-	free(o->field);
-	free(o->kl_ref);
-	o->config = o->score = o->tokenize = NULL;
-	o->score_docs = o->field = o->kl_ref = NULL;
 }
 
 const struct setting *
@@ -217,7 +423,7 @@ setting_find(const char *key)
 	if (key[i])
 		return NULL;
 	for (int j = 0; j < n_settings; j++)
-		if (strcmp(settings[j].key, k) == 0)
+		if (setting_is_key(&settings[j]) && !strcmp(settings[j].key, k))
 			return &settings[j];
 	return NULL;
 }
@@ -321,7 +527,7 @@ setting_reset(const struct setting *s, struct txlgen_options *o)
 		return true;
 	case ST_TRIBOOL:
 	case ST_INT:
-	case ST_MEM_INIT:
+	case ST_ENUM:
 		if (!s->nullable)
 			return false;
 		*(int *)p = -1;
@@ -368,6 +574,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		setting_set_bool(s, o, d != 0);
 		return true;
 	case ST_INT:
+	case ST_INT64:
 	case ST_SEED:
 		k = parse_integer(val, &iv);
 		if (k) {
@@ -410,10 +617,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		}
 		strlist_add(p, val);
 		return true;
-	case ST_COLOR:
-	case ST_KV_TYPE:
-	case ST_COMPUTE:
-	case ST_MEM_INIT: {
+	case ST_ENUM: {
 		int n;
 		const char *const *names = setting_names(s, &n);
 
@@ -433,6 +637,8 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 					       names[i]);
 		return false;
 	}
+	case ST_NONE:
+		break;
 	}
 	return false;
 }
@@ -460,6 +666,7 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 			snprintf(buf, len, "%d", *(const int *)p);
 		break;
 	case ST_SEED:
+	case ST_INT64:
 		if (*(const int64_t *)p < 0)
 			snprintf(buf, len, "null");
 		else
@@ -483,10 +690,7 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 		if (!l->n)
 			snprintf(buf, len, "(none)");
 		break;
-	case ST_COLOR:
-	case ST_KV_TYPE:
-	case ST_COMPUTE:
-	case ST_MEM_INIT: {
+	case ST_ENUM: {
 		int n;
 		if (*(const int *)p < 0)
 			snprintf(buf, len, "null");
@@ -495,5 +699,8 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 				 setting_names(s, &n)[*(const int *)p]);
 		break;
 	}
+	case ST_NONE:
+		buf[0] = '\0';
+		break;
 	}
 }

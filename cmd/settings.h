@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * settings.h - txlgen's settings: one table shared by the command line,
- * the JSON config file, a model's recommended settings, --print-config and
- * the REPL's /set and /show.
+ * settings.h - txlgen's options and settings: one table shared by the
+ * command line and its --help, the JSON config file, a model's recommended
+ * settings, --print-config, the REPL's /set and /show and the completion.
  *
  * Precedence: built-in defaults < the model's recommended settings <
  * config file < command line.  Values that default to the model's own
@@ -39,10 +39,11 @@ enum origin {
 	ORIGIN_SET,        /* the REPL's /set */
 };
 
-#define SETTINGS_MAX 40
+#define SETTINGS_MAX 80  /* rows of the table (settings.c) */
 
 struct txlgen_options {
-	/* settable from the config file (see the table in settings.c) */
+	/* each field is a row of the table in settings.c; these are
+	 * settable from the config file */
 	char *model;          /* a file or a name along the model path;
 				 NULL: TXLGEN_MODEL or the default model */
 	char *prompt;         /* prompt file; "-" = stdin; NULL = none */
@@ -110,43 +111,106 @@ struct txlgen_options {
 #define N_STREAMS_MAX 1024
 
 enum setting_type {
+	ST_NONE,      /* a heading of --help, or an action (--help, ...) */
 	ST_BOOL,      /* bool */
 	ST_TRIBOOL,   /* int: -1 null (model's value), 0, 1 */
 	ST_INT,       /* int; nullable ones use -1 for null */
+	ST_INT64,     /* int64_t */
 	ST_FLOAT,     /* double */
 	ST_SEED,      /* int64_t, SEED_RANDOM for null */
 	ST_STRING,    /* char *, NULL for null */
 	ST_LIST,      /* struct strlist */
-	ST_COLOR,     /* int, enum color_mode */
-	ST_KV_TYPE,   /* int, enum txl_kv_type */
-	ST_COMPUTE,   /* int, enum txl_compute */
-	ST_MEM_INIT,  /* int, enum txl_mem_init; -1 null (the model's) */
+	ST_ENUM,      /* int: the index of a name of choices(); nullable
+			 ones use -1 for null */
 };
 
 /* Where a setting takes effect when the REPL changes it. */
 enum setting_scope {
+	SCOPE_CLI,     /* an option of the command line only: no config
+			  key, not settable by /set */
 	SCOPE_START,   /* only at start-up: not settable by /set */
 	SCOPE_TURN,    /* the next generation */
 	SCOPE_SESSION, /* shapes the session: recreated */
 };
 
+/* What an option does besides setting its value. */
+enum setting_action {
+	ACT_SET,        /* sets its value (a boolean also has --no-NAME) */
+	ACT_ONCE,       /* a boolean without a --no- form (--info, ...) */
+	ACT_CONFIG,     /* --config FILE, read before the other options */
+	ACT_HELP,
+	ACT_VERSION,
+	ACT_LIST_TYPES, /* the memory's types, one a line */
+	ACT_LIST_OPTIONS, /* every option, one a line (the completion's) */
+};
+
+/* What an option's value is, for the completion (--list-options). */
+enum setting_arg {
+	ARG_TEXT,     /* anything: nothing to complete */
+	ARG_FILE,     /* a file */
+	ARG_INPUT,    /* a file, or '-' for stdin */
+	ARG_MODEL,    /* a file or the name of a model */
+	ARG_CONFIG,   /* a JSON file */
+};
+
+/*
+ * One option: its names, what it sets and how, its range, where the
+ * config file and the REPL take it, its completion and its --help.
+ * The table (settings.c) lists them in --help's order, with headings.
+ */
 struct setting {
-	const char *key;        /* JSON key and /set name */
-	const char *opt;        /* the long option, for messages */
+	const char *key;        /* the field of struct txlgen_options: the
+				   JSON key and /set name; the long option is
+				   it with '-' for '_'; NULL for a heading */
+	const char *alias;      /* another long name, not in --help */
+	int short_opt;          /* 0: none */
 	enum setting_type type;
 	size_t offset;          /* into struct txlgen_options */
+	enum setting_scope scope;
+	enum setting_action action;
+	enum setting_arg arg;
 	bool nullable;
 	bool min_exclusive;     /* value must be > min rather than >= */
-	double min, max;
-	enum setting_scope scope;
+	double min, max;        /* ST_INT, ST_INT64, ST_FLOAT, ST_SEED */
 	bool model_may_set;     /* allowed in a model's recommended settings */
+	bool from_session;      /* null: the session's (the model's) value,
+				   at session_offset of txl_session_params */
+	size_t session_offset;
+	/* ST_ENUM: its names by value (NULL for a value that is none) */
+	const char *const *(*choices)(int *n);
+	const char *bare;       /* ST_ENUM: the value of the option given
+				   without one ("--color"); NULL: it needs one */
+	const char *negated;    /* ST_ENUM: the value of --no-NAME, or NULL */
+	const char *theirs;     /* other programs' names for it (llama.cpp's
+				   above all), space-separated: "did you
+				   mean" answers with this one's */
+	const char *theirs_off; /* theirs for its --no- form */
+	const char *metavar;    /* "FILE"; "[=WHEN]" for an optional one */
+	const char *help;       /* --help's lines; a heading's title */
 };
 
 extern const struct setting settings[];
 extern const int n_settings;
 
-/** The setting named @p key ('-' and '_' alike), or NULL. */
+/** A setting of the config file and /set (not a heading, action or
+ *  option of the command line only). */
+static inline bool
+setting_is_key(const struct setting *s)
+{
+	return s->key && s->scope != SCOPE_CLI;
+}
+
+/** The setting (setting_is_key()) named @p key ('-' and '_' alike), or
+ *  NULL. */
 const struct setting *setting_find(const char *key);
+
+/** The long option of @p s ("n-predict"; "no-" before it with @p neg,
+ *  its alias with @p alias) in @p buf. */
+const char *setting_option(const struct setting *s, bool neg, bool alias,
+			   char *buf, size_t len);
+
+/** Whether @p s has a --no- form. */
+bool setting_negatable(const struct setting *s);
 
 /** The setting's value in @p o. */
 static inline void *
@@ -191,13 +255,10 @@ void setting_format(const struct setting *s, const struct txlgen_options *o,
 bool setting_check_range(const struct setting *s, double v, char *err,
 			 size_t errlen);
 
-/** The names of enum color_mode: "auto", "always", "never". */
-extern const char *const color_names[3];
 extern const char *const compute_names[2];	/* by enum txl_compute */
 extern const char *const mem_init_names[2];	/* by enum txl_mem_init */
-/** The names of an ST_COLOR, ST_KV_TYPE, ST_COMPUTE or ST_MEM_INIT
- * setting's values by value (NULL for a value that is none), and their
- * number in @p n. */
+/** The names of an ST_ENUM setting's values by value (NULL for a value
+ * that is none), and their number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);
 
 void options_init(struct txlgen_options *o);

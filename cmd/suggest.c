@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * suggest.c - "did you mean": edit distance to the names txlgen knows,
- * and other programs' names for its settings.
+ * and other programs' names for its settings (the option table's).
  */
 #include <ctype.h>
 #include <stdbool.h>
@@ -12,32 +12,6 @@
 #include "suggest.h"
 
 #define NAME_MAX_LEN 40
-
-/* Options of other programs, llama.cpp's above all, and what they are
- * called here. */
-static const struct {
-	const char *theirs, *ours;
-} aliases[] = {
-	{ "ctx-size", "mem-len" },
-	{ "n-ctx", "mem-len" },
-	{ "context", "mem-len" },
-	{ "temperature", "temp" },
-	{ "reverse-prompt", "stop" },
-	{ "antiprompt", "stop" },
-	{ "predict", "n-predict" },
-	{ "max-tokens", "n-predict" },
-	{ "batch-size", "seg-len" },
-	{ "ubatch-size", "seg-len" },
-	{ "threads-batch", "threads" },
-	{ "prompt-cache", "state-in" },
-	{ "perplexity", "score" },
-	{ "verbose-prompt", "echo" },
-	{ "display-prompt", "echo" },
-	{ "no-display-prompt", "no-echo" },
-	{ "conversation", "interactive" },
-	{ "interactive-first", "interactive" },
-	{ "log-disable", "no-stats" },
-};
 
 int
 suggest_distance(const char *a, const char *b)
@@ -69,12 +43,39 @@ suggest_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
+/* Whether @p word is one of the space-separated @p names. */
+static bool
+among(const char *word, const char *names)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = names; p && *p; p += strcspn(p, " "), p += !!*p)
+		if (!strncmp(p, word, n) && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}
+
 const char *
 suggest_alias(const char *name)
 {
-	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-		if (!strcmp(name, aliases[i].theirs))
-			return aliases[i].ours;
+	static char ours[NAME_MAX_LEN + 3];
+	bool no = !strncmp(name, "no-", 3);
+
+	/* the option table's names of other programs; their "no-" form is
+	 * this one's */
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
+		bool neg;
+
+		if (among(name, s->theirs))
+			neg = false;
+		else if (among(name, s->theirs_off) ||
+			 (no && setting_negatable(s) && among(name + 3, s->theirs)))
+			neg = true;
+		else
+			continue;
+		return setting_option(s, neg, false, ours, sizeof(ours));
+	}
 	return NULL;
 }
 
@@ -122,6 +123,7 @@ suggest_setting(const char *word)
 	const char *keys[SETTINGS_MAX], *ours;
 	const struct setting *s;
 	char w[NAME_MAX_LEN];
+	int n = 0;
 
 	if (normalise(word, '-', w, sizeof(w)) && (ours = suggest_alias(w)) &&
 	    (s = setting_find(ours))) {
@@ -129,6 +131,7 @@ suggest_setting(const char *word)
 		return key;
 	}
 	for (int i = 0; i < n_settings; i++)
-		keys[i] = settings[i].key;
-	return suggest_closest(word, keys, n_settings);
+		if (setting_is_key(&settings[i]))
+			keys[n++] = settings[i].key;
+	return suggest_closest(word, keys, n);
 }

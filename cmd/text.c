@@ -83,31 +83,21 @@ utf8_finish(struct utf8_state *u, struct strbuf *out)
 void
 json_write_chars(FILE *f, const char *s, size_t len)
 {
+	/* the characters JSON escapes by a letter (or themselves) */
+	static const char *const escape[] = {
+		['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n",
+		['\r'] = "\\r", ['\t'] = "\\t",
+	};
+
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		switch (c) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			if (c < 0x20 || c == 0x7f)
-				fprintf(f, "\\u%04x", c);
-			else
-				putc(c, f);
-		}
+		if (c < sizeof(escape) / sizeof(*escape) && escape[c])
+			fputs(escape[c], f);
+		else if (c < 0x20 || c == 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			putc(c, f);
 	}
 }
 

@@ -23,21 +23,32 @@ static const char intro[] =
 "With no prompt option and stdin not a terminal, the prompt is read from\n"
 "stdin; with stdin a terminal, an interactive session starts.\n";
 
-static void
-print_option(FILE *f, const struct cli_opt *c)
-{
-	char left[64];
-	int n;
-	const char *h = c->help, *nl;
+static const char footer[] =
+"A model NAME is NAME.bin in $TXLGEN_MODEL_PATH (directories separated by\n"
+"colons), ~/.local/share/txlgen/models ($XDG_DATA_HOME/txlgen/models, where\n"
+"txlgen-get installs), or the installed share/txlgen.\n"
+"\n"
+"Every boolean option has a --no- form (--no-echo, --no-json, --no-color,\n"
+"...) that overrides a config file.  Exit status: 0 ok, 1 runtime error,\n"
+"2 usage error, 3 bad model or config, 130 interrupted (SIGINT), 143\n"
+"terminated (SIGTERM), 129 hangup (SIGHUP).  See txlgen(1).\n";
 
-	if (c->short_opt)
-		n = snprintf(left, sizeof(left), "  -%c, --%s", c->short_opt,
-			     c->name);
+static void
+print_option(FILE *f, const struct setting *s)
+{
+	char left[64], name[40];
+	int n;
+	const char *h = s->help, *nl;
+
+	setting_option(s, false, false, name, sizeof(name));
+	if (s->short_opt)
+		n = snprintf(left, sizeof(left), "  -%c, --%s", s->short_opt,
+			     name);
 	else
-		n = snprintf(left, sizeof(left), "      --%s", c->name);
-	if (c->metavar)
+		n = snprintf(left, sizeof(left), "      --%s", name);
+	if (s->metavar)
 		n += snprintf(left + n, sizeof(left) - (size_t)n, "%s%s",
-			      c->metavar[0] == '[' ? "" : " ", c->metavar);
+			      s->metavar[0] == '[' ? "" : " ", s->metavar);
 	fputs(left, f);
 	if (n >= HELP_COLUMN - 1) {
 		fputc('\n', f);
@@ -59,16 +70,67 @@ void
 options_usage(FILE *f)
 {
 	fputs(intro, f);
-	for (int i = 0; i < n_cli_opts; i++) {
-		const struct cli_opt *c = &cli_opts[i];
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
 
-		if (!c->name)
-			fprintf(f, "\n%s\n", c->help);
-		else if (c->help)
-			print_option(f, c);
+		if (!s->key)
+			fprintf(f, "\n%s\n", s->help);
+		else
+			print_option(f, s);
 	}
 	fputc('\n', f);
-	fputs(cli_help_footer, f);
+	fputs(footer, f);
+}
+
+/* The spellings of @p s's name (its --no- form with @p neg): the long
+ * one, the short one, the alias. */
+static void
+list_spellings(FILE *f, const struct setting *s, bool neg)
+{
+	char name[40];
+
+	fprintf(f, "--%s", setting_option(s, neg, false, name, sizeof(name)));
+	if (s->short_opt && !neg)
+		fprintf(f, ",-%c", s->short_opt);
+	if (s->alias)
+		fprintf(f, ",--%s", setting_option(s, neg, true, name,
+						   sizeof(name)));
+}
+
+void
+options_list(FILE *f)
+{
+	static const char *const kinds[] = {
+		[ARG_TEXT] = "text", [ARG_FILE] = "file",
+		[ARG_INPUT] = "input", [ARG_MODEL] = "model",
+		[ARG_CONFIG] = "config",
+	};
+
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
+
+		if (!s->key)
+			continue;
+		list_spellings(f, s, false);
+		if (s->type == ST_ENUM) {
+			int n;
+			const char *const *names = setting_names(s, &n);
+
+			fputs(" choice", f);
+			for (int k = 0; k < n; k++)
+				if (names[k])
+					fprintf(f, " %s", names[k]);
+			fputc('\n', f);
+		} else {
+			fprintf(f, " %s\n", s->type == ST_NONE ||
+				s->type == ST_BOOL || s->type == ST_TRIBOOL ?
+				"flag" : kinds[s->arg]);
+		}
+		if (setting_negatable(s)) {
+			list_spellings(f, s, true);
+			fputs(" flag\n", f);
+		}
+	}
 }
 
 void

@@ -293,7 +293,8 @@ class Options(unittest.TestCase):
                        "--config",
                        "--prime", "--state-in", "--state-out", "--model",
                        "--tokenize", "--info", "--score-stride",
-                       "--list-models", "--list-types", "--score-docs",
+                       "--list-models", "--list-types", "--list-options",
+                       "--score-docs",
                        "--field", "--strict", "--first-line", "--streams",
                        "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute"):
                 continue
@@ -317,6 +318,142 @@ class Options(unittest.TestCase):
             rc, out, err = run(*argv, "--print-config")
             self.assertEqual(rc, 0, f"{argv}: {err}")
             json.loads(out)
+
+    @staticmethod
+    def list_options():
+        """--list-options: {spelling: (the spelling --help lists, kind,
+        values)}."""
+        rc, out, err = run("--list-options", model=False)
+        assert (rc, err) == (0, ""), (rc, err)
+        got = {}
+        for line in out.decode().splitlines():
+            spellings, kind, *values = line.split(" ")
+            names = spellings.split(",")
+            for name in names:
+                got[name] = (names[0], kind, values)
+        return got
+
+    def test_list_options_is_the_table_of_help(self):
+        # --help and --list-options come from the one table: the same
+        # options, with the same short forms and kinds of argument
+        _, out, _ = run("--help", model=False)
+        helped = {}
+        for m in re.finditer(r"(?m)^  (?:-(\w), )?\s*--([a-z-]+)"
+                             r"(\[=\w+\]| [A-Z]+)?", out.decode()):
+            helped["--" + m.group(2)] = (m.group(1), m.group(3))
+        listed = self.list_options()
+        firsts = {first for first, _, _ in listed.values()}
+        self.assertEqual({f for f in firsts if not f.startswith("--no-")},
+                         set(helped))
+        for name, (short, arg) in helped.items():
+            kind = listed[name][1]
+            self.assertEqual(kind == "flag", arg is None, name)
+            if short:
+                self.assertEqual(listed["-" + short][0], name)
+            # a --no- form exactly for the flags that set something
+            self.assertEqual("--no-" + name[2:] in listed,
+                             kind == "flag" and name not in (
+                                 "--help", "--version", "--print-config",
+                                 "--info", "--list-models", "--list-types",
+                                 "--list-options") or name == "--color",
+                             name)
+        # every spelling is one the parser takes
+        for name, (first, kind, values) in listed.items():
+            argv = [name] if kind == "flag" else [
+                name, values[0] if values else "1"]
+            if first in ("--help", "--version", "--list-types",
+                         "--list-options", "--interactive", "--info",
+                         "--list-models", "--print-config", "--config",
+                         "--model", "--kl-ref"):
+                continue
+            rc, _, err = run(*argv, "--print-config")
+            self.assertNotIn("unknown option", err, argv)
+            self.assertNotIn("needs an argument", err, argv)
+            self.assertNotIn("takes no value", err, argv)
+        # what the enumerations take, --list-types' types among them
+        self.assertEqual(listed["--kv-type"][1:], ("choice", run(
+            "--list-types", model=False)[1].decode().split()))
+        self.assertEqual(listed["--colour"], ("--color", "choice",
+                                              ["auto", "always", "never"]))
+
+    def test_help_gives_the_defaults_the_run_uses(self):
+        # "(default 40; ...)" in --help is the value --print-config gives
+        # where nothing else set it
+        _, out, _ = run("--help", model=False)
+        rc, cfg, err = run("--print-config")
+        self.assertEqual(rc, 0, err)
+        cfg = json.loads(cfg)
+        said = {}
+        for m in re.finditer(r"(?ms)^  (?:-\w, )?\s*--([a-z-]+)(.*?)(?=^  \S|"
+                             r"^  (?:-\w, )?\s*--|\n\n)", out.decode()):
+            d = re.search(r"\(default (-?\d[\d.]*|[A-Z]\w*)\b", m.group(2))
+            if d:
+                said[m.group(1).replace("-", "_")] = d.group(1)
+        self.assertGreaterEqual(len(said), 10, said)
+        for key, value in said.items():
+            if key not in cfg:
+                continue        # an option of the command line only
+            self.assertEqual(cfg["sources"][key], "default", key)
+            got = cfg[key]
+            self.assertEqual(got if isinstance(got, str) else float(got),
+                             value if isinstance(got, str) else float(value),
+                             key)
+
+    def test_each_config_key_is_its_option(self):
+        # every key of the config file is an option of the same name with
+        # '-' for '_', of the same type: each value --print-config shows,
+        # given as the option or in a config file, reads back the same
+        rc, out, err = run("--print-config")
+        self.assertEqual(rc, 0, err)
+        defaults = json.loads(out)
+        del defaults["sources"]
+        listed = self.list_options()
+        # values other than the defaults, where one would change nothing
+        others = {"model": MODEL, "text": "abc", "seed": 7, "mem_len": 5,
+                  "seg_len": 9, "clamp_len": 3, "same_length": True,
+                  "prompt": None, "score_stride": None, "state_in": None,
+                  "state_out": None, "stop": ["x", "y"], "prime": [],
+                  "kv_type": "BF16", "mem_init": "zeros",
+                  "color": "never", "kl_ref_kv_type": "F16",
+                  "kl_ref_compute": "bf16", "n_predict": 17, "top_k": 3,
+                  "temp": 0.25, "threads": 2, "adapt": 0.5}
+        self.assertLessEqual(set(others), set(defaults))
+        text = tmpfile("key-text.txt", TEXT)
+        for key, default in defaults.items():
+            name = "--" + key.replace("_", "-")
+            self.assertIn(name, listed, key)
+            value = others.get(key, default)
+            if isinstance(value, bool) and key not in others:
+                value = not value
+            if value is None or value == []:
+                continue        # a file to read, or a job of its own
+            if isinstance(value, bool):
+                argv = [name if value else "--no-" + name[2:]]
+            elif isinstance(value, list):
+                argv = [a for v in value for a in (name, v)]
+            else:
+                argv = [name, str(value)]
+            cfg = tmpfile(f"key-{key}.json", json.dumps({key: value}))
+            # the options these go with
+            with_ = (["--score", text, "--kl-ref", MODEL]
+                     if key.startswith("kl_ref_") else [])
+            got = []
+            for how in (argv, ["-c", cfg]):
+                # (run()'s -m would be the command line's model)
+                rc, out, err = run(*how, *with_, "--print-config",
+                                   model=key != "model")
+                self.assertEqual(rc, 0, (how, err))
+                got.append(json.loads(out))
+            self.assertEqual(got[0][key], value, key)
+            self.assertEqual(got[1][key], value, key)
+            self.assertEqual((got[0]["sources"][key], got[1]["sources"][key]),
+                             ("command line", "config file"), key)
+        # and no option of the command line only is a key
+        for name in ("n_samples", "score", "config", "interactive"):
+            cfg = tmpfile(f"cli-{name}.json", json.dumps({name: 1}))
+            rc, _, err = run("-c", cfg, "-p", "x")
+            self.assertEqual(rc, 3)
+            self.assertIn(f"unknown key '{name}'", err)
 
     def test_usage_errors_exit_2(self):
         cases = [(["--bogus"], "unknown option '--bogus'"),
@@ -1907,32 +2044,34 @@ class ForgivingOptions(unittest.TestCase):
             self.assertEqual(json.loads(out)["color"], want)
 
     def test_completion_offers_what_the_table_has(self):
-        # the option table makes --help; the completion must offer every
-        # option of --help (and the --no- form of every flag), and nothing
-        # else, and complete files after the options that read one
+        # the option table makes --help and --list-options, which the
+        # completion reads: it offers every option of --help (and the
+        # --no- form of every flag), and nothing else, and completes
+        # files after the options that read one
         _, out, _ = run("--help", model=False)
         help_text = out.decode()
         longs = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)", help_text))
         flags = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)(?:\[=\w+\])?"
                                r"(?: {2,}|$)", help_text))
         negatable = flags - {"--help", "--version", "--print-config",
-                             "--info", "--list-models", "--list-types"}
+                             "--info", "--list-models", "--list-types",
+                             "--list-options"}
         want = longs | {"--no-" + o[2:] for o in negatable}
         with open(os.path.join(ROOT, "cmd", "txlgen.bash-completion")) as f:
             comp = f.read()
-        offered = set(re.findall(r"--[a-z-]+",
-                                 re.search(r"compgen -W '([^']*)'",
-                                           comp.split("if [[ $cur == -*")[1]
-                                           ).group(1)))
-        self.assertEqual(offered, want)
-        # every option with a value is in one of the case arms
-        with_value = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)"
-                                    r"(?: [A-Z]|\[=)", help_text))
-        arms = set(re.findall(r"--[a-z-]+", comp.split("case $prev in")[1]
-                              .split("esac")[0]))
-        self.assertEqual(arms - {"--file", "--colour"}, with_value)
+        # the file's code names no option but those it asks txlgen with:
+        # the options come from txlgen
+        code = "\n".join(line for line in comp.split("\n_txlgen_get()")[0]
+                         .splitlines() if not line.lstrip().startswith("#"))
+        self.assertEqual(set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", code)),
+                         {"--list-options", "--list-models", "--json",
+                          "--list-types"})
+        bindir = tempfile.mkdtemp(dir=TMP)
+        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
+        on_path = env(PATH=bindir + ":" + os.environ["PATH"])
+
         # what bash offers (bash-completion's helpers stubbed)
-        def complete(*words, environ=None):
+        def complete(*words, environ=on_path):
             stubs = ('_init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; '
                      'prev=${COMP_WORDS[COMP_CWORD-1]}; }\n'
                      '_filedir() { COMPREPLY=(FILE); }\n'
@@ -1940,11 +2079,37 @@ class ForgivingOptions(unittest.TestCase):
                      'source "$0"; shift\n'
                      'COMP_WORDS=(txlgen "$@"); COMP_CWORD=$#; _txlgen\n'
                      'printf "%s\\n" "${COMPREPLY[@]}"\n')
-            p = subprocess.run(["bash", "-c", stubs, os.path.join(
-                ROOT, "cmd", "txlgen.bash-completion"), "x", *words],
-                capture_output=True, text=True, timeout=60, env=environ)
+            p = subprocess.run([shutil.which("bash"), "-c", stubs,
+                                os.path.join(ROOT, "cmd",
+                                             "txlgen.bash-completion"),
+                                "x", *words],
+                               capture_output=True, text=True, timeout=60,
+                               env=environ)
             self.assertEqual(p.stderr, "")
             return set(p.stdout.split())
+        # every option with a value completes its value, a file or not;
+        # a flag, the options again
+        with_value = set(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z-]+)"
+                                    r"(?: [A-Z]|\[=)", help_text))
+        for name in longs:
+            got = complete(name, "-")
+            if name in with_value:
+                self.assertNotIn("--help", got, name)
+            else:
+                self.assertIn("--help", got, name)
+        for name in ("--prompt", "--file", "-f", "--prime", "--score",
+                     "--score-docs", "--tokenize"):
+            self.assertEqual(complete(name, ""), {"FILE", "-"}, name)
+        for name in ("--state-in", "--state-out", "-c", "--config"):
+            self.assertEqual(complete(name, ""), {"FILE"}, name)
+        self.assertEqual(complete("--colour", ""), {"auto", "always",
+                                                    "never"})
+        self.assertEqual(complete("--no-color", "--no-col"), {"--no-color"})
+        self.assertEqual(complete("--compute", ""), {"f32", "bf16"})
+        self.assertEqual(complete("-n", ""), set())
+        # a txlgen that is not there: nothing, and no error
+        self.assertEqual(complete("--", environ=env(PATH="/nonexistent")),
+                         set())
         self.assertEqual(complete("--"), want)
         self.assertEqual(complete("--color", ""), {"auto", "always", "never"})
         self.assertEqual(complete("--score", ""), {"FILE", "-"})
@@ -1953,24 +2118,17 @@ class ForgivingOptions(unittest.TestCase):
         models = tempfile.mkdtemp(dir=TMP)
         for name in ("zeta", "zebra"):
             shutil.copy(MODEL, os.path.join(models, name + ".bin"))
-        bindir = tempfile.mkdtemp(dir=TMP)
-        os.symlink(os.path.abspath(TXLGEN), os.path.join(bindir, "txlgen"))
         self.assertEqual(complete("-m", "ze", environ=env(
             PATH=bindir + ":" + os.environ["PATH"],
             TXLGEN_MODEL_PATH=models)), {"FILE", "zeta", "zebra"})
         # --kv-type: the types txlgen --list-types prints
-        self.assertEqual(complete("--kv-type", "", environ=env(
-            PATH=bindir + ":" + os.environ["PATH"])),
-            {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"})
-        # ...with its short form in the same arm
-        patterns = [set(re.findall(r"(?<![\w-])-{1,2}[\w-]+", arm))
-                    for arm in re.findall(r"(?m)^\t(-[^)]*)\)",
-                                          comp.split("case $prev in")[1]
-                                          .split("esac")[0])]
+        self.assertEqual(complete("--kv-type", ""),
+                         {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"})
+        # ...and a short option as its long one
         for short, name in re.findall(r"(?m)^\s+-(\w), (--[a-z-]+) [A-Z]",
                                       help_text):
-            self.assertTrue(any({"-" + short, name} <= arm
-                                for arm in patterns), name)
+            self.assertEqual(complete("-" + short, ""), complete(name, ""),
+                             name)
 
 
 class Completion(unittest.TestCase):
