@@ -353,16 +353,8 @@ typedef bool (*txl_abort_fn)(void *data);
  * type takes a new one (TXL_N_DTYPES, their count, grows: enumerate with
  * txl_dtype_name() rather than build on it).
  */
-enum txl_dtype {
-	TXL_F32 = 0,
-	TXL_F16 = 1,
-	TXL_BF16 = 2,
-	TXL_Q8_0 = 3,
-	TXL_Q4_0 = 4,
-	TXL_U8 = 5,
-	TXL_Q4_K = 6,
-	TXL_N_DTYPES
-};
+#include "txl-dtype-enum.h" /* enum txl_dtype: TXL_F32 = 0, TXL_F16 = 1,
+				 * ... TXL_N_DTYPES */
 
 /* The names of libtxl 1.0 for the memory's types: the same values. */
 #define txl_kv_type txl_dtype
