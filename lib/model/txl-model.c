@@ -1037,6 +1037,19 @@ txl_model_close(struct txl_model *m)
 }
 
 enum txl_status
+txl_model_check_ids(const struct txl_model *m, const int32_t *ids, int n,
+		    const char *what)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= m->hp.n_token)
+			return txl_fail(TXL_ERR_INVALID, "%s%stoken id %d out "
+					"of range [0, %d)", what ? what : "",
+					what ? ": " : "", ids[i],
+					m->hp.n_token);
+	return TXL_OK;
+}
+
+enum txl_status
 txl_model_check_compute(const struct txl_model *m, enum txl_compute compute)
 {
 	if (compute != TXL_COMPUTE_F32 && compute != TXL_COMPUTE_BF16)
