@@ -41,6 +41,9 @@ main(int argc, char **argv)
 	n = txl_tokenize(m, "Hello world", 11, ids, 64);
 	printf("libtxl %s: %d layers, %d tokens\n", txl_version(),
 	       txl_model_hparams(m)->n_layer, n);
+	/* enum txl_dtype, from the header txl.h includes */
+	printf("%s is %d of %d types\n", txl_dtype_name(TXL_Q4_K),
+	       (int)TXL_Q4_K, (int)TXL_N_DTYPES);
 	txl_model_free(m);
 	return n > 0 ? 0 : 1;
 }
@@ -156,6 +159,7 @@ class Install(unittest.TestCase):
 
     def test_layout(self):
         for path in ("bin/txlgen", "bin/txlgen-server", "include/txl/txl.h",
+                     "include/txl/txl-dtype-enum.h",
                      "share/man/man1/txlgen.1",
                      "share/man/man1/txlgen-server.1",
                      "share/man/man5/txlgen-model.5",
@@ -334,7 +338,11 @@ class Install(unittest.TestCase):
                            cwd=self.elsewhere, env=clean_env(), timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertRegex(p.stdout, r"^libtxl \d+\.\d+\.\d+: \d+ layers, "
-                         r"[1-9]\d* tokens")
+                         r"[1-9]\d* tokens\n")
+        # a type's number never changes (the ABI)
+        m = re.search(r"^Q4_K is 6 of (\d+) types$", p.stdout, re.M)
+        self.assertIsNotNone(m, p.stdout)
+        self.assertGreaterEqual(int(m.group(1)), 7)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
  * error, the log callback, and the sizes of the structs callers pass.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,34 +107,35 @@ txl_abort(const char *file, int line, const char *what)
 	abort();
 }
 
-enum txl_status
-txl_copy_sized(void *dst, size_t min, size_t cap, const void *src,
-	       const char *what)
+/* src over dst, as much as the caller's struct holds: src's size (in)
+ * or dst's (out); dst's size member then says what it holds. */
+static enum txl_status
+copy_sized(void *dst, size_t min, size_t cap, const void *src,
+	   const char *what, bool out)
 {
-	size_t size;
+	size_t size, stamp;
 
-	memcpy(&size, src, sizeof size);
+	memcpy(&size, out ? dst : src, sizeof size);
 	if (size < min || size > cap)
 		return txl_fail(TXL_ERR_INVALID, "struct %s of %zu bytes: none "
 				"of this libtxl's (%zu to %zu): start from "
 				"%s_default()", what, size, min, cap, what);
+	stamp = out ? size : cap;
 	memcpy(dst, src, size);
-	memcpy(dst, &cap, sizeof cap);
+	memcpy(dst, &stamp, sizeof stamp);
 	return TXL_OK;
+}
+
+enum txl_status
+txl_copy_sized(void *dst, size_t min, size_t cap, const void *src,
+	       const char *what)
+{
+	return copy_sized(dst, min, cap, src, what, false);
 }
 
 enum txl_status
 txl_copy_sized_out(void *dst, size_t min, size_t cap, const void *src,
 		   const char *what)
 {
-	size_t size;
-
-	memcpy(&size, dst, sizeof size);
-	if (size < min || size > cap)
-		return txl_fail(TXL_ERR_INVALID, "struct %s of %zu bytes: none "
-				"of this libtxl's (%zu to %zu): start from "
-				"%s_default()", what, size, min, cap, what);
-	memcpy(dst, src, size);
-	memcpy(dst, &size, sizeof size);
-	return TXL_OK;
+	return copy_sized(dst, min, cap, src, what, true);
 }

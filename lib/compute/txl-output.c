@@ -437,12 +437,12 @@ txl_out_score(struct txl_out *o, const int32_t *targets, int n,
 	if (n < 0 || n > o->n_rows)
 		return txl_fail(TXL_ERR_INVALID, "score: %d targets for %d rows "
 				"of output", n, o->n_rows);
-	for (int i = 0; i < n; i++)
-		if (targets[i] < 0 || targets[i] >= V)
-			return txl_fail(TXL_ERR_INVALID, "score: token id %d "
-					"out of range [0, %d)", targets[i], V);
 	if (n == 0)
 		return TXL_OK;
+	enum txl_status st = txl_model_check_ids(o->model, targets, n, "score");
+
+	if (st != TXL_OK)
+		return st;
 	if (o->model->n_out > 1 && !o->valid) {
 		score_adaptive(o, targets, n, logprobs);
 		return TXL_OK;
@@ -485,10 +485,10 @@ txl_out_adapt(struct txl_out *o, const int32_t *targets, int n, float lr)
 	if (n < 1 || !targets || n != o->n_rows)
 		return txl_fail(TXL_ERR_INVALID, "adapt: %d targets for %d "
 				"rows of logits", n, o->n_rows);
-	for (int i = 0; i < n; i++)
-		if (targets[i] < 0 || targets[i] >= V)
-			return txl_fail(TXL_ERR_INVALID, "adapt: token id %d "
-					"out of range [0, %d)", targets[i], V);
+	enum txl_status st = txl_model_check_ids(o->model, targets, n, "adapt");
+
+	if (st != TXL_OK)
+		return st;
 	txl_out_logits(o);
 	if (!o->own_w) {
 		/* the session's own copy, never the model's (shared) one;

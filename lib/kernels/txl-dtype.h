@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-dtype.h - the storage types of libtxl (enum txl_dtype, txl.h) as
- * bytes: the layout of their blocks (stored, and interleaved for the
- * matrix-vector kernels) and the conversions of half-precision values.
+ * txl-dtype.h - the storage types of libtxl: their list (enum txl_dtype
+ * of txl.h is written from it) and their bytes: the layout of their
+ * blocks (stored, and interleaved for the matrix-vector kernels) and the
+ * conversions of half-precision values.
  * What each type is and which kernels compute with it is the traits
  * table's (txl-types.h).  Not installed.
  */
@@ -13,12 +14,26 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The storage types, the one list of them: X(NAME, number) each, in the
+ * order of their numbers.  The build writes enum txl_dtype, TXL_<NAME> =
+ * number, from it (lib/dtype-enum.py: txl-dtype-enum.h, installed beside
+ * txl.h, which includes it), and the Python tools read it
+ * (models/txlgen/loadable.py).  A number is the ABI: it never changes, and
+ * a new type takes the next one, at the end. */
+#define TXL_DTYPES(X)							\
+	X(F32, 0)							\
+	X(F16, 1)							\
+	X(BF16, 2)							\
+	X(Q8_0, 3)							\
+	X(Q4_0, 4)							\
+	X(U8, 5)							\
+	X(Q4_K, 6)
+
 #include "txl.h"
 
-/* The blocks of the storage types (enum txl_dtype, txl.h): for each, the
- * values of a block (1: a plain type) and its bytes, TXL_<NAME>_BLOCK and
- * TXL_<NAME>_BYTES, which the traits table (txl-types.c) and the Python
- * tools (models/txlgen/loadable.py) read.  A block type's block begins with
+/* Each type's block: its values (1: a plain type) and its bytes,
+ * TXL_<NAME>_BLOCK and TXL_<NAME>_BYTES, which the traits table
+ * (txl-types.c) and loadable.py read.  A block type's block begins with
  * its F16 scale, then holds its values' bytes. */
 #define TXL_QK 32		/* values per Q8_0 and Q4_0 block */
 #define TXL_F32_BLOCK 1

@@ -32,8 +32,12 @@ extern const struct txl_type_kernels txl_avx512_f32, txl_avx512_f16,
 	txl_avx512vnni_q8_0, txl_avx512vnni_q4_0, txl_avx512_q4_k,
 	txl_avx512vnni_q4_k;
 
-/* A type's name and block, from txl-dtype.h */
+/* A type's name and block, from txl-dtype.h, where every type of the list
+ * has its block */
 #define TYPE(N) .name = #N, .block = TXL_##N##_BLOCK, .bytes = TXL_##N##_BYTES
+#define HAS_BLOCK(N, number)						\
+	_Static_assert(TXL_##N##_BLOCK > 0 && TXL_##N##_BYTES > 0, #N);
+TXL_DTYPES(HAS_BLOCK)
 
 const struct txl_type txl_types[TXL_N_DTYPES] = {
 	[TXL_F32] = {

@@ -6,9 +6,9 @@
  * each instruction set), and the conversions between types.  Not
  * installed.
  *
- * A new storage type is its value of enum txl_dtype (txl.h), its block
- * (txl-dtype.h), its row of the table and its kernels (at least the scalar
- * ones, txl-kernels.c): CONTRIBUTING.md says how.
+ * A new storage type is its line in the list and its block (txl-dtype.h),
+ * its row of the table and its kernels (at least the scalar ones,
+ * txl-kernels.c): CONTRIBUTING.md says how.
  */
 #ifndef TXL_TYPES_H
 #define TXL_TYPES_H

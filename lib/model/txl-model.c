@@ -478,36 +478,6 @@ bind_floats(struct binder *b, const float **out, int ndim,
 #define SHAPE(...) (int)(sizeof((const int64_t[]){ __VA_ARGS__ }) /        \
 			 sizeof(int64_t)), (const int64_t[]){ __VA_ARGS__ }
 
-static enum txl_status
-bind_mat_v(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
-	   bool as_floats, const char *fmt, va_list ap)
-{
-	const void *p = NULL;
-	enum txl_dtype dt;
-	enum txl_status st;
-
-	if ((st = bind_v(b, &p, &dt, as_floats, SHAPE(rows, cols), fmt, ap)))
-		return st;
-	*out = (struct txl_mat){ .dtype = dt, .rows = (int)rows,
-				 .cols = (int)cols, .data = p };
-	return TXL_OK;
-}
-
-/* A weight matrix (rows, cols) in its stored dtype, multiplied through
- * txl_mat_mul(). */
-static enum txl_status __attribute__((format(printf, 5, 6)))
-bind_mat(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
-	 const char *fmt, ...)
-{
-	enum txl_status st;
-	va_list ap;
-
-	va_start(ap, fmt);
-	st = bind_mat_v(b, out, rows, cols, false, fmt, ap);
-	va_end(ap);
-	return st;
-}
-
 /* A matrix that enters matrix-vector products (generation), of a type
  * with an interleaved form (txl_interleaves()), gets an interleaved copy in the
  * arena as well (txl_interleave(): as many bytes as the stored rows, read
@@ -531,36 +501,40 @@ interleave(struct binder *b, struct txl_mat *w)
 	*b->arena += len;
 }
 
-/* bind_mat() and interleave(): a matrix of matrix-vector products. */
-static enum txl_status __attribute__((format(printf, 5, 6)))
-bind_gemv_mat(struct binder *b, struct txl_mat *out, int64_t rows,
-	      int64_t cols, const char *fmt, ...)
+/* How a matrix is bound: in its stored dtype, multiplied through
+ * txl_mat_mul(); the same and an interleaved copy (interleave()), for a
+ * matrix of matrix-vector products; or as floats, a projection (d_model,
+ * d_emb), used as P . e at the input and as h . P at the output, which
+ * BLAS reads transposed. */
+enum mat_use { MAT_STORED, MAT_GEMV, MAT_PROJ };
+
+static enum txl_status __attribute__((format(printf, 6, 7)))
+bind_matrix(struct binder *b, struct txl_mat *out, int64_t rows,
+	    int64_t cols, enum mat_use use, const char *fmt, ...)
 {
+	const void *p = NULL;
+	enum txl_dtype dt;
 	enum txl_status st;
 	va_list ap;
 
 	va_start(ap, fmt);
-	st = bind_mat_v(b, out, rows, cols, false, fmt, ap);
+	st = bind_v(b, &p, &dt, use == MAT_PROJ, SHAPE(rows, cols), fmt, ap);
 	va_end(ap);
-	if (st == TXL_OK)
+	if (st != TXL_OK)
+		return st;
+	*out = (struct txl_mat){ .dtype = dt, .rows = (int)rows,
+				 .cols = (int)cols, .data = p };
+	if (use == MAT_GEMV)
 		interleave(b, out);
-	return st;
+	return TXL_OK;
 }
 
-/* A projection (d_model, d_emb), as floats: used as P . e at the input and
- * as h . P at the output, which BLAS reads transposed. */
-static enum txl_status __attribute__((format(printf, 5, 6)))
-bind_proj(struct binder *b, struct txl_mat *out, int64_t rows, int64_t cols,
-	  const char *fmt, ...)
-{
-	enum txl_status st;
-	va_list ap;
-
-	va_start(ap, fmt);
-	st = bind_mat_v(b, out, rows, cols, true, fmt, ap);
-	va_end(ap);
-	return st;
-}
+#define bind_mat(b, out, rows, cols, ...)				\
+	bind_matrix(b, out, rows, cols, MAT_STORED, __VA_ARGS__)
+#define bind_gemv_mat(b, out, rows, cols, ...)				\
+	bind_matrix(b, out, rows, cols, MAT_GEMV, __VA_ARGS__)
+#define bind_proj(b, out, rows, cols, ...)				\
+	bind_matrix(b, out, rows, cols, MAT_PROJ, __VA_ARGS__)
 
 /* The adaptive input (AdaptiveEmbedding): one table for all ids with
  * div_val 1 (projected only when d_embed != d_model), else one table and
@@ -1060,6 +1034,19 @@ txl_model_close(struct txl_model *m)
 	free(m->layers);
 	txl_file_close(&m->file);
 	free(m);
+}
+
+enum txl_status
+txl_model_check_ids(const struct txl_model *m, const int32_t *ids, int n,
+		    const char *what)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= m->hp.n_token)
+			return txl_fail(TXL_ERR_INVALID, "%s%stoken id %d out "
+					"of range [0, %d)", what ? what : "",
+					what ? ": " : "", ids[i],
+					m->hp.n_token);
+	return TXL_OK;
 }
 
 enum txl_status

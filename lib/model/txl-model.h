@@ -156,4 +156,11 @@ enum txl_status txl_model_open(const char *path, unsigned flags,
 /* Free what txl_model_open() made (not the tokenizer); NULL is fine. */
 void txl_model_close(struct txl_model *m);
 
+/* TXL_OK if each of the @p n ids is a token of @p m; else
+ * TXL_ERR_INVALID naming the first that is not, after "@p what: " (what
+ * NULL: nothing). */
+enum txl_status txl_model_check_ids(const struct txl_model *m,
+				    const int32_t *ids, int n,
+				    const char *what);
+
 #endif /* TXL_MODEL_H */

@@ -117,30 +117,31 @@ def read_limits(lib=LIB):
     return known
 
 
-_ENUM = re.compile(r"enum\s+txl_dtype\s*\{(.*?)\}", re.S)
+_LIST = re.compile(r"#\s*define\s+TXL_DTYPES\(X\)((?:[^\n]*\\\n)*[^\n]*)")
 _types = None
 
 
 def storage_types(lib=LIB):
     """{name: (values per block, bytes per block)} of the storage types,
-    in the order of txl.h's enum txl_dtype, their blocks from txl-dtype.h
-    (TXL_<NAME>_BLOCK, TXL_<NAME>_BYTES); read once."""
+    in the order of their numbers: the list TXL_DTYPES of txl-dtype.h
+    (X(NAME, number), which enum txl_dtype is written from) and each
+    type's TXL_<NAME>_BLOCK and TXL_<NAME>_BYTES; read once."""
     global _types
     if _types is None or lib != LIB:
-        path = header(lib, "txl.h")
+        path = header(lib, "txl-dtype.h")
         try:
             with open(path, encoding="utf-8") as f:
-                m = _ENUM.search(re.sub(r"/\*.*?\*/", "", f.read(),
+                m = _LIST.search(re.sub(r"/\*.*?\*/", "", f.read(),
                                         flags=re.S))
         except OSError as e:
             raise NotLoadable(f"{path}: {e.strerror}")
         if not m:
-            raise NotLoadable(f"{path}: no enum txl_dtype")
+            raise NotLoadable(f"{path}: no TXL_DTYPES")
         known = limits() if lib == LIB else read_limits(lib)
         got = {}
-        for name in re.findall(r"\bTXL_([A-Z0-9_]+)", m.group(1)):
-            if name == "N_DTYPES":
-                continue
+        listed = re.findall(r"\bX\(\s*([A-Z0-9_]+)\s*,\s*([0-9]+)\s*\)",
+                            m.group(1))
+        for name, _ in sorted(listed, key=lambda e: int(e[1])):
             size = [known.get(f"TXL_{name}_{w}") for w in ("BLOCK", "BYTES")]
             if None in size:
                 raise NotLoadable(f"{lib}: no TXL_{name}_BLOCK or "
