@@ -36,7 +36,7 @@ import sys
 import tempfile
 import unittest
 
-from txlgen import random_model as mrm, txlfile, vocab
+from txlgen import proto, random_model as mrm, txlfile, vocab
 
 EXIT_BADMODEL = 3
 
@@ -69,6 +69,23 @@ def assemble(header, data, align=64):
 
 def tensors(header):
     return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+def unaligned(blob):
+    """The file as other safetensors writers make it: no alignment, no
+    padding tensors."""
+    header, data = split(blob)
+    meta = header.pop("__metadata__")
+    new, chunks, pos = {"__metadata__": meta}, [], 0
+    for name, info in sorted(tensors(header).items(),
+                             key=lambda kv: kv[1]["data_offsets"][0]):
+        if name.startswith("__pad__."):
+            continue
+        b, e = info["data_offsets"]
+        new[name] = dict(info, data_offsets=[pos, pos + e - b])
+        chunks.append(data[b:e])
+        pos += e - b
+    return assemble(new, b"".join(chunks), align=None)
 
 
 # ---------------------------------------------------------------------------
@@ -131,19 +148,9 @@ def _charsmap(edit):
     field 3, its field 2) replaced by edit(charsmap): the table
     SentencePiece uses without checking (a broken one once crashed txlgen
     on the first text it tokenized)."""
-    def proto(p):
-        out = b""
-        for num, wt, raw, payload in vocab.proto_fields(p):
-            if num == 3 and wt == 2:
-                inner = b""
-                for n2, w2, r2, p2 in vocab.proto_fields(payload):
-                    inner += (vocab.proto_field(2, edit(bytes(p2)))
-                              if n2 == 2 and w2 == 2 else r2)
-                out += vocab.proto_field(3, inner)
-            else:
-                out += raw
-        return out
-    return _with_tokenizer(proto)
+    def model(p):
+        return proto.edit(p, 3, lambda spec: proto.edit(spec, 2, edit))
+    return _with_tokenizer(model)
 
 
 def _units(cm):
@@ -744,19 +751,7 @@ class TestValidVariants(unittest.TestCase):
         padding tensors) is valid; the library copies what it cannot map
         in place and gives the same numbers."""
         with open(_valid.path, "rb") as f:
-            header, data = split(f.read())
-        meta = header.pop("__metadata__")
-        order = sorted(tensors(header).items(),
-                       key=lambda kv: kv[1]["data_offsets"][0])
-        new, chunks, pos = {"__metadata__": meta}, [], 0
-        for name, info in order:
-            if name.startswith("__pad__."):
-                continue
-            b, e = info["data_offsets"]
-            new[name] = dict(info, data_offsets=[pos, pos + e - b])
-            chunks.append(data[b:e])
-            pos += e - b
-        blob = assemble(new, b"".join(chunks), align=None)
+            blob = unaligned(f.read())
         (n,) = struct.unpack("<Q", blob[:8])
         self.assertNotEqual((8 + n) % 4, 0, "test file is aligned anyway")
         path = os.path.join(_tmp, "unaligned.bin")
