@@ -26,11 +26,14 @@ from .errors import InputError
 FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 
-# lib/ of the source tree (models/txlgen/ is two folders below it), or the
-# copy of the headers that meson installs beside the installed package
-# (libexecdir/txlgen/{txlgen,lib}: models/meson.build)
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = next((d for d in (os.path.join(_PACKAGE_PARENT, "lib"),
+# the copy of lib/'s headers in the package that pip installs
+# (models/setup.py), the one that meson installs beside the package
+# (libexecdir/txlgen/{txlgen,lib}: models/meson.build), or lib/ of the
+# source tree (models/txlgen/ is two folders below it)
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
+LIB = next((d for d in (os.path.join(_PACKAGE, "lib"),
+                        os.path.join(_PACKAGE_PARENT, "lib"),
                         os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
             if glob.glob(os.path.join(d, "**", "txl-limits.h"),
                          recursive=True)),
