@@ -36,6 +36,7 @@ import sys
 import tempfile
 import unittest
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import proto, random_model as mrm, txlfile, vocab
 
 EXIT_BADMODEL = 3
@@ -365,6 +366,25 @@ TRUNC = r"truncat|too short|short|end of (the )?file|beyond|past|exceed|" \
         r"larger|outside|ends at|does not fit|smaller"
 OFFS = r"offset|beyond|past|exceed|outside|ends at|end of (the )?file|" \
        r"truncat|larger"
+def _block_cases(dt, block, need):
+    """The cases of @dt, a type of @block bytes per 32 values: a matrix
+    of the wrong size (its shape needs @need bytes), a tensor whose rows
+    are not a multiple of 32 long, a vector in it."""
+    d = dt.lower()
+    return {
+        f"dtype_{d}_size": (_edit(_blocked(
+            dt, "layers.0.dec_attn.qkv_net.weight")),
+            r"qkv_net.weight' has 6144 bytes, its shape and "
+            rf"dtype need {need}"),
+        f"dtype_{d}_rows": (_edit(_blocked(dt, "r_w_bias", block)),
+                            rf"r_w_bias' is {dt} but its last dimension is "
+                            r"not a multiple of 32"),
+        f"dtype_{d}_vector": (_edit(_blocked(
+            dt, "layers.0.pos_ff.CoreNet.3.bias", block)),
+            rf"CoreNet.3.bias' has dtype {dt}, expected F32, F16 or BF16$"),
+    }
+
+
 CASES = {
     # truncated at several points
     "trunc_in_length": (_truncate(lambda size, n: 4), TRUNC),
@@ -400,26 +420,8 @@ CASES = {
     "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
     # Q8_0 and Q4_0: 34 and 18 bytes per 32 values, along rows that are a
     # multiple of 32 long, for weight matrices only
-    "dtype_q8_0_size": (_edit(_blocked("Q8_0",
-                                       "layers.0.dec_attn.qkv_net.weight")),
-                        r"qkv_net.weight' has 6144 bytes, its shape and "
-                        r"dtype need 1632"),
-    "dtype_q8_0_rows": (_edit(_blocked("Q8_0", "r_w_bias", 34)),
-                        r"r_w_bias' is Q8_0 but its last dimension is not "
-                        r"a multiple of 32"),
-    "dtype_q8_0_vector": (_edit(_blocked(
-        "Q8_0", "layers.0.pos_ff.CoreNet.3.bias", 34)),
-        r"CoreNet.3.bias' has dtype Q8_0, expected F32, F16 or BF16$"),
-    "dtype_q4_0_size": (_edit(_blocked("Q4_0",
-                                       "layers.0.dec_attn.qkv_net.weight")),
-                        r"qkv_net.weight' has 6144 bytes, its shape and "
-                        r"dtype need 864"),
-    "dtype_q4_0_rows": (_edit(_blocked("Q4_0", "r_w_bias", 18)),
-                        r"r_w_bias' is Q4_0 but its last dimension is not "
-                        r"a multiple of 32"),
-    "dtype_q4_0_vector": (_edit(_blocked(
-        "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
-        r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
+    **_block_cases("Q8_0", 34, 1632),
+    **_block_cases("Q4_0", 18, 864),
     # Q4_K: 72 bytes per 128 values, along rows a multiple of 128 long
     "dtype_q4_k_rows": (_edit(_blocked("Q4_K", "r_w_bias", 72)),
                         r"r_w_bias' is Q4_K but its last dimension is not "

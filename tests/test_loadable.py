@@ -21,7 +21,7 @@ other headers, not copied) held to the real loader.
   loads (txlgen --info).
 
 Programs: $TXLGEN (meson sets it), else build/cmd/txlgen.
-Run: PYTHONPATH=models /usr/bin/python3 tests/test_loadable.py
+Run: /usr/bin/python3 tests/test_loadable.py
 """
 
 import contextlib
@@ -37,6 +37,7 @@ import unittest
 
 import numpy as np
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import checkpoint, convert, loadable, random_model as mrm
 from txlgen import proto, txlfile, vocab
 import test_badfiles as tb

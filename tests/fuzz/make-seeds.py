@@ -30,9 +30,8 @@ writes
 The models carry tests/data/spm.model without its 240 KB normalisation
 table (identity normalisation then) and, but for one, without its 256 byte
 pieces, so that inputs stay ~5 KB and mutations land in what libtxl
-parses.  Run with Debian's /usr/bin/python3 (python3-torch) and
-PYTHONPATH=models:tests (the txlgen package, tests/test_badfiles.py);
-nothing here is committed, it is made at run time.
+parses.  Run with Debian's /usr/bin/python3 (python3-torch); nothing
+here is committed, it is made at run time.
 """
 
 import argparse
@@ -46,6 +45,7 @@ import tempfile
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import srctree  # noqa: F401,E402 (models/ on sys.path)
 import test_badfiles as tb                            # noqa: E402 (tests/)
 from txlgen import proto, random_model as mrm, vocab as V  # noqa: E402
 
