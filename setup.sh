@@ -18,7 +18,10 @@ runtime="build-essential pkg-config meson ninja-build
 	 libmicrohttpd-dev
 	 man-db bash-completion python3 python3-numpy python3-sentencepiece
 	 python3-snappy python3-crc32c"
-tests="sentencepiece python3-torch parallel python3-distributed"
+# python3-venv, -setuptools and -wheel: the Python package installed
+# offline into a virtual environment (tests/test_package.py)
+tests="sentencepiece python3-torch parallel python3-distributed
+	 python3-venv python3-setuptools python3-wheel"
 # Node.js and npm for the openai client's test of txlgen-server: Debian's,
 # unless a Node.js with its npm is there already
 command -v npm >/dev/null 2>&1 || tests="$tests nodejs npm"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Benchmark txlgen's library against PyTorch on one Transformer-XL model.
 
-  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench.py --orig DIR \\
+  env -u OPENBLAS_CORETYPE bench/bench.py --orig DIR \\
       [--threads N]
 
 Builds a random model of the requested shape (default: the 14.6M benchmark
@@ -48,7 +48,6 @@ slows a run down), taken after PyTorch's model is freed and the machine
 left 5 s; still, run it on an idle machine.  The environment is
 passed through: on machines where OPENBLAS_CORETYPE forces slower kernels,
 run `env -u OPENBLAS_CORETYPE bench/bench.py` for both sides.
-PYTHONPATH=models (from the source tree's root) finds the txlgen package.
 OMP_WAIT_POLICY=PASSIVE is set for PyTorch unless already set (its
 spinning threads otherwise fight OpenBLAS's).
 """
@@ -67,13 +66,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch                                     # noqa: E402
 import torch.nn.functional as F                  # noqa: E402
 
-try:
-    from txlgen import convert, original, txl_ref, txlfile
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("bench.py: no txlgen package: run it as "
-             "PYTHONPATH=models bench/bench.py ...")
+import srctree  # noqa: F401,E402 (models/ on sys.path)
+from txlgen import convert, original, txl_ref, txlfile  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

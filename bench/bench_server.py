@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """txlgen-server under load, side by side with txlgen, in one run.
 
-  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench_server.py \
+  env -u OPENBLAS_CORETYPE bench/bench_server.py \
       [--work DIR] [--clients 8] [--gen-tokens 128] [--reps 3]
 
 On random F32 weights of the 14.6M shape of bench.py and bench_streams.py

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """What the adaptive spans buy: generation on the published small shape.
 
-  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench_span.py \\
+  env -u OPENBLAS_CORETYPE bench/bench_span.py \\
       [--orig PATH/TO/adaptive-span] [--threads N] [--work DIR] [--prime N]
 
 Builds two checkpoints of the published enwik8 model's shape (12 layers,
@@ -55,14 +55,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch                                     # noqa: E402
 
-try:
-    from txlgen import random_model as mrm, span_model, span_ref
-    from txlgen.original import SpanOriginal
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("bench_span.py: no txlgen package: run it as "
-             "PYTHONPATH=models bench/bench_span.py ...")
+import srctree  # noqa: F401,E402 (models/ on sys.path)
+from txlgen import random_model as mrm, span_model, span_ref  # noqa: E402
+from txlgen.original import SpanOriginal  # noqa: E402
 
 from bench import bench_txl, cpu_model          # noqa: E402 (bench/)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Many streams of one model at once: --n-samples and --score-docs.
 
-  env -u OPENBLAS_CORETYPE PYTHONPATH=models bench/bench_streams.py \
+  env -u OPENBLAS_CORETYPE bench/bench_streams.py \
       [--work DIR] [--wt103] [--baseline BUILD] [--threads N]
 
 Measures, in one run and on the same weights (random ones, as bench.py
@@ -49,6 +49,8 @@ import sys
 import tempfile
 import time
 import types
+
+import srctree  # noqa: F401 (models/ on sys.path)
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,7 +2,7 @@
 """The paper's four TensorFlow checkpoints, in their shapes with random
 weights: what converting and scoring them costs.
 
-  PYTHONPATH=models bench/bench_tf.py [--shapes enwik8,wt103,lm1b]
+  bench/bench_tf.py [--shapes enwik8,wt103,lm1b]
       [--dir DIR] [--keep] [--tokens 256] [--threads 2] [--dtype F32]
 
 For each shape (tf/sota/*.sh: enwik8 and text8 24 layers, d_model 1024,
@@ -39,6 +39,7 @@ import time
 
 import numpy as np
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import tfwrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -2,7 +2,7 @@
 """A WikiText-103-sized Transformer-XL: txlgen against the original code
 on the same weights, in the same run.
 
-  PYTHONPATH=models bench/bench_wt103.py --orig PATH/TO/transformer-xl \\
+  bench/bench_wt103.py --orig PATH/TO/transformer-xl \\
       [--build build]
       [--small] [--keep DIR] [--score-tokens 2049] [--gen-tokens 100]
 
@@ -59,13 +59,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch                                         # noqa: E402
 
-try:
-    from txlgen import original, txl_ref
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("bench_wt103.py: no txlgen package: run it as "
-             "PYTHONPATH=models bench/bench_wt103.py ...")
+import srctree  # noqa: F401,E402 (models/ on sys.path)
+from txlgen import original, txl_ref  # noqa: E402
 import bench                                         # noqa: E402 (bench/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,7 +2,7 @@
 """The output layer of a WikiText-103 model: adaptive softmax against the
 full softmax, with libtxl (bench-softmax).
 
-  PYTHONPATH=models bench/softmax.py [--bench build/bench/bench-softmax]
+  bench/softmax.py [--bench build/bench/bench-softmax]
                    [--dir DIR]
                    [--rows 64] [--reps 5] [--threads T] [--keep]
 
@@ -35,13 +35,8 @@ import tempfile
 
 import numpy as np
 
-try:
-    from txlgen import txlfile, vocab
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("softmax.py: no txlgen package: run it as "
-             "PYTHONPATH=models bench/softmax.py ...")
+import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen import txlfile, vocab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -18,7 +18,7 @@ A programming error the cases do not foresee still ends in one line (the
 catch-all, tested by making a function fail).
 
 No torch: this runs where the converter runs.  Run:
-PYTHONPATH=models /usr/bin/python3 tests/test_badcheckpoints.py
+/usr/bin/python3 tests/test_badcheckpoints.py
 """
 
 import contextlib
@@ -33,6 +33,7 @@ import tempfile
 import unittest
 from unittest import mock
 
+import srctree  # noqa: F401 (models/ on sys.path)
 import forge
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,20 +66,17 @@ TMP = None
 def setUpModule():
     global TMP
     TMP = tempfile.mkdtemp(prefix="txl-badckpt-")
-
-
-def tearDownModule():
-    shutil.rmtree(TMP, ignore_errors=True)
+    unittest.addModuleCleanup(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def path(name):
     return os.path.join(TMP, name)
 
 
-def run(program, *args):
+def run(program, *args, timeout=120):
     """(exit status, stdout, stderr lines, peak RSS in KiB) of program."""
     r = subprocess.run([PYTHON, "-c", MEASURE, PYTHON, program, *args],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=timeout)
     lines = r.stderr.splitlines()
     rss = int(lines.pop().split()[1])
     return r.returncode, r.stdout, lines, rss

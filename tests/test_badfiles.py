@@ -36,7 +36,8 @@ import sys
 import tempfile
 import unittest
 
-from txlgen import random_model as mrm, txlfile, vocab
+import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen import proto, random_model as mrm, txlfile, vocab
 
 EXIT_BADMODEL = 3
 
@@ -69,6 +70,23 @@ def assemble(header, data, align=64):
 
 def tensors(header):
     return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+def unaligned(blob):
+    """The file as other safetensors writers make it: no alignment, no
+    padding tensors."""
+    header, data = split(blob)
+    meta = header.pop("__metadata__")
+    new, chunks, pos = {"__metadata__": meta}, [], 0
+    for name, info in sorted(tensors(header).items(),
+                             key=lambda kv: kv[1]["data_offsets"][0]):
+        if name.startswith("__pad__."):
+            continue
+        b, e = info["data_offsets"]
+        new[name] = dict(info, data_offsets=[pos, pos + e - b])
+        chunks.append(data[b:e])
+        pos += e - b
+    return assemble(new, b"".join(chunks), align=None)
 
 
 # ---------------------------------------------------------------------------
@@ -131,19 +149,9 @@ def _charsmap(edit):
     field 3, its field 2) replaced by edit(charsmap): the table
     SentencePiece uses without checking (a broken one once crashed txlgen
     on the first text it tokenized)."""
-    def proto(p):
-        out = b""
-        for num, wt, raw, payload in vocab.proto_fields(p):
-            if num == 3 and wt == 2:
-                inner = b""
-                for n2, w2, r2, p2 in vocab.proto_fields(payload):
-                    inner += (vocab.proto_field(2, edit(bytes(p2)))
-                              if n2 == 2 and w2 == 2 else r2)
-                out += vocab.proto_field(3, inner)
-            else:
-                out += raw
-        return out
-    return _with_tokenizer(proto)
+    def model(p):
+        return proto.edit(p, 3, lambda spec: proto.edit(spec, 2, edit))
+    return _with_tokenizer(model)
 
 
 def _units(cm):
@@ -358,6 +366,25 @@ TRUNC = r"truncat|too short|short|end of (the )?file|beyond|past|exceed|" \
         r"larger|outside|ends at|does not fit|smaller"
 OFFS = r"offset|beyond|past|exceed|outside|ends at|end of (the )?file|" \
        r"truncat|larger"
+def _block_cases(dt, block, need):
+    """The cases of @dt, a type of @block bytes per 32 values: a matrix
+    of the wrong size (its shape needs @need bytes), a tensor whose rows
+    are not a multiple of 32 long, a vector in it."""
+    d = dt.lower()
+    return {
+        f"dtype_{d}_size": (_edit(_blocked(
+            dt, "layers.0.dec_attn.qkv_net.weight")),
+            r"qkv_net.weight' has 6144 bytes, its shape and "
+            rf"dtype need {need}"),
+        f"dtype_{d}_rows": (_edit(_blocked(dt, "r_w_bias", block)),
+                            rf"r_w_bias' is {dt} but its last dimension is "
+                            r"not a multiple of 32"),
+        f"dtype_{d}_vector": (_edit(_blocked(
+            dt, "layers.0.pos_ff.CoreNet.3.bias", block)),
+            rf"CoreNet.3.bias' has dtype {dt}, expected F32, F16 or BF16$"),
+    }
+
+
 CASES = {
     # truncated at several points
     "trunc_in_length": (_truncate(lambda size, n: 4), TRUNC),
@@ -393,26 +420,8 @@ CASES = {
     "dtype_not_string": (_edit(_dtype(7)), r"dtype|type"),
     # Q8_0 and Q4_0: 34 and 18 bytes per 32 values, along rows that are a
     # multiple of 32 long, for weight matrices only
-    "dtype_q8_0_size": (_edit(_blocked("Q8_0",
-                                       "layers.0.dec_attn.qkv_net.weight")),
-                        r"qkv_net.weight' has 6144 bytes, its shape and "
-                        r"dtype need 1632"),
-    "dtype_q8_0_rows": (_edit(_blocked("Q8_0", "r_w_bias", 34)),
-                        r"r_w_bias' is Q8_0 but its last dimension is not "
-                        r"a multiple of 32"),
-    "dtype_q8_0_vector": (_edit(_blocked(
-        "Q8_0", "layers.0.pos_ff.CoreNet.3.bias", 34)),
-        r"CoreNet.3.bias' has dtype Q8_0, expected F32, F16 or BF16$"),
-    "dtype_q4_0_size": (_edit(_blocked("Q4_0",
-                                       "layers.0.dec_attn.qkv_net.weight")),
-                        r"qkv_net.weight' has 6144 bytes, its shape and "
-                        r"dtype need 864"),
-    "dtype_q4_0_rows": (_edit(_blocked("Q4_0", "r_w_bias", 18)),
-                        r"r_w_bias' is Q4_0 but its last dimension is not "
-                        r"a multiple of 32"),
-    "dtype_q4_0_vector": (_edit(_blocked(
-        "Q4_0", "layers.0.pos_ff.CoreNet.3.bias", 18)),
-        r"CoreNet.3.bias' has dtype Q4_0, expected F32, F16 or BF16$"),
+    **_block_cases("Q8_0", 34, 1632),
+    **_block_cases("Q4_0", 18, 864),
     # Q4_K: 72 bytes per 128 values, along rows a multiple of 128 long
     "dtype_q4_k_rows": (_edit(_blocked("Q4_K", "r_w_bias", 72)),
                         r"r_w_bias' is Q4_K but its last dimension is not "
@@ -744,19 +753,7 @@ class TestValidVariants(unittest.TestCase):
         padding tensors) is valid; the library copies what it cannot map
         in place and gives the same numbers."""
         with open(_valid.path, "rb") as f:
-            header, data = split(f.read())
-        meta = header.pop("__metadata__")
-        order = sorted(tensors(header).items(),
-                       key=lambda kv: kv[1]["data_offsets"][0])
-        new, chunks, pos = {"__metadata__": meta}, [], 0
-        for name, info in order:
-            if name.startswith("__pad__."):
-                continue
-            b, e = info["data_offsets"]
-            new[name] = dict(info, data_offsets=[pos, pos + e - b])
-            chunks.append(data[b:e])
-            pos += e - b
-        blob = assemble(new, b"".join(chunks), align=None)
+            blob = unaligned(f.read())
         (n,) = struct.unpack("<Q", blob[:8])
         self.assertNotEqual((8 + n) % 4, 0, "test file is aligned anyway")
         path = os.path.join(_tmp, "unaligned.bin")

@@ -38,6 +38,7 @@ import unittest
 
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import (checkpoint, hf_ref, random_model as mrm, txl_ref,
                     txlfile)
 
@@ -123,22 +124,14 @@ def hf_state(model, tied_once=False):
     order: cluster i at row i - 1, where the original keeps it at row
     C - i); tied_once: a tensor shared by two names only under the first,
     as save_pretrained writes model.safetensors."""
-    out, seen = collections.OrderedDict(), set()
+    items, seen = [], set()
     for k, v in model.state_dict().items():
         if tied_once:
             if v.data_ptr() in seen:
                 continue
             seen.add(v.data_ptr())
-        if k in ("r_w_bias", "r_r_bias"):
-            for i in range(model.n_layer):
-                out[f"transformer.layers.{i}.dec_attn.{k}"] = v
-        elif k in ("crit.cluster_weight", "crit.cluster_bias"):
-            out[k] = v.flip(0)
-        elif k.startswith("crit."):
-            out[k] = v
-        else:
-            out["transformer." + k] = v
-    return out
+        items.append((k, v))
+    return hf_ref.from_original(items, model.n_layer)
 
 
 def convert(*args, env=None):

@@ -5,7 +5,7 @@ Drives the real binary: $TXLGEN (default build/cmd/txlgen) with the model
 $TXLGEN_TEST_MODEL; without that variable a small random-weight model is
 built with tests/make_random_model.py.  The REPL is driven through a
 pseudo-terminal (pty) as a person would, and as a script through a pipe.
-Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
+Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
 import ctypes
@@ -26,13 +26,10 @@ import termios
 import time
 import unittest
 
+import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
+from clitest import MODEL, ROOT, TXLGEN
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",
-                                               "txlgen"))
-MODEL = os.environ.get("TXLGEN_TEST_MODEL")
 TMP = None
 
 TEXT = ("The state of the Union is strong. We will build a better future "
@@ -110,42 +107,6 @@ def run_shell(test, script, timeout=60):
               stderr=subprocess.PIPE)
     out, err = p.communicate(timeout=timeout)
     return p.returncode, out, err
-
-
-def read_pipe(f, done, timeout=30):
-    """Read from the pipe @f until done(bytes read) or its end; fails
-    after @timeout seconds rather than waiting for ever."""
-    fd, got, end = f.fileno(), b"", time.time() + timeout
-    while not done(got):
-        left = end - time.time()
-        if left <= 0:
-            raise AssertionError(f"pipe: nothing more after {got[-200:]!r}")
-        if select.select([fd], [], [], left)[0]:
-            b = os.read(fd, 65536)
-            if not b:
-                break
-            got += b
-    return got
-
-
-def wait_stdin_open(p, timeout=30):
-    """(stdout, stderr) of @p once it has ended, its stdin left open:
-    communicate() would close it, and an end of input that comes with a
-    signal races it."""
-    pipes, got = {p.stdout.fileno(): b"", p.stderr.fileno(): b""}, {}
-    end = time.time() + timeout
-    while pipes:
-        left = end - time.time()
-        if left <= 0:
-            raise AssertionError("still running after a signal")
-        for fd in select.select(list(pipes), [], [], left)[0]:
-            b = os.read(fd, 65536)
-            if b:
-                pipes[fd] += b
-            else:
-                got[fd] = pipes.pop(fd)
-    p.wait(timeout=max(end - time.time(), 1))
-    return got[p.stdout.fileno()], got[p.stderr.fileno()]
 
 
 def other_thread(pid, sig):
@@ -842,7 +803,7 @@ class Generation(unittest.TestCase):
         p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
                          "--ignore-eos"], stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE)
-        got = read_pipe(p.stdout, lambda b: len(b) >= 200)
+        got = clitest.read_pipe(p.stdout, lambda b: len(b) >= 200)
         p.send_signal(signal.SIGINT)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 130)
@@ -1501,29 +1462,35 @@ class ReplHangup(PtyBase):
 class Signals(unittest.TestCase):
     """SIGTERM ends a run as SIGINT does: output flushed, exit 143."""
 
-    def test_sigterm_flushes_what_was_generated(self):
-        # a file is written through stdio's buffer: killed by SIGTERM,
-        # the end of it (and the summary) used to be lost mid-line
-        out = os.path.join(TMP, "term.jsonl")
+    def signalled_into_file(self, name, start, sig, status, message):
+        """start(file) generating JSON events into TMP/@name, sent @sig
+        once 3 pages are written: it exits @status saying @message, the
+        file's last event whole (the end, "interrupted", counting the
+        events before it)."""
+        out = os.path.join(TMP, name)
         with open(out, "wb") as f:
-            p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                             "--ignore-eos", "--json"], stdout=f,
-                      stderr=subprocess.PIPE)
+            p = start(f)
             wait_for_size(out, 3 * 4096)
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(sig)
             _, err = p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 143)
-        self.assertEqual(err.decode(), "txlgen: terminated\n")
+        self.assertEqual(p.returncode, status)
+        self.assertEqual(err.decode(), message)
         with open(out, "rb") as f:
             events = jsonl(f.read())
         self.assertEqual(events[-1]["end"], "interrupted")
         self.assertEqual(events[-1]["n_gen"], len(events) - 1)
 
+    def test_sigterm_flushes_what_was_generated(self):
+        # a file is written through stdio's buffer: killed by SIGTERM,
+        # the end of it (and the summary) used to be lost mid-line
+        self.signalled_into_file("term.jsonl", self.generating,
+                                 signal.SIGTERM, 143, "txlgen: terminated\n")
+
     def test_sigterm_into_a_pipe(self):
         p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
                          "--ignore-eos", "--json"],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
+        got = clitest.read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
         p.send_signal(signal.SIGTERM)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 143)
@@ -1538,10 +1505,11 @@ class Signals(unittest.TestCase):
                   stderr=subprocess.PIPE)
         p.stdin.write(b"Hello\n")
         p.stdin.flush()
-        line = read_pipe(p.stdout, lambda b: b"\n" in b)  # the turn ends
+        # the turn ends
+        line = clitest.read_pipe(p.stdout, lambda b: b"\n" in b)
         self.assertTrue(line.endswith(b"\n"))
         p.send_signal(signal.SIGTERM)       # waiting for the next line
-        _, err = wait_stdin_open(p)
+        _, err = clitest.wait_stdin_open(p)
         self.assertEqual(p.returncode, 143)
         self.assertIn(b"terminated", err)
         # the memory was saved whole: it continues the text (in a memory
@@ -1568,34 +1536,24 @@ class Signals(unittest.TestCase):
             if tid is None:
                 self.skipTest("no thread but the main one takes signals")
             self.assertEqual(libc.tgkill(p.pid, tid, sig), 0)
-            _, err = wait_stdin_open(p, timeout=10)
+            _, err = clitest.wait_stdin_open(p, timeout=10)
             self.assertEqual(p.returncode, status, argv)
             self.assertIn(b"txlgen: ", err)
 
-    def sighup(self, stdout):
-        p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
-                         "--ignore-eos", "--json"], stdout=stdout,
-                  stderr=subprocess.PIPE)
-        return p
+    def generating(self, stdout):
+        """txlgen generating JSON events into @stdout until stopped."""
+        return popen(self, [TXLGEN, "-m", MODEL, "-p", "Hi", "-n", "-1",
+                            "--ignore-eos", "--json"], stdout=stdout,
+                     stderr=subprocess.PIPE)
 
     def test_sighup_flushes_what_was_generated(self):
         # SIGHUP killed txlgen: 4,096 bytes in the file where SIGTERM left
         # them all, none into a pipe
-        out = os.path.join(TMP, "hup.jsonl")
-        with open(out, "wb") as f:
-            p = self.sighup(f)
-            wait_for_size(out, 3 * 4096)
-            p.send_signal(signal.SIGHUP)
-            _, err = p.communicate(timeout=30)
-        self.assertEqual(p.returncode, 129)
-        self.assertEqual(err.decode(), "txlgen: hangup\n")
-        with open(out, "rb") as f:
-            events = jsonl(f.read())
-        self.assertEqual(events[-1]["end"], "interrupted")
-        self.assertEqual(events[-1]["n_gen"], len(events) - 1)
+        self.signalled_into_file("hup.jsonl", self.generating, signal.SIGHUP,
+                                 129, "txlgen: hangup\n")
 
-        p = self.sighup(subprocess.PIPE)
-        got = read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
+        p = self.generating(subprocess.PIPE)
+        got = clitest.read_pipe(p.stdout, lambda b: len(b) >= 2 * 4096)
         p.send_signal(signal.SIGHUP)
         rest, err = p.communicate(timeout=30)
         self.assertEqual(p.returncode, 129)
@@ -1607,7 +1565,7 @@ class Signals(unittest.TestCase):
         p = popen(self, ["nohup", TXLGEN, "-m", MODEL, "-p", "Hi", "-n",
                          "-1", "--ignore-eos"], stdout=subprocess.PIPE,
                   stderr=subprocess.DEVNULL)
-        read_pipe(p.stdout, lambda b: len(b) >= 4096)
+        clitest.read_pipe(p.stdout, lambda b: len(b) >= 4096)
         p.send_signal(signal.SIGHUP)
         p.send_signal(signal.SIGTERM)   # it only ends by this one
         p.communicate(timeout=30)
@@ -1626,7 +1584,7 @@ class Signals(unittest.TestCase):
             self.assertLess(time.time(), end, "the prompt is not read")
             time.sleep(0.01)
         p.send_signal(signal.SIGINT)
-        out, err = wait_stdin_open(p)
+        out, err = clitest.wait_stdin_open(p)
         self.assertEqual((p.returncode, out), (130, b""), err)
         n = int(re.search(rb"txlgen: prompt: (\d+) tokens", err).group(1))
         rc, ids, _ = run("--tokenize", "-", input=TEXT)
@@ -1641,7 +1599,7 @@ class Signals(unittest.TestCase):
         p.stdin.flush()
         time.sleep(1)
         p.send_signal(signal.SIGINT)
-        out, err = wait_stdin_open(p)
+        out, err = clitest.wait_stdin_open(p)
         self.assertEqual((p.returncode, out), (130, b""))
         self.assertEqual(err, b"txlgen: interrupted\n")
 
@@ -2253,7 +2211,7 @@ class ScoringReports(unittest.TestCase):
         p.stdin.flush()
         time.sleep(1.5)
         p.send_signal(signal.SIGINT)
-        out, err = wait_stdin_open(p)
+        out, err = clitest.wait_stdin_open(p)
         self.assertEqual(p.returncode, 130)
         self.assertIn(b"interrupted", err)
         return out, len(data)
@@ -2430,12 +2388,7 @@ class Info(unittest.TestCase):
         # --info says what a session gets (the library's settings), not
         # the metadata
         d = os.path.join(TMP, "abs2")
-        os.makedirs(d, exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", d, "--seed", "3",
-                        "--attn-type", "2"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        m = with_metadata(os.path.join(d, "m.bin"),
+        m = with_metadata(clitest.random_model(d, "--attn-type", "2", seed=3),
                           os.path.join(d, "mem8.bin"), mem_len="8")
         rc, out, err = run("-m", m, "--info", "--json", model=False)
         self.assertEqual((rc, err), (0, ""))
@@ -2459,13 +2412,8 @@ class ComputeOption(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        d = os.path.join(TMP, "bf16")
-        os.makedirs(d, exist_ok=True)
-        subprocess.run([sys.executable, os.path.join(HERE,
-                        "make_random_model.py"), "-o", d, "--seed", "5",
-                        "--dtype", "BF16"],
-                       check=True, stdout=subprocess.DEVNULL, timeout=300)
-        cls.bf16 = os.path.join(d, "m.bin")
+        cls.bf16 = clitest.random_model(os.path.join(TMP, "bf16"),
+                                        "--dtype", "BF16", seed=5)
         _, out, _ = run("--version", model=False)
         cls.native = "kernels: avx512bf16 " in out.decode()
 

@@ -5,7 +5,7 @@ same log-probs as the model it came from, tied tensors stored once), and a
 checkpoint that does not fit its configuration is refused, naming what
 does not fit.
 
-Run: PYTHONPATH=models OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/test_convert.py
+Run: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tests/test_convert.py
 """
 
 import json
@@ -16,6 +16,7 @@ import unittest
 
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import convert, random_model as mrm, txl_ref, txlfile
 
 TMP = None
@@ -24,10 +25,7 @@ TMP = None
 def setUpModule():
     global TMP
     TMP = tempfile.mkdtemp(prefix="txl-convert-")
-
-
-def tearDownModule():
-    shutil.rmtree(TMP, ignore_errors=True)
+    unittest.addModuleCleanup(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def build(name, **kw):

@@ -19,12 +19,8 @@ import sys
 import unittest
 
 import clitest
+from clitest import HERE, MODEL, ROOT, TXLGEN
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",
-                                               "txlgen"))
-MODEL = os.environ.get("TXLGEN_TEST_MODEL")
 DASK_SCRIPT = os.path.join(ROOT, "tools", "dask_score_docs.py")
 TMP = None
 

@@ -39,6 +39,8 @@ import time
 import unittest
 import zipfile
 
+import srctree  # noqa: F401 (models/ on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GET = os.environ.get("TXLGEN_GET") or os.path.join(ROOT, "models",
@@ -396,19 +398,63 @@ class Base(unittest.TestCase):
         e.update(kw)
         return e
 
-    def copy_converter(self):
-        """A convert.py (with every family's option) that writes the small
-        model to its -o file: for tests that are about the files."""
-        path = os.path.join(self.tmp, "copy-convert.py")
+    def stand_in_converter(self, body, name="convert.py"):
+        """A convert.py (with every family's option) that writes what
+        `body` says to its -o file, `out`."""
+        path = os.path.join(self.tmp, name)
         with open(path, "w") as f:
-            f.write("import shutil, sys\n"
+            f.write("import os, shutil, sys, time\n"
                     "if '--help' in sys.argv:\n"
                     "    print('usage: convert.py --weights W "
                     "--vocab-corpus C -o OUT')\n"
                     "    sys.exit(0)\n"
-                    f"shutil.copyfile({self.small_model!r}, "
-                    "sys.argv[sys.argv.index('-o') + 1])\n")
+                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
         return path
+
+    def interrupted(self, args, ready, env=None):
+        """The getter run with @args and sent SIGINT once ready() (within
+        120 s, the getter running until then): (exit status, stdout,
+        stderr)."""
+        p = subprocess.Popen([PYTHON, GET, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=env or self.env())
+        try:
+            deadline = time.monotonic() + 120
+            while not ready():
+                self.assertIsNone(p.poll(), p.stderr.read() if p.poll()
+                                  is not None else "")
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        return p.returncode, out, err
+
+    def serve_broken(self, cut):
+        """The tiny model, its pytorch_model.bin's connection closed once
+        after @cut bytes: (that file, cut, catalog)."""
+        routes = self.serve_tiny()
+        r = routes["pytorch_model.bin"]
+        r.drop_after, r.drops = cut, 1
+        return (self.files["pytorch_model.bin"], cut,
+                self.catalog({"tiny": self.tiny_entry()}))
+
+    def serve_endless(self, name, pins, status=200, headers=()):
+        """Catalog entry t of one file, @name (@pins: its size, digest...),
+        which the server sends without end: (catalog, [bytes sent])."""
+        fn, sent = endless(status, headers)
+        self.server.custom("/fb/t/" + name, fn)
+        return self.catalog({"t": self.plain_entry((name, pins))}), sent
+
+    def copy_converter(self):
+        """A convert.py that writes the small model to its -o file: for
+        tests that are about the files."""
+        return self.stand_in_converter(
+            f"shutil.copyfile({self.small_model!r}, out)\n",
+            "copy-convert.py")
 
     def plain_entry(self, *files, **kw):
         """A model of files (name, spec) on a plain static server, the
@@ -647,12 +693,8 @@ class Getter(Base):
     # -- broken, resumed, interrupted ---------------------------------------
 
     def test_broken_download_resumes_with_a_range_request(self):
-        routes = self.serve_tiny()
-        body = self.files["pytorch_model.bin"]
-        cut = len(body) // 3
-        r = routes["pytorch_model.bin"]
-        r.drop_after, r.drops = cut, 1
-        cat = self.catalog({"tiny": self.tiny_entry()})
+        body, cut, cat = self.serve_broken(len(self.files[
+            "pytorch_model.bin"]) // 3)
         rc, _, err = self.get("tiny", "--catalog", cat)
         self.assertEqual(rc, 0, err)
         cdn = self.server.requests(f"/cdn/lfs/{sha256(body)}")
@@ -663,12 +705,8 @@ class Getter(Base):
                                                     "tiny.bin")))
 
     def test_broken_download_kept_for_the_next_run(self):
-        routes = self.serve_tiny()
-        body = self.files["pytorch_model.bin"]
-        cut = len(body) // 2
-        r = routes["pytorch_model.bin"]
-        r.drop_after, r.drops = cut, 1
-        cat = self.catalog({"tiny": self.tiny_entry()})
+        body, cut, cat = self.serve_broken(len(self.files[
+            "pytorch_model.bin"]) // 2)
         rc, out, err = self.get("tiny", "--catalog", cat, "--retries", "0")
         self.assertEqual(rc, 3, err)
         self.assert_one_line(err.splitlines()[-1])
@@ -691,24 +729,10 @@ class Getter(Base):
         cat = self.catalog({"tiny": self.tiny_entry()})
         part = os.path.join(self.cache, "models", "tiny",
                             "pytorch_model.bin.part")
-        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", cat],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=self.env())
-        try:
-            deadline = time.monotonic() + 120
-            while not (os.path.exists(part) and
-                       os.path.getsize(part) == cut):
-                self.assertIsNone(p.poll(), p.stderr.read() if p.poll()
-                                  is not None else "")
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.05)
-            p.send_signal(signal.SIGINT)
-            out, err = p.communicate(timeout=60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        self.assertEqual(p.returncode, 130, err)
+        rc, _, err = self.interrupted(
+            ["tiny", "--catalog", cat],
+            lambda: os.path.exists(part) and os.path.getsize(part) == cut)
+        self.assertEqual(rc, 130, err)
         self.assertIn("interrupted", err)
         self.assertIn(part, err)
         self.assertEqual(read(part), body[:cut])
@@ -851,17 +875,6 @@ class Getter(Base):
         self.assertIn("/nonexistent.json", err.splitlines()[-1])
         self.assert_nothing_installed()
 
-    def stand_in_converter(self, body):
-        """A convert.py that writes what `body` says to its -o file."""
-        path = os.path.join(self.tmp, "convert.py")
-        with open(path, "w") as f:
-            f.write("import os, sys, time\n"
-                    "if '--help' in sys.argv:\n"
-                    "    print('usage: convert.py --weights W -o OUT')\n"
-                    "    sys.exit(0)\n"
-                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
-        return path
-
     def test_what_the_converter_writes_is_checked(self):
         # a converter that exits 0 without writing a model file
         self.serve_tiny()
@@ -881,24 +894,13 @@ class Getter(Base):
             "open(out, 'wb').write(b'half a model')\n"
             f"open({marker!r}, 'w').write(str(os.getpid()))\n"
             "time.sleep(120)\n")
-        p = subprocess.Popen([PYTHON, GET, "tiny", "--catalog", self.catalog(
-            {"tiny": self.tiny_entry()})], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
+        # SIGINT to the getter only
+        rc, _, err = self.interrupted(
+            ["tiny", "--catalog", self.catalog({"tiny": self.tiny_entry()})],
+            lambda: os.path.exists(marker) and read(marker),
             env=self.env(TXLGEN_CONVERT=conv))
-        try:
-            deadline = time.monotonic() + 120
-            while not (os.path.exists(marker) and read(marker)):
-                self.assertIsNone(p.poll())
-                self.assertLess(time.monotonic(), deadline)
-                time.sleep(0.05)
-            child = int(read(marker))
-            p.send_signal(signal.SIGINT)        # the getter only
-            out, err = p.communicate(timeout=60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        self.assertEqual(p.returncode, 130, err)
+        child = int(read(marker))
+        self.assertEqual(rc, 130, err)
         self.assertIn("nothing was installed", err)
         self.assert_nothing_installed()
         # the converter was stopped with it
@@ -1084,6 +1086,30 @@ class Prepare(unittest.TestCase):
 
 
 @unittest.skipIf(TXLGEN is None, "txlgen not built")
+def span_entries(zip_bytes, member, convert=(), **data):
+    """The catalog entries of a tiny adaptive-span model (enwik8.pt, more
+    @convert arguments) and of its data set: enwik8.zip of @zip_bytes,
+    its member @member, more @data keys."""
+    pt = {"family": "adaptive-span", "what": "tiny adaptive span",
+          "source": "https://dl.fbaipublicfiles.com/adaptive-span/enwik8.pt",
+          "files": [{"name": "enwik8.pt", "url":
+                     "https://dl.fbaipublicfiles.com/adaptive-span/"
+                     "enwik8.pt"}],
+          "data": "enwik8",
+          "convert": ["--weights", "{file:enwik8.pt}", "--vocab-corpus",
+                      "{data}/train.txt", "--dataset", "enwik8", *convert],
+          "description": "tiny adaptive span; from the tests"}
+    ds = {"enwik8": dict({
+        "what": "enwik8", "files": [{
+            "name": "enwik8.zip", "url": "http://mattmahoney.net/dc/"
+            "enwik8.zip", "size": len(zip_bytes),
+            "sha256": sha256(zip_bytes)}],
+        "member": "enwik8", "member_size": len(member),
+        "member_sha1": hashlib.sha1(member).hexdigest(),
+        "format": "enwik8"}, **data)}
+    return pt, ds
+
+
 class AdaptiveSpanFlow(Base):
     """The whole way for an adaptive-span model with a converter that
     has --vocab-corpus (a stand-in that records its arguments): the .pt
@@ -1108,24 +1134,8 @@ shutil.copyfile({json.dumps(self.small_model)}, a[a.index("-o") + 1])
         return path
 
     def entries(self, zip_bytes, prepared_sha1):
-        pt = {"family": "adaptive-span", "what": "tiny adaptive span",
-              "source": "https://dl.fbaipublicfiles.com/adaptive-span/"
-                        "enwik8.pt",
-              "files": [{"name": "enwik8.pt", "url":
-                         "https://dl.fbaipublicfiles.com/adaptive-span/"
-                         "enwik8.pt"}],
-              "data": "enwik8",
-              "convert": ["--weights", "{file:enwik8.pt}", "--vocab-corpus",
-                          "{data}/train.txt", "--dataset", "enwik8"],
-              "description": "tiny adaptive span; from the tests"}
-        ds = {"enwik8": {"what": "enwik8", "files": [{
-            "name": "enwik8.zip", "url": "http://mattmahoney.net/dc/"
-            "enwik8.zip", "size": len(zip_bytes),
-            "sha256": sha256(zip_bytes)}], "member": "enwik8",
-            "member_size": len(ENWIK8),
-            "member_sha1": hashlib.sha1(ENWIK8).hexdigest(),
-            "format": "enwik8", "test_size": 2,
-            "prepared_sha1": prepared_sha1}}
+        pt, ds = span_entries(zip_bytes, ENWIK8, test_size=2,
+                              prepared_sha1=prepared_sha1)
         return self.catalog({"enwik8-tiny": pt}, ds)
 
     def test_adaptive_span_data_and_conversion(self):
@@ -1325,23 +1335,8 @@ class AdaptiveSpanReal(Base):
         zbytes = buf.getvalue()
         self.server.file("/fb/adaptive-span/enwik8.pt", weights)
         self.server.file("/mm/dc/enwik8.zip", zbytes)
-        entry = {"family": "adaptive-span", "what": "tiny adaptive span",
-                 "source": "https://dl.fbaipublicfiles.com/adaptive-span/"
-                           "enwik8.pt",
-                 "files": [{"name": "enwik8.pt", "url":
-                            "https://dl.fbaipublicfiles.com/adaptive-span/"
-                            "enwik8.pt"}],
-                 "data": "enwik8",
-                 "convert": ["--weights", "{file:enwik8.pt}",
-                             "--vocab-corpus", "{data}/train.txt",
-                             "--dataset", "enwik8", "--span-ramp", "8"],
-                 "description": "tiny adaptive span; from the tests"}
-        ds = {"enwik8": {"what": "enwik8", "files": [{
-            "name": "enwik8.zip", "url": "http://mattmahoney.net/dc/"
-            "enwik8.zip", "size": len(zbytes), "sha256": sha256(zbytes)}],
-            "member": "enwik8", "member_size": len(ENWIK8_SPAN),
-            "member_sha1": hashlib.sha1(ENWIK8_SPAN).hexdigest(),
-            "format": "enwik8", "test_size": test_size}}
+        entry, ds = span_entries(zbytes, ENWIK8_SPAN, ["--span-ramp", "8"],
+                                 test_size=test_size)
         rc, out, err = self.get("span-tiny", "--catalog",
                                 self.catalog({"span-tiny": entry}, ds),
                                 "--dtype", "F32")
@@ -1386,17 +1381,22 @@ class AdaptiveSpanReal(Base):
 BIG = 64 << 20          # the most an "endless" body sends (a bounded loop)
 
 
+def send_head(h, status, headers, reason):
+    """The status line and @headers, the connection to close after."""
+    h.send_response(status, reason)
+    for k, v in headers:
+        h.send_header(k, v)
+    h.send_header("Connection", "close")
+    h.end_headers()
+
+
 def endless(status=200, headers=(), reason=None):
     """A route function that answers with headers and then sends up to BIG
     bytes until the getter hangs up; sent[0] counts what went out."""
     sent = [0]
 
     def fn(h, rng):
-        h.send_response(status, reason)
-        for k, v in headers:
-            h.send_header(k, v)
-        h.send_header("Connection", "close")
-        h.end_headers()
+        send_head(h, status, headers, reason)
         chunk = b"x" * 65536
         while sent[0] < BIG:
             h.wfile.write(chunk)
@@ -1407,11 +1407,7 @@ def endless(status=200, headers=(), reason=None):
 def answer(status, headers=(), body=b"", reason=None):
     """A route function that sends one fixed answer, whatever was asked."""
     def fn(h, rng):
-        h.send_response(status, reason)
-        for k, v in headers:
-            h.send_header(k, v)
-        h.send_header("Connection", "close")
-        h.end_headers()
+        send_head(h, status, headers, reason)
         h.wfile.write(body)
     return fn
 
@@ -1424,10 +1420,7 @@ class Hostile(Base):
     """What a server that does not keep to HTTP, or lies, gets."""
 
     def test_a_pinned_size_stops_an_endless_body(self):
-        fn, sent = endless()
-        self.server.custom("/fb/t/config.json", fn)
-        cat = self.catalog({"t": self.plain_entry(("config.json",
-                                                   {"size": 856}))})
+        cat, sent = self.serve_endless("config.json", {"size": 856})
         rc, out, err = self.get_plain("t", "--catalog", cat)
         self.assert_clean_error(rc, 4, err, f"{URL}config.json: the server "
                                 "sends more than the 856 bytes the catalog "
@@ -1439,10 +1432,8 @@ class Hostile(Base):
 
     def test_unknown_sizes_are_capped(self):
         # a negative Content-Length: no size stated; the estimate caps it
-        fn, sent = endless(headers=[("Content-Length", "-1")])
-        self.server.custom("/fb/t/w.pt", fn)
-        cat = self.catalog({"t": self.plain_entry(("w.pt",
-                                                   {"approx_size": 1000}))})
+        cat, sent = self.serve_endless("w.pt", {"approx_size": 1000},
+                                       headers=[("Content-Length", "-1")])
         rc, _, err = self.get_plain("t", "--catalog", cat)
         self.assert_clean_error(rc, 4, err, f"{URL}w.pt: the server sends "
                                 "more than the 4000 bytes a file of unknown "
@@ -1616,9 +1607,7 @@ class Hostile(Base):
 
     def test_a_full_disk_is_a_disk_error(self):
         # no size stated: the write fails
-        fn, sent = endless()
-        self.server.custom("/fb/t/w.pt", fn)
-        cat = self.catalog({"t": self.plain_entry(("w.pt", {}))})
+        cat, _ = self.serve_endless("w.pt", {})
         rc, err, listing = self.run_on_small_disk("t", "--catalog", cat)
         part = os.path.join(self.tmp, "small", "models", "t", "w.pt.part")
         self.assert_clean_error(rc, 6, err, part, "No space left on device")
@@ -1795,16 +1784,6 @@ class Catalogs(Base):
         self.assertEqual(out.strip(), final)
         self.assertFalse(os.path.exists(os.path.join(self.cache, "models",
                                                      "tiny")))
-
-    def stand_in_converter(self, body):
-        path = os.path.join(self.tmp, "convert.py")
-        with open(path, "w") as f:
-            f.write("import os, sys\n"
-                    "if '--help' in sys.argv:\n"
-                    "    print('usage: convert.py --weights W -o OUT')\n"
-                    "    sys.exit(0)\n"
-                    "out = sys.argv[sys.argv.index('-o') + 1]\n" + body)
-        return path
 
     def test_a_relative_xdg_directory_is_ignored(self):
         self.serve_tiny()

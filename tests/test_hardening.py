@@ -52,6 +52,7 @@ import threading
 import time
 import unittest
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")

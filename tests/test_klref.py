@@ -22,6 +22,8 @@ import time
 import signal
 import unittest
 
+import srctree  # noqa: F401 (models/ on sys.path)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",

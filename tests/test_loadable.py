@@ -21,7 +21,7 @@ other headers, not copied) held to the real loader.
   loads (txlgen --info).
 
 Programs: $TXLGEN (meson sets it), else build/cmd/txlgen.
-Run: PYTHONPATH=models /usr/bin/python3 tests/test_loadable.py
+Run: /usr/bin/python3 tests/test_loadable.py
 """
 
 import contextlib
@@ -37,8 +37,9 @@ import unittest
 
 import numpy as np
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import checkpoint, convert, loadable, random_model as mrm
-from txlgen import txlfile, vocab
+from txlgen import proto, txlfile, vocab
 import test_badfiles as tb
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
@@ -206,20 +207,11 @@ def word_vocab(words):
     return ["<eos>", "<unk>"] + words
 
 
-def replace_piece(proto, old, new):
+def replace_piece(model, old, new):
     """A SentencePiece model proto with piece old renamed new (what
     vocab.to_spm refuses to write)."""
-    out = b""
-    for num, wt, raw, payload in vocab.proto_fields(proto):
-        if num == 1 and wt == 2:
-            inner = b""
-            for n2, w2, r2, p2 in vocab.proto_fields(payload):
-                inner += vocab.proto_field(1, new) \
-                    if n2 == 1 and bytes(p2) == old.encode() else bytes(r2)
-            out += vocab.proto_field(1, inner)
-        else:
-            out += bytes(raw)
-    return out
+    return proto.edit(model, 1, lambda piece: proto.edit(
+        piece, 1, lambda p: new if p == old.encode() else p))
 
 
 class ConverterAgrees(unittest.TestCase):

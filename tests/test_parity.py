@@ -34,7 +34,7 @@ and in generation, where an adaptive softmax is sampled cluster by
 cluster.
 
 The txlgen binary: $TXLGEN (set by meson test), else build/cmd/txlgen.
-Run:  PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
+Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
       tests/test_parity.py -v
 Set TXL_PARITY_REPORT=1 to print the max difference of every case.
 """
@@ -44,11 +44,12 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
+import srctree  # noqa: F401 (models/ on sys.path)
+import clitest
 from txlgen import random_model as mrm, txlfile
 
 TOL = 1e-4
@@ -127,6 +128,7 @@ def setUpModule():
     if not os.access(TXLGEN, os.X_OK):
         raise RuntimeError(f"TXLGEN={TXLGEN} is not an executable")
     _tmp = tempfile.mkdtemp(prefix="txl-parity-")
+    unittest.addModuleCleanup(shutil.rmtree, _tmp, ignore_errors=True)
     for name, kw in CONFIGS.items():
         kw = dict(kw)
         _models[name] = mrm.build(os.path.join(_tmp, name),
@@ -139,12 +141,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    if _tmp:
-        shutil.rmtree(_tmp, ignore_errors=True)
-    if _report and os.environ.get("TXL_PARITY_REPORT"):
-        print("\nmax |txlgen - reference| per case:", file=sys.stderr)
-        for line in _report:
-            print("  " + line, file=sys.stderr)
+    clitest.parity_report(_report)
 
 
 def txlgen_score(model_path, input_path, ids=True, seg_len=None,

@@ -4,7 +4,7 @@ corpus: tokenizer.sh trains a tokenizer, and retrain.sh with
 TOKENIZER=models/sotu.bin runs its three stages a few steps each and
 exports a model that txlgen loads.
 
-Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
+Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
      /usr/bin/python3 tests/test_scripts.py
 (without TXLGEN the exported model is not run).
 """
@@ -19,7 +19,6 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(os.path.dirname(HERE), "models")
-sys.path.insert(0, HERE)
 from test_train import make_text  # noqa: E402
 
 TMP = None

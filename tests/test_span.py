@@ -29,7 +29,7 @@ exactly; the tokenizer gives the ids of the original's data.Dictionary;
 --info gives the spans, which are recomputed here from the model's
 current_val in float32 as the original masks and trims.
 
-Run:  PYTHONPATH=models TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
+Run:  TXLGEN=build/cmd/txlgen /usr/bin/python3 \\
       tests/test_span.py -v
 """
 
@@ -40,13 +40,14 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
+import clitest
 from txlgen import random_model as mrm, span_model, span_ref
 
 TOL = 1e-4
@@ -88,17 +89,13 @@ def setUpModule():
         raise unittest.SkipTest("no txlgen binary (set TXLGEN)")
     torch.set_num_threads(1)
     _tmp = tempfile.mkdtemp(prefix="txl-span-")
+    unittest.addModuleCleanup(shutil.rmtree, _tmp, ignore_errors=True)
     for name, kw in MODELS.items():
         _models[name] = span_model.build(os.path.join(_tmp, name), **kw)
 
 
 def tearDownModule():
-    if _tmp:
-        shutil.rmtree(_tmp, ignore_errors=True)
-    if _report and os.environ.get("TXL_PARITY_REPORT"):
-        print("\nmax |txlgen - reference| per case:", file=sys.stderr)
-        for line in _report:
-            print("  " + line, file=sys.stderr)
+    clitest.parity_report(_report)
 
 
 def run(*argv, check=True, **kw):

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import unittest
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm
 
 

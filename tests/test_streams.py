@@ -30,12 +30,8 @@ import time
 import unittest
 
 import clitest
+from clitest import HERE, MODEL, TXLGEN
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TXLGEN = os.environ.get("TXLGEN", os.path.join(ROOT, "build", "cmd",
-                                               "txlgen"))
-MODEL = os.environ.get("TXLGEN_TEST_MODEL")
 TMP = None
 
 with open(os.path.join(HERE, "data", "text.txt"), encoding="utf-8") as f:
@@ -92,43 +88,6 @@ def write(name, text):
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     return path
-
-
-def read_until(p, done, timeout=60):
-    """Read p's stdout until done(bytes so far); fails after timeout."""
-    import select
-    fd, got, end = p.stdout.fileno(), b"", time.time() + timeout
-    while not done(got):
-        left = end - time.time()
-        if left <= 0:
-            raise AssertionError(f"nothing more after {got[-300:]!r}")
-        if select.select([fd], [], [], left)[0]:
-            b = os.read(fd, 65536)
-            if not b:
-                break
-            got += b
-    return got
-
-
-def wait_stdin_open(p, timeout=60):
-    """(stdout, stderr) of p once it has ended, its stdin left open:
-    communicate() would close it, and an end of input that comes with a
-    signal races it."""
-    import select
-    pipes, got = {p.stdout.fileno(): b"", p.stderr.fileno(): b""}, {}
-    end = time.time() + timeout
-    while pipes:
-        left = end - time.time()
-        if left <= 0:
-            raise AssertionError("still running after a signal")
-        for fd in select.select(list(pipes), [], [], left)[0]:
-            b = os.read(fd, 65536)
-            if b:
-                pipes[fd] += b
-            else:
-                got[fd] = pipes.pop(fd)
-    p.wait(timeout=max(end - time.time(), 1))
-    return got[p.stdout.fileno()], got[p.stderr.fileno()]
 
 
 PROMPT = "The state of the Union"
@@ -260,7 +219,7 @@ class Samples(unittest.TestCase):
             p = popen(self, ["-p", PROMPT, "--n-samples", "3", "-n", "-1",
                              "--ignore-eos", "-u", fmt])
             # sample 0 is on stdout as it is generated
-            read_until(p, lambda b: len(b) > 200)
+            clitest.read_pipe(p.stdout, lambda b: len(b) > 200, timeout=60)
             time.sleep(0.2)
             p.send_signal(signal.SIGINT)
             out, err = p.communicate(timeout=60)
@@ -509,9 +468,10 @@ class ScoreDocs(unittest.TestCase):
         p.stdin.write("".join(d + "\n" for d in self.DOCS[:5]).encode())
         p.stdin.flush()
         # the input stays open: txlgen waits for more after 5 documents
-        got = read_until(p, lambda b: b.count(b"\n") == 5)
+        got = clitest.read_pipe(p.stdout, lambda b: b.count(b"\n") == 5,
+                                timeout=60)
         p.send_signal(signal.SIGINT)
-        out, err = wait_stdin_open(p)
+        out, err = clitest.wait_stdin_open(p, timeout=60)
         self.assertEqual(p.returncode, 130, err)
         self.assertEqual(out, b"")
         self.assertEqual([d["line"] for d in json_lines(got)],

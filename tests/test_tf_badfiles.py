@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -33,32 +32,22 @@ from unittest import mock
 
 import numpy as np
 
+import srctree  # noqa: F401 (models/ on sys.path)
+import test_badcheckpoints as tbc
 from txlgen import checkpoint, tfckpt, tfwrite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONVERT = os.path.join(ROOT, "models", "convert.py")
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") \
-    else sys.executable
 # Peak resident memory allowed (KiB): Python, numpy and SentencePiece
 MAX_RSS = 120 << 10
-
-MEASURE = """
-import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:])
-print("maxrss", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-      file=sys.stderr)
-sys.exit(r.returncode)
-"""
 
 SYMBOLS = ["<eos>"] + [f"w{i}" for i in range(39)]
 
 
 def run(*args):
-    r = subprocess.run([PYTHON, "-c", MEASURE, PYTHON, CONVERT, *args],
-                       capture_output=True, text=True, timeout=300)
-    lines = r.stderr.splitlines()
-    rss = int(lines.pop().split()[1])
-    return r.returncode, r.stdout, lines, rss
+    """(exit status, stdout, stderr lines, peak RSS in KiB) of convert.py
+    with args."""
+    return tbc.run(CONVERT, *args, timeout=300)
 
 
 def small_tensors():
@@ -136,10 +125,7 @@ class TestTFBadFiles(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="txl-tfbad-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
 
     def make(self, name, cache=None, **kw):
         d = os.path.join(self.tmp, name)

@@ -40,6 +40,7 @@ import unittest
 import numpy as np
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm, tfwrite, txl_ref, txlfile
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
@@ -169,18 +170,40 @@ def tf_model(cfg, seed):
     return model, state
 
 
+def without_adam(tensors):
+    """The tensors of a TF checkpoint less Adam's slots."""
+    return {k: v for k, v in tensors.items()
+            if not k.endswith("Adam") and not k.endswith("Adam_1")}
+
+
 @unittest.skipIf(TXLGEN is None, "txlgen not built")
 class TestTFCheckpoints(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="txl-tfckpt-")
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
 
     def path(self, *names):
         return os.path.join(self.tmp, *names)
+
+    def converted(self, d, name):
+        """convert.py of the TF checkpoint folder @d into NAME.bin: (its
+        path, its metadata, its recommended settings)."""
+        mbin = self.path(name + ".bin")
+        r = convert("--weights", d, "-o", mbin)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        meta = txlfile.read(mbin)[0]
+        return mbin, meta, json.loads(meta["recommended"])
+
+    def scored(self, mbin, text, ids):
+        """txlgen's log-probs of the bytes @text in model file @mbin,
+        which it reads as @ids (the first unscored)."""
+        path = mbin[:-len(".bin")] + ".txt"
+        with open(path, "wb") as f:
+            f.write(text)
+        got_ids, lps = txlgen_score(mbin, path)
+        self.assertEqual(got_ids, ids[1:])
+        return lps
 
     def test_enwik8_layout(self):
         """div_val 1, no adaptive softmax, shared r biases; the text's bytes
@@ -208,22 +231,14 @@ class TestTFCheckpoints(unittest.TestCase):
         tfwrite.write_tf_dir(d, tensors, tfwrite.py2_pickle(corpus),
                              {"vocab_size": len(symbols), "cutoffs": [],
                               "dataset": "enwik8"})
-        mbin = self.path("enwik8.bin")
-        r = convert("--weights", d, "-o", mbin)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        meta = txlfile.read(mbin)[0]
-        rec = json.loads(meta["recommended"])
+        mbin, meta, rec = self.converted(d, "enwik8")
         self.assertEqual((rec["seg_len"], rec["mem_len"], rec["clamp_len"],
                           rec["same_length"], rec["mem_init"]),
                          (128, 3800, 1000, True, "zeros"))
         self.assertEqual(meta["origin"], "tensorflow")
         self.assertEqual(json.loads(meta["layer_norm_eps"]), 1e-12)
         self.assertEqual(meta["same_length_mask"], "tf")
-        text = self.path("enwik8.txt")
-        with open(text, "wb") as f:
-            f.write(raw)
-        got_ids, lps = txlgen_score(mbin, text)
-        self.assertEqual(got_ids, ids[1:])
+        lps = self.scored(mbin, raw, ids)
         want = reference(model, ids)
         self.assertEqual(len(lps), len(want))
         diff = max(abs(a - b) for a, b in zip(lps, want))
@@ -264,20 +279,11 @@ class TestTFCheckpoints(unittest.TestCase):
         tfwrite.write_tf_dir(d, tensors, tfwrite.py2_pickle(corpus),
                              {"vocab_size": n, "cutoffs": [0] + cutoffs +
                               [n], "dataset": "wt103"})
-        mbin = self.path("wt103.bin")
-        r = convert("--weights", d, "-o", mbin)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        meta = txlfile.read(mbin)[0]
-        rec = json.loads(meta["recommended"])
+        mbin, meta, rec = self.converted(d, "wt103")
         self.assertEqual((rec["seg_len"], rec["mem_len"], rec["clamp_len"],
                           rec["mem_init"]), (128, 1600, 1000, "zeros"))
-        text = self.path("wt103.txt")
-        with open(text, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        got_ids, lps = txlgen_score(mbin, text)
-        self.assertEqual(got_ids, ids[1:])
-        tf = {k: v for k, v in tensors.items() if not k.endswith("Adam") and
-              not k.endswith("Adam_1")}
+        lps = self.scored(mbin, ("\n".join(lines) + "\n").encode(), ids)
+        tf = without_adam(tensors)
         want = reference(model, ids, tf, cfg)
         self.assertEqual(len(lps), len(want))
         # every cluster is scored
@@ -336,19 +342,11 @@ class TestTFCheckpoints(unittest.TestCase):
         tfwrite.write_tf_dir(d, tensors, tfwrite.py2_pickle(corpus),
                              {"vocab_size": n, "cutoffs": [0] + cutoffs +
                               [n], "dataset": "lm1b"}, step=1191000)
-        mbin = self.path("lm1b.bin")
-        r = convert("--weights", d, "-o", mbin)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        rec = json.loads(txlfile.read(mbin)[0]["recommended"])
+        mbin, _, rec = self.converted(d, "lm1b")
         self.assertEqual((rec["seg_len"], rec["mem_len"]), (32, 128))
         self.assertNotIn("clamp_len", rec)
-        text = self.path("lm1b.txt")
-        with open(text, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        got_ids, lps = txlgen_score(mbin, text)
-        self.assertEqual(got_ids, ids[1:])
-        tf = {k: v for k, v in tensors.items() if not k.endswith("Adam") and
-              not k.endswith("Adam_1")}
+        lps = self.scored(mbin, ("\n".join(lines) + "\n").encode(), ids)
+        tf = without_adam(tensors)
         for k in ("proj_W", "proj"):              # none: the identity
             tf[(E if k == "proj_W" else S) + "cutoff_0/" + k] = \
                 np.eye(64, dtype=np.float32)

@@ -5,7 +5,7 @@ bits per byte of the PyTorch evaluation of the same checkpoint; the same
 for the other models it trains (adaptive softmax, attn_type 1 and 3),
 whose exports must hold the checkpoint's model.
 
-Run: PYTHONPATH=models TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
+Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
      /usr/bin/python3 tests/test_train.py
 (without TXLGEN the txlgen comparison is skipped).
 """
@@ -23,6 +23,7 @@ import unittest
 
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import train
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -2,7 +2,7 @@
 """Check txlgen and txlgen.span_ref against the ORIGINAL adaptive-span code
 (facebookresearch/adaptive-span; not run in CI).
 
-  PYTHONPATH=models tools/check_adaptive_span.py --orig PATH/TO/adaptive-span \\
+  tools/check_adaptive_span.py --orig PATH/TO/adaptive-span \\
       [--txlgen build/cmd/txlgen] [--tol 1e-4] [--only NAME,...] [--keep DIR]
 
 For every configuration below (the text8 and the enwik8 layout; spans
@@ -38,24 +38,18 @@ committed here (CC-BY-NC): give its checkout with --orig; it is imported
 unmodified (txlgen.original.SpanOriginal).
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import torch
 
-try:
-    from txlgen import random_model as mrm, span_model, span_ref
-    from txlgen.hparams import SpanConfig
-    from txlgen.original import OriginalError, SpanOriginal
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("check_adaptive_span.py: no txlgen package: run it as "
-             "PYTHONPATH=models tools/check_adaptive_span.py ...")
+import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen import random_model as mrm, span_model, span_ref
+from txlgen.hparams import SpanConfig
+from txlgen.original import (OriginalError, SpanOriginal, checker_args,
+                             finish, only_names, work_folder)
 
 ROOT = mrm.ROOT
 
@@ -188,26 +182,16 @@ def check_config(k, conf, orig, a, work):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--orig", required=True,
-                    help="a checkout of facebookresearch/adaptive-span")
-    ap.add_argument("--txlgen", default=os.path.join(ROOT, "build", "cmd",
-                                                     "txlgen"))
-    ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--only", help="comma-separated configuration names")
-    ap.add_argument("--keep", help="keep the models in this folder")
-    a = ap.parse_args()
+    a = checker_args(__doc__, "a checkout of facebookresearch/adaptive-span"
+                     ).parse_args()
     try:
         orig = SpanOriginal(os.path.abspath(a.orig))
     except OriginalError as e:
         sys.exit(f"check_adaptive_span.py: {e}")
     torch.set_num_threads(1)
-    work = a.keep or tempfile.mkdtemp(prefix="txl-span-orig-")
-    os.makedirs(work, exist_ok=True)
-    only = set(a.only.split(",")) if a.only else None
-    if only and only - {c[0] for c in CONFIGS}:
-        sys.exit(f"check_adaptive_span.py: unknown configuration(s) "
-                 f"{sorted(only - {c[0] for c in CONFIGS})}")
+    work = work_folder(a.keep, "txl-span-orig-")
+    only = only_names("check_adaptive_span.py", a.only,
+                      [c[0] for c in CONFIGS])
     failures, summary = [], []
     for k, conf in enumerate(CONFIGS):
         if only and conf[0] not in only:
@@ -220,15 +204,9 @@ def main():
     for name, worst in summary:
         print(f"  {name:<14} " + "  ".join(f"{w} {v:.2e}" for w, v in
                                            sorted(worst.items())))
-    if not a.keep:
-        import shutil
-        shutil.rmtree(work, ignore_errors=True)
     for f in failures:
         print(f, file=sys.stderr)
-    if failures:
-        print(f"{len(failures)} failure(s)", file=sys.stderr)
-        return 1
-    return 0
+    return finish(work, a.keep, failures)
 
 
 if __name__ == "__main__":

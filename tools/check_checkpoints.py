@@ -2,7 +2,7 @@
 """Check that txlgen runs checkpoints made by the ORIGINAL Transformer-XL
 code as that code does (not run in CI).
 
-  PYTHONPATH=models tools/check_checkpoints.py --orig PATH/TO/transformer-xl \\
+  tools/check_checkpoints.py --orig PATH/TO/transformer-xl \\
       [--txlgen build/cmd/txlgen] [--test-spm build/tests/test-spm]
       [--tol 1e-4] [--keep DIR]
 
@@ -50,11 +50,9 @@ Exit status 0 if everything holds, 1 otherwise.
 The original code is run from its own folder, unmodified (put on sys.path
 in a child process; torch.version.cuda is set first because
 utils/proj_adaptive_softmax.py reads it at import time), and imported
-here as txlgen.original does.  PYTHONPATH=models (from the source tree's
-root) finds the txlgen package.
+here as txlgen.original does.
 """
 
-import argparse
 import collections
 import json
 import os
@@ -63,18 +61,12 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 
 import torch
 
-try:
-    from txlgen import checkpoint, original, txl_ref
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("check_checkpoints.py: no txlgen package: run it as "
-             "PYTHONPATH=models tools/check_checkpoints.py ...")
+import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen import checkpoint, hf_ref, original, txl_ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -304,19 +296,8 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
     state = model.state_dict()
     hp = original_hparams(model)
     L = model.n_layer
-    hf = collections.OrderedDict()
-    for k, v in state.items():
-        if k in ("r_w_bias", "r_r_bias"):
-            for i in range(L):          # untie_r: one pair per layer
-                hf[f"transformer.layers.{i}.dec_attn.{k}"] = v.clone()
-        elif k in ("crit.cluster_weight", "crit.cluster_bias"):
-            # HF's order of the tail clusters' rows (the TF code's):
-            # cluster i at row i - 1, where the original has row C - i
-            hf[k] = v.flip(0)
-        elif k.startswith("crit."):
-            hf[k] = v
-        else:
-            hf["transformer." + k] = v
+    # untie_r: one pair of r biases per layer
+    hf = hf_ref.from_original(state.items(), L, clone=True)
     share = hp["tie_projs"][1:]
     if len(set(share)) > 1:
         raise ValueError("HF's proj_share_all_but_first cannot say it")
@@ -542,19 +523,16 @@ def malicious_pickle(work):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--orig", required=True,
-                    help="kimiyoung/transformer-xl checkout")
-    ap.add_argument("--txlgen", default=os.path.join(ROOT, "build", "cmd",
-                                                     "txlgen"))
+    ap = original.checker_args(
+        __doc__, "kimiyoung/transformer-xl checkout",
+        only_help="comma-separated model names (wt103, ptb, lm1b, text8, "
+        "enwik8)", keep_help="keep everything in this folder")
     ap.add_argument("--test-spm", default=os.path.join(ROOT, "build",
                                                        "tests", "test-spm"))
-    ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--keep", help="keep everything in this folder")
-    ap.add_argument("--only", help="comma-separated model names (wt103, "
-                    "ptb, lm1b, text8, enwik8)")
     a = ap.parse_args()
+    only = original.only_names("check_checkpoints.py", a.only,
+                               [m[0] for m in MODELS])
     orig = os.path.abspath(a.orig)
     pyt = os.path.join(orig, "pytorch")
     try:
@@ -562,8 +540,7 @@ def main():
         original.import_original(pyt)
     except original.OriginalError as e:
         sys.exit(f"check_checkpoints.py: {e}")
-    work = os.path.abspath(a.keep or tempfile.mkdtemp(prefix="txl-ckpt-"))
-    os.makedirs(work, exist_ok=True)
+    work = original.work_folder(a.keep, "txl-ckpt-")
     runner = os.path.join(work, "run_orig.py")
     with open(runner, "w") as f:
         f.write(RUNNER)
@@ -571,7 +548,7 @@ def main():
     if not malicious_pickle(work):
         failures.append("malicious pickle not refused")
     for k, (name, dataset, opts) in enumerate(MODELS):
-        if a.only and name not in a.only.split(","):
+        if only and name not in only:
             continue
         rng = random.Random(k)
         data = os.path.join(work, "data", name)

@@ -2,7 +2,7 @@
 """Check txlgen and txlgen.txl_ref against the ORIGINAL Transformer-XL
 code (not run in CI).
 
-  PYTHONPATH=models tools/check_original.py --orig PATH/TO/transformer-xl/pytorch \\
+  tools/check_original.py --orig PATH/TO/transformer-xl/pytorch \\
       [--txlgen build/cmd/txlgen] [--tol 1e-4] [--only NAME,...] [--keep DIR]
 
 For every model the original code builds (attn_type 0 with pre_lnorm
@@ -39,29 +39,21 @@ The original's adaptive softmax returns the losses grouped by cluster
 (keep_order is False in MemTransformerLM); they are put back in token
 order here.  The original code cannot be committed here; give its
 pytorch/ folder with --orig.  It is imported unmodified
-(txlgen.original says how).  PYTHONPATH=models (from the source tree's
-root) finds the txlgen package.
+(txlgen.original says how).
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import torch
 
-try:
-    from txlgen import random_model as mrm, txl_ref
-    from txlgen.original import (OriginalError, import_original,
-                                 original_logprobs, original_model,
-                                 original_windows)
-except ModuleNotFoundError as e:
-    if e.name != "txlgen":
-        raise
-    sys.exit("check_original.py: no txlgen package: run it as "
-             "PYTHONPATH=models tools/check_original.py ...")
+import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen import random_model as mrm, txl_ref
+from txlgen.original import (OriginalError, checker_args, finish,
+                             import_original, only_names, original_logprobs,
+                             original_model, original_windows, work_folder)
 
 ROOT = mrm.ROOT
 
@@ -267,15 +259,8 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--orig", required=True,
-                    help="pytorch/ folder of kimiyoung/transformer-xl")
-    ap.add_argument("--txlgen", default=os.path.join(ROOT, "build", "cmd",
-                                                     "txlgen"))
-    ap.add_argument("--tol", type=float, default=1e-4)
+    ap = checker_args(__doc__, "pytorch/ folder of kimiyoung/transformer-xl")
     ap.add_argument("--tokens", type=int, default=200)
-    ap.add_argument("--only", help="comma-separated configuration names")
-    ap.add_argument("--keep", help="keep the models in this folder")
     a = ap.parse_args()
 
     try:
@@ -283,12 +268,8 @@ def main():
     except OriginalError as e:
         sys.exit(f"check_original.py: {e}")
     torch.set_num_threads(1)
-    work = a.keep or tempfile.mkdtemp(prefix="txl-orig-")
-    os.makedirs(work, exist_ok=True)
-    only = set(a.only.split(",")) if a.only else None
-    if only and only - {n for n, _ in CONFIGS}:
-        sys.exit(f"check_original.py: unknown configuration(s) "
-                 f"{sorted(only - {n for n, _ in CONFIGS})}")
+    work = work_folder(a.keep, "txl-orig-")
+    only = only_names("check_original.py", a.only, [n for n, _ in CONFIGS])
     summary, failures = [], []
     for k, (name, hp) in enumerate(CONFIGS):
         if only and name not in only:
@@ -305,13 +286,7 @@ def main():
         if wt is not None and "windows" in unsupported:
             txl += " (--score-stride not supported yet)"
         print(f"  {name:<17} txl_ref {wr:.2e}  {txl}")
-    if not a.keep:
-        import shutil
-        shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} failure(s)", file=sys.stderr)
-        return 1
-    return 0
+    return finish(work, a.keep, failures)
 
 
 if __name__ == "__main__":

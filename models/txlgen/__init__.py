@@ -6,6 +6,7 @@
   txlfile       the model file: reader, writer, storage types
   checkpoint    Transformer-XL checkpoints, read without running them;
                 corpus caches (cache.pkl) with their arrays skipped
+  proto         the protobuf wire format (SentencePiece, TensorFlow)
   tfckpt        TensorFlow checkpoints (tensor bundles), without TensorFlow
   tfwrite       TensorFlow checkpoints written, for the tests
   vocab         the original code's vocabularies as SentencePiece models
@@ -20,8 +21,8 @@
   random_model  random-weight models for the tests
   original      the original code, run beside ours as an oracle
 
-errors, hparams, loadable, txlfile, checkpoint, vocab, span_convert and
-convert need only the standard library, numpy and SentencePiece's Python
+errors, hparams, proto, loadable, txlfile, checkpoint, vocab,
+span_convert and convert need only the standard library, numpy and SentencePiece's Python
 module:
 models/convert.py and models/txlfile.py run without PyTorch.  The rest
 import torch.  loadable reads lib/'s headers, so the package runs from
@@ -30,6 +31,10 @@ txlgen's source tree.
 Where it is found: the programs in models/ (convert.py, txlfile.py,
 vocab.py, train.py, sampling.py) are thin entry points beside this
 folder, and Python puts a script's own folder on its path, so they run
-as they are.  Everything else (tests/, tools/, bench/) runs with
-PYTHONPATH=models from the source tree's root; meson test sets it.
+as they are.  The scripts of tests/, tools/ and bench/ find it from
+their own file too (srctree.py beside them puts models/ on sys.path),
+from any folder, without PYTHONPATH.  Installed: pip install ./models
+(models/pyproject.toml; setup.py copies lib/'s headers into the
+package), with the commands txlgen-convert, txlgen-txlfile,
+txlgen-vocab, txlgen-train and txlgen-sampling.
 """

@@ -397,6 +397,22 @@ for _op in pickletools.opcodes:
 _COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
 
 
+def _skip_arg(buf, pos, n, find):
+    """The position after the argument at buf[pos:] of an opcode of kind
+    @n (an _ARGS value other than None and _STOP; find is buf.find), 0
+    where the argument runs past the end."""
+    if n >= 0:
+        return pos + n
+    if n == -1 or n == _PAIR:
+        pos = find(b"\n", pos) + 1
+        if pos and n == _PAIR:
+            pos = find(b"\n", pos) + 1
+        return pos
+    k, signed = _COUNTS[n]
+    count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
+    return 0 if count < 0 else pos + k + count
+
+
 def _check_opcodes(buf, pos, what):
     """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
     the file) before the unpickler runs: every opcode known and not
@@ -435,22 +451,11 @@ def _check_opcodes(buf, pos, what):
                 raise CheckpointError(f"{what}: not a readable pickle "
                                       f"(memo index {index} at byte "
                                       f"{pos - 1})")
-        if n >= 0:
-            pos += n
-        elif n == _STOP:
+        if n == _STOP:
             return
-        elif n == -1 or n == _PAIR:
-            pos = find(b"\n", pos) + 1
-            if pos and n == _PAIR:
-                pos = find(b"\n", pos) + 1
-            if not pos:
-                break
-        else:
-            k, signed = _COUNTS[n]
-            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
-            if count < 0:
-                break
-            pos += k + count
+        pos = _skip_arg(buf, pos, n, find)
+        if not pos:
+            break
     raise CheckpointError(f"{what}: not a readable pickle (truncated)")
 
 
@@ -1363,25 +1368,14 @@ def _without_long_strings(buf, path, skip_module):
             pos += 8
             seg = pos
             continue
-        if n >= 0:
-            pos += n
-        elif n == _STOP:
+        if n == _STOP:
             out += buf[seg:pos]
             if len(out) > MAX_CACHE_REST:
                 break
             return bytes(out), skipped, py2
-        elif n == -1 or n == _PAIR:
-            pos = find(b"\n", pos) + 1
-            if pos and n == _PAIR:
-                pos = find(b"\n", pos) + 1
-            if not pos:
-                break
-        else:
-            k, signed = _COUNTS[n]
-            count = int.from_bytes(buf[pos:pos + k], "little", signed=signed)
-            if count < 0:
-                break
-            pos += k + count
+        pos = _skip_arg(buf, pos, n, find)
+        if not pos:
+            break
         if pos - seg > MAX_CACHE_REST or len(out) > MAX_CACHE_REST:
             break
     if len(out) + pos - seg > MAX_CACHE_REST:

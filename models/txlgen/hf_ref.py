@@ -76,6 +76,27 @@ def load_state(path):
     return {k: v.double() for k, v in sd.items()}
 
 
+def from_original(items, n_layer, clone=False):
+    """The original's (name, tensor) @items (shared r biases) under
+    Hugging Face's names: r_w_bias and r_r_bias once per layer (cloned
+    with @clone), the tail clusters' rows of cluster_weight and
+    cluster_bias in HF's order (the TF code's: cluster i at row i - 1,
+    where the original has row C - i)."""
+    out = {}
+    for k, v in items:
+        if k in ("r_w_bias", "r_r_bias"):
+            for i in range(n_layer):
+                out[f"transformer.layers.{i}.dec_attn.{k}"] = \
+                    v.clone() if clone else v
+        elif k in ("crit.cluster_weight", "crit.cluster_bias"):
+            out[k] = v.flip(0)
+        elif k.startswith("crit."):
+            out[k] = v
+        else:
+            out["transformer." + k] = v
+    return out
+
+
 class HFTransfoXL:
     """TransfoXLLMHeadModel's evaluation, from a directory or from a
     config dict and a state dict under HF's names."""

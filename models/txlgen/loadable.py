@@ -19,17 +19,21 @@ import json
 import os
 import re
 
+from . import proto
 from .errors import InputError
 
 # The file format's name and version in the metadata of every model file
 FORMAT = "txlgen-model"
 FORMAT_VERSION = 1
 
-# lib/ of the source tree (models/txlgen/ is two folders below it), or the
-# copy of the headers that meson installs beside the installed package
-# (libexecdir/txlgen/{txlgen,lib}: models/meson.build)
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = next((d for d in (os.path.join(_PACKAGE_PARENT, "lib"),
+# the copy of lib/'s headers in the package that pip installs
+# (models/setup.py), the one that meson installs beside the package
+# (libexecdir/txlgen/{txlgen,lib}: models/meson.build), or lib/ of the
+# source tree (models/txlgen/ is two folders below it)
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
+LIB = next((d for d in (os.path.join(_PACKAGE, "lib"),
+                        os.path.join(_PACKAGE_PARENT, "lib"),
                         os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
             if glob.glob(os.path.join(d, "**", "txl-limits.h"),
                          recursive=True)),
@@ -503,48 +507,16 @@ def check_scales(name, dt, raw):
 # ---------------------------------------------------------------------------
 # The tokenizer (txl-spm.cc, txl-tokenizer.c)
 
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        if i >= len(b) or shift >= 64:
-            return None, i
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-
-
 def fields(b, num=None):
-    """[(field number, wire type, payload)] of a protobuf message (the
-    payload: bytes of a length-delimited field, the value of a varint);
-    None if the message is malformed."""
-    out, i = [], 0
-    while i < len(b):
-        key, i = _varint(b, i)
-        if key is None:
-            return None
-        wt = key & 7
-        if wt == 0:
-            v, i = _varint(b, i)
-            if v is None:
-                return None
-        elif wt in (1, 5):
-            n = 8 if wt == 1 else 4
-            if len(b) - i < n:
-                return None
-            v, i = b[i:i + n], i + n
-        elif wt == 2:
-            n, i = _varint(b, i)
-            if n is None or n > len(b) - i:
-                return None
-            v, i = b[i:i + n], i + n
-        else:
-            return None
-        if num is None or key >> 3 == num:
-            out.append((key >> 3, wt, v))
-    return out
+    """[(field number, wire type, value)] of a protobuf message (the
+    value: bytes of a length-delimited field, the value of a varint or a
+    fixed field), those of number @num only if given; None if the message
+    is malformed (as txl-spm.cc's each_field reads it)."""
+    try:
+        return [(n, wt, v) for n, wt, v, _ in proto.fields(b)
+                if num is None or n == num]
+    except proto.ProtoError:
+        return None
 
 
 def charsmap_problem(blob):

@@ -16,8 +16,11 @@ put there before the import.  Its uint8 attention masks only trigger a
 deprecation warning (silenced).
 """
 
+import argparse
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 
 import torch
@@ -27,6 +30,57 @@ from . import txl_ref
 
 class OriginalError(Exception):
     pass
+
+
+# the source tree (this package is ROOT/models/txlgen)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def checker_args(doc, orig_help,
+                 only_help="comma-separated configuration names",
+                 keep_help="keep the models in this folder"):
+    """The options of the tools that run an original code beside txlgen
+    (tools/check_*.py): --orig, --txlgen, --tol, --only, --keep; the
+    tool adds its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--orig", required=True, help=orig_help)
+    ap.add_argument("--txlgen", default=os.path.join(ROOT, "build", "cmd",
+                                                     "txlgen"))
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--only", help=only_help)
+    ap.add_argument("--keep", help=keep_help)
+    return ap
+
+
+def only_names(prog, only, names):
+    """The names --only @only picks from @names (None: all of them);
+    exits naming those that are not among @names."""
+    if not only:
+        return None
+    picked = set(only.split(","))
+    if picked - set(names):
+        sys.exit(f"{prog}: unknown configuration(s) "
+                 f"{sorted(picked - set(names))}")
+    return picked
+
+
+def work_folder(keep, prefix):
+    """The folder the tool works in: --keep's, or a new temporary one."""
+    work = os.path.abspath(keep or tempfile.mkdtemp(prefix=prefix))
+    os.makedirs(work, exist_ok=True)
+    return work
+
+
+def finish(work, keep, failures):
+    """The tool's exit status: 1 with the count of @failures on stderr,
+    0 without; its work folder removed unless --keep named it."""
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} failure(s)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def import_original(orig):

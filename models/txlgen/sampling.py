@@ -29,9 +29,12 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+# the source tree's build, or (the package installed) txlgen on PATH
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 TXLGEN = os.path.join(ROOT, "build", "cmd", "txlgen")
+if not os.path.exists(TXLGEN):
+    TXLGEN = "txlgen"
 
 # (name, settings); every key given so that no default or earlier
 # recommendation leaks in

@@ -58,6 +58,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError, MAX_DIMS, bf16_to_f32
 from .errors import open_input
+from .proto import ProtoError, fields as proto_fields, read_varint as varint
 
 MAGIC = 0xdb4775248b80fb57
 FOOTER = 48
@@ -109,52 +110,12 @@ def mask(crc):
 # ---------------------------------------------------------------------------
 # protobuf wire format, the little a bundle needs
 
-class ProtoError(ValueError):
-    pass
-
-
-def varint(b, i, end=None):
-    """(value, next position) of the varint at b[i:] (at most 10 bytes,
-    inside b[:end])."""
-    end = len(b) if end is None else end
-    v = shift = 0
-    for k in range(10):
-        if i >= end:
-            raise ProtoError("a varint runs past its end")
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-    raise ProtoError("a varint longer than 10 bytes")
-
-
 def fields(b):
     """(field number, wire type, value) of a message: an int for varint
     and fixed fields, bytes for length-delimited ones."""
-    i, n = 0, len(b)
-    while i < n:
-        key, i = varint(b, i)
-        num, wt = key >> 3, key & 7
+    for num, wt, v, _ in proto_fields(b):
         if num == 0:
             raise ProtoError("field number 0")
-        if wt == 0:
-            v, i = varint(b, i)
-        elif wt == 1 or wt == 5:
-            k = 8 if wt == 1 else 4
-            if i + k > n:
-                raise ProtoError("a fixed field runs past its end")
-            v = int.from_bytes(b[i:i + k], "little")
-            i += k
-        elif wt == 2:
-            k, i = varint(b, i)
-            if k > n - i:
-                raise ProtoError("a field longer than its message")
-            v = bytes(b[i:i + k])
-            i += k
-        else:
-            raise ProtoError(f"wire type {wt}")
         yield num, wt, v
 
 

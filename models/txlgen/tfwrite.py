@@ -17,6 +17,7 @@ import struct
 
 import numpy as np
 
+from .proto import field, varint
 from .tfckpt import MAGIC, mask, crc32c, shard_path
 
 BLOCK_SIZE = 4096
@@ -25,25 +26,8 @@ RESTART_INTERVAL = 16
 _TF_DTYPES = {"<f4": 1, "<f8": 2, "<i4": 3, "<i8": 9, "<f2": 19}
 
 
-def _varint(v):
-    if v < 0:
-        v += 1 << 64
-    out = bytearray()
-    while True:
-        c = v & 0x7f
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
 def _field(num, wt, v):
-    key = _varint(num << 3 | wt)
-    if wt == 0:
-        return key + _varint(v)
-    if wt == 5:
-        return key + struct.pack("<I", v)
-    return key + _varint(len(v)) + v
+    return field(num, v, fixed32=wt == 5)
 
 
 def header_proto(num_shards=1, endianness=0):
@@ -80,8 +64,8 @@ class _Block:
         else:
             self.restarts.append(len(self.buf))
             self.count = 0
-        self.buf += (_varint(shared) + _varint(len(key) - shared) +
-                     _varint(len(value)) + key[shared:] + value)
+        self.buf += (varint(shared) + varint(len(key) - shared) +
+                     varint(len(value)) + key[shared:] + value)
         self.count += 1
         self.last = key
 
@@ -106,7 +90,7 @@ def table(entries, block_size=BLOCK_SIZE, compress=True, corrupt=None):
             c = snappy.compress(raw)
             if len(c) < len(raw) - len(raw) // 8:
                 raw, kind = c, 1
-        handle = _varint(len(out)) + _varint(len(raw))
+        handle = varint(len(out)) + varint(len(raw))
         stored = raw + bytes([kind])
         crc = mask(crc32c(stored))
         if corrupt is not None and corrupt == n_blocks[0]:

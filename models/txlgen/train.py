@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from . import txlfile
+from . import proto, txlfile
 from .txl_ref import MemTransformerLM, TxlConfig, score_ids
 
 # SentencePiece settings of txlgen's tokenizers (see models/README.md).
@@ -57,77 +57,22 @@ def train_tokenizer(text_path, prefix, vocab_size, model_type):
         model_type=model_type, num_threads=2, minloglevel=1, **SPM_OPTIONS)
     path = prefix + ".model"
     with open(path, "rb") as f:
-        proto = strip_paths(f.read())
+        model = strip_paths(f.read())
     with open(path, "wb") as f:
-        f.write(proto)
+        f.write(model)
     return path
 
 
-def _varint(buf, i):
-    val = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        val |= (b & 0x7f) << shift
-        shift += 7
-        if b < 0x80:
-            return val, i
-
-
-def _enc_varint(v):
-    out = bytearray()
-    while True:
-        b, v = v & 0x7f, v >> 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def _fields(buf):
-    """(field number, wire type, payload, whole field bytes) of a protobuf
-    message."""
-    i = 0
-    while i < len(buf):
-        start = i
-        key, i = _varint(buf, i)
-        wt = key & 7
-        if wt == 0:
-            _, i = _varint(buf, i)
-            payload = None
-        elif wt == 1:
-            i += 8
-            payload = None
-        elif wt == 2:
-            n, i = _varint(buf, i)
-            payload, i = buf[i:i + n], i + n
-        elif wt == 5:
-            i += 4
-            payload = None
-        else:
-            raise ValueError(f"protobuf wire type {wt} not handled")
-        yield key >> 3, wt, payload, buf[start:i]
-
-
-def strip_paths(proto):
+def strip_paths(model):
     """The SentencePiece model with the training input and model_prefix
     (TrainerSpec fields 1 and 2, inside ModelProto field 2) cut to their
     base names: the model files we ship must not carry this machine's
     paths."""
-    def ld(field, payload):
-        return _enc_varint(field << 3 | 2) + _enc_varint(len(payload)) + \
-            payload
+    def base(path):
+        return os.path.basename(path.decode())
 
-    out = bytearray()
-    for f, wt, payload, whole in _fields(proto):
-        if f == 2 and wt == 2:
-            spec = bytearray()
-            for g, wt2, p2, w2 in _fields(payload):
-                if g in (1, 2) and wt2 == 2:
-                    w2 = ld(g, os.path.basename(p2.decode()).encode())
-                spec += w2
-            whole = ld(2, bytes(spec))
-        out += whole
-    return bytes(out)
+    return proto.edit(model, 2, lambda spec: proto.edit(
+        proto.edit(spec, 1, base), 2, base))
 
 
 def load_tokenizer(path):
@@ -439,13 +384,7 @@ def main(argv=None):
     best_path = os.path.join(a.out, "best.pt")
 
     if a.export_only:
-        path = best_path if os.path.exists(best_path) else last_path
-        ckpt = load_checkpoint(path)
-        if a.export:
-            export(ckpt, a.export, a.dtype, a.description)
-            log(f"exported {path} to {a.export} ({a.dtype})")
-        if a.valid:
-            final_eval(ckpt, a.valid, ckpt["config"]["tgt_len"])
+        export_best(a, best_path, last_path)
         return 0
 
     ckpt = None
@@ -636,14 +575,23 @@ def main(argv=None):
         return 0
     if valid is None:
         save_atomic(checkpoint(), best_path)
-    path = best_path if os.path.exists(best_path) else last_path
-    final = load_checkpoint(path)
-    if a.export:
-        export(final, a.export, a.dtype, a.description)
-        log(f"exported {path} (step {final['step']}) to {a.export}")
-    if a.valid:
-        final_eval(final, a.valid, a.seg_len, device)
+    export_best(a, best_path, last_path, a.seg_len, device)
     return 0
+
+
+def export_best(a, best_path, last_path, seg_len=None, device="cpu"):
+    """--export and --valid of the best checkpoint (the last where there
+    is no best), evaluated with segments of @seg_len (the checkpoint's
+    tgt_len if None)."""
+    path = best_path if os.path.exists(best_path) else last_path
+    ckpt = load_checkpoint(path)
+    if a.export:
+        export(ckpt, a.export, a.dtype, a.description)
+        log(f"exported {path} (step {ckpt['step']}) to {a.export} "
+            f"({a.dtype})")
+    if a.valid:
+        final_eval(ckpt, a.valid, seg_len or ckpt["config"]["tgt_len"],
+                   device)
 
 
 def final_eval(ckpt, valid_path, seg_len, device="cpu"):

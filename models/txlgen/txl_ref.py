@@ -217,12 +217,9 @@ class DecoderLayer(nn.Module):
 
 
 
-class AdaptiveEmbedding(nn.Module):
-    """div_val 1: one table [n_token, d_embed], projected to d_model (P.e)
-    when d_embed != d_model.  div_val > 1: cluster i has its own table
-    [size_i, d_embed // div_val**i] and projection [d_model, d_emb_i].
-    Scaled by sqrt(d_model).  Attributes as the original's (cutoffs with
-    n_token, cutoff_ends with 0 too)."""
+class _Clusters(nn.Module):
+    """What the adaptive input and softmax share: the original's
+    attributes (cutoffs with n_token, cutoff_ends with 0 too)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -231,6 +228,16 @@ class AdaptiveEmbedding(nn.Module):
         self.div_val = cfg.div_val
         self.cutoffs = cfg.cutoffs + [cfg.n_token]
         self.cutoff_ends = [0] + self.cutoffs
+
+
+class AdaptiveEmbedding(_Clusters):
+    """div_val 1: one table [n_token, d_embed], projected to d_model (P.e)
+    when d_embed != d_model.  div_val > 1: cluster i has its own table
+    [size_i, d_embed // div_val**i] and projection [d_model, d_emb_i].
+    Scaled by sqrt(d_model)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
         self.emb_layers = nn.ModuleList()
         self.emb_projs = nn.ParameterList()
         if cfg.div_val == 1:
@@ -264,7 +271,7 @@ class AdaptiveEmbedding(nn.Module):
         return e * self.emb_scale
 
 
-class ProjectedAdaptiveLogSoftmax(nn.Module):
+class ProjectedAdaptiveLogSoftmax(_Clusters):
     """The output layer.  Without cutoffs, a softmax over
     out_layers[0](h . P) (P = out_projs[0] where there is a projection).
 
@@ -282,12 +289,7 @@ class ProjectedAdaptiveLogSoftmax(nn.Module):
     """
 
     def __init__(self, cfg):
-        super().__init__()
-        self.n_token, self.d_embed, self.d_proj = \
-            cfg.n_token, cfg.d_embed, cfg.d_model
-        self.div_val = cfg.div_val
-        self.cutoffs = cfg.cutoffs + [cfg.n_token]
-        self.cutoff_ends = [0] + self.cutoffs
+        super().__init__(cfg)
         self.shortlist_size = self.cutoffs[0]
         self.n_clusters = len(cfg.cutoffs)
         if self.n_clusters:

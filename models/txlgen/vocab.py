@@ -51,6 +51,7 @@ from .loadable import sentencepiece
 from .errors import (EXIT_BAD_INPUT, InputError, OneLineParser, describe,
                      open_input)
 from .hparams import is_int
+from .proto import field as proto_field, fields as proto_fields
 
 SPACE = "\u2581"
 
@@ -201,67 +202,6 @@ def conventions(v):
                      "enwik8 text8)")
 
 
-# ---------------------------------------------------------------------------
-# protobuf, the little of it a ModelProto needs
-
-def _varint(v):
-    if v < 0:
-        v += 1 << 64
-    out = bytearray()
-    while True:
-        c = v & 0x7f
-        v >>= 7
-        out.append(c | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def proto_field(num, value):
-    if isinstance(value, bool) or isinstance(value, int):
-        return _varint(num << 3) + _varint(int(value))
-    if isinstance(value, float):
-        import struct
-        return _varint(num << 3 | 5) + struct.pack("<f", value)
-    if isinstance(value, str):
-        value = value.encode("utf-8")
-    return _varint(num << 3 | 2) + _varint(len(value)) + bytes(value)
-
-
-def read_varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, i
-
-
-def proto_fields(b):
-    """(field number, wire type, raw bytes of the whole field, payload)
-    of a serialized protobuf message."""
-    i = 0
-    while i < len(b):
-        start = i
-        key, i = read_varint(b, i)
-        num, wt = key >> 3, key & 7
-        payload = None
-        if wt == 0:
-            _, i = read_varint(b, i)
-        elif wt == 1:
-            i += 8
-        elif wt == 5:
-            i += 4
-        elif wt == 2:
-            n, i = read_varint(b, i)
-            payload = b[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-        yield num, wt, b[start:i], payload
-
-
 # ModelProto.SentencePiece.Type and TrainerSpec.ModelType
 NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6
 WORD_MODEL, CHAR_MODEL = 3, 4
@@ -288,11 +228,11 @@ def charsmap(rules):
             input=corpus, model_writer=out, model_type="char",
             vocab_size=8, hard_vocab_limit=False,
             normalization_rule_tsv=tsv, minloglevel=3)
-    for num, wt, _, payload in proto_fields(out.getvalue()):
+    for num, wt, payload, _ in proto_fields(out.getvalue()):
         if num == 3 and wt == 2:
-            for n2, w2, _, p2 in proto_fields(payload):
+            for n2, w2, p2, _ in proto_fields(payload):
                 if n2 == 2 and w2 == 2:
-                    return bytes(p2)
+                    return p2
     raise VocabError("SentencePiece wrote no normalisation table")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Seeds of fuzz_checkpoint.py: tiny checkpoints as PyTorch writes them.
 
-    PYTHONPATH=models:tests /usr/bin/python3 tests/fuzz/checkpoint-seeds.py \\
+    /usr/bin/python3 tests/fuzz/checkpoint-seeds.py \\
         -o tests/fuzz/corpus/checkpoint
 
 A one-layer Transformer-XL of 12 words with an adaptive softmax (cutoffs
@@ -22,6 +22,7 @@ import pickle
 
 import torch
 
+import srctree  # noqa: F401 (models/ on sys.path)
 import test_checkpoints as tc
 from txlgen import checkpoint, random_model as mrm
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A mutation fuzzer of the converter's readers of untrusted input.
 
-    PYTHONPATH=models:tests tests/fuzz/fuzz_checkpoint.py [--seconds S]
+    tests/fuzz/fuzz_checkpoint.py [--seconds S]
         [--runs N] [--seed K] [--corpus DIR] [--crashes DIR] [--only KIND]
 
 From the seeds in --corpus (tests/fuzz/corpus/checkpoint: tiny
@@ -63,6 +63,7 @@ import zipfile
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 warnings.simplefilter("ignore")          # zipfile's "Duplicate name"
 
+import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import checkpoint, convert, vocab           # noqa: E402
 from txlgen.errors import InputError                    # noqa: E402
 

@@ -30,9 +30,8 @@ writes
 The models carry tests/data/spm.model without its 240 KB normalisation
 table (identity normalisation then) and, but for one, without its 256 byte
 pieces, so that inputs stay ~5 KB and mutations land in what libtxl
-parses.  Run with Debian's /usr/bin/python3 (python3-torch) and
-PYTHONPATH=models:tests (the txlgen package, tests/test_badfiles.py);
-nothing here is committed, it is made at run time.
+parses.  Run with Debian's /usr/bin/python3 (python3-torch); nothing
+here is committed, it is made at run time.
 """
 
 import argparse
@@ -46,8 +45,9 @@ import tempfile
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import srctree  # noqa: F401,E402 (models/ on sys.path)
 import test_badfiles as tb                            # noqa: E402 (tests/)
-from txlgen import random_model as mrm, vocab as V    # noqa: E402
+from txlgen import proto, random_model as mrm, vocab as V  # noqa: E402
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)
@@ -81,16 +81,8 @@ def slim_tokenizer(src, dst):
     self_test_data (4)."""
     with open(src, "rb") as f:
         b = f.read()
-    out = bytearray()
-    for num, wt, raw, payload in V.proto_fields(b):
-        if num == 4:
-            continue
-        if num == 3 and wt == 2:
-            inner = b"".join(r for n, _, r, _ in V.proto_fields(payload)
-                             if n != 2)
-            out += V.proto_field(3, inner)
-        else:
-            out += raw
+    out = proto.edit(proto.edit(b, 4, lambda v: None), 3,
+                     lambda spec: proto.edit(spec, 2, lambda v: None))
     with open(dst, "wb") as f:
         f.write(out)
     if mrm.vocab_size(dst) != mrm.vocab_size(src):
@@ -102,40 +94,18 @@ def tiny_tokenizer(src, dst):
     and without byte fallback (TrainerSpec field 35): 64 pieces, so that a
     model's embedding and output layer are 5 times smaller, and the
     committed corpus with them."""
+    def byte_piece(piece):
+        return None if any(n == 3 and v == 6
+                           for n, _, v, _ in proto.fields(piece)) else piece
+
     with open(src, "rb") as f:
         b = f.read()
-    out = bytearray()
-    for num, wt, raw, payload in V.proto_fields(b):
-        if num == 1 and wt == 2 and any(
-                n == 3 and r[1:] == b"\x06"
-                for n, _, r, _ in V.proto_fields(payload)):
-            continue
-        if num == 2 and wt == 2:
-            inner = b"".join(r for n, _, r, _ in V.proto_fields(payload)
-                             if n != 35)
-            out += V.proto_field(2, inner)
-        else:
-            out += raw
+    out = proto.edit(proto.edit(b, 1, byte_piece), 2,
+                     lambda spec: proto.edit(spec, 35, lambda v: None))
     with open(dst, "wb") as f:
         f.write(out)
     if mrm.vocab_size(dst) != mrm.vocab_size(src) - 256:
         raise RuntimeError("tiny tokenizer: unexpected vocabulary")
-
-
-def unaligned(blob):
-    """The file as other safetensors writers make it: no padding."""
-    header, data = tb.split(blob)
-    meta = header.pop("__metadata__")
-    new, chunks, pos = {"__metadata__": meta}, [], 0
-    for name, info in sorted(tb.tensors(header).items(),
-                             key=lambda kv: kv[1]["data_offsets"][0]):
-        if name.startswith("__pad__."):
-            continue
-        b, e = info["data_offsets"]
-        new[name] = dict(info, data_offsets=[pos, pos + e - b])
-        chunks.append(data[b:e])
-        pos += e - b
-    return tb.assemble(new, b"".join(chunks), align=None)
 
 
 def with_kv_type(blob, kv):
@@ -225,7 +195,7 @@ def main():
             blob = build(tmp, name, tok, **kw)
             put("model", name + ".bin", blob)
             if name == "f32":
-                put("model", "unaligned.bin", unaligned(blob))
+                put("model", "unaligned.bin", tb.unaligned(blob))
         # d_head 32: every storage type of the weights, each with every
         # kv_type of the memory
         for dt in DTYPES:
