@@ -21,6 +21,33 @@
 #include "txl-kernels.h"
 #include "txl-kernels-x86.h"
 
+/* The vectors of txl-kernels-simd.h: 16 lanes */
+#define VL 16
+#define VI __m512i
+#define VF __m512
+#define VI_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_SET1_8(c) _mm512_set1_epi8(c)
+#define VI_SET1_32(c) _mm512_set1_epi32(c)
+#define VI_ADD32(a, b) _mm512_add_epi32(a, b)
+#define VI_AND(a, b) _mm512_and_si512(a, b)
+#define VI_XOR(a, b) _mm512_xor_si512(a, b)
+#define VI_SRLI16(v, n) _mm512_srli_epi16(v, n)
+#define VI_SLLI32(v, n) _mm512_slli_epi32(v, n)
+#define VI_MULLO32(a, b) _mm512_mullo_epi32(a, b)
+#define VI_U8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128(                      \
+	(const __m128i *)(const void *)(p)))
+#define VI_DPBUSD(s, u, v) _mm512_dpbusd_epi32(s, u, v)
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_SET1(f) _mm512_set1_ps(f)
+#define VF_CVT(v) _mm512_cvtepi32_ps(v)
+#define VF_PH(p) _mm512_cvtph_ps(_mm256_loadu_si256(                        \
+	(const __m256i *)(const void *)(p)))
+#define VF_STORE(p, v) _mm512_storeu_ps(p, v)
+#define VNNI_ATTR __attribute__((target("avx512vnni")))
+
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
 hsum4(__m512 a, __m512 b, __m512 c, __m512 d)
@@ -683,123 +710,6 @@ DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
 DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,
        __attribute__((target("avx512vnni"))))
 
-/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
- * Q4_0's (from 0), then 4 of them less z times the activations' sum,
- * times (d sc / 4 times a's scale), as the scalar kernel; the 16 rows'
- * scales and zero points from the planes of their sz bytes. */
-/* A super-block's 4 sub-blocks' scales (sc) and zero points (z) of the
- * 16 rows, as bytes: sub-block j in 128-bit lane j. */
-static inline void
-q4k_il_planes(const uint8_t *pl, __m512i *sc, __m512i *z)
-{
-	const __m512i p = _mm512_loadu_si512(pl);
-	const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)
-					     (pl + 64));
-	const __m256i m15 = _mm256_set1_epi8(15);
-	const __m256i lo = _mm256_and_si256(h, m15);
-	const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 4), m15);
-	/* the top 4 bits of z: planes 4 (j 0, 1) and 5 (j 2, 3), low
-	 * nibbles for even j */
-	const __m512i top = _mm512_inserti64x4(_mm512_castsi256_si512(
-		_mm256_permute2x128_si256(lo, hi, 0x20)),
-		_mm256_permute2x128_si256(lo, hi, 0x31), 1);
-
-	*sc = _mm512_and_si512(p, _mm512_set1_epi8(63));
-	*z = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p, 6),
-					      _mm512_set1_epi8(3)),
-			     _mm512_slli_epi16(top, 2));
-}
-
-/* 128-bit lane j of v: the instruction takes the lane as an immediate,
- * which j is once inlined and unrolled, but not in a build without
- * optimisation */
-static inline __m128i
-lane128(__m512i v, int j)
-{
-	switch (j) {
-	case 0:
-		return _mm512_extracti32x4_epi32(v, 0);
-	case 1:
-		return _mm512_extracti32x4_epi32(v, 1);
-	case 2:
-		return _mm512_extracti32x4_epi32(v, 2);
-	default:
-		return _mm512_extracti32x4_epi32(v, 3);
-	}
-}
-
-/* the term of sub-block j: s the rows' sums of q a, d4 their d / 4 (d sc
- * / 4 exact either way) */
-static inline __m512
-q4k_il_term(__m512i s, __m512i sc, __m512i z, int j, __m512 d4, int32_t asum,
-	    float ad)
-{
-	const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(s, 2),
-		_mm512_mullo_epi32(_mm512_cvtepu8_epi32(lane128(z, j)),
-				   _mm512_set1_epi32(asum)));
-	const __m512 u = _mm512_mul_ps(d4, _mm512_cvtepi32_ps(
-		_mm512_cvtepu8_epi32(lane128(sc, j))));
-
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(t),
-			     _mm512_mul_ps(u, _mm512_set1_ps(ad)));
-}
-
-/* sub-block j of super-block sb (the group's block at blk) */
-#define Q4K_IL_TERM(idot, blk, sb, j)                                        \
-	q4k_il_term(idot((blk) + TXL_IL_Q4K_VALUES + (j) * TXL_IL * TXL_QK / 2, \
-			 a->q + ((sb) * TXL_Q4_K_SUB + (j)) * TXL_QK, 0),    \
-		    sc, z, j, d4, a->off[(sb) * TXL_Q4_K_SUB + (j)] / 128,   \
-		    a->d[(sb) * TXL_Q4_K_SUB + (j)])
-
-/* (the even and odd blocks' sums in named variables, as il_idot_bw's) */
-#define DOT_IL_Q4K(name, idot, attr)                                         \
-attr static void                                                             \
-name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
-{                                                                            \
-	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
-	const uint8_t *blk = w;                                              \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
-		for (int sb = 0; sb < nsb; sb++,                             \
-		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
-			const __m512 d4 = _mm512_mul_ps(_mm512_cvtph_ps(     \
-				_mm256_loadu_si256((const __m256i *)(const void *)blk)), \
-				_mm512_set1_ps(0.25f));                      \
-			__m512i sc, z;                                       \
-			q4k_il_planes(blk + 2 * TXL_IL, &sc, &z);            \
-			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 0)); \
-			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 1)); \
-			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 2)); \
-			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 3)); \
-		}                                                            \
-		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
-	}                                                                    \
-}
-
-DOT_IL_Q4K(dot_il_q4k_bw, il4_idot_bw, )
-DOT_IL_Q4K(dot_il_q4k_vnni, il4_idot_vnni,
-	   __attribute__((target("avx512vnni"))))
-
-/* several rows of activations: each by the one-row kernel */
-static void
-dot_il_multi_q4k_bw(float *const *y, const void *w, int ng,
-		    const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k_bw(y[m], w, ng, &a[m], K);
-}
-
-__attribute__((target("avx512vnni")))
-static void
-dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
-		      const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
-}
-
-/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
 name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
@@ -1340,155 +1250,12 @@ DOT_MULTI(dot_multi_f32, dot_rows_f32, dot_row8_f32, 4, load16_f32)
 DOT_MULTI(dot_multi_f16, dot_rows_f16, dot_row8_f16, 2, load16_f16)
 DOT_MULTI(dot_multi_bf16, dot_rows_bf16, dot_row8_bf16, 2, load16_bf16)
 
-/*
- * The interleaved copy against several rows: per group and block, the
- * block's weights made ready once (PREP: 64-byte vectors in registers),
- * then for each row its integer sum from them (SUM: exact, in any order)
- * and the float steps of DOT_IL in its order, into the row's sums of the
- * even and the odd blocks.
- */
-#define DOT_IL_MULTI(name, PREP, SUM, nv, bsz, attr)                         \
-attr static void                                                             \
-name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
-     int M, int K)                                                           \
-{                                                                            \
-	const int nb = K / TXL_QK;                                           \
-	const uint8_t *blk = w;                                              \
-	const __m512 zero = _mm512_setzero_ps();                             \
-	__m512 acc[2][TXL_ROWS_MAX];                                         \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		for (int b = 0; b < nb; b++, blk += (bsz)) {                 \
-			const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256( \
-				(const __m256i *)(const void *)blk));        \
-			__m512i v[nv];                                       \
-			PREP(v, blk + TXL_IL_SCALES);                        \
-			/* the sums start from 0, as DOT_IL's */             \
-			for (int m = 0; m < M; m++) {                        \
-				const __m512i s = SUM(v, a[m].q + b * TXL_QK, \
-						      a[m].off[b]);          \
-				acc[b & 1][m] = _mm512_add_ps(b < 2 ? zero : \
-					acc[b & 1][m], _mm512_mul_ps(        \
-					_mm512_cvtepi32_ps(s), _mm512_mul_ps(sc, \
-						_mm512_set1_ps(a[m].d[b]))));        \
-			}                                                    \
-		}                                                            \
-		for (int m = 0; m < M; m++)                                  \
-			_mm512_storeu_ps(y[m] + g * TXL_IL, _mm512_add_ps(   \
-				acc[0][m], nb > 1 ? acc[1][m] : zero));      \
-	}                                                                    \
-}
+/* the interleaved copies' kernels AVX2 shares */
+#define IL_AHEAD 0
+#include "txl-kernels-simd.h"
 
-/* The broadcast of the 4 activation bytes at x */
-static inline __m512i
-bcast4(const int8_t *x)
-{
-	return _mm512_set1_epi32(*(const int32_t *)(const void *)x);
-}
-
-/* Q8_0: the eight steps of 4 columns of a block, as stored (the sign
- * transfer of il_step_bw for each row), or flipped to unsigned once for
- * vpdpbusd, whose sums start from off. */
-static inline void
-il8_prep_bw(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm512_loadu_si512(qs + 64 * j);
-}
-
-static inline __m512i
-il8_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_setzero_si512(), s1 = s0;
-
-	(void)off;
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		s0 = il_step_bw(s0, v[j], bcast4(x + 4 * j));
-		s1 = il_step_bw(s1, v[j + 1], bcast4(x + 4 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-__attribute__((target("avx512vnni")))
-static inline void
-il8_prep_vnni(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * j),
-					_mm512_set1_epi8(-128));
-}
-
-__attribute__((target("avx512vnni")))
-static inline __m512i
-il8_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		s0 = _mm512_dpbusd_epi32(s0, v[j], bcast4(x + 4 * j));
-		s1 = _mm512_dpbusd_epi32(s1, v[j + 1], bcast4(x + 4 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-/* Q4_0: the four steps of 8 columns as stored (q4_idot_bw for each row),
- * or their low and high nibbles split once for vpdpbusd; from off / 16. */
-static inline void
-il4_prep_bw(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++)
-		v[j] = _mm512_loadu_si512(qs + 64 * j);
-}
-
-static inline __m512i
-il4_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j += 2) {
-		s0 = _mm512_add_epi32(s0, q4_idot_bw(v[j], bcast4(x + 8 * j),
-						     bcast4(x + 8 * j + 4)));
-		s1 = _mm512_add_epi32(s1, q4_idot_bw(v[j + 1],
-						     bcast4(x + 8 * j + 8),
-						     bcast4(x + 8 * j + 12)));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-__attribute__((target("avx512vnni")))
-static inline void
-il4_prep_vnni(__m512i v[8], const uint8_t *qs)
-{
-	const __m512i m = _mm512_set1_epi8(15);
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		const __m512i q = _mm512_loadu_si512(qs + 64 * j);
-
-		v[2 * j] = _mm512_and_si512(q, m);
-		v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
-	}
-}
-
-__attribute__((target("avx512vnni")))
-static inline __m512i
-il4_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		s0 = _mm512_dpbusd_epi32(s0, v[2 * j], bcast4(x + 8 * j));
-		s1 = _mm512_dpbusd_epi32(s1, v[2 * j + 1], bcast4(x + 8 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
+DOT_IL_Q4K(dot_il_q4k_bw, il4_prep_bw, il4_sum_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_prep_vnni, il4_sum_vnni, VNNI_ATTR)
 
 DOT_IL_MULTI(dot_il_multi_bw, il8_prep_bw, il8_sum_bw, 8, TXL_IL_BLOCK, )
 DOT_IL_MULTI(dot_il_multi_vnni, il8_prep_vnni, il8_sum_vnni, 8, TXL_IL_BLOCK,
@@ -1536,10 +1303,10 @@ const struct txl_type_kernels txl_avx512vnni_q4_0 = {
 /* Q4_K: the integer products of each super-block in vectors */
 const struct txl_type_kernels txl_avx512_q4_k = {
 	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k_bw,
-	.dot_il_multi = dot_il_multi_q4k_bw,
+	.dot_il_multi = dot_il_q4k_bw_multi,
 };
 const struct txl_type_kernels txl_avx512vnni_q4_k = {
-	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_q4k_vnni_multi,
 };
 
 const struct txl_kernels txl_kernels_avx512 = {
