@@ -1311,19 +1311,9 @@ DOT_IL_MULTI(dot_il_multi_q4, il4_prep_bw, il4_sum_bw, 8, TXL_IL_BLOCK_Q4, )
 DOT_IL_MULTI(dot_il_multi_q4_vnni, il4_prep_vnni, il4_sum_vnni, 8,
 	     TXL_IL_BLOCK_Q4, __attribute__((target("avxvnni"))))
 
-const struct txl_type_kernels txl_avx2_f32 = {
-	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
-};
-const struct txl_type_kernels txl_avx2_f16 = {
-	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
-};
-const struct txl_type_kernels txl_avx2_bf16 = {
-	.widen = widen_bf16, .narrow = narrow_bf16,
-	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
-	.dot_multi = dot_multi_bf16,
-};
+const struct txl_type_kernels txl_avx2_f32 = TXL_FLOAT_KERNELS(f32);
+const struct txl_type_kernels txl_avx2_f16 = TXL_FLOAT_KERNELS(f16);
+const struct txl_type_kernels txl_avx2_bf16 = TXL_FLOAT_KERNELS(bf16);
 const struct txl_type_kernels txl_avx2_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
