@@ -518,7 +518,6 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
-#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -529,20 +528,9 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 /* The lane of each row (the permutation that puts the rows back) */
 #define Q4_ROW_LANES _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
 
-/* The low nibbles of v's bytes times qlo's, the high ones times qhi's:
- * in each int32 lane 4 of each, exact (a pair of products is at most
- * 2 * 15 * 127, two pairs fit int16). */
-static inline __m256i
-q4_idot_bw(__m256i v, __m256i qlo, __m256i qhi)
-{
-	const __m256i m = _mm256_set1_epi8(15);
-	const __m256i s = _mm256_add_epi16(
-		_mm256_maddubs_epi16(_mm256_and_si256(v, m), qlo),
-		_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4),
-						      m), qhi));
-
-	return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-}
+/* The low nibbles of v's bytes times qlo's, the high ones times qhi's,
+ * 4 of each in each int32 lane: txl-kernels-q4.h's */
+#define q4_idot_bw q4_idot256
 
 /* The blocks (16 value bytes) of two rows, ld bytes apart. */
 static inline __m256i
@@ -1115,13 +1103,7 @@ exp_sum(float *out, const float *x, int n, float max)
 	double t[4], sum;
 	_mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
 	sum = (t[0] + t[1]) + (t[2] + t[3]);
-	for (; i < n; i++) {
-		float e = expf(x[i] - max);
-		if (out)
-			out[i] = e;
-		sum += e;
-	}
-	return sum;
+	return txl_exp_sum_tail(out, x, i, n, max, sum);
 }
 
 static float

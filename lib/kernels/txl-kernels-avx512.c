@@ -463,7 +463,6 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
-#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -1154,6 +1153,24 @@ DOT_ROW8(dot_row8_bf16, 2, load16_bf16)
  * (16 sums); a last odd row of activations, and the rows past the last
  * group of four, by dot itself.
  */
+/* Rows w0..w3's 16 values at byte o (mask mk) times p and q: into
+ * A0..A3 and C0..C3 (the sums of two rows of activations) */
+#define PAIR4(load16, o, mk, p, q, A, C)                                     \
+	do {                                                                 \
+		__m512 v_ = load16(w0 + (o), mk);                            \
+		A##0 = _mm512_fmadd_ps(v_, p, A##0);                         \
+		C##0 = _mm512_fmadd_ps(v_, q, C##0);                         \
+		v_ = load16(w1 + (o), mk);                                   \
+		A##1 = _mm512_fmadd_ps(v_, p, A##1);                         \
+		C##1 = _mm512_fmadd_ps(v_, q, C##1);                         \
+		v_ = load16(w2 + (o), mk);                                   \
+		A##2 = _mm512_fmadd_ps(v_, p, A##2);                         \
+		C##2 = _mm512_fmadd_ps(v_, q, C##2);                         \
+		v_ = load16(w3 + (o), mk);                                   \
+		A##3 = _mm512_fmadd_ps(v_, p, A##3);                         \
+		C##3 = _mm512_fmadd_ps(v_, q, C##3);                         \
+	} while (0)
+
 #define DOT_MULTI(name, dot, row8, size, load16)                             \
 static void                                                                  \
 name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
@@ -1180,7 +1197,6 @@ name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
 			__m512 a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;  \
 			__m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;           \
 			__m512 d0 = a0, d1 = a0, d2 = a0, d3 = a0;           \
-			__m512 v;                                            \
 			int k = 0;                                           \
 			for (; k < K32; k += 32) {                           \
 				const __m512 p0 = _mm512_loadu_ps(p + k);    \
@@ -1188,48 +1204,14 @@ name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
 				const __m512 q0 = _mm512_loadu_ps(q + k);    \
 				const __m512 q1 = _mm512_loadu_ps(q + k + 16); \
 				const int o0 = k * size, o1 = (k + 16) * size; \
-				v = load16(w0 + o0, FULL);                   \
-				a0 = _mm512_fmadd_ps(v, p0, a0);             \
-				c0 = _mm512_fmadd_ps(v, q0, c0);             \
-				v = load16(w1 + o0, FULL);                   \
-				a1 = _mm512_fmadd_ps(v, p0, a1);             \
-				c1 = _mm512_fmadd_ps(v, q0, c1);             \
-				v = load16(w2 + o0, FULL);                   \
-				a2 = _mm512_fmadd_ps(v, p0, a2);             \
-				c2 = _mm512_fmadd_ps(v, q0, c2);             \
-				v = load16(w3 + o0, FULL);                   \
-				a3 = _mm512_fmadd_ps(v, p0, a3);             \
-				c3 = _mm512_fmadd_ps(v, q0, c3);             \
-				v = load16(w0 + o1, FULL);                   \
-				b0 = _mm512_fmadd_ps(v, p1, b0);             \
-				d0 = _mm512_fmadd_ps(v, q1, d0);             \
-				v = load16(w1 + o1, FULL);                   \
-				b1 = _mm512_fmadd_ps(v, p1, b1);             \
-				d1 = _mm512_fmadd_ps(v, q1, d1);             \
-				v = load16(w2 + o1, FULL);                   \
-				b2 = _mm512_fmadd_ps(v, p1, b2);             \
-				d2 = _mm512_fmadd_ps(v, q1, d2);             \
-				v = load16(w3 + o1, FULL);                   \
-				b3 = _mm512_fmadd_ps(v, p1, b3);             \
-				d3 = _mm512_fmadd_ps(v, q1, d3);             \
+				PAIR4(load16, o0, FULL, p0, q0, a, c);       \
+				PAIR4(load16, o1, FULL, p1, q1, b, d);       \
 			}                                                    \
 			for (; k < K; k += 16) {                             \
 				const __mmask16 mk = k < K16 ? FULL : tail;  \
 				const __m512 p0 = _mm512_maskz_loadu_ps(mk, p + k); \
 				const __m512 q0 = _mm512_maskz_loadu_ps(mk, q + k); \
-				const int o0 = k * size;                     \
-				v = load16(w0 + o0, mk);                     \
-				a0 = _mm512_fmadd_ps(v, p0, a0);             \
-				c0 = _mm512_fmadd_ps(v, q0, c0);             \
-				v = load16(w1 + o0, mk);                     \
-				a1 = _mm512_fmadd_ps(v, p0, a1);             \
-				c1 = _mm512_fmadd_ps(v, q0, c1);             \
-				v = load16(w2 + o0, mk);                     \
-				a2 = _mm512_fmadd_ps(v, p0, a2);             \
-				c2 = _mm512_fmadd_ps(v, q0, c2);             \
-				v = load16(w3 + o0, mk);                     \
-				a3 = _mm512_fmadd_ps(v, p0, a3);             \
-				c3 = _mm512_fmadd_ps(v, q0, c3);             \
+				PAIR4(load16, k * size, mk, p0, q0, a, c);   \
 			}                                                    \
 			_mm_storeu_ps(y[m] + r, hsum4(_mm512_add_ps(a0, b0), \
 				_mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2), \

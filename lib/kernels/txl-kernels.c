@@ -686,18 +686,23 @@ WITH_WIDEN(q8_0, widen_q8_0, LAYOUT_Q8_0)
 WITH_WIDEN(q4_0, widen_q4_0, LAYOUT_Q4_0)
 WITH_WIDEN(q4_k, widen_q4_k, LAYOUT_Q4_K)
 
-static double
-exp_sum(float *out, const float *x, int n, float max)
+double
+txl_exp_sum_tail(float *out, const float *x, int i, int n, float max,
+		 double sum)
 {
-	double sum = 0;
-
-	for (int i = 0; i < n; i++) {
+	for (; i < n; i++) {
 		float e = expf(x[i] - max);
 		if (out)
 			out[i] = e;
 		sum += e;
 	}
 	return sum;
+}
+
+static double
+exp_sum(float *out, const float *x, int n, float max)
+{
+	return txl_exp_sum_tail(out, x, 0, n, max, 0.0);
 }
 
 static float

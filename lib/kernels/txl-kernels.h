@@ -362,6 +362,11 @@ struct txl_kernels {
 	float (*max)(const float *x, int n);
 };
 
+/* exp_sum's values from i to n, one at a time, added to sum (the scalar
+ * set's whole, a vector set's last ones). */
+double txl_exp_sum_tail(float *out, const float *x, int i, int n, float max,
+			double sum);
+
 /* The set in use (chosen once, on first use). */
 const struct txl_kernels *txl_kernels(void);
 /* The set of one instruction set, or NULL if this CPU (or this build)
