@@ -50,6 +50,9 @@
 #define VF_PH(p) _mm256_cvtph_ps(_mm_loadu_si128(                           \
 	(const __m128i *)(const void *)(p)))
 #define VF_STORE(p, v) _mm256_storeu_ps(p, v)
+#define BLOCK_SCALE(b) block_scale8(b)
+#define Q8_VALS(b, i) q8_load8((b)->qs + (i))
+#define Q4_VALS(b, i) q4_load8(b, i)
 #define VNNI_ATTR __attribute__((target("avxvnni")))
 
 /* [sum(a), sum(b), sum(c), sum(d)] */
@@ -299,19 +302,6 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	}
 }
 
-static void
-widen_q8_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q8_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m256 d = block_scale8(q + b);
-		for (int i = 0; i < TXL_QK; i += 8)
-			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q8_load8(q[b].qs + i),
-							       d));
-	}
-}
-
 /* Q4_0: values i .. i + 7 of a block (i a multiple of 8) as floats. */
 static inline __m256
 q4_load8(const struct txl_block_q4_0 *b, int i)
@@ -322,19 +312,6 @@ q4_load8(const struct txl_block_q4_0 *b, int i)
 	x = _mm_and_si128(i >= 16 ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
 	return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(x),
 						   _mm256_set1_epi32(8)));
-}
-
-static void
-widen_q4_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q4_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m256 d = block_scale8(q + b);
-		for (int i = 0; i < TXL_QK; i += 8)
-			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q4_load8(q + b, i),
-							       d));
-	}
 }
 
 /* A block's 32 values into v[4]; their largest magnitude (exact), NaN if
@@ -1282,6 +1259,9 @@ DOT_MULTI(dot_multi_bf16, dot_rows_bf16, dot_row4_bf16, 2, load8_bf16,
  * products of Q4_K had too few loads in flight without the prefetch) */
 #define IL_AHEAD IL_PREFETCH
 #include "txl-kernels-simd.h"
+
+WIDEN_BLOCKS(widen_q8_0, struct txl_block_q8_0, Q8_VALS)
+WIDEN_BLOCKS(widen_q4_0, struct txl_block_q4_0, Q4_VALS)
 
 DOT_IL_Q4K(dot_il_q4k, il4_prep_bw, il4_sum_bw, )
 DOT_IL_Q4K(dot_il_q4k_vnni, il4_prep_vnni, il4_sum_vnni, VNNI_ATTR)

@@ -46,6 +46,9 @@
 #define VF_PH(p) _mm512_cvtph_ps(_mm256_loadu_si256(                        \
 	(const __m256i *)(const void *)(p)))
 #define VF_STORE(p, v) _mm512_storeu_ps(p, v)
+#define BLOCK_SCALE(b) block_scale16(b)
+#define Q8_VALS(b, i) q8_load16((b)->qs + (i))
+#define Q4_VALS(b, i) q4_load16(b, (i) / 16)
 #define VNNI_ATTR __attribute__((target("avx512vnni")))
 
 /* [sum(a), sum(b), sum(c), sum(d)] */
@@ -234,19 +237,6 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	}
 }
 
-static void
-widen_q8_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q8_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m512 d = block_scale16(q + b);
-		_mm512_storeu_ps(dst, _mm512_mul_ps(q8_load16(q[b].qs), d));
-		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q8_load16(q[b].qs + 16),
-							 d));
-	}
-}
-
 /* Q4_0: sixteen values of a block (half h: values 16 h .. 16 h + 15) as
  * floats. */
 static inline __m512
@@ -259,18 +249,6 @@ q4_load16(const struct txl_block_q4_0 *b, int h)
 	 * conversion took two */
 	return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(x), _mm512_setr_ps(
 		-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-static void
-widen_q4_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q4_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m512 d = block_scale16(q + b);
-		_mm512_storeu_ps(dst, _mm512_mul_ps(q4_load16(q + b, 0), d));
-		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q4_load16(q + b, 1), d));
-	}
 }
 
 /* ---- Q8_0 against quantized activations ----
@@ -1235,6 +1213,9 @@ DOT_MULTI(dot_multi_bf16, dot_rows_bf16, dot_row8_bf16, 2, load16_bf16)
 /* the interleaved copies' kernels AVX2 shares */
 #define IL_AHEAD 0
 #include "txl-kernels-simd.h"
+
+WIDEN_BLOCKS(widen_q8_0, struct txl_block_q8_0, Q8_VALS)
+WIDEN_BLOCKS(widen_q4_0, struct txl_block_q4_0, Q4_VALS)
 
 DOT_IL_Q4K(dot_il_q4k_bw, il4_prep_bw, il4_sum_bw, )
 DOT_IL_Q4K(dot_il_q4k_vnni, il4_prep_vnni, il4_sum_vnni, VNNI_ATTR)

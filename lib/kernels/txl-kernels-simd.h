@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * txl-kernels-simd.h - the kernels of the interleaved copies (txl-kernels.h)
- * that AVX2 and AVX-512 compute alike but for the width of their vectors:
- * the integer steps of a block against one row of activations, the
- * products of several rows (dot_il_multi), and Q4_K's products (dot_il,
+ * txl-kernels-simd.h - the kernels that AVX2 and AVX-512 compute alike
+ * but for the width of their vectors: the widening of the 32-value
+ * blocks, and those of the interleaved copies (txl-kernels.h): the
+ * integer steps of a block against one row of activations, the products
+ * of several rows (dot_il_multi), and Q4_K's products (dot_il,
  * dot_il_multi).  Included by txl-kernels-avx2.c and txl-kernels-avx512.c
  * after they define, for their vectors of VL int32 or float lanes:
  *
@@ -15,6 +16,9 @@
  *   VI_DPBUSD(s, u, v)  vpdpbusd (in functions of VNNI_ATTR)
  *   VF_ZERO(), VF_ADD(a, b), VF_MUL(a, b), VF_SET1(f), VF_CVT(v) (int32
  *   to float), VF_PH(p) (VL halves from p), VF_STORE(p, v)
+ *   BLOCK_SCALE(b) a Q8_0 or Q4_0 block's scale in every lane
+ *   Q8_VALS(b, i), Q4_VALS(b, i)  values i .. i + VL - 1 of a Q8_0 or
+ *                  Q4_0 block as floats (i a multiple of VL)
  *   VNNI_ATTR      the target attribute of the VNNI set (avxvnni,
  *                  avx512vnni)
  *   IL_AHEAD       bytes ahead of a Q4_K group's block to prefetch (0:
@@ -36,6 +40,21 @@
 #include "txl-kernels.h"
 
 #define IL_HALVES (TXL_IL / VL)
+
+/* The blocks of T (Q8_0, Q4_0) widened, exactly: VALS(b, i) (Q8_VALS,
+ * Q4_VALS) times the block's scale. */
+#define WIDEN_BLOCKS(name, T, VALS)                                          \
+static void                                                                  \
+name(float *dst, const void *src, size_t n)                                  \
+{                                                                            \
+	const T *q = src;                                                    \
+                                                                             \
+	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {             \
+		const VF d = BLOCK_SCALE(q + b);                             \
+		for (int i = 0; i < TXL_QK; i += VL)                         \
+			VF_STORE(dst + i, VF_MUL(VALS(q + b, i), d));        \
+	}                                                                    \
+}
 
 /* The broadcast of the 4 activation bytes at x */
 static inline VI
