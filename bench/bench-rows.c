@@ -5,8 +5,8 @@
  * dot_il_multi) against its one-row kernels (dot, dot_il), on the
  * matrices of the 14.6M shape's six layers (qkv 1152 x 384, o_net
  * 384 x 384, ff1 1536 x 384, ff2 384 x 1536) in F32 (42.5 MB, past a
- * shared L3), F16 and in the interleaved Q8_0 and Q4_0 copies (11.3 and
- * 6 MB), on the set this CPU runs (or --isa's):
+ * shared L3), F16 and in the interleaved Q8_0, Q4_0 and Q4_K copies
+ * (11.3, 6 and 6 MB), on the set this CPU runs (or --isa's):
  *
  *   bench-rows [--ms T] [--isa scalar|avx2|avxvnni|avx512|avx512vnni]
  *
@@ -240,7 +240,8 @@ main(int argc, char **argv)
 	if (bench_type(ks, TXL_F32, false, ms) ||
 	    bench_type(ks, TXL_F16, false, ms) ||
 	    bench_type(ks, TXL_Q8_0, true, ms) ||
-	    bench_type(ks, TXL_Q4_0, true, ms))
+	    bench_type(ks, TXL_Q4_0, true, ms) ||
+	    bench_type(ks, TXL_Q4_K, true, ms))
 		return 1;
 	return 0;
 }

@@ -16,32 +16,16 @@
 
 enum { MR = 6, NV = 2, NR = 8 * NV };
 
+#define F32_MADD(s, x, v) _mm256_fmadd_ps(x, v, s)
+
 static void
 f32_tile(float *c, size_t ldc, const float *a, size_t lda, const float *b,
 	 int kc, int m, int n, bool add)
 {
-	const float *ar[MR];
 	__m256 acc[MR][NV];
 
-#pragma GCC unroll 6
-	for (int i = 0; i < MR; i++) {
-		/* rows beyond m repeat the last (computed, not stored) */
-		ar[i] = a + (size_t)(i < m ? i : m - 1) * lda;
-#pragma GCC unroll 2
-		for (int j = 0; j < NV; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
-	for (int k = 0; k < kc; k++, b += NR) {
-		const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-
-#pragma GCC unroll 6
-		for (int i = 0; i < MR; i++) {
-			const __m256 x = _mm256_broadcast_ss(ar[i] + k);
-
-			acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-			acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-		}
-	}
+	TXL_GEMM_TILE(float, __m256, _mm256_setzero_ps, _mm256_load_ps,
+		      _mm256_broadcast_ss, F32_MADD, acc, a, lda, b, kc, m);
 	for (int i = 0; i < MR && i < m; i++) {
 		float *p = c + (size_t)i * ldc;
 

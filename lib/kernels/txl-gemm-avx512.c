@@ -14,65 +14,19 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "txl-gemm.h"
+#include "txl-gemm-avx512.h"
 
-enum { MR = 8, NV = 3, NR = 16 * NV };
-
-/* The mask of the first n (0..16) lanes. */
-static inline __mmask16
-lanes(int n)
-{
-	return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
-
-/* Stores a tile's accumulators: rows < m, columns < n. */
-#define STORE_TILE(acc, c, ldc, m, n, add)                                  \
-	do {                                                                \
-		for (int i_ = 0; i_ < MR && i_ < (m); i_++) {               \
-			for (int j_ = 0; j_ < NV; j_++) {                   \
-				const __mmask16 k_ = lanes((n) - 16 * j_);  \
-				float *p_ = (c) + (size_t)i_ * (ldc) +      \
-					16 * j_;                            \
-				__m512 v_ = (acc)[i_][j_];                  \
-				if (add)                                    \
-					v_ = _mm512_add_ps(v_,              \
-						_mm512_maskz_loadu_ps(k_,   \
-								      p_)); \
-				_mm512_mask_storeu_ps(p_, k_, v_);          \
-			}                                                   \
-		}                                                           \
-	} while (0)
+#define F32_BCAST(p) _mm512_set1_ps(*(p))
+#define F32_MADD(s, x, v) _mm512_fmadd_ps(x, v, s)
 
 void
 txl_gemm_avx512_f32(float *c, size_t ldc, const float *a, size_t lda,
 		    const float *b, int kc, int m, int n, bool add)
 {
-	const float *ar[MR];
 	__m512 acc[MR][NV];
 
-	/* rows beyond m repeat the last (computed, not stored) */
-#pragma GCC unroll 8
-	for (int i = 0; i < MR; i++) {
-		ar[i] = a + (size_t)(i < m ? i : m - 1) * lda;
-#pragma GCC unroll 3
-		for (int j = 0; j < NV; j++)
-			acc[i][j] = _mm512_setzero_ps();
-	}
-	for (int k = 0; k < kc; k++, b += NR) {
-		__m512 bv[NV];
-
-#pragma GCC unroll 3
-		for (int j = 0; j < NV; j++)
-			bv[j] = _mm512_load_ps(b + 16 * j);
-#pragma GCC unroll 8
-		for (int i = 0; i < MR; i++) {
-			const __m512 x = _mm512_set1_ps(ar[i][k]);
-#pragma GCC unroll 3
-			for (int j = 0; j < NV; j++)
-				acc[i][j] = _mm512_fmadd_ps(x, bv[j],
-							    acc[i][j]);
-		}
-	}
+	TXL_GEMM_TILE(float, __m512, _mm512_setzero_ps, _mm512_load_ps,
+		      F32_BCAST, F32_MADD, acc, a, lda, b, kc, m);
 	STORE_TILE(acc, c, ldc, m, n, add);
 }
 

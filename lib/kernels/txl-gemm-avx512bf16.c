@@ -14,58 +14,21 @@
  */
 #include <immintrin.h>
 
-#include "txl-gemm.h"
+#include "txl-gemm-avx512.h"
 
-enum { MR = 8, NV = 3, NR = 16 * NV };
-
-static inline __mmask16
-lanes(int n)
-{
-	return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
+#define BF16_LOAD(p) ((__m512bh)_mm512_load_si512(p))
+#define BF16_BCAST(p) ((__m512bh)_mm512_set1_epi32((int)*(p)))
+#define BF16_MADD(s, x, v) _mm512_dpbf16_ps(s, x, v)
 
 static void
 bf16_tile(float *c, size_t ldc, const uint32_t *a, size_t lda,
 	  const uint32_t *b, int kp, int m, int n, bool add)
 {
-	const uint32_t *ar[MR];
 	__m512 acc[MR][NV];
 
-#pragma GCC unroll 8
-	for (int i = 0; i < MR; i++) {
-		ar[i] = a + (size_t)(i < m ? i : m - 1) * lda;
-#pragma GCC unroll 3
-		for (int j = 0; j < NV; j++)
-			acc[i][j] = _mm512_setzero_ps();
-	}
-	for (int k = 0; k < kp; k++, b += NR) {
-		__m512bh bv[NV];
-
-#pragma GCC unroll 3
-		for (int j = 0; j < NV; j++)
-			bv[j] = (__m512bh)_mm512_load_si512(b + 16 * j);
-#pragma GCC unroll 8
-		for (int i = 0; i < MR; i++) {
-			const __m512bh x = (__m512bh)_mm512_set1_epi32(
-				(int)ar[i][k]);
-#pragma GCC unroll 3
-			for (int j = 0; j < NV; j++)
-				acc[i][j] = _mm512_dpbf16_ps(acc[i][j], x,
-							     bv[j]);
-		}
-	}
-	for (int i = 0; i < MR && i < m; i++) {
-		for (int j = 0; j < NV; j++) {
-			const __mmask16 mk = lanes(n - 16 * j);
-			float *p = c + (size_t)i * ldc + 16 * j;
-			__m512 v = acc[i][j];
-
-			if (add)
-				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk,
-									   p));
-			_mm512_mask_storeu_ps(p, mk, v);
-		}
-	}
+	TXL_GEMM_TILE(uint32_t, __m512bh, _mm512_setzero_ps,
+		      BF16_LOAD, BF16_BCAST, BF16_MADD, acc, a, lda, b, kp, m);
+	STORE_TILE(acc, c, ldc, m, n, add);
 }
 
 /* vcvtne2ps2bf16 rounds to nearest even (flushing subnormal inputs, as

@@ -187,6 +187,41 @@ txl_gemm_widen_bf16_c(float *restrict dst, const void *panel, int k0,
 	}
 }
 
+/* The k loop of a vector set's tile of MR rows by NV vectors (the file's
+ * enum): acc[i][j] = the sum over k < kc of the products of row i's value
+ * k (a's rows lda elements of type T apart, rows beyond m repeating the
+ * last: computed, not stored) and the panel's vector j of step k (b, NR
+ * elements a step), each by MADD(acc, broadcast, panel vector), the
+ * vectors of type V by ZERO(), LOAD(p) and BCAST(p).  Arrays unrolled
+ * whole into registers. */
+#define TXL_GEMM_TILE(T, V, ZERO, LOAD, BCAST, MADD, acc, a, lda, b, kc, m) \
+	do {                                                                \
+		const T *ar_[MR];                                           \
+		const T *b_ = (b);                                          \
+		_Pragma("GCC unroll 8")                                     \
+		for (int i_ = 0; i_ < MR; i_++) {                           \
+			ar_[i_] = (a) + (size_t)(i_ < (m) ? i_ : (m) - 1) * \
+				(lda);                                      \
+			_Pragma("GCC unroll 3")                             \
+			for (int j_ = 0; j_ < NV; j_++)                     \
+				(acc)[i_][j_] = ZERO();                     \
+		}                                                           \
+		for (int k_ = 0; k_ < (kc); k_++, b_ += NR) {               \
+			V bv_[NV];                                          \
+			_Pragma("GCC unroll 3")                             \
+			for (int j_ = 0; j_ < NV; j_++)                     \
+				bv_[j_] = LOAD(b_ + NR / NV * j_);          \
+			_Pragma("GCC unroll 8")                             \
+			for (int i_ = 0; i_ < MR; i_++) {                   \
+				const V x_ = BCAST(ar_[i_] + k_);           \
+				_Pragma("GCC unroll 3")                     \
+				for (int j_ = 0; j_ < NV; j_++)             \
+					(acc)[i_][j_] = MADD((acc)[i_][j_], \
+							     x_, bv_[j_]);  \
+			}                                                   \
+		}                                                           \
+	} while (0)
+
 static inline void
 txl_gemm_widen_q8_c(float *restrict dst, const void *panel, int k0, int kc,
 		    int nr)

@@ -25,6 +25,36 @@
 #include "txl-kernels.h"
 #include "txl-kernels-x86.h"
 
+/* The vectors of txl-kernels-simd.h: 8 lanes */
+#define VL 8
+#define VI __m256i
+#define VF __m256
+#define VI_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+#define VI_ZERO() _mm256_setzero_si256()
+#define VI_SET1_8(c) _mm256_set1_epi8(c)
+#define VI_SET1_32(c) _mm256_set1_epi32(c)
+#define VI_ADD32(a, b) _mm256_add_epi32(a, b)
+#define VI_AND(a, b) _mm256_and_si256(a, b)
+#define VI_XOR(a, b) _mm256_xor_si256(a, b)
+#define VI_SRLI16(v, n) _mm256_srli_epi16(v, n)
+#define VI_SLLI32(v, n) _mm256_slli_epi32(v, n)
+#define VI_MULLO32(a, b) _mm256_mullo_epi32(a, b)
+#define VI_U8(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64(                      \
+	(const __m128i *)(const void *)(p)))
+#define VI_DPBUSD(s, u, v) _mm256_dpbusd_avx_epi32(s, u, v)
+#define VF_ZERO() _mm256_setzero_ps()
+#define VF_ADD(a, b) _mm256_add_ps(a, b)
+#define VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define VF_SET1(f) _mm256_set1_ps(f)
+#define VF_CVT(v) _mm256_cvtepi32_ps(v)
+#define VF_PH(p) _mm256_cvtph_ps(_mm_loadu_si128(                           \
+	(const __m128i *)(const void *)(p)))
+#define VF_STORE(p, v) _mm256_storeu_ps(p, v)
+#define BLOCK_SCALE(b) block_scale8(b)
+#define Q8_VALS(b, i) q8_load8((b)->qs + (i))
+#define Q4_VALS(b, i) q4_load8(b, i)
+#define VNNI_ATTR __attribute__((target("avxvnni")))
+
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
 hsum4(__m256 a, __m256 b, __m256 c, __m256 d)
@@ -272,19 +302,6 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	}
 }
 
-static void
-widen_q8_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q8_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m256 d = block_scale8(q + b);
-		for (int i = 0; i < TXL_QK; i += 8)
-			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q8_load8(q[b].qs + i),
-							       d));
-	}
-}
-
 /* Q4_0: values i .. i + 7 of a block (i a multiple of 8) as floats. */
 static inline __m256
 q4_load8(const struct txl_block_q4_0 *b, int i)
@@ -295,19 +312,6 @@ q4_load8(const struct txl_block_q4_0 *b, int i)
 	x = _mm_and_si128(i >= 16 ? _mm_srli_epi16(x, 4) : x, _mm_set1_epi8(15));
 	return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(x),
 						   _mm256_set1_epi32(8)));
-}
-
-static void
-widen_q4_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q4_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m256 d = block_scale8(q + b);
-		for (int i = 0; i < TXL_QK; i += 8)
-			_mm256_storeu_ps(dst + i, _mm256_mul_ps(q4_load8(q + b, i),
-							       d));
-	}
 }
 
 /* A block's 32 values into v[4]; their largest magnitude (exact), NaN if
@@ -491,7 +495,6 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
-#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -502,26 +505,15 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 /* The lane of each row (the permutation that puts the rows back) */
 #define Q4_ROW_LANES _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
 
-/* The low nibbles of v's bytes times qlo's, the high ones times qhi's:
- * in each int32 lane 4 of each, exact (a pair of products is at most
- * 2 * 15 * 127, two pairs fit int16). */
-static inline __m256i
-q4_nibbles_idot(__m256i v, __m256i qlo, __m256i qhi)
-{
-	const __m256i m = _mm256_set1_epi8(15);
-	const __m256i s = _mm256_add_epi16(
-		_mm256_maddubs_epi16(_mm256_and_si256(v, m), qlo),
-		_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4),
-						      m), qhi));
-
-	return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-}
+/* The low nibbles of v's bytes times qlo's, the high ones times qhi's,
+ * 4 of each in each int32 lane: txl-kernels-q4.h's */
+#define q4_idot_bw q4_idot256
 
 /* The blocks (16 value bytes) of two rows, ld bytes apart. */
 static inline __m256i
 q4_idot(const uint8_t *p, size_t ld, __m256i qlo, __m256i qhi)
 {
-	return q4_nibbles_idot(_mm256_loadu2_m128i(
+	return q4_idot_bw(_mm256_loadu2_m128i(
 		(const __m128i *)(const void *)(p + ld),
 		(const __m128i *)(const void *)p), qlo, qhi);
 }
@@ -591,10 +583,8 @@ dot_rows_q4(float *y, const void *w, size_t ld, const struct txl_q8_act *a,
  * vpdpbusd from off as q8_block_idot_vnni (every lane a row: off in each);
  * a block's eight steps into two sums (integer: exact in any order). */
 static inline __m256i
-il_step_bw(__m256i s, const uint8_t *w8, __m256i xb)
+il_step_bw(__m256i s, __m256i w, __m256i xb)
 {
-	__m256i w = _mm256_loadu_si256((const __m256i *)(const void *)w8);
-
 	return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(
 		_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w)),
 		_mm256_set1_epi16(1)));
@@ -602,10 +592,10 @@ il_step_bw(__m256i s, const uint8_t *w8, __m256i xb)
 
 __attribute__((target("avxvnni")))
 static inline __m256i
-il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
+il_step_vnni(__m256i s, __m256i w, __m256i xb)
 {
-	return _mm256_dpbusd_avx_epi32(s, _mm256_xor_si256(_mm256_loadu_si256(
-		(const __m256i *)(const void *)w8), _mm256_set1_epi8(-128)), xb);
+	return _mm256_dpbusd_avx_epi32(s, _mm256_xor_si256(w,
+		_mm256_set1_epi8(-128)), xb);
 }
 
 /* The integer sums of a block (qs, the activations' x) into lo (rows
@@ -621,10 +611,10 @@ il_step_vnni(__m256i s, const uint8_t *w8, __m256i xb)
 						       ((x) + 4 * j));       \
 			__m256i x1 = _mm256_set1_epi32(*(const int32_t *)(const void *) \
 						       ((x) + 4 * j + 4));   \
-			l0 = step(l0, (qs) + 64 * j, x0);                    \
-			h0 = step(h0, (qs) + 64 * j + 32, x0);               \
-			l1 = step(l1, (qs) + 64 * j + 64, x1);               \
-			h1 = step(h1, (qs) + 64 * j + 96, x1);               \
+			l0 = step(l0, VI_LOAD((qs) + 64 * j), x0);           \
+			h0 = step(h0, VI_LOAD((qs) + 64 * j + 32), x0);      \
+			l1 = step(l1, VI_LOAD((qs) + 64 * j + 64), x1);      \
+			h1 = step(h1, VI_LOAD((qs) + 64 * j + 96), x1);      \
 		}                                                            \
 		lo = _mm256_add_epi32(l0, l1);                               \
 		hi = _mm256_add_epi32(h0, h1);                               \
@@ -691,11 +681,11 @@ DOT_IL(dot_il_vnni, IL_IDOT, il_step_vnni, IL_OFF, TXL_IL_BLOCK,
 /* Interleaved Q4_0 (txl-kernels.h): 8 columns of 8 rows, 32 bytes, a
  * mask and a shift from two vectors of the Q8_0 layout's unsigned bytes,
  * each times 4 bytes of the activations broadcast: by pairs
- * (q4_nibbles_idot), or by vpdpbusd; from off / 16 in every lane. */
+ * (q4_idot_bw), or by vpdpbusd; from off / 16 in every lane. */
 static inline __m256i
 il4_step_bw(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
 {
-	return _mm256_add_epi32(s, q4_nibbles_idot(_mm256_loadu_si256(
+	return _mm256_add_epi32(s, q4_idot_bw(_mm256_loadu_si256(
 		(const __m256i *)(const void *)w8), x0, x1));
 }
 
@@ -729,104 +719,6 @@ il4_step_vnni(__m256i s, const uint8_t *w8, __m256i x0, __m256i x1)
 #define IL_OFF16(b) _mm256_set1_epi32(a->off[b] / 16)
 DOT_IL(dot_il_q4, IL4_IDOT, il4_step_bw, IL_OFF16, TXL_IL_BLOCK_Q4, )
 
-/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
- * Q4_0's (from 0) in two halves of 8 rows, then 4 of them less z times
- * the activations' sum, times (d sc / 4 times a's scale), as the scalar
- * kernel; the rows' scales and zero points from the planes of their sz
- * bytes. */
-static inline __m256
-q4k_il_term(__m256i s, __m128i sc8, __m128i z8, __m256 d, int32_t asum,
-	    float ad)
-{
-	const __m256i t = _mm256_add_epi32(_mm256_slli_epi32(s, 2),
-		_mm256_mullo_epi32(_mm256_cvtepu8_epi32(z8),
-				   _mm256_set1_epi32(asum)));
-	const __m256 u = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(
-		_mm256_cvtepu8_epi32(sc8))), _mm256_set1_ps(0.25f));
-
-	return _mm256_mul_ps(_mm256_cvtepi32_ps(t),
-			     _mm256_mul_ps(u, _mm256_set1_ps(ad)));
-}
-
-#define DOT_IL_Q4K(name, step, attr)                                         \
-attr static void                                                             \
-name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
-{                                                                            \
-	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
-	const uint8_t *blk = w;                                              \
-	const __m128i m63 = _mm_set1_epi8(63), m3 = _mm_set1_epi8(3);        \
-	const __m128i m15 = _mm_set1_epi8(15);                               \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		__m256 e_lo = _mm256_setzero_ps(), e_hi = e_lo, o_lo = e_lo, \
-		       o_hi = e_lo;                                          \
-		for (int sb = 0; sb < nsb; sb++,                             \
-		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
-			const __m256 d_lo = _mm256_cvtph_ps(_mm_loadu_si128( \
-				(const __m128i *)(const void *)blk));        \
-			const __m256 d_hi = _mm256_cvtph_ps(_mm_loadu_si128( \
-				(const __m128i *)(const void *)(blk + 16))); \
-			const uint8_t *pl = blk + 2 * TXL_IL;                \
-			for (int l = 0; l < TXL_IL * TXL_Q4_K_BYTES; l += 64) \
-				prefetch_at(blk, IL_PREFETCH + l);           \
-			for (int sj = 0; sj < TXL_Q4_K_SUB; sj++) {          \
-				const int b = sb * TXL_Q4_K_SUB + sj;        \
-				const __m128i p = _mm_loadu_si128(           \
-					(const __m128i *)(const void *)(pl + 16 * sj)); \
-				const __m128i h = _mm_loadu_si128(           \
-					(const __m128i *)(const void *)      \
-					(pl + 16 * (4 + sj / 2)));           \
-				const __m128i z8 = _mm_or_si128(_mm_and_si128( \
-					_mm_srli_epi16(p, 6), m3),            \
-					_mm_slli_epi16(_mm_and_si128(         \
-					_mm_srli_epi16(h, 4 * (sj & 1)), m15), 2)); \
-				const __m128i sc8 = _mm_and_si128(p, m63);   \
-				const uint8_t *qs = blk + TXL_IL_Q4K_VALUES + \
-					sj * TXL_IL * TXL_QK / 2;             \
-				const int8_t *xq = a->q + b * TXL_QK;        \
-				__m256i lo, hi;                              \
-				IL4_IDOT(step, qs, xq,                       \
-					 _mm256_setzero_si256(), lo, hi);     \
-				const __m256 tl = q4k_il_term(lo, sc8, z8,   \
-					d_lo, a->off[b] / 128, a->d[b]);      \
-				const __m256 th = q4k_il_term(hi,            \
-					_mm_srli_si128(sc8, 8),               \
-					_mm_srli_si128(z8, 8), d_hi,          \
-					a->off[b] / 128, a->d[b]);            \
-				if (b % 2) {                                 \
-					o_lo = _mm256_add_ps(o_lo, tl);       \
-					o_hi = _mm256_add_ps(o_hi, th);       \
-				} else {                                     \
-					e_lo = _mm256_add_ps(e_lo, tl);       \
-					e_hi = _mm256_add_ps(e_hi, th);       \
-				}                                            \
-			}                                                    \
-		}                                                            \
-		_mm256_storeu_ps(y + g * TXL_IL, _mm256_add_ps(e_lo, o_lo)); \
-		_mm256_storeu_ps(y + g * TXL_IL + 8, _mm256_add_ps(e_hi, o_hi)); \
-	}                                                                    \
-}
-
-DOT_IL_Q4K(dot_il_q4k, il4_step_bw, )
-DOT_IL_Q4K(dot_il_q4k_vnni, il4_step_vnni, __attribute__((target("avxvnni"))))
-
-/* several rows of activations: each by the one-row kernel */
-static void
-dot_il_multi_q4k(float *const *y, const void *w, int ng,
-		 const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k(y[m], w, ng, &a[m], K);
-}
-
-__attribute__((target("avxvnni")))
-static void
-dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
-		      const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
-}
 DOT_IL(dot_il_q4_vnni, IL4_IDOT, il4_step_vnni, IL_OFF16, TXL_IL_BLOCK_Q4,
        __attribute__((target("avxvnni"))))
 
@@ -1188,13 +1080,7 @@ exp_sum(float *out, const float *x, int n, float max)
 	double t[4], sum;
 	_mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
 	sum = (t[0] + t[1]) + (t[2] + t[3]);
-	for (; i < n; i++) {
-		float e = expf(x[i] - max);
-		if (out)
-			out[i] = e;
-		sum += e;
-	}
-	return sum;
+	return txl_exp_sum_tail(out, x, i, n, max, sum);
 }
 
 static float
@@ -1369,166 +1255,16 @@ DOT_MULTI(dot_multi_f16, dot_rows_f16, dot_row4_f16, 2, load8_f16, load1_f16)
 DOT_MULTI(dot_multi_bf16, dot_rows_bf16, dot_row4_bf16, 2, load8_bf16,
 	  load1_bf16)
 
-/*
- * The interleaved copy against several rows: per group, each half of its
- * rows (8 lanes) in turn, and per block the half's weights made ready
- * once (PREP: 32-byte vectors in registers), then for each row of
- * activations its integer sum from them (SUM: exact, in any order) and
- * the float steps of DOT_IL in its order, lane by lane, into the row's
- * sums of the even and the odd blocks.
- */
-#define DOT_IL_MULTI(name, PREP, SUM, nv, bsz, attr)                         \
-attr static void                                                             \
-name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
-     int M, int K)                                                           \
-{                                                                            \
-	const int nb = K / TXL_QK;                                           \
-	__m256 acc[2][TXL_ROWS_MAX];                                         \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		const uint8_t *grp = (const uint8_t *)w + (size_t)g * nb * (bsz); \
-		for (int half = 0; half < 2; half++) {                       \
-			for (int m = 0; m < M; m++)                          \
-				acc[0][m] = acc[1][m] = _mm256_setzero_ps(); \
-			for (int b = 0; b < nb; b++) {                       \
-				const uint8_t *blk = grp + (size_t)b * (bsz); \
-				const __m256 sc = _mm256_cvtph_ps(_mm_loadu_si128( \
-					(const __m128i *)(const void *)      \
-					(blk + 16 * half)));                 \
-				__m256i v[nv];                               \
-				PREP(v, blk + TXL_IL_SCALES + 32 * half);    \
-				for (int m = 0; m < M; m++) {                \
-					const __m256i s = SUM(v,             \
-						a[m].q + b * TXL_QK, a[m].off[b]); \
-					acc[b & 1][m] = _mm256_add_ps(acc[b & 1][m], \
-						_mm256_mul_ps(_mm256_cvtepi32_ps(s), \
-							_mm256_mul_ps(sc, _mm256_set1_ps( \
-								a[m].d[b])))); \
-				}                                            \
-			}                                                    \
-			for (int m = 0; m < M; m++)                          \
-				_mm256_storeu_ps(y[m] + g * TXL_IL + 8 * half, \
-					_mm256_add_ps(acc[0][m], acc[1][m])); \
-		}                                                            \
-	}                                                                    \
-}
+/* the interleaved copies' kernels AVX-512 shares (from L3 the integer
+ * products of Q4_K had too few loads in flight without the prefetch) */
+#define IL_AHEAD IL_PREFETCH
+#include "txl-kernels-simd.h"
 
-static inline __m256i
-bcast4(const int8_t *x)
-{
-	return _mm256_set1_epi32(*(const int32_t *)(const void *)x);
-}
+WIDEN_BLOCKS(widen_q8_0, struct txl_block_q8_0, Q8_VALS)
+WIDEN_BLOCKS(widen_q4_0, struct txl_block_q4_0, Q4_VALS)
 
-/* Q8_0: a half's eight steps of 4 columns (32 bytes, 64 apart), as
- * stored (il_step_bw's sign transfer for each row) or flipped to unsigned
- * once for vpdpbusd, whose sums start from off. */
-static inline void
-il8_prep_bw(__m256i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm256_loadu_si256((const __m256i *)(const void *)
-					  (qs + 64 * j));
-}
-
-static inline __m256i
-il8_sum_bw(const __m256i v[8], const int8_t *x, int32_t off)
-{
-	__m256i s0 = _mm256_setzero_si256(), s1 = s0;
-
-	(void)off;
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		const __m256i x0 = bcast4(x + 4 * j), x1 = bcast4(x + 4 * j + 4);
-
-		s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(
-			_mm256_sign_epi8(v[j], v[j]), _mm256_sign_epi8(x0, v[j])),
-			_mm256_set1_epi16(1)));
-		s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(
-			_mm256_sign_epi8(v[j + 1], v[j + 1]),
-			_mm256_sign_epi8(x1, v[j + 1])), _mm256_set1_epi16(1)));
-	}
-	return _mm256_add_epi32(s0, s1);
-}
-
-__attribute__((target("avxvnni")))
-static inline void
-il8_prep_vnni(__m256i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm256_xor_si256(_mm256_loadu_si256(
-			(const __m256i *)(const void *)(qs + 64 * j)),
-			_mm256_set1_epi8(-128));
-}
-
-__attribute__((target("avxvnni")))
-static inline __m256i
-il8_sum_vnni(const __m256i v[8], const int8_t *x, int32_t off)
-{
-	__m256i s0 = _mm256_set1_epi32(off), s1 = _mm256_setzero_si256();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		s0 = _mm256_dpbusd_avx_epi32(s0, v[j], bcast4(x + 4 * j));
-		s1 = _mm256_dpbusd_avx_epi32(s1, v[j + 1], bcast4(x + 4 * j + 4));
-	}
-	return _mm256_add_epi32(s0, s1);
-}
-
-/* Q4_0: a half's four steps of 8 columns, as stored (q4_nibbles_idot for
- * each row), or their nibbles split once for vpdpbusd; from off / 16. */
-static inline void
-il4_prep_bw(__m256i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++)
-		v[j] = _mm256_loadu_si256((const __m256i *)(const void *)
-					  (qs + 64 * j));
-}
-
-static inline __m256i
-il4_sum_bw(const __m256i v[8], const int8_t *x, int32_t off)
-{
-	__m256i s = _mm256_set1_epi32(off / 16);
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++)
-		s = _mm256_add_epi32(s, q4_nibbles_idot(v[j], bcast4(x + 8 * j),
-							bcast4(x + 8 * j + 4)));
-	return s;
-}
-
-__attribute__((target("avxvnni")))
-static inline void
-il4_prep_vnni(__m256i v[8], const uint8_t *qs)
-{
-	const __m256i m = _mm256_set1_epi8(15);
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)
-						     (qs + 64 * j));
-
-		v[2 * j] = _mm256_and_si256(q, m);
-		v[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
-	}
-}
-
-__attribute__((target("avxvnni")))
-static inline __m256i
-il4_sum_vnni(const __m256i v[8], const int8_t *x, int32_t off)
-{
-	__m256i s0 = _mm256_set1_epi32(off / 16), s1 = _mm256_setzero_si256();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		s0 = _mm256_dpbusd_avx_epi32(s0, v[2 * j], bcast4(x + 8 * j));
-		s1 = _mm256_dpbusd_avx_epi32(s1, v[2 * j + 1],
-					     bcast4(x + 8 * j + 4));
-	}
-	return _mm256_add_epi32(s0, s1);
-}
+DOT_IL_Q4K(dot_il_q4k, il4_prep_bw, il4_sum_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_prep_vnni, il4_sum_vnni, VNNI_ATTR)
 
 DOT_IL_MULTI(dot_il_multi, il8_prep_bw, il8_sum_bw, 8, TXL_IL_BLOCK, )
 DOT_IL_MULTI(dot_il_multi_vnni, il8_prep_vnni, il8_sum_vnni, 8, TXL_IL_BLOCK,
@@ -1537,19 +1273,9 @@ DOT_IL_MULTI(dot_il_multi_q4, il4_prep_bw, il4_sum_bw, 8, TXL_IL_BLOCK_Q4, )
 DOT_IL_MULTI(dot_il_multi_q4_vnni, il4_prep_vnni, il4_sum_vnni, 8,
 	     TXL_IL_BLOCK_Q4, __attribute__((target("avxvnni"))))
 
-const struct txl_type_kernels txl_avx2_f32 = {
-	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
-};
-const struct txl_type_kernels txl_avx2_f16 = {
-	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
-};
-const struct txl_type_kernels txl_avx2_bf16 = {
-	.widen = widen_bf16, .narrow = narrow_bf16,
-	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
-	.dot_multi = dot_multi_bf16,
-};
+const struct txl_type_kernels txl_avx2_f32 = TXL_FLOAT_KERNELS(f32);
+const struct txl_type_kernels txl_avx2_f16 = TXL_FLOAT_KERNELS(f16);
+const struct txl_type_kernels txl_avx2_bf16 = TXL_FLOAT_KERNELS(bf16);
 const struct txl_type_kernels txl_avx2_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
@@ -1574,10 +1300,10 @@ const struct txl_type_kernels txl_avxvnni_q4_0 = {
 /* Q4_K: the integer products of each super-block in vectors */
 const struct txl_type_kernels txl_avx2_q4_k = {
 	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k,
-	.dot_il_multi = dot_il_multi_q4k,
+	.dot_il_multi = dot_il_q4k_multi,
 };
 const struct txl_type_kernels txl_avxvnni_q4_k = {
-	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_q4k_vnni_multi,
 };
 
 const struct txl_kernels txl_kernels_avx2 = {

@@ -21,6 +21,36 @@
 #include "txl-kernels.h"
 #include "txl-kernels-x86.h"
 
+/* The vectors of txl-kernels-simd.h: 16 lanes */
+#define VL 16
+#define VI __m512i
+#define VF __m512
+#define VI_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VI_ZERO() _mm512_setzero_si512()
+#define VI_SET1_8(c) _mm512_set1_epi8(c)
+#define VI_SET1_32(c) _mm512_set1_epi32(c)
+#define VI_ADD32(a, b) _mm512_add_epi32(a, b)
+#define VI_AND(a, b) _mm512_and_si512(a, b)
+#define VI_XOR(a, b) _mm512_xor_si512(a, b)
+#define VI_SRLI16(v, n) _mm512_srli_epi16(v, n)
+#define VI_SLLI32(v, n) _mm512_slli_epi32(v, n)
+#define VI_MULLO32(a, b) _mm512_mullo_epi32(a, b)
+#define VI_U8(p) _mm512_cvtepu8_epi32(_mm_loadu_si128(                      \
+	(const __m128i *)(const void *)(p)))
+#define VI_DPBUSD(s, u, v) _mm512_dpbusd_epi32(s, u, v)
+#define VF_ZERO() _mm512_setzero_ps()
+#define VF_ADD(a, b) _mm512_add_ps(a, b)
+#define VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define VF_SET1(f) _mm512_set1_ps(f)
+#define VF_CVT(v) _mm512_cvtepi32_ps(v)
+#define VF_PH(p) _mm512_cvtph_ps(_mm256_loadu_si256(                        \
+	(const __m256i *)(const void *)(p)))
+#define VF_STORE(p, v) _mm512_storeu_ps(p, v)
+#define BLOCK_SCALE(b) block_scale16(b)
+#define Q8_VALS(b, i) q8_load16((b)->qs + (i))
+#define Q4_VALS(b, i) q4_load16(b, (i) / 16)
+#define VNNI_ATTR __attribute__((target("avx512vnni")))
+
 /* [sum(a), sum(b), sum(c), sum(d)] */
 static inline __m128
 hsum4(__m512 a, __m512 b, __m512 c, __m512 d)
@@ -207,19 +237,6 @@ dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
 	}
 }
 
-static void
-widen_q8_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q8_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m512 d = block_scale16(q + b);
-		_mm512_storeu_ps(dst, _mm512_mul_ps(q8_load16(q[b].qs), d));
-		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q8_load16(q[b].qs + 16),
-							 d));
-	}
-}
-
 /* Q4_0: sixteen values of a block (half h: values 16 h .. 16 h + 15) as
  * floats. */
 static inline __m512
@@ -232,18 +249,6 @@ q4_load16(const struct txl_block_q4_0 *b, int h)
 	 * conversion took two */
 	return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(x), _mm512_setr_ps(
 		-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-static void
-widen_q4_0(float *dst, const void *src, size_t n)
-{
-	const struct txl_block_q4_0 *q = src;
-
-	for (size_t b = 0; b < n / TXL_QK; b++, dst += TXL_QK) {
-		__m512 d = block_scale16(q + b);
-		_mm512_storeu_ps(dst, _mm512_mul_ps(q4_load16(q + b, 0), d));
-		_mm512_storeu_ps(dst + 16, _mm512_mul_ps(q4_load16(q + b, 1), d));
-	}
 }
 
 /* ---- Q8_0 against quantized activations ----
@@ -436,7 +441,6 @@ q16_block_idot(const struct txl_block_q8_0 *b, q16_query_t a)
 
 #include "txl-kernels-q16.h"
 #include "txl-kernels-q4.h"
-#include "txl-kernels-q4k.h"
 
 /* ---- Q4_0 memory against an int8 query ----
  *
@@ -683,123 +687,6 @@ DOT_IL(dot_il_q4_bw, il4_idot_bw, TXL_IL_BLOCK_Q4, )
 DOT_IL(dot_il_q4_vnni, il4_idot_vnni, TXL_IL_BLOCK_Q4,
        __attribute__((target("avx512vnni"))))
 
-/* Interleaved Q4_K (txl-kernels.h): each sub-block's sums of q a as
- * Q4_0's (from 0), then 4 of them less z times the activations' sum,
- * times (d sc / 4 times a's scale), as the scalar kernel; the 16 rows'
- * scales and zero points from the planes of their sz bytes. */
-/* A super-block's 4 sub-blocks' scales (sc) and zero points (z) of the
- * 16 rows, as bytes: sub-block j in 128-bit lane j. */
-static inline void
-q4k_il_planes(const uint8_t *pl, __m512i *sc, __m512i *z)
-{
-	const __m512i p = _mm512_loadu_si512(pl);
-	const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)
-					     (pl + 64));
-	const __m256i m15 = _mm256_set1_epi8(15);
-	const __m256i lo = _mm256_and_si256(h, m15);
-	const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(h, 4), m15);
-	/* the top 4 bits of z: planes 4 (j 0, 1) and 5 (j 2, 3), low
-	 * nibbles for even j */
-	const __m512i top = _mm512_inserti64x4(_mm512_castsi256_si512(
-		_mm256_permute2x128_si256(lo, hi, 0x20)),
-		_mm256_permute2x128_si256(lo, hi, 0x31), 1);
-
-	*sc = _mm512_and_si512(p, _mm512_set1_epi8(63));
-	*z = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p, 6),
-					      _mm512_set1_epi8(3)),
-			     _mm512_slli_epi16(top, 2));
-}
-
-/* 128-bit lane j of v: the instruction takes the lane as an immediate,
- * which j is once inlined and unrolled, but not in a build without
- * optimisation */
-static inline __m128i
-lane128(__m512i v, int j)
-{
-	switch (j) {
-	case 0:
-		return _mm512_extracti32x4_epi32(v, 0);
-	case 1:
-		return _mm512_extracti32x4_epi32(v, 1);
-	case 2:
-		return _mm512_extracti32x4_epi32(v, 2);
-	default:
-		return _mm512_extracti32x4_epi32(v, 3);
-	}
-}
-
-/* the term of sub-block j: s the rows' sums of q a, d4 their d / 4 (d sc
- * / 4 exact either way) */
-static inline __m512
-q4k_il_term(__m512i s, __m512i sc, __m512i z, int j, __m512 d4, int32_t asum,
-	    float ad)
-{
-	const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(s, 2),
-		_mm512_mullo_epi32(_mm512_cvtepu8_epi32(lane128(z, j)),
-				   _mm512_set1_epi32(asum)));
-	const __m512 u = _mm512_mul_ps(d4, _mm512_cvtepi32_ps(
-		_mm512_cvtepu8_epi32(lane128(sc, j))));
-
-	return _mm512_mul_ps(_mm512_cvtepi32_ps(t),
-			     _mm512_mul_ps(u, _mm512_set1_ps(ad)));
-}
-
-/* sub-block j of super-block sb (the group's block at blk) */
-#define Q4K_IL_TERM(idot, blk, sb, j)                                        \
-	q4k_il_term(idot((blk) + TXL_IL_Q4K_VALUES + (j) * TXL_IL * TXL_QK / 2, \
-			 a->q + ((sb) * TXL_Q4_K_SUB + (j)) * TXL_QK, 0),    \
-		    sc, z, j, d4, a->off[(sb) * TXL_Q4_K_SUB + (j)] / 128,   \
-		    a->d[(sb) * TXL_Q4_K_SUB + (j)])
-
-/* (the even and odd blocks' sums in named variables, as il_idot_bw's) */
-#define DOT_IL_Q4K(name, idot, attr)                                         \
-attr static void                                                             \
-name(float *y, const void *w, int ng, const struct txl_q8_act *a, int K)     \
-{                                                                            \
-	const int nsb = K / TXL_Q4_K_BLOCK;                                  \
-	const uint8_t *blk = w;                                              \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		__m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;              \
-		for (int sb = 0; sb < nsb; sb++,                             \
-		     blk += TXL_IL * TXL_Q4_K_BYTES) {                       \
-			const __m512 d4 = _mm512_mul_ps(_mm512_cvtph_ps(     \
-				_mm256_loadu_si256((const __m256i *)(const void *)blk)), \
-				_mm512_set1_ps(0.25f));                      \
-			__m512i sc, z;                                       \
-			q4k_il_planes(blk + 2 * TXL_IL, &sc, &z);            \
-			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 0)); \
-			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 1)); \
-			acc0 = _mm512_add_ps(acc0, Q4K_IL_TERM(idot, blk, sb, 2)); \
-			acc1 = _mm512_add_ps(acc1, Q4K_IL_TERM(idot, blk, sb, 3)); \
-		}                                                            \
-		_mm512_storeu_ps(y + g * TXL_IL, _mm512_add_ps(acc0, acc1)); \
-	}                                                                    \
-}
-
-DOT_IL_Q4K(dot_il_q4k_bw, il4_idot_bw, )
-DOT_IL_Q4K(dot_il_q4k_vnni, il4_idot_vnni,
-	   __attribute__((target("avx512vnni"))))
-
-/* several rows of activations: each by the one-row kernel */
-static void
-dot_il_multi_q4k_bw(float *const *y, const void *w, int ng,
-		    const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k_bw(y[m], w, ng, &a[m], K);
-}
-
-__attribute__((target("avx512vnni")))
-static void
-dot_il_multi_q4k_vnni(float *const *y, const void *w, int ng,
-		      const struct txl_q8_act *a, int M, int K)
-{
-	for (int m = 0; m < M; m++)
-		dot_il_q4k_vnni(y[m], w, ng, &a[m], K);
-}
-
-/* y[K] += sum_r a[r] * w_r: 64 columns at a time held in registers. */
 #define AXPY_ROWS(name, size, load16)                                        \
 static void                                                                  \
 name(float *y, const float *a, const void *w, size_t ld, int n, int K)      \
@@ -1244,6 +1131,24 @@ DOT_ROW8(dot_row8_bf16, 2, load16_bf16)
  * (16 sums); a last odd row of activations, and the rows past the last
  * group of four, by dot itself.
  */
+/* Rows w0..w3's 16 values at byte o (mask mk) times p and q: into
+ * A0..A3 and C0..C3 (the sums of two rows of activations) */
+#define PAIR4(load16, o, mk, p, q, A, C)                                     \
+	do {                                                                 \
+		__m512 v_ = load16(w0 + (o), mk);                            \
+		A##0 = _mm512_fmadd_ps(v_, p, A##0);                         \
+		C##0 = _mm512_fmadd_ps(v_, q, C##0);                         \
+		v_ = load16(w1 + (o), mk);                                   \
+		A##1 = _mm512_fmadd_ps(v_, p, A##1);                         \
+		C##1 = _mm512_fmadd_ps(v_, q, C##1);                         \
+		v_ = load16(w2 + (o), mk);                                   \
+		A##2 = _mm512_fmadd_ps(v_, p, A##2);                         \
+		C##2 = _mm512_fmadd_ps(v_, q, C##2);                         \
+		v_ = load16(w3 + (o), mk);                                   \
+		A##3 = _mm512_fmadd_ps(v_, p, A##3);                         \
+		C##3 = _mm512_fmadd_ps(v_, q, C##3);                         \
+	} while (0)
+
 #define DOT_MULTI(name, dot, row8, size, load16)                             \
 static void                                                                  \
 name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
@@ -1270,7 +1175,6 @@ name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
 			__m512 a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;  \
 			__m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0;           \
 			__m512 d0 = a0, d1 = a0, d2 = a0, d3 = a0;           \
-			__m512 v;                                            \
 			int k = 0;                                           \
 			for (; k < K32; k += 32) {                           \
 				const __m512 p0 = _mm512_loadu_ps(p + k);    \
@@ -1278,48 +1182,14 @@ name(float *const *y, const void *w, size_t ld, const float *const *x, int M, \
 				const __m512 q0 = _mm512_loadu_ps(q + k);    \
 				const __m512 q1 = _mm512_loadu_ps(q + k + 16); \
 				const int o0 = k * size, o1 = (k + 16) * size; \
-				v = load16(w0 + o0, FULL);                   \
-				a0 = _mm512_fmadd_ps(v, p0, a0);             \
-				c0 = _mm512_fmadd_ps(v, q0, c0);             \
-				v = load16(w1 + o0, FULL);                   \
-				a1 = _mm512_fmadd_ps(v, p0, a1);             \
-				c1 = _mm512_fmadd_ps(v, q0, c1);             \
-				v = load16(w2 + o0, FULL);                   \
-				a2 = _mm512_fmadd_ps(v, p0, a2);             \
-				c2 = _mm512_fmadd_ps(v, q0, c2);             \
-				v = load16(w3 + o0, FULL);                   \
-				a3 = _mm512_fmadd_ps(v, p0, a3);             \
-				c3 = _mm512_fmadd_ps(v, q0, c3);             \
-				v = load16(w0 + o1, FULL);                   \
-				b0 = _mm512_fmadd_ps(v, p1, b0);             \
-				d0 = _mm512_fmadd_ps(v, q1, d0);             \
-				v = load16(w1 + o1, FULL);                   \
-				b1 = _mm512_fmadd_ps(v, p1, b1);             \
-				d1 = _mm512_fmadd_ps(v, q1, d1);             \
-				v = load16(w2 + o1, FULL);                   \
-				b2 = _mm512_fmadd_ps(v, p1, b2);             \
-				d2 = _mm512_fmadd_ps(v, q1, d2);             \
-				v = load16(w3 + o1, FULL);                   \
-				b3 = _mm512_fmadd_ps(v, p1, b3);             \
-				d3 = _mm512_fmadd_ps(v, q1, d3);             \
+				PAIR4(load16, o0, FULL, p0, q0, a, c);       \
+				PAIR4(load16, o1, FULL, p1, q1, b, d);       \
 			}                                                    \
 			for (; k < K; k += 16) {                             \
 				const __mmask16 mk = k < K16 ? FULL : tail;  \
 				const __m512 p0 = _mm512_maskz_loadu_ps(mk, p + k); \
 				const __m512 q0 = _mm512_maskz_loadu_ps(mk, q + k); \
-				const int o0 = k * size;                     \
-				v = load16(w0 + o0, mk);                     \
-				a0 = _mm512_fmadd_ps(v, p0, a0);             \
-				c0 = _mm512_fmadd_ps(v, q0, c0);             \
-				v = load16(w1 + o0, mk);                     \
-				a1 = _mm512_fmadd_ps(v, p0, a1);             \
-				c1 = _mm512_fmadd_ps(v, q0, c1);             \
-				v = load16(w2 + o0, mk);                     \
-				a2 = _mm512_fmadd_ps(v, p0, a2);             \
-				c2 = _mm512_fmadd_ps(v, q0, c2);             \
-				v = load16(w3 + o0, mk);                     \
-				a3 = _mm512_fmadd_ps(v, p0, a3);             \
-				c3 = _mm512_fmadd_ps(v, q0, c3);             \
+				PAIR4(load16, k * size, mk, p0, q0, a, c);   \
 			}                                                    \
 			_mm_storeu_ps(y[m] + r, hsum4(_mm512_add_ps(a0, b0), \
 				_mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2), \
@@ -1340,155 +1210,15 @@ DOT_MULTI(dot_multi_f32, dot_rows_f32, dot_row8_f32, 4, load16_f32)
 DOT_MULTI(dot_multi_f16, dot_rows_f16, dot_row8_f16, 2, load16_f16)
 DOT_MULTI(dot_multi_bf16, dot_rows_bf16, dot_row8_bf16, 2, load16_bf16)
 
-/*
- * The interleaved copy against several rows: per group and block, the
- * block's weights made ready once (PREP: 64-byte vectors in registers),
- * then for each row its integer sum from them (SUM: exact, in any order)
- * and the float steps of DOT_IL in its order, into the row's sums of the
- * even and the odd blocks.
- */
-#define DOT_IL_MULTI(name, PREP, SUM, nv, bsz, attr)                         \
-attr static void                                                             \
-name(float *const *y, const void *w, int ng, const struct txl_q8_act *a,      \
-     int M, int K)                                                           \
-{                                                                            \
-	const int nb = K / TXL_QK;                                           \
-	const uint8_t *blk = w;                                              \
-	const __m512 zero = _mm512_setzero_ps();                             \
-	__m512 acc[2][TXL_ROWS_MAX];                                         \
-                                                                             \
-	for (int g = 0; g < ng; g++) {                                       \
-		for (int b = 0; b < nb; b++, blk += (bsz)) {                 \
-			const __m512 sc = _mm512_cvtph_ps(_mm256_loadu_si256( \
-				(const __m256i *)(const void *)blk));        \
-			__m512i v[nv];                                       \
-			PREP(v, blk + TXL_IL_SCALES);                        \
-			/* the sums start from 0, as DOT_IL's */             \
-			for (int m = 0; m < M; m++) {                        \
-				const __m512i s = SUM(v, a[m].q + b * TXL_QK, \
-						      a[m].off[b]);          \
-				acc[b & 1][m] = _mm512_add_ps(b < 2 ? zero : \
-					acc[b & 1][m], _mm512_mul_ps(        \
-					_mm512_cvtepi32_ps(s), _mm512_mul_ps(sc, \
-						_mm512_set1_ps(a[m].d[b]))));        \
-			}                                                    \
-		}                                                            \
-		for (int m = 0; m < M; m++)                                  \
-			_mm512_storeu_ps(y[m] + g * TXL_IL, _mm512_add_ps(   \
-				acc[0][m], nb > 1 ? acc[1][m] : zero));      \
-	}                                                                    \
-}
+/* the interleaved copies' kernels AVX2 shares */
+#define IL_AHEAD 0
+#include "txl-kernels-simd.h"
 
-/* The broadcast of the 4 activation bytes at x */
-static inline __m512i
-bcast4(const int8_t *x)
-{
-	return _mm512_set1_epi32(*(const int32_t *)(const void *)x);
-}
+WIDEN_BLOCKS(widen_q8_0, struct txl_block_q8_0, Q8_VALS)
+WIDEN_BLOCKS(widen_q4_0, struct txl_block_q4_0, Q4_VALS)
 
-/* Q8_0: the eight steps of 4 columns of a block, as stored (the sign
- * transfer of il_step_bw for each row), or flipped to unsigned once for
- * vpdpbusd, whose sums start from off. */
-static inline void
-il8_prep_bw(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm512_loadu_si512(qs + 64 * j);
-}
-
-static inline __m512i
-il8_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_setzero_si512(), s1 = s0;
-
-	(void)off;
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		s0 = il_step_bw(s0, v[j], bcast4(x + 4 * j));
-		s1 = il_step_bw(s1, v[j + 1], bcast4(x + 4 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-__attribute__((target("avx512vnni")))
-static inline void
-il8_prep_vnni(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++)
-		v[j] = _mm512_xor_si512(_mm512_loadu_si512(qs + 64 * j),
-					_mm512_set1_epi8(-128));
-}
-
-__attribute__((target("avx512vnni")))
-static inline __m512i
-il8_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j += 2) {
-		s0 = _mm512_dpbusd_epi32(s0, v[j], bcast4(x + 4 * j));
-		s1 = _mm512_dpbusd_epi32(s1, v[j + 1], bcast4(x + 4 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-/* Q4_0: the four steps of 8 columns as stored (q4_idot_bw for each row),
- * or their low and high nibbles split once for vpdpbusd; from off / 16. */
-static inline void
-il4_prep_bw(__m512i v[8], const uint8_t *qs)
-{
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++)
-		v[j] = _mm512_loadu_si512(qs + 64 * j);
-}
-
-static inline __m512i
-il4_sum_bw(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j += 2) {
-		s0 = _mm512_add_epi32(s0, q4_idot_bw(v[j], bcast4(x + 8 * j),
-						     bcast4(x + 8 * j + 4)));
-		s1 = _mm512_add_epi32(s1, q4_idot_bw(v[j + 1],
-						     bcast4(x + 8 * j + 8),
-						     bcast4(x + 8 * j + 12)));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
-
-__attribute__((target("avx512vnni")))
-static inline void
-il4_prep_vnni(__m512i v[8], const uint8_t *qs)
-{
-	const __m512i m = _mm512_set1_epi8(15);
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		const __m512i q = _mm512_loadu_si512(qs + 64 * j);
-
-		v[2 * j] = _mm512_and_si512(q, m);
-		v[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m);
-	}
-}
-
-__attribute__((target("avx512vnni")))
-static inline __m512i
-il4_sum_vnni(const __m512i v[8], const int8_t *x, int32_t off)
-{
-	__m512i s0 = _mm512_set1_epi32(off / 16), s1 = _mm512_setzero_si512();
-
-#pragma GCC unroll 8
-	for (int j = 0; j < 4; j++) {
-		s0 = _mm512_dpbusd_epi32(s0, v[2 * j], bcast4(x + 8 * j));
-		s1 = _mm512_dpbusd_epi32(s1, v[2 * j + 1], bcast4(x + 8 * j + 4));
-	}
-	return _mm512_add_epi32(s0, s1);
-}
+DOT_IL_Q4K(dot_il_q4k_bw, il4_prep_bw, il4_sum_bw, )
+DOT_IL_Q4K(dot_il_q4k_vnni, il4_prep_vnni, il4_sum_vnni, VNNI_ATTR)
 
 DOT_IL_MULTI(dot_il_multi_bw, il8_prep_bw, il8_sum_bw, 8, TXL_IL_BLOCK, )
 DOT_IL_MULTI(dot_il_multi_vnni, il8_prep_vnni, il8_sum_vnni, 8, TXL_IL_BLOCK,
@@ -1498,19 +1228,9 @@ DOT_IL_MULTI(dot_il_multi_q4_bw, il4_prep_bw, il4_sum_bw, 8,
 DOT_IL_MULTI(dot_il_multi_q4_vnni, il4_prep_vnni, il4_sum_vnni, 8,
 	     TXL_IL_BLOCK_Q4, __attribute__((target("avx512vnni"))))
 
-const struct txl_type_kernels txl_avx512_f32 = {
-	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
-};
-const struct txl_type_kernels txl_avx512_f16 = {
-	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
-};
-const struct txl_type_kernels txl_avx512_bf16 = {
-	.widen = widen_bf16, .narrow = narrow_bf16,
-	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
-	.dot_multi = dot_multi_bf16,
-};
+const struct txl_type_kernels txl_avx512_f32 = TXL_FLOAT_KERNELS(f32);
+const struct txl_type_kernels txl_avx512_f16 = TXL_FLOAT_KERNELS(f16);
+const struct txl_type_kernels txl_avx512_bf16 = TXL_FLOAT_KERNELS(bf16);
 const struct txl_type_kernels txl_avx512_q8_0 = {
 	.widen = widen_q8_0, .narrow = narrow_q8_0,
 	.axpy_rows = axpy_rows_q8_0, .dot = dot_rows_q8_0,
@@ -1536,10 +1256,10 @@ const struct txl_type_kernels txl_avx512vnni_q4_0 = {
 /* Q4_K: the integer products of each super-block in vectors */
 const struct txl_type_kernels txl_avx512_q4_k = {
 	.dot_q8 = dot_rows_q4k, .dot_il = dot_il_q4k_bw,
-	.dot_il_multi = dot_il_multi_q4k_bw,
+	.dot_il_multi = dot_il_q4k_bw_multi,
 };
 const struct txl_type_kernels txl_avx512vnni_q4_k = {
-	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_multi_q4k_vnni,
+	.dot_il = dot_il_q4k_vnni, .dot_il_multi = dot_il_q4k_vnni_multi,
 };
 
 const struct txl_kernels txl_kernels_avx512 = {

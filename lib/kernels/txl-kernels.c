@@ -209,49 +209,6 @@ dot_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	}
 }
 
-static void
-dot_rows_f32(float *y, const void *w, size_t ld, const float *x, int n, int K)
-{
-	dot_rows_with(widen_f32, LAYOUT_F32, y, w, ld, x, n, K);
-}
-
-static void
-dot_rows_f16(float *y, const void *w, size_t ld, const float *x, int n, int K)
-{
-	dot_rows_with(widen_f16, LAYOUT_HALF, y, w, ld, x, n, K);
-}
-
-static void
-dot_rows_bf16(float *y, const void *w, size_t ld, const float *x, int n,
-	      int K)
-{
-	dot_rows_with(widen_bf16, LAYOUT_HALF, y, w, ld, x, n, K);
-}
-
-static void
-dot_rows_q8_0(float *y, const void *w, size_t ld, const float *x, int n,
-	      int K)
-{
-	dot_rows_with(widen_q8_0, LAYOUT_Q8_0, y, w, ld, x, n, K);
-}
-
-static void
-dot_rows_q4_k(float *y, const void *w, size_t ld, const float *x, int n,
-	      int K)
-{
-	dot_rows_with(widen_q4_k, LAYOUT_Q4_K, y, w, ld, x, n, K);
-}
-
-/* Q4_0 weights against float activations, every set's: the matrix-
- * vector products quantize the activations (dot_q8), this runs only
- * where there was no memory for that. */
-static void
-dot_rows_q4_0(float *y, const void *w, size_t ld, const float *x, int n,
-	      int K)
-{
-	dot_rows_with(widen_q4_0, LAYOUT_Q4_0, y, w, ld, x, n, K);
-}
-
 /* The largest magnitude of a block's TXL_QK values, NaN if one of them is
  * NaN or inf. */
 static float
@@ -704,60 +661,48 @@ axpy_rows_with(txl_widen_fn widen, struct layout t, float *y,
 	}
 }
 
-static void
-axpy_rows_f32(float *y, const float *a, const void *w, size_t ld, int n,
-	      int K)
-{
-	axpy_rows_with(widen_f32, LAYOUT_F32, y, a, w, ld, n, K);
-}
+/* A type's dot and axpy_rows (suffix t): its widening by chunks.  (Q4_0
+ * and Q8_0 weights against float activations, every set's Q4_0 kernel:
+ * the matrix-vector products quantize the activations (dot_q8), this
+ * runs only where there was no memory for that.) */
+#define WITH_WIDEN(t, widen, layout)                                         \
+	static void                                                          \
+	dot_rows_##t(float *y, const void *w, size_t ld, const float *x,     \
+		     int n, int K)                                           \
+	{                                                                    \
+		dot_rows_with(widen, layout, y, w, ld, x, n, K);             \
+	}                                                                    \
+	static void                                                          \
+	axpy_rows_##t(float *y, const float *a, const void *w, size_t ld,    \
+		      int n, int K)                                          \
+	{                                                                    \
+		axpy_rows_with(widen, layout, y, a, w, ld, n, K);            \
+	}
 
-static void
-axpy_rows_f16(float *y, const float *a, const void *w, size_t ld, int n,
-	      int K)
-{
-	axpy_rows_with(widen_f16, LAYOUT_HALF, y, a, w, ld, n, K);
-}
+WITH_WIDEN(f32, widen_f32, LAYOUT_F32)
+WITH_WIDEN(f16, widen_f16, LAYOUT_HALF)
+WITH_WIDEN(bf16, widen_bf16, LAYOUT_HALF)
+WITH_WIDEN(q8_0, widen_q8_0, LAYOUT_Q8_0)
+WITH_WIDEN(q4_0, widen_q4_0, LAYOUT_Q4_0)
+WITH_WIDEN(q4_k, widen_q4_k, LAYOUT_Q4_K)
 
-static void
-axpy_rows_bf16(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
+double
+txl_exp_sum_tail(float *out, const float *x, int i, int n, float max,
+		 double sum)
 {
-	axpy_rows_with(widen_bf16, LAYOUT_HALF, y, a, w, ld, n, K);
-}
-
-static void
-axpy_rows_q8_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
-{
-	axpy_rows_with(widen_q8_0, LAYOUT_Q8_0, y, a, w, ld, n, K);
-}
-
-static void
-axpy_rows_q4_k(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
-{
-	axpy_rows_with(widen_q4_k, LAYOUT_Q4_K, y, a, w, ld, n, K);
-}
-
-static void
-axpy_rows_q4_0(float *y, const float *a, const void *w, size_t ld, int n,
-	       int K)
-{
-	axpy_rows_with(widen_q4_0, LAYOUT_Q4_0, y, a, w, ld, n, K);
-}
-
-static double
-exp_sum(float *out, const float *x, int n, float max)
-{
-	double sum = 0;
-
-	for (int i = 0; i < n; i++) {
+	for (; i < n; i++) {
 		float e = expf(x[i] - max);
 		if (out)
 			out[i] = e;
 		sum += e;
 	}
 	return sum;
+}
+
+static double
+exp_sum(float *out, const float *x, int n, float max)
+{
+	return txl_exp_sum_tail(out, x, 0, n, max, 0.0);
 }
 
 static float
@@ -855,19 +800,9 @@ DOT_IL_MULTI(dot_il_multi, dot_il)
 DOT_IL_MULTI(dot_il_multi_q4, dot_il_q4)
 DOT_IL_MULTI(dot_il_multi_q4k, dot_il_q4k)
 
-const struct txl_type_kernels txl_scalar_f32 = {
-	.widen = widen_f32, .narrow = narrow_f32, .axpy_rows = axpy_rows_f32,
-	.dot = dot_rows_f32, .dot_multi = dot_multi_f32,
-};
-const struct txl_type_kernels txl_scalar_f16 = {
-	.widen = widen_f16, .narrow = narrow_f16, .axpy_rows = axpy_rows_f16,
-	.dot = dot_rows_f16, .dot_multi = dot_multi_f16,
-};
-const struct txl_type_kernels txl_scalar_bf16 = {
-	.widen = widen_bf16, .narrow = narrow_bf16,
-	.axpy_rows = axpy_rows_bf16, .dot = dot_rows_bf16,
-	.dot_multi = dot_multi_bf16,
-};
+const struct txl_type_kernels txl_scalar_f32 = TXL_FLOAT_KERNELS(f32);
+const struct txl_type_kernels txl_scalar_f16 = TXL_FLOAT_KERNELS(f16);
+const struct txl_type_kernels txl_scalar_bf16 = TXL_FLOAT_KERNELS(bf16);
 /* (Q8_0 and Q4_0 meet float activations only without memory for their
  * int8 form: no dot_multi, one row at a time then) */
 const struct txl_type_kernels txl_scalar_q8_0 = {

@@ -321,6 +321,14 @@ struct txl_type_kernels {
 	txl_unpack_q8_fn unpack_q8;	/* pack TXL_PACK_Q8 (scalar only) */
 };
 
+/* The kernels of a float type (f32, f16, bf16) in a file that names
+ * them by their suffix: widen_f32, narrow_f32, axpy_rows_f32,
+ * dot_rows_f32, dot_multi_f32. */
+#define TXL_FLOAT_KERNELS(t)                                                 \
+	{ .widen = widen_##t, .narrow = narrow_##t,                          \
+	  .axpy_rows = axpy_rows_##t, .dot = dot_rows_##t,                   \
+	  .dot_multi = dot_multi_##t }
+
 /* y[r] = w_r . a for r < n by the kernel of a's form. */
 static inline void
 txl_dot_act(const struct txl_type_kernels *k, float *y, const void *w,
@@ -353,6 +361,11 @@ struct txl_kernels {
 	/* the largest of x[n] (-INFINITY for n == 0) */
 	float (*max)(const float *x, int n);
 };
+
+/* exp_sum's values from i to n, one at a time, added to sum (the scalar
+ * set's whole, a vector set's last ones). */
+double txl_exp_sum_tail(float *out, const float *x, int i, int n, float max,
+			double sum);
 
 /* The set in use (chosen once, on first use). */
 const struct txl_kernels *txl_kernels(void);

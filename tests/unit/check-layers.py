@@ -29,7 +29,7 @@ import sys
 # and lower ones only.
 LAYERS = ["base", "kernels", "model", "compute", "api"]
 PUBLIC = "include"
-ISA_SUFFIX = re.compile(r"-(avx2|avx512|avx512bf16|avxvnni|x86|q4|q4k|q16)$")
+ISA_SUFFIX = re.compile(r"-(avx2|avx512|avx512bf16|avxvnni|x86|simd|q4|q16)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a definition: a line that starts with the name at column 0 (the style
 # of lib/: return type on the line before), not static

@@ -1365,11 +1365,11 @@ test_dot_multi(const struct set *s)
  * for bit what dot_il gives it alone (the set's, and so the scalar
  * set's: every set computes the same floats), partial groups' padding
  * rows 0; activations of large and small blocks, so that the integer
- * sums and the scales both matter. */
+ * sums and the scales both matter; Q4_K in one super-block and three. */
 static void
 test_dot_il_multi(const struct set *s)
 {
-	static const int Ks[] = { 32, 96, 384, 416 };
+	static const int Ks[] = { 32, 96, 128, 384, 416 };
 	static const int ns[] = { 1, 16, 33 };
 	static const int Ms[] = { 1, 2, 3, 4, 5, 7, 8, TXL_ROWS_MAX };
 
