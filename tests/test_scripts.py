@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The shell scripts of models/ as models/README.md runs them, on a tiny
-corpus: tokenizer.sh trains a tokenizer, and retrain.sh with
+corpus: tokenizer.sh trains a tokenizer, retrain.sh with
 TOKENIZER=models/sotu.bin runs its three stages a few steps each and
-exports a model that txlgen loads.
+exports a model that txlgen loads, and retrain-span.sh, a few steps,
+exports an adaptive-span model with the default model's tokenizer.
 
 Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
      /usr/bin/python3 tests/test_scripts.py
@@ -13,9 +14,10 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
+
+import srctree  # noqa: F401 (models/ on sys.path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(os.path.dirname(HERE), "models")
@@ -47,6 +49,15 @@ def sh(*args, env=None):
 
 
 class ScriptsTest(unittest.TestCase):
+    def generate(self, model):
+        """txlgen loads the model and generates from it."""
+        txlgen = os.environ.get("TXLGEN")
+        if not txlgen:
+            self.skipTest("TXLGEN is not set: the export is not run")
+        p = sh(txlgen, "-m", model, "-p", "The Congress", "-n", "3",
+               "--temp", "0")
+        self.assertTrue(p.stdout.strip())
+
     def test_tokenizer_sh(self):
         prefix = os.path.join(TMP, "spm")
         p = sh(os.path.join(MODELS, "tokenizer.sh"),
@@ -66,12 +77,23 @@ class ScriptsTest(unittest.TestCase):
                           "--eval-every 2 --save-every 2 --log-every 1"})
         model = os.path.join(run, "sotu.bin")
         self.assertTrue(os.path.isfile(model))
-        txlgen = os.environ.get("TXLGEN")
-        if not txlgen:
-            self.skipTest("TXLGEN is not set: the export is not run")
-        p = sh(txlgen, "-m", model, "-p", "The Congress", "-n", "3",
-               "--temp", "0")
-        self.assertTrue(p.stdout.strip())
+        self.generate(model)
+
+    def test_retrain_span_sh(self):
+        run = os.path.join(TMP, "span")
+        p = sh(os.path.join(MODELS, "retrain-span.sh"), run, env={
+            "DATA": TMP,
+            "TRAIN_ARGS": "--steps 2 --batch 2 --threads 1 --eval-every 2 "
+                          "--save-every 2 --log-every 1"})
+        model = os.path.join(run, "span-sotu.bin")
+        self.assertEqual(p.stdout.split(), [p.stdout.split()[0], model])
+        from txlgen import txlfile
+        meta, tensors = txlfile.read(model)
+        self.assertEqual((meta["attn_type"], meta["attn_span"]), ("4", "256"))
+        _, sotu = txlfile.read(os.path.join(MODELS, "sotu.bin"))
+        self.assertEqual(bytes(tensors["tokenizer.model"]),
+                         bytes(sotu["tokenizer.model"]))
+        self.generate(model)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 continues the same run, and txlgen --score of the exported model gives the
 bits per byte of the PyTorch evaluation of the same checkpoint; the same
 for the other models it trains (adaptive softmax, attn_type 1 and 3),
-whose exports must hold the checkpoint's model.
+whose exports must hold the checkpoint's model, and the adaptive span,
+whose export txlgen must score as the PyTorch reference does.
 
 Run: TXLGEN=build/cmd/txlgen OMP_WAIT_POLICY=PASSIVE \\
      /usr/bin/python3 tests/test_train.py
@@ -325,6 +326,94 @@ class VariantTest(unittest.TestCase):
             self.assertAlmostEqual(summary["bpb"], want, delta=1e-3,
                                    msg=f"{name}: txlgen {summary} vs "
                                    f"PyTorch {want}")
+
+
+class SpanTrainTest(unittest.TestCase):
+    """--attn-type 4: an adaptive-span model trains (the loss goes down,
+    the spans move and stay in [0, 1]), its batched training pass
+    computes what span_ref's key-by-key evaluation does, and txlgen
+    --score of its export gives span_ref's log-probs of the checkpoint."""
+
+    # spans of 0.1 x 160 = 16 tokens and a ramp of 8 at the start: every
+    # layer's window trimmed to 32 of the 160 positions
+    # (span_ref.layer_window), its heads' masks cutting inside it
+    SPAN = ["--attn-type", "4", "--attn-span", "160", "--span-ramp", "8",
+            "--span-init", "0.1", "--span-loss", "1e-3", "--mem-len", "0"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = os.path.join(TMP, "span")
+        run("--train", TRAIN, "--valid", VALID, "--tokenizer", TOK,
+            "--out", cls.out, "--steps", "12", "--eval-every", "12",
+            "--eval-tokens", "0",
+            *_override(SHAPE, ["--lr", "1e-2", "--warmup", "2"] + cls.SPAN),
+            "--export", os.path.join(cls.out, "m.bin"), "--dtype", "F32")
+        ckpt = train.load_checkpoint(os.path.join(cls.out, "best.pt"))
+        cls.model = train.new_model(train.config_of(ckpt))
+        cls.model.load_state_dict(ckpt["model"])
+        cls.model.eval()
+        sp, _ = train.load_tokenizer(TOK)
+        with open(VALID, encoding="utf-8") as f:
+            cls.ids = train.encode(sp, f.read()).tolist()
+
+    def test_loss_goes_down_and_spans_move(self):
+        ls = [loss for _, loss in losses(self.out)]
+        self.assertEqual(len(ls), 12)
+        first, last = sum(ls[:3]) / 3, sum(ls[-3:]) / 3
+        self.assertLess(last, first - 0.5, f"loss {first:.3f} -> {last:.3f}")
+        cv = torch.cat([c.flatten() for c in self.model.spans()])
+        self.assertEqual(cv.numel(), 4)                 # 2 layers x 2 heads
+        self.assertGreater(float((cv - 0.1).abs().max()), 1e-3, cv)
+        self.assertTrue(bool(((cv >= 0) & (cv <= 1)).all()), cv)
+
+    def test_training_pass_is_the_reference_evaluation(self):
+        """nll() on two streams in segments of 16, from the zero cache,
+        against span_ref.score_ids of each stream alone (float32: sums of
+        at most 64 products of values near 1, errors about 1e-6)."""
+        from txlgen import span_ref
+        windows = self.model.windows()
+        self.assertTrue(all(w < 160 for w in windows), windows)
+        n = 16 * 6
+        ids = torch.tensor([self.ids[:n + 1], self.ids[n:2 * n + 1]])
+        got, mems = [], None
+        with torch.no_grad():
+            for p in range(0, n, 16):
+                nll, mems = self.model.nll(ids[:, p:p + 16].t(),
+                                           ids[:, p + 1:p + 17].t(), mems)
+                got.append(nll)
+        got = torch.cat(got).double()
+        for b in range(2):
+            want = -span_ref.score_ids(self.model, ids[b], 16)
+            self.assertLess(float((got[:, b] - want).abs().max()), 1e-5)
+
+    def test_txlgen_score_matches_pytorch(self):
+        """Every token's log-prob, txlgen on the F32 export against
+        span_ref on the checkpoint: within 1e-4 (float32 in both, a
+        different order of the sums)."""
+        from txlgen import span_ref, txlfile
+        txlgen = os.environ.get("TXLGEN")
+        if not txlgen:
+            self.skipTest("TXLGEN is not set")
+        path = os.path.join(self.out, "m.bin")
+        meta, _ = txlfile.read(path)
+        self.assertEqual((meta["attn_type"], meta["attn_span"],
+                          meta["span_ramp"]), ("4", "160", "8"))
+        ids_path = os.path.join(self.out, "valid.ids")
+        with open(ids_path, "w") as f:
+            f.write(" ".join(map(str, self.ids)) + "\n")
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        env.pop("TXLGEN_MODEL", None)
+        p = subprocess.run([txlgen, "--model", path, "--score", ids_path,
+                            "--ids", "--json"], capture_output=True,
+                           text=True, env=env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        recs = [json.loads(line) for line in p.stdout.splitlines()
+                if '"pos"' in line]
+        self.assertEqual([r["id"] for r in recs], self.ids[1:])
+        got = torch.tensor([float(r["logprob"]) for r in recs],
+                           dtype=torch.float64)
+        want = span_ref.score_ids(self.model, self.ids, 16)
+        self.assertLess(float((got - want).abs().max()), 1e-4)
 
 
 def _override(args, extra):

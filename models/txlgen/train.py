@@ -1,5 +1,6 @@
 """Train a Transformer-XL language model (models/txlgen/txl_ref.py, any
-attn_type, full or adaptive softmax) on text files and export it as a
+attn_type, full or adaptive softmax) or an adaptive-span model
+(--attn-type 4: txlgen/span_train.py) on text files and export it as a
 txlgen model file.
 
   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 models/train.py \\
@@ -28,7 +29,9 @@ import time
 
 import torch
 
-from . import proto, txlfile
+from . import proto, span_ref, txlfile
+from .hparams import SpanConfig
+from .span_train import SpanTrainLM
 from .txl_ref import MemTransformerLM, TxlConfig, score_ids
 
 # SentencePiece settings of txlgen's tokenizers (see models/README.md).
@@ -162,8 +165,13 @@ def batchify(ids, bsz):
 # ---------------------------------------------------------------- evaluation
 
 def bits_per_byte(model, ids, nbytes, seg_len, mem_len):
-    """The original eval.py protocol (txl_ref.score_ids) in float32:
-    sum NLL / ln 2 / bytes of the text.  Returns (bpb, mean nll)."""
+    """The original eval.py protocol (txl_ref.score_ids; an adaptive-span
+    model's: span_ref.score_ids) in float32: sum NLL / ln 2 / bytes of
+    the text.  Returns (bpb, mean nll)."""
+    if isinstance(model, span_ref.AdaptiveSpanLM):
+        lp = span_ref.score_ids(model, ids, seg_len)
+        nll = -lp.sum().item()
+        return nll / math.log(2) / nbytes, nll / max(1, lp.numel())
     saved = model.mem_len, model.clamp_len, model.same_length
     try:
         lp = score_ids(model, ids, seg_len, mem_len=mem_len)
@@ -225,13 +233,34 @@ def save_atomic(obj, path):
     os.replace(tmp, path)
 
 
+def config_of(ckpt):
+    """The model's configuration a checkpoint records."""
+    d = ckpt["config"]
+    return SpanConfig(**d) if "attn_span" in d else TxlConfig.from_dict(d)
+
+
+def new_model(cfg, a=None):
+    """The model of a configuration; a: train.py's options (dropout and
+    the span's training settings), None for evaluation."""
+    if isinstance(cfg, TxlConfig):
+        return MemTransformerLM(cfg)
+    if a is None:
+        return SpanTrainLM(cfg)
+    return SpanTrainLM(cfg, a.dropout, a.dropatt, a.span_init, a.span_loss)
+
+
 def export(ckpt, path, dtype, description=None):
     from .convert import convert
-    cfg = TxlConfig.from_dict(ckpt["config"])
+    cfg = config_of(ckpt)
     extra = {"description": description} if description else None
-    convert(cfg, ckpt["model"], strip_paths(ckpt["tokenizer"]), path,
-            dtype=dtype,
-            extra=extra)
+    proto = strip_paths(ckpt["tokenizer"])
+    if isinstance(cfg, SpanConfig):
+        from . import span_convert
+        tensors = span_convert.span_tensors(cfg, ckpt["model"], path)
+        txlfile.write(path, cfg.hparams(), tensors, proto, dtype=dtype,
+                      extra=extra)
+        return
+    convert(cfg, ckpt["model"], proto, path, dtype=dtype, extra=extra)
 
 
 # ---------------------------------------------------------------- main
@@ -268,10 +297,12 @@ def parse_args(argv=None):
     g.add_argument("--dropout", type=float, default=0.1)
     g.add_argument("--dropatt", type=float, default=0.0)
     g.add_argument("--untie-r", action="store_true")
-    g.add_argument("--attn-type", type=int, default=0, choices=range(4),
+    g.add_argument("--attn-type", type=int, default=0, choices=range(5),
                    help="0 relative (Transformer-XL, default), 1 learnable "
                    "relative (Shaw et al.), 2 absolute sinusoids, 3 learned "
-                   "absolute positions (2 and 3 without memory)")
+                   "absolute positions (2 and 3 without memory), 4 "
+                   "adaptive span (Sukhbaatar et al.; its memory is "
+                   "--attn-span)")
     g.add_argument("--d-embed", type=int, default=None,
                    help="embedding size (default d_model; else projected)")
     g.add_argument("--cutoffs", type=_int_list, default=[],
@@ -286,6 +317,17 @@ def parse_args(argv=None):
                    "projection with the input's (default false for the "
                    "first cluster, true for the others, as the original "
                    "for WikiText-103)")
+    g = ap.add_argument_group("adaptive span (--attn-type 4)")
+    for flag, kind, default, what in (
+            ("--attn-span", int, 512, "the longest span (key_pe's "
+             "columns), the positions each layer keeps"),
+            ("--span-ramp", int, 32, "the soft mask's ramp"),
+            ("--span-init", float, 0.0, "every head's span at the start, "
+             "a fraction of --attn-span"),
+            ("--span-loss", float, 0.0, "c in the loss's c * attn_span * "
+             "mean span per layer")):
+        g.add_argument(flag, type=kind, default=default,
+                       help=f"{what} (default {default})")
     g = ap.add_argument_group("training")
     g.add_argument("--batch", type=int, default=16)
     g.add_argument("--lr", type=float, default=1e-3)
@@ -331,6 +373,16 @@ def parse_args(argv=None):
                    "(models/txlfile.py says which are compact)")
     g.add_argument("--description", default=None)
     a = ap.parse_args(argv)
+    if a.attn_type == 4:
+        if a.mem_len or a.eval_mem_len or a.cutoffs or a.d_embed or \
+                a.untie_r or a.d_head not in (None, a.d_model // a.heads):
+            ap.error("--attn-type 4 has no --mem-len (its memory is "
+                     "--attn-span), --cutoffs, --d-embed, --untie-r, nor a "
+                     "--d-head other than d_model / heads")
+        if a.attn_span < 1 or a.span_ramp < 1 or not 0 <= a.span_init <= 1:
+            ap.error("--attn-span and --span-ramp must be positive, "
+                     "--span-init in [0, 1]")
+        a.mem_len = 0
     if a.mem_len is None:
         a.mem_len = 0 if a.attn_type in (2, 3) else 128
     if a.attn_type in (2, 3) and (a.mem_len or a.eval_mem_len):
@@ -352,6 +404,11 @@ def _bool_list(s):
 
 
 def build_model(a, n_token):
+    if getattr(a, "attn_type", 0) == 4:
+        return SpanConfig(n_token=n_token, n_layer=a.layers,
+                          n_head=a.heads, d_model=a.d_model,
+                          d_inner=a.d_inner, attn_span=a.attn_span,
+                          span_ramp=a.span_ramp, block_size=a.seg_len)
     # getattr: checkpoints written before these options lack them.
     cutoffs = getattr(a, "cutoffs", [])
     tie_projs = getattr(a, "tie_projs", None)
@@ -441,11 +498,13 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     random.seed(a.seed)
     cfg = build_model(a, sp.GetPieceSize())
-    model = MemTransformerLM(cfg)
+    model = new_model(cfg, a)
     model.init_weights(generator=torch.Generator().manual_seed(a.seed))
     model.to(device)
     nparam = sum(p.numel() for p in model.parameters())
     log(f"model: {nparam / 1e6:.2f}M parameters, {cfg.n_layer} layers, "
+        + (f"attn_span {cfg.attn_span}, " if isinstance(cfg, SpanConfig)
+           else "") +
         f"d_model {cfg.d_model}, {cfg.n_head} heads x {cfg.d_head}, "
         f"d_inner {cfg.d_inner}, vocab {cfg.n_token}; train "
         f"{data.numel()} tokens = {n_step} x {a.batch} streams, "
@@ -453,8 +512,8 @@ def main(argv=None):
 
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        (no_decay if p.dim() < 2 or "layer_norm" in name or "bias" in name
-         else decay).append(p)
+        (no_decay if p.dim() < 2 or "norm" in name or "bias" in name or
+         name.endswith(("key_pe", "current_val")) else decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.98), eps=1e-8)
@@ -517,10 +576,14 @@ def main(argv=None):
         with autocast:
             nll, mems = model.nll(x, y, mems)
             loss = nll.mean()
+            if isinstance(model, SpanTrainLM):
+                loss = loss + model.aux_loss()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
+        if isinstance(model, SpanTrainLM):
+            model.clamp_spans()
         pos += seq
         step += 1
         dt = time.time() - t0
@@ -597,14 +660,15 @@ def export_best(a, best_path, last_path, seg_len=None, device="cpu"):
 def final_eval(ckpt, valid_path, seg_len, device="cpu"):
     """Bits per byte of the whole file, float32, like txlgen --score."""
     sp, _ = load_tokenizer_proto(ckpt["tokenizer"])
-    cfg = TxlConfig.from_dict(ckpt["config"])
-    cfg.dropout = cfg.dropatt = 0.0
-    model = MemTransformerLM(cfg)
+    cfg = config_of(ckpt)
+    if isinstance(cfg, TxlConfig):
+        cfg.dropout = cfg.dropatt = 0.0
+    model = new_model(cfg)
     model.load_state_dict(ckpt["model"])
     model.to(device)
     text, nbytes = read_text(valid_path)
     bpb, nll = bits_per_byte(model, encode(sp, text), nbytes, seg_len,
-                             cfg.mem_len)
+                             getattr(cfg, "mem_len", 0))
     log(f"{valid_path}: step {ckpt['step']} bits per byte {bpb:.4f}, "
         f"mean nll {nll:.4f}, ppl {math.exp(nll):.2f}")
     return bpb
