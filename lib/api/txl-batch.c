@@ -222,11 +222,11 @@ txl_batch_eval(struct txl_batch *b, struct txl_session *const *sessions,
 				"none of TXL_LOGITS_NONE, _LAST, _ALL",
 				(int)want);
 	for (int i = 0; i < n_sessions; i++) {
-		if (n[i] < 1 || n[i] > sessions[i]->seg_len)
+		if (n[i] < 1 || n[i] > sessions[i]->params.seg_len)
 			return txl_fail(TXL_ERR_INVALID, "txl_batch_eval: %d "
 					"tokens for session %d, out of range "
 					"[1, seg_len %d]", n[i], i,
-					sessions[i]->seg_len);
+					sessions[i]->params.seg_len);
 		if (!tokens[i])
 			return txl_fail(TXL_ERR_INVALID, "txl_batch_eval: no "
 					"tokens for session %d", i);

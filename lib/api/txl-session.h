@@ -24,10 +24,10 @@
 
 struct txl_session {
 	const struct txl_model *model;
-	struct txl_session_params params;	/* resolved */
-	int mem_len, seg_len, clamp_len;
-	bool same_length;
-	int stride;		/* models without memory: tokens per window */
+	struct txl_session_params params;	/* resolved: every setting's
+						   value (stride: tokens per
+						   window, for models without
+						   memory only) */
 	enum txl_compute compute;	/* of the products of segments */
 	int64_t n_past;		/* tokens fed */
 
