@@ -565,47 +565,38 @@ engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 	/* the tokens a generated one depends on, itself included */
 	long long field = (long long)txl_session_receptive_field(e->mod->model,
 								 &p, 1);
+	const struct txl_hparams *hp = e->mod->hp;
+	double mean;
+	int most;
 
 	if (!txl_model_has_memory(e->mod->model)) {
 		/* no memory: every prediction sees its window only */
 		if (p.stride > 1)
 			fprintf(f, "%sno memory (attn_type %d): a window of up "
 				"to %d tokens is recomputed for every %d tokens "
-				"predicted", prefix, e->mod->hp->attn_type, p.seg_len,
+				"predicted", prefix, hp->attn_type, p.seg_len,
 				p.stride);
 		else
 			fprintf(f, "%sno memory (attn_type %d): a window of the "
 				"last %d tokens is recomputed for every token",
-				prefix, e->mod->hp->attn_type, p.seg_len);
+				prefix, hp->attn_type, p.seg_len);
 		fprintf(f, ", %lld token%s consumed, receptive field %lld "
 			"tokens\n", past, past == 1 ? "" : "s", field);
 		return;
 	}
-	if (txl_model_span(e->mod->model, 0, 0) >= 0) {
+	if ((most = txl_model_spans(e->mod->model, p.mem_len, &mean)) >= 0) {
 		/* the spans: full from the start (zero states before the
 		 * text) */
-		long long sum = 0;
-		int most = 0;
-
-		for (int l = 0; l < e->mod->hp->n_layer; l++) {
-			for (int h = 0; h < e->mod->hp->n_head; h++) {
-				int n = txl_model_span(e->mod->model, l, h);
-				n = n < p.mem_len ? n : p.mem_len;
-				sum += n;
-				most = n > most ? n : most;
-			}
-		}
 		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
 			"%d positions) in its layer's window, zero states "
 			"before the text; %lld token%s consumed, receptive "
-			"field %lld tokens\n",
-			prefix, (double)sum / (e->mod->hp->n_layer * e->mod->hp->n_head),
-			most, past, past == 1 ? "" : "s", field);
+			"field %lld tokens\n", prefix, mean, most, past,
+			past == 1 ? "" : "s", field);
 		return;
 	}
 	fprintf(f, "%smemory: %d/%d positions (%.0f%%), %lld token%s "
 		"consumed, receptive field %lld tokens (the last and %d layers "
 		"x mem_len %d before it)\n", prefix, fill, p.mem_len,
 		p.mem_len ? 100.0 * fill / p.mem_len : 0.0, past,
-		past == 1 ? "" : "s", field, e->mod->hp->n_layer, p.mem_len);
+		past == 1 ? "" : "s", field, hp->n_layer, p.mem_len);
 }

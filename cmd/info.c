@@ -325,9 +325,9 @@ describe_spans(struct engine *e, cJSON *att)
 {
 	const struct txl_hparams *hp = e->mod->hp;
 	cJSON *spans, *windows;
-	double sum = 0;
+	double mean;
 
-	if (txl_model_span(e->mod->model, 0, 0) < 0)
+	if (txl_model_spans(e->mod->model, TXL_FROM_MODEL, &mean) < 0)
 		return;
 	num(att, "attn_span", hp->attn_span);
 	num(att, "span_ramp", hp->span_ramp);
@@ -335,24 +335,16 @@ describe_spans(struct engine *e, cJSON *att)
 	for (int l = 0; l < hp->n_layer; l++) {
 		cJSON *row = cJSON_CreateArray();
 
-		for (int h = 0; h < hp->n_head; h++) {
-			const int n = txl_model_span(e->mod->model, l, h);
-
-			cJSON_AddItemToArray(row, cJSON_CreateNumber(n));
-			sum += n;
-		}
+		for (int h = 0; h < hp->n_head; h++)
+			cJSON_AddItemToArray(row, cJSON_CreateNumber(
+				txl_model_span(e->mod->model, l, h)));
 		cJSON_AddItemToArray(spans, row);
 	}
-	num(att, "span_mean", sum / ((double)hp->n_layer * hp->n_head));
+	num(att, "span_mean", mean);
 	windows = cJSON_AddArrayToObject(att, "windows");
-	for (int l = 0; l < hp->n_layer; l++) {
-		int w = 0;
-
-		for (int h = 0; h < hp->n_head; h++)
-			if (txl_model_window(e->mod->model, l, h) > w)
-				w = txl_model_window(e->mod->model, l, h);
-		cJSON_AddItemToArray(windows, cJSON_CreateNumber(w));
-	}
+	for (int l = 0; l < hp->n_layer; l++)
+		cJSON_AddItemToArray(windows, cJSON_CreateNumber(
+			txl_model_layer_window(e->mod->model, l)));
 }
 
 /* The session the options ask for, its settings as the library resolves

@@ -188,14 +188,9 @@ txl_head_keep(const struct txl_model *m, int l, int h, int mem_len)
 static int
 layer_keep(const struct txl_model *m, int l, int mem_len)
 {
-	int keep = 0;
+	const int w = txl_model_layer_window(m, l);
 
-	for (int h = 0; h < m->hp.n_head; h++) {
-		const int k = txl_head_keep(m, l, h, mem_len);
-
-		keep = k > keep ? k : keep;
-	}
-	return keep;
+	return w >= 0 && w < mem_len ? w : mem_len;
 }
 
 /* The tokens at the end of a text that determine a session's state.  A
