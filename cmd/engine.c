@@ -214,16 +214,18 @@ engine_close(struct engine *e)
 /* What the options ask of this model that it does not do, said in the
  * options' names before a session is made (the library's own checks then
  * cover the rest).  A model without memory (attn_type 2, 3) recomputes a
- * window of the last seg_len tokens: for every token when it generates
- * (the library's stride 1), every --score-stride tokens when it scores
- * (default seg_len: the original eval.py's segments with mem_len 0). */
+ * window of the last seg_len tokens (as the library resolves @p p): for
+ * every token when it generates (the library's stride 1), every
+ * --score-stride tokens when it scores (default seg_len: the original
+ * eval.py's segments with mem_len 0). */
 static int
 model_settings(struct engine *e, struct txl_session_params *p)
 {
 	const struct txlgen_options *o = e->opts;
 	const struct txl_hparams *hp = e->mod->hp;
-	int seg = o->seg_len > 0 ? o->seg_len : hp->tgt_len;
+	struct txl_session_params r = txl_session_params_default();
 	bool scoring = o->score || o->score_docs;
+	int seg;
 
 	if (o->adapt > 0 && hp->n_cutoffs > 0) {
 		errmsg("--adapt: %s has an adaptive softmax (%d clusters); "
@@ -231,16 +233,26 @@ model_settings(struct engine *e, struct txl_session_params *p)
 		       e->mod->path, hp->n_cutoffs + 1);
 		return EXIT_USAGE;
 	}
-	if (!scoring || o->score_stride < 0) {
-		if (scoring && !txl_model_has_memory(e->mod->model))
-			p->stride = seg;
+	if (!scoring || txl_model_has_memory(e->mod->model)) {
+		if (scoring && o->score_stride >= 0) {
+			errmsg("--score-stride: %s has a memory (attn_type "
+			       "%d); only models without memory (attn_type 2, "
+			       "3) are scored in windows", e->mod->path,
+			       hp->attn_type);
+			return EXIT_USAGE;
+		}
 		return EXIT_OK;
 	}
-	if (txl_model_has_memory(e->mod->model)) {
-		errmsg("--score-stride: %s has a memory (attn_type %d); only "
-		       "models without memory (attn_type 2, 3) are scored in "
-		       "windows", e->mod->path, hp->attn_type);
+	/* the settings as the session gets them (those refused, as its
+	 * making would say; the stride, unset, is not what refuses them) */
+	if (txl_session_params_resolve(e->mod->model, p, &r) != TXL_OK) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return EXIT_USAGE;
+	}
+	seg = r.seg_len;
+	if (o->score_stride < 0) {
+		p->stride = seg;
+		return EXIT_OK;
 	}
 	if (o->score_stride > seg) {
 		errmsg("--score-stride %d: more than the %d tokens of a "

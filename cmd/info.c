@@ -348,7 +348,8 @@ describe_spans(struct engine *e, cJSON *att)
 }
 
 /* The session the options ask for, its settings as the library resolves
- * them (what a run with these options gets) */
+ * them (what a run with these options gets), its size and receptive field
+ * those of the settings resolved */
 static int
 describe_memory(struct engine *e, cJSON *root)
 {
@@ -361,7 +362,7 @@ describe_memory(struct engine *e, cJSON *root)
 	if (engine_check_compute(e) != EXIT_OK)
 		return EXIT_USAGE;
 	if (txl_session_params_resolve(e->mod->model, &p, &r) != TXL_OK ||
-	    (bytes = txl_session_bytes(e->mod->model, &p)) < 0) {
+	    (bytes = txl_session_bytes(e->mod->model, &r)) < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return EXIT_USAGE;
 	}
@@ -376,7 +377,7 @@ describe_memory(struct engine *e, cJSON *root)
 	flag(m, "compute_native", txl_compute_native(e->opts->compute) == 1);
 	/* the tokens a generated one depends on, itself included */
 	num(m, "receptive_field",
-	    (double)txl_session_receptive_field(e->mod->model, &p, 1));
+	    (double)txl_session_receptive_field(e->mod->model, &r, 1));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));

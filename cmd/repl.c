@@ -126,7 +126,8 @@ repl_settings(struct engine *e)
 {
 	struct txlgen_options *o = e->opts;
 	const struct setting *s = setting_find("mem_len");
-	int model_len = o->mem_len >= 0 ? o->mem_len : e->mod->hp->mem_len;
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session_params r = txl_session_params_default();
 
 	/* a model without memory has none to enlarge; an adaptive-span
 	 * model's is its heads' spans */
@@ -134,7 +135,13 @@ repl_settings(struct engine *e)
 	    txl_model_span(e->mod->model, 0, 0) >= 0 ||
 	    (o->mem_len >= 0 && setting_origin(s, o) != ORIGIN_MODEL))
 		return;
-	if (model_len < REPL_MIN_MEM_LEN)
+	/* the mem_len the library makes of the options' (the model's when
+	 * they leave it): alone, the others are the session's to check
+	 * (same_length, which needs a memory, left out) */
+	p.mem_len = o->mem_len;
+	p.same_length = 0;
+	if (txl_session_params_resolve(e->mod->model, &p, &r) == TXL_OK &&
+	    r.mem_len < REPL_MIN_MEM_LEN)
 		o->mem_len = REPL_MIN_MEM_LEN;
 }
 
