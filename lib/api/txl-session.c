@@ -319,7 +319,6 @@ txl_session_new(const struct txl_model *m,
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session *s;
 	enum txl_status st;
-	int hd = hp->n_head * hp->d_head;
 	struct shape sh;
 	size_t S;
 
@@ -377,16 +376,11 @@ txl_session_new(const struct txl_model *m,
 	}
 	if (st != TXL_OK)
 		goto nomem;
-	int dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
-	s->h = txl_alloc_floats(S * hp->d_model);
-	s->xn = txl_alloc_floats(S * dx);
-	s->att = txl_alloc_floats(S * hd);
-	s->tmp = txl_alloc_floats(S * hp->d_model);
-	s->ff = txl_alloc_floats(S * hp->d_inner);
 	s->last_h = txl_alloc_floats((size_t)hp->d_model);
-	if (!s->last_h || !s->h || !s->xn || !s->att || !s->tmp || !s->ff)
+	if (!txl_seg_rows_alloc(&s->rows, hp, S) || !s->last_h)
 		goto nomem;
-	if (txl_out_init(&s->out, m, p->seg_len, s->xn, s->tmp) != TXL_OK)
+	if (txl_out_init(&s->out, m, p->seg_len, s->rows.xn,
+			 s->rows.tmp) != TXL_OK)
 		goto nomem;
 
 	if (!txl_attn_has_memory(&m->hp) &&
@@ -419,11 +413,7 @@ txl_session_free(struct txl_session *s)
 	txl_attn_free(&s->attn);
 	txl_kv_free(&s->kv);
 	txl_out_free(&s->out);
-	free(s->h);
-	free(s->xn);
-	free(s->att);
-	free(s->tmp);
-	free(s->ff);
+	txl_seg_rows_free(&s->rows);
 	free(s->window);
 	free(s->last_h);
 	free(s);
@@ -449,14 +439,14 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	const struct txl_forward f = {
 		.model = s->model, .st = &st, .n_st = 1,
 		.rows = { .n = n, .n_one = n == 1, .compute = s->compute },
-		.h = s->h, .xn = s->xn, .att = s->att, .tmp = s->tmp,
-		.ff = s->ff, .qkv = s->attn.qkv,
+		.h = s->rows.h, .xn = s->rows.xn, .att = s->rows.att,
+		.tmp = s->rows.tmp, .ff = s->rows.ff, .qkv = s->attn.qkv,
 	};
 	enum txl_status rc = txl_forward(&f);
 
 	if (rc != TXL_OK)
 		return rc;
-	memcpy(s->last_h, s->h + (size_t)(n - 1) * d, sizeof(float) * d);
+	memcpy(s->last_h, s->rows.h + (size_t)(n - 1) * d, sizeof(float) * d);
 	s->have_last = true;
 	return TXL_OK;
 }
@@ -474,7 +464,7 @@ predict_last(struct txl_session *s)
 		ctx = s->params.seg_len - s->params.stride;
 	st = forward(s, s->window + s->n_window - 1 - ctx, ctx + 1);
 	if (st == TXL_OK)
-		txl_out_keep(&s->out, s->h + (size_t)ctx * d, 1);
+		txl_out_keep(&s->out, s->rows.h + (size_t)ctx * d, 1);
 	return st;
 }
 
@@ -676,9 +666,9 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 	const int d = s->model->hp.d_model;
 
 	if (want == TXL_LOGITS_ALL)
-		txl_out_keep(&s->out, s->h, n);
+		txl_out_keep(&s->out, s->rows.h, n);
 	else if (want == TXL_LOGITS_LAST)
-		txl_out_keep(&s->out, s->h + (size_t)(n - 1) * d, 1);
+		txl_out_keep(&s->out, s->rows.h + (size_t)(n - 1) * d, 1);
 }
 
 /* Models without memory: groups of `stride` tokens, each computed after
@@ -706,7 +696,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 			if ((st = forward(s, win, ctx + g)))
 				return st;
 			if (want == TXL_LOGITS_ALL)
-				txl_out_keep(&s->out, s->h + (size_t)ctx *
+				txl_out_keep(&s->out, s->rows.h + (size_t)ctx *
 						s->model->hp.d_model, g);
 			else
 				keep_rows(s, ctx + g, want);
