@@ -178,6 +178,14 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 }
 
 void
+engine_interactive(struct engine *e)
+{
+	e->streams->keep_memory = true;
+	e->samp->keep_sampler = true;
+	e->streams->trim_lead = true;
+}
+
+void
 engine_effective_options(const struct engine *e,
 			 struct txlgen_options *shown)
 {

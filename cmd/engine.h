@@ -59,6 +59,11 @@ int engine_load_model(struct engine *e, struct txlgen_options *opts,
 
 void engine_close(struct engine *e);
 
+/** Turns of an interactive session (the REPL): the memory keeps the last
+ *  token of each, one sampler goes on across them, and the output of
+ *  each starts a line (its leading space dropped). */
+void engine_interactive(struct engine *e);
+
 /** The settings as the run uses them (--print-config, /show): a shallow
  *  copy of e->opts, valid while they are, with the model's path and the
  *  seed picked for a run without --seed.  (The session's values of the

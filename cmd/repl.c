@@ -21,7 +21,6 @@
 
 #include "config.h"
 #include "engine-model.h"
-#include "engine-sampling.h"
 #include "engine-streams.h"
 #include "lineio.h"
 #include "repl.h"
@@ -396,9 +395,7 @@ repl_run(struct engine *e, struct output *out, struct input *first)
 	struct strbuf in = { 0 };
 	int rc = EXIT_OK;
 
-	e->streams->keep_memory = true;
-	e->samp->keep_sampler = true;
-	e->streams->trim_lead = true;
+	engine_interactive(e);
 	out->color_text = out->color;
 	lineio_open(&r.io);
 	if (r.io.tty)
