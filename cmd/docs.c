@@ -26,6 +26,8 @@
 
 #include <cJSON.h>
 
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "input.h"
 #include "progress.h"
@@ -299,11 +301,11 @@ tokenize_doc(struct docs *d, const char *text, size_t len)
 	d->ids.n = 0;
 	input_open_text(&in, text, len, "document");
 	while ((got = input_next(&in, &chunk, &n)) > 0) {
-		if ((k = engine_tokenize(d->e, chunk, n)) < 0) {
+		if ((k = engine_tokenize(d->e->mod, chunk, n)) < 0) {
 			got = -1;
 			break;
 		}
-		tokvec_add(&d->ids, d->e->ids, k);
+		tokvec_add(&d->ids, d->e->mod->ids, k);
 	}
 	input_close(&in);
 	return got < 0 ? -1 : d->ids.n;
@@ -528,8 +530,8 @@ static int
 open_streams(struct docs *d)
 {
 	struct engine *e = d->e;
-	struct txl_session_params p = txl_session_get_params(e->session);
-	double bytes = (double)txl_session_bytes(e->model, &p) * d->n_st;
+	struct txl_session_params p = engine_params(e);
+	double bytes = (double)txl_session_bytes(e->mod->model, &p) * d->n_st;
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	enum txl_status ts;
@@ -554,10 +556,10 @@ int
 engine_score_docs(struct engine *e, struct input *in, FILE *out)
 {
 	const struct txlgen_options *o = e->opts;
-	struct txl_session_params p = txl_session_get_params(e->session);
+	struct txl_session_params p = engine_params(e);
 	struct docs d = {
 		.e = e, .in = in, .out = out,
-		.start = e->started ? e->session : NULL,
+		.start = e->streams->started ? e->streams->session : NULL,
 		.n_st = (int)o->streams,
 		.line_no = o->first_line,
 		/* a model without memory: whole groups of its stride per

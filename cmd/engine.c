@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "engine-model.h"
+#include "engine-sampling.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "models.h"
 #include "signals.h"
@@ -25,8 +28,8 @@ abort_fn(void *data)
 
 	/* while saving, a signal that came after the save began: the REPL
 	 * saves its memory after the SIGTERM that ends it */
-	if (e->saving)
-		return signals_received() != e->signals_at_save;
+	if (e->streams->saving)
+		return signals_received() != e->streams->signals_at_save;
 	return interrupted != 0;
 }
 
@@ -115,6 +118,12 @@ warn_old_conversion(const struct txl_model *m, const char *path)
 	       "cluster's probability");
 }
 
+static void *
+zalloc(size_t n)
+{
+	return memset(xrealloc(NULL, n), 0, n);
+}
+
 int
 engine_load_model(struct engine *e, struct txlgen_options *opts,
 		  const char *model_path)
@@ -124,11 +133,14 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 
 	memset(e, 0, sizeof(*e));
 	e->opts = opts;
-	e->model_path = model_path;
+	e->mod = zalloc(sizeof(*e->mod));
+	e->samp = zalloc(sizeof(*e->samp));
+	e->streams = zalloc(sizeof(*e->streams));
+	e->mod->path = model_path;
 	txl_log_set(log_fn, NULL, TXL_LOG_WARN);
 
 	st = txl_model_load_flags(model_path, opts->mmap ? 0 :
-				  TXL_LOAD_NO_MMAP, &e->model);
+				  TXL_LOAD_NO_MMAP, &e->mod->model);
 	if (st != TXL_OK) {
 		unsigned char head[8];
 		ssize_t n = 0;
@@ -152,16 +164,25 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 	}
 	if (opts->mmap)
 		signals_watch_mapping(model_path);
-	e->hp = txl_model_hparams(e->model);
-	warn_old_conversion(e->model, model_path);
-	e->logits = xrealloc(NULL, (size_t)e->hp->n_token * sizeof(float));
+	e->mod->hp = txl_model_hparams(e->mod->model);
+	warn_old_conversion(e->mod->model, model_path);
+	e->mod->logits = xrealloc(NULL, (size_t)e->mod->hp->n_token *
+				  sizeof(float));
 
 	/* without --seed, a new seed each run (shown by --stats/--json) */
 	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
 		r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
-	e->seed = r;
+	e->samp->seed = r;
 
-	return config_apply_recommended(opts, e->model, model_path);
+	return config_apply_recommended(opts, e->mod->model, model_path);
+}
+
+void
+engine_interactive(struct engine *e)
+{
+	e->streams->keep_memory = true;
+	e->samp->keep_sampler = true;
+	e->streams->trim_lead = true;
 }
 
 void
@@ -169,56 +190,77 @@ engine_effective_options(const struct engine *e,
 			 struct txlgen_options *shown)
 {
 	*shown = *e->opts;
-	shown->model = (char *)e->model_path;
+	shown->model = (char *)e->mod->path;
 	if (shown->seed < 0)
-		shown->seed = (int64_t)e->seed;
+		shown->seed = (int64_t)e->samp->seed;
 }
 
 void
 engine_close(struct engine *e)
 {
-	txl_sampler_free(e->sampler);
-	txl_batch_free(e->batch);
-	txl_session_free(e->session);
-	txl_model_free(e->model);
-	free(e->ids);
-	free(e->logits);
-	free(e->piece);
-	free(e->samples);
-	free(e->recent.v);
+	if (e->samp) {
+		txl_sampler_free(e->samp->sampler);
+		free(e->samp->recent.v);
+		free(e->samp);
+	}
+	if (e->streams) {
+		txl_batch_free(e->streams->batch);
+		txl_session_free(e->streams->session);
+		free(e->streams->samples);
+		free(e->streams);
+	}
+	if (e->mod) {
+		txl_model_free(e->mod->model);
+		free(e->mod->ids);
+		free(e->mod->logits);
+		free(e->mod->piece);
+		free(e->mod);
+	}
 	memset(e, 0, sizeof(*e));
 }
 
 /* What the options ask of this model that it does not do, said in the
  * options' names before a session is made (the library's own checks then
  * cover the rest).  A model without memory (attn_type 2, 3) recomputes a
- * window of the last seg_len tokens: for every token when it generates
- * (the library's stride 1), every --score-stride tokens when it scores
- * (default seg_len: the original eval.py's segments with mem_len 0). */
+ * window of the last seg_len tokens (as the library resolves @p p): for
+ * every token when it generates (the library's stride 1), every
+ * --score-stride tokens when it scores (default seg_len: the original
+ * eval.py's segments with mem_len 0). */
 static int
 model_settings(struct engine *e, struct txl_session_params *p)
 {
 	const struct txlgen_options *o = e->opts;
-	const struct txl_hparams *hp = e->hp;
-	int seg = o->seg_len > 0 ? o->seg_len : hp->tgt_len;
+	const struct txl_hparams *hp = e->mod->hp;
+	struct txl_session_params r = txl_session_params_default();
 	bool scoring = o->score || o->score_docs;
+	int seg;
 
 	if (o->adapt > 0 && hp->n_cutoffs > 0) {
 		errmsg("--adapt: %s has an adaptive softmax (%d clusters); "
 		       "dynamic evaluation adapts a full softmax only",
-		       e->model_path, hp->n_cutoffs + 1);
+		       e->mod->path, hp->n_cutoffs + 1);
 		return EXIT_USAGE;
 	}
-	if (!scoring || o->score_stride < 0) {
-		if (scoring && !txl_model_has_memory(e->model))
-			p->stride = seg;
+	if (!scoring || txl_model_has_memory(e->mod->model)) {
+		if (scoring && o->score_stride >= 0) {
+			errmsg("--score-stride: %s has a memory (attn_type "
+			       "%d); only models without memory (attn_type 2, "
+			       "3) are scored in windows", e->mod->path,
+			       hp->attn_type);
+			return EXIT_USAGE;
+		}
 		return EXIT_OK;
 	}
-	if (txl_model_has_memory(e->model)) {
-		errmsg("--score-stride: %s has a memory (attn_type %d); only "
-		       "models without memory (attn_type 2, 3) are scored in "
-		       "windows", e->model_path, hp->attn_type);
+	/* the settings as the session gets them (those refused, as its
+	 * making would say; the stride, unset, is not what refuses them) */
+	if (txl_session_params_resolve(e->mod->model, p, &r) != TXL_OK) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return EXIT_USAGE;
+	}
+	seg = r.seg_len;
+	if (o->score_stride < 0) {
+		p->stride = seg;
+		return EXIT_OK;
 	}
 	if (o->score_stride > seg) {
 		errmsg("--score-stride %d: more than the %d tokens of a "
@@ -242,14 +284,20 @@ engine_session_params(const struct engine *e, struct txl_session_params *p)
 	p->mem_init = e->opts->mem_init;
 }
 
+struct txl_session_params
+engine_params(const struct engine *e)
+{
+	return txl_session_get_params(e->streams->session);
+}
+
 int
 engine_check_compute(const struct engine *e)
 {
-	if (txl_model_check_compute(e->model, e->opts->compute) == TXL_OK)
+	if (txl_model_check_compute(e->mod->model, e->opts->compute) == TXL_OK)
 		return EXIT_OK;
 	errmsg("--compute %s: %s stores none of its weight matrices in "
 	       "BF16 (its products compute in F32 whatever the setting)",
-	       compute_names[e->opts->compute], e->model_path);
+	       compute_names[e->opts->compute], e->mod->path);
 	return EXIT_USAGE;
 }
 
@@ -268,17 +316,19 @@ engine_apply_settings(struct engine *e)
 	p.abort_data = e;
 	/* a live session keeps its memory (the most recent positions if
 	 * mem_len shrinks) */
-	if (e->session)
-		st = txl_session_set_params(e->session, &p);
+	if (e->streams->session)
+		st = txl_session_set_params(e->streams->session, &p);
 	else
-		st = txl_session_new(e->model, &p, &e->session);
+		st = txl_session_new(e->mod->model, &p, &e->streams->session);
 	if (st == TXL_OK)
-		st = txl_session_set_compute(e->session, e->opts->compute);
+		st = txl_session_set_compute(e->streams->session,
+					     e->opts->compute);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return st == TXL_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;
 	}
-	e->have_logits = txl_session_n_logits(e->session) > 0;
+	e->streams->have_logits =
+		txl_session_n_logits(e->streams->session) > 0;
 	return EXIT_OK;
 }
 
@@ -286,7 +336,7 @@ enum txl_status
 engine_session_new(struct engine *e, const struct txl_session_params *p,
 		   struct txl_session **out)
 {
-	enum txl_status st = txl_session_new(e->model, p, out);
+	enum txl_status st = txl_session_new(e->mod->model, p, out);
 
 	if (st == TXL_OK &&
 	    (st = txl_session_set_compute(*out, e->opts->compute)) != TXL_OK) {
@@ -302,51 +352,52 @@ engine_note_fed(struct engine *e, const int32_t *ids, int n)
 	int keep = e->opts->repeat_last_n;
 
 	if (keep <= 0) {
-		e->recent.n = 0;
+		e->samp->recent.n = 0;
 		return;
 	}
 	if (n > keep) {
 		ids += n - keep;
 		n = keep;
 	}
-	tokvec_add(&e->recent, ids, n);
-	if (e->recent.n > 2 * keep)
-		tokvec_drop(&e->recent, e->recent.n - keep);
+	tokvec_add(&e->samp->recent, ids, n);
+	if (e->samp->recent.n > 2 * keep)
+		tokvec_drop(&e->samp->recent, e->samp->recent.n - keep);
 }
 
 void
 engine_seed_sampler(const struct engine *e, struct txl_sampler *smp)
 {
-	int n = e->recent.n < e->opts->repeat_last_n ? e->recent.n
+	int n = e->samp->recent.n < e->opts->repeat_last_n ? e->samp->recent.n
 		: e->opts->repeat_last_n;
 
-	for (int i = e->recent.n - n; smp && i < e->recent.n; i++)
-		txl_sampler_accept(smp, e->recent.v[i]);
+	for (int i = e->samp->recent.n - n; smp && i < e->samp->recent.n; i++)
+		txl_sampler_accept(smp, e->samp->recent.v[i]);
 }
 
 void
 engine_reset(struct engine *e)
 {
-	e->recent.n = 0;
-	txl_session_reset(e->session);
-	if (e->sampler)
-		txl_sampler_reset(e->sampler);
-	e->have_logits = false;
-	e->started = false;
+	e->samp->recent.n = 0;
+	txl_session_reset(e->streams->session);
+	if (e->samp->sampler)
+		txl_sampler_reset(e->samp->sampler);
+	e->streams->have_logits = false;
+	e->streams->started = false;
 }
 
 int
-engine_tokenize(struct engine *e, const char *text, size_t len)
+engine_tokenize(struct engine_model *m, const char *text, size_t len)
 {
 	int n;
 
 	if (!len)
 		return 0;
-	n = txl_tokenize(e->model, text, len, e->ids, e->ids_cap);
+	n = txl_tokenize(m->model, text, len, m->ids, m->ids_cap);
 	if (n < 0 && n != INT32_MIN) {
-		e->ids_cap = -n;
-		e->ids = xrealloc(e->ids, (size_t)e->ids_cap * sizeof(int32_t));
-		n = txl_tokenize(e->model, text, len, e->ids, e->ids_cap);
+		m->ids_cap = -n;
+		m->ids = xrealloc(m->ids, (size_t)m->ids_cap *
+				  sizeof(int32_t));
+		n = txl_tokenize(m->model, text, len, m->ids, m->ids_cap);
 	}
 	if (n < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
@@ -356,35 +407,36 @@ engine_tokenize(struct engine *e, const char *text, size_t len)
 }
 
 const char *
-engine_piece(struct engine *e, int32_t id, int *len)
+engine_piece(struct engine_model *m, int32_t id, int *len)
 {
 	int n;
 
-	if (!e->piece) {
-		e->piece_cap = 256;
-		e->piece = xrealloc(NULL, e->piece_cap);
+	if (!m->piece) {
+		m->piece_cap = 256;
+		m->piece = xrealloc(NULL, m->piece_cap);
 	}
-	n = txl_token_piece(e->model, id, e->piece, e->piece_cap);
+	n = txl_token_piece(m->model, id, m->piece, m->piece_cap);
 	if (n < 0 && n != INT32_MIN) {
-		e->piece_cap = (size_t)-n;
-		e->piece = xrealloc(e->piece, e->piece_cap);
-		n = txl_token_piece(e->model, id, e->piece, e->piece_cap);
+		m->piece_cap = (size_t)-n;
+		m->piece = xrealloc(m->piece, m->piece_cap);
+		n = txl_token_piece(m->model, id, m->piece,
+				    m->piece_cap);
 	}
 	if (n < 0)
 		return NULL;
 	*len = n;
-	return e->piece;
+	return m->piece;
 }
 
 bool
-engine_drops_space(struct engine *e, int32_t id, const char *p, int len)
+engine_drops_space(struct engine_model *m, int32_t id, const char *p, int len)
 {
 	char d[8];
 	int dl;
 
 	if (len <= 0 || p[0] != ' ')
 		return false;
-	dl = txl_detokenize(e->model, &id, 1, d, sizeof(d));
+	dl = txl_detokenize(m->model, &id, 1, d, sizeof(d));
 	return (dl >= 0 && dl < len) || (dl < 0 && dl != INT32_MIN &&
 					 -dl < len);
 }
@@ -396,16 +448,17 @@ engine_save(struct engine *e, const char *path)
 
 	unsigned grace = signals_grace_pause();
 
-	e->saving = true;
-	e->signals_at_save = signals_received();
+	e->streams->saving = true;
+	e->streams->signals_at_save = signals_received();
 	{
-		int n = e->recent.n < e->opts->repeat_last_n ? e->recent.n
+		const struct tokvec *r = &e->samp->recent;
+		int n = r->n < e->opts->repeat_last_n ? r->n
 			: e->opts->repeat_last_n;
 
-		st = txl_session_save_recent(e->session, path, e->recent.v +
-					     (e->recent.n - n), n);
+		st = txl_session_save_recent(e->streams->session, path,
+					     r->v + (r->n - n), n);
 	}
-	e->saving = false;
+	e->streams->saving = false;
 	signals_grace_resume(grace);
 	if (st == TXL_ABORTED)
 		return EXIT_INTERRUPTED;  /* the old file stays */
@@ -478,26 +531,26 @@ engine_load(struct engine *e, const char *path)
 	int32_t *ids = xrealloc(NULL, (size_t)(max ? max : 1) *
 				sizeof(int32_t));
 	int n = 0, state_len = 0;
-	enum txl_status st = txl_session_load_recent(e->session, path, ids,
-						     max, &n);
+	enum txl_status st = txl_session_load_recent(e->streams->session,
+						     path, ids, max, &n);
 
 	if (st == TXL_ERR_INVALID &&
 	    txl_state_mem_len(path, &state_len) == TXL_OK &&
-	    state_len > txl_session_get_params(e->session).mem_len) {
+	    state_len > engine_params(e).mem_len) {
 		/* the memory does not fit: --mem-len (or a config's) asks
 		 * for less than the state's */
-		if (e->keep_sampler)	/* the REPL's /load */
+		if (e->samp->keep_sampler)	/* the REPL's /load */
 			errmsg("%s: saved with mem_len %d, it holds more "
 			       "positions than mem_len %d keeps: '/set mem_len "
 			       "%d', then /load it", path, state_len,
-			       txl_session_get_params(e->session).mem_len,
+			       engine_params(e).mem_len,
 			       state_len);
 		else
 			errmsg("%s: saved with mem_len %d, it holds more "
 			       "positions than mem_len %d keeps: leave "
 			       "--mem-len out (the state's %d is used), or give "
 			       "a larger one", path, state_len,
-			       txl_session_get_params(e->session).mem_len,
+			       engine_params(e).mem_len,
 			       state_len);
 		free(ids);
 		return EXIT_BADMODEL;
@@ -507,71 +560,63 @@ engine_load(struct engine *e, const char *path)
 		errmsg("%s", engine_lib_error(st));
 		return st == TXL_ERR_IO ? EXIT_RUNTIME : EXIT_BADMODEL;
 	}
-	e->recent.n = 0;
-	tokvec_add(&e->recent, ids, n);
+	e->samp->recent.n = 0;
+	tokvec_add(&e->samp->recent, ids, n);
 	free(ids);
 	/* the REPL's sampler goes on from the loaded text, not its own */
-	if (e->sampler) {
-		txl_sampler_reset(e->sampler);
-		engine_seed_sampler(e, e->sampler);
+	if (e->samp->sampler) {
+		txl_sampler_reset(e->samp->sampler);
+		engine_seed_sampler(e, e->samp->sampler);
 	}
 	/* the state predicts the token after its text: an empty prompt
 	 * continues that text */
-	e->have_logits = txl_session_n_logits(e->session) > 0;
-	e->started = true;
+	e->streams->have_logits =
+		txl_session_n_logits(e->streams->session) > 0;
+	e->streams->started = true;
 	return EXIT_OK;
 }
 
 void
 engine_print_mem(struct engine *e, FILE *f, const char *prefix)
 {
-	struct txl_session_params p = txl_session_get_params(e->session);
-	int fill = txl_session_mem_fill(e->session);
-	long long past = (long long)txl_session_n_past(e->session);
+	struct txl_session_params p = engine_params(e);
+	int fill = txl_session_mem_fill(e->streams->session);
+	long long past = (long long)txl_session_n_past(e->streams->session);
 	/* the tokens a generated one depends on, itself included */
-	long long field = (long long)txl_session_receptive_field(e->model,
+	long long field = (long long)txl_session_receptive_field(e->mod->model,
 								 &p, 1);
+	const struct txl_hparams *hp = e->mod->hp;
+	double mean;
+	int most;
 
-	if (!txl_model_has_memory(e->model)) {
+	if (!txl_model_has_memory(e->mod->model)) {
 		/* no memory: every prediction sees its window only */
 		if (p.stride > 1)
 			fprintf(f, "%sno memory (attn_type %d): a window of up "
 				"to %d tokens is recomputed for every %d tokens "
-				"predicted", prefix, e->hp->attn_type, p.seg_len,
+				"predicted", prefix, hp->attn_type, p.seg_len,
 				p.stride);
 		else
 			fprintf(f, "%sno memory (attn_type %d): a window of the "
 				"last %d tokens is recomputed for every token",
-				prefix, e->hp->attn_type, p.seg_len);
+				prefix, hp->attn_type, p.seg_len);
 		fprintf(f, ", %lld token%s consumed, receptive field %lld "
 			"tokens\n", past, past == 1 ? "" : "s", field);
 		return;
 	}
-	if (txl_model_span(e->model, 0, 0) >= 0) {
+	if ((most = txl_model_spans(e->mod->model, p.mem_len, &mean)) >= 0) {
 		/* the spans: full from the start (zero states before the
 		 * text) */
-		long long sum = 0;
-		int most = 0;
-
-		for (int l = 0; l < e->hp->n_layer; l++) {
-			for (int h = 0; h < e->hp->n_head; h++) {
-				int n = txl_model_span(e->model, l, h);
-				n = n < p.mem_len ? n : p.mem_len;
-				sum += n;
-				most = n > most ? n : most;
-			}
-		}
 		fprintf(f, "%smemory: each head its span (mean %.0f, longest "
 			"%d positions) in its layer's window, zero states "
 			"before the text; %lld token%s consumed, receptive "
-			"field %lld tokens\n",
-			prefix, (double)sum / (e->hp->n_layer * e->hp->n_head),
-			most, past, past == 1 ? "" : "s", field);
+			"field %lld tokens\n", prefix, mean, most, past,
+			past == 1 ? "" : "s", field);
 		return;
 	}
 	fprintf(f, "%smemory: %d/%d positions (%.0f%%), %lld token%s "
 		"consumed, receptive field %lld tokens (the last and %d layers "
 		"x mem_len %d before it)\n", prefix, fill, p.mem_len,
 		p.mem_len ? 100.0 * fill / p.mem_len : 0.0, past,
-		past == 1 ? "" : "s", field, e->hp->n_layer, p.mem_len);
+		past == 1 ? "" : "s", field, hp->n_layer, p.mem_len);
 }

@@ -2,6 +2,8 @@
 /*
  * engine.h - txlgen's use of libtxl: the model and its session, and
  * feeding text into the memory (prompts, --prime) segment by segment.
+ * The engine's parts are defined in engine-model.h, engine-sampling.h
+ * and engine-streams.h, each included where its fields are read.
  * Generation (generate.c), scoring (score.c), token listings
  * (tokenize.c) and the model description (info.c) build on it; so do
  * batch mode (main.c) and the REPL (repl.c).
@@ -20,73 +22,31 @@
 #include "output.h"
 #include "settings.h"
 
-enum gen_end {
-	GEN_LENGTH,       /* -n tokens generated */
-	GEN_EOS,          /* the model ended the text */
-	GEN_STOP,         /* a stop string */
-	GEN_INTERRUPTED,  /* Ctrl-C or SIGTERM */
-	GEN_ERROR,        /* an error, already reported */
-};
-
-struct gen_stats {
-	int64_t n_prompt;     /* tokens fed before generating */
-	int64_t n_skipped;    /* of them, counted but not computed */
-	int n_gen;            /* tokens generated (by every sample) */
-	double t_prompt;      /* seconds */
-	double t_gen;
-	enum gen_end end;     /* of the first sample */
-};
-
-/* How one continuation of --n-samples went. */
-struct sample_stats {
-	int n_gen;
-	enum gen_end end;
-	uint64_t seed;
-};
-
 /* A growing array of token ids. */
 struct tokvec {
 	int32_t *v;
 	int n, cap;
 };
 
+/*
+ * A run's engine, in three parts, each defined in a header of its own
+ * and seen by the files that use it:
+ *   engine-model.h     the model, its path and the tokenizer's scratch;
+ *   engine-sampling.h  the sampler, its settings and seeds, the window of
+ *                      recent tokens (the repeat penalty's);
+ *   engine-streams.h   the session and its memory, the batch of streams,
+ *                      the state and statistics of generation.
+ * engine_load_model() makes them, engine_close() frees them.
+ */
+struct engine_model;
+struct engine_sampling;
+struct engine_streams;
+
 struct engine {
-	struct txl_model *model;
-	const struct txl_hparams *hp;
-	struct txl_session *session;
 	struct txlgen_options *opts;
-	const char *model_path;
-	uint64_t seed;         /* the effective seed */
-	bool keep_memory;      /* feed the last token too (REPL, --state-out) */
-	bool trim_lead;        /* output starts a line: drop its leading
-				  space even after a prompt (REPL) */
-	bool have_logits;      /* the session's logits predict the next token */
-	bool started;          /* the memory holds text */
-	int32_t *ids;          /* tokenizer scratch */
-	int ids_cap;
-	float *logits;         /* n_token scratch */
-	char *piece;           /* engine_piece() */
-	size_t piece_cap;
-	int64_t n_skipped;     /* tokens of the last text fed that were
-				  counted, not read (engine_feed_input) */
-	struct gen_stats last; /* of the last generation */
-	struct sample_stats *samples; /* and of each of its samples */
-	int n_samples;
-	bool keep_sampler;     /* one sampler across generations (REPL) */
-	bool gen_progress;     /* a progress line of generation on stderr,
-				  when it is a terminal (stdout a file) */
-	struct txl_sampler *sampler;  /* that sampler, its settings, */
-	struct txl_sampler_params sampler_params;
-	uint64_t sampler_seed; /* the session's seed it was made for */
-	uint64_t n_samplers;   /* and how many were made for that seed */
-	bool saving;           /* in engine_save() */
-	unsigned signals_at_save; /* signals_received() when it began */
-	struct txl_batch *batch; /* engine_feed_many()'s, or NULL */
-	int batch_rows;        /* its max_rows */
-	struct tokvec recent;  /* the last ids of the session's text (at
-				  least repeat_last_n of them when there
-				  are): the repeat penalty's window, saved
-				  with the memory */
+	struct engine_model *mod;
+	struct engine_sampling *samp;
+	struct engine_streams *streams;
 };
 
 void tokvec_add(struct tokvec *t, const int32_t *ids, int n);
@@ -99,6 +59,11 @@ int engine_load_model(struct engine *e, struct txlgen_options *opts,
 
 void engine_close(struct engine *e);
 
+/** Turns of an interactive session (the REPL): the memory keeps the last
+ *  token of each, one sampler goes on across them, and the output of
+ *  each starts a line (its leading space dropped). */
+void engine_interactive(struct engine *e);
+
 /** The settings as the run uses them (--print-config, /show): a shallow
  *  copy of e->opts, valid while they are, with the model's path and the
  *  seed picked for a run without --seed.  (The session's values of the
@@ -110,6 +75,10 @@ void engine_effective_options(const struct engine *e,
  *  they leave to the model). */
 void engine_session_params(const struct engine *e,
 			   struct txl_session_params *p);
+
+/** The settings of the engine's session, as the library resolved them
+ *  (txl_session_get_params()). */
+struct txl_session_params engine_params(const struct engine *e);
 
 /** Whether the model computes as --compute asks (a message and
  *  EXIT_USAGE if not). */
@@ -126,8 +95,8 @@ enum txl_status engine_session_new(struct engine *e,
 				   const struct txl_session_params *p,
 				   struct txl_session **out);
 
-/** The window of recent ids (e->recent) after @p ids[0..n) were fed to
- *  the engine's session. */
+/** The window of recent ids (e->samp->recent) after @p ids[0..n) were
+ *  fed to the engine's session. */
 void engine_note_fed(struct engine *e, const int32_t *ids, int n);
 
 /** Give the sampler @p smp, new, the ids of the text the session holds
@@ -146,18 +115,18 @@ const char *engine_lib_error(enum txl_status st);
  *  the library's message. */
 int engine_run_status(enum txl_status st);
 
-/** Tokenize @p text; returns the count (ids in e->ids) or -1. */
-int engine_tokenize(struct engine *e, const char *text, size_t len);
+/** Tokenize @p text; returns the count (ids in m->ids) or -1. */
+int engine_tokenize(struct engine_model *m, const char *text, size_t len);
 
 /** The bytes token @p id stands for (txl_token_piece), in a buffer of
- *  the engine's valid until the next call; *@p len their number.  NULL
+ *  @p m's valid until the next call; *@p len their number.  NULL
  *  for an invalid id. */
-const char *engine_piece(struct engine *e, int32_t id, int *len);
+const char *engine_piece(struct engine_model *m, int32_t id, int *len);
 
 /** Does SentencePiece's decoder drop the leading space of token @p id's
  *  piece @p p when it starts a text?  (Only for tokenizers that add a
  *  space to every text.) */
-bool engine_drops_space(struct engine *e, int32_t id, const char *p,
+bool engine_drops_space(struct engine_model *m, int32_t id, const char *p,
 			int len);
 
 /** Feed @p n tokens; reports errors.  Returns an exit code. */
@@ -165,16 +134,16 @@ int engine_feed(struct engine *e, const int32_t *ids, int n,
 		enum txl_logits want);
 
 /** The same into another session of the model (a stream of its own:
- *  --n-samples, --score-docs); e->have_logits is left alone. */
+ *  --n-samples, --score-docs); e->streams->have_logits is left alone. */
 int engine_feed_to(struct engine *e, struct txl_session *s,
 		   const int32_t *ids, int n, enum txl_logits want);
 
 /** Feed each session sessions[i] its n[i] tokens ids[i] (1 to seg_len)
  *  in one step of the engine's batch (made, or grown, for @p max_rows
- *  rows on first use), as engine_feed_to() of each; e->have_logits set
- *  when the engine's session is one of them.  With @p logits, the
- *  logits of those that hold one row are computed from one read of the
- *  output layer.  Returns an exit code. */
+ *  rows on first use), as engine_feed_to() of each;
+ *  e->streams->have_logits set when the engine's session is one of
+ *  them.  With @p logits, the logits of those that hold one row are
+ *  computed from one read of the output layer.  Returns an exit code. */
 int engine_feed_many(struct engine *e, struct txl_session *const *sessions,
 		     const int32_t *const *ids, const int *n, int n_sessions,
 		     enum txl_logits want, bool logits, int max_rows);
@@ -199,9 +168,9 @@ struct feed_opts {
  * learning from each), the last segment giving the logits of the next
  * token; without --read-all or --adapt, a model with memory reads only
  * the segments of the receptive field at the end, the others counted
- * (e->n_skipped), for the same state.  *@p n_tokens gets the tokens fed,
- * *@p bytes the bytes read (either may be NULL).  Returns an exit code
- * (EXIT_INTERRUPTED after a signal).
+ * (e->streams->n_skipped), for the same state.  *@p n_tokens gets the
+ * tokens fed, *@p bytes the bytes read (either may be NULL).  Returns an
+ * exit code (EXIT_INTERRUPTED after a signal).
  */
 int engine_feed_input(struct engine *e, struct input *in,
 		      const struct feed_opts *fo, int64_t *n_tokens,
@@ -228,7 +197,7 @@ void engine_print_mem(struct engine *e, FILE *f, const char *prefix);
 /**
  * Generate a continuation of the memory and @p prompt (NULL: none) to
  * @p out.  Returns an exit code (EXIT_INTERRUPTED after a signal);
- * e->last holds the statistics.
+ * e->streams->last holds the statistics.
  */
 int engine_generate(struct engine *e, struct input *prompt,
 		    struct output *out);

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "output.h"
 #include "progress.h"
@@ -34,8 +36,9 @@ engine_adapt(struct engine *e, const int32_t *targets, int n)
 
 	if (e->opts->adapt <= 0)
 		return EXIT_OK;
-	st = txl_session_adapt(e->session, targets, n, (float)e->opts->adapt);
-	e->have_logits = false;
+	st = txl_session_adapt(e->streams->session, targets, n,
+			       (float)e->opts->adapt);
+	e->streams->have_logits = false;
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
@@ -49,7 +52,7 @@ engine_feed_to(struct engine *e, struct txl_session *s, const int32_t *ids,
 {
 	enum txl_status st = txl_session_eval(s, ids, n, want);
 
-	if (s == e->session && st == TXL_OK)
+	if (s == e->streams->session && st == TXL_OK)
 		engine_note_fed(e, ids, n);
 	return engine_run_status(st);
 }
@@ -61,26 +64,28 @@ engine_feed_many(struct engine *e, struct txl_session *const *sessions,
 {
 	enum txl_status st;
 
-	if (!e->batch || e->batch_rows < max_rows) {
+	if (!e->streams->batch || e->streams->batch_rows < max_rows) {
 		struct txl_batch_params p = txl_batch_params_default();
 
-		txl_batch_free(e->batch);
-		e->batch = NULL;
+		txl_batch_free(e->streams->batch);
+		e->streams->batch = NULL;
 		p.max_rows = max_rows;
-		st = txl_batch_new(e->model, &p, &e->batch);
+		st = txl_batch_new(e->mod->model, &p, &e->streams->batch);
 		if (st != TXL_OK) {
 			errmsg("%s", engine_lib_error(st));
 			return EXIT_RUNTIME;
 		}
-		e->batch_rows = max_rows;
+		e->streams->batch_rows = max_rows;
 	}
-	st = txl_batch_eval(e->batch, sessions, ids, n, n_sessions, want);
+	st = txl_batch_eval(e->streams->batch, sessions, ids, n, n_sessions,
+			    want);
 	if (st == TXL_OK && logits && want != TXL_LOGITS_NONE)
-		st = txl_batch_logits(e->batch, sessions, n_sessions);
+		st = txl_batch_logits(e->streams->batch, sessions, n_sessions);
 	for (int i = 0; i < n_sessions; i++) {
-		if (sessions[i] != e->session)
+		if (sessions[i] != e->streams->session)
 			continue;
-		e->have_logits = st == TXL_OK && want != TXL_LOGITS_NONE;
+		e->streams->have_logits = st == TXL_OK &&
+					  want != TXL_LOGITS_NONE;
 		if (st == TXL_OK)
 			engine_note_fed(e, ids[i], n[i]);
 	}
@@ -90,9 +95,9 @@ engine_feed_many(struct engine *e, struct txl_session *const *sessions,
 int
 engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
 {
-	int rc = engine_feed_to(e, e->session, ids, n, want);
+	int rc = engine_feed_to(e, e->streams->session, ids, n, want);
 
-	e->have_logits = rc == EXIT_OK && want != TXL_LOGITS_NONE;
+	e->streams->have_logits = rc == EXIT_OK && want != TXL_LOGITS_NONE;
 	return rc;
 }
 
@@ -104,7 +109,7 @@ engine_feed(struct engine *e, const int32_t *ids, int n, enum txl_logits want)
 static int
 feed_segments(struct engine *e, const int32_t *ids, int n, int *fed)
 {
-	int seg = txl_session_get_params(e->session).seg_len, rc = EXIT_OK;
+	int seg = engine_params(e).seg_len, rc = EXIT_OK;
 	int k = n > 0 ? (n - 1) / seg * seg : 0;
 
 	*fed = k;
@@ -140,12 +145,12 @@ skip_tokens(struct feeder *f, int k)
 
 	if (k <= 0)
 		return EXIT_OK;
-	st = txl_session_skip(f->e->session, f->t.v, k);
+	st = txl_session_skip(f->e->streams->session, f->t.v, k);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
-	f->e->have_logits = false;
+	f->e->streams->have_logits = false;
 	/* text of the session all the same: the repeat penalty's window */
 	engine_note_fed(f->e, f->t.v, k);
 	tokvec_drop(&f->t, k);
@@ -168,8 +173,8 @@ skip_segments(struct feeder *f)
 static int
 skip_to_tail(struct feeder *f)
 {
-	struct txl_session_params p = txl_session_get_params(f->e->session);
-	const int64_t start = txl_session_tail_start(f->e->model, &p,
+	struct txl_session_params p = engine_params(f->e);
+	const int64_t start = txl_session_tail_start(f->e->mod->model, &p,
 						     f->total);
 
 	if (start < 0) {
@@ -191,13 +196,13 @@ take_text(struct feeder *f, const char *s, size_t len)
 	if (f->fo->echo && out_prompt(f->fo->echo, s, len) == OUT_ERROR)
 		return EXIT_RUNTIME;
 	f->bytes += len;
-	k = engine_tokenize(e, s, len);
+	k = engine_tokenize(e->mod, s, len);
 	if (k < 0)
 		return EXIT_RUNTIME;
 	for (int j = 0; j < f->fo->n_samplers; j++)
 		for (int i = 0; i < k; i++)
-			txl_sampler_accept(f->fo->samplers[j], e->ids[i]);
-	tokvec_add(&f->t, e->ids, k);
+			txl_sampler_accept(f->fo->samplers[j], e->mod->ids[i]);
+	tokvec_add(&f->t, e->mod->ids, k);
 	f->total += k;
 	/* with a receptive field, nothing is computed before the end: a
 	 * segment may yet turn out to lie before the field */
@@ -231,13 +236,14 @@ engine_feed_input(struct engine *e, struct input *in,
 	size_t len;
 	int rc = EXIT_OK, got;
 
-	e->n_skipped = 0;
+	e->streams->n_skipped = 0;
 	if (!e->opts->read_all && e->opts->adapt <= 0 &&
-	    txl_model_has_memory(e->model)) {
-		struct txl_session_params p = txl_session_get_params(e->session);
+	    txl_model_has_memory(e->mod->model)) {
+		struct txl_session_params p = engine_params(e);
 
 		f.seg = p.seg_len;
-		f.field = txl_session_receptive_field(e->model, &p, p.seg_len);
+		f.field = txl_session_receptive_field(e->mod->model, &p,
+						      p.seg_len);
 		if (f.field < 0) {
 			errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 			return EXIT_RUNTIME;
@@ -276,7 +282,7 @@ engine_feed_input(struct engine *e, struct input *in,
 		rc = engine_feed(e, f.t.v, f.t.n, TXL_LOGITS_LAST);
 out:
 	progress_done(&pg);
-	e->n_skipped = f.skipped;
+	e->streams->n_skipped = f.skipped;
 	if (n_tokens)
 		*n_tokens = f.total;
 	if (bytes)
@@ -294,6 +300,6 @@ engine_prime(struct engine *e, struct input *in)
 	int rc = engine_feed_input(e, in, &fo, &n, NULL);
 
 	if (n)
-		e->started = true;
+		e->streams->started = true;
 	return rc;
 }

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine-model.h"
+#include "engine-sampling.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "output.h"
 #include "progress.h"
@@ -27,12 +30,12 @@ static const char *const end_names[] = {
 int32_t
 engine_start_token(struct engine *e)
 {
-	int32_t t = txl_token_eos(e->model);
+	int32_t t = txl_token_eos(e->mod->model);
 
 	if (t < 0)
-		t = txl_token_bos(e->model);
+		t = txl_token_bos(e->mod->model);
 	if (t < 0)
-		t = txl_token_unk(e->model);
+		t = txl_token_unk(e->mod->model);
 	return t < 0 ? 0 : t;
 }
 
@@ -93,7 +96,7 @@ sampler_params(const struct engine *e, uint64_t seed)
  * The sampler of a generation; *@p seed gets the session's seed.  A
  * batch run makes one per generation, its random stream started from the
  * seed, so that a saved memory continued elsewhere gives the same text.
- * The REPL (e->keep_sampler) keeps one across turns: its random stream
+ * The REPL (e->samp->keep_sampler) keeps one across turns: its random stream
  * goes on, so that the same input after /reset gives another sample, and
  * a session with --seed is reproducible as a whole.  A /set of a sampling
  * setting makes a new sampler with the next seed of the session's; a
@@ -103,30 +106,30 @@ static struct txl_sampler *
 get_sampler(struct engine *e, uint64_t *seed)
 {
 	const struct txlgen_options *o = e->opts;
-	uint64_t base = o->seed >= 0 ? (uint64_t)o->seed : e->seed;
+	uint64_t base = o->seed >= 0 ? (uint64_t)o->seed : e->samp->seed;
 	struct txl_sampler_params sp = sampler_params(e, base);
 	struct txl_sampler *smp;
 
 	*seed = base;
-	if (!e->keep_sampler) {
-		smp = txl_sampler_new(&sp, e->hp->n_token);
+	if (!e->samp->keep_sampler) {
+		smp = txl_sampler_new(&sp, e->mod->hp->n_token);
 		engine_seed_sampler(e, smp);
 		return smp;
 	}
-	if (e->sampler && e->sampler_seed == base &&
-	    same_sampling(&sp, &e->sampler_params))
-		return e->sampler;
-	if (!e->sampler || e->sampler_seed != base)
-		e->n_samplers = 0;
-	sp.seed = nth_seed(base, e->n_samplers);
-	smp = txl_sampler_new(&sp, e->hp->n_token);
+	if (e->samp->sampler && e->samp->sampler_seed == base &&
+	    same_sampling(&sp, &e->samp->sampler_params))
+		return e->samp->sampler;
+	if (!e->samp->sampler || e->samp->sampler_seed != base)
+		e->samp->n_samplers = 0;
+	sp.seed = nth_seed(base, e->samp->n_samplers);
+	smp = txl_sampler_new(&sp, e->mod->hp->n_token);
 	if (smp) {
 		engine_seed_sampler(e, smp);
-		txl_sampler_free(e->sampler);
-		e->sampler = smp;
-		e->sampler_params = sp;
-		e->sampler_seed = base;
-		e->n_samplers++;
+		txl_sampler_free(e->samp->sampler);
+		e->samp->sampler = smp;
+		e->samp->sampler_params = sp;
+		e->samp->sampler_seed = base;
+		e->samp->n_samplers++;
 	}
 	return smp;
 }
@@ -152,27 +155,27 @@ feed_prompt(struct engine *e, struct input *prompt,
 	int rc;
 
 	*n_text = 0;
-	e->last.n_skipped = 0;
+	e->streams->last.n_skipped = 0;
 	if (prompt) {
 		rc = engine_feed_input(e, prompt, &fo, n_text, &bytes);
 		/* also when a signal stopped it: --stats tells what was read */
-		e->last.n_prompt = *n_text;
-		e->last.n_skipped = e->n_skipped;
+		e->streams->last.n_prompt = *n_text;
+		e->streams->last.n_skipped = e->streams->n_skipped;
 		if (rc != EXIT_OK)
 			return rc;
 		if (bytes)
-			e->started = true;
+			e->streams->started = true;
 	}
-	e->last.n_prompt = *n_text;
-	if (*n_text == 0 && !e->have_logits) {
+	e->streams->last.n_prompt = *n_text;
+	if (*n_text == 0 && !e->streams->have_logits) {
 		int32_t t = engine_start_token(e);
 
-		e->last.n_prompt = 1;
+		e->streams->last.n_prompt = 1;
 		rc = engine_feed(e, &t, 1, TXL_LOGITS_LAST);
 		/* the token a text starts from is no token of the text:
 		 * none of the repeat penalty's window */
-		if (rc == EXIT_OK && e->recent.n > 0)
-			e->recent.n--;
+		if (rc == EXIT_OK && e->samp->recent.n > 0)
+			e->samp->recent.n--;
 		return rc;
 	}
 	return EXIT_OK;
@@ -183,14 +186,14 @@ engine_emit(struct engine *e, struct output *out, int32_t tok, double logprob,
 	    bool *drop_space)
 {
 	int plen;
-	const char *p = engine_piece(e, tok, &plen);
+	const char *p = engine_piece(e->mod, tok, &plen);
 
 	if (!p)
 		plen = 0;
 	if (*drop_space && plen > 0) {
 		*drop_space = false;
-		if (p[0] == ' ' && (e->trim_lead ||
-				    engine_drops_space(e, tok, p, plen)))
+		if (p[0] == ' ' && (e->streams->trim_lead ||
+				    engine_drops_space(e->mod, tok, p, plen)))
 			return out_token(out, tok, p + 1, (size_t)plen - 1,
 					 logprob);
 	}
@@ -202,7 +205,7 @@ static bool
 continues_char(struct engine *e, struct output *out, int32_t tok)
 {
 	int plen;
-	const char *p = engine_piece(e, tok, &plen);
+	const char *p = engine_piece(e->mod, tok, &plen);
 
 	return p && out_char_continues(out, p, (size_t)plen);
 }
@@ -238,29 +241,31 @@ engine_last_logits(struct engine *e, struct txl_session *s)
 	const float *lg = txl_session_logits(s);
 	int rows = txl_session_n_logits(s);
 
-	return lg && rows > 1 ? lg + (size_t)(rows - 1) * e->hp->n_token : lg;
+	return lg && rows > 1 ? lg + (size_t)(rows - 1) * e->mod->hp->n_token
+		: lg;
 }
 
 int32_t
 engine_sample(struct engine *e, struct txl_session *s, struct txl_sampler *smp,
 	      bool ignore_eos, bool model_logprob, double *logprob)
 {
-	int32_t eos = txl_token_eos(e->model), tok;
+	int32_t eos = txl_token_eos(e->mod->model), tok;
 	float lp;
 
 	if (ignore_eos && eos >= 0) {
 		const float *lg = engine_last_logits(e, s);
 
-		memcpy(e->logits, lg, (size_t)e->hp->n_token * sizeof(float));
-		e->logits[eos] = -INFINITY;
-		tok = txl_sampler_sample(smp, e->logits, &lp);
-		*logprob = model_logprob
-			? lg[tok] - txl_logsumexp(lg, e->hp->n_token) : lp;
+		memcpy(e->mod->logits, lg,
+		       (size_t)e->mod->hp->n_token * sizeof(float));
+		e->mod->logits[eos] = -INFINITY;
+		tok = txl_sampler_sample(smp, e->mod->logits, &lp);
+		*logprob = model_logprob ? lg[tok] -
+			txl_logsumexp(lg, e->mod->hp->n_token) : lp;
 	} else {
 		tok = txl_session_sample(s, smp, &lp);
 		*logprob = lp;
 	}
-	if (tok < 0 || tok >= e->hp->n_token) {
+	if (tok < 0 || tok >= e->mod->hp->n_token) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return -1;
 	}
@@ -301,7 +306,7 @@ static enum step
 step_stream(struct engine *e, struct stream *st, int *rc)
 {
 	const struct txlgen_options *o = e->opts;
-	int32_t eos = txl_token_eos(e->model), tok;
+	int32_t eos = txl_token_eos(e->mod->model), tok;
 	struct output *out = st->out;
 	enum out_status os;
 	double logprob;
@@ -321,15 +326,15 @@ step_stream(struct engine *e, struct stream *st, int *rc)
 		return STEP_DONE;
 	st->i++;
 	st->ss->n_gen++;
-	e->last.n_gen++;
-	if (st->s == e->session)
-		e->started = true;
+	e->streams->last.n_gen++;
+	if (st->s == e->streams->session)
+		e->streams->started = true;
 	st->tok = tok;
 	if (tok == eos && !o->ignore_eos) {
 		st->ss->end = GEN_EOS;
 		/* the REPL's memory holds the end of the text too */
 		st->done = true;
-		return e->keep_memory ? STEP_FEED : STEP_DONE;
+		return e->streams->keep_memory ? STEP_FEED : STEP_DONE;
 	}
 	os = engine_emit(e, out, tok, logprob, &st->drop_space);
 	if (os == OUT_ERROR) {
@@ -344,9 +349,9 @@ step_stream(struct engine *e, struct stream *st, int *rc)
 		st->ss->end = GEN_STOP;
 	if (os == OUT_STOP || last) {
 		st->done = true;
-		if (!e->keep_memory) {
-			if (st->s == e->session)
-				e->have_logits = false;
+		if (!e->streams->keep_memory) {
+			if (st->s == e->streams->session)
+				e->streams->have_logits = false;
 			return STEP_DONE;
 		}
 	}
@@ -368,7 +373,7 @@ reads_every_logit(const struct engine *e)
 {
 	const struct txlgen_options *o = e->opts;
 
-	return e->hp->n_cutoffs == 0 || o->ignore_eos ||
+	return e->mod->hp->n_cutoffs == 0 || o->ignore_eos ||
 		o->repeat_penalty != 1 || (o->temp != 0 && (o->top_k > 0 ||
 				o->top_p < 1 || o->min_p > 0));
 }
@@ -385,7 +390,7 @@ feed_streams(struct engine *e, struct stream *const *go, int n,
 	if (n == 0)
 		return EXIT_OK;
 	if (n == 1)
-		return go[0]->s == e->session
+		return go[0]->s == e->streams->session
 			? engine_feed(e, &go[0]->tok, 1, TXL_LOGITS_LAST)
 			: engine_feed_to(e, go[0]->s, &go[0]->tok, 1,
 					 TXL_LOGITS_LAST);
@@ -424,12 +429,12 @@ available_bytes(void)
 static int
 check_samples_memory(struct engine *e, int n)
 {
-	struct txl_session_params p = txl_session_get_params(e->session);
+	struct txl_session_params p = engine_params(e);
 	double bytes, have;
 
 	if (n <= 1)
 		return EXIT_OK;
-	bytes = (double)txl_session_bytes(e->model, &p) * (n - 1);
+	bytes = (double)txl_session_bytes(e->mod->model, &p) * (n - 1);
 	have = available_bytes();
 	if (have > 0 && bytes > have) {
 		errmsg("--n-samples %d: %d more sessions need %.1f GiB, more "
@@ -445,14 +450,14 @@ check_samples_memory(struct engine *e, int n)
 static int
 copy_sessions(struct engine *e, struct stream *st, int n)
 {
-	struct txl_session_params p = txl_session_get_params(e->session);
+	struct txl_session_params p = engine_params(e);
 	enum txl_status ts;
 	int rc;
 
 	for (int k = 1; k < n; k++) {
 		ts = engine_session_new(e, &p, &st[k].s);
 		if (ts == TXL_OK)
-			ts = txl_session_copy(st[k].s, e->session);
+			ts = txl_session_copy(st[k].s, e->streams->session);
 		if ((rc = engine_run_status(ts)) != EXIT_OK)
 			return rc;
 	}
@@ -466,7 +471,7 @@ close_stream(struct engine *e, struct stream *st, int k, int n, int rc,
 	     double t0)
 {
 	struct sample_stats *ss = st->ss;
-	struct gen_stats gs = e->last;
+	struct gen_stats gs = e->streams->last;
 
 	st->closed = true;
 	/* a cut of the length or of Ctrl-C writes whole characters: the
@@ -484,8 +489,9 @@ close_stream(struct engine *e, struct stream *st, int k, int n, int rc,
 		gs.end = ss->end;
 		/* a sample cut short before its copy: the memory it would
 		 * have started from */
-		if (write_summary(st->out->f, st->s ? st->s : e->session, &gs,
-				  ss->seed, n > 1 ? k : -1) != EXIT_OK)
+		if (write_summary(st->out->f, st->s ? st->s
+				  : e->streams->session, &gs, ss->seed,
+				  n > 1 ? k : -1) != EXIT_OK)
 			rc = EXIT_RUNTIME;
 	}
 	return rc;
@@ -531,7 +537,7 @@ open_streams(struct engine *e, struct stream *st, int n, struct output *out,
 	for (int k = 0; k < n; k++) {
 		struct txl_sampler_params sp;
 
-		st[k].ss = &e->samples[k];
+		st[k].ss = &e->streams->samples[k];
 		*st[k].ss = (struct sample_stats){ .end = GEN_LENGTH };
 		if (k == 0) {
 			st[k].smp = get_sampler(e, seed);
@@ -541,7 +547,7 @@ open_streams(struct engine *e, struct stream *st, int n, struct output *out,
 		}
 		st[k].ss->seed = sample_seed(*seed, k);
 		sp = sampler_params(e, st[k].ss->seed);
-		st[k].smp = txl_sampler_new(&sp, e->hp->n_token);
+		st[k].smp = txl_sampler_new(&sp, e->mod->hp->n_token);
 		if (!st[k].smp)
 			break;
 		engine_seed_sampler(e, st[k].smp);
@@ -571,7 +577,7 @@ static void
 close_streams(struct engine *e, struct stream *st, int n, FILE *f)
 {
 	for (int k = 0; k < n; k++) {
-		if (st[k].smp != e->sampler)
+		if (st[k].smp != e->samp->sampler)
 			txl_sampler_free(st[k].smp);
 		if (k == 0)
 			continue;
@@ -588,7 +594,7 @@ int
 engine_generate(struct engine *e, struct input *prompt, struct output *out)
 {
 	struct txlgen_options *o = e->opts;
-	struct gen_stats *gs = &e->last;
+	struct gen_stats *gs = &e->streams->last;
 	const int n = o->n_samples > 1 ? (int)o->n_samples : 1;
 	struct stream *st = xrealloc(NULL, (size_t)n * sizeof(*st));
 	struct stream **go = xrealloc(NULL, (size_t)n * sizeof(*go));
@@ -598,7 +604,7 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 		.n = xrealloc(NULL, (size_t)n * sizeof(*rows.n)),
 	};
 	struct txl_sampler **smp = xrealloc(NULL, (size_t)n * sizeof(*smp));
-	bool drop_space, was_started = e->started, began;
+	bool drop_space, was_started = e->streams->started, began;
 	struct progress pg;
 	uint64_t seed;
 	int64_t n_text;
@@ -609,9 +615,10 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	memset(st, 0, (size_t)n * sizeof(*st));
 	memset(gs, 0, sizeof(*gs));
 	gs->end = GEN_LENGTH;
-	free(e->samples);
-	e->samples = xrealloc(NULL, (size_t)n * sizeof(*e->samples));
-	e->n_samples = n;
+	free(e->streams->samples);
+	e->streams->samples = xrealloc(NULL, (size_t)n *
+				       sizeof(*e->streams->samples));
+	e->streams->n_samples = n;
 	out_begin(out, false, &o->stop);
 	rc = open_streams(e, st, n, out, &seed);
 	if (rc != EXIT_OK) {
@@ -632,18 +639,18 @@ engine_generate(struct engine *e, struct input *prompt, struct output *out)
 	if (rc == EXIT_OK)
 		rc = feed_prompt(e, prompt, smp, n, out, &n_text);
 	gs->t_prompt = now_s() - t0;
-	st[0].s = e->session;
+	st[0].s = e->streams->session;
 	if (rc == EXIT_OK && n > 1)
 		rc = copy_sessions(e, st, n);
 	/* no sample began: none is shown (no empty lines of samples) */
 	began = rc == EXIT_OK;
-	drop_space = e->trim_lead || (!was_started && n_text == 0);
+	drop_space = e->streams->trim_lead || (!was_started && n_text == 0);
 	for (int k = 0; k < n; k++)
 		st[k].drop_space = drop_space;
 
 	t0 = now_s();
 	progress_init(&pg, 0);
-	pg.on = pg.on && e->gen_progress;
+	pg.on = pg.on && e->streams->gen_progress;
 	while (rc == EXIT_OK && active > 0) {
 		int n_go = 0;
 
@@ -711,8 +718,9 @@ out:
 void
 engine_print_stats(struct engine *e)
 {
-	const struct gen_stats *g = &e->last;
-	uint64_t seed = e->opts->seed >= 0 ? (uint64_t)e->opts->seed : e->seed;
+	const struct gen_stats *g = &e->streams->last;
+	uint64_t seed = e->opts->seed >= 0 ? (uint64_t)e->opts->seed
+		: e->samp->seed;
 
 	fflush(stdout);
 	fprintf(stderr, "txlgen: prompt: %lld token%s in %.3f s "
@@ -724,17 +732,20 @@ engine_print_stats(struct engine *e)
 		fprintf(stderr, "; the last %lld computed, the rest counted",
 			(long long)(g->n_prompt - g->n_skipped));
 	fputs(")\n", stderr);
-	if (e->n_samples > 1) {
+	if (e->streams->n_samples > 1) {
 		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
 			"(%.1f tokens/s) in %d samples\n", g->n_gen,
 			g->n_gen == 1 ? "" : "s", g->t_gen, g->t_gen > 0 ?
-			g->n_gen / g->t_gen : 0.0, e->n_samples);
-		for (int k = 0; k < e->n_samples; k++)
+			g->n_gen / g->t_gen : 0.0, e->streams->n_samples);
+		for (int k = 0; k < e->streams->n_samples; k++) {
+			const struct sample_stats *ss =
+				&e->streams->samples[k];
+
 			fprintf(stderr, "txlgen: sample %d: %d token%s, ended by "
-				"%s, seed %llu\n", k, e->samples[k].n_gen,
-				e->samples[k].n_gen == 1 ? "" : "s",
-				end_names[e->samples[k].end],
-				(unsigned long long)e->samples[k].seed);
+				"%s, seed %llu\n", k, ss->n_gen,
+				ss->n_gen == 1 ? "" : "s", end_names[ss->end],
+				(unsigned long long)ss->seed);
+		}
 	} else {
 		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
 			"(%.1f tokens/s), ended by %s, seed %llu\n", g->n_gen,

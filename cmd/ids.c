@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine-model.h"
 #include "engine.h"
 
 static bool
@@ -52,10 +53,11 @@ end_token(struct engine *e, const char *name, struct ids_reader *r,
 		       " (it holds a NUL byte)" : "");
 		return EXIT_RUNTIME;
 	}
-	if (r->value >= e->hp->n_token) {
+	if (r->value >= e->mod->hp->n_token) {
 		errmsg("%s: line %lld: token id %.*s%s is out of range "
 		       "(0 .. %d)", name, (long long)r->line, r->sig_len,
-		       r->sig, r->sig_more ? "..." : "", e->hp->n_token - 1);
+		       r->sig, r->sig_more ? "..." : "",
+		       e->mod->hp->n_token - 1);
 		return EXIT_RUNTIME;
 	}
 	id = (int32_t)r->value;

@@ -20,6 +20,7 @@
 
 #include <cJSON.h>
 
+#include "engine-model.h"
 #include "engine.h"
 #include "input.h"
 #include "text.h"
@@ -61,7 +62,7 @@ flag(cJSON *o, const char *key, bool v)
 static cJSON *
 meta_json(struct engine *e, const char *key)
 {
-	const char *s = txl_model_meta(e->model, key);
+	const char *s = txl_model_meta(e->mod->model, key);
 
 	return s ? cJSON_Parse(s) : NULL;
 }
@@ -282,7 +283,7 @@ describe_tokenizer(cJSON *voc, const unsigned char *p, size_t len)
 static void
 describe_output(struct engine *e, cJSON *root)
 {
-	const struct txl_hparams *hp = e->hp;
+	const struct txl_hparams *hp = e->mod->hp;
 	cJSON *out = obj(root, "output_layer");
 	cJSON *cutoffs = meta_json(e, "cutoffs");
 	cJSON *div = meta_json(e, "div_val"), *tie;
@@ -322,11 +323,11 @@ describe_output(struct engine *e, cJSON *root)
 static void
 describe_spans(struct engine *e, cJSON *att)
 {
-	const struct txl_hparams *hp = e->hp;
+	const struct txl_hparams *hp = e->mod->hp;
 	cJSON *spans, *windows;
-	double sum = 0;
+	double mean;
 
-	if (txl_model_span(e->model, 0, 0) < 0)
+	if (txl_model_spans(e->mod->model, TXL_FROM_MODEL, &mean) < 0)
 		return;
 	num(att, "attn_span", hp->attn_span);
 	num(att, "span_ramp", hp->span_ramp);
@@ -334,32 +335,25 @@ describe_spans(struct engine *e, cJSON *att)
 	for (int l = 0; l < hp->n_layer; l++) {
 		cJSON *row = cJSON_CreateArray();
 
-		for (int h = 0; h < hp->n_head; h++) {
-			const int n = txl_model_span(e->model, l, h);
-
-			cJSON_AddItemToArray(row, cJSON_CreateNumber(n));
-			sum += n;
-		}
+		for (int h = 0; h < hp->n_head; h++)
+			cJSON_AddItemToArray(row, cJSON_CreateNumber(
+				txl_model_span(e->mod->model, l, h)));
 		cJSON_AddItemToArray(spans, row);
 	}
-	num(att, "span_mean", sum / ((double)hp->n_layer * hp->n_head));
+	num(att, "span_mean", mean);
 	windows = cJSON_AddArrayToObject(att, "windows");
-	for (int l = 0; l < hp->n_layer; l++) {
-		int w = 0;
-
-		for (int h = 0; h < hp->n_head; h++)
-			if (txl_model_window(e->model, l, h) > w)
-				w = txl_model_window(e->model, l, h);
-		cJSON_AddItemToArray(windows, cJSON_CreateNumber(w));
-	}
+	for (int l = 0; l < hp->n_layer; l++)
+		cJSON_AddItemToArray(windows, cJSON_CreateNumber(
+			txl_model_layer_window(e->mod->model, l)));
 }
 
 /* The session the options ask for, its settings as the library resolves
- * them (what a run with these options gets) */
+ * them (what a run with these options gets), its size and receptive field
+ * those of the settings resolved */
 static int
 describe_memory(struct engine *e, cJSON *root)
 {
-	const struct txl_hparams *hp = e->hp;
+	const struct txl_hparams *hp = e->mod->hp;
 	struct txl_session_params p, r = txl_session_params_default();
 	cJSON *m = obj(root, "session");
 	int64_t bytes;
@@ -367,8 +361,8 @@ describe_memory(struct engine *e, cJSON *root)
 	engine_session_params(e, &p);
 	if (engine_check_compute(e) != EXIT_OK)
 		return EXIT_USAGE;
-	if (txl_session_params_resolve(e->model, &p, &r) != TXL_OK ||
-	    (bytes = txl_session_bytes(e->model, &p)) < 0) {
+	if (txl_session_params_resolve(e->mod->model, &p, &r) != TXL_OK ||
+	    (bytes = txl_session_bytes(e->mod->model, &r)) < 0) {
 		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
 		return EXIT_USAGE;
 	}
@@ -383,7 +377,7 @@ describe_memory(struct engine *e, cJSON *root)
 	flag(m, "compute_native", txl_compute_native(e->opts->compute) == 1);
 	/* the tokens a generated one depends on, itself included */
 	num(m, "receptive_field",
-	    (double)txl_session_receptive_field(e->model, &p, 1));
+	    (double)txl_session_receptive_field(e->mod->model, &r, 1));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));
@@ -393,24 +387,24 @@ describe_memory(struct engine *e, cJSON *root)
 static int
 describe(struct engine *e, cJSON *root)
 {
-	const struct txl_hparams *hp = e->hp;
+	const struct txl_hparams *hp = e->mod->hp;
 	struct file_view fv = { 0 };
 	uint64_t size = 0;
 	cJSON *file, *arch, *att, *voc, *rec, *version, *eps;
 	int32_t special[3] = {
-		txl_token_bos(e->model), txl_token_eos(e->model),
-		txl_token_unk(e->model)
+		txl_token_bos(e->mod->model), txl_token_eos(e->mod->model),
+		txl_token_unk(e->mod->model)
 	};
 	static const char *const special_names[3] = { "bos", "eos", "unk" };
 	unsigned char *proto;
 	size_t proto_len;
 	int rc;
 
-	str(root, "model", e->model_path);
-	str(root, "description", txl_model_meta(e->model, "description"));
+	str(root, "model", e->mod->path);
+	str(root, "description", txl_model_meta(e->mod->model, "description"));
 
 	file = obj(root, "file");
-	str(file, "format", txl_model_meta(e->model, "format"));
+	str(file, "format", txl_model_meta(e->mod->model, "format"));
 	version = meta_json(e, "format_version");
 	cJSON_AddItemToObject(file, "format_version", version ? version :
 			      cJSON_CreateNull());
@@ -418,11 +412,11 @@ describe(struct engine *e, cJSON *root)
 	version = meta_json(e, "converter_version");
 	cJSON_AddItemToObject(file, "converter_version", version ? version :
 			      cJSON_CreateNull());
-	str(file, "origin", txl_model_meta(e->model, "origin"));
-	if (!read_header(e->model_path, &fv, &size))
+	str(file, "origin", txl_model_meta(e->mod->model, "origin"));
+	if (!read_header(e->mod->path, &fv, &size))
 		return EXIT_BADMODEL;
 	num(file, "bytes", (double)size);
-	num(root, "parameters", (double)txl_model_n_params(e->model));
+	num(root, "parameters", (double)txl_model_n_params(e->mod->model));
 
 	arch = obj(root, "architecture");
 	num(arch, "n_layer", hp->n_layer);
@@ -438,8 +432,8 @@ describe(struct engine *e, cJSON *root)
 	cJSON_AddItemToObject(arch, "layer_norm_eps", eps ? eps :
 			      cJSON_CreateNumber(1e-5));
 	str(arch, "same_length_mask",
-	    txl_model_meta(e->model, "same_length_mask") ?
-	    txl_model_meta(e->model, "same_length_mask") : "pytorch");
+	    txl_model_meta(e->mod->model, "same_length_mask") ?
+	    txl_model_meta(e->mod->model, "same_length_mask") : "pytorch");
 
 	att = obj(root, "attention");
 	num(att, "attn_type", hp->attn_type);
@@ -449,7 +443,7 @@ describe(struct engine *e, cJSON *root)
 	voc = obj(root, "vocabulary");
 	num(voc, "tokens", hp->n_token);
 	str(voc, "tokenizer", "SentencePiece");
-	proto = read_tensor(e->model_path, &fv, "tokenizer.model",
+	proto = read_tensor(e->mod->path, &fv, "tokenizer.model",
 			    &proto_len);
 	if (proto)
 		describe_tokenizer(voc, proto, proto_len);

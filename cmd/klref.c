@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "models.h"
 #include "text.h"
@@ -53,14 +55,15 @@ check_vocab(struct engine *e, struct kl_ref *k)
 	const struct txl_hparams *hp = txl_model_hparams(k->model);
 	char a[256], b[256];
 
-	if (hp->n_token != e->hp->n_token) {
+	if (hp->n_token != e->mod->hp->n_token) {
 		errmsg("--kl-ref: %s has a vocabulary of %d tokens, %s of %d: "
 		       "distributions compare only over the same vocabulary",
-		       k->path, hp->n_token, e->model_path, e->hp->n_token);
+		       k->path, hp->n_token, e->mod->path,
+		       e->mod->hp->n_token);
 		return EXIT_USAGE;
 	}
 	for (int32_t id = 0; id < hp->n_token; id++) {
-		int la = txl_token_piece(e->model, id, a, sizeof(a));
+		int la = txl_token_piece(e->mod->model, id, a, sizeof(a));
 		int lb = txl_token_piece(k->model, id, b, sizeof(b));
 
 		/* a piece too long for the buffer: its length compared */
@@ -68,15 +71,15 @@ check_vocab(struct engine *e, struct kl_ref *k)
 			errmsg("--kl-ref: token %d is not the same piece in %s "
 			       "as in %s: distributions compare only over the "
 			       "same vocabulary", (int)id, k->path,
-			       e->model_path);
+			       e->mod->path);
 			return EXIT_USAGE;
 		}
 	}
-	if (txl_token_bos(k->model) != txl_token_bos(e->model) ||
-	    txl_token_eos(k->model) != txl_token_eos(e->model) ||
-	    txl_token_unk(k->model) != txl_token_unk(e->model)) {
+	if (txl_token_bos(k->model) != txl_token_bos(e->mod->model) ||
+	    txl_token_eos(k->model) != txl_token_eos(e->mod->model) ||
+	    txl_token_unk(k->model) != txl_token_unk(e->mod->model)) {
 		errmsg("--kl-ref: %s and %s differ in their special tokens "
-		       "(bos, eos, unk)", k->path, e->model_path);
+		       "(bos, eos, unk)", k->path, e->mod->path);
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
@@ -104,7 +107,7 @@ kl_ref_open(struct engine *e, struct kl_ref **out)
 	}
 	if ((rc = check_vocab(e, k)) != EXIT_OK)
 		return rc;
-	k->n_token = e->hp->n_token;
+	k->n_token = e->mod->hp->n_token;
 	if (txl_model_check_compute(k->model, o->kl_ref_compute) != TXL_OK) {
 		errmsg("--kl-ref-compute %s: %s stores none of its weight "
 		       "matrices in BF16 (its products compute in F32 whatever "
@@ -114,7 +117,7 @@ kl_ref_open(struct engine *e, struct kl_ref **out)
 	}
 	/* the model's segments and memory, so that both see the same
 	 * context for every token; the reference's own memory type */
-	p = txl_session_get_params(e->session);
+	p = engine_params(e);
 	p.kv_type = o->kl_ref_kv_type;
 	st = txl_session_new(k->model, &p, &k->session);
 	if (st == TXL_OK)

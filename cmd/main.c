@@ -25,6 +25,8 @@
 
 #include "cli.h"
 #include "config.h"
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "errors.h"
 #include "input.h"
@@ -201,7 +203,7 @@ open_engine(struct engine *e, struct txlgen_options *o, const char *model,
 	 * otherwise (engine_load() then says what fits) */
 	if (rc == EXIT_OK && o->state_in &&
 	    setting_origin(mem, o) < ORIGIN_CONFIG &&
-	    txl_model_has_memory(e->model) &&
+	    txl_model_has_memory(e->mod->model) &&
 	    txl_state_mem_len(o->state_in, &state_len) == TXL_OK) {
 		o->mem_len = state_len;
 		setting_set_origin(mem, o, ORIGIN_STATE);
@@ -214,7 +216,7 @@ open_engine(struct engine *e, struct txlgen_options *o, const char *model,
 static int
 describe(struct txlgen_options *o, const char *model, bool repl)
 {
-	struct engine e;
+	struct engine e = { 0 };
 	struct txlgen_options shown;
 	int rc;
 
@@ -229,13 +231,12 @@ describe(struct txlgen_options *o, const char *model, bool repl)
 		if (rc == EXIT_OK) {
 			signals_immediate(false);
 			engine_effective_options(&e, &shown);
-			if (!config_print(stdout, &shown, e.session, true) &&
-			    !ferror(stdout))
+			if (!config_print(stdout, &shown, e.streams->session,
+					  true) && !ferror(stdout))
 				rc = EXIT_RUNTIME;
 		}
 	}
-	if (e.model)
-		engine_close(&e);
+	engine_close(&e);
 	return rc;
 }
 
@@ -247,7 +248,7 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl,
 	struct output out;
 	int rc = EXIT_OK;
 
-	e->keep_memory = o->state_out != NULL;
+	e->streams->keep_memory = o->state_out != NULL;
 	if (o->state_in && (rc = engine_load(e, o->state_in)) != EXIT_OK)
 		return rc;
 	/* from here on a signal stops the work, which then finishes */
@@ -268,10 +269,10 @@ run(struct engine *e, struct txlgen_options *o, struct inputs *in, bool repl,
 		out_free(&out);
 	} else {
 		out_init(&out, stdout, o, o->final_newline);
-		e->gen_progress = !out.tty && into_file();
+		e->streams->gen_progress = !out.tty && into_file();
 		rc = engine_generate(e, &in->prompt, &out);
 		out_free(&out);
-		if (o->stats && e->last.end != GEN_ERROR)
+		if (o->stats && e->streams->last.end != GEN_ERROR)
 			engine_print_stats(e);
 	}
 	/* the REPL's memory is whole even after Ctrl-C at the prompt */
@@ -371,8 +372,7 @@ main(int argc, char **argv)
 	if (rc == EXIT_INTERRUPTED && (!repl || interrupted == SIGTERM))
 		errmsg("%s", signals_word());
 out:
-	if (e.model)
-		engine_close(&e);
+	engine_close(&e);
 	close_inputs(&in);
 	free(model);
 	options_free(&o);

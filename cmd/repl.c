@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "lineio.h"
 #include "repl.h"
 #include "signals.h"
@@ -123,15 +125,22 @@ repl_settings(struct engine *e)
 {
 	struct txlgen_options *o = e->opts;
 	const struct setting *s = setting_find("mem_len");
-	int model_len = o->mem_len >= 0 ? o->mem_len : e->hp->mem_len;
+	struct txl_session_params p = txl_session_params_default();
+	struct txl_session_params r = txl_session_params_default();
 
 	/* a model without memory has none to enlarge; an adaptive-span
 	 * model's is its heads' spans */
-	if (!txl_model_has_memory(e->model) ||
-	    txl_model_span(e->model, 0, 0) >= 0 ||
+	if (!txl_model_has_memory(e->mod->model) ||
+	    txl_model_span(e->mod->model, 0, 0) >= 0 ||
 	    (o->mem_len >= 0 && setting_origin(s, o) != ORIGIN_MODEL))
 		return;
-	if (model_len < REPL_MIN_MEM_LEN)
+	/* the mem_len the library makes of the options' (the model's when
+	 * they leave it): alone, the others are the session's to check
+	 * (same_length, which needs a memory, left out) */
+	p.mem_len = o->mem_len;
+	p.same_length = 0;
+	if (txl_session_params_resolve(e->mod->model, &p, &r) == TXL_OK &&
+	    r.mem_len < REPL_MIN_MEM_LEN)
 		o->mem_len = REPL_MIN_MEM_LEN;
 }
 
@@ -143,7 +152,7 @@ show_setting(struct repl *r, const struct setting *s)
 
 	if (!r->io.tty)
 		return;
-	v = config_value(s, r->e->opts, r->e->session);
+	v = config_value(s, r->e->opts, r->e->streams->session);
 	text_clean_line(v);
 	printf("(%s = %s)\n", s->key, v);
 	free(v);
@@ -257,7 +266,7 @@ command(struct repl *r, char *line)
 		struct txlgen_options shown;
 
 		engine_effective_options(e, &shown);
-		config_print(stdout, &shown, e->session, false);
+		config_print(stdout, &shown, e->streams->session, false);
 	} else if (!strcmp(cmd, "mem")) {
 		engine_print_mem(e, stdout, "");
 	} else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
@@ -315,7 +324,7 @@ turn(struct repl *r, struct input *in)
 			fputs("(stopped)\n", stderr);
 		rc = EXIT_OK;
 	}
-	if (r->e->opts->stats && r->e->last.end != GEN_ERROR)
+	if (r->e->opts->stats && r->e->streams->last.end != GEN_ERROR)
 		engine_print_stats(r->e);
 	if (ferror(stdout))
 		return EXIT_RUNTIME;  /* already reported */
@@ -328,19 +337,19 @@ turn(struct repl *r, struct input *in)
 static void
 banner(struct repl *r)
 {
-	const char *desc = txl_model_meta(r->e->model, "description");
+	const char *desc = txl_model_meta(r->e->mod->model, "description");
 	int width = lineio_width();
 	char line[1024];
 
 	snprintf(line, sizeof(line), "txlgen %s: %s%s%s%s", TXLGEN_VERSION,
-		 r->e->model_path, desc ? " (" : "", desc ? desc : "",
+		 r->e->mod->path, desc ? " (" : "", desc ? desc : "",
 		 desc ? ")" : "");
 	text_clean_line(line);
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
 	snprintf(line, sizeof(line), "%lld parameters, memory %d positions",
-		 (long long)txl_model_n_params(r->e->model),
-		 txl_session_get_params(r->e->session).mem_len);
+		 (long long)txl_model_n_params(r->e->mod->model),
+		 engine_params(r->e).mem_len);
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
 	snprintf(line, sizeof(line), "The model continues the text you type; "
@@ -386,9 +395,7 @@ repl_run(struct engine *e, struct output *out, struct input *first)
 	struct strbuf in = { 0 };
 	int rc = EXIT_OK;
 
-	e->keep_memory = true;
-	e->keep_sampler = true;
-	e->trim_lead = true;
+	engine_interactive(e);
 	out->color_text = out->color;
 	lineio_open(&r.io);
 	if (r.io.tty)

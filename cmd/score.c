@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-model.h"
+#include "engine-streams.h"
 #include "engine.h"
 #include "progress.h"
 #include "signals.h"
@@ -68,7 +70,7 @@ static void
 token_text(struct score *sc, int32_t id)
 {
 	int len;
-	const char *p = engine_piece(sc->e, id, &len);
+	const char *p = engine_piece(sc->e->mod, id, &len);
 
 	sc->text.len = 0;
 	strbuf_add(&sc->text, "", 0);
@@ -94,13 +96,13 @@ score_segment(struct score *sc, int n)
 		return rc;
 	if (sc->base == 0 && e->opts->json)
 		token_text(sc, t[0]);  /* may begin a character */
-	st = txl_session_score(e->session, t + 1, n, sc->lp);
+	st = txl_session_score(e->streams->session, t + 1, n, sc->lp);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
-	if (sc->kl && (rc = kl_ref_compare(sc->kl, e->session, t + 1, n,
-					   sc->lp)) != EXIT_OK)
+	if (sc->kl && (rc = kl_ref_compare(sc->kl, e->streams->session, t + 1,
+					   n, sc->lp)) != EXIT_OK)
 		return rc;
 	for (int i = 0; i < n; i++) {
 		double lp = sc->lp[i];
@@ -210,11 +212,11 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 	int k;
 
 	if (!e->opts->ids) {
-		k = engine_tokenize(e, chunk, len);
+		k = engine_tokenize(e->mod, chunk, len);
 		if (k < 0)
 			return EXIT_RUNTIME;
 		sc->bytes += len;
-		add_tokens(sc, e->ids, k, from, (double)sc->bytes);
+		add_tokens(sc, e->mod->ids, k, from, (double)sc->bytes);
 		return EXIT_OK;
 	}
 	/* ids: the bytes are those of the text the ids stand for */
@@ -223,7 +225,7 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 
 	for (int i = 0; rc == EXIT_OK && i < ids.n; i++) {
 		int pl = 0;
-		const char *p = engine_piece(e, ids.v[i], &pl);
+		const char *p = engine_piece(e->mod, ids.v[i], &pl);
 
 		if (p && pl > 0 && *first_piece && p[0] == ' ')
 			pl--;
@@ -241,7 +243,7 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 int
 engine_score(struct engine *e, struct input *in, FILE *out)
 {
-	struct txl_session_params p = txl_session_get_params(e->session);
+	struct txl_session_params p = engine_params(e);
 	/* a model without memory: whole groups of its stride per call, so
 	 * that the windows stay aligned at the text's start */
 	int seg = p.stride > 0 ? p.seg_len / p.stride * p.stride : p.seg_len;

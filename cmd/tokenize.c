@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-model.h"
 #include "engine.h"
 #include "signals.h"
 #include "text.h"
@@ -32,12 +33,12 @@ list_token(struct lister *l, int32_t id)
 {
 	struct engine *e = l->e;
 	int len = 0;
-	const char *p = engine_piece(e, id, &len);
+	const char *p = engine_piece(e->mod, id, &len);
 
 	if (!p)
 		len = 0;
 	if (l->line_start && len > 0) {
-		if (engine_drops_space(e, id, p, len)) {
+		if (engine_drops_space(e->mod, id, p, len)) {
 			p++;
 			len--;
 		}
@@ -84,10 +85,10 @@ end_line(struct lister *l)
 static bool
 newline_is_token(struct engine *e)
 {
-	int n = engine_tokenize(e, "\n", 1), len;
+	int n = engine_tokenize(e->mod, "\n", 1), len;
 
 	for (int i = 0; i < n; i++) {
-		const char *p = engine_piece(e, e->ids[i], &len);
+		const char *p = engine_piece(e->mod, e->mod->ids[i], &len);
 
 		if (p && memchr(p, '\n', (size_t)len))
 			return true;
@@ -121,13 +122,13 @@ engine_list_tokens(struct engine *e, struct input *in, FILE *out)
 			if (rc != EXIT_OK)
 				break;
 		} else {
-			int k = engine_tokenize(e, chunk, len);
+			int k = engine_tokenize(e->mod, chunk, len);
 
 			if (k < 0) {
 				rc = EXIT_RUNTIME;
 				break;
 			}
-			tokvec_add(&t, e->ids, k);
+			tokvec_add(&t, e->mod->ids, k);
 			l.bytes += len;
 		}
 		for (int i = 0; i < t.n; i++)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "engine-model.h"
 #include "errors.h"
 #include "progress.h"
 #include "srv.h"
@@ -127,7 +128,7 @@ static int
 tokenize(const char *text, size_t len, int32_t **ids)
 {
 	struct engine *e = sched_engine();
-	struct engine tmp = { .model = e->model, .hp = e->hp };
+	struct engine_model tmp = { .model = e->mod->model, .hp = e->mod->hp };
 	int n = engine_tokenize(&tmp, text, len);
 
 	*ids = n > 0 ? tmp.ids : (free(tmp.ids), NULL);
@@ -144,7 +145,7 @@ char *
 api_detokenize(const int32_t *ids, int n, int *bad)
 {
 	struct engine *e = sched_engine();
-	struct engine tmp = { .model = e->model, .hp = e->hp };
+	struct engine_model tmp = { .model = e->mod->model, .hp = e->mod->hp };
 	struct strbuf b = { 0 };
 
 	*bad = -1;
@@ -152,7 +153,7 @@ api_detokenize(const int32_t *ids, int n, int *bad)
 		int len;
 		const char *p;
 
-		if (ids[i] < 0 || ids[i] >= e->hp->n_token) {
+		if (ids[i] < 0 || ids[i] >= e->mod->hp->n_token) {
 			*bad = i;
 			break;
 		}
@@ -179,7 +180,7 @@ api_detokenize(const int32_t *ids, int n, int *bad)
 static int32_t *
 id_list(const cJSON *a, const char *field, int *n, int *status, char **err)
 {
-	const int n_token = sched_engine()->hp->n_token;
+	const int n_token = sched_engine()->mod->hp->n_token;
 	int m = cJSON_GetArraySize(a), k = 0;
 	int32_t *ids = xrealloc(NULL, (size_t)(m ? m : 1) * sizeof(int32_t));
 	const cJSON *it;

@@ -19,6 +19,7 @@
 
 #include <microhttpd.h>
 
+#include "engine-model.h"
 #include "errors.h"
 #include "http.h"
 #include "progress.h"
@@ -378,7 +379,7 @@ detokenize_route(struct MHD_Connection *c, struct req *q)
 	int32_t *ids;
 	int n = 0, bad;
 	char *text, msg[128];
-	const int n_token = sched_engine()->hp->n_token;
+	const int n_token = sched_engine()->mod->hp->n_token;
 
 	if (!body)
 		return res;
@@ -417,14 +418,15 @@ tokenizer_info(struct MHD_Connection *c)
 {
 	struct engine *e = sched_engine();
 	cJSON *o = cJSON_CreateObject();
-	int32_t eos = txl_token_eos(e->model), bos = txl_token_bos(e->model);
-	const char *vk = txl_model_meta(e->model, "vocab_kind");
+	int32_t eos = txl_token_eos(e->mod->model);
+	int32_t bos = txl_token_bos(e->mod->model);
+	const char *vk = txl_model_meta(e->mod->model, "vocab_kind");
 	enum MHD_Result res;
 	int len;
-	struct engine tmp = { .model = e->model, .hp = e->hp };
+	struct engine_model tmp = { .model = e->mod->model, .hp = e->mod->hp };
 	const char *p;
 
-	cJSON_AddNumberToObject(o, "vocab_size", e->hp->n_token);
+	cJSON_AddNumberToObject(o, "vocab_size", e->mod->hp->n_token);
 	cJSON_AddNumberToObject(o, "eos_token_id", eos);
 	p = eos >= 0 ? engine_piece(&tmp, eos, &len) : NULL;
 	if (p) {

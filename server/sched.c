@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-model.h"
 #include "errors.h"
 #include "output.h"
 #include "progress.h"
@@ -121,7 +122,7 @@ top_logprobs(struct engine *e, const float *lp, int n, int k)
 	}
 	for (int i = 0; i < m; i++) {
 		int len;
-		const char *p = engine_piece(e, best[i], &len);
+		const char *p = engine_piece(e->mod, best[i], &len);
 		char *key = strndup(p ? p : "", p ? (size_t)len : 0);
 
 		if (!key)
@@ -255,7 +256,7 @@ start_task(struct slot *sl, struct task *t)
 		txl_session_reset(sl->s);
 	}
 	sp.seed = t->seed;
-	sl->smp = txl_sampler_new(&sp, e->hp->n_token);
+	sl->smp = txl_sampler_new(&sp, e->mod->hp->n_token);
 	sl->mbuf = NULL;
 	sl->mlen = sl->mtaken = 0;
 	sl->mf = sl->smp ? open_memstream(&sl->mbuf, &sl->mlen) : NULL;
@@ -282,7 +283,7 @@ start_task(struct slot *sl, struct task *t)
 		strbuf_add(&t->text, t->prompt_text, t->prompt_len);
 	if (t->n_prompt > 0 && txl_session_n_past(sl->s) == 0) {
 		int len;
-		const char *p = engine_piece(e, t->prompt[0], &len);
+		const char *p = engine_piece(e->mod, t->prompt[0], &len);
 
 		sl->lead = p && len > 0 && p[0] == ' ' &&
 			(t->prompt_len == 0 || t->prompt_text[0] != ' ');
@@ -339,14 +340,14 @@ prompt_logprob(struct slot *sl, int i, const float *row)
 	int len;
 
 	if (row) {
-		txl_log_softmax(row, S.lp_row, e->hp->n_token);
+		txl_log_softmax(row, S.lp_row, e->mod->hp->n_token);
 		lp = S.lp_row[t->prompt[i]];
 		if (t->job->logprobs > 0)
-			top = top_logprobs(e, S.lp_row, e->hp->n_token,
+			top = top_logprobs(e, S.lp_row, e->mod->hp->n_token,
 					   t->job->logprobs);
 	}
 	/* after top_logprobs(): the engine's piece buffer is one */
-	p = engine_piece(e, t->prompt[i], &len);
+	p = engine_piece(e->mod, t->prompt[i], &len);
 	if (!p)
 		len = 0;
 	/* the first piece of a text loses the space SentencePiece gave it */
@@ -396,7 +397,7 @@ feed_prompt(struct slot *sl)
 		return;
 	for (int r = 0; lp && r < n && a + r + 1 < t->n_prompt; r++)
 		prompt_logprob(sl, a + r + 1, txl_session_logits(sl->s) +
-			       (size_t)r * e->hp->n_token);
+			       (size_t)r * e->mod->hp->n_token);
 	for (int i = a; i < a + n; i++) {
 		txl_sampler_accept(sl->smp, t->prompt[i]);
 		remember(sl, t->prompt[i], j->sp.repeat_last_n);
@@ -418,7 +419,7 @@ step_slot(struct slot *sl)
 	struct engine *e = S.e;
 	struct task *t = sl->t;
 	struct job *j = t->job;
-	const int32_t eos = txl_token_eos(e->model);
+	const int32_t eos = txl_token_eos(e->mod->model);
 	/* a named session's memory holds its whole text, the last token
 	 * too: it is fed, then the task ends */
 	const bool keep = sl->named != NULL;
@@ -447,12 +448,12 @@ step_slot(struct slot *sl)
 
 		if (j->logprobs > 0) {
 			txl_log_softmax(engine_last_logits(e, sl->s), S.lp_row,
-					e->hp->n_token);
-			top = top_logprobs(e, S.lp_row, e->hp->n_token,
+					e->mod->hp->n_token);
+			top = top_logprobs(e, S.lp_row, e->mod->hp->n_token,
 					   j->logprobs);
 		}
 		/* after top_logprobs(): the engine's piece buffer is one */
-		p = engine_piece(e, tok, &len);
+		p = engine_piece(e->mod, tok, &len);
 		if (!p)
 			len = 0;
 		add_logprob(t, p ? p : "", (size_t)len, logprob, top,
@@ -618,7 +619,7 @@ sched_start(struct engine *e)
 	memset(S.slots, 0, (size_t)S.n_slots * sizeof(*S.slots));
 	S.q_cap = srv.max_queue + srv.parallel * 4 + srv.max_n;
 	S.queue = xrealloc(NULL, (size_t)S.q_cap * sizeof(*S.queue));
-	S.lp_row = xrealloc(NULL, (size_t)e->hp->n_token * sizeof(float));
+	S.lp_row = xrealloc(NULL, (size_t)e->mod->hp->n_token * sizeof(float));
 	engine_session_params(e, &p);
 	for (int k = 0; k < S.n_slots; k++) {
 		st = engine_session_new(e, &p, &S.slots[k].own);

@@ -25,8 +25,8 @@
 struct txl_batch {
 	const struct txl_model *model;
 	int cap;			/* rows: max_rows */
-	/* the rows of a step (struct txl_forward) */
-	float *h, *xn, *att, *tmp, *ff, *qkv;
+	struct txl_seg_rows rows;	/* a step's (cap rows) */
+	float *qkv;			/* (cap, 3 * n_head * d_head) */
 	float *act;			/* txl_rows' scratch, TXL_EACH_MAX rows */
 	struct txl_forward_stream *st;	/* cap: a step's streams */
 	int *of;			/* cap: the session of each stream */
@@ -64,11 +64,7 @@ txl_batch_free(struct txl_batch *b)
 {
 	if (!b)
 		return;
-	free(b->h);
-	free(b->xn);
-	free(b->att);
-	free(b->tmp);
-	free(b->ff);
+	txl_seg_rows_free(&b->rows);
 	free(b->qkv);
 	free(b->act);
 	free(b->st);
@@ -85,6 +81,7 @@ txl_batch_new(const struct txl_model *m, const struct txl_batch_params *in,
 	const size_t min = TXL_END_OF(struct txl_batch_params, max_rows);
 	struct txl_batch_params p = txl_batch_params_default();
 	struct txl_batch *b;
+	bool rows_ok;
 	enum txl_status st;
 
 	if (!out)
@@ -121,19 +118,15 @@ txl_batch_new(const struct txl_model *m, const struct txl_batch_params *in,
 		return txl_fail(TXL_ERR_NOMEM, "out of memory for a batch");
 	b->model = m;
 	b->cap = p.max_rows;
-	b->h = txl_alloc_floats(R * hp->d_model);
-	b->xn = txl_alloc_floats(R * dx);
-	b->att = txl_alloc_floats(R * hd);
-	b->tmp = txl_alloc_floats(R * hp->d_model);
-	b->ff = txl_alloc_floats(R * hp->d_inner);
+	rows_ok = txl_seg_rows_alloc(&b->rows, hp, R);
 	b->qkv = txl_alloc_floats(R * 3 * hd);
 	b->act = txl_alloc_floats(act);
 	b->st = calloc(R, sizeof *b->st);
 	b->of = calloc(R, sizeof *b->of);
 	b->sorted = calloc(R, sizeof *b->sorted);
 	b->outs = calloc(R, sizeof *b->outs);
-	if (!b->h || !b->xn || !b->att || !b->tmp || !b->ff || !b->qkv ||
-	    !b->act || !b->st || !b->of || !b->sorted || !b->outs) {
+	if (!rows_ok || !b->qkv || !b->act || !b->st || !b->of ||
+	    !b->sorted || !b->outs) {
 		txl_batch_free(b);
 		return txl_fail(TXL_ERR_NOMEM, "out of memory for a batch of "
 				"%d rows", p.max_rows);
@@ -222,11 +215,11 @@ txl_batch_eval(struct txl_batch *b, struct txl_session *const *sessions,
 				"none of TXL_LOGITS_NONE, _LAST, _ALL",
 				(int)want);
 	for (int i = 0; i < n_sessions; i++) {
-		if (n[i] < 1 || n[i] > sessions[i]->seg_len)
+		if (n[i] < 1 || n[i] > sessions[i]->params.seg_len)
 			return txl_fail(TXL_ERR_INVALID, "txl_batch_eval: %d "
 					"tokens for session %d, out of range "
 					"[1, seg_len %d]", n[i], i,
-					sessions[i]->seg_len);
+					sessions[i]->params.seg_len);
 		if (!tokens[i])
 			return txl_fail(TXL_ERR_INVALID, "txl_batch_eval: no "
 					"tokens for session %d", i);
@@ -277,16 +270,17 @@ txl_batch_eval(struct txl_batch *b, struct txl_session *const *sessions,
 		.model = b->model, .st = b->st, .n_st = k,
 		.rows = { .n = rows, .n_one = n_one,
 			  .compute = sessions[0]->compute, .act = b->act },
-		.h = b->h, .xn = b->xn, .att = b->att, .tmp = b->tmp,
-		.ff = b->ff, .qkv = b->qkv,
+		.h = b->rows.h, .xn = b->rows.xn, .att = b->rows.att,
+		.tmp = b->rows.tmp, .ff = b->rows.ff, .qkv = b->qkv,
 	};
 	for (int i = 0; i < n_sessions; i++)
 		txl_out_clear(&sessions[i]->out);
 	if ((st = txl_forward(&f)) != TXL_OK)
 		return st;
 	for (int j = 0; j < k; j++)
-		keep_output(sessions[b->of[j]], b->h + (size_t)b->st[j].first *
-			    b->model->hp.d_model, b->st[j].n, want);
+		keep_output(sessions[b->of[j]], b->rows.h +
+			    (size_t)b->st[j].first * b->model->hp.d_model,
+			    b->st[j].n, want);
 	return TXL_OK;
 }
 

@@ -166,11 +166,6 @@ resolve_params(const struct txl_model *m, const struct txl_session_params *in,
 	if (st != TXL_OK)
 		return st;
 	s->params = p;
-	s->mem_len = p.mem_len;
-	s->seg_len = p.seg_len;
-	s->clamp_len = p.clamp_len;
-	s->same_length = p.same_length;
-	s->stride = txl_attn_has_memory(&m->hp) ? 0 : p.stride;
 	return TXL_OK;
 }
 
@@ -193,14 +188,9 @@ txl_head_keep(const struct txl_model *m, int l, int h, int mem_len)
 static int
 layer_keep(const struct txl_model *m, int l, int mem_len)
 {
-	int keep = 0;
+	const int w = txl_model_layer_window(m, l);
 
-	for (int h = 0; h < m->hp.n_head; h++) {
-		const int k = txl_head_keep(m, l, h, mem_len);
-
-		keep = k > keep ? k : keep;
-	}
-	return keep;
+	return w >= 0 && w < mem_len ? w : mem_len;
 }
 
 /* The tokens at the end of a text that determine a session's state.  A
@@ -222,7 +212,7 @@ txl_session_receptive_field(const struct txl_model *m,
 			    const struct txl_session_params *params,
 			    int n_at_once)
 {
-	struct txl_session s = { .model = m };
+	struct txl_session_params p = txl_session_params_default();
 	int64_t field = 1;
 
 	if (!m) {
@@ -230,18 +220,18 @@ txl_session_receptive_field(const struct txl_model *m,
 			 "model");
 		return -1;
 	}
-	if (resolve_params(m, params, &s) != TXL_OK)
+	if (txl_session_params_resolve(m, params, &p) != TXL_OK)
 		return -1;
-	if (n_at_once < 1 || n_at_once > s.seg_len) {
+	if (n_at_once < 1 || n_at_once > p.seg_len) {
 		txl_fail(TXL_ERR_INVALID, "txl_session_receptive_field: %d "
 			 "tokens at once out of range [1, seg_len %d]",
-			 n_at_once, s.seg_len);
+			 n_at_once, p.seg_len);
 		return -1;
 	}
 	if (!txl_attn_has_memory(&m->hp))
-		return s.seg_len;
+		return p.seg_len;
 	for (int l = 0; l < m->hp.n_layer; l++)
-		field += layer_keep(m, l, s.mem_len) + n_at_once - 1;
+		field += layer_keep(m, l, p.mem_len) + n_at_once - 1;
 	return field;
 }
 
@@ -258,14 +248,14 @@ int64_t
 txl_session_tail_start(const struct txl_model *m,
 		       const struct txl_session_params *params, int64_t n)
 {
-	struct txl_session s = { .model = m };
+	struct txl_session_params p = txl_session_params_default();
 	int64_t x = n - 1;
 
 	if (!m) {
 		txl_fail(TXL_ERR_INVALID, "txl_session_tail_start: no model");
 		return -1;
 	}
-	if (resolve_params(m, params, &s) != TXL_OK)
+	if (txl_session_params_resolve(m, params, &p) != TXL_OK)
 		return -1;
 	if (n < 0) {
 		txl_fail(TXL_ERR_INVALID, "txl_session_tail_start: a text of "
@@ -273,12 +263,12 @@ txl_session_tail_start(const struct txl_model *m,
 		return -1;
 	}
 	if (!txl_attn_has_memory(&m->hp)) {
-		x = n - s.seg_len;
-		return x > 0 ? x / s.stride * s.stride : 0;
+		x = n - p.seg_len;
+		return x > 0 ? x / p.stride * p.stride : 0;
 	}
 	for (int l = m->hp.n_layer - 1; l >= 0 && x > 0; l--)
-		x = x / s.seg_len * s.seg_len - layer_keep(m, l, s.mem_len);
-	return x > 0 ? x / s.seg_len * s.seg_len : 0;
+		x = x / p.seg_len * p.seg_len - layer_keep(m, l, p.mem_len);
+	return x > 0 ? x / p.seg_len * p.seg_len : 0;
 }
 
 /* The buffer sizes of a session with resolved settings. */
@@ -292,14 +282,15 @@ static struct shape
 session_shape(const struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	struct shape sh = { .klen_max = s->mem_len + s->seg_len };
+	const struct txl_session_params *p = &s->params;
+	struct shape sh = { .klen_max = p->mem_len + p->seg_len };
 
 	for (int l = 0; l < hp->n_layer; l++)
 		for (int h = 0; h < hp->n_head; h++)
 			sh.kv_rows += txl_kv_cap(txl_head_keep(s->model, l, h,
-							   s->mem_len),
-						 s->seg_len);
-	sh.n_dist = txl_attn_n_dist(s->model, s->clamp_len, s->mem_len,
+							   p->mem_len),
+						 p->seg_len);
+	sh.n_dist = txl_attn_n_dist(s->model, p->clamp_len, p->mem_len,
 				    sh.klen_max);
 	return sh;
 }
@@ -314,8 +305,9 @@ txl_session_bytes(const struct txl_model *m,
 	if (resolve_params(m, params, &s) != TXL_OK)
 		return -1;
 	sh = session_shape(&s);
-	return (int64_t)session_bytes(m, s.seg_len, sh.kv_rows, sh.klen_max,
-				      sh.n_dist, txl_kv_dtype(s.params.kv_type),
+	return (int64_t)session_bytes(m, s.params.seg_len, sh.kv_rows,
+				      sh.klen_max, sh.n_dist,
+				      txl_kv_dtype(s.params.kv_type),
 				      txl_threads_of(s.params.n_threads));
 }
 
@@ -327,7 +319,6 @@ txl_session_new(const struct txl_model *m,
 	const struct txl_hparams *hp = &m->hp;
 	struct txl_session *s;
 	enum txl_status st;
-	int hd = hp->n_head * hp->d_head;
 	struct shape sh;
 	size_t S;
 
@@ -340,27 +331,29 @@ txl_session_new(const struct txl_model *m,
 		free(s);
 		return st;
 	}
-	S = (size_t)s->seg_len;
+	const struct txl_session_params *p = &s->params;
+
+	S = (size_t)p->seg_len;
 	sh = session_shape(s);
-	const enum txl_dtype kv_dt = txl_kv_dtype(s->params.kv_type);
+	const enum txl_dtype kv_dt = txl_kv_dtype(p->kv_type);
 
 	/* Refuse what cannot fit rather than be killed while touching it
 	 * (a model file's mem_len or tgt_len can ask for terabytes). */
-	double need = session_bytes(m, s->seg_len, sh.kv_rows, sh.klen_max,
+	double need = session_bytes(m, p->seg_len, sh.kv_rows, sh.klen_max,
 				    sh.n_dist, kv_dt,
-				    txl_threads_of(s->params.n_threads));
+				    txl_threads_of(p->n_threads));
 	double have = (double)sysconf(_SC_PHYS_PAGES) *
 		(double)sysconf(_SC_PAGESIZE);
 	if (have > 0 && need > have) {
 		txl_fail(TXL_ERR_NOMEM, "a session with mem_len %d and seg_len "
 			 "%d needs %.1f GiB, more than this machine's %.1f GiB",
-			 s->mem_len, s->seg_len, need / (1 << 30),
+			 p->mem_len, p->seg_len, need / (1 << 30),
 			 have / (1 << 30));
 		free(s);
 		return TXL_ERR_NOMEM;
 	}
 	/* (after the refusal: a session refused changes nothing) */
-	txl_set_threads(s->params.n_threads);
+	txl_set_threads(p->n_threads);
 
 	if (m->spans) {
 		int *keep = malloc(sizeof *keep * (size_t)hp->n_layer *
@@ -371,35 +364,31 @@ txl_session_new(const struct txl_model *m,
 		for (int l = 0; l < hp->n_layer; l++)
 			for (int h = 0; h < hp->n_head; h++)
 				keep[(size_t)l * hp->n_head + h] =
-					txl_head_keep(m, l, h, s->mem_len);
+					txl_head_keep(m, l, h, p->mem_len);
 		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
-				 kv_dt, s->mem_len, keep, s->seg_len,
-				 s->params.mem_init == TXL_MEM_ZEROS);
+				 kv_dt, p->mem_len, keep, p->seg_len,
+				 p->mem_init == TXL_MEM_ZEROS);
 		free(keep);
 	} else {
 		st = txl_kv_init(&s->kv, hp->n_layer, hp->n_head, hp->d_head,
-				 kv_dt, s->mem_len, NULL, s->seg_len,
-				 s->params.mem_init == TXL_MEM_ZEROS);
+				 kv_dt, p->mem_len, NULL, p->seg_len,
+				 p->mem_init == TXL_MEM_ZEROS);
 	}
 	if (st != TXL_OK)
 		goto nomem;
-	int dx = hp->d_model > hp->d_embed ? hp->d_model : hp->d_embed;
-	s->h = txl_alloc_floats(S * hp->d_model);
-	s->xn = txl_alloc_floats(S * dx);
-	s->att = txl_alloc_floats(S * hd);
-	s->tmp = txl_alloc_floats(S * hp->d_model);
-	s->ff = txl_alloc_floats(S * hp->d_inner);
 	s->last_h = txl_alloc_floats((size_t)hp->d_model);
-	if (!s->last_h || !s->h || !s->xn || !s->att || !s->tmp || !s->ff)
+	if (!txl_seg_rows_alloc(&s->rows, hp, S) || !s->last_h)
 		goto nomem;
-	if (txl_out_init(&s->out, m, s->seg_len, s->xn, s->tmp) != TXL_OK)
+	if (txl_out_init(&s->out, m, p->seg_len, s->rows.xn,
+			 s->rows.tmp) != TXL_OK)
 		goto nomem;
 
-	if (s->stride && !(s->window = malloc(sizeof *s->window * 2 * S)))
+	if (!txl_attn_has_memory(&m->hp) &&
+	    !(s->window = malloc(sizeof *s->window * 2 * S)))
 		goto nomem;
 	const struct txl_attn_shape ash = {
-		.seg_len = s->seg_len, .mem_len = s->mem_len,
-		.clamp_len = s->clamp_len, .same_length = s->same_length,
+		.seg_len = p->seg_len, .mem_len = p->mem_len,
+		.clamp_len = p->clamp_len, .same_length = p->same_length,
 		.klen_max = sh.klen_max,
 	};
 	if ((st = txl_attn_init(&s->attn, m, &ash, &s->kv)) != TXL_OK) {
@@ -409,9 +398,11 @@ txl_session_new(const struct txl_model *m,
 	*out = s;
 	return TXL_OK;
 nomem:
+	/* the message first: p is in s */
+	st = txl_fail(TXL_ERR_NOMEM, "out of memory for a session with "
+		      "mem_len %d, seg_len %d", p->mem_len, p->seg_len);
 	txl_session_free(s);
-	return txl_fail(TXL_ERR_NOMEM, "out of memory for a session with "
-			"mem_len %d, seg_len %d", s->mem_len, s->seg_len);
+	return st;
 }
 
 void
@@ -422,11 +413,7 @@ txl_session_free(struct txl_session *s)
 	txl_attn_free(&s->attn);
 	txl_kv_free(&s->kv);
 	txl_out_free(&s->out);
-	free(s->h);
-	free(s->xn);
-	free(s->att);
-	free(s->tmp);
-	free(s->ff);
+	txl_seg_rows_free(&s->rows);
 	free(s->window);
 	free(s->last_h);
 	free(s);
@@ -452,14 +439,14 @@ forward(struct txl_session *s, const int32_t *tok, int n)
 	const struct txl_forward f = {
 		.model = s->model, .st = &st, .n_st = 1,
 		.rows = { .n = n, .n_one = n == 1, .compute = s->compute },
-		.h = s->h, .xn = s->xn, .att = s->att, .tmp = s->tmp,
-		.ff = s->ff, .qkv = s->attn.qkv,
+		.h = s->rows.h, .xn = s->rows.xn, .att = s->rows.att,
+		.tmp = s->rows.tmp, .ff = s->rows.ff, .qkv = s->attn.qkv,
 	};
 	enum txl_status rc = txl_forward(&f);
 
 	if (rc != TXL_OK)
 		return rc;
-	memcpy(s->last_h, s->h + (size_t)(n - 1) * d, sizeof(float) * d);
+	memcpy(s->last_h, s->rows.h + (size_t)(n - 1) * d, sizeof(float) * d);
 	s->have_last = true;
 	return TXL_OK;
 }
@@ -473,11 +460,11 @@ predict_last(struct txl_session *s)
 	int ctx = s->n_window - 1;
 	enum txl_status st;
 
-	if (ctx > s->seg_len - s->stride)
-		ctx = s->seg_len - s->stride;
+	if (ctx > s->params.seg_len - s->params.stride)
+		ctx = s->params.seg_len - s->params.stride;
 	st = forward(s, s->window + s->n_window - 1 - ctx, ctx + 1);
 	if (st == TXL_OK)
-		txl_out_keep(&s->out, s->h + (size_t)ctx * d, 1);
+		txl_out_keep(&s->out, s->rows.h + (size_t)ctx * d, 1);
 	return st;
 }
 
@@ -494,13 +481,14 @@ static enum txl_status
 carry_text(struct txl_session *t, const struct txl_session *s)
 {
 	const struct txl_hparams *hp = &s->model->hp;
-	const int keep = s->kv.fill < t->mem_len ? s->kv.fill : t->mem_len;
+	const int mem_len = t->params.mem_len, seg_len = t->params.seg_len;
+	const int keep = s->kv.fill < mem_len ? s->kv.fill : mem_len;
 
 	/* converted if the kv_type changes; with a memory of zero states,
 	 * its last positions, the older ones zeros */
 	txl_kv_copy_last(&t->kv, &s->kv, keep);
 	/* without memory, the last tokens are the context */
-	t->n_window = s->n_window < t->seg_len ? s->n_window : t->seg_len;
+	t->n_window = s->n_window < seg_len ? s->n_window : seg_len;
 	if (t->n_window)
 		memcpy(t->window, s->window + s->n_window - t->n_window,
 		       sizeof *t->window * (size_t)t->n_window);
@@ -678,9 +666,9 @@ keep_rows(struct txl_session *s, int n, enum txl_logits want)
 	const int d = s->model->hp.d_model;
 
 	if (want == TXL_LOGITS_ALL)
-		txl_out_keep(&s->out, s->h, n);
+		txl_out_keep(&s->out, s->rows.h, n);
 	else if (want == TXL_LOGITS_LAST)
-		txl_out_keep(&s->out, s->h + (size_t)(n - 1) * d, 1);
+		txl_out_keep(&s->out, s->rows.h + (size_t)(n - 1) * d, 1);
 }
 
 /* Models without memory: groups of `stride` tokens, each computed after
@@ -691,7 +679,7 @@ static enum txl_status
 eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 	     enum txl_logits want)
 {
-	const int W = s->seg_len, S = s->stride;
+	const int W = s->params.seg_len, S = s->params.stride;
 
 	for (int off = 0; off < n; off += S) {
 		const int g = n - off < S ? n - off : S;
@@ -708,7 +696,7 @@ eval_windows(struct txl_session *s, const int32_t *tokens, int n,
 			if ((st = forward(s, win, ctx + g)))
 				return st;
 			if (want == TXL_LOGITS_ALL)
-				txl_out_keep(&s->out, s->h + (size_t)ctx *
+				txl_out_keep(&s->out, s->rows.h + (size_t)ctx *
 						s->model->hp.d_model, g);
 			else
 				keep_rows(s, ctx + g, want);
@@ -743,9 +731,9 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 	V = s->model->hp.n_token;
 	if (n <= 0 || !tokens)
 		return txl_fail(TXL_ERR_INVALID, "no tokens to evaluate");
-	if (want == TXL_LOGITS_ALL && n > s->seg_len)
+	if (want == TXL_LOGITS_ALL && n > s->params.seg_len)
 		return txl_fail(TXL_ERR_INVALID, "all logits of %d tokens asked, "
-				"more than seg_len %d", n, s->seg_len);
+				"more than seg_len %d", n, s->params.seg_len);
 	for (int i = 0; i < n; i++)
 		if (tokens[i] < 0 || tokens[i] >= V)
 			return txl_fail(TXL_ERR_INVALID, "token id %d out of "
@@ -753,8 +741,8 @@ txl_session_eval(struct txl_session *s, const int32_t *tokens, int n,
 	txl_out_clear(&s->out);
 	if (s->window)
 		return eval_windows(s, tokens, n, want);
-	for (int off = 0; off < n; off += s->seg_len) {
-		int len = n - off < s->seg_len ? n - off : s->seg_len;
+	for (int off = 0, seg = s->params.seg_len; off < n; off += seg) {
+		int len = n - off < seg ? n - off : seg;
 		enum txl_status st;
 
 		if (off > 0 && txl_aborted(s))

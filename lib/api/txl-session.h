@@ -13,6 +13,7 @@
 
 #include "txl.h"
 #include "txl-attn.h"
+#include "txl-forward.h"
 #include "txl-kv.h"
 #include "txl-model.h"
 #include "txl-output.h"
@@ -24,10 +25,10 @@
 
 struct txl_session {
 	const struct txl_model *model;
-	struct txl_session_params params;	/* resolved */
-	int mem_len, seg_len, clamp_len;
-	bool same_length;
-	int stride;		/* models without memory: tokens per window */
+	struct txl_session_params params;	/* resolved: every setting's
+						   value (stride: tokens per
+						   window, for models without
+						   memory only) */
 	enum txl_compute compute;	/* of the products of segments */
 	int64_t n_past;		/* tokens fed */
 
@@ -43,12 +44,7 @@ struct txl_session {
 	float *last_h;		/* (d_model) output of the last position fed */
 	bool have_last;
 
-	/* the rows a segment is computed in (struct txl_forward) */
-	float *h;		/* (seg_len, d_model) the residual stream */
-	float *xn;		/* (seg_len, max(d_model, d_embed)) */
-	float *att;		/* (seg_len, n_head * d_head) */
-	float *tmp;		/* (seg_len, d_model) */
-	float *ff;		/* (seg_len, d_inner) */
+	struct txl_seg_rows rows;	/* a segment's (seg_len rows) */
 };
 
 /* true if the session's abort callback asks to stop */

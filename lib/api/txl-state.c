@@ -71,7 +71,7 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 	hdr.d_model = (uint32_t)hp->d_model;
 	hdr.n_head = (uint32_t)hp->n_head;
 	hdr.d_head = (uint32_t)hp->d_head;
-	hdr.mem_len = (uint32_t)s->mem_len;
+	hdr.mem_len = (uint32_t)s->params.mem_len;
 	hdr.fill = (uint32_t)s->kv.fill;
 	hdr.have_last = s->have_last;
 	hdr.n_past = s->n_past;
@@ -79,7 +79,7 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 	hdr.n_recent = (uint32_t)n_recent;
 
 	txl_hash_init(&sum);
-	zeros = calloc(1, row * (size_t)s->mem_len + 1);
+	zeros = calloc(1, row * (size_t)s->params.mem_len + 1);
 	if (!zeros) {
 		errno = ENOMEM;
 		return false;
@@ -524,10 +524,10 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 			      hdr.mem_len, (long long)hdr.n_past);
 		goto out;
 	}
-	if (hdr.fill > (uint32_t)s->mem_len) {
+	if (hdr.fill > (uint32_t)s->params.mem_len) {
 		st = txl_fail(TXL_ERR_INVALID, "%s: state holds %u positions, "
 			      "more than this session's mem_len %d (saved with "
-			      "mem_len %u)", path, hdr.fill, s->mem_len,
+			      "mem_len %u)", path, hdr.fill, s->params.mem_len,
 			      hdr.mem_len);
 		goto out;
 	}

@@ -12,8 +12,10 @@
  * the attention over its own memory.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "txl-alloc.h"
 #include "txl-forward.h"
 #include "txl-ops.h"
 #include "txl-log.h"
@@ -183,4 +185,31 @@ txl_forward(const struct txl_forward *f)
 	for (int i = 0; i < f->n_st; i++)
 		txl_kv_keep(f->st[i].kv, f->st[i].n);
 	return TXL_OK;
+}
+
+bool
+txl_seg_rows_alloc(struct txl_seg_rows *r, const struct txl_hparams *hp,
+		   size_t n)
+{
+	const size_t hd = (size_t)hp->n_head * hp->d_head;
+	const size_t dx = hp->d_model > hp->d_embed ? hp->d_model
+		: hp->d_embed;
+
+	r->h = txl_alloc_floats(n * hp->d_model);
+	r->xn = txl_alloc_floats(n * dx);
+	r->att = txl_alloc_floats(n * hd);
+	r->tmp = txl_alloc_floats(n * hp->d_model);
+	r->ff = txl_alloc_floats(n * hp->d_inner);
+	return r->h && r->xn && r->att && r->tmp && r->ff;
+}
+
+void
+txl_seg_rows_free(struct txl_seg_rows *r)
+{
+	free(r->h);
+	free(r->xn);
+	free(r->att);
+	free(r->tmp);
+	free(r->ff);
+	*r = (struct txl_seg_rows){ 0 };
 }

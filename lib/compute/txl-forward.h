@@ -6,6 +6,9 @@
 #ifndef TXL_FORWARD_H
 #define TXL_FORWARD_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "txl.h"
 #include "txl-attn.h"
 #include "txl-kv.h"
@@ -38,6 +41,18 @@ struct txl_forward {
 	float *ff;		/* (rows, d_inner) */
 	float *qkv;		/* (rows, 3 * n_head * d_head) */
 };
+
+/* The rows a pass of up to n rows computes in, its h, xn, att, tmp and
+ * ff: a session's (n its seg_len) or a batch's (its max_rows). */
+struct txl_seg_rows {
+	float *h, *xn, *att, *tmp, *ff;
+};
+
+/* Allocate @p r's rows; false when memory runs out (what was allocated
+ * is then txl_seg_rows_free()'s to free, as always). */
+bool txl_seg_rows_alloc(struct txl_seg_rows *r,
+			const struct txl_hparams *hp, size_t n);
+void txl_seg_rows_free(struct txl_seg_rows *r);
 
 /* The forward pass of one segment of each stream: the last layer's
  * outputs into f->h, every memory updated; TXL_ABORTED (every memory as

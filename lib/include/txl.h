@@ -242,6 +242,22 @@ TXL_API int txl_model_span(const struct txl_model *model, int layer,
 TXL_API int txl_model_window(const struct txl_model *model, int layer,
 			     int head);
 
+/**
+ * The longest window of layer @p layer's heads: the positions of the
+ * layer a session's memory keeps (at most mem_len).  -1 as
+ * txl_model_window().  Since 1.4.
+ */
+TXL_API int txl_model_layer_window(const struct txl_model *model, int layer);
+
+/**
+ * The heads' spans in a memory of @p mem_len positions (each at most
+ * mem_len; TXL_FROM_MODEL: as they are): the longest, returned, and
+ * their mean in *@p mean (may be NULL).  -1 for another attention, or
+ * mem_len < 0 but TXL_FROM_MODEL.  Since 1.4.
+ */
+TXL_API int txl_model_spans(const struct txl_model *model, int mem_len,
+			    double *mean);
+
 /* ------------------------------------------------------------------ */
 /* Tokenizer: the SentencePiece model stored in the file               */
 

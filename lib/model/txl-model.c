@@ -1109,3 +1109,39 @@ txl_model_window(const struct txl_model *m, int layer, int head)
 
 	return sp->n > 0 ? sp->w : 0;
 }
+
+int
+txl_model_layer_window(const struct txl_model *m, int layer)
+{
+	int w = -1;
+
+	if (!m || !m->spans || layer < 0 || layer >= m->hp.n_layer)
+		return -1;
+	for (int h = 0; h < m->hp.n_head; h++) {
+		const int k = txl_model_window(m, layer, h);
+
+		w = k > w ? k : w;
+	}
+	return w;
+}
+
+int
+txl_model_spans(const struct txl_model *m, int mem_len, double *mean)
+{
+	long long sum = 0;
+	int most = 0;
+
+	if (!m || !m->spans || (mem_len < 0 && mem_len != TXL_FROM_MODEL))
+		return -1;
+	for (int i = 0; i < m->hp.n_layer * m->hp.n_head; i++) {
+		int n = m->spans[i].n;
+
+		if (mem_len != TXL_FROM_MODEL && n > mem_len)
+			n = mem_len;
+		sum += n;
+		most = n > most ? n : most;
+	}
+	if (mean)
+		*mean = (double)sum / ((double)m->hp.n_layer * m->hp.n_head);
+	return most;
+}

@@ -16,6 +16,7 @@
 
 #include "fuzz-common.h"
 #include "config.h"
+#include "engine-model.h"
 #include "errors.h"
 #include "srv.h"
 
@@ -70,7 +71,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < j->n_tasks; i++)
 		for (int k = 0; k < j->tasks[i].n_prompt; k++)
 			if (j->tasks[i].prompt[k] < 0 ||
-			    j->tasks[i].prompt[k] >= e.hp->n_token)
+			    j->tasks[i].prompt[k] >= e.mod->hp->n_token)
 				fuzz_fail("token id %d out of the vocabulary",
 					  j->tasks[i].prompt[k]);
 	/* as a job the server stopped before it began */
