@@ -65,37 +65,7 @@
 #include "txl-repack.h"
 #include "txl-types.h"
 
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static unsigned long long rng = 88172645463325252ull;
-
-static float
-uniform(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) / 64 * 64);
-
-	if (!p) {
-		fprintf(stderr, "bench-kernels: out of memory (%zu bytes)\n", n);
-		exit(1);
-	}
-	return p;
-}
+#include "bench-util.h"
 
 /* rows x K random values stored as dt (the scalar set narrows them) */
 static uint8_t *
@@ -103,13 +73,13 @@ make_rows(enum txl_dtype dt, int rows, int K)
 {
 	struct txl_type_kernels ref;
 	const size_t ld = txl_row_bytes(dt, K);
-	uint8_t *w = xmalloc(ld * (size_t)rows);
-	float *row = xmalloc(sizeof(float) * (size_t)K);
+	uint8_t *w = bench_alloc("bench-kernels", ld * (size_t)rows);
+	float *row = bench_alloc("bench-kernels", sizeof(float) * (size_t)K);
 
 	txl_type_kernels_on(dt, TXL_ISA_SCALAR, &ref);
 	for (int r = 0; r < rows; r++) {
 		for (int c = 0; c < K; c++)
-			row[c] = uniform();
+			row[c] = bench_uniform();
 		ref.narrow(w + ld * (size_t)r, row, (size_t)K);
 	}
 	free(row);
@@ -126,12 +96,12 @@ rate(void (*fn)(void *), void *ctx, double bytes)
 
 	for (int run = 0; run < 3; run++) {
 		long calls = 0;
-		double t0 = now(), t;
+		double t0 = bench_clock(CLOCK_MONOTONIC), t;
 
 		do {
 			fn(ctx);
 			calls++;
-			t = now() - t0;
+			t = bench_clock(CLOCK_MONOTONIC) - t0;
 		} while (t < min_s);
 		if (bytes * calls / t > best)
 			best = bytes * calls / t;
@@ -206,8 +176,8 @@ bench_set(const struct txl_kernels *k)
 {
 	static const double sizes_mb[] = { 0.5, 12, 256 };
 	const int K = 384, D = 64, n_attn = 4096;
-	float *x = xmalloc(sizeof(float) * (size_t)(n_attn > K ? n_attn : K));
-	float *buf = xmalloc(sizeof(float) * (size_t)(K + 64));
+	float *x = bench_alloc("bench-kernels", sizeof(float) * (size_t)(n_attn > K ? n_attn : K));
+	float *buf = bench_alloc("bench-kernels", sizeof(float) * (size_t)(K + 64));
 	size_t min_ld = SIZE_MAX;
 	char name[64];
 
@@ -216,10 +186,10 @@ bench_set(const struct txl_kernels *k)
 	for (int dt = 0; dt < TXL_N_DTYPES; dt++)
 		if (txl_dtype_computable(dt) && txl_row_bytes(dt, K) < min_ld)
 			min_ld = txl_row_bytes(dt, K);
-	float *y = xmalloc(sizeof(float) * ((256u << 20) / min_ld + 1));
+	float *y = bench_alloc("bench-kernels", sizeof(float) * ((256u << 20) / min_ld + 1));
 
 	for (int i = 0; i < (n_attn > K ? n_attn : K); i++)
-		x[i] = uniform();
+		x[i] = bench_uniform();
 
 	for (size_t s = 0; s < sizeof sizes_mb / sizeof *sizes_mb; s++) {
 		for (int dt = 0; dt < TXL_N_DTYPES; dt++) {
@@ -247,7 +217,7 @@ bench_set(const struct txl_kernels *k)
 							       bytes));
 			}
 			if (tk.dot_il && t->act == TXL_ACT_Q8) {
-				uint8_t *il = xmalloc(txl_il_bytes(dt, rows, K));
+				uint8_t *il = bench_alloc("bench-kernels", txl_il_bytes(dt, rows, K));
 				txl_interleave(il, dt, w, rows, K);
 				c.w = il;
 				print(k, "gemv_dot_il", dt, bytes,
@@ -293,14 +263,14 @@ bench_set(const struct txl_kernels *k)
 static double
 fastest(void (*fn)(void *), void *ctx)
 {
-	double best = 1e30, t0 = now();
+	double best = 1e30, t0 = bench_clock(CLOCK_MONOTONIC);
 
 	do {
-		const double t = now();
+		const double t = bench_clock(CLOCK_MONOTONIC);
 		fn(ctx);
-		if (now() - t < best)
-			best = now() - t;
-	} while (now() - t0 < min_s);
+		if (bench_clock(CLOCK_MONOTONIC) - t < best)
+			best = bench_clock(CLOCK_MONOTONIC) - t;
+	} while (bench_clock(CLOCK_MONOTONIC) - t0 < min_s);
 	return best;
 }
 
@@ -493,14 +463,14 @@ bench_gemm(const struct txl_gemm_kernels *kn, const double fma[3],
 	for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
 		const int N = shapes[s].n, K = shapes[s].k;
 		const double flops = 2.0 * M * N * K;
-		float *a = xmalloc(sizeof(float) * (size_t)M * K);
-		float *out = xmalloc(sizeof(float) * (size_t)M * N);
+		float *a = bench_alloc("bench-kernels", sizeof(float) * (size_t)M * K);
+		float *out = bench_alloc("bench-kernels", sizeof(float) * (size_t)M * N);
 		char shape[64];
 
 		snprintf(shape, sizeof shape, "%s_%dx%dx%d", shapes[s].name, M,
 			 N, K);
 		for (size_t i = 0; i < (size_t)M * K; i++)
-			a[i] = uniform();
+			a[i] = bench_uniform();
 		for (int dt = 0; dt < TXL_N_DTYPES; dt++) {
 			if (!txl_dtype_computable(dt))
 				continue;

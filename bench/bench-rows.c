@@ -27,44 +27,14 @@
 #include "txl-repack.h"
 #include "txl-types.h"
 
+#include "bench-util.h"
+
 #define N_MAT 4
 #define LAYERS 6
 static const int shapes[N_MAT][2] = {	/* rows (N), cols (K) */
 	{ 1152, 384 }, { 384, 384 }, { 1536, 384 }, { 384, 1536 },
 };
 static const int Ms[] = { 1, 2, 4, 8, 16 };
-
-static double
-cpu_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static unsigned long long rng = 88172645463325252ull;
-
-static float
-uniform(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void *p = aligned_alloc(64, (n + 63) / 64 * 64);
-
-	if (!p) {
-		fprintf(stderr, "bench-rows: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
 
 struct bench {
 	const struct txl_type_kernels *k;
@@ -115,16 +85,16 @@ bench_type(const struct txl_kernels *ks, enum txl_dtype dt, bool il,
 		for (int i = 0; i < N_MAT; i++) {
 			const int N = shapes[i][0], K = shapes[i][1];
 			const size_t ld = txl_row_bytes(dt, K);
-			float *f = xmalloc(sizeof(float) * K);
-			uint8_t *w = xmalloc(ld * N);
+			float *f = bench_alloc("bench-rows", sizeof(float) * K);
+			uint8_t *w = bench_alloc("bench-rows", ld * N);
 
 			for (int r = 0; r < N; r++) {
 				for (int c = 0; c < K; c++)
-					f[c] = uniform() * 0.1f;
+					f[c] = bench_uniform() * 0.1f;
 				k.narrow(w + (size_t)r * ld, f, (size_t)K);
 			}
 			if (il) {
-				void *c = xmalloc(txl_il_bytes(dt, N, K));
+				void *c = bench_alloc("bench-rows", txl_il_bytes(dt, N, K));
 				txl_interleave(c, dt, w, N, K);
 				free(w);
 				b.w[l][i] = c;
@@ -136,16 +106,16 @@ bench_type(const struct txl_kernels *ks, enum txl_dtype dt, bool il,
 			free(f);
 		}
 	for (int m = 0; m < TXL_ROWS_MAX; m++) {
-		b.x[m] = xmalloc(sizeof(float) * 1536);
-		b.y[m] = xmalloc(sizeof(float) * 1536);
-		b.a[m].q = xmalloc(1536);
-		b.a[m].d = xmalloc(sizeof(float) * 1536 / TXL_QK);
-		b.a[m].off = xmalloc(sizeof(int32_t) * 1536 / TXL_QK);
+		b.x[m] = bench_alloc("bench-rows", sizeof(float) * 1536);
+		b.y[m] = bench_alloc("bench-rows", sizeof(float) * 1536);
+		b.a[m].q = bench_alloc("bench-rows", 1536);
+		b.a[m].d = bench_alloc("bench-rows", sizeof(float) * 1536 / TXL_QK);
+		b.a[m].off = bench_alloc("bench-rows", sizeof(int32_t) * 1536 / TXL_QK);
 		for (int c = 0; c < 1536; c++)
-			b.x[m][c] = uniform();
+			b.x[m][c] = bench_uniform();
 		ks->quantize_q8(&b.a[m], b.x[m], 1536);
 	}
-	b.one = xmalloc(sizeof(float) * 1536);
+	b.one = bench_alloc("bench-rows", sizeof(float) * 1536);
 
 	printf("\n%s %s%s, %.1f MB: rows x weights per CPU second\n",
 	       ks->name, txl_dtype_name(dt), il ? " interleaved" : "",
@@ -176,7 +146,7 @@ bench_type(const struct txl_kernels *ks, enum txl_dtype dt, bool il,
 			}
 		}
 		for (int rep = 0; rep < 3; rep++) {
-			double t0 = cpu_now(), t1;
+			double t0 = bench_clock(CLOCK_THREAD_CPUTIME_ID), t1;
 			long passes = 0;
 
 			do {
@@ -184,7 +154,7 @@ bench_type(const struct txl_kernels *ks, enum txl_dtype dt, bool il,
 					for (int i = 0; i < N_MAT; i++)
 						product(&b, l, i, M, b.y);
 				passes++;
-				t1 = cpu_now();
+				t1 = bench_clock(CLOCK_THREAD_CPUTIME_ID);
 			} while (t1 - t0 < ms / 1e3);
 			const double rate = passes * weights * M / (t1 - t0);
 			if (rate > best)

@@ -68,6 +68,7 @@ import torch.nn.functional as F                  # noqa: E402
 
 import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import convert, original, txl_ref, txlfile  # noqa: E402
+from machine import cpu_name                     # noqa: E402 (bench/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -242,16 +243,6 @@ def peaks(build, threads):
     return {k[0]: v for k, v in res.items() if k[1] == min(threads, 2)}
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
 
 def bytes_per_token(cfg, dtype, mem):
     """What generating one token reads: the weight matrices of every layer
@@ -342,7 +333,7 @@ def main():
     dram = bench_txl(exe, paths["F32"], "--score", 0, "--gen", 0, "--dram",
                      *common)
     bw = dram["dram_read_GBps"]
-    print(f"CPU: {cpu_model()}, {threads} threads; libtxl kernels: "
+    print(f"CPU: {cpu_name()}, {threads} threads; libtxl kernels: "
           f"{dram.get('kernels', '?')}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}"
           f" OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")

@@ -38,18 +38,11 @@ import sys
 import tempfile
 import time
 
+from machine import cpu_name  # bench/, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-
-def cpu():
-    info = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            info.setdefault(k.strip(), v.strip())
-    return (f"{info.get('model name', '?')} (family {info.get('cpu family')}"
-            f", model {info.get('model')}), {os.cpu_count()} CPUs")
 
 
 def default_text():
@@ -117,7 +110,7 @@ def main():
 
     version = subprocess.run([a.txlgen, "--version"], capture_output=True,
                              text=True).stdout.strip().replace("\n", "; ")
-    print(f"CPU: {cpu()}")
+    print(f"CPU: {cpu_name(cpus=True)}")
     print(f"txlgen: {version}")
     print(f"load average before: {os.getloadavg()}")
     print(f"prompt: {nbytes:,} bytes")

@@ -42,7 +42,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 import bench                # bench/bench.py, beside this script  # noqa: E402
-from bench_streams import cpu, txlgen_stats  # noqa: E402
+from bench_streams import txlgen_stats  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 
 class Server:
@@ -173,7 +174,7 @@ def main():
     _, _, paths = bench.build_models(work, shape)
     model = paths["F32"]
     th = ["-t", str(a.threads)] if a.threads else []
-    print(f"CPU: {cpu()}, {os.cpu_count()} CPUs; OPENBLAS_CORETYPE="
+    print(f"CPU: {cpu_name(cpus=True)}; OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
 

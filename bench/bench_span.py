@@ -59,7 +59,8 @@ import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import random_model as mrm, span_model, span_ref  # noqa: E402
 from txlgen.original import SpanOriginal  # noqa: E402
 
-from bench import bench_txl, cpu_model          # noqa: E402 (bench/)
+from bench import bench_txl                     # noqa: E402 (bench/)
+from machine import cpu_name                    # noqa: E402 (bench/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -188,7 +189,7 @@ def main():
                      "--dram", *common)
     bw = dram["dram_read_GBps"]
     print(f"{datetime.date.today()}, commit {commit}")
-    print(f"CPU: {cpu_model()}, {threads} threads; libtxl kernels: "
+    print(f"CPU: {cpu_name()}, {threads} threads; libtxl kernels: "
           f"{dram.get('kernels', '?')}; load average "
           f"{open('/proc/loadavg').read().split()[0]}")
     print(f"memory read bandwidth: {bw:.1f} GB/s")

@@ -57,22 +57,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 import bench               # bench/bench.py, beside this script  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 
-def cpu():
-    """The model name, with the family and model where the name is
-    short (a virtual machine's)."""
-    info = {}
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            info.setdefault(k.strip(), v.strip())
-    return (f"{info.get('model name', '?')} (family {info.get('cpu family')}"
-            f", model {info.get('model')})")
-
-
-def load():
-    return os.getloadavg()
 
 
 def txlgen_stats(argv, pattern):
@@ -252,14 +239,14 @@ def main():
                             text=True).stdout.strip()
     version = subprocess.run([txlgen, "--version"], capture_output=True,
                              text=True).stdout
-    print(f"CPU: {cpu()}, {os.cpu_count()} CPUs; commit "
+    print(f"CPU: {cpu_name(cpus=True)}; commit "
           f"{commit}; {version.splitlines()[1]}; threads "
           f"{a.threads or os.cpu_count()}")
     if a.baseline:
         print("baseline: " + subprocess.run(
             [a.baseline_txlgen, "--version"], capture_output=True,
             text=True).stdout.splitlines()[0])
-    print("load average before: %.2f %.2f %.2f" % load())
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     t0 = time.time()
     bench_samples(txlgen, paths["F32"], "14.6M shape, F32 weights", a)
     bench_samples(txlgen, paths["Q8_0"],
@@ -274,7 +261,7 @@ def main():
                       "WikiText-103 shape, Q8_0 weights, Q8_0 memory", a,
                       "Q8_0")
     print("\nload average after: %.2f %.2f %.2f (%.0f s)" %
-          (*load(), time.time() - t0))
+          (*os.getloadavg(), time.time() - t0))
 
 
 def wt103_model(work):

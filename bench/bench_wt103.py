@@ -62,6 +62,7 @@ import torch                                         # noqa: E402
 import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import original, txl_ref  # noqa: E402
 import bench                                         # noqa: E402 (bench/)
+from machine import cpu_name                         # noqa: E402 (bench/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -148,7 +149,7 @@ def main():
     work = a.keep or tempfile.mkdtemp(prefix="txl-wt103-")
     os.makedirs(work, exist_ok=True)
     seg, mem, clamp = 128, 1600, 1000
-    print(f"CPU: {bench.cpu_model()}, {threads} threads (both sides); "
+    print(f"CPU: {cpu_name()}, {threads} threads (both sides); "
           f"OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     try:

@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from machine import cpu_name  # bench/, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K")
@@ -69,22 +71,6 @@ def sha256(path):
             h.update(chunk)
     return h.hexdigest()
 
-
-def cpu_name():
-    """/proc/cpuinfo's model name, family and model of the first CPU."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                k, _, v = line.partition(":")
-                info[k.strip()] = v.strip()
-    except OSError:
-        pass
-    return f"{info.get('model name', 'unknown CPU')} (family " \
-        f"{info.get('cpu family', '?')} model {info.get('model', '?')}, " \
-        f"{os.cpu_count()} CPUs)"
 
 
 def sci(v):
@@ -122,7 +108,7 @@ def measure_speed(args, rec, files):
     for r, v in zip(rows, speed):
         r["tok_s"] = v
     rec["speed"] = {"load_before": before, "load_after": load_average(),
-                    "cpu": cpu_name(), "threads": args.threads,
+                    "cpu": cpu_name(cpus=True), "threads": args.threads,
                     "runs": args.runs, "tokens": args.n,
                     "date": time.strftime("%Y-%m-%d %H:%M")}
 
