@@ -30,6 +30,10 @@ import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
 from clitest import MODEL, ROOT, TXLGEN
 
+# txlgen keeps an ignored SIGHUP ignored (as nohup asks): the hangup tests
+# need its default in the programs they start, whatever ran the tests
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 TMP = None
 
 TEXT = ("The state of the Union is strong. We will build a better future "

@@ -56,6 +56,10 @@ import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
+
+# txlgen keeps an ignored SIGHUP ignored (as nohup asks): the hangup tests
+# need its default in the programs they start, whatever ran the tests
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 MODEL = os.environ.get("TXLGEN_TEST_MODEL")
 TMP = None
 
