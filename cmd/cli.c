@@ -108,16 +108,17 @@ static const struct {
 	const char *theirs;
 	const char *ours;
 	const char *note;
+	unsigned progs;       /* the programs the note is of */
 } multi_shorts[] = {
-	{ "-np", "parallel", NULL },
-	{ "-ctk", "kv-type", NULL },
-	{ "-ctv", "kv-type", NULL },
-	{ "-tb", "threads", NULL },
-	{ "-to", "timeout", NULL },
+	{ "-np", "parallel", NULL, PROG_BOTH },
+	{ "-ctk", "kv-type", NULL, PROG_BOTH },
+	{ "-ctv", "kv-type", NULL, PROG_BOTH },
+	{ "-tb", "threads", NULL, PROG_BOTH },
+	{ "-to", "timeout", NULL, PROG_BOTH },
 	{ "-ngl", NULL, "runs on the CPU: there are no GPU layers to "
-	  "offload" },
+	  "offload", PROG_BOTH },
 	{ "-cb", NULL, "steps every running completion together "
-	  "always" },
+	  "always", PROG_SERVER },
 };
 
 /* other programs' options that have no counterpart here, space-separated
@@ -125,10 +126,12 @@ static const struct {
 static const struct {
 	const char *theirs;
 	const char *note;
+	unsigned progs;
 } habits[] = {
 	{ "n-gpu-layers gpu-layers n-gpu-layers-draft main-gpu",
-	  "runs on the CPU: there are no GPU layers to offload" },
-	{ "cont-batching", "steps every running completion together always" },
+	  "runs on the CPU: there are no GPU layers to offload", PROG_BOTH },
+	{ "cont-batching", "steps every running completion together always",
+	  PROG_SERVER },
 };
 
 static int
@@ -207,7 +210,8 @@ known_elsewhere(const char *arg, const char *norm)
 		return true;
 	}
 	for (size_t i = 0; i < sizeof(habits) / sizeof(habits[0]); i++) {
-		if (among(norm, habits[i].theirs)) {
+		if ((habits[i].progs & settings_prog) &&
+		    among(norm, habits[i].theirs)) {
 			usage_error("unknown option '%s'; %s %s", arg, me,
 				    habits[i].note);
 			return true;
@@ -222,7 +226,8 @@ bad_multi_short(const char *arg)
 {
 	for (size_t i = 0; i < sizeof(multi_shorts) / sizeof(multi_shorts[0]);
 	     i++) {
-		if (strcmp(arg, multi_shorts[i].theirs))
+		if (strcmp(arg, multi_shorts[i].theirs) ||
+		    !(multi_shorts[i].progs & settings_prog))
 			continue;
 		if (multi_shorts[i].ours)
 			return known_elsewhere(arg, multi_shorts[i].ours) ||
