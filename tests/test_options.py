@@ -189,6 +189,22 @@ class OneTable(unittest.TestCase):
         self.assertEqual(out, run("txlgen-server", "--version")[1])
         self.assertTrue(out.startswith("txlgen-server "), out)
 
+    def test_shared_settings_give_the_same_messages(self):
+        # one row, one parser: the same words from both programs
+        for argv in (["--temp", "-1"], ["--top-k", "x"], ["--seed", "-2"],
+                     ["--kv-type", "u8"], ["--mem-len=1.5"],
+                     ["--temperature", "1"], ["--ctx-size", "9"],
+                     ["--top"], ["--repeat-penalty"], ["--mmap=1"],
+                     ["--no-temp"], ["--threds", "2"]):
+            lines = []
+            for prog in PROGS:
+                rc, _, err = run(prog, *argv, "-m", MODEL)
+                self.assertEqual(rc, 2, (prog, argv, err))
+                line = first_error(err)
+                self.assertTrue(line.startswith(prog + ": "), line)
+                lines.append(line[len(prog):])
+            self.assertEqual(lines[0], lines[1], argv)
+
     def test_each_refuses_the_others_options(self):
         for prog, argv, other in [
                 ("txlgen-server", ["--score", "f"], "--score"),
