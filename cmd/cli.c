@@ -60,7 +60,7 @@ build_getopt(struct getopt_table *t)
 	for (int i = 0; i < n_settings; i++) {
 		const struct setting *s = &settings[i];
 
-		if (!s->key)
+		if (!setting_is_option(s))
 			continue;
 		for (int form = 0; form < 4; form++) {
 			bool neg = form & 1, alias = form & 2;
@@ -101,18 +101,162 @@ static const struct {
 	{ 'e', "--stop $'\\n' (the shell's $'...' makes the escapes)" },
 };
 
+/* llama.cpp's short options of several letters, which getopt would read
+ * as one letter and its value ("-np 4" as "-n p"): their long option
+ * here, or NULL and what to say instead */
+static const struct {
+	const char *theirs;
+	const char *ours;
+	const char *note;
+	unsigned progs;       /* the programs the note is of */
+} multi_shorts[] = {
+	{ "-np", "parallel", NULL, PROG_BOTH },
+	{ "-ctk", "kv-type", NULL, PROG_BOTH },
+	{ "-ctv", "kv-type", NULL, PROG_BOTH },
+	{ "-tb", "threads", NULL, PROG_BOTH },
+	{ "-to", "timeout", NULL, PROG_BOTH },
+	{ "-ngl", NULL, "runs on the CPU: there are no GPU layers to "
+	  "offload", PROG_BOTH },
+	{ "-cb", NULL, "steps every running completion together "
+	  "always", PROG_SERVER },
+};
+
+/* other programs' options that have no counterpart here, space-separated
+ * names, and what to say of them */
+static const struct {
+	const char *theirs;
+	const char *note;
+	unsigned progs;
+} habits[] = {
+	{ "n-gpu-layers gpu-layers n-gpu-layers-draft main-gpu",
+	  "runs on the CPU: there are no GPU layers to offload", PROG_BOTH },
+	{ "cont-batching", "steps every running completion together always",
+	  PROG_SERVER },
+};
+
 static int
 cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The row of another program than this one that takes the long option
+ * @p name (any spelling), or NULL. */
+static const struct setting *
+other_program_row(const char *name)
+{
+	char buf[64];
+
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
+
+		if (!s->key || (s->progs & settings_prog))
+			continue;
+		for (int form = 0; form < 4; form++) {
+			bool neg = form & 1, alias = form & 2;
+
+			if ((neg && !setting_negatable(s)) ||
+			    (alias && !s->alias))
+				continue;
+			if (!strcmp(setting_option(s, neg, alias, buf,
+						   sizeof(buf)), name))
+				return s;
+		}
+	}
+	return NULL;
+}
+
+/* Whether @p word is one of the space-separated @p names. */
+static bool
+among(const char *word, const char *names)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = names; p && *p; p += strcspn(p, " "), p += !!*p)
+		if (!strncmp(p, word, n) && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}
+
+/*
+ * What the option @p arg as typed ("--name", "-np") is elsewhere: this
+ * program's option of another program's name (llama.cpp's above all),
+ * an option of the other program of the table, or a habit with nothing
+ * to match.  Reported ("unknown option '--x'; ...") and true, or false.
+ * @p norm is the name in lower case with '-' between words.
+ */
+static bool
+known_elsewhere(const char *arg, const char *norm)
+{
+	const char *me = prog_name(settings_prog);
+	const struct setting *s;
+	const char *alias;
+
+	if ((alias = suggest_alias(norm))) {
+		s = other_program_row(alias);
+		if (!s)
+			usage_error("unknown option '%s'; did you mean '--%s'?",
+				    arg, alias);
+		else
+			usage_error("unknown option '%s'; --%s is an option of "
+				    "%s", arg, alias,
+				    prog_name(s->progs & ~settings_prog));
+		return true;
+	}
+	if ((s = other_program_row(norm))) {
+		usage_error("unknown option '%s'; --%s is an option of %s, "
+			    "not of %s", arg, norm,
+			    prog_name(s->progs & ~settings_prog), me);
+		return true;
+	}
+	for (size_t i = 0; i < sizeof(habits) / sizeof(habits[0]); i++) {
+		if ((habits[i].progs & settings_prog) &&
+		    among(norm, habits[i].theirs)) {
+			usage_error("unknown option '%s'; %s %s", arg, me,
+				    habits[i].note);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A multi-letter short option of llama.cpp's at @p arg: reported, true. */
+static bool
+bad_multi_short(const char *arg)
+{
+	for (size_t i = 0; i < sizeof(multi_shorts) / sizeof(multi_shorts[0]);
+	     i++) {
+		if (strcmp(arg, multi_shorts[i].theirs) ||
+		    !(multi_shorts[i].progs & settings_prog))
+			continue;
+		if (multi_shorts[i].ours)
+			return known_elsewhere(arg, multi_shorts[i].ours) ||
+				(usage_error("unknown option '%s'; did you mean "
+					     "'--%s'?", arg,
+					     multi_shorts[i].ours), true);
+		usage_error("unknown option '%s'; %s %s", arg,
+			    prog_name(settings_prog), multi_shorts[i].note);
+		return true;
+	}
+	return false;
+}
+
+/* @p name (@p len bytes) in lower case with '-' between words. */
+static void
+normalise(const char *name, size_t len, char *norm)
+{
+	for (size_t i = 0; i < len; i++)
+		norm[i] = name[i] == '_' ? '-' : (char)tolower(
+			(unsigned char)name[i]);
+	norm[len] = '\0';
+}
+
 /* The error for the long option @p arg ("--name" or "--name=value"). */
 static void
 bad_long_option(const struct getopt_table *t, const char *arg)
 {
-	char name[64], norm[64], list[1024];
-	const char *match[MAX_LONG], *alias;
+	char name[64], norm[64], list[1024], typed[72];
+	const char *match[MAX_LONG];
 	const char *eq = strchr(arg, '=');
 	size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
 	int n_match = 0, best = -1, best_d = 99, at = 0;
@@ -144,16 +288,12 @@ bad_long_option(const struct getopt_table *t, const char *arg)
 		return;
 	}
 
-	/* another program's name, or this one's in another spelling */
-	for (size_t i = 0; i < len; i++)
-		norm[i] = name[i] == '_' ? '-' : (char)tolower(
-			(unsigned char)name[i]);
-	norm[len] = '\0';
-	if ((alias = suggest_alias(norm))) {
-		usage_error("unknown option '--%s'; did you mean '--%s'?", name,
-			    alias);
+	/* another program's name, this one's in another spelling, or the
+	 * other program's option */
+	normalise(name, len, norm);
+	snprintf(typed, sizeof(typed), "--%s", name);
+	if (known_elsewhere(typed, norm))
 		return;
-	}
 	for (int i = 0; i < t->n; i++) {
 		int d = suggest_distance(norm, t->names[i]);
 
@@ -169,14 +309,51 @@ bad_long_option(const struct getopt_table *t, const char *arg)
 		usage_error("unknown option '--%s'", name);
 }
 
+/*
+ * Whether the long option @p arg as typed abbreviates t's spelling @p k
+ * while being another program's name or the other program's option
+ * ("--api-key", which getopt would take for --api-key-file): reported
+ * then, and true.
+ */
+static bool
+abbreviates_another(const struct getopt_table *t, int k, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+	char norm[64], typed[72];
+
+	if (strncmp(arg, "--", 2) || len >= sizeof(norm) ||
+	    (strlen(t->names[k]) == len && !strncmp(t->names[k], arg + 2, len)))
+		return false;
+	normalise(arg + 2, len, norm);
+	snprintf(typed, sizeof(typed), "--%s", norm);
+	return known_elsewhere(typed, norm);
+}
+
 static void
 bad_short_option(int c)
 {
+	char name[40];
+
 	for (size_t i = 0; i < sizeof(short_aliases) / sizeof(short_aliases[0]);
 	     i++) {
 		if (short_aliases[i].theirs == c) {
 			usage_error("unknown option '-%c'; did you mean %s?", c,
 				    short_aliases[i].ours);
+			return;
+		}
+	}
+	for (int i = 0; i < n_settings; i++) {
+		const struct setting *s = &settings[i];
+
+		if (s->key && s->short_opt == c &&
+		    !(s->progs & settings_prog)) {
+			usage_error("unknown option '-%c'; -%c/--%s is an option "
+				    "of %s, not of %s", c, c,
+				    setting_option(s, false, false, name,
+						   sizeof(name)),
+				    prog_name(s->progs), prog_name(
+					    settings_prog));
 			return;
 		}
 	}
@@ -193,7 +370,8 @@ find_opt(const struct getopt_table *t, int c)
 	if (c >= VAL(0) && c < VAL(t->n))
 		return t->row[c - VAL(0)];
 	for (int i = 0; i < n_settings; i++)
-		if (settings[i].key && settings[i].short_opt == c)
+		if (setting_is_option(&settings[i]) &&
+		    settings[i].short_opt == c)
 			return i;
 	return -1;
 }
@@ -225,13 +403,22 @@ load_config(struct txlgen_options *o, int argc, char **argv,
 	    const struct getopt_table *t)
 {
 	struct stat sb;
-	int c;
+	int c, seen = 0;
 
 	opterr = 0;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, t->so, t->lo, NULL)) != -1) {
-		int i = find_opt(t, c);
+	for (;;) {
+		/* each argument that getopt starts on (not a value) */
+		int at = optind ? optind : 1, i;
 
+		if (at != seen && at < argc) {
+			seen = at;
+			if (bad_multi_short(argv[at]))
+				return EXIT_USAGE;
+		}
+		if ((c = getopt_long(argc, argv, t->so, t->lo, NULL)) == -1)
+			break;
+		i = find_opt(t, c);
 		if (i >= 0 && settings[i].action == ACT_CONFIG) {
 			free(o->config);
 			o->config = xstrdup(optarg);
@@ -407,8 +594,15 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 
 	/* Pass 2: everything else, in order. */
 	optind = 0;
-	while ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) != -1) {
-		int i = find_opt(&t, c);
+	for (;;) {
+		int at = optind ? optind : 1, i;
+
+		if ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) == -1)
+			break;
+		i = find_opt(&t, c);
+		if (c >= VAL(0) && c < VAL(t.n) && at < argc &&
+		    abbreviates_another(&t, c - VAL(0), argv[at]))
+			return EXIT_USAGE;
 
 		if (c == ':') {
 			usage_error("option '%s' needs an argument",
@@ -444,12 +638,15 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 		}
 	}
 	if (optind < argc) {
-		usage_error("unexpected argument '%s' (give a prompt with "
-			    "-p/--text STRING or -f/--prompt FILE)",
-			    argv[optind]);
+		if (settings_prog == PROG_TXLGEN)
+			usage_error("unexpected argument '%s' (give a prompt "
+				    "with -p/--text STRING or -f/--prompt "
+				    "FILE)", argv[optind]);
+		else
+			usage_error("unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
-	rc = check_combination(o);
+	rc = settings_prog == PROG_TXLGEN ? check_combination(o) : EXIT_OK;
 	if (rc == EXIT_OK)
 		*done = false;
 	return rc;

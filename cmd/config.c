@@ -160,6 +160,7 @@ set_from_json(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_INT:
 	case ST_INT64:
+	case ST_SIZE:
 	case ST_SEED:
 		if (!cJSON_IsNumber(v)) {
 			want = "an integer";
@@ -436,10 +437,23 @@ apply_json(struct txlgen_options *o, const char *text, size_t len,
 			continue;  /* what --print-config adds */
 		if (!s && !src->from_model) {
 			const char *hint = suggest_setting(v->string);
+			const char *other = NULL;
 
-			errmsg("%s: unknown key '%s'%s%s%s", src->name,
-			       v->string, hint ? "; did you mean '" : "",
-			       hint ? hint : "", hint ? "'?" : "");
+			/* a key of the other program of the table */
+			for (int k = 0; !hint && k < n_settings; k++)
+				if (settings[k].key && settings[k].scope !=
+				    SCOPE_CLI && !strcmp(settings[k].key,
+							 v->string))
+					other = prog_name(settings[k].progs &
+							  ~settings_prog);
+			if (other)
+				errmsg("%s: unknown key '%s' (a setting of %s, "
+				       "not of %s)", src->name, v->string,
+				       other, prog_name(settings_prog));
+			else
+				errmsg("%s: unknown key '%s'%s%s%s", src->name,
+				       v->string, hint ? "; did you mean '" :
+				       "", hint ? hint : "", hint ? "'?" : "");
 			goto out;
 		}
 		if (src->from_model && (!s || !s->model_may_set)) {
@@ -543,6 +557,8 @@ setting_json(const struct setting *st, const struct txlgen_options *o,
 		snprintf(num, sizeof(num), "%lld",
 			 (long long)*(const int64_t *)p);
 		return cJSON_CreateRaw(num);
+	case ST_SIZE:
+		return cJSON_CreateNumber((double)*(const size_t *)p);
 	case ST_FLOAT:
 		return cJSON_CreateNumber(*(const double *)p);
 	case ST_STRING:

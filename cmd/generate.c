@@ -79,17 +79,7 @@ same_sampling(const struct txl_sampler_params *a,
 static struct txl_sampler_params
 sampler_params(const struct engine *e, uint64_t seed)
 {
-	const struct txlgen_options *o = e->opts;
-	struct txl_sampler_params sp = txl_sampler_params_default();
-
-	sp.temp = (float)o->temp;
-	sp.top_k = o->top_k;
-	sp.top_p = (float)o->top_p;
-	sp.min_p = (float)o->min_p;
-	sp.repeat_penalty = (float)o->repeat_penalty;
-	sp.repeat_last_n = o->repeat_last_n;
-	sp.seed = seed;
-	return sp;
+	return options_sampler_params(e->opts, seed);
 }
 
 /*

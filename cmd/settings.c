@@ -23,6 +23,16 @@
 #include "errors.h"
 #include "settings.h"
 #include "text.h"
+/* the fields of txlgen-server's own options (its rows of the table) */
+#include "../server/srv.h"
+
+unsigned settings_prog = PROG_TXLGEN;
+
+const char *
+prog_name(unsigned prog)
+{
+	return prog == PROG_SERVER ? "txlgen-server" : "txlgen";
+}
 
 static const char *const color_names[3] = { "auto", "always", "never" };
 const char *const compute_names[2] = {
@@ -55,21 +65,34 @@ kv_type_names(int *n)
 	return names;
 }
 
-/* A row: the field of struct txlgen_options (its name is the key and the
- * long option), its type and scope, then what else it has. */
-#define ROW(field, type_, scope_, ...) \
-	{ .key = #field, .offset = offsetof(struct txlgen_options, field), \
+/* A row of txlgen: the field of struct txlgen_options (its name is the
+ * key and the long option), its type and scope, then what else it has. */
+#define ROW_OF(progs_, field, type_, scope_, ...) \
+	{ .key = #field, .progs = progs_, \
+	  .offset = offsetof(struct txlgen_options, field), \
 	  .type = type_, .scope = scope_, __VA_ARGS__ }
+#define ROW(...) ROW_OF(PROG_TXLGEN, __VA_ARGS__)
+/* a setting of txlgen that txlgen-server takes as the default of its
+ * requests (or of its model) */
+#define BOTH(...) ROW_OF(PROG_BOTH, __VA_ARGS__)
+/* an option of txlgen-server alone, named @p name (its long option with
+ * '-' for '_' and its config key): the field of its struct srv_opts
+ * (srv.h) */
+#define SERVER(name, field, type_, ...) \
+	{ .key = #name, .progs = PROG_SERVER, .in_server = true, \
+	  .offset = offsetof(struct srv_opts, field), .type = type_, \
+	  .scope = SCOPE_START, __VA_ARGS__ }
 /* null is the session's value, the field of the same name of
  * struct txl_session_params */
 #define FROM_SESSION(field) \
 	.from_session = true, \
 	.session_offset = offsetof(struct txl_session_params, field)
+/* a heading: shown by the programs of the rows under it */
 #define HEAD(title) { .help = title }
 /* an option that acts (and sets no field) */
-#define ACTION(name, s, act, help_) \
-	{ .key = name, .short_opt = s, .scope = SCOPE_CLI, .action = act, \
-	  .help = help_ }
+#define ACTION(name, s, act, progs_, help_) \
+	{ .key = name, .progs = progs_, .short_opt = s, .scope = SCOPE_CLI, \
+	  .action = act, .help = help_ }
 #define CLI SCOPE_CLI
 #define START SCOPE_START
 #define T SCOPE_TURN
@@ -82,11 +105,13 @@ kv_type_names(int *n)
  */
 const struct setting settings[] = {
 	HEAD("Model and input:"),
-	ROW(model, ST_STRING, START, .short_opt = 'm', .nullable = true,
+	BOTH(model, ST_STRING, START, .short_opt = 'm', .nullable = true,
 	    .arg = ARG_MODEL, .metavar = "MODEL",
 	    .help = "model file, or the name of one along the model\n"
 	    "path (--list-models; default: $TXLGEN_MODEL,\n"
-	    "else sotu)"),
+	    "else sotu)",
+	    .help_server = "model file, or the name of one along txlgen's\n"
+	    "model path (default: sotu)"),
 	ROW(prompt, ST_STRING, START, .short_opt = 'f', .alias = "file",
 	    .nullable = true, .arg = ARG_INPUT, .metavar = "FILE",
 	    .help = "read the prompt from FILE ('-' = stdin);\n"
@@ -110,22 +135,84 @@ const struct setting settings[] = {
 	    "mem_len unless --mem-len is given)"),
 	ROW(state_out, ST_STRING, START, .nullable = true, .arg = ARG_FILE,
 	    .metavar = "FILE", .help = "save the memory state at the end"),
-	ROW(mmap, ST_BOOL, START,
+	BOTH(mmap, ST_BOOL, START,
 	    .help = "map the model file (default: read it into memory,\n"
 	    "where tokens come faster)"),
 	ROW(interactive, ST_BOOL, CLI, .short_opt = 'i',
 	    .theirs = "conversation interactive-first",
 	    .help = "interactive session (REPL)"),
 
+	/*
+	 * txlgen-server's own options.  A new one is one row here, on a
+	 * field of struct srv_opts (srv.h) that main.c's srv initialises:
+	 *   SERVER(max_foo, max_foo, ST_INT, .min = 1, .max = 1 << 20,
+	 *          .metavar = "N", .help = "... (default 8)"),
+	 * (option --max-foo, config key "max_foo"; ST_INT for an int field,
+	 * ST_SIZE for a size_t, ST_STRING for a char *, ST_BOOL for a bool).
+	 */
+	HEAD("Listening:"),
+	SERVER(host, host, ST_STRING, .metavar = "ADDR",
+	       .help = "address to listen on (default 127.0.0.1; another\n"
+	       "than a loopback one needs --api-key-file or\n"
+	       "--no-api-key)"),
+	SERVER(port, port, ST_INT, .max = 65535, .metavar = "N",
+	       .help = "port (default 8080; 0 = any free one)"),
+	SERVER(api_key_file, api_key_file, ST_STRING, .arg = ARG_FILE,
+	       .theirs = "api-key", .metavar = "FILE",
+	       .help = "requests must bear the key on FILE's first line\n"
+	       "(Authorization: Bearer KEY)"),
+	SERVER(no_api_key, no_api_key, ST_BOOL, .action = ACT_ONCE,
+	       .help = "listen on a non-loopback address without a key"),
+	SERVER(cors_origin, cors_origin, ST_STRING, .metavar = "ORIGIN",
+	       .help = "allow browsers of ORIGIN (default: no CORS)"),
+	SERVER(max_connections, max_connections, ST_INT, .min = 1,
+	       .max = 65536, .metavar = "N",
+	       .help = "open connections (default 128)"),
+	SERVER(timeout, timeout_s, ST_INT, .min = 1, .max = 86400,
+	       .metavar = "S",
+	       .help = "close a connection idle S seconds (default 60)"),
+
+	HEAD("Requests:"),
+	SERVER(parallel, parallel, ST_INT, .min = 1, .max = 256,
+	       .theirs = "n-parallel", .metavar = "N",
+	       .help = "completions computed together (default 4)"),
+	SERVER(max_queue, max_queue, ST_INT, .min = 1, .max = 1 << 20,
+	       .metavar = "N",
+	       .help = "requests waiting for a slot (default 256)"),
+	SERVER(max_body, max_body, ST_SIZE, .min = 64, .max = 1 << 30,
+	       .metavar = "BYTES",
+	       .help = "largest request body (default 1048576)"),
+	SERVER(max_prompt, max_prompt, ST_INT, .min = 1, .max = INT_MAX,
+	       .metavar = "N",
+	       .help = "most prompt tokens a request (default 131072)"),
+	SERVER(max_tokens, max_tokens, ST_INT, .max = INT_MAX,
+	       .metavar = "N",
+	       .help = "most max_tokens a request (default 65536)"),
+	SERVER(max_n, max_n, ST_INT, .min = 1, .max = 1024, .metavar = "N",
+	       .help = "most choices n a request (default 16)"),
+	SERVER(grace, grace_s, ST_INT, .max = 86400, .metavar = "S",
+	       .help = "on SIGTERM, S seconds for running requests\n"
+	       "to end (default 10)"),
+
+	HEAD("Sessions:"),
+	SERVER(session_dir, session_dir, ST_STRING, .arg = ARG_FILE,
+	       .theirs = "slot-save-path", .metavar = "DIR",
+	       .help = "keep sessions as state files in DIR"),
+	SERVER(max_sessions, max_sessions, ST_INT, .max = 1 << 20,
+	       .metavar = "N",
+	       .help = "sessions kept in memory (default 64)"),
+
 	HEAD("Length and stopping:"),
-	ROW(n_predict, ST_INT, T, .short_opt = 'n', .min = -1, .max = INT_MAX,
+	BOTH(n_predict, ST_INT, T, .short_opt = 'n', .min = -1, .max = INT_MAX,
 	    .theirs = "predict max-tokens",
 	    .model_may_set = true, .metavar = "N",
-	    .help = "tokens to generate (default 256; -1 = no limit)"),
-	ROW(stop, ST_LIST, T, .model_may_set = true, .metavar = "STRING",
+	    .help = "tokens to generate (default 256; -1 = no limit)",
+	    .help_server = "max_tokens of a request without one (default\n"
+	    "256; -1: 16)"),
+	BOTH(stop, ST_LIST, T, .model_may_set = true, .metavar = "STRING",
 	    .theirs = "reverse-prompt antiprompt",
 	    .help = "stop before STRING (repeatable)"),
-	ROW(ignore_eos, ST_BOOL, T, .model_may_set = true,
+	BOTH(ignore_eos, ST_BOOL, T, .model_may_set = true,
 	    .help = "never generate the end-of-sequence token"),
 	ROW(n_samples, ST_INT64, CLI, .min = 1, .max = N_STREAMS_MAX,
 	    .metavar = "N",
@@ -135,63 +222,66 @@ const struct setting settings[] = {
 	    "a line '--- sample I ---' (I from 0)"),
 
 	HEAD("Sampling (a model file may recommend other defaults):"),
-	ROW(temp, ST_FLOAT, T, .max = 100, .model_may_set = true,
+	BOTH(temp, ST_FLOAT, T, .max = 100, .model_may_set = true,
 	    .theirs = "temperature",
 	    .metavar = "T", .help = "temperature (default 0.8; 0 = greedy)"),
-	ROW(top_k, ST_INT, T, .max = INT_MAX, .model_may_set = true,
+	BOTH(top_k, ST_INT, T, .max = INT_MAX, .model_may_set = true,
 	    .metavar = "K",
 	    .help = "keep the K most likely tokens (default 40; 0 = off)"),
-	ROW(top_p, ST_FLOAT, T, .min_exclusive = true, .max = 1,
+	BOTH(top_p, ST_FLOAT, T, .min_exclusive = true, .max = 1,
 	    .model_may_set = true, .metavar = "P",
 	    .help = "nucleus sampling (default 0.95; 1 = off)"),
-	ROW(min_p, ST_FLOAT, T, .max = 1, .model_may_set = true,
+	BOTH(min_p, ST_FLOAT, T, .max = 1, .model_may_set = true,
 	    .metavar = "P",
 	    .help = "drop tokens below P x the top one (default 0.05)"),
-	ROW(repeat_penalty, ST_FLOAT, T, .min_exclusive = true, .max = 100,
+	BOTH(repeat_penalty, ST_FLOAT, T, .min_exclusive = true, .max = 100,
 	    .model_may_set = true, .metavar = "X",
 	    .help = "penalise recent tokens (default 1 = off)"),
-	ROW(repeat_last_n, ST_INT, T, .max = TXL_REPEAT_LAST_N_MAX,
+	BOTH(repeat_last_n, ST_INT, T, .max = TXL_REPEAT_LAST_N_MAX,
 	    .model_may_set = true, .metavar = "N",
 	    .help = "tokens the penalty looks back (default 64)"),
-	ROW(seed, ST_SEED, T, .short_opt = 's', .nullable = true,
+	BOTH(seed, ST_SEED, T, .short_opt = 's', .nullable = true,
 	    .max = (double)SEED_MAX, .metavar = "N",
-	    .help = "random seed (default or -1: a new one each run)"),
+	    .help = "random seed (default or -1: a new one each run)",
+	    .help_server = "seed of a request without one (default or -1:\n"
+	    "a new one each request)"),
 
 	HEAD("Transformer-XL (defaults from the model):"),
-	ROW(mem_len, ST_INT, S, .nullable = true, .max = TXL_MEM_LEN_MAX,
+	BOTH(mem_len, ST_INT, S, .nullable = true, .max = TXL_MEM_LEN_MAX,
 	    .theirs = "ctx-size n-ctx context",
 	    .model_may_set = true, FROM_SESSION(mem_len), .metavar = "N",
 	    .help = "positions kept in the memory"),
-	ROW(seg_len, ST_INT, S, .nullable = true, .min = 1,
+	BOTH(seg_len, ST_INT, S, .nullable = true, .min = 1,
 	    .theirs = "batch-size ubatch-size",
 	    .max = TXL_SEG_LEN_MAX, .model_may_set = true,
 	    FROM_SESSION(seg_len), .metavar = "N",
 	    .help = "tokens per segment"),
-	ROW(clamp_len, ST_INT, S, .nullable = true, .max = INT_MAX,
+	BOTH(clamp_len, ST_INT, S, .nullable = true, .max = INT_MAX,
 	    .model_may_set = true, FROM_SESSION(clamp_len), .metavar = "N",
 	    .help = "clamp relative distances to N (0 = none)"),
-	ROW(same_length, ST_TRIBOOL, S, .nullable = true,
+	BOTH(same_length, ST_TRIBOOL, S, .nullable = true,
 	    .model_may_set = true, FROM_SESSION(same_length),
 	    .help = "every position sees the same number of keys"),
-	ROW(mem_init, ST_ENUM, S, .nullable = true, .model_may_set = true,
+	BOTH(mem_init, ST_ENUM, S, .nullable = true, .model_may_set = true,
 	    FROM_SESSION(mem_init), .choices = mem_init_names_of,
 	    .metavar = "HOW",
 	    .help = "the memory starts empty (the PyTorch code's\n"
 	    "evaluation) or as mem_len zero states (zeros:\n"
 	    "the TensorFlow code's and Hugging Face's;\n"
 	    "models of that origin recommend it)"),
-	ROW(threads, ST_INT, S, .short_opt = 't', .max = 1024,
+	BOTH(threads, ST_INT, S, .short_opt = 't', .max = 1024,
 	    .theirs = "threads-batch",
 	    .metavar = "N",
 	    .help = "threads of the kernels and of OpenBLAS\n"
 	    "(default 0 = one per CPU; where other work keeps\n"
 	    "the CPUs busy, fewer are faster: -t 1 can be\n"
 	    "twice as fast on 2 busy cores)"),
-	ROW(kv_type, ST_ENUM, S, .choices = kv_type_names, .metavar = "TYPE",
+	BOTH(kv_type, ST_ENUM, S, .choices = kv_type_names, .metavar = "TYPE",
+	    .theirs = "cache-type-k cache-type-v",
 	    .help = "the storage type of the memory's K, V and R\n"
 	    "(default F32, exact; --list-types lists them,\n"
 	    "txlgen(1) says what each trades; any case)"),
-	ROW(compute, ST_ENUM, S, .choices = compute_names_of,
+	BOTH(compute, ST_ENUM, S, .choices = compute_names_of,
 	    .metavar = "TYPE",
 	    .help = "products of segments with BF16 weights in f32\n"
 	    "(default: exact) or bf16 (activations rounded\n"
@@ -268,7 +358,7 @@ const struct setting settings[] = {
 	    "the --no- form writes the generated bytes only)"),
 
 	HEAD("Configuration and information:"),
-	ROW(config, ST_STRING, CLI, .short_opt = 'c', .action = ACT_CONFIG,
+	BOTH(config, ST_STRING, CLI, .short_opt = 'c', .action = ACT_CONFIG,
 	    .arg = ARG_CONFIG, .metavar = "FILE",
 	    .help = "read settings from a JSON file"),
 	ROW(print_config, ST_BOOL, CLI, .action = ACT_ONCE,
@@ -279,11 +369,12 @@ const struct setting settings[] = {
 	ROW(list_models, ST_BOOL, CLI, .action = ACT_ONCE,
 	    .help = "list the models -m NAME finds (--json: as JSON\n"
 	    "lines) and exit"),
-	ACTION("help", 'h', ACT_HELP, "show this help and exit"),
-	ACTION("version", 'V', ACT_VERSION, "show the version and exit"),
-	ACTION("list_types", 0, ACT_LIST_TYPES,
+	ACTION("help", 'h', ACT_HELP, PROG_BOTH, "show this help and exit"),
+	ACTION("version", 'V', ACT_VERSION, PROG_BOTH,
+	       "show the version and exit"),
+	ACTION("list_types", 0, ACT_LIST_TYPES, PROG_BOTH,
 	       "list the --kv-type types, one a line, and exit"),
-	ACTION("list_options", 0, ACT_LIST_OPTIONS,
+	ACTION("list_options", 0, ACT_LIST_OPTIONS, PROG_BOTH,
 	       "list the options, one a line with what their\n"
 	       "values are (for the completion), and exit"),
 };
@@ -396,11 +487,30 @@ options_init(struct txlgen_options *o)
 	o->streams = 8;
 }
 
+struct txl_sampler_params
+options_sampler_params(const struct txlgen_options *o, uint64_t seed)
+{
+	struct txl_sampler_params sp = txl_sampler_params_default();
+
+	sp.temp = (float)o->temp;
+	sp.top_k = o->top_k;
+	sp.top_p = (float)o->top_p;
+	sp.min_p = (float)o->min_p;
+	sp.repeat_penalty = (float)o->repeat_penalty;
+	sp.repeat_last_n = o->repeat_last_n;
+	sp.seed = seed;
+	return sp;
+}
+
 void
 options_free(struct txlgen_options *o)
 {
 	for (int i = 0; i < n_settings; i++) {
-		void *p = setting_ptr(&settings[i], o);
+		void *p;
+
+		if (settings[i].in_server && !o->server)
+			continue;
+		p = setting_ptr(&settings[i], o);
 
 		if (settings[i].type == ST_STRING) {
 			free(*(char **)p);
@@ -506,6 +616,8 @@ setting_set_integer(const struct setting *s, struct txlgen_options *o,
 	}
 	if (s->type == ST_INT)
 		*(int *)setting_ptr(s, o) = (int)v;
+	else if (s->type == ST_SIZE)
+		*(size_t *)setting_ptr(s, o) = (size_t)v;
 	else
 		*(int64_t *)setting_ptr(s, o) = (int64_t)v;
 	return true;
@@ -575,6 +687,7 @@ setting_parse(const struct setting *s, struct txlgen_options *o,
 		return true;
 	case ST_INT:
 	case ST_INT64:
+	case ST_SIZE:
 	case ST_SEED:
 		k = parse_integer(val, &iv);
 		if (k) {
@@ -672,6 +785,9 @@ setting_format(const struct setting *s, const struct txlgen_options *o,
 		else
 			snprintf(buf, len, "%lld",
 				 (long long)*(const int64_t *)p);
+		break;
+	case ST_SIZE:
+		snprintf(buf, len, "%zu", *(const size_t *)p);
 		break;
 	case ST_FLOAT:
 		snprintf(buf, len, "%g", *(const double *)p);

@@ -39,7 +39,19 @@ enum origin {
 	ORIGIN_SET,        /* the REPL's /set */
 };
 
-#define SETTINGS_MAX 80  /* rows of the table (settings.c) */
+#define SETTINGS_MAX 128 /* rows of the table (settings.c) */
+
+/* The programs an option is of (struct setting's progs). */
+#define PROG_TXLGEN 1u
+#define PROG_SERVER 2u
+#define PROG_BOTH (PROG_TXLGEN | PROG_SERVER)
+
+/* The program running, PROG_TXLGEN unless txlgen-server sets it first:
+ * the options, config keys and /set names are those of its rows. */
+extern unsigned settings_prog;
+
+/** The program's name: "txlgen" or "txlgen-server". */
+const char *prog_name(unsigned prog);
 
 struct txlgen_options {
 	/* each field is a row of the table in settings.c; these are
@@ -86,6 +98,9 @@ struct txlgen_options {
 	char *state_out;      /* memory state saved at the end */
 
 	unsigned char origin[SETTINGS_MAX]; /* enum origin, per setting */
+	void *server;         /* txlgen-server's struct srv_opts, where its
+				 own rows (struct setting's in_server) are;
+				 NULL in txlgen */
 
 	/* command line only */
 	char *config;         /* --config FILE */
@@ -116,6 +131,7 @@ enum setting_type {
 	ST_TRIBOOL,   /* int: -1 null (model's value), 0, 1 */
 	ST_INT,       /* int; nullable ones use -1 for null */
 	ST_INT64,     /* int64_t */
+	ST_SIZE,      /* size_t */
 	ST_FLOAT,     /* double */
 	ST_SEED,      /* int64_t, SEED_RANDOM for null */
 	ST_STRING,    /* char *, NULL for null */
@@ -159,9 +175,13 @@ enum setting_arg {
  * The table (settings.c) lists them in --help's order, with headings.
  */
 struct setting {
-	const char *key;        /* the field of struct txlgen_options: the
+	const char *key;        /* the field of struct txlgen_options (of
+				   struct srv_opts with in_server): the
 				   JSON key and /set name; the long option is
 				   it with '-' for '_'; NULL for a heading */
+	unsigned progs;         /* PROG_TXLGEN, PROG_SERVER or both; a
+				   heading's are those of its rows */
+	bool in_server;         /* offset is into struct srv_opts */
 	const char *alias;      /* another long name, not in --help */
 	int short_opt;          /* 0: none */
 	enum setting_type type;
@@ -187,6 +207,7 @@ struct setting {
 	const char *theirs_off; /* theirs for its --no- form */
 	const char *metavar;    /* "FILE"; "[=WHEN]" for an optional one */
 	const char *help;       /* --help's lines; a heading's title */
+	const char *help_server; /* txlgen-server's --help, if not help */
 };
 
 extern const struct setting settings[];
@@ -197,7 +218,14 @@ extern const int n_settings;
 static inline bool
 setting_is_key(const struct setting *s)
 {
-	return s->key && s->scope != SCOPE_CLI;
+	return s->key && s->scope != SCOPE_CLI && (s->progs & settings_prog);
+}
+
+/** Whether @p s is an option of the program running. */
+static inline bool
+setting_is_option(const struct setting *s)
+{
+	return s->key && (s->progs & settings_prog);
 }
 
 /** The setting (setting_is_key()) named @p key ('-' and '_' alike), or
@@ -216,7 +244,7 @@ bool setting_negatable(const struct setting *s);
 static inline void *
 setting_ptr(const struct setting *s, const struct txlgen_options *o)
 {
-	return (char *)o + s->offset;
+	return (char *)(s->in_server ? o->server : (void *)o) + s->offset;
 }
 
 /** Where @p s's value in @p o came from. */
@@ -260,6 +288,12 @@ extern const char *const mem_init_names[2];	/* by enum txl_mem_init */
 /** The names of an ST_ENUM setting's values by value (NULL for a value
  * that is none), and their number in @p n. */
 const char *const *setting_names(const struct setting *s, int *n);
+
+/** The sampling settings of @p o (--temp, --top-k, ...) with seed
+ *  @p seed: what txlgen's generations and a server's requests sample
+ *  with. */
+struct txl_sampler_params options_sampler_params(
+	const struct txlgen_options *o, uint64_t seed);
 
 void options_init(struct txlgen_options *o);
 void options_free(struct txlgen_options *o);

@@ -23,6 +23,19 @@ static const char intro[] =
 "With no prompt option and stdin not a terminal, the prompt is read from\n"
 "stdin; with stdin a terminal, an interactive session starts.\n";
 
+static const char server_intro[] =
+"Usage: txlgen-server [OPTION]...\n"
+"Serve a Transformer-XL model over HTTP: the completions API\n"
+"(/v1/completions), sessions that keep their memory between requests,\n"
+"many clients stepped together.\n";
+
+static const char server_footer[] =
+"The settings of txlgen above (--temp, --n-predict, --mem-len, ...) are the\n"
+"defaults of requests; --config FILE takes them and the server's options\n"
+"as JSON keys (\"port\", \"max_body\", ...).  Exit status: 0 stopped by\n"
+"SIGTERM or SIGINT, 1 runtime error, 2 bad option, 3 bad model, config or\n"
+"key file, 129 SIGHUP.  See txlgen-server(1).\n";
+
 static const char footer[] =
 "A model NAME is NAME.bin in $TXLGEN_MODEL_PATH (directories separated by\n"
 "colons), ~/.local/share/txlgen/models ($XDG_DATA_HOME/txlgen/models, where\n"
@@ -38,7 +51,8 @@ print_option(FILE *f, const struct setting *s)
 {
 	char left[64], name[40];
 	int n;
-	const char *h = s->help, *nl;
+	const char *h = settings_prog == PROG_SERVER && s->help_server ?
+		s->help_server : s->help, *nl;
 
 	setting_option(s, false, false, name, sizeof(name));
 	if (s->short_opt)
@@ -66,20 +80,32 @@ print_option(FILE *f, const struct setting *s)
 	}
 }
 
+/* Whether the heading at @p i has an option of this program under it. */
+static bool
+heading_shown(int i)
+{
+	for (i++; i < n_settings && settings[i].key; i++)
+		if (setting_is_option(&settings[i]))
+			return true;
+	return false;
+}
+
 void
 options_usage(FILE *f)
 {
-	fputs(intro, f);
+	bool server = settings_prog == PROG_SERVER;
+
+	fputs(server ? server_intro : intro, f);
 	for (int i = 0; i < n_settings; i++) {
 		const struct setting *s = &settings[i];
 
-		if (!s->key)
+		if (!s->key && heading_shown(i))
 			fprintf(f, "\n%s\n", s->help);
-		else
+		else if (setting_is_option(s))
 			print_option(f, s);
 	}
 	fputc('\n', f);
-	fputs(footer, f);
+	fputs(server ? server_footer : footer, f);
 }
 
 /* The spellings of @p s's name (its --no- form with @p neg): the long
@@ -109,7 +135,7 @@ options_list(FILE *f)
 	for (int i = 0; i < n_settings; i++) {
 		const struct setting *s = &settings[i];
 
-		if (!s->key)
+		if (!setting_is_option(s))
 			continue;
 		list_spellings(f, s, false);
 		if (s->type == ST_ENUM) {
@@ -136,7 +162,8 @@ options_list(FILE *f)
 void
 options_version(FILE *f)
 {
-	fprintf(f, "txlgen %s (libtxl %s), commit %s%s\n", TXLGEN_VERSION,
+	fprintf(f, "%s %s (libtxl %s), commit %s%s\n",
+		prog_name(settings_prog), TXLGEN_VERSION,
 		txl_version(), TXLGEN_COMMIT, strcmp(TXLGEN_COMMIT, "unknown") ?
 		"" : " (not built from a git checkout)");
 	const char *cap = getenv("TXL_ISA");

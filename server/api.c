@@ -122,6 +122,41 @@ get_bool(const cJSON *req, const char *field, bool *v, int *status,
 	return true;
 }
 
+/* A request's field of txlgen's setting @p key (its value of the
+ * command line, in its range), into @p o as the command line sets it;
+ * absent or null leaves it. */
+static bool
+get_setting(const cJSON *req, const char *field, const char *key,
+	    struct txlgen_options *o, int *status, char **err)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, field);
+	const struct setting *s = setting_find(key);
+	char why[256], text[32];
+	double v;
+
+	if (!f || cJSON_IsNull(f))
+		return true;
+	if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
+		return fail(status, err, "'%s' must be a number, not %s",
+			    field, kind(f));
+	v = f->valuedouble;
+	if (s->type == ST_FLOAT) {
+		if (!setting_check_range(s, v, why, sizeof(why)))
+			return fail(status, err, "'%s': %s", field, why);
+		*(double *)setting_ptr(s, o) = v;
+		return true;
+	}
+	if (v != floor(v))
+		return fail(status, err, "'%s' must be a whole number, not %g",
+			    field, v);
+	/* clamped to beyond every integer setting's range */
+	snprintf(text, sizeof(text), "%.17g", v);
+	if (!setting_set_integer(s, o, (long long)fmax(-0x1p62, fmin(v,
+				 0x1p62)), text, why, sizeof(why)))
+		return fail(status, err, "'%s': %s", field, why);
+	return true;
+}
+
 /* A tokenizer for a connection's thread: the engine's scratch is the
  * scheduler's. */
 static int
@@ -320,11 +355,12 @@ api_completion_job(const cJSON *req, int *status, char **err)
 	const struct txlgen_options *o = sched_engine()->opts;
 	struct job *j = xrealloc(NULL, sizeof(*j));
 	struct task *pr = NULL;
-	double temp = o->temp, top_p = o->top_p, min_p = o->min_p,
-	       rp = o->repeat_penalty, top_k = o->top_k,
-	       rln = o->repeat_last_n, n = 1, logprobs = -1,
-	       max_tokens = o->n_predict >= 0 ? o->n_predict : 16,
-	       seed = o->seed >= 0 ? (double)o->seed : -1;
+	/* the request's settings over the server's, as txlgen's options
+	 * (a copy that owns nothing: its strings stay the server's) */
+	struct txlgen_options ro = *o;
+	double n = 1, logprobs = -1,
+	       max_tokens = o->n_predict >= 0 ? o->n_predict : 16;
+	uint64_t seed;
 	const cJSON *sess = cJSON_IsObject(req) ?
 		cJSON_GetObjectItemCaseSensitive(req, "session") : NULL;
 	int n_prompts = 0;
@@ -342,24 +378,19 @@ api_completion_job(const cJSON *req, int *status, char **err)
 	}
 	if (!get_number(req, "max_tokens", NULL, 0, srv.max_tokens, true,
 			&max_tokens, status, err) ||
-	    !get_number(req, "temperature", "temp", 0, 0, false, &temp,
-			status, err) ||
-	    !get_number(req, "top_p", "top_p", 0, 0, false, &top_p, status,
-			err) ||
-	    !get_number(req, "min_p", "min_p", 0, 0, false, &min_p, status,
-			err) ||
-	    !get_number(req, "top_k", "top_k", 0, 0, true, &top_k, status,
-			err) ||
-	    !get_number(req, "repeat_penalty", "repeat_penalty", 0, 0, false,
-			&rp, status, err) ||
-	    !get_number(req, "repeat_last_n", NULL, 0, 65536, true, &rln,
-			status, err) ||
+	    !get_setting(req, "temperature", "temp", &ro, status, err) ||
+	    !get_setting(req, "top_p", "top_p", &ro, status, err) ||
+	    !get_setting(req, "min_p", "min_p", &ro, status, err) ||
+	    !get_setting(req, "top_k", "top_k", &ro, status, err) ||
+	    !get_setting(req, "repeat_penalty", "repeat_penalty", &ro,
+			 status, err) ||
+	    !get_setting(req, "repeat_last_n", "repeat_last_n", &ro, status,
+			 err) ||
 	    !get_number(req, "n", NULL, 1, srv.max_n, true, &n, status,
 			err) ||
 	    !get_number(req, "logprobs", NULL, 0, 20, true, &logprobs,
 			status, err) ||
-	    !get_number(req, "seed", NULL, 0, (double)SEED_MAX, true, &seed,
-			status, err) ||
+	    !get_setting(req, "seed", "seed", &ro, status, err) ||
 	    !get_bool(req, "echo", &j->echo, status, err) ||
 	    !get_bool(req, "stream", &j->stream, status, err) ||
 	    !get_bool(req, "ignore_eos", &j->ignore_eos, status, err) ||
@@ -398,15 +429,9 @@ api_completion_job(const cJSON *req, int *status, char **err)
 
 	j->max_tokens = (int)max_tokens;
 	j->logprobs = (int)logprobs;
-	j->sp = txl_sampler_params_default();
-	j->sp.temp = (float)temp;
-	j->sp.top_k = (int)top_k;
-	j->sp.top_p = (float)top_p;
-	j->sp.min_p = (float)min_p;
-	j->sp.repeat_penalty = (float)rp;
-	j->sp.repeat_last_n = (int)rln;
-	if (seed < 0)
-		seed = (double)random_seed();
+	/* the tasks' seeds are their own (below) */
+	j->sp = options_sampler_params(&ro, 0);
+	seed = ro.seed >= 0 ? (uint64_t)ro.seed : random_seed();
 	j->n_tasks = (int)n * n_prompts;
 	j->tasks = xrealloc(NULL, (size_t)j->n_tasks * sizeof(*j->tasks));
 	memset(j->tasks, 0, (size_t)j->n_tasks * sizeof(*j->tasks));
@@ -421,7 +446,7 @@ api_completion_job(const cJSON *req, int *status, char **err)
 		t->prompt_text = p->prompt_text;
 		t->prompt_len = p->prompt_len;
 		/* the choices of a prompt as txlgen --n-samples' samples */
-		t->seed = sample_seed((uint64_t)seed, i % (int)n);
+		t->seed = sample_seed(seed, i % (int)n);
 		t->lp_tokens = cJSON_CreateArray();
 		t->lp_values = cJSON_CreateArray();
 		t->lp_top = cJSON_CreateArray();
