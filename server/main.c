@@ -502,6 +502,8 @@ main(int argc, char **argv)
 	model_path = o.model ? model_find(o.model, "--model")
 		: model_find(DEFAULT_MODEL_NAME, NULL);
 	rc = EXIT_BADMODEL;
+	if (model_path)
+		fprintf(stderr, "txlgen-server: loading %s\n", model_path);
 	if (!model_path ||
 	    (rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
 		http_stop(d);
