@@ -369,7 +369,7 @@ static bool
 catch_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal,
-				.sa_flags = SA_RESTART };
+				.sa_flags = SA_RESTART }, old;
 	sigset_t set;
 
 	if (pipe2(sig_pipe, O_CLOEXEC) != 0)
@@ -377,7 +377,9 @@ catch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	/* an ignored SIGHUP (nohup) stays ignored, as txlgen's */
+	if (sigaction(SIGHUP, NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+		sigaction(SIGHUP, &sa, NULL);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);

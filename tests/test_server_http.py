@@ -29,16 +29,20 @@ SERVER = os.environ.get("TXLGEN_SERVER", os.path.join(
 MODEL = os.path.join(ROOT, "models", "sotu.bin")
 TIMEOUT = 120
 
+# the server keeps an ignored SIGHUP ignored (as nohup asks): the hangup
+# test needs its default in the server, whatever ran the tests
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 
 class Server:
     """txlgen-server on a free port (of 127.0.0.1, or --host), stopped at
     exit."""
 
-    def __init__(self, *args, wait=True, host="127.0.0.1"):
-        self.host = host
+    def __init__(self, *args, wait=True, preexec=None):
         self.proc = subprocess.Popen(
             [SERVER, "-m", MODEL, "--port", "0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=preexec)
         self.log = []
         for line in self.proc.stderr:
             self.log.append(line)
@@ -314,6 +318,15 @@ class TestSignals(unittest.TestCase):
             rc = srv.proc.wait(timeout=60)
             srv.stop()
             self.assertEqual(rc, want, "".join(srv.log))
+
+
+    def test_ignored_sighup_stays_ignored(self):
+        srv = Server(wait=True, preexec=lambda: signal.signal(
+            signal.SIGHUP, signal.SIG_IGN))
+        srv.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        self.assertEqual(srv.get("/health")[0], 200)
+        self.assertEqual(srv.stop(), 0)
 
 
 class TestAddresses(unittest.TestCase):
