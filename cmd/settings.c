@@ -168,9 +168,16 @@ const struct setting settings[] = {
 	SERVER(max_connections, max_connections, ST_INT, .min = 1,
 	       .max = 65536, .metavar = "N",
 	       .help = "open connections (default 128)"),
+	SERVER(max_connections_per_client, max_per_client, ST_INT, .min = 1,
+	       .max = 65536, .metavar = "N",
+	       .help = "connections of one address still sending their "
+		       "request (default 32)"),
 	SERVER(timeout, timeout_s, ST_INT, .min = 1, .max = 86400,
 	       .metavar = "S",
 	       .help = "close a connection idle S seconds (default 60)"),
+	SERVER(request_timeout, request_timeout_s, ST_INT, .min = 1,
+	       .max = 86400, .metavar = "S",
+	       .help = "a request must arrive whole in S seconds (default 30)"),
 
 	HEAD("Requests:"),
 	SERVER(parallel, parallel, ST_INT, .min = 1, .max = 256,

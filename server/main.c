@@ -6,7 +6,10 @@
  * requests), starts the scheduler, then waits for a signal: SIGTERM or
  * SIGINT stop it (exit 0), SIGHUP too (exit 129, as txlgen), after the
  * running requests end or --grace seconds pass, with every session
- * written.
+ * written.  The signals' handlers only note the signal (whichever
+ * thread, of this program's or of a library's, takes it): the first
+ * starts the stop, later ones are logged.  A signal while the model
+ * loads stops the server once it is read.
  *
  * Exit codes: 0 stopped by SIGTERM or SIGINT, 1 a runtime error (cannot
  * listen, cannot start), 2 a bad option, 3 a bad model, config or key
@@ -14,6 +17,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <limits.h>
 #include <netdb.h>
 #include <signal.h>
@@ -42,6 +49,8 @@ struct srv_opts srv = {
 	.max_connections = 128,
 	.max_queue = 256,
 	.timeout_s = 60,
+	.request_timeout_s = 30,
+	.max_per_client = 32,
 	.grace_s = 10,
 };
 
@@ -87,12 +96,27 @@ read_key(const char *path)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	struct stat sb;
+	int err;
 
 	if (!f) {
 		errmsg("--api-key-file %s: %s", path, strerror(errno));
 		return NULL;
 	}
+	if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		errmsg("--api-key-file %s: is a directory", path);
+		fclose(f);
+		return NULL;
+	}
+	errno = 0;
 	n = getline(&line, &cap, f);
+	err = errno;
+	if (n < 0 && ferror(f)) {
+		errmsg("--api-key-file %s: %s", path, strerror(err));
+		fclose(f);
+		free(line);
+		return NULL;
+	}
 	fclose(f);
 	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 		line[--n] = 0;
@@ -101,7 +125,106 @@ read_key(const char *path)
 		free(line);
 		return NULL;
 	}
+	if (strlen(line) != (size_t)n) {
+		errmsg("--api-key-file %s: the first line holds a NUL byte",
+		       path);
+		free(line);
+		return NULL;
+	}
 	return line;
+}
+
+/* ---- signals: noted by a handler, acted on by main() ---- */
+
+static int sig_pipe[2] = { -1, -1 };
+static atomic_int first_sig;
+
+static void
+on_signal(int sig)
+{
+	int e = errno, none = 0;
+
+	if (atomic_compare_exchange_strong(&first_sig, &none, sig)) {
+		if (write(sig_pipe[1], "s", 1) < 0)
+			(void)0;
+	} else {
+		/* write(2) alone: a handler may not use stdio */
+		static const char term[] = "txlgen-server: Terminated: "
+			"already stopping\n";
+		static const char intr[] = "txlgen-server: Interrupt: "
+			"already stopping\n";
+		static const char hup[] = "txlgen-server: Hangup: "
+			"already stopping\n";
+		const char *m = sig == SIGINT ? intr : sig == SIGHUP ? hup
+			: term;
+		size_t n = sig == SIGINT ? sizeof(intr) : sig == SIGHUP
+			? sizeof(hup) : sizeof(term);
+
+		if (write(STDERR_FILENO, m, n - 1) < 0)
+			(void)0;
+	}
+	errno = e;
+}
+
+/* Handlers for SIGTERM, SIGINT and SIGHUP: every thread may take them,
+ * those a library started before main() too. */
+static bool
+catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal,
+				.sa_flags = SA_RESTART }, old;
+	sigset_t set;
+
+	if (pipe2(sig_pipe, O_CLOEXEC) != 0)
+		return false;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	/* an ignored SIGHUP (nohup) stays ignored, as txlgen's */
+	if (sigaction(SIGHUP, NULL, &old) != 0 || old.sa_handler != SIG_IGN)
+		sigaction(SIGHUP, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return true;
+}
+
+/* The first signal, once one came. */
+static int
+wait_signal(void)
+{
+	char b;
+
+	while (read(sig_pipe[0], &b, 1) < 0 && errno == EINTR)
+		;
+	return atomic_load(&first_sig);
+}
+
+/* The URL of @p a, for the log. */
+static void
+url_of(const struct sockaddr_storage *a, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a;
+
+		inet_ntop(AF_INET6, &x->sin6_addr, host, sizeof(host));
+		port = ntohs(x->sin6_port);
+		snprintf(buf, size, "http://[%s]:%d/", host, port);
+		return;
+	}
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a;
+
+		inet_ntop(AF_INET, &x->sin_addr, host, sizeof(host));
+		port = ntohs(x->sin_port);
+	}
+	snprintf(buf, size, "http://%s:%d/", host, port);
 }
 
 int
@@ -113,14 +236,25 @@ main(int argc, char **argv)
 				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
 	struct addrinfo *ai = NULL;
 	struct MHD_Daemon *d;
-	char port[16], *model_path = NULL, *key = NULL;
-	sigset_t set;
-	int rc, sig = 0, bound = 0;
+	struct sockaddr_storage bound;
+	char port[16], url[INET6_ADDRSTRLEN + 32], *model_path = NULL,
+	     *key = NULL;
+	int rc, sig = 0, lfd;
+	bool open_addr = false;
 
 	err_prog = "txlgen-server";
+	if (!catch_signals()) {
+		errmsg("cannot set up the signals: %s", strerror(errno));
+		return EXIT_RUNTIME;
+	}
 	options_init(&o);
 	if ((rc = parse_args(argc, argv, &o)) >= 0)
 		goto out;
+	if (srv.cors_origin && strpbrk(srv.cors_origin, "\r\n")) {
+		usage_error("--cors-origin: an origin holds no line break");
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	snprintf(port, sizeof(port), "%d", srv.port);
 	if ((rc = getaddrinfo(srv.host, port, &hints, &ai)) != 0) {
 		usage_error("--host %s: %s", srv.host, gai_strerror(rc));
@@ -132,7 +266,9 @@ main(int argc, char **argv)
 	if (srv.api_key_file && !(key = read_key(srv.api_key_file)))
 		goto out;
 	rc = EXIT_USAGE;
-	if (!key && !srv.no_api_key && !loopback(ai->ai_addr)) {
+	for (const struct addrinfo *a = ai; a; a = a->ai_next)
+		open_addr |= !loopback(a->ai_addr);
+	if (!key && !srv.no_api_key && open_addr) {
 		usage_error("--host %s is not a loopback address: give "
 			    "--api-key-file, or --no-api-key to serve "
 			    "anyone who can reach it", srv.host);
@@ -149,34 +285,33 @@ main(int argc, char **argv)
 	}
 	http_set_key(key);
 
-	/* every thread started from here on leaves the stopping signals to
-	 * this one's sigwait() */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	d = http_start(ai->ai_addr, &bound);
+	/* every address the name has, until one takes */
+	lfd = http_listen(ai, &bound);
 	freeaddrinfo(ai);
 	ai = NULL;
-	if (!d) {
+	if (lfd < 0) {
 		errmsg("cannot listen on %s port %d: %s", srv.host, srv.port,
 		       strerror(errno));
 		rc = EXIT_RUNTIME;
 		goto out;
 	}
-	fprintf(stderr, "txlgen-server: listening on http://%s%s%s:%d/\n",
-		strchr(srv.host, ':') ? "[" : "", srv.host,
-		strchr(srv.host, ':') ? "]" : "", bound);
+	if (!(d = http_start(lfd))) {
+		errmsg("cannot start the HTTP server: %s", strerror(errno));
+		close(lfd);
+		rc = EXIT_RUNTIME;
+		goto out;
+	}
+	url_of(&bound, url, sizeof(url));
+	fprintf(stderr, "txlgen-server: listening on %s\n", url);
 
 	model_path = o.model ? model_find(o.model, "--model")
 		: model_find(DEFAULT_MODEL_NAME, NULL);
 	rc = EXIT_BADMODEL;
+	if (model_path)
+		fprintf(stderr, "txlgen-server: loading %s\n", model_path);
 	if (!model_path ||
 	    (rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
-		MHD_stop_daemon(d);
+		http_stop(d);
 		engine_close(&e);
 		goto out;
 	}
@@ -191,12 +326,22 @@ main(int argc, char **argv)
 			 (int)n, base);
 	}
 	if ((rc = engine_check_compute(&e)) != EXIT_OK) {
-		MHD_stop_daemon(d);
+		http_stop(d);
 		engine_close(&e);
 		goto out;
 	}
+	if (atomic_load(&first_sig)) {
+		/* stopped while loading: nothing runs, nothing to save */
+		sig = atomic_load(&first_sig);
+		fprintf(stderr, "txlgen-server: %s while loading: stopped\n",
+			strsignal(sig));
+		http_stop(d);
+		engine_close(&e);
+		rc = sig == SIGHUP ? EXIT_HANGUP : EXIT_OK;
+		goto out;
+	}
 	if (!sched_start(&e)) {
-		MHD_stop_daemon(d);
+		http_stop(d);
 		sched_stop(0);
 		engine_close(&e);
 		rc = EXIT_RUNTIME;
@@ -206,12 +351,12 @@ main(int argc, char **argv)
 	fprintf(stderr, "txlgen-server: ready: %s, %d parallel\n",
 		model_path, srv.parallel);
 
-	sigwait(&set, &sig);
+	sig = wait_signal();
 	fprintf(stderr, "txlgen-server: %s: finishing the running requests "
 		"(at most %d s)\n", strsignal(sig), srv.grace_s);
-	MHD_quiesce_daemon(d);
+	http_quiesce();
 	sched_stop(srv.grace_s);
-	MHD_stop_daemon(d);
+	http_stop(d);
 	engine_close(&e);
 	fprintf(stderr, "txlgen-server: stopped\n");
 	rc = sig == SIGHUP ? EXIT_HANGUP : EXIT_OK;

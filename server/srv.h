@@ -38,6 +38,8 @@ struct srv_opts {
 	int max_connections;
 	int max_queue;           /* requests waiting for a slot */
 	int timeout_s;           /* a connection idle this long is closed */
+	int request_timeout_s;   /* a request must arrive whole in this */
+	int max_per_client;      /* connections of one address sending */
 	int grace_s;             /* SIGTERM: running requests' time to end */
 	const char *cors_origin; /* NULL: no CORS headers */
 	char model_name[256];    /* what /v1/models calls it */
