@@ -8,6 +8,7 @@ pseudo-terminal (pty) as a person would, and as a script through a pipe.
 Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
+import codecs
 import ctypes
 import fcntl
 import json
@@ -3017,6 +3018,62 @@ class Stats(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("generated: 1 token in", err)
         self.assertRegex(err, r"prompt: \d+ tokens? in")
+
+
+class ValidText(unittest.TestCase):
+    """A byte-fallback vocabulary lets a model sample a lone UTF-8 byte
+    (the default model gave U+FFFD after an emoji for every seed); the
+    sampler draws only tokens that keep the text valid, with one sample
+    or many.  The random model's vocabulary is 256 bytes and 64 pieces:
+    at temperature 1.5 it draws bytes all the time."""
+
+    PROMPTS = ["I love this country \U0001F1FA\U0001F1F8 \u2764\ufe0f "
+               "\U0001F600", "\u4eba\u95f4\u4e09\u6708\u5929\uff0c",
+               "cafe\u0301 nai\u0308ve", "\u041f\u0440\u0438\u0432"
+               "\u0435\u0442 \u65e5\u672c"]
+
+    def valid(self, out, what):
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.fail(f"{what}: not UTF-8: {e}: {out!r}")
+        self.assertNotIn("\ufffd", text, what)
+        return text
+
+    def test_default_model_after_emoji(self):
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        for seed in range(1, 9):
+            rc, out, err = run("-m", sotu, "-p", self.PROMPTS[0], "-n",
+                               "5", "--seed", str(seed), model=False)
+            self.assertEqual(rc, 0, err)
+            self.valid(out, f"seed {seed}")
+
+    def test_random_model_many_seeds_and_samples(self):
+        for prompt in self.PROMPTS:
+            for seed in (1, 2):
+                what = f"{prompt!r} seed {seed}"
+                rc, out, err = run("-p", prompt, "-n", "40", "--seed",
+                                   str(seed), "--temp", "1.5",
+                                   "--top-k", "0", "--top-p", "1",
+                                   "--min-p", "0", "--n-samples", "4")
+                self.assertEqual(rc, 0, err)
+                self.valid(out, what)
+                rc, out, err = run("-p", prompt, "-n", "40", "--seed",
+                                   str(seed), "--temp", "1.5", "--json")
+                self.assertEqual(rc, 0, err)
+                # the pieces of the tokens, joined, are the text
+                rows = [json.loads(x) for x in out.decode().splitlines()]
+                ids = [r["id"] for r in rows if "id" in r]
+                self.assertTrue(ids, what)
+                rc, text, err = run("--tokenize", "-", "--ids",
+                                    input=" ".join(map(str, ids)))
+                self.assertEqual(rc, 0, err)
+                # valid, but for a character the last token began
+                try:
+                    codecs.getincrementaldecoder("utf-8")().decode(
+                        text, final=False)
+                except UnicodeDecodeError as e:
+                    self.fail(f"{what}: its ids are not UTF-8: {e}")
 
 
 if __name__ == "__main__":

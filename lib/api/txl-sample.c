@@ -11,6 +11,12 @@
  *   left), then one draw from what remains, renormalised.
  * The random stream is the sampler's own (xorshift64*, seeded by the
  * caller through splitmix64): same seed and inputs, same tokens.
+ *
+ * With txl_sampler_keep_utf8(), before all of it, the tokens that would
+ * make the text invalid UTF-8 get no probability: with a byte-fallback
+ * vocabulary a lone byte token can start, continue or break a character,
+ * and what the text still waits for (the automaton below) decides which
+ * may come next.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,6 +27,54 @@
 #include "txl-output.h"
 #include "txl-session.h"
 
+/* What the text waits for to end its last character: @need more
+ * continuation bytes, the next in [lo, hi] (RFC 3629's table: no
+ * overlong forms, no surrogates, nothing past U+10FFFF). */
+struct utf8_wait {
+	uint8_t need, lo, hi;
+};
+
+/* Advance @p w over @p n bytes; false if they break UTF-8 (*w is then
+ * undefined). */
+static bool
+utf8_step(struct utf8_wait *w, const unsigned char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned c = b[i];
+
+		if (w->need) {
+			if (c < w->lo || c > w->hi)
+				return false;
+			w->need--;
+			w->lo = 0x80;
+			w->hi = 0xbf;
+			continue;
+		}
+		w->lo = 0x80;
+		w->hi = 0xbf;
+		if (c < 0x80)
+			continue;
+		if (c >= 0xc2 && c <= 0xdf) {
+			w->need = 1;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			w->need = 2;
+			if (c == 0xe0)
+				w->lo = 0xa0;
+			else if (c == 0xed)
+				w->hi = 0x9f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			w->need = 3;
+			if (c == 0xf0)
+				w->lo = 0x90;
+			else if (c == 0xf4)
+				w->hi = 0x8f;
+		} else {
+			return false;	/* a continuation, C0, C1, F5-FF */
+		}
+	}
+	return true;
+}
+
 struct txl_sampler {
 	struct txl_sampler_params p;
 	int n_vocab;
@@ -29,6 +83,16 @@ struct txl_sampler {
 	int n_hist, hist_pos;
 	float *work;		/* (n_vocab) penalised logits, then probs */
 	int32_t *idx;		/* (n_vocab) candidate ids */
+
+	/* txl_sampler_keep_utf8(): the model's pieces, the tokens that
+	 * cannot start a character (masked between characters) and those
+	 * that start with a continuation byte (the only candidates inside
+	 * one), and what the text waits for now */
+	const struct txl_model *u8_model;
+	int32_t *u8_bad, *u8_cont;
+	int n_u8_bad, n_u8_cont;
+	struct utf8_wait u8;
+	float *u8_keep;		/* (n_u8_cont) logits kept inside a char */
 };
 
 struct txl_sampler_params
@@ -113,12 +177,133 @@ txl_sampler_free(struct txl_sampler *s)
 	free(s->work);
 	free(s->idx);
 	free(s->history);
+	free(s->u8_bad);
+	free(s->u8_cont);
+	free(s->u8_keep);
 	free(s);
+}
+
+static const unsigned char *
+piece_of(const struct txl_model *m, int32_t id, size_t *len)
+{
+	*len = m->pieces[id].len;
+	return (const unsigned char *)m->piece_bytes + m->pieces[id].off;
+}
+
+/* The text goes on with @p token: what it waits for now.  A token that
+ * breaks it (a prompt's ids may) starts afresh after itself. */
+static void
+utf8_accept(struct txl_sampler *s, int32_t token)
+{
+	const unsigned char *b;
+	size_t n;
+
+	if (!s->u8_model || token < 0 || token >= s->n_vocab)
+		return;
+	b = piece_of(s->u8_model, token, &n);
+	if (utf8_step(&s->u8, b, n))
+		return;
+	s->u8 = (struct utf8_wait){ 0 };
+	/* the longest tail of the piece that is UTF-8 on its own */
+	for (size_t k = 0; k < n; k++) {
+		struct utf8_wait w = { 0 };
+
+		if (utf8_step(&w, b + k, n - k)) {
+			s->u8 = w;
+			return;
+		}
+	}
+}
+
+enum txl_status
+txl_sampler_keep_utf8(struct txl_sampler *s, const struct txl_model *m)
+{
+	int32_t *bad, *cont;
+	int n_bad = 0, n_cont = 0;
+
+	if (!s || !m) {
+		txl_fail(TXL_ERR_INVALID, "keep_utf8: no sampler or model");
+		return TXL_ERR_INVALID;
+	}
+	if (m->hp.n_token != s->n_vocab || !m->pieces) {
+		txl_fail(TXL_ERR_INVALID, "keep_utf8: the sampler is for %d "
+			 "tokens, the model has %d", s->n_vocab,
+			 m->hp.n_token);
+		return TXL_ERR_INVALID;
+	}
+	bad = malloc(sizeof *bad * (size_t)s->n_vocab);
+	cont = malloc(sizeof *cont * (size_t)s->n_vocab);
+	if (!bad || !cont) {
+		free(bad);
+		free(cont);
+		txl_fail(TXL_ERR_NOMEM, "out of memory");
+		return TXL_ERR_NOMEM;
+	}
+	for (int32_t t = 0; t < s->n_vocab; t++) {
+		struct utf8_wait w = { 0 };
+		size_t n;
+		const unsigned char *b = piece_of(m, t, &n);
+
+		if (!utf8_step(&w, b, n))
+			bad[n_bad++] = t;
+		if (n > 0 && b[0] >= 0x80 && b[0] <= 0xbf)
+			cont[n_cont++] = t;
+	}
+	free(s->u8_bad);
+	free(s->u8_cont);
+	free(s->u8_keep);
+	s->u8_bad = bad;
+	s->u8_cont = cont;
+	s->n_u8_bad = n_bad;
+	s->n_u8_cont = n_cont;
+	s->u8_keep = malloc(sizeof *s->u8_keep * (size_t)(n_cont + 1));
+	s->u8_model = m;
+	s->u8 = (struct utf8_wait){ 0 };
+	if (!s->u8_keep) {
+		s->u8_model = NULL;
+		txl_fail(TXL_ERR_NOMEM, "out of memory");
+		return TXL_ERR_NOMEM;
+	}
+	return TXL_OK;
+}
+
+/* Give the tokens that would break the text's UTF-8 no probability: the
+ * ones that cannot start a character between characters, all but the
+ * continuations that fit inside one.  If nothing would be left (a
+ * vocabulary without the byte tokens), nothing is masked. */
+static void
+utf8_mask(struct txl_sampler *s, float *w)
+{
+	int kept = 0;
+
+	if (!s->u8_model)
+		return;
+	if (s->u8.need == 0) {
+		for (int i = 0; i < s->n_u8_bad; i++)
+			w[s->u8_bad[i]] = -INFINITY;
+		return;
+	}
+	for (int i = 0; i < s->n_u8_cont; i++) {
+		int32_t t = s->u8_cont[i];
+		struct utf8_wait u = s->u8;
+		size_t n;
+		const unsigned char *b = piece_of(s->u8_model, t, &n);
+
+		s->u8_keep[i] = utf8_step(&u, b, n) ? w[t] : -INFINITY;
+		kept += s->u8_keep[i] > -INFINITY;
+	}
+	if (kept == 0)
+		return;
+	for (int i = 0; i < s->n_vocab; i++)
+		w[i] = -INFINITY;
+	for (int i = 0; i < s->n_u8_cont; i++)
+		w[s->u8_cont[i]] = s->u8_keep[i];
 }
 
 void
 txl_sampler_accept(struct txl_sampler *s, int32_t token)
 {
+	utf8_accept(s, token);
 	if (s->p.repeat_last_n == 0)
 		return;
 	s->history[s->hist_pos] = token;
@@ -132,6 +317,7 @@ txl_sampler_reset(struct txl_sampler *s)
 {
 	s->n_hist = 0;
 	s->hist_pos = 0;
+	s->u8 = (struct utf8_wait){ 0 };
 }
 
 static int
@@ -206,6 +392,7 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 				: logits[t] * s->p.repeat_penalty;
 		}
 	}
+	utf8_mask(s, w);
 
 	if (s->p.temp == 0.0f) {
 		for (int i = 1; i < V; i++)
@@ -407,8 +594,10 @@ txl_session_sample(struct txl_session *s, struct txl_sampler *smp,
 	const struct txl_model *m = s->model;
 	const int V = m->hp.n_token, r = s->out.n_rows - 1;
 	const struct txl_sampler_params *p = &smp->p;
+	/* a vocabulary of whole characters (words) needs no mask */
 	const bool plain = p->repeat_penalty == 1.0f && (p->temp == 0.0f ||
-		(p->top_k == 0 && p->top_p >= 1.0f && p->min_p == 0.0f));
+		(p->top_k == 0 && p->top_p >= 1.0f && p->min_p == 0.0f)) &&
+		(!smp->u8_model || (smp->n_u8_bad == 0 && smp->u8.need == 0));
 	float clus_lp[TXL_MAX_CLUSTERS], lp = 0;
 	int32_t tok = -1;
 

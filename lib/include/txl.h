@@ -769,6 +769,17 @@ TXL_API int32_t txl_session_sample(struct txl_session *session,
 				   struct txl_sampler *sampler,
 				   float *logprob);
 
+/**
+ * From now on draw only tokens that keep the text valid UTF-8: with a
+ * byte-fallback vocabulary, no lone byte that cannot start a character,
+ * and inside a character only the bytes that continue it (its pending
+ * bytes known from the tokens sampled and accepted); the rest of the
+ * distribution renormalised.  txl_sampler_sample()'s log-probability
+ * stays the model's.  Since 1.5.
+ */
+TXL_API enum txl_status txl_sampler_keep_utf8(struct txl_sampler *sampler,
+					      const struct txl_model *model);
+
 /** Add a token not sampled (a prompt's) to the history. */
 TXL_API void txl_sampler_accept(struct txl_sampler *sampler, int32_t token);
 

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-sample.c - the sampler against hand-computed expectations.
+ * test-sample.c - the sampler against hand-computed expectations; with
+ * the model file given as argument, what txl_sampler_keep_utf8() lets
+ * through, on its byte-fallback vocabulary.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "txl.h"
@@ -215,8 +218,143 @@ test_invalid(void)
 	txl_sampler_free(NULL);
 }
 
+/* ---- txl_sampler_keep_utf8() on the unit model's vocabulary ---- */
+
+static const struct txl_model *u8_model;
+static int u8_vocab;
+
+/* the id of the byte token of @p b, found by its piece */
+static int32_t
+byte_token(unsigned b)
+{
+	for (int32_t t = 0; t < u8_vocab; t++) {
+		char buf[8];
+		int n = txl_token_piece(u8_model, t, buf, sizeof buf);
+
+		if (n == 1 && (unsigned char)buf[0] == b)
+			return t;
+	}
+	return -1;
+}
+
+static struct txl_sampler *
+u8_sampler(float temp, uint64_t seed)
+{
+	struct txl_sampler *s = make(temp, 0, 1, 0, 1, 0, seed, u8_vocab);
+
+	CHECK_EQ(txl_sampler_keep_utf8(s, u8_model), TXL_OK);
+	return s;
+}
+
+/* Greedy: the most likely token is a lone continuation byte, masked
+ * between characters; a lead byte then allows only what continues it. */
+static void
+test_utf8_greedy(void)
+{
+	float *lg = malloc(sizeof *lg * (size_t)u8_vocab);
+	const int32_t c80 = byte_token(0x80), e2 = byte_token(0xe2),
+		      a0 = byte_token(0xa0);
+	struct txl_sampler *s = u8_sampler(0, 1);
+	float lp;
+
+	CHECK(c80 >= 0 && e2 >= 0 && a0 >= 0);
+	for (int i = 0; i < u8_vocab; i++)
+		lg[i] = -10;
+	lg[c80] = 5;
+	lg[e2] = 4;
+	lg[a0] = 4.5f;
+	/* between characters 0x80 and 0xA0 cannot come: E2 starts one */
+	CHECK_EQ(txl_sampler_sample(s, lg, &lp), e2);
+	/* its log-probability is the model's, unmasked */
+	CHECK_NEAR(lp, 4 - txl_logsumexp(lg, u8_vocab), 1e-5);
+	/* inside it, 0x80 (the best) twice: U+2000 */
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), c80);
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), c80);
+	/* a character again: E2 */
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), e2);
+	txl_sampler_free(s);
+
+	/* a prompt's E0 waits for A0-BF: 0x80 (best) would be overlong */
+	s = u8_sampler(0, 1);
+	txl_sampler_accept(s, byte_token(0xe0));
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), a0);
+	txl_sampler_free(s);
+	/* ED waits for 80-9F (no surrogates): A0 is out, 80 in */
+	s = u8_sampler(0, 1);
+	lg[c80] = 1;
+	txl_sampler_accept(s, byte_token(0xed));
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), c80);
+	txl_sampler_free(s);
+	/* without keep_utf8 the best token comes, whatever it breaks */
+	s = make(0, 0, 1, 0, 1, 0, 1, u8_vocab);
+	lg[c80] = 5;
+	CHECK_EQ(txl_sampler_sample(s, lg, NULL), c80);
+	txl_sampler_free(s);
+	free(lg);
+}
+
+/* Sampled inside a character after F0 (continuations 90-BF): the three
+ * allowed tokens of high logit in the proportions of their
+ * probabilities renormalised, the masked ones never. */
+static void
+test_utf8_distribution(void)
+{
+	float *lg = malloc(sizeof *lg * (size_t)u8_vocab);
+	const int32_t f0 = byte_token(0xf0), b80 = byte_token(0x80),
+		      b90 = byte_token(0x90), ba0 = byte_token(0xa0),
+		      bbf = byte_token(0xbf);
+	struct txl_sampler *s = u8_sampler(1, 7);
+	int count[3] = { 0 }, n = 20000, other = 0;
+	double z, want[3];
+
+	for (int i = 0; i < u8_vocab; i++)
+		lg[i] = -40;
+	lg[b80] = 3;		/* masked: F0 80 is overlong */
+	lg[b90] = 1;
+	lg[ba0] = 0;
+	lg[bbf] = -1;
+	for (int i = 0; i < n; i++) {
+		int32_t t;
+
+		/* F0 after whatever came: the text waits for 90-BF again */
+		txl_sampler_accept(s, f0);
+		t = txl_sampler_sample(s, lg, NULL);
+		if (t == b90)
+			count[0]++;
+		else if (t == ba0)
+			count[1]++;
+		else if (t == bbf)
+			count[2]++;
+		else
+			other++;
+	}
+	/* the other 45 allowed continuations hold e^-40 each: nothing */
+	z = exp(1) + exp(0) + exp(-1);
+	want[0] = exp(1) / z;
+	want[1] = exp(0) / z;
+	want[2] = exp(-1) / z;
+	CHECK_EQ(other, 0);
+	for (int k = 0; k < 3; k++)
+		CHECK_NEAR((double)count[k] / n, want[k], 0.015);
+	txl_sampler_free(s);
+
+	/* between characters every lone continuation, C0, C1 and F5-FF
+	 * is masked however likely; the one plain token left comes */
+	s = u8_sampler(1, 9);
+	for (int i = 0; i < u8_vocab; i++)
+		lg[i] = -40;
+	for (unsigned b = 0x80; b <= 0xff; b++)
+		if (b <= 0xc1 || b >= 0xf5)
+			lg[byte_token(b)] = 10;
+	lg[byte_token('a')] = 0;
+	for (int i = 0; i < 200; i++)
+		CHECK_EQ(txl_sampler_sample(s, lg, NULL), byte_token('a'));
+	txl_sampler_free(s);
+	free(lg);
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	RUN(test_greedy_and_logprob);
 	RUN(test_log_softmax);
@@ -226,5 +364,15 @@ main(void)
 	RUN(test_seeded);
 	RUN(test_non_finite_logits);
 	RUN(test_invalid);
+	if (argc > 1) {
+		struct txl_model *m;
+
+		CHECK_EQ(txl_model_load(argv[1], &m), TXL_OK);
+		u8_model = m;
+		u8_vocab = txl_model_hparams(m)->n_token;
+		RUN(test_utf8_greedy);
+		RUN(test_utf8_distribution);
+		txl_model_free(m);
+	}
 	return 0;
 }
