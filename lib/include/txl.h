@@ -736,9 +736,26 @@ struct txl_sampler_params {
 	float repeat_penalty; /* CTRL's penalty of recent tokens; 1: off */
 	int repeat_last_n;    /* tokens the penalty looks back; 0: none */
 	uint64_t seed;        /* the same seed, the same choices */
+	/* since 1.5: */
+	/* OpenAI's: logit - count * frequency_penalty - (count > 0) *
+	 * presence_penalty, count: the token's draws by this sampler (the
+	 * generated text, not accepted tokens); 0: off */
+	float frequency_penalty;
+	float presence_penalty;
+	float typical_p;      /* locally typical set of mass >= p; 1: off */
+	/* mirostat 2 (target surprise tau in bits, learning rate eta)
+	 * instead of top-k, typical, min-p and top-p; tau 0: off */
+	float mirostat_tau;
+	float mirostat_eta;
+	/* added to the logits of tokens logit_bias_ids[i] first (-inf: never);
+	 * copied by txl_sampler_new() */
+	const int32_t *logit_bias_ids;
+	const float *logit_bias;
+	int n_logit_bias;
 };
 
-/** temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+/** temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties, typical
+ *  and mirostat off (eta 0.1), no bias, seed 0. */
 TXL_API struct txl_sampler_params txl_sampler_params_default(void);
 
 /** A sampler for @p n_vocab tokens; NULL for a parameter out of range or
