@@ -2823,7 +2823,9 @@ class ReplPolish(PtyBase):
     def test_model_text_in_colour_and_banner_fits(self):
         self.spawn("-n", "5", "--seed", "1", "--color=always", cols=40)
         banner = self.read_until(rb"> ")
-        for line in banner.split(b"\r\n")[:-1]:
+        # (the terminal's modes, bracketed paste, take no column)
+        for line in re.sub(rb"\x1b\[\??[0-9;]*[a-zA-Z]", b"",
+                           banner).split(b"\r\n")[:-1]:
             self.assertLessEqual(len(line.decode()), 39, banner)
         self.send(b"Hello\r")
         self.read_until(rb"Hello\r\n")
@@ -3074,6 +3076,44 @@ class ValidText(unittest.TestCase):
                         text, final=False)
                 except UnicodeDecodeError as e:
                     self.fail(f"{what}: its ids are not UTF-8: {e}")
+
+
+class ReplPaste(PtyBase):
+    """A paste on a terminal is one input (bracketed paste), as lines
+    between two \"\"\" lines are, not one turn a line."""
+
+    LINES = [f"Line {i} of the address to the Congress." for i in
+             range(1, 18)]
+
+    def consumed(self, text):
+        m = re.search(rb"memory: \d+/\d+ positions .*?, (\d+) tokens "
+                      rb"consumed", text)
+        self.assertTrue(m, text[-300:])
+        return int(m.group(1))
+
+    def test_seventeen_pasted_lines_are_one_turn(self):
+        self.spawn("-n", "3", "--ignore-eos", "--temp", "0")
+        banner = self.read_until(rb"/help for help.*\r\n> ")
+        self.assertIn(b'"""', banner)
+        self.send(b"\x1b[200~" + "\r".join(self.LINES).encode() +
+                  b"\r\x1b[201~")
+        got = self.read_until(rb"Line 17 of the address to the Congress\."
+                              rb"\r\n")
+        # shown as pasted, one line each, no prompt between them
+        self.assertNotIn(b"> Line 2", got)
+        self.assertNotIn(b"... ", got)
+        after = self.read_until(rb"\r\n> ")
+        self.send(b"/mem\r")
+        mem = self.read_until(rb"tokens consumed.*\r\n> ")
+        self.assertEqual(after.count(b"> "), 1, after)
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+        # the same text between two \"\"\" lines, from a script
+        rc, out, err = run("-i", "-n", "3", "--ignore-eos", "--temp", "0",
+                           input='"""\n' + "\n".join(self.LINES) +
+                           '\n"""\n/mem\n')
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.consumed(mem), self.consumed(out))
 
 
 if __name__ == "__main__":
