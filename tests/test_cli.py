@@ -3116,5 +3116,33 @@ class ReplPaste(PtyBase):
         self.assertEqual(self.consumed(mem), self.consumed(out))
 
 
+class ClosedPipe(unittest.TestCase):
+    """Text into a pipe is block-buffered; a reader that goes away is
+    noticed at the next token, not at the next flush kilobytes later."""
+
+    def cpu(self, argv, close_at_once):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE if close_at_once
+                             else subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env())
+        if close_at_once:
+            p.stdout.close()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        return p.returncode, ru.ru_utime + ru.ru_stime
+
+    def test_endless_generation_stops_when_the_reader_leaves(self):
+        # the default model: its tokens take long enough to count
+        argv = [TXLGEN, "-m", os.path.join(ROOT, "models", "sotu.bin"),
+                "-p", "We", "--ignore-eos", "--seed", "1", "-t", "1"]
+        rc, ref = self.cpu(argv + ["-n", "1500"], False)
+        self.assertEqual(rc, 0)
+        rc, gone = self.cpu(argv + ["-n", "-1"], True)
+        # killed by SIGPIPE at its first token's check: the model's load
+        # and a token, where 4 kB of text (over a thousand tokens) would
+        # have been made before a flush found the pipe closed
+        self.assertEqual(rc, -signal.SIGPIPE)
+        self.assertLess(gone, ref / 5, (gone, ref))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
