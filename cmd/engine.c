@@ -370,6 +370,10 @@ engine_seed_sampler(const struct engine *e, struct txl_sampler *smp)
 	int n = e->samp->recent.n < e->opts->repeat_last_n ? e->samp->recent.n
 		: e->opts->repeat_last_n;
 
+	/* never a lone byte token that breaks the text (the ids below
+	 * tell the sampler what a character still waits for) */
+	if (smp && txl_sampler_keep_utf8(smp, e->mod->model) != TXL_OK)
+		errmsg("%s", engine_lib_error(TXL_ERR_NOMEM));
 	for (int i = e->samp->recent.n - n; smp && i < e->samp->recent.n; i++)
 		txl_sampler_accept(smp, e->samp->recent.v[i]);
 }

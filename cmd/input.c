@@ -135,6 +135,24 @@ input_close(struct input *in)
  * same ids), else after the last character they hold whole.  Only those
  * bytes decide, so that the chunks of a text do not depend on how much
  * of it a read() returned. */
+/* Are the @p n bytes data rather than text in another encoding?  A NUL,
+ * or in 32 bytes or more, control characters past one in a hundred, or
+ * a third of the bytes above ASCII (Latin-1 prose has a few in a
+ * hundred; a few bytes are too few to tell). */
+static bool
+looks_binary(const unsigned char *u, size_t n)
+{
+	size_t ctl = 0, high = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (u[i] == 0)
+			return true;
+		ctl += u[i] < 0x20 && !strchr("\t\n\r\f\v", u[i]);
+		high += u[i] >= 0x80;
+	}
+	return n >= 32 && (ctl * 100 > n || high * 3 > n);
+}
+
 static size_t
 cut_point(const char *s)
 {
@@ -214,6 +232,10 @@ input_next(struct input *in, const char **chunk, size_t *n)
 			if (!u[i])
 				errmsg("%s: not text (a NUL byte at offset "
 				       "%llu)", in->name,
+				       (unsigned long long)(in->consumed + i));
+			else if (looks_binary(u, *n))
+				errmsg("%s: not text (binary data: byte 0x%02X "
+				       "at offset %llu)", in->name, u[i],
 				       (unsigned long long)(in->consumed + i));
 			else
 				errmsg("%s: not UTF-8 text (byte 0x%02X at "

@@ -4,8 +4,12 @@
  *
  * On a terminal, libedit provides line editing and history; its
  * character reader is ours, so that a signal is noticed while the line is
- * still there to look at.  Without a terminal, plain lines, no prompt and
- * no history, so that the REPL can be scripted.
+ * still there to look at, and so that a paste arrives whole: the terminal
+ * is asked for bracketed paste while a line is read, and what comes
+ * between ESC [200~ and ESC [201~ is kept aside and ends the line, as one
+ * input of many lines (a line editor would take each newline for Enter).
+ * Without a terminal, plain lines, no prompt and no history, so that the
+ * REPL can be scripted.
  */
 #include <errno.h>
 #include <limits.h>
@@ -81,6 +85,80 @@ prompt_fn(EditLine *el)
 	return (char *)the_lineio->prompt;
 }
 
+static const char paste_start[] = "\033[200~", paste_end[] = "\033[201~";
+
+/* Read the rest of a paste, up to ESC [201~, into l->paste (newlines as
+ * '\n').  Returns what signals_read() last returned. */
+static ssize_t
+read_paste(struct lineio *l)
+{
+	const size_t n_end = sizeof(paste_end) - 1;
+	char b;
+	ssize_t r;
+
+	l->paste.len = 0;
+	while ((r = signals_read(STDIN_FILENO, &b, 1)) == 1) {
+		strbuf_add(&l->paste, &b, 1);
+		if (l->paste.len >= n_end &&
+		    !memcmp(l->paste.s + l->paste.len - n_end, paste_end,
+			    n_end)) {
+			l->paste.len -= n_end;
+			break;
+		}
+	}
+	/* terminals send Enter's \r for a newline */
+	for (size_t i = 0, o = 0; i <= l->paste.len; i++) {
+		if (i == l->paste.len) {
+			l->paste.len = o;
+			break;
+		}
+		if (l->paste.s[i] == '\r') {
+			l->paste.s[o++] = '\n';
+			if (i + 1 < l->paste.len && l->paste.s[i + 1] == '\n')
+				i++;
+		} else {
+			l->paste.s[o++] = l->paste.s[i];
+		}
+	}
+	return r;
+}
+
+/* One byte for libedit: the bytes read ahead first.  An ESC that starts
+ * a paste takes the paste (l->pasted) and gives libedit Enter. */
+static ssize_t
+next_byte(struct lineio *l, char *b)
+{
+	const size_t n_start = sizeof(paste_start) - 1;
+	ssize_t r;
+
+	if (l->at_ahead < l->n_ahead) {
+		*b = l->ahead[l->at_ahead++];
+		return 1;
+	}
+	r = signals_read(STDIN_FILENO, b, 1);
+	if (r != 1 || *b != '\033')
+		return r;
+	/* ESC: a paste, or a key whose bytes libedit must still get */
+	l->n_ahead = l->at_ahead = 0;
+	for (size_t i = 1; i < n_start; i++) {
+		char c;
+
+		if (signals_read(STDIN_FILENO, &c, 1) != 1)
+			break;
+		l->ahead[l->n_ahead++] = c;
+		if (c != paste_start[i])
+			return 1;
+	}
+	if (l->n_ahead != (int)n_start - 1)
+		return 1;
+	l->n_ahead = 0;
+	if (read_paste(l) < 0 && interrupted)
+		return -1;
+	l->pasted = true;
+	*b = '\n';
+	return 1;
+}
+
 /* libedit's character reader, but one that notices a signal while the
  * line is still there to look at. */
 static int
@@ -91,7 +169,7 @@ getc_fn(EditLine *el, wchar_t *wc)
 
 	memset(&st, 0, sizeof(st));
 	for (;;) {
-		ssize_t r = signals_read(STDIN_FILENO, &b, 1);
+		ssize_t r = next_byte(the_lineio, &b);
 		size_t k;
 
 		if (r < 0 && interrupted) {
@@ -161,6 +239,10 @@ lineio_open(struct lineio *l)
 		el_set(l->el, EL_SIGNAL, 0);
 		el_set(l->el, EL_GETCFN, getc_fn);
 		source_editrc(l->el);
+		/* bracketed paste: a paste typed ahead during a generation
+		 * waits in the input with its marks too */
+		fputs("\033[?2004h", stdout);
+		fflush(stdout);
 	}
 #endif
 }
@@ -187,10 +269,16 @@ lineio_close(struct lineio *l)
 {
 	lineio_echo(l, true);
 #ifdef HAVE_LIBEDIT
-	if (l->el)
+	if (l->el) {
+		fputs("\033[?2004l", stdout);
+		fflush(stdout);
 		el_end(l->el);
+	}
 	if (l->hist)
 		history_end(l->hist);
+#endif
+#ifdef HAVE_LIBEDIT
+	strbuf_free(&l->paste);
 #endif
 	free(l->histfile);
 	free(l->line);
@@ -207,6 +295,37 @@ keep_line(struct lineio *l, const char *s, size_t n)
 	l->line[n] = '\0';
 }
 
+#ifdef HAVE_LIBEDIT
+/* l->line's @p n bytes typed, then the paste; the paste shown as it
+ * came, its control characters but tab and newline left out (they must
+ * not drive the terminal). */
+static void
+paste_line(struct lineio *l, size_t n, size_t *len)
+{
+	const struct strbuf *p = &l->paste;
+
+	if (n + p->len + 1 > l->line_cap) {
+		l->line_cap = n + p->len + 1;
+		l->line = xrealloc(l->line, l->line_cap);
+	}
+	memcpy(l->line + n, p->s, p->len);
+	n += p->len;
+	l->line[n] = '\0';
+	for (size_t i = 0; i < p->len; i++) {
+		unsigned char c = (unsigned char)p->s[i];
+
+		if (c >= 0x20 || c == '\t' || c == '\n')
+			putchar(c);
+	}
+	if (!p->len || p->s[p->len - 1] != '\n')
+		putchar('\n');
+	fflush(stdout);
+	while (n > 0 && l->line[n - 1] == '\n')
+		l->line[--n] = '\0';
+	*len = n;
+}
+#endif
+
 enum read_result
 lineio_read(struct lineio *l, const char *prompt, size_t *len)
 {
@@ -215,6 +334,7 @@ lineio_read(struct lineio *l, const char *prompt, size_t *len)
 	fflush(stdout);
 	l->prompt = prompt;
 	l->cut_empty = false;
+	l->pasted = false;
 	if (interrupted) {
 		/* a signal between two prompts: as at an empty one */
 		l->cut_empty = true;
@@ -226,14 +346,21 @@ lineio_read(struct lineio *l, const char *prompt, size_t *len)
 		const char *s;
 
 		errno = 0;
+		l->n_ahead = l->at_ahead = 0;
 		s = el_gets(l->el, &count);
 		if (!s && count < 0 && errno == EIO)
 			signals_terminal_gone();
 		if (!s)
 			return count < 0 && interrupted ? READ_INTERRUPTED :
 				READ_EOF;
-		keep_line(l, s, strlen(s));
 		n = (ssize_t)strlen(s);
+		if (n > 0 && s[n - 1] == '\n')
+			n--;
+		keep_line(l, s, (size_t)n);
+		if (l->pasted) {
+			paste_line(l, (size_t)n, len);
+			return READ_LINE;
+		}
 		goto got;
 	}
 #endif

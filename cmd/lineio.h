@@ -16,6 +16,8 @@
 
 #include <termios.h>
 
+#include "text.h"
+
 enum read_result {
 	READ_LINE,
 	READ_EOF,
@@ -33,6 +35,14 @@ struct lineio {
 #endif
 	char *line;            /* the line read, without its newline */
 	size_t line_cap;
+	bool pasted;           /* l->line ends with a paste: one input,
+				  whatever its lines */
+#ifdef HAVE_LIBEDIT
+	struct strbuf paste;   /* a bracketed paste read by getc_fn */
+	char ahead[8];         /* bytes read past an ESC that began no
+				  paste, for libedit */
+	int n_ahead, at_ahead;
+#endif
 	struct termios saved;  /* the terminal while echo is off */
 	bool echo_off;
 };
@@ -41,7 +51,9 @@ void lineio_open(struct lineio *l);
 void lineio_close(struct lineio *l);
 
 /** Read one line after @p prompt (shown on a terminal) into l->line;
- *  *@p len gets its length. */
+ *  *@p len gets its length.  On a terminal a paste (bracketed paste
+ *  mode) is taken whole, newlines and all, with what was typed before
+ *  it: l->pasted says so. */
 enum read_result lineio_read(struct lineio *l, const char *prompt,
 			     size_t *len);
 

@@ -11,9 +11,11 @@
  * characters become U+FFFD too: a model file is untrusted input, and its
  * pieces must not send escape sequences to the user's terminal.
  */
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "output.h"
 
@@ -34,6 +36,13 @@ out_init(struct output *out, FILE *f, const struct txlgen_options *opts,
 	out->json = opts->json;
 	out->flush_each = tty || opts->unbuffered;
 	out->tty = tty;
+	{
+		struct stat sb;
+
+		out->watch_reader = !out->flush_each && fileno(f) >= 0 &&
+			fstat(fileno(f), &sb) == 0 &&
+			(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
+	}
 	out->newline_at_end = newline_at_end && !opts->json;
 	out->sample = -1;
 	switch (opts->color) {
@@ -119,10 +128,23 @@ write_text(struct output *out, const char *s, size_t len)
 	fwrite(s + from, 1, len - from, out->f);
 }
 
+/* Has the reader of a pipe or socket gone away?  (A block-buffered
+ * stream would learn it only at its next flush, kilobytes later: an
+ * endless generation into `head` would go on for seconds.) */
+static bool
+reader_gone(const struct output *out)
+{
+	struct pollfd p = { .fd = fileno(out->f), .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
 static enum out_status
 check(struct output *out)
 {
-	if (out->flush_each)
+	/* a flush into a closed pipe ends the program as SIGPIPE does
+	 * (or fails with EPIPE where it is ignored) */
+	if (out->flush_each || (out->watch_reader && reader_gone(out)))
 		fflush(out->f);
 	return ferror(out->f) ? OUT_ERROR : OUT_CONTINUE;
 }

@@ -28,6 +28,8 @@ struct output {
 	bool color;         /* colour is on: the echoed prompt in bold */
 	bool color_text;    /* and the generated text in colour (REPL) */
 	bool flush_each;    /* flush after every token */
+	bool watch_reader;  /* a pipe or socket: its reader's leaving is
+			       looked for after every token */
 	bool tty;           /* a terminal: control characters shown as U+FFFD */
 	bool newline_at_end; /* end the text with a newline if it has none */
 	int sample;         /* --n-samples: the sample whose tokens these

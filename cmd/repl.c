@@ -7,7 +7,7 @@
  * the text without new input.  Lines that start with '/' are commands
  * ('//' sends a line that starts with '/').  A line ending in '\'
  * continues on the next line, and lines between two '"""' lines form one
- * input.
+ * input; so does a paste on a terminal (lineio.c).
  *
  * Ctrl-C stops a generation (the abort callback in engine.c polls the
  * flag) or drops the line being typed; at an empty prompt it asks for a
@@ -57,6 +57,10 @@ read_input(struct repl *r, struct strbuf *in)
 	rr = lineio_read(&r->io, "> ", &len);
 	if (rr != READ_LINE)
 		return rr;
+	if (r->io.pasted) {	/* a paste is one input, whatever it holds */
+		strbuf_add(in, r->io.line, len);
+		return READ_LINE;
+	}
 	block = !strcmp(r->io.line, "\"\"\"");
 	if (!block)
 		strbuf_add(in, r->io.line, len);
@@ -87,7 +91,8 @@ print_help(void)
 "Type text and press Enter: the model continues it, remembering the\n"
 "earlier turns.  An empty line continues the text without new input.\n"
 "End a line with \\ to go on on the next one, or put the input between\n"
-"two lines of \"\"\".  Ctrl-C stops the generation or drops the line;\n"
+"two lines of \"\"\"; a paste is one input, whatever its lines.\n"
+"Ctrl-C stops the generation or drops the line;\n"
 "Ctrl-C twice at an empty prompt, or Ctrl-D, quits.\n"
 "\n"
 "  /help              this help\n"
@@ -356,7 +361,8 @@ banner(struct repl *r)
 		 "it does not chat or answer.");
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
-	snprintf(line, sizeof(line), "/help for help, Ctrl-D to quit.");
+	snprintf(line, sizeof(line), "/help for help, \"\"\" for many lines, "
+		 "Ctrl-D to quit.");
 	text_fit(line, width - 1);
 	fprintf(stderr, "%s\n", line);
 }

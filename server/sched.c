@@ -257,6 +257,10 @@ start_task(struct slot *sl, struct task *t)
 	}
 	sp.seed = t->seed;
 	sl->smp = txl_sampler_new(&sp, e->mod->hp->n_token);
+	if (sl->smp && txl_sampler_keep_utf8(sl->smp, e->mod->model) != TXL_OK) {
+		txl_sampler_free(sl->smp);
+		sl->smp = NULL;
+	}
 	sl->mbuf = NULL;
 	sl->mlen = sl->mtaken = 0;
 	sl->mf = sl->smp ? open_memstream(&sl->mbuf, &sl->mlen) : NULL;

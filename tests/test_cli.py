@@ -8,6 +8,7 @@ pseudo-terminal (pty) as a person would, and as a script through a pipe.
 Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_cli.py
 """
 
+import codecs
 import ctypes
 import fcntl
 import json
@@ -2822,7 +2823,9 @@ class ReplPolish(PtyBase):
     def test_model_text_in_colour_and_banner_fits(self):
         self.spawn("-n", "5", "--seed", "1", "--color=always", cols=40)
         banner = self.read_until(rb"> ")
-        for line in banner.split(b"\r\n")[:-1]:
+        # (the terminal's modes, bracketed paste, take no column)
+        for line in re.sub(rb"\x1b\[\??[0-9;]*[a-zA-Z]", b"",
+                           banner).split(b"\r\n")[:-1]:
             self.assertLessEqual(len(line.decode()), 39, banner)
         self.send(b"Hello\r")
         self.read_until(rb"Hello\r\n")
@@ -3017,6 +3020,128 @@ class Stats(unittest.TestCase):
         self.assertEqual(rc, 0)
         self.assertIn("generated: 1 token in", err)
         self.assertRegex(err, r"prompt: \d+ tokens? in")
+
+
+class ValidText(unittest.TestCase):
+    """A byte-fallback vocabulary lets a model sample a lone UTF-8 byte
+    (the default model gave U+FFFD after an emoji for every seed); the
+    sampler draws only tokens that keep the text valid, with one sample
+    or many.  The random model's vocabulary is 256 bytes and 64 pieces:
+    at temperature 1.5 it draws bytes all the time."""
+
+    PROMPTS = ["I love this country \U0001F1FA\U0001F1F8 \u2764\ufe0f "
+               "\U0001F600", "\u4eba\u95f4\u4e09\u6708\u5929\uff0c",
+               "cafe\u0301 nai\u0308ve", "\u041f\u0440\u0438\u0432"
+               "\u0435\u0442 \u65e5\u672c"]
+
+    def valid(self, out, what):
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.fail(f"{what}: not UTF-8: {e}: {out!r}")
+        self.assertNotIn("\ufffd", text, what)
+        return text
+
+    def test_default_model_after_emoji(self):
+        sotu = os.path.join(ROOT, "models", "sotu.bin")
+        for seed in range(1, 9):
+            rc, out, err = run("-m", sotu, "-p", self.PROMPTS[0], "-n",
+                               "5", "--seed", str(seed), model=False)
+            self.assertEqual(rc, 0, err)
+            self.valid(out, f"seed {seed}")
+
+    def test_random_model_many_seeds_and_samples(self):
+        for prompt in self.PROMPTS:
+            for seed in (1, 2):
+                what = f"{prompt!r} seed {seed}"
+                rc, out, err = run("-p", prompt, "-n", "40", "--seed",
+                                   str(seed), "--temp", "1.5",
+                                   "--top-k", "0", "--top-p", "1",
+                                   "--min-p", "0", "--n-samples", "4")
+                self.assertEqual(rc, 0, err)
+                self.valid(out, what)
+                rc, out, err = run("-p", prompt, "-n", "40", "--seed",
+                                   str(seed), "--temp", "1.5", "--json")
+                self.assertEqual(rc, 0, err)
+                # the pieces of the tokens, joined, are the text
+                rows = [json.loads(x) for x in out.decode().splitlines()]
+                ids = [r["id"] for r in rows if "id" in r]
+                self.assertTrue(ids, what)
+                rc, text, err = run("--tokenize", "-", "--ids",
+                                    input=" ".join(map(str, ids)))
+                self.assertEqual(rc, 0, err)
+                # valid, but for a character the last token began
+                try:
+                    codecs.getincrementaldecoder("utf-8")().decode(
+                        text, final=False)
+                except UnicodeDecodeError as e:
+                    self.fail(f"{what}: its ids are not UTF-8: {e}")
+
+
+class ReplPaste(PtyBase):
+    """A paste on a terminal is one input (bracketed paste), as lines
+    between two \"\"\" lines are, not one turn a line."""
+
+    LINES = [f"Line {i} of the address to the Congress." for i in
+             range(1, 18)]
+
+    def consumed(self, text):
+        m = re.search(rb"memory: \d+/\d+ positions .*?, (\d+) tokens "
+                      rb"consumed", text)
+        self.assertTrue(m, text[-300:])
+        return int(m.group(1))
+
+    def test_seventeen_pasted_lines_are_one_turn(self):
+        self.spawn("-n", "3", "--ignore-eos", "--temp", "0")
+        banner = self.read_until(rb"/help for help.*\r\n> ")
+        self.assertIn(b'"""', banner)
+        self.send(b"\x1b[200~" + "\r".join(self.LINES).encode() +
+                  b"\r\x1b[201~")
+        got = self.read_until(rb"Line 17 of the address to the Congress\."
+                              rb"\r\n")
+        # shown as pasted, one line each, no prompt between them
+        self.assertNotIn(b"> Line 2", got)
+        self.assertNotIn(b"... ", got)
+        after = self.read_until(rb"\r\n> ")
+        self.send(b"/mem\r")
+        mem = self.read_until(rb"tokens consumed.*\r\n> ")
+        self.assertEqual(after.count(b"> "), 1, after)
+        self.send(b"\x04")
+        self.assertEqual(self.wait(), 0)
+        # the same text between two \"\"\" lines, from a script
+        rc, out, err = run("-i", "-n", "3", "--ignore-eos", "--temp", "0",
+                           input='"""\n' + "\n".join(self.LINES) +
+                           '\n"""\n/mem\n')
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.consumed(mem), self.consumed(out))
+
+
+class ClosedPipe(unittest.TestCase):
+    """Text into a pipe is block-buffered; a reader that goes away is
+    noticed at the next token, not at the next flush kilobytes later."""
+
+    def cpu(self, argv, close_at_once):
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE if close_at_once
+                             else subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=env())
+        if close_at_once:
+            p.stdout.close()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        return p.returncode, ru.ru_utime + ru.ru_stime
+
+    def test_endless_generation_stops_when_the_reader_leaves(self):
+        # the default model: its tokens take long enough to count
+        argv = [TXLGEN, "-m", os.path.join(ROOT, "models", "sotu.bin"),
+                "-p", "We", "--ignore-eos", "--seed", "1", "-t", "1"]
+        rc, ref = self.cpu(argv + ["-n", "1500"], False)
+        self.assertEqual(rc, 0)
+        rc, gone = self.cpu(argv + ["-n", "-1"], True)
+        # killed by SIGPIPE at its first token's check: the model's load
+        # and a token, where 4 kB of text (over a thousand tokens) would
+        # have been made before a flush found the pipe closed
+        self.assertEqual(rc, -signal.SIGPIPE)
+        self.assertLess(gone, ref / 5, (gone, ref))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ import fcntl
 import json
 import os
 import pty
+import random
 import select
 import shutil
 import signal
@@ -120,8 +121,11 @@ class ModelCutShort(unittest.TestCase):
             first = p.stdout.readline()     # the model is being read
             self.assertTrue(first.endswith(b"\n"), first)
             os.truncate(model, 0)
-            p.stdin.write(MORE)
-            p.stdin.close()
+            try:
+                p.stdin.write(MORE)
+                p.stdin.close()
+            except BrokenPipeError:
+                pass    # it may have met the cut and ended already
             out = first + p.stdout.read()
             err = p.stderr.read().decode("utf-8", "replace")
             p.wait(timeout=60)
@@ -362,12 +366,30 @@ class NotText(unittest.TestCase):
                 self.check(b"ok \xe2\x82", 3, "not UTF-8 text", argv)
                 self.check(b"\x7fELF\x02\x01\x01\x00", 7,
                            "not text (a NUL byte", argv)
+                # random bytes are data, not Latin-1 to convert
+                noise = random.Random(1).randbytes(4096).replace(b"\0",
+                                                                 b"\1")
+                try:
+                    noise.decode()
+                except UnicodeDecodeError as e:
+                    first = e.start
+                self.check(noise, first, "not text (binary data", argv)
         # the prompt from stdin: named as such
         p = subprocess.run([TXLGEN, "-m", MODEL, "-n", "1"], input=latin1,
                            capture_output=True, env=env(), timeout=60)
         self.assertEqual((p.returncode, p.stdout), (1, b""))
         self.assertIn(b"(stdin): not UTF-8 text (byte 0xE9 at offset 6)",
                       p.stderr)
+
+    def test_a_text_file_is_not_a_model(self):
+        # said first, not what its first 8 bytes would make of a header
+        path = os.path.join(TMP, "passwd")
+        with open(path, "w") as f:
+            f.write("root:x:0:0:root:/root:/bin/bash\n" * 20)
+        rc, out, err = run("-m", path, "-p", "hi", "-n", "1")
+        self.assertEqual((rc, out), (3, b""), err)
+        self.assertEqual(err, f"txlgen: {path}: not a txlgen model file "
+                         "(no JSON header after the first 8 bytes)\n")
 
     def test_the_program_itself_is_not_scored(self):
         rc, out, err = run("-m", MODEL, "--score", TXLGEN)

@@ -151,6 +151,17 @@ class TestServer(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(r["data"][0]["id"], "sotu")
 
+    def test_sampled_text_is_valid_utf8(self):
+        # the default model's byte tokens: after an emoji it gave a lone
+        # continuation byte (U+FFFD) for most seeds
+        for seed in (1, 2, 3):
+            r = self.complete(prompt="I love this country \U0001F1FA"
+                              "\U0001F1F8 \u2764\ufe0f \U0001F600",
+                              max_tokens=12, temperature=1.5, top_k=0,
+                              top_p=1, min_p=0, n=8, seed=seed)
+            for c in r["choices"]:
+                self.assertNotIn("\ufffd", c["text"], f"seed {seed}")
+
     def test_greedy_text_is_txlgens(self):
         prompt = "Fellow citizens of the Senate and House of Representatives,"
         r = self.complete(prompt=prompt, max_tokens=30, temperature=0)

@@ -185,7 +185,7 @@ class Samples(unittest.TestCase):
         self.assertEqual(len(set(seeds)), 3)
 
     def test_length_and_stop_per_sample(self):
-        n = 40
+        n = 15
         got = self.samples(6, "-n", str(n), "--stop", "a", "--temp", "1.5")
         ends = {got[i][1]["end"] for i in got}
         # (the seed gives both kinds of end)

@@ -736,9 +736,26 @@ struct txl_sampler_params {
 	float repeat_penalty; /* CTRL's penalty of recent tokens; 1: off */
 	int repeat_last_n;    /* tokens the penalty looks back; 0: none */
 	uint64_t seed;        /* the same seed, the same choices */
+	/* since 1.5: */
+	/* OpenAI's: logit - count * frequency_penalty - (count > 0) *
+	 * presence_penalty, count: the token's draws by this sampler (the
+	 * generated text, not accepted tokens); 0: off */
+	float frequency_penalty;
+	float presence_penalty;
+	float typical_p;      /* locally typical set of mass >= p; 1: off */
+	/* mirostat 2 (target surprise tau in bits, learning rate eta)
+	 * instead of top-k, typical, min-p and top-p; tau 0: off */
+	float mirostat_tau;
+	float mirostat_eta;
+	/* added to the logits of tokens logit_bias_ids[i] first (-inf: never);
+	 * copied by txl_sampler_new() */
+	const int32_t *logit_bias_ids;
+	const float *logit_bias;
+	int n_logit_bias;
 };
 
-/** temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0. */
+/** temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties, typical
+ *  and mirostat off (eta 0.1), no bias, seed 0. */
 TXL_API struct txl_sampler_params txl_sampler_params_default(void);
 
 /** A sampler for @p n_vocab tokens; NULL for a parameter out of range or
@@ -768,6 +785,17 @@ TXL_API int32_t txl_sampler_sample(struct txl_sampler *sampler,
 TXL_API int32_t txl_session_sample(struct txl_session *session,
 				   struct txl_sampler *sampler,
 				   float *logprob);
+
+/**
+ * From now on draw only tokens that keep the text valid UTF-8: with a
+ * byte-fallback vocabulary, no lone byte that cannot start a character,
+ * and inside a character only the bytes that continue it (its pending
+ * bytes known from the tokens sampled and accepted); the rest of the
+ * distribution renormalised.  txl_sampler_sample()'s log-probability
+ * stays the model's.  Since 1.5.
+ */
+TXL_API enum txl_status txl_sampler_keep_utf8(struct txl_sampler *sampler,
+					      const struct txl_model *model);
 
 /** Add a token not sampled (a prompt's) to the history. */
 TXL_API void txl_sampler_accept(struct txl_sampler *sampler, int32_t token);

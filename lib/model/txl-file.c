@@ -436,6 +436,15 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 	}
 
 	memcpy(&hlen, f->map, sizeof hlen);	/* little-endian host */
+	/* what a file is not comes first: a text or another program's
+	 * file has no JSON after its length (the header's own faults are
+	 * named below) */
+	if (f->size > 8 && hlen != 0 &&
+	    !strchr("{[\"-0123456789tfn \t\r\n", ((const char *)f->map)[8])) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen model file (no "
+			      "JSON header after the first 8 bytes)", path);
+		goto fail;
+	}
 	if (hlen == 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: header length is 0 (not a "
 			      "model file)", path);
