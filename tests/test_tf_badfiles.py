@@ -348,6 +348,39 @@ class TestTFBadFiles(unittest.TestCase):
         obj, py2 = checkpoint.load_corpus_cache(p)      # the real bound
         self.assertEqual(len(obj.train), 200000)
 
+    def test_cache_amplifiers(self):
+        """Pickles whose every byte makes an object: refused before any
+        is made, by the converter in bounded memory (16 MB of EMPTY_SET
+        took 3.8 GB), or in-process with the bound lowered."""
+        cache = cache_pickle()
+        self.assertEqual(cache[:2], b"\x80\x02")
+        d, _ = self.make("sets", cache=b"\x80\x04" + b"\x8f" * (16 << 20) +
+                         b".")
+        self.refused(d, "a pickle of more than 1,048,576 dicts and sets",
+                     os.path.join(d, "data", "cache.pkl"))
+        # a protocol 2 pickle (the cache's own) with protocol 4's opcodes
+        at = len(cache) - 1
+        self.assertEqual(cache[at:], b".")
+        d, _ = self.make("proto", cache=cache[:at] + b"\x8f0" + cache[at:])
+        self.refused(d, r"not a readable pickle \(EMPTY_SET, of protocol 4, "
+                     f"in a pickle of protocol 2 at byte {at}\)",
+                     os.path.join(d, "data", "cache.pkl"))
+        d, _ = self.make("proto3", cache=cache[:at] + b"C\x01x0" +
+                         cache[at:])
+        self.refused(d, "SHORT_BINBYTES, of protocol 3, in a pickle of "
+                     "protocol 2", os.path.join(d, "data", "cache.pkl"))
+        # lists: objects of a vocabulary, past what one holds
+        p = os.path.join(self.tmp, "lists.pkl")
+        with open(p, "wb") as f:
+            f.write(cache[:at] + b"]0" * 2000 + cache[at:])
+        with mock.patch.object(checkpoint, "MAX_OBJECTS", 1000):
+            with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                        "lists.pkl: a pickle of more than "
+                                        "1,000 objects$"):
+                checkpoint.load_corpus_cache(p)
+        obj, _ = checkpoint.load_corpus_cache(p)        # the real bound
+        self.assertEqual(obj.vocab.idx2sym[:2], ["<eos>", "w0"])
+
     def test_python3_cache(self):
         """A corpus cache Python 3 wrote at protocol 2 (numpy's bytes as
         _codecs.encode of a latin-1 text, symbols as unicode): its
