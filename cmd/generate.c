@@ -249,8 +249,20 @@ engine_sample(struct engine *e, struct txl_session *s, struct txl_sampler *smp,
 		       (size_t)e->mod->hp->n_token * sizeof(float));
 		e->mod->logits[eos] = -INFINITY;
 		tok = txl_sampler_sample(smp, e->mod->logits, &lp);
-		*logprob = model_logprob ? lg[tok] -
-			txl_logsumexp(lg, e->mod->hp->n_token) : lp;
+		*logprob = lg[tok] - txl_logsumexp(lg, e->mod->hp->n_token);
+		if (!isfinite(*logprob)) {
+			/* the library's error (TXL_ERR_NUMERIC) for the
+			 * same row, as without --ignore-eos */
+			if (txl_session_sample(s, smp, &lp) < 0)
+				errmsg("%s", engine_lib_error(TXL_ERR_NUMERIC));
+			else
+				errmsg("%s: the model produced non-finite "
+				       "values (NaN or inf) in its logits",
+				       e->mod->path);
+			return -1;
+		}
+		if (!model_logprob)
+			*logprob = lp;
 	} else {
 		tok = txl_session_sample(s, smp, &lp);
 		*logprob = lp;

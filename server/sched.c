@@ -323,7 +323,9 @@ slot_failed(struct slot *sl, int rc)
 		return false;
 	j->status = 500;
 	free(j->error);
-	j->error = xstrdup("the model failed to compute (see the server's "
+	/* the library's reason (non-finite logits), else a generic one */
+	j->error = xstrdup(*txl_last_error() ? txl_last_error()
+			   : "the model failed to compute (see the server's "
 			   "log)");
 	S.st.errors++;
 	finish_task(sl, "error");

@@ -290,6 +290,31 @@ def _blocked_scales(dtype, name, bad=None):
     return f
 
 
+def _floats(dtype, name, at=None, bits=None, fill=None):
+    """Tensor `name` (F32) rewritten as dtype (F32, F16 or BF16: the same
+    values, rounded), its element `at` given the bit pattern `bits`, or
+    every element i the bit pattern fill(i)."""
+    def f(h, data):
+        t = h[name]
+        b, e = t["data_offsets"]
+        vals = struct.unpack(f"<{(e - b) // 4}f", data[b:e])
+        if dtype == "F32":
+            new = bytearray(data[b:e])
+        elif dtype == "F16":
+            new = bytearray(struct.pack(f"<{len(vals)}e", *vals))
+        else:
+            u = struct.unpack(f"<{len(vals)}I", data[b:e])
+            new = bytearray(struct.pack(f"<{len(u)}H",
+                                        *(x >> 16 for x in u)))
+        fmt, size = ("<I", 4) if dtype == "F32" else ("<H", 2)
+        for i in range(len(vals)) if fill is not None else [at]:
+            struct.pack_into(fmt, new, size * i, bits if fill is None
+                             else fill(i))
+        _blocked(dtype, name, len(new))(h, data)
+        return data[:b] + bytes(new) + data[b + len(new):]
+    return f
+
+
 def _meta(key, value):
     def f(h, data):
         if value is None:
@@ -443,6 +468,31 @@ CASES = {
     "q8_0_scale_inf": (_edit(_blocked_scales(
         "Q8_0", "layers.0.dec_attn.qkv_net.weight", (3, 0x7c00))),
         r"is Q8_0 with a non-finite scale \(inf\)"),
+    # a NaN or inf weight makes the logits NaN: refused at load, in every
+    # float type, matrices and vectors
+    "f32_nan": (_edit(_floats("F32", "layers.0.dec_attn.o_net.weight", 37,
+                              0x7fc00000)),
+                r"o_net.weight' is F32 with a non-finite value \(NaN\) at "
+                r"element 37: a damaged file"),
+    "f32_inf_vector": (_edit(_floats("F32", "r_w_bias", 0, 0xff800000)),
+                       r"r_w_bias' is F32 with a non-finite value \(inf\) "
+                       r"at element 0"),
+    "f16_nan": (_edit(_floats("F16", "layers.1.pos_ff.CoreNet.0.weight",
+                              1500, 0x7e00)),
+                r"CoreNet.0.weight' is F16 with a non-finite value \(NaN\) "
+                r"at element 1500"),
+    "f16_inf": (_edit(_floats("F16", "layers.0.dec_attn.qkv_net.weight",
+                              1, 0xfc00)),
+                r"qkv_net.weight' is F16 with a non-finite value \(inf\) "
+                r"at element 1"),
+    "bf16_nan": (_edit(_floats("BF16", "layers.0.dec_attn.o_net.weight",
+                               511, 0xffc1)),
+                 r"o_net.weight' is BF16 with a non-finite value \(NaN\) "
+                 r"at element 511"),
+    "bf16_inf": (_edit(_floats("BF16", "layers.1.pos_ff.CoreNet.3.weight",
+                               7, 0x7f80)),
+                 r"CoreNet.3.weight' is BF16 with a non-finite value "
+                 r"\(inf\) at element 7"),
     # shapes
     "shape_transposed": (_edit(_transposed), r"shape|expected"),
     "shape_rank": (_edit(_reshaped), r"shape|expected|dimension"),
@@ -665,6 +715,40 @@ class TestBadFiles(unittest.TestCase):
     def test_nonexistent(self):
         self.check_rejected(os.path.join(_tmp, "no-such-model.bin"),
                             r"no such file|not found|does not exist")
+
+
+class TestOverflow(unittest.TestCase):
+    """Finite weights whose products overflow (a BF16 matrix at its
+    largest magnitude, the signs mixed so that no sum cancels): no weight
+    to refuse at load, but logits NaN or inf.
+    Generation (greedy, sampled, --ignore-eos), --score and --kl-ref
+    (the file either side) stop with one line naming the file, exit 1,
+    and never print nan as a result."""
+
+    def test_overflow_is_an_error(self):
+        with open(_valid.path, "rb") as f:
+            blob = f.read()
+        header, data = split(blob)
+        path = os.path.join(_tmp, "overflow.bin")
+        with open(path, "wb") as f:
+            f.write(_edit(_floats("BF16", "layers.0.pos_ff.CoreNet.0.weight",
+                                  fill=lambda i: 0x7f7f | (i % 3 == 0) <<
+                                  15))(blob, header, data))
+        gen, score = commands(path)
+        for argv in (gen, score, gen + ["--temp", "0"],
+                     gen + ["--ignore-eos"],
+                     score + ["--kl-ref", _valid.path],
+                     commands(_valid.path)[1] + ["--kl-ref", path]):
+            with self.subTest(argv=argv[3:]):
+                r = run(argv)
+                err = r.stderr.decode(errors="replace")
+                self.assertEqual(r.returncode, 1, err)
+                self.assertNotIn(b"nan", r.stdout.lower())
+                lines = err.splitlines()
+                self.assertEqual(len(lines), 1, err)
+                self.assertIn(path, lines[0])
+                self.assertIn("the model produced non-finite values",
+                              lines[0])
 
 
 class TestQ4K(unittest.TestCase):

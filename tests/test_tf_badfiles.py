@@ -35,6 +35,7 @@ import numpy as np
 import srctree  # noqa: F401 (models/ on sys.path)
 import test_badcheckpoints as tbc
 from txlgen import checkpoint, tfckpt, tfwrite
+from txlgen.proto import varint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONVERT = os.path.join(ROOT, "models", "convert.py")
@@ -120,6 +121,66 @@ class TestTable(unittest.TestCase):
                                      (b"ab/d", b"v22")])
         shutil.rmtree(os.path.dirname(p))
 
+    def test_block_checks(self):
+        """Entries and restart points that disagree, keys out of order."""
+        def refused(body, restarts, phrase):
+            with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                        "^b: " + phrase):
+                tfckpt.block_entries(block_bytes(body, restarts), "b")
+        a, b = bytes([0, 2, 1]) + b"abX", bytes([1, 1, 1]) + b"cY"
+        self.assertEqual(tfckpt.block_entries(block_bytes(a + b), "b"),
+                         [(b"ab", b"X"), (b"ac", b"Y")])
+        refused(a + b, [0, 6], "an entry at a restart point shares")
+        refused(a + b, [0, 3], "a restart point inside an entry")
+        refused(a + b, [6, 0], "restart points out of order")
+        refused(a + b, [2], "restart points out of order")
+        refused(a + bytes([1, 0, 1]) + b"Y", [0], r"keys out of order")
+        refused(a + bytes([3, 1, 1]) + b"cY", [0], "an entry runs past")
+        refused(a + bytes([0, 2, 1]) + b"abY", [0], r"keys out of order "
+                r"\(b'ab', b'ab'\)")
+        with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                    "keys out of order"):
+            tfckpt.block_entries(block_bytes(a), "b", after=b"ab")
+        big = bytes([0]) + varint(tfckpt.MAX_KEY + 1) + bytes([0]) + \
+            b"k" * (tfckpt.MAX_KEY + 1)
+        refused(big, [0], "a key of 65,537 bytes")
+
+
+def block_bytes(body, restarts=(0,)):
+    """A table block: entries' bytes, restart offsets, their count."""
+    return body + b"".join(struct.pack("<I", r) for r in restarts) + \
+        struct.pack("<I", len(restarts))
+
+
+def header_entry():
+    """The entry of key "" (the bundle header) at a block's start."""
+    h = tfwrite.header_proto()
+    return bytes([0, 0, len(h)]) + h
+
+
+def hostile_index(path, blocks, refs=None):
+    """Write a table of data blocks (the bytes of each, snappy-compressed
+    here) whose index points at blocks[r] for each r of refs (each block
+    once by default), under separator keys above any key of the tests."""
+    import snappy
+    out, handles = bytearray(), []
+
+    def write(stored):
+        handle = varint(len(out)) + varint(len(stored) - 1)
+        out.extend(stored + struct.pack("<I",
+                                        tfckpt.mask(tfckpt.crc32c(stored))))
+        return handle
+    for raw in blocks:
+        handles.append(write(snappy.compress(raw) + b"\1"))
+    index = tfwrite._Block(1)
+    for j, r in enumerate(range(len(blocks)) if refs is None else refs):
+        index.add(b"\xff" * 8 + j.to_bytes(4, "big"), handles[r])
+    footer = write(block_bytes(b"") + b"\0") + write(index.finish() + b"\0")
+    footer += bytes(40 - len(footer)) + struct.pack("<Q", tfckpt.MAGIC)
+    with open(path, "wb") as f:
+        f.write(out + footer)
+    return len(out) + len(footer)
+
 
 class TestTFBadFiles(unittest.TestCase):
     @classmethod
@@ -134,7 +195,7 @@ class TestTFBadFiles(unittest.TestCase):
                                       cache or cache_pickle(), INFO, **kw)
         return d, prefix
 
-    def refused(self, d, phrase, named):
+    def refused(self, d, phrase, named, max_rss=MAX_RSS):
         out = os.path.join(self.tmp, "out.bin")
         if os.path.exists(out):
             os.unlink(out)
@@ -145,7 +206,7 @@ class TestTFBadFiles(unittest.TestCase):
         self.assertTrue(lines[0].startswith("convert.py: " + named), lines)
         self.assertRegex(lines[0], phrase)
         self.assertNotIn("Traceback", lines[0])
-        self.assertLess(rss, MAX_RSS)
+        self.assertLess(rss, max_rss)
         self.assertFalse(os.path.exists(out))
 
     def test_valid_converts(self):
@@ -168,6 +229,46 @@ class TestTFBadFiles(unittest.TestCase):
         self.refused(d, "past the end of the table", prefix + ".index")
         d, prefix = self.make("block-crc", corrupt_block=0)
         self.refused(d, "data block at 0 fails its crc32c", prefix + ".index")
+
+    def test_index_bombs(self):
+        """Indexes of a few MB that parse into tens of millions of
+        entries or gigabytes of keys: each refused early, in bounded
+        memory (refused() checks the child's peak RSS)."""
+        d, prefix = self.make("bomb")
+        index = prefix + ".index"
+        # four blocks that each inflate to 64 MiB of 5-byte entries
+        n = ((64 << 20) - 64) // 5
+        big = block_bytes(header_entry() + b"\0\1\1kv" * n)
+        size = hostile_index(index, [big] * 4)
+        self.assertLess(size, 16 << 20)
+        self.refused(d, "data block at 0 inflates to 67,108,8", index)
+        # within a block's bound, a key repeated: refused at the third
+        hostile_index(index, [block_bytes(header_entry() +
+                                          b"\0\1\1kv" * 1000000)])
+        self.refused(d, r"data block at 0: keys out of order \(b'k', b'k'\)",
+                     index)
+        # increasing keys, more entries than any bundle has: the million
+        # kept before the limit trips take some 170 MB
+        n = tfckpt.MAX_ENTRIES + 10
+        body = b"".join(b"\0\4\0" + i.to_bytes(4, "big")
+                        for i in range(1, n))
+        hostile_index(index, [block_bytes(header_entry() + body)])
+        self.refused(d, "more than 1,000,000 entries", index, 512 << 10)
+        # 7-byte entries that each share a 60,000-byte prefix
+        first = bytes([0]) + varint(60002) + bytes([0]) + b"k" * 60000 + \
+            b"\0\0"
+        shared = varint(60000) + bytes([2, 0])
+        body = first + b"".join(shared + i.to_bytes(2, "big")
+                                for i in range(1, 60000))
+        hostile_index(index, [block_bytes(header_entry()), block_bytes(body)])
+        self.refused(d, "more than 67,108,864 bytes of keys and values",
+                     index)
+        # one 16 MiB block named 17 times: refused before it is inflated
+        n = (tfckpt.MAX_BLOCK - 64) // 5
+        hostile_index(index, [block_bytes(header_entry() +
+                                          b"\0\1\1kv" * n)], [0] * 17)
+        self.refused(d, "data blocks of more than 268,435,456 bytes "
+                     "inflated", index)
 
     def test_data(self):
         d, prefix = self.make("trunc-data")
@@ -246,6 +347,39 @@ class TestTFBadFiles(unittest.TestCase):
                 checkpoint.load_corpus_cache(p)
         obj, py2 = checkpoint.load_corpus_cache(p)      # the real bound
         self.assertEqual(len(obj.train), 200000)
+
+    def test_cache_amplifiers(self):
+        """Pickles whose every byte makes an object: refused before any
+        is made, by the converter in bounded memory (16 MB of EMPTY_SET
+        took 3.8 GB), or in-process with the bound lowered."""
+        cache = cache_pickle()
+        self.assertEqual(cache[:2], b"\x80\x02")
+        d, _ = self.make("sets", cache=b"\x80\x04" + b"\x8f" * (16 << 20) +
+                         b".")
+        self.refused(d, "a pickle of more than 1,048,576 dicts and sets",
+                     os.path.join(d, "data", "cache.pkl"))
+        # a protocol 2 pickle (the cache's own) with protocol 4's opcodes
+        at = len(cache) - 1
+        self.assertEqual(cache[at:], b".")
+        d, _ = self.make("proto", cache=cache[:at] + b"\x8f0" + cache[at:])
+        self.refused(d, r"not a readable pickle \(EMPTY_SET, of protocol 4, "
+                     f"in a pickle of protocol 2 at byte {at}\)",
+                     os.path.join(d, "data", "cache.pkl"))
+        d, _ = self.make("proto3", cache=cache[:at] + b"C\x01x0" +
+                         cache[at:])
+        self.refused(d, "SHORT_BINBYTES, of protocol 3, in a pickle of "
+                     "protocol 2", os.path.join(d, "data", "cache.pkl"))
+        # lists: objects of a vocabulary, past what one holds
+        p = os.path.join(self.tmp, "lists.pkl")
+        with open(p, "wb") as f:
+            f.write(cache[:at] + b"]0" * 2000 + cache[at:])
+        with mock.patch.object(checkpoint, "MAX_OBJECTS", 1000):
+            with self.assertRaisesRegex(checkpoint.CheckpointError,
+                                        "lists.pkl: a pickle of more than "
+                                        "1,000 objects$"):
+                checkpoint.load_corpus_cache(p)
+        obj, _ = checkpoint.load_corpus_cache(p)        # the real bound
+        self.assertEqual(obj.vocab.idx2sym[:2], ["<eos>", "w0"])
 
     def test_python3_cache(self):
         """A corpus cache Python 3 wrote at protocol 2 (numpy's bytes as

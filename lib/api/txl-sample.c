@@ -803,10 +803,17 @@ txl_session_sample(struct txl_session *s, struct txl_sampler *smp,
 						   &lp);
 	}
 	if (tok < 0)	/* the full distribution */
-		return txl_sampler_sample(smp, txl_session_logits(s) +
-					  (size_t)r * V, logprob);
+		tok = txl_sampler_sample(smp, txl_session_logits(s) +
+					 (size_t)r * V, &lp);
+	else
+		txl_sampler_accept(smp, tok);
+	/* a row with NaN or +inf has no finite log-probability (and a
+	 * sampler picks token 0 from it) */
+	if (tok >= 0 && !isfinite(lp)) {
+		txl_session_nonfinite(s);
+		return -1;
+	}
 	if (logprob)
 		*logprob = lp;
-	txl_sampler_accept(smp, tok);
 	return tok;
 }

@@ -8,6 +8,7 @@
  * token depends on mem_len and the model, never on how many tokens came
  * before it, and memory use is fixed.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -640,13 +641,29 @@ txl_session_logits(struct txl_session *s)
 }
 
 enum txl_status
+txl_session_nonfinite(const struct txl_session *s)
+{
+	return txl_fail(TXL_ERR_NUMERIC, "%s: the model produced non-finite "
+			"values (NaN or inf) in its logits: its weights "
+			"overflow", s->model->file.path);
+}
+
+enum txl_status
 txl_session_score(struct txl_session *s, const int32_t *targets, int n,
 		  double *logprobs)
 {
+	enum txl_status st;
+
 	if (!s)
 		return txl_fail(TXL_ERR_INVALID, "txl_session_score: no "
 				"session");
-	return txl_out_score(&s->out, targets, n, logprobs);
+	if ((st = txl_out_score(&s->out, targets, n, logprobs)) != TXL_OK)
+		return st;
+	/* a finite row's log-probabilities are finite */
+	for (int i = 0; i < n; i++)
+		if (!isfinite(logprobs[i]))
+			return txl_session_nonfinite(s);
+	return TXL_OK;
 }
 
 enum txl_status

@@ -69,4 +69,8 @@ txl_count_fed(struct txl_session *s, int n)
 		    : s->n_past + n;
 }
 
+/* TXL_ERR_NUMERIC, its message naming s's model file: what the model
+ * computed is NaN or inf (finite weights can still overflow). */
+enum txl_status txl_session_nonfinite(const struct txl_session *s);
+
 #endif /* TXL_SESSION_H */

@@ -32,6 +32,7 @@ txl_status_str(enum txl_status status)
 	case TXL_ERR_FORMAT: return "malformed file";
 	case TXL_ERR_NOMEM: return "out of memory";
 	case TXL_ERR_INVALID: return "invalid argument";
+	case TXL_ERR_NUMERIC: return "non-finite result";
 	case TXL_ABORTED: return "aborted";
 	}
 	return "unknown status";

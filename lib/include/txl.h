@@ -83,6 +83,7 @@ enum txl_status {
 	TXL_ERR_FORMAT = -2,  /**< a model or state file is malformed */
 	TXL_ERR_NOMEM = -3,   /**< out of memory */
 	TXL_ERR_INVALID = -4, /**< an argument or setting is out of range */
+	TXL_ERR_NUMERIC = -5, /**< the model computed NaN or inf logits */
 	TXL_ABORTED = 1,      /**< the abort callback asked to stop */
 };
 
@@ -573,7 +574,9 @@ TXL_API int txl_session_n_logits(const struct txl_session *session);
  * row i, for i < @p n <= txl_session_n_logits().  An adaptive softmax
  * computes only the head and the targets' clusters (the original
  * ProjectedAdaptiveLogSoftmax's numbers).  The rows stay.
- * @return TXL_OK; TXL_ERR_INVALID for n or an id out of range.
+ * @return TXL_OK; TXL_ERR_INVALID for n or an id out of range;
+ * TXL_ERR_NUMERIC where a log-probability is NaN or infinite (the model's
+ * logits are not all finite: its weights overflow).
  */
 TXL_API enum txl_status txl_session_score(struct txl_session *session,
 					  const int32_t *targets, int n,
@@ -780,7 +783,9 @@ TXL_API int32_t txl_sampler_sample(struct txl_sampler *sampler,
  * adaptive softmax, greedy and plain temperature sampling compute only
  * the clusters that can hold the token (the same distribution, other
  * random numbers).
- * @return the token; -1 if the session holds no output row.
+ * @return the token; -1 if the session holds no output row, or (the last
+ * error TXL_ERR_NUMERIC's, naming the model file) if the row's logits
+ * are not all finite, which leaves no log-probability to sample by.
  */
 TXL_API int32_t txl_session_sample(struct txl_session *session,
 				   struct txl_sampler *sampler,

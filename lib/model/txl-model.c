@@ -350,6 +350,84 @@ check_scales(const struct txl_file *f, const struct txl_tensor_info *t)
 	return TXL_OK;
 }
 
+/* The index of the first non-finite value (NaN, inf) of the n values of
+ * F32, F16 or BF16 at p, or n if none: the magnitudes' maximum over
+ * chunks (a loop the compiler vectorizes), against the exponent all ones;
+ * a chunk past it searched again for the index. */
+static size_t
+first_nonfinite(const void *p, enum txl_dtype dt, size_t n)
+{
+	enum { CHUNK = 4096 };
+
+	for (size_t i = 0; i < n; i += CHUNK) {
+		const size_t len = n - i < CHUNK ? n - i : CHUNK;
+		uint32_t top = 0, inf;
+
+		if (dt == TXL_F32) {
+			const uint32_t *x = (const uint32_t *)p + i;
+
+			for (size_t k = 0; k < len; k++) {
+				uint32_t v;
+
+				memcpy(&v, x + k, sizeof v);
+				v &= 0x7fffffff;
+				top = v > top ? v : top;
+			}
+			inf = 0x7f800000;
+		} else {
+			const uint16_t *x = (const uint16_t *)p + i;
+
+			for (size_t k = 0; k < len; k++) {
+				uint16_t v;
+
+				memcpy(&v, x + k, sizeof v);
+				v &= 0x7fff;
+				top = v > top ? v : top;
+			}
+			inf = dt == TXL_F16 ? 0x7c00 : 0x7f80;
+		}
+		if (top < inf)
+			continue;
+		for (size_t k = 0; k < len; k++) {
+			uint32_t v;
+
+			if (dt == TXL_F32) {
+				memcpy(&v, (const uint32_t *)p + i + k, 4);
+				v &= 0x7fffffff;
+			} else {
+				uint16_t h;
+
+				memcpy(&h, (const uint16_t *)p + i + k, 2);
+				v = h & 0x7fffu;
+			}
+			if (v >= inf)
+				return i + k;
+		}
+	}
+	return n;
+}
+
+/* Every value of the float tensor t finite: NaN or inf in a weight makes
+ * the logits NaN, which no sampler can choose from (the converter refuses
+ * non-finite weights; this is a damaged or crafted file).  One pass over
+ * the data, at every load: a mapped file's pages are all read once. */
+static enum txl_status
+check_floats(const struct txl_file *f, const struct txl_tensor_info *t,
+	     size_t numel)
+{
+	const size_t i = first_nonfinite(f->map + t->begin, t->dtype, numel);
+	float v;
+
+	if (i == numel)
+		return TXL_OK;
+	txl_widen(&v, f->map + t->begin + i * (t->dtype == TXL_F32 ? 4 : 2),
+		  t->dtype, 1);
+	return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' is %s with a "
+			"non-finite value (%s) at element %zu: a damaged file",
+			f->path, t->name, txl_dtype_name(t->dtype),
+			isnan(v) ? "NaN" : "inf", i);
+}
+
 /* Bind one tensor: check its shape and dtype, and point *out at its data.
  * A weight matrix (as_floats false) is used in the dtype it is stored in
  * (any the kernels compute with: they compute with it as stored);
@@ -397,8 +475,12 @@ bind(struct txl_model *m, const char *name, int ndim, const int64_t *shape,
 	const uint8_t *src = f->map + t->begin;
 	const size_t bytes = t->end - t->begin;
 	/* once, in the checking pass */
-	if (!arena && txl_dtype_blocked(t->dtype)) {
-		enum txl_status st = check_scales(f, t);
+	if (!arena) {
+		enum txl_status st = txl_dtype_blocked(t->dtype)
+			? check_scales(f, t)
+			: t->dtype == TXL_F32 || t->dtype == TXL_F16 ||
+			  t->dtype == TXL_BF16
+			? check_floats(f, t, (size_t)numel) : TXL_OK;
 
 		if (st != TXL_OK)
 			return st;

@@ -395,6 +395,35 @@ for _op in pickletools.opcodes:
             _PAIR if _op.name in ("GLOBAL", "INST") else
             _op.arg.n if _op.arg else 0)
 _COUNTS = {-2: (1, False), -3: (4, True), -4: (4, False), -5: (8, False)}
+# What each opcode does to the bounds below, by protocol (a pickle may
+# use the opcodes of its own protocol, its PROTO opcode's or 1 without
+# one, and below): None where it may not, 0 where it pushes nothing new
+# (it fills or pops what is on the stack, or memoizes it), 2 where it
+# makes a dict or a set, 1 where it pushes any other object (made, found
+# or shared).
+_PROTO, _NAMES = [9] * 256, [""] * 256
+for _op in pickletools.opcodes:
+    _PROTO[ord(_op.code)], _NAMES[ord(_op.code)] = _op.proto, _op.name
+_KIND = [None if a is None else 1 for a in _ARGS]
+for _op in pickletools.opcodes:
+    if _op.name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS",
+                    "BUILD", "POP", "POP_MARK", "PUT", "BINPUT",
+                    "LONG_BINPUT", "MEMOIZE", "PROTO", "FRAME", "STOP"):
+        _KIND[ord(_op.code)] = 0
+    elif _op.name in ("EMPTY_DICT", "DICT", "EMPTY_SET", "FROZENSET"):
+        _KIND[ord(_op.code)] = 2
+_KINDS = [[k if _PROTO[c] <= p or c == 0x80 else None
+           for c, k in enumerate(_KIND)] for p in range(256)]
+# At most this many objects pushed by one pickle: a corpus cache's
+# vocabulary pushes a few per word (wt103's 267,735 words with their
+# counts 1.9 million, lm1b's 793,471 5.6 million), a checkpoint's state
+# dict a few per tensor.  Dicts and sets, which cost 100 to 230 bytes
+# even empty (16 MB of EMPTY_SET took 3.8 GB), are few in either (a
+# vocabulary's few, a state dict's metadata one per module): at most
+# MAX_MAPS.  Together they bound what the unpickler builds to about a
+# gigabyte whatever the pickle's size.
+MAX_OBJECTS = 12000000
+MAX_MAPS = 1 << 20
 
 
 def _skip_arg(buf, pos, n, find):
@@ -413,25 +442,55 @@ def _skip_arg(buf, pos, n, find):
     return 0 if count < 0 else pos + k + count
 
 
+def _refused_opcode(what, code, proto, at):
+    if _ARGS[code] is not None:
+        name = (f"{_NAMES[code]}, of protocol {_PROTO[code]}, in a pickle "
+                f"of protocol {proto}")
+    else:
+        name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
+                0x98: "READONLY_BUFFER"}.get(code,
+                                             f"unknown opcode 0x{code:02x}")
+    return CheckpointError(f"{what}: not a readable pickle ({name} at byte "
+                           f"{at})")
+
+
+def _too_many(what, objects, maps):
+    if maps > MAX_MAPS:
+        return CheckpointError(f"{what}: a pickle of more than "
+                               f"{MAX_MAPS:,} dicts and sets")
+    return CheckpointError(f"{what}: a pickle of more than "
+                           f"{MAX_OBJECTS:,} objects")
+
+
 def _check_opcodes(buf, pos, what):
     """Walk the opcodes of the pickle at buf[pos:] (bytes or a mapping of
     the file) before the unpickler runs: every opcode known and not
     refused, every argument and frame inside the file, and no memo index
     past the pickle's bytes so far (CPython's unpickler makes its memo as
     long as the largest index, zeroed: LONG_BINPUT 2^31 in a 10-byte
-    pickle asks for 16 GB).  Skips the arguments without decoding them
+    pickle asks for 16 GB), no opcode of a protocol above the pickle's
+    own, at most MAX_OBJECTS objects pushed and MAX_MAPS dicts and sets
+    made (each opcode makes a new one: a few bytes of pickle, a few
+    hundred of memory).  Skips the arguments without decoding them
     (under a microsecond an opcode)."""
     start, end, args, find = pos, len(buf), _ARGS, buf.find
+    proto, objects, maps = 1, 0, 0
+    kinds = _KINDS[proto]
     while pos < end:
         code = buf[pos]
         n = args[code]
+        kind = kinds[code]
         pos += 1
-        if n is None:
-            name = {0x96: "BYTEARRAY8", 0x97: "NEXT_BUFFER",
-                    0x98: "READONLY_BUFFER"}.get(
-                        code, f"unknown opcode 0x{code:02x}")
-            raise CheckpointError(f"{what}: not a readable pickle ({name} "
-                                  f"at byte {pos - 1})")
+        if kind is None:
+            raise _refused_opcode(what, code, proto, pos - 1)
+        if kind:
+            objects += 1
+            maps += kind == 2
+            if objects > MAX_OBJECTS or maps > MAX_MAPS:
+                raise _too_many(what, objects, maps)
+        elif code == 0x80 and pos < end:          # PROTO
+            proto = buf[pos]
+            kinds = _KINDS[proto]
         if code in (0x70, 0x72, 0x95):        # PUT, LONG_BINPUT, FRAME
             if code == 0x95:
                 if int.from_bytes(buf[pos:pos + 8], "little") > \
@@ -1332,19 +1391,29 @@ def _without_long_strings(buf, path, skip_module):
     """(the pickle at buf[0:] with every string longer than SKIP_STRING
     replaced by a GLOBAL naming its placeholder, the placeholders, whether
     it holds Python 2 strings): one pass over the opcodes, which are
-    checked by the unpickler's own walk afterwards.  FRAME opcodes are
+    checked by the unpickler's own walk afterwards (their protocols and
+    the objects they make also here, before anything is copied).  FRAME opcodes are
     dropped (frames are optional; they would no longer fit)."""
     out, skipped = bytearray(), []
     pos, seg, end, args, find = 0, 0, len(buf), _ARGS, buf.find
-    py2 = False
+    py2, proto, objects, maps = False, 1, 0, 0
+    kinds = _KINDS[proto]
     while pos < end:
         code = buf[pos]
         n = args[code]
+        kind = kinds[code]
         at = pos
         pos += 1
-        if n is None:
-            raise CheckpointError(f"{path}: not a readable pickle (opcode "
-                                  f"0x{code:02x} at byte {at})")
+        if kind is None:
+            raise _refused_opcode(path, code, proto, at)
+        if kind:
+            objects += 1
+            maps += kind == 2
+            if objects > MAX_OBJECTS or maps > MAX_MAPS:
+                raise _too_many(path, objects, maps)
+        elif code == 0x80 and pos < end:          # PROTO
+            proto = buf[pos]
+            kinds = _KINDS[proto]
         if code in _PY2_STRINGS:
             py2 = True
         if code in _LONG_STRINGS:

@@ -481,14 +481,32 @@ def check_tensors(hp, specs):
                           "hyperparameters")
 
 
+# The bits of a float type's magnitude at which it is NaN or inf
+_NONFINITE = {"F32": ("<u4", 0x7fffffff, 0x7f800000),
+              "F16": ("<u2", 0x7fff, 0x7c00),
+              "BF16": ("<u2", 0x7fff, 0x7f80)}
+
+
 def check_scales(name, dt, raw):
-    """A block type's tensor's bytes: every block's F16 scale (its first
-    two bytes) finite, as the loader checks (txl-model.c), since one NaN
-    or inf scale makes the logits NaN."""
+    """A tensor's bytes: every value of a float type finite, every block's
+    F16 scale (its first two bytes) of a block type, as the loader checks
+    (txl-model.c), since one NaN or inf makes the logits NaN."""
+    import numpy as np
+    if dt in _NONFINITE:
+        kind, magnitude, inf = _NONFINITE[dt]
+        v = np.frombuffer(raw, dtype=kind,
+                          count=len(raw) // np.dtype(kind).itemsize)
+        bad = np.flatnonzero((v & magnitude) >= inf)
+        if bad.size:
+            i = int(bad[0])
+            what = "NaN" if v[i] & magnitude > inf else "inf"
+            raise NotLoadable(f"tensor '{name}' is {dt} with a non-finite "
+                              f"value ({what}) at element {i}: a damaged "
+                              "file")
+        return
     values, block = storage_types().get(dt, (1, 0))
     if values == 1 or len(raw) < block:
         return
-    import numpy as np
     blocks = np.frombuffer(raw, dtype=np.uint8,
                            count=len(raw) // block * block)
     d = blocks.reshape(-1, block)[:, :2].copy().view("<u2")[:, 0]

@@ -25,9 +25,12 @@ type.
 
 Everything is checked before it is used: the footer's magic, every
 block's crc32c and handle (inside the table, before the footer), the
-snappy length before anything is decompressed (a block of at most
-MAX_BLOCK bytes), every entry inside its block and the restart array,
-keys in strictly increasing order, the header's shard count and byte
+snappy lengths of all data blocks before any is decompressed (a block
+of at most MAX_BLOCK bytes, all of them MAX_INFLATED), every entry
+inside its block and its key's shared prefix inside the key before, the
+restart array (increasing, each point at an entry that shares nothing),
+keys in strictly increasing order as they are read, at most MAX_ENTRIES
+entries and MAX_KEPT bytes of keys and values rebuilt, the header's shard count and byte
 order, each tensor's dtype (by name: float, double, half, bfloat16,
 int32, int64; anything else refused), its shape (at most MAX_DIMS sizes,
 their product with the item size the entry's size, no overflow: Python
@@ -64,9 +67,17 @@ MAGIC = 0xdb4775248b80fb57
 FOOTER = 48
 # A block of a bundle's table is 4 KiB before compression as TensorFlow
 # writes it (plus one entry past that); an index of thousands of tensors
-# stays far below this.
-MAX_BLOCK = 1 << 26
-MAX_INDEX = 1 << 30
+# stays far below these.  They bound what parsing keeps: the entries (a
+# few per tensor), the bytes of their keys and values as rebuilt (a
+# 5-byte entry may share a long prefix), every block's inflated size and
+# their sum (the snappy lengths checked before anything is inflated), so
+# an index of a few MB of repeated entries cannot need gigabytes.
+MAX_BLOCK = 1 << 24
+MAX_INFLATED = 1 << 28
+MAX_INDEX = MAX_INFLATED
+MAX_ENTRIES = 1000000
+MAX_KEY = 1 << 16
+MAX_KEPT = 1 << 26
 
 # DataType by number (tensorflow/core/framework/types.proto): the dtypes
 # read by name; every other is refused.
@@ -181,9 +192,32 @@ def parse_entry(name, b):
 # ---------------------------------------------------------------------------
 # The LevelDB table
 
-def block_entries(block, what):
+class _Budget:
+    """What a table's parse may still keep: entries, and bytes of keys
+    and values."""
+
+    def __init__(self, path):
+        self.path, self.entries, self.kept = path, 0, 0
+
+    def take(self, what, nbytes):
+        self.entries += 1
+        self.kept += nbytes
+        if self.entries > MAX_ENTRIES:
+            raise CheckpointError(f"{what}: more than {MAX_ENTRIES:,} "
+                                  "entries (a tensor bundle has a few per "
+                                  "tensor)")
+        if self.kept > MAX_KEPT:
+            raise CheckpointError(f"{what}: more than {MAX_KEPT:,} bytes "
+                                  "of keys and values")
+
+
+def block_entries(block, what, budget=None, after=None):
     """(key, value) of a block's entries, keys rebuilt from their shared
-    prefixes; the restart array checked."""
+    prefixes, each key after the one before (and after @after, the last
+    key of the block before); the restart array checked: increasing
+    offsets, the first at 0, each at an entry that shares nothing, and
+    no entry past the last that shares nothing outside them.  @budget (a
+    _Budget) bounds what is kept."""
     n = len(block)
     if n < 4:
         raise CheckpointError(f"{what}: a block of {n} bytes")
@@ -193,11 +227,18 @@ def block_entries(block, what):
                               "points does not fit its bytes")
     end = n - 4 - 4 * restarts
     points = struct.unpack_from(f"<{restarts}I", block, end)
-    if end and any(p >= end for p in points):
-        raise CheckpointError(f"{what}: a restart point past the entries")
-    out, key, i = [], b"", 0
+    if end and (points[0] != 0 or
+                any(a >= b for a, b in zip(points, points[1:])) or
+                points[-1] >= end):
+        raise CheckpointError(f"{what}: restart points out of order or "
+                              "past the entries")
+    out, key, i, r = [], b"", 0, 0
     try:
         while i < end:
+            at_restart = r < restarts and points[r] == i
+            if r < restarts and points[r] < i:
+                raise CheckpointError(f"{what}: a restart point inside "
+                                      "an entry")
             shared, i = varint(block, i, end)
             unshared, i = varint(block, i, end)
             vlen, i = varint(block, i, end)
@@ -205,12 +246,27 @@ def block_entries(block, what):
                     vlen > end - i - unshared:
                 raise CheckpointError(f"{what}: an entry runs past its "
                                       "block")
+            if at_restart and shared:
+                raise CheckpointError(f"{what}: an entry at a restart "
+                                      "point shares a prefix")
+            if shared + unshared > MAX_KEY:
+                raise CheckpointError(f"{what}: a key of "
+                                      f"{shared + unshared:,} bytes")
+            if budget is not None:
+                budget.take(what, shared + unshared + vlen)
+            prev = key if out else after
             key = key[:shared] + bytes(block[i:i + unshared])
+            if prev is not None and not prev < key:
+                raise CheckpointError(f"{what}: keys out of order "
+                                      f"({prev[:80]!r}, {key[:80]!r})")
             i += unshared
             out.append((key, bytes(block[i:i + vlen])))
             i += vlen
+            r += at_restart
     except ProtoError as e:
         raise CheckpointError(f"{what}: {e}")
+    if end and r != restarts:
+        raise CheckpointError(f"{what}: a restart point inside an entry")
     return out
 
 
@@ -246,27 +302,55 @@ class Table:
         except ProtoError as e:
             raise CheckpointError(f"{path}: bad footer ({e})")
         self.block((meta_off, meta_size), "metaindex")
-        self.entries = []
-        for sep, handle in block_entries(self.block((index_off, index_size),
-                                                    "index block"),
-                                         f"{path}: index block"):
+        index = block_entries(self.block((index_off, index_size),
+                                         "index block"),
+                              f"{path}: index block")
+        handles = []
+        for sep, handle in index:
             try:
                 off, i = varint(handle, 0)
                 size, i = varint(handle, i)
             except ProtoError as e:
                 raise CheckpointError(f"{path}: bad block handle ({e})")
-            for k, v in block_entries(self.block((off, size), "data block"),
-                                      f"{path}: data block at {off}"):
+            handles.append((sep, off, size))
+        # every data block's inflated size before any is inflated
+        total = 0
+        for _, off, size in handles:
+            total += self.inflated_size((off, size), "data block")
+            if total > MAX_INFLATED:
+                raise CheckpointError(f"{path}: data blocks of more than "
+                                      f"{MAX_INFLATED:,} bytes inflated")
+        budget = _Budget(path)
+        self.entries = []
+        for sep, off, size in handles:
+            block = self.block((off, size), "data block")
+            last = self.entries[-1][0] if self.entries else None
+            for k, v in block_entries(block, f"{path}: data block at {off}",
+                                      budget, last):
                 if k > sep:
                     raise CheckpointError(f"{path}: key {k[:80]!r} past "
                                           "its block's index key")
                 self.entries.append((k, v))
-        for (a, _), (b, _) in zip(self.entries, self.entries[1:]):
-            if not a < b:
-                raise CheckpointError(f"{path}: keys out of order "
-                                      f"({a[:80]!r}, {b[:80]!r})")
+            del block
 
-    def block(self, handle, what):
+    def inflated_size(self, handle, what):
+        """The bytes the block at handle inflates to, as its stored
+        bytes say (the snappy length), checked against MAX_BLOCK."""
+        off, size = self.check_handle(handle, what)
+        if self.raw[off + size] == 1:
+            try:
+                n, _ = varint(self.raw, off, off + size)
+            except ProtoError as e:
+                raise CheckpointError(f"{self.path}: the {what} at {off}: "
+                                      f"bad snappy length ({e})")
+        else:
+            n = size
+        if n > MAX_BLOCK:
+            raise CheckpointError(f"{self.path}: the {what} at {off} "
+                                  f"inflates to {n:,} bytes")
+        return n
+
+    def check_handle(self, handle, what):
         off, size = handle
         limit = len(self.raw) - FOOTER
         if off > limit or size > limit - off or 5 > limit - off - size:
@@ -276,6 +360,10 @@ class Table:
         if size > MAX_BLOCK:
             raise CheckpointError(f"{self.path}: a {what} of {size:,} "
                                   "bytes")
+        return off, size
+
+    def block(self, handle, what):
+        off, size = self.check_handle(handle, what)
         stored = self.raw[off:off + size + 1]
         (crc,) = struct.unpack_from("<I", self.raw, off + size + 1)
         if mask(crc32c(stored)) != crc:
