@@ -61,23 +61,31 @@ find(const char *id)
 	return NULL;
 }
 
+/* Write @p ss to --session-dir if it changed since.  False with *err
+ * (malloc'd; NULL: not wanted) if it could not be: it stays dirty, and
+ * in memory until a later save succeeds. */
 static bool
-save(struct srv_session *ss)
+save(struct srv_session *ss, char **err)
 {
-	char *path;
+	char *path, msg[1024];
 	enum txl_status st;
 
 	if (!srv.session_dir || !ss->s || !ss->dirty)
 		return true;
 	path = path_of(ss->id, ".state");
 	st = txl_session_save_recent(ss->s, path, ss->recent, ss->n_recent);
-	if (st != TXL_OK)
-		errmsg("session %s: %s", ss->id, engine_lib_error(st));
 	free(path);
-	if (st != TXL_OK)
-		return false;
-	ss->dirty = false;
-	return true;
+	if (st == TXL_OK) {
+		ss->dirty = false;
+		return true;
+	}
+	snprintf(msg, sizeof(msg), "session %s could not be saved (%s); it "
+		 "is kept in memory and saved again at the next chance",
+		 ss->id, engine_lib_error(st));
+	errmsg("%s", msg);
+	if (err)
+		*err = xstrdup(msg);
+	return false;
 }
 
 static void
@@ -90,21 +98,26 @@ drop(int i)
 }
 
 /* Keep at most --max-sessions in memory: the least recently used idle
- * ones go (to --session-dir first, where there is one). */
+ * ones go, to --session-dir first where there is one.  One that cannot
+ * be written stays (over the limit if it must): dropping it would lose
+ * its text. */
 static void
 evict(void)
 {
+	for (int i = 0; i < n_all; i++)
+		all[i]->tried = false;
 	while (n_all > srv.max_sessions) {
 		int lru = -1;
 
 		for (int i = 0; i < n_all; i++)
-			if (!all[i]->busy &&
+			if (!all[i]->busy && !all[i]->tried &&
 			    (lru < 0 || all[i]->used < all[lru]->used))
 				lru = i;
 		if (lru < 0)
 			return;
-		save(all[lru]);
-		drop(lru);
+		all[lru]->tried = true;
+		if (save(all[lru], NULL))
+			drop(lru);
 	}
 }
 
@@ -192,10 +205,12 @@ session_acquire(struct engine *e, const char *id, int *status, char **err)
 	return ss;
 }
 
-void
+int
 session_release(struct engine *e, struct srv_session *ss,
-		const int32_t *recent, int n_recent, bool changed)
+		const int32_t *recent, int n_recent, bool changed, char **err)
 {
+	int status = 0;
+
 	(void)e;
 	if (changed) {
 		ss->recent = xrealloc(ss->recent, (size_t)(n_recent ? n_recent
@@ -206,11 +221,14 @@ session_release(struct engine *e, struct srv_session *ss,
 			       (size_t)n_recent * sizeof(int32_t));
 		ss->n_recent = n_recent;
 		ss->dirty = true;
-		save(ss);
 	}
+	/* a session changed now, or left unsaved before */
+	if (ss->dirty && !save(ss, err))
+		status = 507;
 	ss->busy = false;
 	ss->used = ++clock_now;
 	evict();
+	return status;
 }
 
 int
@@ -252,7 +270,8 @@ sessions_list_json(void)
 			on_disk = access(path, F_OK) == 0;
 			free(path);
 		}
-		if (all[i]->s || on_disk)
+		/* a reserved one too: its request is queued or running */
+		if (all[i]->s || on_disk || all[i]->busy)
 			add_entry(data, all[i]->id, all[i], on_disk);
 	}
 	if (srv.session_dir) {
@@ -306,11 +325,19 @@ session_delete(const char *id)
 void
 sessions_close(struct engine *e)
 {
+	int lost = 0;
+
 	(void)e;
+	/* every one tried, whatever the others did */
 	while (n_all > 0) {
-		save(all[n_all - 1]);
+		if (!save(all[n_all - 1], NULL))
+			lost++;
 		drop(n_all - 1);
 	}
+	if (lost)
+		errmsg("%d session%s could not be saved to --session-dir %s "
+		       "(named above): their text since the last save is "
+		       "lost", lost, lost == 1 ? "" : "s", srv.session_dir);
 	free(all);
 	all = NULL;
 }
