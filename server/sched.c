@@ -653,6 +653,7 @@ sched_start(struct engine *e)
 			return false;
 		}
 	}
+	sessions_fit_memory(e);
 	if (pthread_create(&S.thread, NULL, run, NULL) != 0) {
 		errmsg("cannot start the scheduler: %s", strerror(errno));
 		return false;

@@ -10,12 +10,14 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine-model.h"
 #include "errors.h"
 #include "srv.h"
 
@@ -229,6 +231,52 @@ session_release(struct engine *e, struct srv_session *ss,
 	ss->used = ++clock_now;
 	evict();
 	return status;
+}
+
+/* The memory this machine can still give without swapping: MemAvailable
+ * of /proc/meminfo, else the physical memory; 0 if unknown (as txlgen's
+ * --n-samples weighs its sessions). */
+static double
+available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	double kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib >= 0)
+		return kib * 1024;
+	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+void
+sessions_fit_memory(struct engine *e)
+{
+	struct txl_session_params p;
+	double each, have, fit;
+
+	engine_session_params(e, &p);
+	each = (double)txl_session_bytes(e->mod->model, &p);
+	have = available_bytes();
+	if (each <= 0 || have <= 0)
+		return;
+	/* the slots' sessions are made, but not yet touched: they count */
+	fit = floor(have / each) - srv.parallel;
+	if (fit < 0)
+		fit = 0;
+	if ((double)srv.max_sessions <= fit)
+		return;
+	errmsg("--max-sessions %d: %d sessions of %.1f MB with the %d of "
+	       "--parallel need %.1f GB, more than the %.1f GB this machine "
+	       "has available; capped to %d", srv.max_sessions,
+	       srv.max_sessions, each / 1e6, srv.parallel,
+	       each * (srv.max_sessions + srv.parallel) / 1e9, have / 1e9,
+	       (int)fit);
+	srv.max_sessions = (int)fit;
 }
 
 int

@@ -178,5 +178,8 @@ int session_delete(const char *id);
  * which could not be); free them all. */
 void sessions_close(struct engine *e);
 int sessions_count(void);
+/* At start, with the slots made: cap --max-sessions to the sessions
+ * the machine's available memory holds, saying so on stderr. */
+void sessions_fit_memory(struct engine *e);
 
 #endif /* TXLGEN_SRV_H */

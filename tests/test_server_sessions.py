@@ -13,6 +13,7 @@ Run:  TXLGEN=build/cmd/txlgen TXLGEN_SERVER=build/server/txlgen-server \\
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -311,7 +312,16 @@ class TestMemory(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
         log = "".join(srv.log)
-        self.assertRegex(log, r"--max-sessions 1000000: .*capped to \d+")
+        m = re.search(r"--max-sessions 1000000: .*capped to (\d+)", log)
+        self.assertTrue(m, log)
+        each = json.loads(txlgen("--info", "--json", "--mem-len", "3800"))[
+            "session"]["bytes"]
+        with open("/proc/meminfo") as f:
+            avail = [int(x.split()[1]) * 1024 for x in f
+                     if x.startswith("MemAvailable:")][0]
+        # what the machine had then, within what others took meanwhile
+        self.assertLessEqual((int(m.group(1)) + 4) * each, avail * 1.5)
+        self.assertLess(int(m.group(1)), 1000000)
 
 
 if __name__ == "__main__":
