@@ -69,6 +69,9 @@ usage(void)
 "      --no-api-key          listen on a non-loopback address without one\n"
 "      --session-dir DIR     keep sessions as state files in DIR\n"
 "      --max-sessions N      sessions kept in memory (default 64)\n"
+"      --max-session-bytes N largest state file written (default 0: any)\n"
+"      --max-disk-sessions N state files kept in --session-dir; past it\n"
+"                            the least recently used is removed (0: any)\n"
 "      --max-body BYTES      largest request body (default 1048576)\n"
 "      --max-prompt N        most prompt tokens a request (default 131072)\n"
 "      --max-tokens N        most max_tokens a request (default 65536)\n"
@@ -129,6 +132,8 @@ parse_args(int argc, char **argv, struct txlgen_options *o)
 		{ "port", &srv.port, 0, 65535 },
 		{ "parallel", &srv.parallel, 1, 256 },
 		{ "max-sessions", &srv.max_sessions, 0, 1 << 20 },
+		{ "max-session-bytes", &srv.max_session_bytes, 0, INT_MAX },
+		{ "max-disk-sessions", &srv.max_disk_sessions, 0, 1 << 24 },
 		{ "max-prompt", &srv.max_prompt, 1, INT_MAX },
 		{ "max-tokens", &srv.max_tokens, 0, INT_MAX },
 		{ "max-n", &srv.max_n, 1, 1024 },

@@ -10,11 +10,13 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine-model.h"
@@ -66,24 +68,106 @@ find(const char *id)
 /* Write @p ss to --session-dir if it changed since.  False with *err
  * (malloc'd; NULL: not wanted) if it could not be: it stays dirty, and
  * in memory until a later save succeeds. */
+/* The id of state file @p name into @p id, or false if it is none. */
+static bool
+state_id(const char *name, char id[ID_MAX + 1])
+{
+	size_t n = strlen(name);
+
+	if (n <= 6 || n - 6 > ID_MAX || strcmp(name + n - 6, ".state"))
+		return false;
+	memcpy(id, name, n - 6);
+	id[n - 6] = 0;
+	return session_id_valid(id);
+}
+
+/* Room for one more state file under --max-disk-sessions: the least
+ * recently used files of sessions not in memory are removed (a session
+ * in memory, clean, is its file: it stays).  False with a reason in
+ * @p why if none can go. */
+static bool
+disk_room(char *why, size_t len)
+{
+	for (;;) {
+		DIR *d = opendir(srv.session_dir);
+		struct dirent *de;
+		char id[ID_MAX + 1], old[ID_MAX + 1] = "";
+		struct timespec t_old = { 0 };
+		int n = 0;
+
+		if (!d)
+			return true;	/* the write will say why */
+		while ((de = readdir(d))) {
+			struct stat sb;
+			const struct srv_session *ss;
+
+			if (!state_id(de->d_name, id))
+				continue;
+			n++;
+			ss = find(id);
+			if ((ss && (ss->s || ss->busy)) ||
+			    fstatat(dirfd(d), de->d_name, &sb, 0) != 0)
+				continue;
+			if (!*old || sb.st_mtim.tv_sec < t_old.tv_sec ||
+			    (sb.st_mtim.tv_sec == t_old.tv_sec &&
+			     sb.st_mtim.tv_nsec < t_old.tv_nsec)) {
+				snprintf(old, sizeof(old), "%s", id);
+				t_old = sb.st_mtim;
+			}
+		}
+		closedir(d);
+		if (n < srv.max_disk_sessions)
+			return true;
+		if (!*old) {
+			snprintf(why, len, "--max-disk-sessions %d: %d state "
+				 "files in --session-dir, all of sessions in "
+				 "memory", srv.max_disk_sessions, n);
+			return false;
+		}
+		char *path = path_of(old, ".state");
+
+		if (unlink(path) != 0) {
+			snprintf(why, len, "--max-disk-sessions %d: cannot "
+				 "remove %s: %s", srv.max_disk_sessions, path,
+				 strerror(errno));
+			free(path);
+			return false;
+		}
+		errmsg("--max-disk-sessions %d: removed session %s, the least "
+		       "recently used in --session-dir", srv.max_disk_sessions,
+		       old);
+		free(path);
+	}
+}
+
 static bool
 save(struct srv_session *ss, char **err)
 {
-	char *path, msg[1024];
-	enum txl_status st;
+	char *path, msg[1024], why[512] = "";
+	enum txl_status st = TXL_OK;
+	int64_t bytes;
 
 	if (!srv.session_dir || !ss->s || !ss->dirty)
 		return true;
 	path = path_of(ss->id, ".state");
-	st = txl_session_save_recent(ss->s, path, ss->recent, ss->n_recent);
+	bytes = txl_session_state_bytes(ss->s, ss->n_recent);
+	if (srv.max_session_bytes > 0 && bytes > srv.max_session_bytes)
+		snprintf(why, sizeof(why), "its state of %lld bytes is larger "
+			 "than --max-session-bytes %d", (long long)bytes,
+			 srv.max_session_bytes);
+	else if (srv.max_disk_sessions > 0 && access(path, F_OK) != 0)
+		disk_room(why, sizeof(why));
+	if (!*why)
+		st = txl_session_save_recent(ss->s, path, ss->recent,
+					     ss->n_recent);
 	free(path);
-	if (st == TXL_OK) {
+	if (!*why && st == TXL_OK) {
 		ss->dirty = false;
 		return true;
 	}
 	snprintf(msg, sizeof(msg), "session %s could not be saved (%s); it "
 		 "is kept in memory and saved again at the next chance",
-		 ss->id, engine_lib_error(st));
+		 ss->id, *why ? why : engine_lib_error(st));
 	errmsg("%s", msg);
 	if (err)
 		*err = xstrdup(msg);
@@ -189,6 +273,10 @@ session_acquire(struct engine *e, const char *id, int *status, char **err)
 			ss->recent = xrealloc(ss->recent,
 					      (size_t)(ss->n_recent + 1) *
 					      sizeof(int32_t));
+			/* used now: --max-disk-sessions removes the least
+			 * recently used files */
+			if (st == TXL_OK)
+				(void)utimensat(AT_FDCWD, path, NULL, 0);
 		}
 		free(path);
 	}
@@ -327,15 +415,9 @@ sessions_list_json(void)
 		struct dirent *de;
 
 		while (d && (de = readdir(d))) {
-			size_t n = strlen(de->d_name);
 			char id[ID_MAX + 1];
 
-			if (n <= 6 || n - 6 > ID_MAX ||
-			    strcmp(de->d_name + n - 6, ".state"))
-				continue;
-			memcpy(id, de->d_name, n - 6);
-			id[n - 6] = 0;
-			if (session_id_valid(id) && !find(id))
+			if (state_id(de->d_name, id) && !find(id))
 				add_entry(data, id, NULL, true);
 		}
 		if (d)

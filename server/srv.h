@@ -31,6 +31,8 @@ struct srv_opts {
 	bool no_api_key;         /* a non-loopback address without a key */
 	const char *session_dir;
 	int max_sessions;        /* sessions kept in memory */
+	int max_session_bytes;   /* largest state file written; 0: any */
+	int max_disk_sessions;   /* state files kept; 0: any number */
 	size_t max_body;         /* bytes of a request body */
 	int max_prompt;          /* tokens of a request's prompts */
 	int max_tokens;          /* max_tokens of a request, at most */

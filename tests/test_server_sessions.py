@@ -125,6 +125,61 @@ class TestStateFiles(unittest.TestCase):
             finally:
                 self.assertEqual(srv.stop(), 0)
 
+    def test_max_session_bytes(self):
+        """A state larger than --max-session-bytes is not written: its
+        request gets 507, the session goes on in memory, the file on
+        disk stays the last that fitted."""
+        with tempfile.TemporaryDirectory() as d:
+            srv = Server("--session-dir", d, "--max-session-bytes", "60000")
+            path = os.path.join(d, "b.state")
+            try:
+                status, r = srv.post("/v1/completions", dict(
+                    prompt=[100, 200], max_tokens=0, session="b"))
+                self.assertEqual(status, 200, r)
+                size = os.path.getsize(path)
+                status, r = srv.post("/v1/completions", dict(
+                    prompt=list(range(300, 310)), max_tokens=0,
+                    session="b"))
+                self.assertEqual(status, 507, r)
+                self.assertIn("--max-session-bytes 60000",
+                              r["error"]["message"])
+                self.assertEqual(sessions(srv)["b"]["n_past"], 12)
+                self.assertEqual(os.path.getsize(path), size)
+            finally:
+                self.assertEqual(srv.stop(), 0)
+            self.assertIn("session b could not be saved", "".join(srv.log))
+
+    def test_max_disk_sessions(self):
+        """--max-disk-sessions 3: a fourth file removes the least
+        recently used file of a session not in memory, saying so."""
+        with tempfile.TemporaryDirectory() as d:
+            srv = Server("--session-dir", d, "--max-disk-sessions", "3",
+                         "--max-sessions", "1")
+            try:
+                for i in range(5):
+                    status, r = srv.post("/v1/completions", dict(
+                        prompt=[100 + i, 200], max_tokens=0,
+                        session=f"d{i}"))
+                    self.assertEqual(status, 200, r)
+                    time.sleep(0.02)
+                self.assertEqual(sorted(os.listdir(d)),
+                                 ["d2.state", "d3.state", "d4.state"])
+                # d2 is used: d3 is now the oldest
+                status, r = srv.post("/v1/completions", dict(
+                    prompt=[300], max_tokens=0, session="d2"))
+                self.assertEqual(status, 200, r)
+                self.assertEqual(sessions(srv)["d2"]["n_past"], 3)
+                status, r = srv.post("/v1/completions", dict(
+                    prompt=[300], max_tokens=0, session="d5"))
+                self.assertEqual(status, 200, r)
+                self.assertEqual(sorted(os.listdir(d)),
+                                 ["d2.state", "d4.state", "d5.state"])
+            finally:
+                self.assertEqual(srv.stop(), 0)
+            log = "".join(srv.log)
+            for i in (0, 1, 3):
+                self.assertIn(f"removed session d{i},", log)
+
     def test_mem_init_is_named(self):
         """A state of --mem-init zeros loaded by a server without it
         says so, rather than that the file is damaged."""

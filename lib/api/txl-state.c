@@ -109,6 +109,25 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 	return ok && fsync(fd) == 0;
 }
 
+int64_t
+txl_session_state_bytes(const struct txl_session *s, int n_recent)
+{
+	const struct txl_kv *kv;
+	int64_t rows = 0;
+
+	if (!s || s->window || n_recent < 0 ||
+	    n_recent > TXL_REPEAT_LAST_N_MAX)
+		return -1;
+	kv = &s->kv;
+	for (int l = 0; l < kv->n_layer; l++)
+		for (int h = 0; h < kv->n_head; h++)
+			rows += txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	return (int64_t)sizeof(struct txl_state_header) +
+		2 * rows * (int64_t)kv->row +
+		(int64_t)sizeof(float) * s->model->hp.d_model +
+		(int64_t)sizeof(int32_t) * n_recent + (int64_t)sizeof(uint64_t);
+}
+
 /*
  * Saving: the state is written to a temporary file in the target's
  * directory, synced, and renamed over the target, so that the target is

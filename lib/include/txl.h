@@ -647,6 +647,14 @@ TXL_API enum txl_status txl_session_load_recent(struct txl_session *session,
 						int *n_recent);
 
 /**
+ * The bytes of the state file txl_session_save_recent() would write now
+ * with @p n_recent ids; -1 for a session without memory to save (or a
+ * bad @p n_recent).  Since 1.4.
+ */
+TXL_API int64_t txl_session_state_bytes(const struct txl_session *session,
+					int n_recent);
+
+/**
  * The mem_len of the session that saved state file @p path, from its
  * header, into *@p mem_len (a session of at least that loads it; of less,
  * only if the memory fits).  Since 1.3.

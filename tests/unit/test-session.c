@@ -554,6 +554,9 @@ test_state_recent(void)
 	CHECK_EQ(txl_session_eval(a, toks, 6, TXL_LOGITS_LAST), TXL_OK);
 	CHECK_EQ(txl_session_save(a, plain), TXL_OK);
 	CHECK(stat(plain, &sp) == 0);
+	CHECK_EQ((long)txl_session_state_bytes(a, 0), (long)sp.st_size);
+	CHECK_EQ((long)txl_session_state_bytes(a, 5), (long)sp.st_size + 20);
+	CHECK_EQ((long)txl_session_state_bytes(a, -1), -1L);
 	CHECK_EQ((long)sp.st_size, (long)(72 + 2 * txl_model_hparams(model)->n_layer *
 		 txl_model_hparams(model)->n_head * 6 * txl_model_hparams(model)->d_head * 4 +
 		 txl_model_hparams(model)->d_model * 4 + 8));
