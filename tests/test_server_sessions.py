@@ -245,6 +245,36 @@ class TestPrompts(unittest.TestCase):
         finally:
             self.assertEqual(srv.stop(), 0)
 
+    def test_a_queued_session_is_listed_busy(self):
+        """A session whose request waits for a slot is in GET /sessions,
+        busy, before its memory is made."""
+        srv = Server("--parallel", "1")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                           timeout=TIMEOUT)
+            c.request("POST", "/v1/completions", json.dumps(dict(
+                prompt="We", max_tokens=60000, ignore_eos=True,
+                stream=True)))
+            r = c.getresponse()
+            r.readline()            # it runs: the one slot is taken
+            q = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                           timeout=TIMEOUT)
+            q.request("POST", "/v1/completions", json.dumps(dict(
+                prompt="x", max_tokens=1, session="queued")))
+            for _ in range(200):
+                s = sessions(srv).get("queued")
+                if s:
+                    break
+                time.sleep(0.02)
+            self.assertEqual(s and (s["busy"], s["in_memory"]),
+                             (True, False), s)
+            c.close()
+            self.assertEqual(q.getresponse().status, 200)
+            q.close()
+            self.assertEqual(sessions(srv)["queued"]["busy"], False)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
     def test_a_stop_counts_what_was_read(self):
         """SIGTERM with --grace 0 while a long prompt is read: the
         answer's prompt_tokens is what was read, fewer than were sent."""
