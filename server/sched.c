@@ -199,7 +199,17 @@ finish_task(struct slot *sl, const char *why)
 	txl_sampler_free(sl->smp);
 	sl->smp = NULL;
 	if (sl->named) {
-		session_release(S.e, sl->named, sl->recent, sl->n_recent, true);
+		/* a prompt not read whole leaves the session as it was */
+		bool read = sl->generating && sl->s == sl->named->s;
+		char *err = NULL;
+
+		if (session_release(S.e, sl->named, sl->recent, sl->n_recent,
+				    read, &err)) {
+			/* the text stays in the session's memory */
+			j->status = 507;
+			free(j->error);
+			j->error = err;
+		}
 		sl->named = NULL;
 	}
 	t->finish = why;
@@ -249,6 +259,12 @@ start_task(struct slot *sl, struct task *t)
 			return false;
 		}
 		sl->s = sl->named->s;
+		/* a prompt of more than a segment goes into a copy, the
+		 * slot's own session, taken as the named one's once read
+		 * whole: a request cut meanwhile leaves it as it was */
+		if (t->n_prompt > txl_session_get_params(sl->s).seg_len &&
+		    txl_session_copy(sl->own, sl->s) == TXL_OK)
+			sl->s = sl->own;
 		for (int i = 0; i < sl->named->n_recent; i++)
 			remember(sl, sl->named->recent[i], window);
 	} else {
@@ -268,7 +284,7 @@ start_task(struct slot *sl, struct task *t)
 		txl_sampler_free(sl->smp);
 		sl->smp = NULL;
 		if (sl->named)
-			session_release(e, sl->named, NULL, 0, false);
+			session_release(e, sl->named, NULL, 0, false, NULL);
 		j->status = 500;
 		j->error = xstrdup("out of memory");
 		sl->t = NULL;
@@ -292,8 +308,6 @@ start_task(struct slot *sl, struct task *t)
 		sl->lead = p && len > 0 && p[0] == ' ' &&
 			(t->prompt_len == 0 || t->prompt_text[0] != ' ');
 	}
-	j->prompt_tokens += t->n_prompt;
-	S.st.tokens_in += (uint64_t)t->n_prompt;
 	if (j->n_started++ == 0)
 		S.st.running++;
 	return true;
@@ -409,8 +423,19 @@ feed_prompt(struct slot *sl)
 		remember(sl, t->prompt[i], j->sp.repeat_last_n);
 	}
 	sl->fed += n;
+	/* what was read, not what was sent: a request cut midway counts
+	 * the segments fed */
+	j->prompt_tokens += n;
+	S.st.tokens_in += (uint64_t)n;
 	if (sl->fed < t->n_prompt)
 		return;
+	if (sl->named && sl->s != sl->named->s) {
+		/* read whole: the copy becomes the session */
+		struct txl_session *was = sl->named->s;
+
+		sl->named->s = sl->s;
+		sl->own = was;
+	}
 	sl->offset = j->echo ? t->prompt_len : 0;
 	sl->lead = 0;
 	sl->generating = true;
@@ -634,6 +659,7 @@ sched_start(struct engine *e)
 			return false;
 		}
 	}
+	sessions_fit_memory(e);
 	if (pthread_create(&S.thread, NULL, run, NULL) != 0) {
 		errmsg("cannot start the scheduler: %s", strerror(errno));
 		return false;

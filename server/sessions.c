@@ -10,12 +10,16 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "engine-model.h"
 #include "errors.h"
 #include "srv.h"
 
@@ -61,23 +65,113 @@ find(const char *id)
 	return NULL;
 }
 
+/* Write @p ss to --session-dir if it changed since.  False with *err
+ * (malloc'd; NULL: not wanted) if it could not be: it stays dirty, and
+ * in memory until a later save succeeds. */
+/* The id of state file @p name into @p id, or false if it is none. */
 static bool
-save(struct srv_session *ss)
+state_id(const char *name, char id[ID_MAX + 1])
 {
-	char *path;
-	enum txl_status st;
+	size_t n = strlen(name);
+
+	if (n <= 6 || n - 6 > ID_MAX || strcmp(name + n - 6, ".state"))
+		return false;
+	memcpy(id, name, n - 6);
+	id[n - 6] = 0;
+	return session_id_valid(id);
+}
+
+/* Room for one more state file under --max-disk-sessions: the least
+ * recently used files of sessions not in memory are removed (a session
+ * in memory, clean, is its file: it stays).  False with a reason in
+ * @p why if none can go. */
+static bool
+disk_room(char *why, size_t len)
+{
+	for (;;) {
+		DIR *d = opendir(srv.session_dir);
+		struct dirent *de;
+		char id[ID_MAX + 1], old[ID_MAX + 1] = "";
+		struct timespec t_old = { 0 };
+		int n = 0;
+
+		if (!d)
+			return true;	/* the write will say why */
+		while ((de = readdir(d))) {
+			struct stat sb;
+			const struct srv_session *ss;
+
+			if (!state_id(de->d_name, id))
+				continue;
+			n++;
+			ss = find(id);
+			if ((ss && (ss->s || ss->busy)) ||
+			    fstatat(dirfd(d), de->d_name, &sb, 0) != 0)
+				continue;
+			if (!*old || sb.st_mtim.tv_sec < t_old.tv_sec ||
+			    (sb.st_mtim.tv_sec == t_old.tv_sec &&
+			     sb.st_mtim.tv_nsec < t_old.tv_nsec)) {
+				snprintf(old, sizeof(old), "%s", id);
+				t_old = sb.st_mtim;
+			}
+		}
+		closedir(d);
+		if (n < srv.max_disk_sessions)
+			return true;
+		if (!*old) {
+			snprintf(why, len, "--max-disk-sessions %d: %d state "
+				 "files in --session-dir, all of sessions in "
+				 "memory", srv.max_disk_sessions, n);
+			return false;
+		}
+		char *path = path_of(old, ".state");
+
+		if (unlink(path) != 0) {
+			snprintf(why, len, "--max-disk-sessions %d: cannot "
+				 "remove %s: %s", srv.max_disk_sessions, path,
+				 strerror(errno));
+			free(path);
+			return false;
+		}
+		errmsg("--max-disk-sessions %d: removed session %s, the least "
+		       "recently used in --session-dir", srv.max_disk_sessions,
+		       old);
+		free(path);
+	}
+}
+
+static bool
+save(struct srv_session *ss, char **err)
+{
+	char *path, msg[1024], why[512] = "";
+	enum txl_status st = TXL_OK;
+	int64_t bytes;
 
 	if (!srv.session_dir || !ss->s || !ss->dirty)
 		return true;
 	path = path_of(ss->id, ".state");
-	st = txl_session_save_recent(ss->s, path, ss->recent, ss->n_recent);
-	if (st != TXL_OK)
-		errmsg("session %s: %s", ss->id, engine_lib_error(st));
+	bytes = txl_session_state_bytes(ss->s, ss->n_recent);
+	if (srv.max_session_bytes > 0 && bytes > srv.max_session_bytes)
+		snprintf(why, sizeof(why), "its state of %lld bytes is larger "
+			 "than --max-session-bytes %d", (long long)bytes,
+			 srv.max_session_bytes);
+	else if (srv.max_disk_sessions > 0 && access(path, F_OK) != 0)
+		disk_room(why, sizeof(why));
+	if (!*why)
+		st = txl_session_save_recent(ss->s, path, ss->recent,
+					     ss->n_recent);
 	free(path);
-	if (st != TXL_OK)
-		return false;
-	ss->dirty = false;
-	return true;
+	if (!*why && st == TXL_OK) {
+		ss->dirty = false;
+		return true;
+	}
+	snprintf(msg, sizeof(msg), "session %s could not be saved (%s); it "
+		 "is kept in memory and saved again at the next chance",
+		 ss->id, *why ? why : engine_lib_error(st));
+	errmsg("%s", msg);
+	if (err)
+		*err = xstrdup(msg);
+	return false;
 }
 
 static void
@@ -90,21 +184,26 @@ drop(int i)
 }
 
 /* Keep at most --max-sessions in memory: the least recently used idle
- * ones go (to --session-dir first, where there is one). */
+ * ones go, to --session-dir first where there is one.  One that cannot
+ * be written stays (over the limit if it must): dropping it would lose
+ * its text. */
 static void
 evict(void)
 {
+	for (int i = 0; i < n_all; i++)
+		all[i]->tried = false;
 	while (n_all > srv.max_sessions) {
 		int lru = -1;
 
 		for (int i = 0; i < n_all; i++)
-			if (!all[i]->busy &&
+			if (!all[i]->busy && !all[i]->tried &&
 			    (lru < 0 || all[i]->used < all[lru]->used))
 				lru = i;
 		if (lru < 0)
 			return;
-		save(all[lru]);
-		drop(lru);
+		all[lru]->tried = true;
+		if (save(all[lru], NULL))
+			drop(lru);
 	}
 }
 
@@ -174,6 +273,10 @@ session_acquire(struct engine *e, const char *id, int *status, char **err)
 			ss->recent = xrealloc(ss->recent,
 					      (size_t)(ss->n_recent + 1) *
 					      sizeof(int32_t));
+			/* used now: --max-disk-sessions removes the least
+			 * recently used files */
+			if (st == TXL_OK)
+				(void)utimensat(AT_FDCWD, path, NULL, 0);
 		}
 		free(path);
 	}
@@ -192,10 +295,12 @@ session_acquire(struct engine *e, const char *id, int *status, char **err)
 	return ss;
 }
 
-void
+int
 session_release(struct engine *e, struct srv_session *ss,
-		const int32_t *recent, int n_recent, bool changed)
+		const int32_t *recent, int n_recent, bool changed, char **err)
 {
+	int status = 0;
+
 	(void)e;
 	if (changed) {
 		ss->recent = xrealloc(ss->recent, (size_t)(n_recent ? n_recent
@@ -206,11 +311,60 @@ session_release(struct engine *e, struct srv_session *ss,
 			       (size_t)n_recent * sizeof(int32_t));
 		ss->n_recent = n_recent;
 		ss->dirty = true;
-		save(ss);
 	}
+	/* a session changed now, or left unsaved before */
+	if (ss->dirty && !save(ss, err))
+		status = 507;
 	ss->busy = false;
 	ss->used = ++clock_now;
 	evict();
+	return status;
+}
+
+/* The memory this machine can still give without swapping: MemAvailable
+ * of /proc/meminfo, else the physical memory; 0 if unknown (as txlgen's
+ * --n-samples weighs its sessions). */
+static double
+available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	double kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib >= 0)
+		return kib * 1024;
+	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+void
+sessions_fit_memory(struct engine *e)
+{
+	struct txl_session_params p;
+	double each, have, fit;
+
+	engine_session_params(e, &p);
+	each = (double)txl_session_bytes(e->mod->model, &p);
+	have = available_bytes();
+	if (each <= 0 || have <= 0)
+		return;
+	/* the slots' sessions are made, but not yet touched: they count */
+	fit = floor(have / each) - srv.parallel;
+	if (fit < 0)
+		fit = 0;
+	if ((double)srv.max_sessions <= fit)
+		return;
+	errmsg("--max-sessions %d: %d sessions of %.1f MB with the %d of "
+	       "--parallel need %.1f GB, more than the %.1f GB this machine "
+	       "has available; capped to %d", srv.max_sessions,
+	       srv.max_sessions, each / 1e6, srv.parallel,
+	       each * (srv.max_sessions + srv.parallel) / 1e9, have / 1e9,
+	       (int)fit);
+	srv.max_sessions = (int)fit;
 }
 
 int
@@ -252,7 +406,8 @@ sessions_list_json(void)
 			on_disk = access(path, F_OK) == 0;
 			free(path);
 		}
-		if (all[i]->s || on_disk)
+		/* a reserved one too: its request is queued or running */
+		if (all[i]->s || on_disk || all[i]->busy)
 			add_entry(data, all[i]->id, all[i], on_disk);
 	}
 	if (srv.session_dir) {
@@ -260,15 +415,9 @@ sessions_list_json(void)
 		struct dirent *de;
 
 		while (d && (de = readdir(d))) {
-			size_t n = strlen(de->d_name);
 			char id[ID_MAX + 1];
 
-			if (n <= 6 || n - 6 > ID_MAX ||
-			    strcmp(de->d_name + n - 6, ".state"))
-				continue;
-			memcpy(id, de->d_name, n - 6);
-			id[n - 6] = 0;
-			if (session_id_valid(id) && !find(id))
+			if (state_id(de->d_name, id) && !find(id))
 				add_entry(data, id, NULL, true);
 		}
 		if (d)
@@ -306,11 +455,19 @@ session_delete(const char *id)
 void
 sessions_close(struct engine *e)
 {
+	int lost = 0;
+
 	(void)e;
+	/* every one tried, whatever the others did */
 	while (n_all > 0) {
-		save(all[n_all - 1]);
+		if (!save(all[n_all - 1], NULL))
+			lost++;
 		drop(n_all - 1);
 	}
+	if (lost)
+		errmsg("%d session%s could not be saved to --session-dir %s "
+		       "(named above): their text since the last save is "
+		       "lost", lost, lost == 1 ? "" : "s", srv.session_dir);
 	free(all);
 	all = NULL;
 }

@@ -31,6 +31,8 @@ struct srv_opts {
 	bool no_api_key;         /* a non-loopback address without a key */
 	const char *session_dir;
 	int max_sessions;        /* sessions kept in memory */
+	int max_session_bytes;   /* largest state file written; 0: any */
+	int max_disk_sessions;   /* state files kept; 0: any number */
 	size_t max_body;         /* bytes of a request body */
 	int max_prompt;          /* tokens of a request's prompts */
 	int max_tokens;          /* max_tokens of a request, at most */
@@ -150,7 +152,9 @@ struct srv_session {
 	int32_t *recent;         /* the repeat penalty's window */
 	int n_recent;
 	bool busy;               /* a request runs in it */
-	bool dirty;              /* changed since written */
+	bool dirty;              /* changed since written (or its write
+				    failed: it is kept in memory) */
+	bool tried;              /* evict(): a write failed this round */
 	uint64_t used;           /* LRU clock */
 };
 
@@ -163,14 +167,23 @@ void session_unreserve(const char *id);
  * *status / *err on failure (409 busy, 500, 507). */
 struct srv_session *session_acquire(struct engine *e, const char *id,
 				    int *status, char **err);
-void session_release(struct engine *e, struct srv_session *ss,
-		     const int32_t *recent, int n_recent, bool changed);
+/* The end of a request in @p ss: @p changed, its window is @p recent.
+ * Returns 0, or 507 and *err (malloc'd) if it could not be written to
+ * --session-dir (it stays in memory, dirty, over --max-sessions if it
+ * must, and is written at the next chance). */
+int session_release(struct engine *e, struct srv_session *ss,
+		    const int32_t *recent, int n_recent, bool changed,
+		    char **err);
 /* {"data": [...]} of the sessions in memory and in --session-dir. */
 char *sessions_list_json(void);
 /* 0 deleted, 404 none, 409 busy. */
 int session_delete(const char *id);
-/* Write every changed session to --session-dir; free them all. */
+/* Write every changed session to --session-dir (saying on stderr
+ * which could not be); free them all. */
 void sessions_close(struct engine *e);
 int sessions_count(void);
+/* At start, with the slots made: cap --max-sessions to the sessions
+ * the machine's available memory holds, saying so on stderr. */
+void sessions_fit_memory(struct engine *e);
 
 #endif /* TXLGEN_SRV_H */

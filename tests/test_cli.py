@@ -1069,13 +1069,24 @@ class State(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
         self.assertTrue(one.strip())
         self.assertEqual(cont, one)
-        # the same file as format 4 wrote it: no ids, padding 0
+        # the same file as format 4 wrote it: no ids, padding 0, a
+        # header of 64 bytes, every head's mem_len rows (zeros past the
+        # fill; format 6 writes the filled ones only)
         with open(st, "rb") as f:
             data = bytearray(f.read())
         n_recent = struct.unpack_from("<I", data, 60)[0]
         # the text's 36 tokens or so, all within the window
         self.assertTrue(30 < n_recent <= cfg["repeat_last_n"], n_recent)
-        body = data[:-8 - 4 * n_recent]
+        self.assertEqual(struct.unpack_from("<I", data, 8)[0], 6)
+        n_layer, _, _, n_head, d_head, mem_len, fill = struct.unpack_from(
+            "<IQIIIII", data, 12)
+        row = d_head * 4                    # F32, the default kv_type
+        body = bytearray(data[:64])
+        at = 72
+        for _ in range(2 * n_layer * n_head):
+            body += data[at:at + row * fill] + bytes(row * (mem_len - fill))
+            at += row * fill
+        body += data[at:len(data) - 8 - 4 * n_recent]
         struct.pack_into("<I", body, 8, 4)
         struct.pack_into("<I", body, 60, 0)
         h = 0xcbf29ce484222325

@@ -479,19 +479,21 @@ class TestState(unittest.TestCase):
             self.assertLessEqual(max_diff(got, whole[n_a:]), tol, kv)
         # a state holds each head's window (none for a head of span
         # 0), not mem_len rows per head
-        rows = 0
-        for cv in MODELS["enwik8"]["spans"]:
-            w, spans = expected_spans(cv, m.cfg.attn_span, m.cfg.span_ramp)
-            rows += sum(w for n in spans if n > 0)
         run("--model", m.path, "--prime", paths["a"], "--text", "", "-n",
             "0", "--state-out", state)
         # (and the last --repeat-last-n ids of the text, their number in
-        # the header)
+        # the header; of each window, the rows the memory fills)
         with open(state, "rb") as f:
-            n_recent = struct.unpack_from("<I", f.read(64), 60)[0]
+            head = f.read(72)
+        fill = struct.unpack_from("<I", head, 40)[0]
+        n_recent = struct.unpack_from("<I", head, 60)[0]
         self.assertTrue(0 < n_recent <= 64, n_recent)
+        rows = 0
+        for cv in MODELS["enwik8"]["spans"]:
+            w, spans = expected_spans(cv, m.cfg.attn_span, m.cfg.span_ramp)
+            rows += sum(min(w, fill) for n in spans if n > 0)
         self.assertEqual(os.path.getsize(state),
-                         64 + 2 * rows * m.cfg.d_head * 4 +
+                         72 + 2 * rows * m.cfg.d_head * 4 +
                          4 * m.cfg.d_model + 4 * n_recent + 8)
 
     def test_a_long_text_reads_its_field(self):

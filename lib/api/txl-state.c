@@ -51,7 +51,8 @@ write_all(int fd, const void *p, size_t n, struct txl_hash *sum)
 	return true;
 }
 
-/* The whole state into fd; false with errno set. */
+/* The whole state into fd; false with errno set.  Only the rows that
+ * hold memory are written: a state is the size of what it holds. */
 static bool
 write_state(struct txl_session *s, int fd, const int32_t *recent,
 	    int n_recent)
@@ -62,7 +63,6 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 	struct txl_state_header hdr = { .version = TXL_STATE_VERSION };
 	struct txl_hash sum;
 	uint64_t final;
-	void *zeros;
 	bool ok;
 
 	memcpy(hdr.magic, TXL_STATE_MAGIC, 8);
@@ -77,16 +77,12 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 	hdr.n_past = s->n_past;
 	hdr.kv_type = (uint32_t)s->params.kv_type;
 	hdr.n_recent = (uint32_t)n_recent;
+	hdr.mem_zeros = kv->zeros;
 
 	txl_hash_init(&sum);
-	zeros = calloc(1, row * (size_t)s->params.mem_len + 1);
-	if (!zeros) {
-		errno = ENOMEM;
-		return false;
-	}
 	ok = write_all(fd, &hdr, sizeof hdr, &sum);
-	/* fixed size: per layer K, then V, per head the rows it keeps,
-	 * zeros past its fill; the abort callback asked between heads */
+	/* per layer K, then V, per head the rows it holds; the abort
+	 * callback asked between heads */
 	for (int l = 0; ok && l < hp->n_layer; l++) {
 		for (int which = 0; ok && which < 2; which++) {
 			for (int h = 0; ok && h < hp->n_head; h++) {
@@ -101,20 +97,35 @@ write_state(struct txl_session *s, int fd, const int32_t *recent,
 				}
 				ok = write_all(fd, which ? txl_kv_v(kv, l, h)
 					       : txl_kv_k(kv, l, h),
-					       row * (size_t)fill, &sum) &&
-					write_all(fd, zeros, row *
-						  (size_t)(hd->keep - fill),
-						  &sum);
+					       row * (size_t)fill, &sum);
 			}
 		}
 	}
-	free(zeros);
 	ok = ok && write_all(fd, s->last_h, sizeof(float) * hp->d_model, &sum);
 	ok = ok && (n_recent == 0 || write_all(fd, recent, sizeof(int32_t) *
 					       (size_t)n_recent, &sum));
 	final = txl_hash_final(&sum);
 	ok = ok && write_all(fd, &final, sizeof final, &sum);
 	return ok && fsync(fd) == 0;
+}
+
+int64_t
+txl_session_state_bytes(const struct txl_session *s, int n_recent)
+{
+	const struct txl_kv *kv;
+	int64_t rows = 0;
+
+	if (!s || s->window || n_recent < 0 ||
+	    n_recent > TXL_REPEAT_LAST_N_MAX)
+		return -1;
+	kv = &s->kv;
+	for (int l = 0; l < kv->n_layer; l++)
+		for (int h = 0; h < kv->n_head; h++)
+			rows += txl_kv_head_fill(kv, txl_kv_head(kv, l, h));
+	return (int64_t)sizeof(struct txl_state_header) +
+		2 * rows * (int64_t)kv->row +
+		(int64_t)sizeof(float) * s->model->hp.d_model +
+		(int64_t)sizeof(int32_t) * n_recent + (int64_t)sizeof(uint64_t);
 }
 
 /*
@@ -203,7 +214,7 @@ remove_stale_temps(const char *dir, const char *base)
 			continue;
 		if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
 		    sb.st_nlink == 1 && sb.st_uid == geteuid() &&
-		    (size_t)sb.st_size >= sizeof(struct txl_state_header) &&
+		    (size_t)sb.st_size >= TXL_STATE_HEADER_V5 &&
 		    pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
 		    memcmp(magic, TXL_STATE_MAGIC, sizeof magic) == 0 &&
 		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
@@ -427,7 +438,8 @@ read_header(const char *path, FILE **fp, struct txl_state_header *hdr)
 		close(fd);
 		return txl_fail(TXL_ERR_NOMEM, "out of memory");
 	}
-	if (fread(hdr, sizeof *hdr, 1, f) != 1 ||
+	memset(hdr, 0, sizeof *hdr);
+	if (fread(hdr, TXL_STATE_HEADER_V5, 1, f) != 1 ||
 	    memcmp(hdr->magic, TXL_STATE_MAGIC, 8) != 0) {
 		fclose(f);
 		return txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen state file",
@@ -442,6 +454,13 @@ read_header(const char *path, FILE **fp, struct txl_state_header *hdr)
 				hdr->version < TXL_STATE_VERSION_MIN
 				? " (saved by an older txlgen: feed the text "
 				"again)" : " (saved by a newer txlgen)");
+	}
+	if (hdr->version >= 6 &&
+	    fread((char *)hdr + TXL_STATE_HEADER_V5, sizeof *hdr -
+		  TXL_STATE_HEADER_V5, 1, f) != 1) {
+		fclose(f);
+		return txl_fail(TXL_ERR_FORMAT, "%s: state file has the wrong "
+				"size (truncated?)", path);
 	}
 	*fp = f;
 	return TXL_OK;
@@ -511,6 +530,28 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 		goto out;
 	}
 	const bool zeros = s->kv.zeros;
+	const size_t hsize = hdr.version >= 6 ? sizeof hdr
+		: TXL_STATE_HEADER_V5;
+	if (hdr.version >= 6 && hdr.mem_zeros != (uint32_t)zeros &&
+	    hdr.mem_zeros <= 1) {
+		st = txl_fail(TXL_ERR_INVALID, "%s: state was saved with "
+			      "--mem-init %s, this session's memory starts %s "
+			      "(--mem-init %s)", path, hdr.mem_zeros ? "zeros"
+			      : "empty", zeros ? "as zero states" : "empty",
+			      zeros ? "zeros" : "empty");
+		goto out;
+	}
+	/* no record of it before version 6: what the numbers say */
+	if (hdr.version < 6 && hdr.fill <= hdr.mem_len &&
+	    (zeros ? hdr.fill != hdr.mem_len
+	     : hdr.n_past < (int64_t)hdr.fill && hdr.fill == hdr.mem_len)) {
+		st = txl_fail(TXL_ERR_INVALID, "%s: state was saved with "
+			      "--mem-init %s, this session's memory starts %s "
+			      "(--mem-init %s)", path, zeros ? "empty" : "zeros",
+			      zeros ? "as zero states" : "empty",
+			      zeros ? "zeros" : "empty");
+		goto out;
+	}
 	if (hdr.fill > hdr.mem_len || hdr.mem_len > (1u << 20) ||
 	    hdr.have_last > 1 || hdr.n_past < 0 ||
 	    hdr.n_past > TXL_MAX_N_PAST ||
@@ -518,7 +559,8 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 	    (hdr.have_last && hdr.n_past == 0) ||
 	    (ft = txl_kv_dtype((int)hdr.kv_type)) == TXL_N_DTYPES ||
 	    hdr.n_recent > TXL_REPEAT_LAST_N_MAX ||
-	    (hdr.version < 5 && hdr.n_recent != 0)) {
+	    (hdr.version < 5 && hdr.n_recent != 0) ||
+	    hdr.mem_zeros > 1 || hdr.reserved != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: damaged state (fill %u, "
 			      "mem_len %u, %lld positions fed)", path, hdr.fill,
 			      hdr.mem_len, (long long)hdr.n_past);
@@ -540,7 +582,8 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 		goto out;
 	}
 	/* the file's rows, in its kv_type: each head's of a session of its
-	 * mem_len */
+	 * mem_len (before version 6, zeros past the fill), since version
+	 * 6 only those it holds */
 	keep = malloc(sizeof *keep * (size_t)hp->n_layer * hp->n_head);
 	if (!keep) {
 		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
@@ -549,14 +592,18 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 	row = txl_row_bytes(ft, hp->d_head);
 	rows = 0;
 	for (int l = 0; l < hp->n_layer; l++)
-		for (int h = 0; h < hp->n_head; h++)
-			rows += (size_t)(keep[(size_t)l * hp->n_head + h] =
-				txl_head_keep(s->model, l, h,
-					      (int)hdr.mem_len));
-	want = sizeof hdr + 2 * rows * row + sizeof(float) * hp->d_model +
+		for (int h = 0; h < hp->n_head; h++) {
+			int k = txl_head_keep(s->model, l, h,
+					      (int)hdr.mem_len);
+
+			if (hdr.version >= 6 && k > (int)hdr.fill)
+				k = (int)hdr.fill;
+			rows += (size_t)(keep[(size_t)l * hp->n_head + h] = k);
+		}
+	want = hsize + 2 * rows * row + sizeof(float) * hp->d_model +
 		sizeof(int32_t) * hdr.n_recent + sizeof stored;
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
-	    (size_t)size != want || fseek(f, (long)sizeof hdr, SEEK_SET) != 0) {
+	    (size_t)size != want || fseek(f, (long)hsize, SEEK_SET) != 0) {
 		st = txl_fail(TXL_ERR_FORMAT, "%s: state file has the wrong "
 			      "size (truncated?)", path);
 		goto out;
@@ -569,7 +616,7 @@ txl_session_load_recent(struct txl_session *s, const char *path,
 		goto out;
 	}
 	txl_hash_init(&sum);
-	txl_hash_update(&sum, &hdr, sizeof hdr);
+	txl_hash_update(&sum, &hdr, hsize);
 	for (int l = 0; l < hp->n_layer && st == TXL_OK; l++) {
 		for (int which = 0; which < 2 && st == TXL_OK; which++) {
 			for (int h = 0; h < hp->n_head; h++) {

@@ -9,8 +9,10 @@
  * values in kv_type, its last positions first (zeros past the fill);
  * d_model floats of last_h; since version 5, n_recent token ids (i32,
  * oldest first: the last ids of the text, the repeat penalty's window);
- * the txl_hash of everything before it (u64).  Version 4 (no ids;
- * n_recent was padding, 0) loads.  Fields
+ * the txl_hash of everything before it (u64).  Since version 6 a head
+ * stores only the rows that hold memory (min(fill, keep), nothing past
+ * the fill), and the header ends with how the memory started (mem_init).
+ * Versions 4 (no ids; n_recent was padding, 0) and 5 load.  Fields
  * are fixed-size and naturally aligned (no padding: the struct is the
  * file's bytes); a new field goes at the end, with a new version.
  */
@@ -21,8 +23,9 @@
 
 #define TXL_STATE_MAGIC "TXLSTATE"
 /* 2: the checksum is txl_hash; 3: kv_type; 4: an adaptive-span head
- * keeps its layer's window, not its span; 5: the recent ids */
-#define TXL_STATE_VERSION 5u
+ * keeps its layer's window, not its span; 5: the recent ids; 6: only
+ * the filled rows, and mem_zeros */
+#define TXL_STATE_VERSION 6u
 #define TXL_STATE_VERSION_MIN 4u	/* the oldest that loads */
 
 struct txl_state_header {
@@ -40,6 +43,13 @@ struct txl_state_header {
 	uint32_t kv_type;	/* enum txl_kv_type of the rows */
 	uint32_t n_recent;	/* token ids after last_h (version 4: 0,
 				   padding) */
+	/* since version 6 (before: the header ends here) */
+	uint32_t mem_zeros;	/* 1: the memory started as zero states
+				   (--mem-init zeros), 0: empty */
+	uint32_t reserved;	/* 0 */
 };
+
+/* The bytes of the header of versions 4 and 5. */
+#define TXL_STATE_HEADER_V5 64u
 
 #endif /* TXL_STATE_H */

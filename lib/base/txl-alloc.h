@@ -11,7 +11,9 @@
 
 /* 64-byte aligned floats, not cleared (pages are touched only when used;
  * from 2 MiB on, 2 MiB aligned and advised as huge pages);
- * n may be 0.  Freed with free(). */
+ * n may be 0.  Freed with free().  The first call pins glibc's mmap
+ * threshold at its start (128 KiB): large buffers, of this and of
+ * malloc(), are mapped and unmapped as such, given back when freed. */
 float *txl_alloc_floats(size_t n);
 /* The same for n bytes. */
 uint8_t *txl_alloc_bytes(size_t n);

@@ -605,11 +605,11 @@ TXL_API int64_t txl_session_n_past(const struct txl_session *session);
 
 /**
  * Save to @p path the memory, the model's fingerprint, the settings that
- * shape the memory and the last position's output (the size depends on
- * the model, mem_len and kv_type only).  Written whole or not at all,
- * through a temporary file renamed over @p path, which must be a regular
- * file, a link to one, or absent (created 0600).  The abort callback is
- * polled while writing: TXL_ABORTED keeps the old file.
+ * shape the memory and the last position's output (the size is that of
+ * the positions the memory holds, at most mem_len).  Written whole or
+ * not at all, through a temporary file renamed over @p path, which must
+ * be a regular file, a link to one, or absent (created 0600).  The abort
+ * callback is polled while writing: TXL_ABORTED keeps the old file.
  */
 TXL_API enum txl_status txl_session_save(struct txl_session *session,
 					 const char *path);
@@ -618,9 +618,9 @@ TXL_API enum txl_status txl_session_save(struct txl_session *session,
  * Replace the memory with the one saved at @p path, and the output with
  * the prediction after the saved text (if any); a memory of another
  * kv_type is converted.  The session is unchanged on error:
- * TXL_ERR_INVALID for another model's file or more positions than
- * mem_len, TXL_ERR_FORMAT for a damaged one, TXL_ERR_IO for one unread
- * or not a regular file.
+ * TXL_ERR_INVALID for another model's file, more positions than
+ * mem_len or another mem_init, TXL_ERR_FORMAT for a damaged one,
+ * TXL_ERR_IO for one unread or not a regular file.
  */
 TXL_API enum txl_status txl_session_load(struct txl_session *session,
 					 const char *path);
@@ -648,6 +648,14 @@ TXL_API enum txl_status txl_session_load_recent(struct txl_session *session,
 						int32_t *recent,
 						int max_recent,
 						int *n_recent);
+
+/**
+ * The bytes of the state file txl_session_save_recent() would write now
+ * with @p n_recent ids; -1 for a session without memory to save (or a
+ * bad @p n_recent).  Since 1.5.
+ */
+TXL_API int64_t txl_session_state_bytes(const struct txl_session *session,
+					int n_recent);
 
 /**
  * The mem_len of the session that saved state file @p path, from its

@@ -3,12 +3,16 @@
  * test-alloc.c - libtxl's aligned buffers (txl-alloc.h): small ones on a
  * cache line, large ones on a 2 MiB boundary, whole and writable, and
  * advised to the kernel as huge pages (the VMA is "THPeligible" in
- * /proc/self/smaps wherever transparent huge pages are not "never").
+ * /proc/self/smaps wherever transparent huge pages are not "never"),
+ * and given back to the system when freed.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "test.h"
 #include "txl-alloc.h"
@@ -99,6 +103,35 @@ test_large(void)
 	}
 }
 
+/* After a large buffer is freed, the next ones are still mapped on
+ * their own (glibc's threshold did not rise to its size): freed, each
+ * goes back to the system instead of staying resident in the heap. */
+static void
+test_given_back(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+	const size_t sizes[] = { 256 << 10, MIB, 4 * MIB };
+	uint8_t *big = txl_alloc_bytes(24 * MIB);
+
+	CHECK(big != NULL);
+	memset(big, 1, 24 * MIB);
+	free(big);
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+		const size_t before = mallinfo2().hblks;
+		uint8_t *p = txl_alloc_bytes(sizes[i]);
+		uint8_t *q = malloc(sizes[i]);
+
+		CHECK(p != NULL && q != NULL);
+		CHECK_EQ(mallinfo2().hblks, before + 2);
+		free(p);
+		free(q);
+		CHECK_EQ(mallinfo2().hblks, before);
+	}
+#else
+	fprintf(stderr, "note: not glibc 2.33 or later: not checked\n");
+#endif
+}
+
 int
 main(void)
 {
@@ -107,5 +140,6 @@ main(void)
 			"only the alignment is checked\n");
 	RUN(test_small);
 	RUN(test_large);
+	RUN(test_given_back);
 	return 0;
 }

@@ -392,6 +392,43 @@ write_state_patch(const char *from, const char *to, size_t off,
 	return n;
 }
 
+/* The state file @p from (format version 6) as one of version @p v (4
+ * or 5) at @p to: the header of 64 bytes, each head's rows up to its
+ * keep, zeros past the fill (@p keep the rows every head keeps, a model
+ * without adaptive spans); its checksum made right again. */
+static void
+write_state_old(const char *from, const char *to, uint32_t v, int keep)
+{
+	static unsigned char in[1 << 16], out[1 << 17];
+	FILE *f = fopen(from, "rb");
+	const size_t row = (size_t)txl_model_hparams(model)->d_head * 4;
+	size_t n, at = 72, o = 64;
+	uint32_t fill;
+	uint64_t sum;
+
+	CHECK(f);
+	n = fread(in, 1, sizeof in, f);
+	fclose(f);
+	CHECK(n > 72 && n < sizeof in);
+	memcpy(&fill, in + 40, 4);
+	memcpy(out, in, 64);
+	memcpy(out + 8, &v, 4);
+	for (int b = 0; b < 2 * txl_model_hparams(model)->n_layer * txl_model_hparams(model)->n_head; b++) {
+		memcpy(out + o, in + at, row * fill);
+		memset(out + o + row * fill, 0, row * (size_t)(keep - (int)fill));
+		at += row * fill;
+		o += row * (size_t)keep;
+	}
+	memcpy(out + o, in + at, n - 8 - at);
+	o += n - 8 - at;
+	sum = state_checksum(out, o);
+	memcpy(out + o, &sum, 8);
+	o += 8;
+	f = fopen(to, "wb");
+	CHECK(f && fwrite(out, 1, o, f) == o);
+	CHECK(fclose(f) == 0);
+}
+
 /* The state file @p from with n_past (at byte 48 of the header) set to
  * @p n_past and its checksum made right again, as @p to. */
 static void
@@ -450,7 +487,7 @@ test_state_recent(void)
 	struct txl_session *a = session(5, 16, 0), *b = session(5, 16, 0);
 	const int32_t ids[5] = { 3, 1, 4, 1, 5 }, wild[2] = { 2, -1 };
 	int32_t got[8] = { 0 };
-	const uint32_t v4 = 4, v6 = 6, n_recent = 2;
+	const uint32_t v4 = 4, v5 = 5, v7 = 7, n_recent = 2;
 	int n = -1, mem_len = 0;
 	struct stat sa, sp;
 
@@ -478,16 +515,22 @@ test_state_recent(void)
 	CHECK_EQ(n, 0);
 
 	/* format version 4 (before the ids): loads, without them */
-	write_state_patch(plain, bad, 8, &v4, 4);
+	write_state_old(plain, bad, v4, 16);
 	n = -1;
 	CHECK_EQ(txl_session_load_recent(b, bad, got, 8, &n), TXL_OK);
 	CHECK_EQ(n, 0);
 	CHECK_EQ(txl_session_n_past(b), 20);
 	/* ... where the field of their number was padding, always 0 */
-	write_state_patch(path, bad, 8, &v4, 4);
+	write_state_old(path, bad, v4, 16);
 	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
+	/* version 5 (every head's rows up to mem_len) loads, ids too */
+	write_state_old(path, bad, v5, 16);
+	n = -1;
+	CHECK_EQ(txl_session_load_recent(b, bad, got, 8, &n), TXL_OK);
+	CHECK_EQ(n, 5);
+	CHECK(!memcmp(got, ids, sizeof ids));
 	/* a version to come is refused as such */
-	write_state_patch(plain, bad, 8, &v6, 4);
+	write_state_patch(plain, bad, 8, &v7, 4);
 	CHECK_EQ(txl_session_load(b, bad), TXL_ERR_FORMAT);
 	CHECK(strstr(txl_last_error(), "newer") != NULL);
 	/* a number of ids the file does not hold; an id out of range */
@@ -504,6 +547,27 @@ test_state_recent(void)
 	CHECK_EQ(txl_session_save_recent(a, bad, ids, -1), TXL_ERR_INVALID);
 	CHECK_EQ(txl_session_load_recent(b, path, NULL, 4, &n),
 		 TXL_ERR_INVALID);
+
+	/* a memory not full: only the rows it holds are written; the same
+	 * memory in version 5 (zeros past the fill) loads the same */
+	txl_session_reset(a);
+	CHECK_EQ(txl_session_eval(a, toks, 6, TXL_LOGITS_LAST), TXL_OK);
+	CHECK_EQ(txl_session_save(a, plain), TXL_OK);
+	CHECK(stat(plain, &sp) == 0);
+	CHECK_EQ((long)txl_session_state_bytes(a, 0), (long)sp.st_size);
+	CHECK_EQ((long)txl_session_state_bytes(a, 5), (long)sp.st_size + 20);
+	CHECK_EQ((long)txl_session_state_bytes(a, -1), -1L);
+	CHECK_EQ((long)sp.st_size, (long)(72 + 2 * txl_model_hparams(model)->n_layer *
+		 txl_model_hparams(model)->n_head * 6 * txl_model_hparams(model)->d_head * 4 +
+		 txl_model_hparams(model)->d_model * 4 + 8));
+	CHECK_EQ(txl_session_load(b, plain), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(b), 6);
+	CHECK_EQ(txl_session_n_past(b), 6);
+	write_state_old(plain, bad, v5, 16);
+	CHECK_EQ(txl_session_load(b, bad), TXL_OK);
+	CHECK_EQ(txl_session_mem_fill(b), 6);
+	CHECK_EQ(txl_session_n_past(b), 6);
+	CHECK(max_diff(txl_session_logits(a), txl_session_logits(b), V) == 0);
 
 	/* the saving session's mem_len, from the header */
 	CHECK_EQ(txl_state_mem_len(path, &mem_len), TXL_OK);
