@@ -90,6 +90,16 @@ class PyApi(unittest.TestCase):
         self.assertEqual(out, self.m.generate(PROMPTS[0], n=10,
                                               seed=1).encode() + b"\n")
 
+    def test_long_prompt_equals_txlgen(self):
+        # past the receptive field (8 layers x (mem_len 128 + seg_len 127)
+        # + 1 tokens): its start counted, not read, on both sides; lines
+        # tokenized one at a time as txlgen reads them
+        prompt = TEXT * 8
+        self.assertGreater(len(self.m.tokenize(prompt)), 2100)
+        want = txlgen("-p", prompt, "-n", "20", "--seed", "4",
+                      "--no-final-newline").stdout
+        self.assertEqual(self.m.generate(prompt, n=20, seed=4).encode(), want)
+
     def test_no_prompt_and_stop(self):
         # no prompt: from the token a text starts from
         want = txlgen("-p", "", "-n", "20", "--seed", "3",
@@ -209,6 +219,8 @@ class PyApi(unittest.TestCase):
         self.assertIn(os.path.join(home, ".local", "share", "txlgen",
                                    "models"), msg)
         self.assertIn(os.path.join(ROOT, "models"), msg)
+        with self.assertRaises(FileNotFoundError):
+            Model(self.path("missing.bin"))
         # a file that is no model: libtxl's message, as txlgen says it
         bad = self.path("bad.bin")
         with open(bad, "wb") as f:

@@ -353,8 +353,8 @@ class _Lib:
             try:
                 f = getattr(self.dll, name)
             except AttributeError:
-                raise TxlError(f"{path}: libtxl has no {name} (libtxl 1.4 "
-                               "or later is needed)") from None
+                raise TxlError(f"{path}: libtxl has no {name} (a newer "
+                               "libtxl is needed)") from None
             f.restype, f.argtypes = res, args
             setattr(self, name[4:], f)
         self.version = self.dll.txl_version().decode()
@@ -605,40 +605,43 @@ _MEM_INIT = {"empty": 0, "zeros": 1}
 _SEED_MAX = (1 << 53) - 1
 
 
-def _check_setting(key, v, where):
+def _check_setting(key, v, where=None):
+    """@p v as setting @p key takes it, checked as txlgen checks it;
+    where: the metadata it comes from (None: an argument)."""
     kind, lo, lo_ex, hi, nullable = _RANGES[key]
+    where = f"{where}: key '{key}'" if where else key
     if v is None:
         if nullable:
             return [] if kind == "list" else None
-        raise TxlError(f"{where}: key '{key}': must not be null")
+        raise TxlError(f"{where}: must not be null")
     if kind == "bool":
         if not isinstance(v, bool):
-            raise TxlError(f"{where}: key '{key}': expected a boolean")
+            raise TxlError(f"{where}: expected a boolean")
         return v
     if kind == "list":
         if isinstance(v, (str, bytes)):
             v = [v]
         if not isinstance(v, (list, tuple)) or \
                 not all(isinstance(s, (str, bytes)) for s in v):
-            raise TxlError(f"{where}: key '{key}': expected an array of "
+            raise TxlError(f"{where}: expected an array of "
                            "strings")
         return [s for s in v if s]
     if kind == "enum":
         if v not in _MEM_INIT:
-            raise TxlError(f"{where}: key '{key}': expected one of "
+            raise TxlError(f"{where}: expected one of "
                            f"{', '.join(_MEM_INIT)}, got {v!r}")
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TxlError(f"{where}: key '{key}': expected a number, got "
+        raise TxlError(f"{where}: expected a number, got "
                        f"{type(v).__name__}")
     if kind == "int":
         if isinstance(v, float) and not v.is_integer():
-            raise TxlError(f"{where}: key '{key}': expected an integer, "
+            raise TxlError(f"{where}: expected an integer, "
                            f"got {v}")
         v = int(v)
     low = not (v > lo) if lo_ex else not (v >= lo)
     if (isinstance(v, float) and math.isnan(v)) or low or v > hi:
-        raise TxlError(f"{where}: key '{key}': {v} is out of range "
+        raise TxlError(f"{where}: {v} is out of range "
                        f"({'> ' if lo_ex else ''}{lo} .. {hi})")
     return v
 
@@ -692,7 +695,10 @@ class Model:
                                   0 if mmap else TXL_LOAD_NO_MMAP,
                                   ctypes.byref(ptr))
         if st != TXL_OK:
-            raise lib.error(st)
+            e = lib.error(st)
+            if not os.path.exists(self.path):
+                raise ModelNotFoundError(str(e))
+            raise e
         self._ptr = ptr
         hp = lib.model_hparams(ptr).contents
         self.n_vocab = hp.n_token
@@ -713,7 +719,7 @@ class Model:
                      ("clamp_len", clamp_len), ("same_length", same_length),
                      ("mem_init", mem_init)):
             if v is not None:
-                self.defaults[k] = _check_setting(k, v, k)
+                self.defaults[k] = _check_setting(k, v)
         if not isinstance(n_threads, int) or not 0 <= n_threads <= 1024:
             raise TxlError(f"n_threads: {n_threads!r} is out of range "
                            "(0 .. 1024)")
@@ -861,8 +867,8 @@ class Model:
         # the prompt's tokens in the repeat penalty's window, as txlgen's
         # sampler gets them
         if repeat_last_n is not None:
-            s._keep = max(s._keep, _check_setting(
-                "repeat_last_n", repeat_last_n, "repeat_last_n"))
+            s._keep = max(s._keep, _check_setting("repeat_last_n",
+                                                  repeat_last_n))
         s.feed(prompt)
         return s.generate(n=n, temp=temp, top_k=top_k, top_p=top_p,
                           min_p=min_p, repeat_penalty=repeat_penalty,
@@ -1079,8 +1085,7 @@ class Session:
                      ("repeat_penalty", repeat_penalty),
                      ("repeat_last_n", repeat_last_n), ("stop", stop),
                      ("ignore_eos", ignore_eos)):
-            o[k] = d[k] if v is None else _check_setting(
-                k, v, "n" if k == "n_predict" else k)
+            o[k] = d[k] if v is None else _check_setting(k, v)
         if seed is None or seed == -1:
             seed = random.getrandbits(32)
         elif isinstance(seed, bool) or not isinstance(seed, int) or \
