@@ -2,11 +2,11 @@
 
     from txlgen import Model
 
-    m = Model("sotu")                     # a name as txlgen -m takes it, or a path
+    m = Model("sotu")                     # a name as txlgen -m takes it
     print(m.generate("Fellow citizens", n=50, seed=1))
     for piece in m.generate("We the people", n=50, stream=True):
         print(piece, end="", flush=True)
-    r = m.score(open("speech.txt").read())  # per-token log-probs and the summary
+    r = m.score(open("speech.txt").read())  # log-probs, bits per byte
     s = m.session()                       # a memory kept between calls
     s.feed("Fellow citizens of the Senate")
     s.generate(n=20, temp=0)
