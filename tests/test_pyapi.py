@@ -247,6 +247,18 @@ class PyApi(unittest.TestCase):
                              capture_output=True, text=True, timeout=60,
                              check=True).stdout
         self.assertEqual(out.strip(), "[]")
+        # from the source tree, without $TXLGEN_LIBTXL: the build tree's
+        built = os.path.join(ROOT, "build", "lib", "libtxl.so.1")
+        if os.path.exists(built):
+            env = dict(os.environ)
+            env.pop("TXLGEN_LIBTXL")
+            code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                    "from txlgen import api; print(api.library_path())")
+            out = subprocess.run([sys.executable, "-c", code,
+                                  os.path.join(ROOT, "models")], env=env,
+                                 capture_output=True, text=True, timeout=60,
+                                 check=True).stdout
+            self.assertEqual(out.strip(), built)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import random
+import threading
 import warnings
 
 __all__ = ["Model", "Session", "TxlError", "ModelNotFoundError",
@@ -383,12 +384,14 @@ class _Lib:
 
 
 _the_lib = None
+_lib_lock = threading.Lock()
 
 
 def _lib():
     global _the_lib
-    if _the_lib is None:
-        _the_lib = _Lib(library_path())
+    with _lib_lock:
+        if _the_lib is None:
+            _the_lib = _Lib(library_path())
     return _the_lib
 
 
@@ -736,7 +739,6 @@ class Model:
         if self.compute < 0:
             raise TxlError(f"compute: {compute!r}: f32 or bf16")
         lib.check(lib.model_check_compute(ptr, self.compute), "compute")
-        self._piece_buf = ctypes.create_string_buffer(256)
 
     def __del__(self):
         if getattr(self, "_ptr", None):
@@ -789,15 +791,14 @@ class Model:
     def piece(self, id):
         """The bytes token @p id stands for in running text (possibly
         part of a UTF-8 character)."""
-        n = self._lib.token_piece(self._ptr, id, self._piece_buf,
-                                  len(self._piece_buf))
+        buf = ctypes.create_string_buffer(64)
+        n = self._lib.token_piece(self._ptr, id, buf, len(buf))
         if n < 0 and n != -2**31:
-            self._piece_buf = ctypes.create_string_buffer(-n)
-            n = self._lib.token_piece(self._ptr, id, self._piece_buf,
-                                      len(self._piece_buf))
+            buf = ctypes.create_string_buffer(-n)
+            n = self._lib.token_piece(self._ptr, id, buf, len(buf))
         if n < 0:
             raise self._lib.error(-4, f"token {id}")
-        return self._piece_buf.raw[:n]
+        return buf.raw[:n]
 
     def detokenize(self, ids):
         """The text of @p ids as SentencePiece decodes it (the leading
