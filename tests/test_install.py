@@ -264,6 +264,37 @@ class Install(unittest.TestCase):
         self.assertIn(os.path.realpath(os.path.dirname(model)), p.stderr)
         self.assertNotIn(os.path.join(SOURCE, "models"), p.stderr)
 
+    def test_python_finds_the_installation(self):
+        # from txlgen import Model with the installed package on
+        # PYTHONPATH: the installed libtxl and default model, found from
+        # the package's own place, write what the installed txlgen writes
+        if not os.path.exists(os.path.join(SOURCE, "models", "sotu.bin")):
+            self.skipTest("models/sotu.bin does not ship in this tree")
+        env = dict(clean_env(), HOME=self.elsewhere,
+                   PYTHONPATH=os.path.join(self.prefix, "libexec", "txlgen"))
+        for k in ("XDG_DATA_HOME", "TXLGEN_MODEL_PATH", "TXLGEN_LIBTXL"):
+            env.pop(k, None)
+        code = ("import sys\n"
+                "from txlgen import Model, api\n"
+                "m = Model(n_threads=1)\n"
+                "print(api.library_path()); print(m.path)\n"
+                "sys.stdout.write(m.generate('Fellow citizens', n=8, seed=1))\n")
+        p = subprocess.run(["/usr/bin/python3", "-c", code],
+                           capture_output=True, text=True, env=env,
+                           cwd=self.elsewhere, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lib, model, text = p.stdout.split("\n", 2)
+        self.assertEqual(os.path.realpath(lib), os.path.realpath(
+            os.path.join(self.libdir, "libtxl.so.1")))
+        self.assertEqual(os.path.realpath(model), os.path.realpath(
+            os.path.join(self.prefix, "share", "txlgen", "sotu.bin")))
+        cli = subprocess.run([os.path.join(self.prefix, "bin", "txlgen"),
+                              "-t", "1", "-p", "Fellow citizens", "-n", "8",
+                              "--seed", "1", "--no-final-newline"],
+                             capture_output=True, text=True, env=env,
+                             cwd=self.elsewhere, timeout=60)
+        self.assertEqual((cli.returncode, cli.stdout), (0, text))
+
     def test_installed_txlgen_get_finds_its_converter(self):
         # txlgen-get runs the convert.py installed beside it in
         # libexec/txlgen, found from its own directory

@@ -118,6 +118,29 @@ class Install(unittest.TestCase):
             self.assertTrue(os.access(os.path.join(bin_, name), os.X_OK),
                             name)
 
+        # the binding of the installed package, on the build tree's
+        # libtxl ($TXLGEN_LIBTXL), imports neither torch nor NumPy
+        lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+            TXLGEN))), "lib", "libtxl.so.1")
+        if os.path.exists(lib):
+            code = ("import sys; from txlgen import Model; "
+                    "m = Model(sys.argv[1], n_threads=1); "
+                    "print(sys.modules['txlgen.api'].__file__); "
+                    "print(m.tokenize('Hello world')); "
+                    "print(sorted(k for k in ('numpy', 'torch') "
+                    "if k in sys.modules))")
+            r = subprocess.run([os.path.join(bin_, "python"), "-c", code,
+                                os.path.abspath(MODEL or os.path.join(
+                                    ROOT, "models", "sotu.bin"))],
+                               capture_output=True, text=True, timeout=120,
+                               cwd=self.tmp,
+                               env=dict(no_pythonpath(), TXLGEN_LIBTXL=lib))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            api, ids, heavy = r.stdout.split("\n")[:3]
+            self.assertTrue(api.startswith(venv + os.sep), api)
+            self.assertRegex(ids, r"^\[\d+(, \d+)*\]$")
+            self.assertEqual(heavy, "[]")
+
         # an installed command at work
         model = MODEL
         if not model:

@@ -20,6 +20,8 @@
   sampling      measuring recommended sampling settings
   random_model  random-weight models for the tests
   original      the original code, run beside ours as an oracle
+  api           libtxl from Python through ctypes: Model, Session (the
+                standard library only; `from txlgen import Model`)
 
 errors, hparams, proto, loadable, txlfile, checkpoint, vocab,
 span_convert and convert need only the standard library, numpy and SentencePiece's Python
@@ -38,3 +40,18 @@ from any folder, without PYTHONPATH.  Installed: pip install ./models
 package), with the commands txlgen-convert, txlgen-txlfile,
 txlgen-vocab, txlgen-train and txlgen-sampling.
 """
+
+# `from txlgen import Model`: the binding is imported at first use, and
+# alone (no NumPy, no torch), as importing the package imports nothing.
+_API = ("Model", "Session", "TxlError", "ModelNotFoundError")
+
+
+def __getattr__(name):
+    if name in _API:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_API))
