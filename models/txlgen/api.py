@@ -336,6 +336,7 @@ _SIGNATURES = {
     "txl_sampler_sample": (ctypes.c_int32, [_P, _c_float_p, _c_float_p]),
     "txl_session_sample": (ctypes.c_int32, [_P, _P, _c_float_p]),
     "txl_sampler_accept": (None, [_P, ctypes.c_int32]),
+    "txl_sampler_keep_utf8": (_I, [_P, _P]),
     "txl_logsumexp": (ctypes.c_double, [_c_float_p, _I]),
 }
 
@@ -1068,6 +1069,11 @@ class Session:
         smp = lib.sampler_new(ctypes.byref(sp), self.model.n_vocab)
         if not smp:
             raise lib.error(-4, "sampler")
+        # as txlgen: never a lone byte token that breaks the text
+        status = lib.sampler_keep_utf8(smp, self.model._ptr)
+        if status != TXL_OK:
+            lib.sampler_free(smp)
+            lib.check(status, "sampler")
         n = min(len(self._recent), o["repeat_last_n"])
         for t in self._recent[len(self._recent) - n:]:
             lib.sampler_accept(smp, t)
