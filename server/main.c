@@ -38,6 +38,7 @@ struct srv_opts srv = {
 	.max_prompt = 1 << 17,
 	.max_tokens = 1 << 16,
 	.max_n = 16,
+	.max_logprob_rows = 1 << 22,
 	.max_connections = 128,
 	.max_queue = 256,
 	.timeout_s = 60,
@@ -73,6 +74,8 @@ usage(void)
 "      --max-prompt N        most prompt tokens a request (default 131072)\n"
 "      --max-tokens N        most max_tokens a request (default 65536)\n"
 "      --max-n N             most choices n a request (default 16)\n"
+"      --max-logprob-rows N  most logprobs a request holds: tokens times n\n"
+"                            times 1 + logprobs (default 4194304)\n"
 "      --max-connections N   open connections (default 128)\n"
 "      --max-queue N         requests waiting for a slot (default 256)\n"
 "      --timeout S           close a connection idle S seconds (default 60)\n"
@@ -132,6 +135,7 @@ parse_args(int argc, char **argv, struct txlgen_options *o)
 		{ "max-prompt", &srv.max_prompt, 1, INT_MAX },
 		{ "max-tokens", &srv.max_tokens, 0, INT_MAX },
 		{ "max-n", &srv.max_n, 1, 1024 },
+		{ "max-logprob-rows", &srv.max_logprob_rows, 0, INT_MAX },
 		{ "max-connections", &srv.max_connections, 1, 65536 },
 		{ "max-queue", &srv.max_queue, 1, 1 << 20 },
 		{ "timeout", &srv.timeout_s, 1, 86400 },
