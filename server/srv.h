@@ -2,10 +2,12 @@
 /*
  * srv.h - txlgen-server's rooms: the HTTP side (http.c: connections,
  * routes, limits, keys), the API (api.c: requests into jobs, jobs into
- * JSON), the scheduler (sched.c: one thread that owns the model and steps
- * every running completion together) and the sessions it keeps
- * (sessions.c).  The model, settings, sampling and text output are
- * txlgen's own (cmd/).
+ * JSON), the jobs between them (job.c, job.h: the one owner of a job's
+ * lifetime, so that the scheduler never calls back into the API), the
+ * scheduler (sched.c: one thread that owns the model and steps every
+ * running completion together) and the sessions it keeps (sessions.c).
+ * The model, settings, sampling and text output are txlgen's own
+ * (cmd/).
  */
 #ifndef TXLGEN_SRV_H
 #define TXLGEN_SRV_H

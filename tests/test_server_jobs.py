@@ -210,6 +210,55 @@ class TestStreamError(unittest.TestCase):
                 srv.stop()
 
 
+def metric(srv, name):
+    status, text = srv.get("/metrics")
+    for line in text.splitlines():
+        if line.startswith("txlgen_" + name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+class TestChurn(unittest.TestCase):
+
+    def test_clients_that_go_away_end_their_jobs(self):
+        """Streams dropped after their first event and requests dropped
+        at once, from many threads: each job ends on whichever side lets
+        go last, and the server is idle again."""
+        srv = Server("--parallel", "4")
+        try:
+            def drop(k):
+                c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                               timeout=60)
+                c.request("POST", "/v1/completions", body=json.dumps({
+                    "prompt": "The Union", "max_tokens": 200,
+                    "stream": k % 2 == 0, "logprobs": 2}).encode())
+                if k % 2 == 0:
+                    r = c.getresponse()
+                    r.fp.readline()
+                c.close()
+
+            for _ in range(3):
+                ths = [threading.Thread(target=drop, args=(k,))
+                       for k in range(16)]
+                for t in ths:
+                    t.start()
+                for t in ths:
+                    t.join()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and (
+                    metric(srv, "requests_running") or
+                    metric(srv, "queue_length")):
+                time.sleep(0.2)
+            self.assertEqual(metric(srv, "requests_running"), 0)
+            self.assertEqual(metric(srv, "queue_length"), 0)
+            self.assertGreater(metric(srv, "cancelled_total"), 0)
+            status, r = srv.post("/v1/completions", {
+                "prompt": "The Union", "max_tokens": 3})
+            self.assertEqual(status, 200, r)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 class TestOneTokenization(unittest.TestCase):
     """/tokenize, txlgen --tokenize and SentencePiece give the same ids:
     a text line by line, each line with its newline, as spm_encode reads
