@@ -19,6 +19,7 @@ job_new(void)
 
 	memset(j, 0, sizeof(*j));
 	atomic_init(&j->refs, 1);
+	pthread_cond_init(&j->progress, NULL);
 	j->created = time(NULL);
 	snprintf(j->id, sizeof(j->id), "cmpl-%lx%lx", (unsigned long)j->created,
 		 atomic_fetch_add(&counter, 1) + 1);
@@ -51,6 +52,7 @@ job_unref(struct job *j)
 		}
 	}
 	free(j->tasks);
+	pthread_cond_destroy(&j->progress);
 	strlist_clear(&j->stop);
 	free(j->session);
 	free(j->error);

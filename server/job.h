@@ -8,6 +8,7 @@
 #ifndef TXLGEN_JOB_H
 #define TXLGEN_JOB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -86,6 +87,7 @@ struct job {
 	char *error;
 	int64_t prompt_tokens, completion_tokens;
 	unsigned seq;            /* bumped at each change (streaming) */
+	pthread_cond_t progress; /* its connection waits on it */
 	double t_submit;         /* now_s() when queued */
 	double t_first;          /* seconds from then to the first token */
 };

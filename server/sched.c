@@ -50,7 +50,7 @@ struct slot {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t wake;     /* the scheduler: work or stop */
-	pthread_cond_t progress; /* connections: a job changed */
+	pthread_cond_t progress; /* sched_stop(): a job ended */
 	pthread_t thread;
 	bool running;
 	struct engine *e;
@@ -91,8 +91,16 @@ sched_engine(void)
 static void
 changed(struct job *j)
 {
+	const bool done = j->n_done == j->n_tasks;
+
 	j->seq++;
-	pthread_cond_broadcast(&S.progress);
+	/* only its own connection wakes, and one that waits for the whole
+	 * response only at the end (it looks at its client meanwhile on
+	 * its own clock): not every connection at every token */
+	if (j->stream || done)
+		pthread_cond_broadcast(&j->progress);
+	if (done)
+		pthread_cond_broadcast(&S.progress);
 }
 
 /* ---- logprobs ---- */
@@ -666,7 +674,7 @@ sched_wait(struct job *j, unsigned seq, int ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	while (j->seq == seq && j->n_done < j->n_tasks)
-		if (pthread_cond_timedwait(&S.progress, &S.mu, &ts) ==
+		if (pthread_cond_timedwait(&j->progress, &S.mu, &ts) ==
 		    ETIMEDOUT)
 			break;
 	return j->seq;
