@@ -175,6 +175,17 @@ cut_point(const char *s)
 	return max;  /* not UTF-8 there: anywhere */
 }
 
+size_t
+input_chunk_len(const char *s, size_t len)
+{
+	const char *nl = memchr(s, '\n', len < INPUT_CHUNK_MAX ? len
+				: INPUT_CHUNK_MAX);
+
+	if (nl)
+		return (size_t)(nl + 1 - s);
+	return len >= INPUT_CHUNK_MAX ? cut_point(s) : len;
+}
+
 int
 input_next(struct input *in, const char **chunk, size_t *n)
 {

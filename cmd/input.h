@@ -54,6 +54,10 @@ void input_close(struct input *in);
  * (reported) or when interrupted (see signals.h).
  */
 int input_next(struct input *in, const char **chunk, size_t *n);
+/* The first chunk of the @p len bytes at @p s, a whole text, as
+ * input_next() cuts it: texts tokenized chunk by chunk get the same ids
+ * however they arrive. */
+size_t input_chunk_len(const char *s, size_t len);
 
 /**
  * Would input_next() return without waiting?  True when a line (or a

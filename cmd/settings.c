@@ -197,6 +197,10 @@ const struct setting settings[] = {
 	       .help = "most max_tokens a request (default 65536)"),
 	SERVER(max_n, max_n, ST_INT, .min = 1, .max = 1024, .metavar = "N",
 	       .help = "most choices n a request (default 16)"),
+	SERVER(max_logprob_rows, max_logprob_rows, ST_INT, .max = INT_MAX,
+	       .metavar = "N",
+	       .help = "most logprobs a request holds: tokens times n\n"
+		       "times 1 + logprobs (default 4194304)"),
 	SERVER(grace, grace_s, ST_INT, .max = 86400, .metavar = "S",
 	       .help = "on SIGTERM, S seconds for running requests\n"
 	       "to end (default 10)"),

@@ -8,6 +8,7 @@
  * recommended ones), not OpenAI's: a request without sampling fields
  * gets the text txlgen gives.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,39 +18,13 @@
 
 #include "engine-model.h"
 #include "errors.h"
+#include "input.h"
 #include "progress.h"
 #include "srv.h"
 #include "utf8.h"
 
 /* stop strings of a request, at most (OpenAI's: 4) */
 #define STOP_MAX 16
-
-void
-job_unref(struct job *j)
-{
-	if (!j || --j->refs > 0)
-		return;
-	for (int i = 0; i < j->n_tasks; i++) {
-		struct task *t = &j->tasks[i];
-
-		strbuf_free(&t->text);
-		cJSON_Delete(t->lp_tokens);
-		cJSON_Delete(t->lp_values);
-		cJSON_Delete(t->lp_top);
-		cJSON_Delete(t->lp_offsets);
-		/* prompts are shared by the choices of one prompt: the first
-		 * of them owns it */
-		if (t->index % (j->n_tasks / j->n_prompts) == 0) {
-			free(t->prompt);
-			free((char *)t->prompt_text);
-		}
-	}
-	free(j->tasks);
-	strlist_clear(&j->stop);
-	free(j->session);
-	free(j->error);
-	free(j);
-}
 
 static bool
 fail(int *status, char **err, const char *fmt, ...)
@@ -88,9 +63,12 @@ get_number(const cJSON *req, const char *field, const char *key, double lo,
 
 	if (!f || cJSON_IsNull(f))
 		return true;
-	if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
+	if (!cJSON_IsNumber(f))
 		return fail(status, err, "'%s' must be a number, not %s",
 			    field, kind(f));
+	if (!isfinite(f->valuedouble))
+		return fail(status, err, "'%s' must be a finite number",
+			    field);
 	if (integer && f->valuedouble != floor(f->valuedouble))
 		return fail(status, err, "'%s' must be a whole number, not %g",
 			    field, f->valuedouble);
@@ -158,16 +136,42 @@ get_setting(const cJSON *req, const char *field, const char *key,
 }
 
 /* A tokenizer for a connection's thread: the engine's scratch is the
- * scheduler's. */
+ * scheduler's.  Chunk by chunk (lines, each with its newline) as txlgen
+ * reads a text, spm_encode a file and the model's training its corpus:
+ * SentencePiece's encode of a whole text can part the same line's
+ * pieces otherwise (its ties go another way after a newline). */
 static int
 tokenize(const char *text, size_t len, int32_t **ids)
 {
 	struct engine *e = sched_engine();
 	struct engine_model tmp = { .model = e->mod->model, .hp = e->mod->hp };
-	int n = engine_tokenize(&tmp, text, len);
+	int32_t *v = NULL;
+	size_t n = 0, cap = 0;
 
-	*ids = n > 0 ? tmp.ids : (free(tmp.ids), NULL);
-	return n;
+	while (len > 0) {
+		size_t c = input_chunk_len(text, len);
+		int k = engine_tokenize(&tmp, text, c);
+
+		if (k < 0 || n + (size_t)k > INT_MAX) {
+			free(v);
+			free(tmp.ids);
+			*ids = NULL;
+			return -1;
+		}
+		if (n + (size_t)k > cap) {
+			cap = (n + (size_t)k) * 2;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		memcpy(v + n, tmp.ids, (size_t)k * sizeof(*v));
+		n += (size_t)k;
+		text += c;
+		len -= c;
+	}
+	free(tmp.ids);
+	if (!n)
+		free(v);
+	*ids = n ? v : NULL;
+	return (int)n;
 }
 
 int
@@ -270,18 +274,28 @@ one_prompt(const cJSON *p, const char *field, struct task *t, int *status,
 }
 
 /* The prompts of a request: "prompt" is a string, a list of ids, a list
- * of strings or a list of lists of ids; absent: one empty prompt. */
+ * of strings or a list of lists of ids; absent: one empty prompt.  The
+ * limits that need no tokens are checked before any is made: the
+ * choices (@p n of each prompt), then the tokens as they come. */
 static struct task *
-prompts(const cJSON *req, int *n_out, int *status, char **err)
+prompts(const cJSON *req, int n_each, int *n_out, int *status, char **err)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "prompt");
 	struct task *t;
 	int n = 1;
+	int64_t total = 0;
 	bool many = cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 &&
 		!cJSON_IsNumber(cJSON_GetArrayItem(p, 0));
+	const cJSON *it = many ? p->child : p;
 
 	if (many)
 		n = cJSON_GetArraySize(p);
+	if ((int64_t)n_each * n > srv.parallel * 4 + srv.max_n) {
+		fail(status, err, "'n' times the prompts: %lld choices, more "
+		     "than this server takes in one request",
+		     (long long)n_each * n);
+		return NULL;
+	}
 	t = xrealloc(NULL, (size_t)n * sizeof(*t));
 	memset(t, 0, (size_t)n * sizeof(*t));
 	*n_out = n;
@@ -289,13 +303,20 @@ prompts(const cJSON *req, int *n_out, int *status, char **err)
 		t[0].prompt_text = xstrdup("");
 		return t;
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < n; i++, it = many ? it->next : NULL) {
 		char field[32];
+		bool ok;
 
 		snprintf(field, sizeof(field), many ? "prompt[%d]" : "prompt",
 			 i);
-		if (!one_prompt(many ? cJSON_GetArrayItem(p, i) : p, field,
-				&t[i], status, err)) {
+		ok = one_prompt(it, field, &t[i], status, err);
+		if (ok)
+			total += t[i].n_prompt;
+		if (ok && total > srv.max_prompt)
+			ok = fail(status, err, "'prompt': more than this "
+				  "server's limit of %d tokens",
+				  srv.max_prompt);
+		if (!ok) {
 			for (int k = 0; k <= i; k++) {
 				free(t[k].prompt);
 				free((char *)t[k].prompt_text);
@@ -353,7 +374,7 @@ struct job *
 api_completion_job(const cJSON *req, int *status, char **err)
 {
 	const struct txlgen_options *o = sched_engine()->opts;
-	struct job *j = xrealloc(NULL, sizeof(*j));
+	struct job *j = job_new();
 	struct task *pr = NULL;
 	/* the request's settings over the server's, as txlgen's options
 	 * (a copy that owns nothing: its strings stay the server's) */
@@ -364,11 +385,8 @@ api_completion_job(const cJSON *req, int *status, char **err)
 	const cJSON *sess = cJSON_IsObject(req) ?
 		cJSON_GetObjectItemCaseSensitive(req, "session") : NULL;
 	int n_prompts = 0;
-	int64_t total = 0;
-	static unsigned long counter;
+	int64_t rows = 0;
 
-	memset(j, 0, sizeof(*j));
-	j->refs = 1;
 	j->ignore_eos = o->ignore_eos;
 	for (int i = 0; i < o->stop.n; i++)
 		strlist_add(&j->stop, o->stop.v[i]);
@@ -404,26 +422,25 @@ api_completion_job(const cJSON *req, int *status, char **err)
 		}
 		j->session = xstrdup(sess->valuestring);
 	}
-	pr = prompts(req, &n_prompts, status, err);
+	pr = prompts(req, (int)n, &n_prompts, status, err);
 	if (!pr)
 		goto bad;
 	j->n_prompts = n_prompts;
-	for (int i = 0; i < n_prompts; i++)
-		total += pr[i].n_prompt;
-	if (total > srv.max_prompt) {
-		fail(status, err, "'prompt': %lld tokens, more than this "
-		     "server's limit of %d", (long long)total, srv.max_prompt);
-		goto bad;
-	}
 	if (j->session && (n_prompts > 1 || n > 1)) {
 		fail(status, err, "'session': one prompt and n 1 only (a "
 		     "session continues one text)");
 		goto bad;
 	}
-	if ((int)n * n_prompts > srv.parallel * 4 + srv.max_n) {
-		fail(status, err, "'n' times the prompts: %d choices, more "
-		     "than this server takes in one request", (int)n *
-		     n_prompts);
+	/* the logprobs a request holds until it ends: a row a token, each
+	 * with its alternatives */
+	for (int i = 0; logprobs >= 0 && i < n_prompts; i++)
+		rows += ((j->echo ? pr[i].n_prompt : 0) + (int64_t)max_tokens) *
+			(int64_t)n * (1 + (int64_t)logprobs);
+	if (rows > srv.max_logprob_rows) {
+		fail(status, err, "'logprobs': %lld rows of log-probabilities "
+		     "(tokens times n times 1 + logprobs), more than this "
+		     "server's limit of %d", (long long)rows,
+		     srv.max_logprob_rows);
 		goto bad;
 	}
 
@@ -447,15 +464,8 @@ api_completion_job(const cJSON *req, int *status, char **err)
 		t->prompt_len = p->prompt_len;
 		/* the choices of a prompt as txlgen --n-samples' samples */
 		t->seed = sample_seed(seed, i % (int)n);
-		t->lp_tokens = cJSON_CreateArray();
-		t->lp_values = cJSON_CreateArray();
-		t->lp_top = cJSON_CreateArray();
-		t->lp_offsets = cJSON_CreateArray();
 	}
 	free(pr);
-	j->created = time(NULL);
-	snprintf(j->id, sizeof(j->id), "cmpl-%lx%lx", (unsigned long)j->created,
-		 ++counter);
 	return j;
 bad:
 	for (int i = 0; pr && i < n_prompts; i++) {
@@ -468,152 +478,320 @@ bad:
 	return NULL;
 }
 
-/* choice i's logprobs rows [from, to), or null without logprobs */
-static cJSON *
-logprobs_json(const struct job *j, const struct task *t, int from, int to)
-{
-	cJSON *o, *a[4];
-	const cJSON *src[4] = { t->lp_tokens, t->lp_values, t->lp_top,
-				t->lp_offsets };
-	static const char *const names[4] = { "tokens", "token_logprobs",
-					       "top_logprobs", "text_offset" };
+/* ---- jobs into JSON: written straight, in time linear in the rows ---- */
 
-	if (j->logprobs < 0)
-		return cJSON_CreateNull();
-	o = cJSON_CreateObject();
-	for (int k = 0; k < 4; k++) {
-		a[k] = cJSON_CreateArray();
-		for (int i = from; i < to; i++)
-			cJSON_AddItemToArray(a[k], cJSON_Duplicate(
-				cJSON_GetArrayItem(src[k], i), true));
-		cJSON_AddItemToObject(o, names[k], a[k]);
+/* What a response or an event says of one choice: the job's own rows for
+ * a finished job, copies of the new ones for a running stream's event. */
+struct view {
+	const char *text;
+	size_t len;
+	const struct lp_row *lp;
+	const struct lp_alt *alt;  /* job->logprobs a row */
+	int n_lp;
+	const char *finish;        /* NULL: null */
+};
+
+static void
+put_str(FILE *f, const char *s)
+{
+	json_write_string(f, s, strlen(s));
+}
+
+/* The token text of a row (its piece, less a space the text lacks). */
+static const char *
+row_piece(struct engine_model *m, const struct lp_row *r, int *len)
+{
+	const char *p = engine_piece(m, r->id, len);
+
+	if (!p) {
+		*len = 0;
+		return "";
 	}
-	return o;
+	if (r->lead && *len > 0) {
+		p++;
+		(*len)--;
+	}
+	return p;
 }
 
-static cJSON *
-envelope(const struct job *j)
+/* {"tokens", "token_logprobs", "top_logprobs", "text_offset"} */
+static void
+put_logprobs(FILE *f, struct engine_model *m, const struct job *j,
+	     const struct view *v)
 {
-	cJSON *o = cJSON_CreateObject();
+	const int k = j->logprobs > 0 ? j->logprobs : 0;
+	int len;
+	const char *p;
 
-	cJSON_AddStringToObject(o, "id", j->id);
-	cJSON_AddStringToObject(o, "object", "text_completion");
-	cJSON_AddNumberToObject(o, "created", (double)j->created);
-	cJSON_AddStringToObject(o, "model", srv.model_name);
-	return o;
+	if (j->logprobs < 0) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"tokens\":[", f);
+	for (int i = 0; i < v->n_lp; i++) {
+		p = row_piece(m, &v->lp[i], &len);
+		fputs(i ? "," : "", f);
+		json_write_string(f, p, (size_t)len);
+	}
+	fputs("],\"token_logprobs\":[", f);
+	for (int i = 0; i < v->n_lp; i++) {
+		fputs(i ? "," : "", f);
+		json_write_number(f, v->lp[i].lp);
+	}
+	fputs("],\"top_logprobs\":[", f);
+	for (int i = 0; i < v->n_lp; i++) {
+		const struct lp_alt *alt = v->alt + (size_t)i * k;
+		/* pieces of one text are one key: the likelier is kept */
+		char *key[20];
+		int klen[20], n_key = 0;
+
+		fputs(i ? "," : "", f);
+		if (v->lp[i].no_top) {
+			fputs("null", f);
+			continue;
+		}
+		putc('{', f);
+		for (int a = 0; a < v->lp[i].n_top && a < 20; a++) {
+			bool dup = false;
+
+			p = engine_piece(m, alt[a].id, &len);
+			if (!p)
+				len = 0;
+			for (int b = 0; b < n_key && !dup; b++)
+				dup = klen[b] == len &&
+					!memcmp(key[b], p, (size_t)len);
+			if (dup)
+				continue;
+			key[n_key] = xrealloc(NULL, (size_t)len + 1);
+			memcpy(key[n_key], p ? p : "", (size_t)len);
+			klen[n_key] = len;
+			fputs(n_key++ ? "," : "", f);
+			/* pieces that end a line or cut a character still make
+			 * keys: the client gets the bytes it can */
+			json_write_string(f, key[n_key - 1], (size_t)len);
+			putc(':', f);
+			json_write_number(f, alt[a].lp);
+		}
+		putc('}', f);
+		while (n_key > 0)
+			free(key[--n_key]);
+	}
+	fputs("],\"text_offset\":[", f);
+	for (int i = 0; i < v->n_lp; i++)
+		fprintf(f, "%s%zu", i ? "," : "", v->lp[i].offset);
+	fputs("]}", f);
 }
 
-static cJSON *
-usage(const struct job *j)
+static void
+put_envelope(FILE *f, const struct job *j)
 {
-	cJSON *u = cJSON_CreateObject();
+	fputs("{\"id\":", f);
+	put_str(f, j->id);
+	fprintf(f, ",\"object\":\"text_completion\",\"created\":%lld,"
+		"\"model\":", (long long)j->created);
+	put_str(f, srv.model_name);
+}
 
-	cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->prompt_tokens);
-	cJSON_AddNumberToObject(u, "completion_tokens",
-				(double)j->completion_tokens);
-	cJSON_AddNumberToObject(u, "total_tokens",
-				(double)(j->prompt_tokens +
-					 j->completion_tokens));
-	return u;
+static void
+put_choice(FILE *f, struct engine_model *m, const struct job *j, int i,
+	   const struct view *v)
+{
+	fputs("{\"text\":", f);
+	json_write_string(f, v->text ? v->text : "", v->len);
+	fprintf(f, ",\"index\":%d,\"logprobs\":", i);
+	put_logprobs(f, m, j, v);
+	fputs(",\"finish_reason\":", f);
+	if (v->finish)
+		put_str(f, v->finish);
+	else
+		fputs("null", f);
+	putc('}', f);
+}
+
+static void
+put_usage(FILE *f, int64_t in, int64_t out)
+{
+	fprintf(f, "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":"
+		"%lld,\"total_tokens\":%lld}", (long long)in, (long long)out,
+		(long long)(in + out));
+}
+
+static FILE *
+open_out(char **buf, size_t *len)
+{
+	FILE *f = open_memstream(buf, len);
+
+	if (!f)
+		die_oom();
+	return f;
 }
 
 static char *
-print(cJSON *o)
+close_out(FILE *f, char **buf)
 {
-	char *s = cJSON_PrintUnformatted(o);
-
-	cJSON_Delete(o);
-	if (!s)
+	if (fclose(f) != 0 || !*buf)
 		die_oom();
-	return s;
+	return *buf;
 }
 
 char *
 api_completion_json(struct job *j)
 {
-	cJSON *o = envelope(j), *choices = cJSON_CreateArray();
+	struct engine *e = sched_engine();
+	struct engine_model m = { .model = e->mod->model, .hp = e->mod->hp };
+	/* a finished job changes no more: it is read without the lock */
+	const bool done = sched_job_done(j);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
 
+	if (done)
+		sched_unlock();
+	f = open_out(&buf, &len);
+	put_envelope(f, j);
+	fputs(",\"choices\":[", f);
 	for (int i = 0; i < j->n_tasks; i++) {
-		struct task *t = &j->tasks[i];
-		cJSON *c = cJSON_CreateObject();
-		char *text = strndup(t->text.s ? t->text.s : "", t->text.len);
+		const struct task *t = &j->tasks[i];
+		struct view v = {
+			.text = t->text.s, .len = t->text.len, .lp = t->lp,
+			.alt = t->lp_alt, .n_lp = t->n_lp,
+			.finish = t->finish ? t->finish : "length",
+		};
 
-		if (!text)
-			die_oom();
-		cJSON_AddStringToObject(c, "text", text);
-		free(text);
-		cJSON_AddNumberToObject(c, "index", i);
-		cJSON_AddItemToObject(c, "logprobs", logprobs_json(j, t, 0,
-			cJSON_GetArraySize(t->lp_tokens)));
-		cJSON_AddStringToObject(c, "finish_reason", t->finish ?
-					t->finish : "length");
-		cJSON_AddItemToArray(choices, c);
+		fputs(i ? "," : "", f);
+		put_choice(f, &m, j, i, &v);
 	}
-	cJSON_AddItemToObject(o, "choices", choices);
-	cJSON_AddItemToObject(o, "usage", usage(j));
-	return print(o);
+	fputs("],", f);
+	put_usage(f, j->prompt_tokens, j->completion_tokens);
+	putc('}', f);
+	close_out(f, &buf);
+	free(m.piece);
+	if (done)
+		sched_lock();
+	return buf;
+}
+
+/* An event's line: "data: ...\n\n" */
+static void
+put_event_start(FILE *f)
+{
+	fputs("data: ", f);
+}
+
+static void
+put_event_end(FILE *f)
+{
+	fputs("\n\n", f);
 }
 
 char *
 api_stream_events(struct job *j, bool with_usage)
 {
-	struct strbuf b = { 0 };
+	struct engine *e = sched_engine();
+	struct engine_model m = { .model = e->mod->model, .hp = e->mod->hp };
+	const int k = j->logprobs > 0 ? j->logprobs : 0;
+	struct view *v = xrealloc(NULL, (size_t)j->n_tasks * sizeof(*v));
+	int *which = xrealloc(NULL, (size_t)j->n_tasks * sizeof(int));
+	int n_ev = 0, status = 0;
+	bool end_job = false;
+	int64_t in = 0, out = 0;
+	char *error = NULL, *buf = NULL;
+	size_t len = 0;
+	FILE *f;
 
+	/* under the lock: copies of what is new (the scheduler appends to
+	 * the rows and the text meanwhile) */
 	for (int i = 0; i < j->n_tasks; i++) {
 		struct task *t = &j->tasks[i];
-		int rows = cJSON_GetArraySize(t->lp_tokens);
-		bool fresh = t->text.len > t->sent || (int)t->lp_sent < rows;
-		bool end = t->finish && !t->end_sent;
-		cJSON *o, *choices, *c;
-		char *s, *text;
+		const int rows = t->n_lp - t->lp_sent;
+		const bool fresh = t->text.len > t->sent || rows > 0;
+		const bool end = t->finish && !t->end_sent;
+		struct view *w = &v[n_ev];
 
 		if (!fresh && !end)
 			continue;
-		o = envelope(j);
-		choices = cJSON_CreateArray();
-		c = cJSON_CreateObject();
-		text = strndup(t->text.s ? t->text.s + t->sent : "",
-			       t->text.len - t->sent);
-		if (!text)
-			die_oom();
-		cJSON_AddStringToObject(c, "text", text);
-		free(text);
-		cJSON_AddNumberToObject(c, "index", i);
-		cJSON_AddItemToObject(c, "logprobs", logprobs_json(j, t,
-			(int)t->lp_sent, rows));
-		if (end)
-			cJSON_AddStringToObject(c, "finish_reason", t->finish);
-		else
-			cJSON_AddNullToObject(c, "finish_reason");
-		cJSON_AddItemToArray(choices, c);
-		cJSON_AddItemToObject(o, "choices", choices);
+		w->len = t->text.len - t->sent;
+		w->text = w->len ? xrealloc(NULL, w->len) : NULL;
+		if (w->len)
+			memcpy((char *)w->text, t->text.s + t->sent, w->len);
+		w->n_lp = rows;
+		w->lp = NULL;
+		w->alt = NULL;
+		if (rows > 0) {
+			w->lp = xrealloc(NULL, (size_t)rows * sizeof(*w->lp));
+			memcpy((void *)w->lp, t->lp + t->lp_sent,
+			       (size_t)rows * sizeof(*w->lp));
+		}
+		if (rows > 0 && k > 0) {
+			size_t n = (size_t)rows * (size_t)k * sizeof(*w->alt);
+
+			w->alt = xrealloc(NULL, n);
+			memcpy((void *)w->alt, t->lp_alt + (size_t)t->lp_sent * k,
+			       n);
+		}
+		w->finish = end ? t->finish : NULL;
 		t->sent = t->text.len;
-		t->lp_sent = (size_t)rows;
+		t->lp_sent = t->n_lp;
 		t->end_sent = end || t->end_sent;
-		s = print(o);
-		strbuf_add(&b, "data: ", 6);
-		strbuf_add(&b, s, strlen(s));
-		strbuf_add(&b, "\n\n", 2);
-		free(s);
+		which[n_ev++] = i;
 	}
 	if (sched_job_done(j) && !j->done_sent) {
-		if (with_usage) {
-			cJSON *o = envelope(j);
-			char *s;
-
-			cJSON_AddItemToObject(o, "choices", cJSON_CreateArray());
-			cJSON_AddItemToObject(o, "usage", usage(j));
-			s = print(o);
-			strbuf_add(&b, "data: ", 6);
-			strbuf_add(&b, s, strlen(s));
-			strbuf_add(&b, "\n\n", 2);
-			free(s);
-		}
-		strbuf_add(&b, "data: [DONE]\n\n", 14);
+		end_job = true;
 		j->done_sent = true;
+		in = j->prompt_tokens;
+		out = j->completion_tokens;
+		status = j->status;
+		if (status)
+			error = xstrdup(j->error ? j->error
+					: "the request failed");
 	}
-	if (!b.len)
+	if (!n_ev && !end_job) {
+		free(v);
+		free(which);
 		return NULL;
-	strbuf_add(&b, "", 0);
-	return b.s;
+	}
+
+	sched_unlock();
+	f = open_out(&buf, &len);
+	for (int i = 0; i < n_ev; i++) {
+		put_event_start(f);
+		put_envelope(f, j);
+		fputs(",\"choices\":[", f);
+		put_choice(f, &m, j, which[i], &v[i]);
+		fputs("]}", f);
+		put_event_end(f);
+		free((char *)v[i].text);
+		free((void *)v[i].lp);
+		free((void *)v[i].alt);
+	}
+	if (end_job && with_usage) {
+		put_event_start(f);
+		put_envelope(f, j);
+		fputs(",\"choices\":[],", f);
+		put_usage(f, in, out);
+		putc('}', f);
+		put_event_end(f);
+	}
+	/* a failure after the 200 went out: an event says what went wrong,
+	 * as the error of a response would */
+	if (error) {
+		put_event_start(f);
+		fputs("{\"error\":{\"message\":", f);
+		put_str(f, error);
+		fputs(",\"type\":", f);
+		put_str(f, status == 401 ? "authentication_error"
+			: status >= 500 ? "server_error"
+			: "invalid_request_error");
+		fprintf(f, ",\"param\":null,\"code\":%d}}", status);
+		put_event_end(f);
+		free(error);
+	}
+	if (end_job)
+		fputs("data: [DONE]\n\n", f);
+	close_out(f, &buf);
+	free(m.piece);
+	free(v);
+	free(which);
+	sched_lock();
+	return buf;
 }

@@ -46,6 +46,7 @@ struct srv_opts srv = {
 	.max_prompt = 1 << 17,
 	.max_tokens = 1 << 16,
 	.max_n = 16,
+	.max_logprob_rows = 1 << 22,
 	.max_connections = 128,
 	.max_queue = 256,
 	.timeout_s = 60,

@@ -50,7 +50,7 @@ struct slot {
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t wake;     /* the scheduler: work or stop */
-	pthread_cond_t progress; /* connections: a job changed */
+	pthread_cond_t progress; /* sched_stop(): a job ended */
 	pthread_t thread;
 	bool running;
 	struct engine *e;
@@ -91,17 +91,25 @@ sched_engine(void)
 static void
 changed(struct job *j)
 {
+	const bool done = j->n_done == j->n_tasks;
+
 	j->seq++;
-	pthread_cond_broadcast(&S.progress);
+	/* only its own connection wakes, and one that waits for the whole
+	 * response only at the end (it looks at its client meanwhile on
+	 * its own clock): not every connection at every token */
+	if (j->stream || done)
+		pthread_cond_broadcast(&j->progress);
+	if (done)
+		pthread_cond_broadcast(&S.progress);
 }
 
 /* ---- logprobs ---- */
 
-/* The top @p k of the log-probabilities @p lp (n), as {"token": lp}. */
-static cJSON *
-top_logprobs(struct engine *e, const float *lp, int n, int k)
+/* The top @p k (at most 20) of the log-probabilities @p lp (n) into
+ * @p top, best first; how many. */
+static int
+top_logprobs(const float *lp, int n, int k, struct lp_alt *top)
 {
-	cJSON *o = cJSON_CreateObject();
 	int best[20];
 	int m = 0;
 
@@ -120,38 +128,36 @@ top_logprobs(struct engine *e, const float *lp, int n, int k)
 		}
 		best[at] = i;
 	}
-	for (int i = 0; i < m; i++) {
-		int len;
-		const char *p = engine_piece(e->mod, best[i], &len);
-		char *key = strndup(p ? p : "", p ? (size_t)len : 0);
-
-		if (!key)
-			die_oom();
-		/* pieces that end a line or cut a character still make keys:
-		 * cJSON escapes them, the client gets the bytes it can */
-		if (!cJSON_GetObjectItemCaseSensitive(o, key))
-			cJSON_AddNumberToObject(o, key, lp[best[i]]);
-		free(key);
-	}
-	return o;
+	for (int i = 0; i < m; i++)
+		top[i] = (struct lp_alt){ .id = best[i], .lp = lp[best[i]] };
+	return m;
 }
 
-/* Append one token's row of logprobs to task @p t: its text, log-prob
- * (NAN: null), alternatives (NULL: null) and offset. */
+/* Append one token's row of logprobs to task @p t: its log-prob (NAN:
+ * null), alternatives (n_top < 0: null) and offset; @p lead: its piece
+ * has a space the text has not. */
 static void
-add_logprob(struct task *t, const char *text, size_t len, double lp,
-	    cJSON *top, size_t offset)
+add_logprob(struct task *t, int32_t id, bool lead, double lp,
+	    const struct lp_alt *top, int n_top, size_t offset)
 {
-	char *s = strndup(text, len);
+	struct lp_row r = {
+		.id = id, .lp = (float)lp, .offset = offset,
+		.no_top = n_top < 0, .lead = lead,
+	};
 
-	if (!s)
-		die_oom();
-	cJSON_AddItemToArray(t->lp_tokens, cJSON_CreateString(s));
-	free(s);
-	cJSON_AddItemToArray(t->lp_values, isnan(lp) ? cJSON_CreateNull()
-			     : cJSON_CreateNumber(lp));
-	cJSON_AddItemToArray(t->lp_top, top ? top : cJSON_CreateNull());
-	cJSON_AddItemToArray(t->lp_offsets, cJSON_CreateNumber((double)offset));
+	task_add_logprob(t, &r, top, n_top);
+}
+
+/* A job's task ended (ran, or never started): the last one ends the job,
+ * and the scheduler's reference to it. */
+static void
+task_ended(struct job *j)
+{
+	if (++j->n_done == j->n_tasks && j->n_started > 0)
+		S.st.running--;
+	changed(j);
+	if (j->n_done == j->n_tasks)
+		job_unref(j);	/* the connection may be gone */
 }
 
 /* ---- a slot's life ---- */
@@ -217,11 +223,7 @@ finish_task(struct slot *sl, const char *why)
 	S.st.tokens_out += (uint64_t)t->n_gen;
 	sl->t = NULL;
 	sl->s = NULL;
-	if (++j->n_done == j->n_tasks)
-		S.st.running--;
-	changed(j);
-	if (j->n_done == j->n_tasks)
-		job_unref(j);	/* the last use: the connection may be gone */
+	task_ended(j);
 }
 
 /* Start task @p t in slot @p sl: its session (a named one, loaded or
@@ -355,26 +357,23 @@ prompt_logprob(struct slot *sl, int i, const float *row)
 	struct task *t = sl->t;
 	size_t off = sl->offset > (size_t)sl->lead ? sl->offset - sl->lead : 0;
 	double lp = NAN;
-	cJSON *top = NULL;
-	const char *p;
-	int len;
+	struct lp_alt top[20];
+	int n_top = -1, len;
 
 	if (row) {
 		txl_log_softmax(row, S.lp_row, e->mod->hp->n_token);
 		lp = S.lp_row[t->prompt[i]];
-		if (t->job->logprobs > 0)
-			top = top_logprobs(e, S.lp_row, e->mod->hp->n_token,
-					   t->job->logprobs);
+		n_top = t->job->logprobs > 0
+			? top_logprobs(S.lp_row, e->mod->hp->n_token,
+				       t->job->logprobs, top) : 0;
 	}
-	/* after top_logprobs(): the engine's piece buffer is one */
-	p = engine_piece(e->mod, t->prompt[i], &len);
-	if (!p)
+	if (!engine_piece(e->mod, t->prompt[i], &len))
 		len = 0;
 	/* the first piece of a text loses the space SentencePiece gave it */
-	if (i == 0 && sl->lead)
-		add_logprob(t, p + 1, (size_t)len - 1, lp, top, 0);
+	if (i == 0 && sl->lead && len > 0)
+		add_logprob(t, t->prompt[i], true, lp, top, n_top, 0);
 	else
-		add_logprob(t, p ? p : "", (size_t)len, lp, top, off);
+		add_logprob(t, t->prompt[i], false, lp, top, n_top, off);
 	sl->offset += (size_t)len;
 }
 
@@ -458,7 +457,6 @@ step_slot(struct slot *sl)
 	double logprob;
 	int32_t tok;
 	int len;
-	const char *p;
 
 	if (t->n_gen >= j->max_tokens) {
 		finish_task(sl, "length");
@@ -475,20 +473,18 @@ step_slot(struct slot *sl)
 	remember(sl, tok, j->sp.repeat_last_n);
 	sl->tok = tok;
 	if (j->logprobs >= 0) {
-		cJSON *top = NULL;
+		struct lp_alt top[20];
+		int n_top = 0;
 
 		if (j->logprobs > 0) {
 			txl_log_softmax(engine_last_logits(e, sl->s), S.lp_row,
 					e->mod->hp->n_token);
-			top = top_logprobs(e, S.lp_row, e->mod->hp->n_token,
-					   j->logprobs);
+			n_top = top_logprobs(S.lp_row, e->mod->hp->n_token,
+					     j->logprobs, top);
 		}
-		/* after top_logprobs(): the engine's piece buffer is one */
-		p = engine_piece(e->mod, tok, &len);
-		if (!p)
+		if (!engine_piece(e->mod, tok, &len))
 			len = 0;
-		add_logprob(t, p ? p : "", (size_t)len, logprob, top,
-			    sl->offset);
+		add_logprob(t, tok, false, logprob, top, n_top, sl->offset);
 		sl->offset += (size_t)len;
 	}
 	if (tok == eos && !j->ignore_eos) {
@@ -539,11 +535,7 @@ take_queued(void)
 				j->status = 500;
 				j->error = xstrdup("could not start");
 			}
-			if (++j->n_done == j->n_tasks && j->n_started > 0)
-				S.st.running--;
-			changed(j);
-			if (j->n_done == j->n_tasks)
-				job_unref(j);
+			task_ended(j);
 		}
 	}
 }
@@ -688,7 +680,7 @@ sched_submit(struct job *j, int *status, char **err)
 		sched_unlock();
 		return false;
 	}
-	j->refs++;
+	job_ref(j);
 	j->t_submit = now_s();
 	for (int i = 0; i < j->n_tasks; i++) {
 		S.queue[(S.q_head + S.q_n) % S.q_cap] = &j->tasks[i];
@@ -714,7 +706,7 @@ sched_wait(struct job *j, unsigned seq, int ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	while (j->seq == seq && j->n_done < j->n_tasks)
-		if (pthread_cond_timedwait(&S.progress, &S.mu, &ts) ==
+		if (pthread_cond_timedwait(&j->progress, &S.mu, &ts) ==
 		    ETIMEDOUT)
 			break;
 	return j->seq;

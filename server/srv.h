@@ -2,10 +2,12 @@
 /*
  * srv.h - txlgen-server's rooms: the HTTP side (http.c: connections,
  * routes, limits, keys), the API (api.c: requests into jobs, jobs into
- * JSON), the scheduler (sched.c: one thread that owns the model and steps
- * every running completion together) and the sessions it keeps
- * (sessions.c).  The model, settings, sampling and text output are
- * txlgen's own (cmd/).
+ * JSON), the jobs between them (job.c, job.h: the one owner of a job's
+ * lifetime, so that the scheduler never calls back into the API), the
+ * scheduler (sched.c: one thread that owns the model and steps every
+ * running completion together) and the sessions it keeps (sessions.c).
+ * The model, settings, sampling and text output are txlgen's own
+ * (cmd/).
  */
 #ifndef TXLGEN_SRV_H
 #define TXLGEN_SRV_H
@@ -18,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine.h"
+#include "job.h"
 #include "settings.h"
 #include "text.h"
 
@@ -37,6 +40,7 @@ struct srv_opts {
 	int max_prompt;          /* tokens of a request's prompts */
 	int max_tokens;          /* max_tokens of a request, at most */
 	int max_n;               /* n of a request, at most */
+	int max_logprob_rows;    /* logprobs entries a request may hold */
 	int max_connections;
 	int max_queue;           /* requests waiting for a slot */
 	int timeout_s;           /* a connection idle this long is closed */
@@ -49,68 +53,18 @@ struct srv_opts {
 
 extern struct srv_opts srv;
 
-/* ---- jobs: one request's completions (api.c builds, sched.c runs) ---- */
-
-/* One choice: a prompt (or a session's text) and its continuation. */
-struct task {
-	struct job *job;
-	int index;               /* of the choice in the response */
-	int32_t *prompt;         /* its tokens */
-	int n_prompt;
-	const char *prompt_text; /* for echo's text_offset (job-owned) */
-	size_t prompt_len;
-	uint64_t seed;
-
-	/* results, written by the scheduler */
-	struct strbuf text;      /* released text (stop strings cut) */
-	size_t sent;             /* bytes of text streamed */
-	int n_gen;
-	const char *finish;      /* "stop", "length", NULL while running */
-	cJSON *lp_tokens, *lp_values, *lp_top, *lp_offsets; /* logprobs */
-	size_t lp_sent;          /* logprob rows streamed */
-	bool end_sent;           /* its finish_reason streamed */
-};
-
-struct job {
-	int refs;                /* the connection and the scheduler */
-	char id[40];
-	time_t created;
-
-	/* the request */
-	bool stream, echo;
-	int logprobs;            /* top alternatives per token; -1: none */
-	int max_tokens;
-	struct strlist stop;
-	struct txl_sampler_params sp;
-	bool ignore_eos;
-	char *session;           /* its id, or NULL */
-	bool keep_text;          /* echo: the prompt's text in the choice */
-
-	int n_tasks;             /* n_prompts times n */
-	int n_prompts;
-	struct task *tasks;
-	bool done_sent;          /* the stream's [DONE] */
-
-	/* progress, under the scheduler's lock */
-	int n_started, n_done;
-	bool cancelled;          /* the client went away */
-	bool cut;                /* the server stops: ended early */
-	int status;              /* 0, or the HTTP status of a failure */
-	char *error;
-	int64_t prompt_tokens, completion_tokens;
-	unsigned seq;            /* bumped at each change (streaming) */
-	double t_submit;         /* now_s() when queued */
-	double t_first;          /* seconds from then to the first token */
-};
+/* ---- jobs (job.h): requests into jobs, jobs into JSON (api.c) ---- */
 
 /* Parse a completions request; NULL and *status / *err (malloc'd) set on
  * error (400 with the field named). */
 struct job *api_completion_job(const cJSON *req, int *status, char **err);
-/* The response of a finished job, or one SSE event of the progress of a
- * streaming one since the last (NULL: nothing new). */
+/* The response of a finished job, or the SSE events of the progress of
+ * a streaming one since the last (NULL: nothing new), ending with an
+ * error event if it failed and [DONE].  Both are called with the
+ * scheduler's lock held and return with it held, but let it go while
+ * they write the JSON: the scheduler and /metrics go on meanwhile. */
 char *api_completion_json(struct job *j);
-char *api_stream_events(struct job *j, bool final);
-void job_unref(struct job *j);
+char *api_stream_events(struct job *j, bool with_usage);
 /* Text to ids and back in a connection's thread (the engine's scratch
  * is the scheduler's).  api_detokenize: NULL and *bad the index of an
  * invalid id. */

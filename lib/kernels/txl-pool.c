@@ -77,7 +77,8 @@ static struct {
 	pthread_mutex_t busy;	/* held while a task runs */
 	pthread_mutex_t lock;	/* for sleeping and waking */
 	pthread_cond_t wake;
-	int n;			/* threads, the caller included */
+	atomic_int n;		/* threads, the caller included (set under
+				   busy, read anywhere) */
 	pthread_t workers[TXL_MAX_THREADS];
 	atomic_uint gen;	/* bumped for every task (and to quit) */
 	atomic_uint state;	/* see CLOSED */
@@ -94,6 +95,14 @@ static struct {
 	.n = 1,
 	.state = CLOSED,
 };
+
+/* The pool's size: a relaxed look is enough, a task's is taken under
+ * busy and the workers read it inside a task, which no resize meets. */
+static int
+threads(void)
+{
+	return atomic_load_explicit(&pool.n, memory_order_relaxed);
+}
 
 /* set while this thread runs a task of the pool */
 static _Thread_local bool in_task;
@@ -157,13 +166,16 @@ wait_task(unsigned seen)
 struct worker_arg {
 	int ith;
 	unsigned gen;
+	unsigned task;		/* the last task run, when it was made */
 };
 
 static void *
 worker(void *p)
 {
 	struct worker_arg a = *(struct worker_arg *)p;
-	unsigned done = pool.task;	/* the last task this worker ran */
+	/* the last task this worker ran: taken under busy by its maker,
+	 * not from pool.task, which the next task may be writing */
+	unsigned done = a.task;
 
 	free(p);
 	for (;;) {
@@ -176,7 +188,7 @@ worker(void *p)
 							memory_order_acquire);
 		if (!(st & CLOSED) && pool.task != done) {
 			done = pool.task;
-			run_task(pool.fn, pool.ctx, a.ith, pool.n);
+			run_task(pool.fn, pool.ctx, a.ith, threads());
 		}
 		atomic_fetch_sub_explicit(&pool.state, 1, memory_order_release);
 	}
@@ -199,11 +211,11 @@ publish(void)
 void
 txl_pool_run(txl_task_fn fn, void *ctx)
 {
-	if (pool.n == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+	if (threads() == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
 		run_task(fn, ctx, 0, 1);
 		return;
 	}
-	if (pool.n == 1) {	/* shrunk meanwhile */
+	if (threads() == 1) {	/* shrunk meanwhile */
 		pthread_mutex_unlock(&pool.busy);
 		run_task(fn, ctx, 0, 1);
 		return;
@@ -220,7 +232,7 @@ txl_pool_run(txl_task_fn fn, void *ctx)
 	     closed = CLOSED)
 		spin_wait(i++);
 	publish();
-	run_task(fn, ctx, 0, pool.n);
+	run_task(fn, ctx, 0, threads());
 	/* close it and wait for the workers that joined */
 	atomic_fetch_or_explicit(&pool.state, CLOSED, memory_order_relaxed);
 	for (unsigned i = 0; atomic_load_explicit(&pool.state,
@@ -232,20 +244,20 @@ txl_pool_run(txl_task_fn fn, void *ctx)
 int
 txl_pool_threads(void)
 {
-	return pool.n;
+	return threads();
 }
 
 static void
 stop_workers(void)
 {
-	if (pool.n == 1)
+	if (threads() == 1)
 		return;
 	atomic_store(&pool.quit, true);
 	publish();
-	for (int i = 1; i < pool.n; i++)
+	for (int i = 1; i < threads(); i++)
 		pthread_join(pool.workers[i], NULL);
 	atomic_store(&pool.quit, false);
-	pool.n = 1;
+	atomic_store(&pool.n, 1);
 }
 
 void
@@ -256,7 +268,7 @@ txl_pool_set_threads(int n)
 	if (n > TXL_MAX_THREADS)
 		n = TXL_MAX_THREADS;
 	pthread_mutex_lock(&pool.busy);
-	if (n != pool.n) {
+	if (n != threads()) {
 		sigset_t all, old;
 
 		/* the workers never take the application's signals: a
@@ -278,16 +290,17 @@ txl_pool_set_threads(int n)
 				break;
 			a->ith = i;
 			a->gen = atomic_load(&pool.gen);
+			a->task = pool.task;
 			if (pthread_create(&pool.workers[i], NULL, worker, a)) {
 				free(a);
 				break;
 			}
-			pool.n = i + 1;
+			atomic_store(&pool.n, i + 1);
 		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (pool.n != n)
+		if (threads() != n)
 			txl_log(TXL_LOG_WARN, "thread pool: started %d of %d "
-				"threads", pool.n, n);
+				"threads", threads(), n);
 	}
 	pthread_mutex_unlock(&pool.busy);
 }
@@ -385,7 +398,7 @@ after_fork_child(void)
 	pthread_cond_init(&pool.wake, NULL);
 	atomic_store(&pool.sleeping, 0);
 	atomic_store(&pool.state, CLOSED);
-	pool.n = 1;
+	atomic_store(&pool.n, 1);
 }
 
 __attribute__((constructor)) static void

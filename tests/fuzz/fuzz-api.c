@@ -23,6 +23,7 @@
 struct srv_opts srv = {
 	.parallel = 4, .max_sessions = 4, .max_body = 1 << 20,
 	.max_prompt = 4096, .max_tokens = 1024, .max_n = 8,
+	.max_logprob_rows = 1 << 20,
 	.max_connections = 8, .max_queue = 8, .timeout_s = 1,
 	.model_name = "fuzz",
 };
@@ -78,10 +79,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	j->n_done = j->n_tasks;
 	for (int i = 0; i < j->n_tasks; i++)
 		j->tasks[i].finish = "length";
+	sched_lock();
 	out = api_completion_json(j);
 	free(out);
 	out = api_stream_events(j, true);
 	free(out);
+	sched_unlock();
 	job_unref(j);
 	return 0;
 }

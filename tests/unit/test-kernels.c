@@ -1741,7 +1741,7 @@ test_gemm(void)
 
 struct count {
 	atomic_int calls, mask;
-	int nth;
+	atomic_int nth;		/* every thread writes it (the same) */
 };
 
 static void
@@ -1751,7 +1751,7 @@ count_task(void *p, int ith, int nth)
 
 	atomic_fetch_add(&c->calls, 1);
 	atomic_fetch_or(&c->mask, 1 << ith);
-	c->nth = nth;
+	atomic_store(&c->nth, nth);
 }
 
 /* Each thread at most once, the caller always; workers that were not
