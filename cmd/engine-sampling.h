@@ -21,6 +21,7 @@ struct engine_sampling {
 	struct txl_sampler_params sampler_params;
 	uint64_t sampler_seed; /* the session's seed it was made for */
 	uint64_t n_samplers;   /* and how many were made for that seed */
+	struct logit_bias bias; /* --logit-bias made for the model */
 	struct tokvec recent;  /* the last ids of the session's text (at
 				  least repeat_last_n of them when there
 				  are): the repeat penalty's window, saved

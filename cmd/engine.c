@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,7 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 {
 	enum txl_status st;
 	uint32_t r;
+	int rc;
 
 	memset(e, 0, sizeof(*e));
 	e->opts = opts;
@@ -174,7 +176,25 @@ engine_load_model(struct engine *e, struct txlgen_options *opts,
 		r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 16;
 	e->samp->seed = r;
 
-	return config_apply_recommended(opts, e->mod->model, model_path);
+	rc = config_apply_recommended(opts, e->mod->model, model_path);
+	if (rc == EXIT_OK)
+		rc = engine_make_bias(e);
+	return rc;
+}
+
+int
+engine_make_bias(struct engine *e)
+{
+	char *err;
+
+	/* the REPL's kept sampler has the old arrays: a new one comes */
+	e->samp->sampler_params.n_logit_bias = -1;
+	if (engine_logit_bias(e->mod, &e->opts->logit_bias, "--logit-bias",
+			      &e->samp->bias, &err) == EXIT_OK)
+		return EXIT_OK;
+	errmsg("%s", err);
+	free(err);
+	return EXIT_USAGE;
 }
 
 void
@@ -200,6 +220,7 @@ engine_close(struct engine *e)
 {
 	if (e->samp) {
 		txl_sampler_free(e->samp->sampler);
+		logit_bias_free(&e->samp->bias);
 		free(e->samp->recent.v);
 		free(e->samp);
 	}
@@ -408,6 +429,86 @@ engine_tokenize(struct engine_model *m, const char *text, size_t len)
 		return -1;
 	}
 	return n;
+}
+
+void
+logit_bias_free(struct logit_bias *lb)
+{
+	free(lb->ids);
+	free(lb->bias);
+	*lb = (struct logit_bias){ 0 };
+}
+
+int
+engine_logit_bias(struct engine_model *m, const struct strlist *spec,
+		  const char *what, struct logit_bias *lb, char **err)
+{
+	struct logit_bias out = { 0 };
+	int cap = 0;
+
+	*err = NULL;
+	for (int i = 0; i < spec->n; i++) {
+		const char *item = spec->v[i], *eq = strrchr(item, '=');
+		const char *key = item;
+		size_t klen = eq ? (size_t)(eq - item) : 0;
+		const int32_t *toks;
+		int32_t one;
+		char *end;
+		double b;
+		bool digits = klen > 0;
+		int n;
+
+		for (size_t k = 0; k < klen; k++)
+			digits &= key[k] >= '0' && key[k] <= '9';
+		b = eq ? strtod(eq + 1, &end) : 0;
+		if (!eq || !klen || end == eq + 1 || *end || isnan(b) ||
+		    !(b == -INFINITY || (b >= -100 && b <= 100))) {
+			if (asprintf(err, "%s '%s': not ID=BIAS or TEXT=BIAS "
+				     "(BIAS from -100 to 100, or -inf)", what,
+				     item) < 0)
+				die_oom();
+			logit_bias_free(&out);
+			return EXIT_USAGE;
+		}
+		if (digits) {
+			long id = strtol(key, NULL, 10);
+
+			if (klen > 9 || id >= m->hp->n_token) {
+				if (asprintf(err, "%s '%s': no token %.*s (the "
+					     "model has %d)", what, item,
+					     (int)klen, key,
+					     m->hp->n_token) < 0)
+					die_oom();
+				logit_bias_free(&out);
+				return EXIT_USAGE;
+			}
+			one = (int32_t)id;
+			toks = &one;
+			n = 1;
+		} else if ((n = engine_tokenize(m, key, klen)) > 0) {
+			toks = m->ids;
+		} else {
+			if (asprintf(err, "%s '%s': '%.*s' has no tokens",
+				     what, item, (int)klen, key) < 0)
+				die_oom();
+			logit_bias_free(&out);
+			return EXIT_USAGE;
+		}
+		if (out.n + n > cap) {
+			cap = 2 * (out.n + n);
+			out.ids = xrealloc(out.ids, (size_t)cap *
+					   sizeof(*out.ids));
+			out.bias = xrealloc(out.bias, (size_t)cap *
+					    sizeof(*out.bias));
+		}
+		for (int k = 0; k < n; k++) {
+			out.ids[out.n] = toks[k];
+			out.bias[out.n++] = (float)b;
+		}
+	}
+	logit_bias_free(lb);
+	*lb = out;
+	return EXIT_OK;
 }
 
 const char *

@@ -118,6 +118,24 @@ int engine_run_status(enum txl_status st);
 /** Tokenize @p text; returns the count (ids in m->ids) or -1. */
 int engine_tokenize(struct engine_model *m, const char *text, size_t len);
 
+/* A logit bias made for the model: token ids and the bias of each. */
+struct logit_bias {
+	int32_t *ids;
+	float *bias;
+	int n;
+};
+
+/* @p spec's items ("ID=BIAS", or "TEXT=BIAS" for every token of TEXT;
+ * BIAS from -100 to 100, or -inf) into *@p lb (what it held freed).
+ * EXIT_OK, or EXIT_USAGE with the item and @p what (the option or
+ * field) named in *@p err (malloc'd). */
+int engine_logit_bias(struct engine_model *m, const struct strlist *spec,
+		      const char *what, struct logit_bias *lb, char **err);
+void logit_bias_free(struct logit_bias *lb);
+/* The engine's --logit-bias made again (after a /set); EXIT_USAGE
+ * (reported) if it names what the model has not. */
+int engine_make_bias(struct engine *e);
+
 /** The bytes token @p id stands for (txl_token_piece), in a buffer of
  *  @p m's valid until the next call; *@p len their number.  NULL
  *  for an invalid id. */

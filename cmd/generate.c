@@ -65,6 +65,7 @@ sample_seed(uint64_t base, int k)
 	return k == 0 ? base : nth_seed(base, (uint64_t)k) >> 11;
 }
 
+/* (a logit bias made again marks the kept sampler's n_logit_bias -1) */
 static bool
 same_sampling(const struct txl_sampler_params *a,
 	      const struct txl_sampler_params *b)
@@ -72,14 +73,25 @@ same_sampling(const struct txl_sampler_params *a,
 	return a->temp == b->temp && a->top_k == b->top_k &&
 		a->top_p == b->top_p && a->min_p == b->min_p &&
 		a->repeat_penalty == b->repeat_penalty &&
-		a->repeat_last_n == b->repeat_last_n;
+		a->repeat_last_n == b->repeat_last_n &&
+		a->frequency_penalty == b->frequency_penalty &&
+		a->presence_penalty == b->presence_penalty &&
+		a->typical_p == b->typical_p &&
+		a->mirostat_tau == b->mirostat_tau &&
+		a->mirostat_eta == b->mirostat_eta &&
+		a->n_logit_bias == b->n_logit_bias;
 }
 
 /* The sampling settings of the options, with seed @p seed. */
 static struct txl_sampler_params
 sampler_params(const struct engine *e, uint64_t seed)
 {
-	return options_sampler_params(e->opts, seed);
+	struct txl_sampler_params sp = options_sampler_params(e->opts, seed);
+
+	sp.logit_bias_ids = e->samp->bias.ids;
+	sp.logit_bias = e->samp->bias.bias;
+	sp.n_logit_bias = e->samp->bias.n;
+	return sp;
 }
 
 /*

@@ -15,6 +15,7 @@
  * a generation ends does not end the session.  SIGTERM ends it.
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +224,12 @@ cmd_set(struct repl *r, char *args)
 		}
 	}
 	setting_set_origin(s, e->opts, ORIGIN_SET);
+	if (s->offset == offsetof(struct txlgen_options, logit_bias) &&
+	    !s->in_server && engine_make_bias(e) != EXIT_OK) {
+		strlist_clear(setting_ptr(s, e->opts));
+		engine_make_bias(e);
+		return EXIT_USAGE;
+	}
 	if (s->scope == SCOPE_SESSION) {
 		int rc = engine_apply_settings(e);
 

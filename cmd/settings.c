@@ -257,6 +257,24 @@ const struct setting settings[] = {
 	BOTH(repeat_last_n, ST_INT, T, .max = TXL_REPEAT_LAST_N_MAX,
 	    .model_may_set = true, .metavar = "N",
 	    .help = "tokens the penalty looks back (default 64)"),
+	BOTH(frequency_penalty, ST_FLOAT, T, .min = -2, .max = 2,
+	    .model_may_set = true, .metavar = "X",
+	    .help = "minus X per time a token was generated (default 0)"),
+	BOTH(presence_penalty, ST_FLOAT, T, .min = -2, .max = 2,
+	    .model_may_set = true, .metavar = "X",
+	    .help = "minus X once a token was generated (default 0)"),
+	BOTH(typical, ST_FLOAT, T, .min_exclusive = true, .max = 1,
+	    .theirs = "typical-p", .model_may_set = true, .metavar = "P",
+	    .help = "locally typical sampling (default 1 = off)"),
+	BOTH(mirostat_tau, ST_FLOAT, T, .max = 100, .theirs = "mirostat-ent",
+	    .model_may_set = true, .metavar = "TAU",
+	    .help = "mirostat 2: target surprise in bits (default 0 = off)"),
+	BOTH(mirostat_eta, ST_FLOAT, T, .min_exclusive = true, .max = 1,
+	    .theirs = "mirostat-lr", .model_may_set = true, .metavar = "ETA",
+	    .help = "mirostat 2's learning rate (default 0.1)"),
+	BOTH(logit_bias, ST_LIST, T, .metavar = "ID=BIAS",
+	    .help = "add BIAS to token ID, or to TEXT's tokens with\n"
+		    "TEXT=BIAS (repeatable; BIAS -inf: never)"),
 	BOTH(seed, ST_SEED, T, .short_opt = 's', .nullable = true,
 	    .max = (double)SEED_MAX, .metavar = "N",
 	    .help = "random seed (default or -1: a new one each run)",
@@ -490,6 +508,8 @@ options_init(struct txlgen_options *o)
 	o->min_p = tidy(sp.min_p);
 	o->repeat_penalty = tidy(sp.repeat_penalty);
 	o->repeat_last_n = 64;
+	o->typical = tidy(sp.typical_p);
+	o->mirostat_eta = tidy(sp.mirostat_eta);
 	o->seed = SEED_RANDOM;
 	o->mem_len = TXL_FROM_MODEL;
 	o->seg_len = TXL_FROM_MODEL;
@@ -515,6 +535,11 @@ options_sampler_params(const struct txlgen_options *o, uint64_t seed)
 	sp.min_p = (float)o->min_p;
 	sp.repeat_penalty = (float)o->repeat_penalty;
 	sp.repeat_last_n = o->repeat_last_n;
+	sp.frequency_penalty = (float)o->frequency_penalty;
+	sp.presence_penalty = (float)o->presence_penalty;
+	sp.typical_p = (float)o->typical;
+	sp.mirostat_tau = (float)o->mirostat_tau;
+	sp.mirostat_eta = (float)o->mirostat_eta;
 	sp.seed = seed;
 	return sp;
 }

@@ -69,6 +69,12 @@ struct txlgen_options {
 	double top_p;         /* 1 = off */
 	double min_p;         /* 0 = off */
 	double repeat_penalty; /* 1 = off */
+	double frequency_penalty; /* OpenAI's; 0 = off */
+	double presence_penalty;  /* OpenAI's; 0 = off */
+	double typical;       /* locally typical sampling's mass; 1 = off */
+	double mirostat_tau;  /* mirostat 2's target surprise; 0 = off */
+	double mirostat_eta;  /* its learning rate */
+	struct strlist logit_bias; /* "ID=BIAS" or "TEXT=BIAS" */
 	int repeat_last_n;
 	int64_t seed;         /* SEED_RANDOM or 0..SEED_MAX */
 	int mem_len;          /* -1 (TXL_FROM_MODEL) = the model's value */

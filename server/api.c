@@ -360,6 +360,101 @@ get_stop(const cJSON *req, struct strlist *stop, int *status, char **err)
 	return true;
 }
 
+/* OpenAI's logit_bias, {"ID": BIAS}, or llama-server's [[ID or "TEXT",
+ * BIAS or false]], made for the model into @p lb; absent: the server's
+ * --logit-bias, @p dflt. */
+static bool
+get_logit_bias(const cJSON *req, const struct strlist *dflt,
+	       struct logit_bias *lb, int *status, char **err)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, "logit_bias");
+	const cJSON *it;
+	struct engine *e = sched_engine();
+	struct engine_model tmp = { .model = e->mod->model, .hp = e->mod->hp };
+	struct strlist items = { 0 };
+	const struct strlist *spec = dflt;
+	char *item, *why;
+	int k = 0, rc;
+
+	if (f && !cJSON_IsNull(f)) {
+		if (!cJSON_IsObject(f) && !cJSON_IsArray(f))
+			return fail(status, err, "'logit_bias' must be an "
+				    "object of token ids and biases, not %s",
+				    kind(f));
+		cJSON_ArrayForEach(it, f) {
+			const cJSON *key = it, *b = it;
+			double v;
+
+			if (cJSON_IsArray(f)) {
+				key = cJSON_GetArrayItem(it, 0);
+				b = cJSON_GetArrayItem(it, 1);
+				if (!cJSON_IsArray(it) ||
+				    cJSON_GetArraySize(it) != 2 ||
+				    !(cJSON_IsNumber(key) ||
+				      cJSON_IsString(key))) {
+					strlist_clear(&items);
+					return fail(status, err, "'logit_bias[%d]' "
+						    "must be [id or text, bias]",
+						    k);
+				}
+			}
+			if (!(cJSON_IsNumber(b) && isfinite(b->valuedouble)) &&
+			    !cJSON_IsFalse(b)) {
+				strlist_clear(&items);
+				return fail(status, err, "'logit_bias': the bias "
+					    "of item %d must be a number", k);
+			}
+			v = cJSON_IsFalse(b) ? -INFINITY : b->valuedouble;
+			if (cJSON_IsNumber(key) && key != b) {
+				if (asprintf(&item, "%.17g=%.17g",
+					     key->valuedouble, v) < 0)
+					die_oom();
+			} else if (asprintf(&item, "%s=%.17g", key == b ?
+					    it->string : key->valuestring,
+					    v) < 0) {
+				die_oom();
+			}
+			strlist_add(&items, item);
+			free(item);
+			k++;
+		}
+		spec = &items;
+	}
+	rc = engine_logit_bias(&tmp, spec, "'logit_bias'", lb, &why);
+	free(tmp.ids);
+	strlist_clear(&items);
+	if (rc != EXIT_OK) {
+		*status = 400;
+		*err = why;
+		return false;
+	}
+	return true;
+}
+
+/* llama-server's mirostat: 0 off, 2 on (mirostat_tau, default 5); its
+ * first version is not implemented. */
+static bool
+get_mirostat(const cJSON *req, struct txlgen_options *o, int *status,
+	     char **err)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, "mirostat");
+
+	if (!f || cJSON_IsNull(f))
+		return true;
+	if (!cJSON_IsNumber(f) || (f->valuedouble != 0 &&
+				   f->valuedouble != 1 &&
+				   f->valuedouble != 2))
+		return fail(status, err, "'mirostat' must be 0 (off) or 2");
+	if (f->valuedouble == 1)
+		return fail(status, err, "'mirostat': 1 (mirostat's first "
+			    "version) is not implemented: use 2");
+	if (f->valuedouble == 0)
+		o->mirostat_tau = 0;
+	else if (o->mirostat_tau == 0)
+		o->mirostat_tau = 5;
+	return true;
+}
+
 static uint64_t
 random_seed(void)
 {
@@ -404,6 +499,17 @@ api_completion_job(const cJSON *req, int *status, char **err)
 			 status, err) ||
 	    !get_setting(req, "repeat_last_n", "repeat_last_n", &ro, status,
 			 err) ||
+	    !get_setting(req, "frequency_penalty", "frequency_penalty", &ro,
+			 status, err) ||
+	    !get_setting(req, "presence_penalty", "presence_penalty", &ro,
+			 status, err) ||
+	    !get_setting(req, "typical_p", "typical", &ro, status, err) ||
+	    !get_setting(req, "mirostat_tau", "mirostat_tau", &ro, status,
+			 err) ||
+	    !get_setting(req, "mirostat_eta", "mirostat_eta", &ro, status,
+			 err) ||
+	    !get_mirostat(req, &ro, status, err) ||
+	    !get_logit_bias(req, &o->logit_bias, &j->bias, status, err) ||
 	    !get_number(req, "n", NULL, 1, srv.max_n, true, &n, status,
 			err) ||
 	    !get_number(req, "logprobs", NULL, 0, 20, true, &logprobs,
@@ -448,6 +554,9 @@ api_completion_job(const cJSON *req, int *status, char **err)
 	j->logprobs = (int)logprobs;
 	/* the tasks' seeds are their own (below) */
 	j->sp = options_sampler_params(&ro, 0);
+	j->sp.logit_bias_ids = j->bias.ids;
+	j->sp.logit_bias = j->bias.bias;
+	j->sp.n_logit_bias = j->bias.n;
 	seed = ro.seed >= 0 ? (uint64_t)ro.seed : random_seed();
 	j->n_tasks = (int)n * n_prompts;
 	j->tasks = xrealloc(NULL, (size_t)j->n_tasks * sizeof(*j->tasks));

@@ -54,6 +54,7 @@ job_unref(struct job *j)
 	free(j->tasks);
 	pthread_cond_destroy(&j->progress);
 	strlist_clear(&j->stop);
+	logit_bias_free(&j->bias);
 	free(j->session);
 	free(j->error);
 	free(j);

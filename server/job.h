@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "engine.h"
 #include "settings.h"
 #include "text.h"
 #include "txl.h"
@@ -70,6 +71,7 @@ struct job {
 	int max_tokens;
 	struct strlist stop;
 	struct txl_sampler_params sp;
+	struct logit_bias bias;  /* sp's: the request's, or the server's */
 	bool ignore_eos;
 	char *session;           /* its id, or NULL */
 	bool keep_text;          /* echo: the prompt's text in the choice */

@@ -3155,5 +3155,74 @@ class ClosedPipe(unittest.TestCase):
         self.assertLess(gone, ref / 5, (gone, ref))
 
 
+class SamplingControls(unittest.TestCase):
+    """--logit-bias, the OpenAI penalties, --typical and mirostat 2 on
+    the command line, in the config file and at /set (their arithmetic:
+    tests/unit/test-sample.c, by hand)."""
+
+    SOTU = os.path.join(ROOT, "models", "sotu.bin")
+    PROMPT = "Fellow citizens"
+
+    def ids(self, *args):
+        rc, out, err = run("-m", self.SOTU, "-p", self.PROMPT, "-n", "8",
+                           "--temp", "0", "--json", *args, model=False)
+        self.assertEqual(rc, 0, err)
+        return [json.loads(x)["id"] for x in out.decode().splitlines()
+                if '"id"' in x]
+
+    def test_logit_bias_bans_and_forces(self):
+        plain = self.ids()
+        first = plain[0]
+        # banned by id, or by its text: another first token, never it
+        for spec in (f"{first}=-inf", " of=-inf", f"{first}=-100"):
+            banned = self.ids("--logit-bias", spec)
+            self.assertNotIn(first, banned, spec)
+        # forced: +100 outweighs any logit of this model
+        self.assertEqual(self.ids("--logit-bias", "259=100"), [259] * 8)
+        # in the config file, as a list
+        cfg = tmpfile("bias.json", json.dumps({"logit_bias": [
+            f"{first}=-inf"]}))
+        self.assertNotIn(first, self.ids("--config", cfg))
+
+    def test_bad_logit_bias_is_refused(self):
+        for spec, what in (("99999=1", "no token 99999 (the model has "
+                            "8000)"), ("foo", "not ID=BIAS"),
+                           ("12=1000", "not ID=BIAS"),
+                           ("12=nan", "not ID=BIAS")):
+            rc, out, err = run("-m", self.SOTU, "-p", "x", "-n", "1",
+                               "--logit-bias", spec, model=False)
+            self.assertEqual((rc, out), (2, b""), err)
+            self.assertEqual(err, f"txlgen: --logit-bias '{spec}': "
+                             f"{what}" + err.split(what, 1)[1])
+            self.assertEqual(len(err.splitlines()), 1, err)
+
+    def test_ranges(self):
+        for opt, bad in (("--frequency-penalty", "2.5"),
+                         ("--presence-penalty", "-3"), ("--typical", "0"),
+                         ("--mirostat-tau", "-1"), ("--mirostat-eta", "0")):
+            rc, out, err = run("-p", "x", "-n", "1", opt, bad)
+            self.assertEqual(rc, 2, (opt, err))
+            self.assertIn(opt, err)
+
+    def test_controls_change_the_text_and_set_takes_them(self):
+        base = self.ids("--seed", "1", "--temp", "1")
+        for args in (["--frequency-penalty", "2"], ["--presence-penalty",
+                     "2"], ["--typical", "0.2"], ["--mirostat-tau", "1"]):
+            self.assertNotEqual(self.ids("--seed", "1", "--temp", "1",
+                                         *args), base, args)
+        # the REPL's /set: the banned token never comes
+        first = self.ids()[0]
+        rc, out, err = run("-m", self.SOTU, "-i", "-n", "8", "--temp", "0",
+                           "--json", model=False, input=(
+                               f"/set logit_bias {first}=-inf\n"
+                               f"{self.PROMPT}\n/set logit_bias 99999=1\n"))
+        ids = [json.loads(x)["id"] for x in out.decode().splitlines()
+               if '"id"' in x]
+        self.assertEqual(len(ids), 8, out)
+        self.assertNotIn(first, ids)
+        # a bias the model cannot take is refused at /set, one line
+        self.assertIn("--logit-bias '99999=1': no token 99999", err)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

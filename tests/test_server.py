@@ -162,6 +162,41 @@ class TestServer(unittest.TestCase):
             for c in r["choices"]:
                 self.assertNotIn("\ufffd", c["text"], f"seed {seed}")
 
+    def test_sampling_controls_are_txlgens(self):
+        prompt = "Fellow citizens"
+        # OpenAI's logit_bias (ids as keys), llama-server's list form
+        for bias in ({"260": -100}, [[260, False]], [[" of", -100]]):
+            r = self.complete(prompt=prompt, max_tokens=10, temperature=0,
+                              logit_bias=bias)
+            want = txlgen("-p", prompt, "-n", "10", "--temp", "0",
+                          "--logit-bias", "260=-100")
+            self.assertEqual(r["choices"][0]["text"], want.rstrip("\n"),
+                             bias)
+        # the penalties, typical and mirostat 2 as txlgen draws them
+        for fields, flags in (
+                ({"frequency_penalty": 1.5, "presence_penalty": 0.5},
+                 ["--frequency-penalty", "1.5", "--presence-penalty",
+                  "0.5"]),
+                ({"typical_p": 0.6}, ["--typical", "0.6"]),
+                ({"mirostat": 2, "mirostat_tau": 3, "mirostat_eta": 0.2},
+                 ["--mirostat-tau", "3", "--mirostat-eta", "0.2"])):
+            r = self.complete(prompt=prompt, max_tokens=20, seed=5,
+                              temperature=1, **fields)
+            want = txlgen("-p", prompt, "-n", "20", "--seed", "5",
+                          "--temp", "1", *flags)
+            self.assertEqual(r["choices"][0]["text"], want.rstrip("\n"),
+                             fields)
+        for body, what in (({"mirostat": 1}, "'mirostat': 1"),
+                           ({"logit_bias": {"99999": 1}}, "no token 99999"),
+                           ({"logit_bias": {"12": "x"}}, "'logit_bias'"),
+                           ({"typical_p": 0}, "'typical_p'"),
+                           ({"frequency_penalty": 3},
+                            "'frequency_penalty'")):
+            status, r = self.srv.post("/v1/completions",
+                                      {"prompt": "x", **body})
+            self.assertEqual(status, 400, body)
+            self.assertIn(what, r["error"]["message"])
+
     def test_greedy_text_is_txlgens(self):
         prompt = "Fellow citizens of the Senate and House of Representatives,"
         r = self.complete(prompt=prompt, max_tokens=30, temperature=0)
