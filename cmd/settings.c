@@ -180,6 +180,9 @@ const struct setting settings[] = {
 	       .help = "a request must arrive whole in S seconds (default 30)"),
 
 	HEAD("Requests:"),
+	SERVER(lenient, lenient, ST_BOOL, .action = ACT_ONCE,
+	       .help = "let fields of a request it does not know be\n"
+		       "(default: 400, naming the field)"),
 	SERVER(parallel, parallel, ST_INT, .min = 1, .max = 256,
 	       .theirs = "n-parallel", .metavar = "N",
 	       .help = "completions computed together (default 4)"),

@@ -21,6 +21,7 @@
 #include "input.h"
 #include "progress.h"
 #include "srv.h"
+#include "suggest.h"
 #include "utf8.h"
 
 /* stop strings of a request, at most (OpenAI's: 4) */
@@ -114,9 +115,12 @@ get_setting(const cJSON *req, const char *field, const char *key,
 
 	if (!f || cJSON_IsNull(f))
 		return true;
-	if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
+	if (!cJSON_IsNumber(f))
 		return fail(status, err, "'%s' must be a number, not %s",
 			    field, kind(f));
+	if (!isfinite(f->valuedouble))
+		return fail(status, err, "'%s' must be a finite number",
+			    field);
 	v = f->valuedouble;
 	if (s->type == ST_FLOAT) {
 		if (!setting_check_range(s, v, why, sizeof(why)))
@@ -455,6 +459,70 @@ get_mirostat(const cJSON *req, struct txlgen_options *o, int *status,
 	return true;
 }
 
+/* The fields of a completions request: OpenAI's, then the extensions
+ * txlgen-server(1) lists.  model and user are taken and not used: one
+ * model is served, and nothing is logged by user. */
+static const char *const known_fields[] = {
+	"model", "prompt", "suffix", "max_tokens", "temperature", "top_p",
+	"n", "stream", "stream_options", "logprobs", "echo", "stop",
+	"presence_penalty", "frequency_penalty", "best_of", "logit_bias",
+	"user", "seed",
+	"session", "top_k", "min_p", "repeat_penalty", "repeat_last_n",
+	"ignore_eos", "typical_p", "mirostat", "mirostat_tau", "mirostat_eta",
+};
+
+/* llama-server's names for fields that have others here */
+static const char *const their_fields[][2] = {
+	{ "n_predict", "max_tokens" }, { "n_probs", "logprobs" },
+	{ "temp", "temperature" }, { "penalty_last_n", "repeat_last_n" },
+	{ "content", "prompt" },
+};
+
+/* Every field known, or with --lenient let be; what is not done is
+ * refused by name, not ignored (suffix, best_of other than n). */
+static bool
+check_fields(const cJSON *req, double n, int *status, char **err)
+{
+	const int n_known = (int)(sizeof(known_fields) /
+				  sizeof(known_fields[0]));
+	const cJSON *f, *bo;
+
+	f = cJSON_GetObjectItemCaseSensitive(req, "suffix");
+	if (f && !cJSON_IsNull(f) && !(cJSON_IsString(f) && !*f->valuestring))
+		return fail(status, err, "'suffix' is not implemented: a "
+			    "Transformer-XL model continues a text, it does "
+			    "not fill in between two");
+	bo = cJSON_GetObjectItemCaseSensitive(req, "best_of");
+	if (bo && !cJSON_IsNull(bo) &&
+	    !(cJSON_IsNumber(bo) && bo->valuedouble == n))
+		return fail(status, err, "'best_of' other than 'n' is not "
+			    "implemented (it would rank choices by their "
+			    "log-probability)");
+	if (srv.lenient)
+		return true;
+	cJSON_ArrayForEach(f, req) {
+		const char *hint = NULL;
+		bool known = false;
+
+		for (int i = 0; i < n_known && !known; i++)
+			known = !strcmp(f->string, known_fields[i]);
+		if (known)
+			continue;
+		for (size_t i = 0; i < sizeof(their_fields) /
+			     sizeof(their_fields[0]) && !hint; i++)
+			if (!strcmp(f->string, their_fields[i][0]))
+				hint = their_fields[i][1];
+		if (!hint)
+			hint = suggest_closest(f->string, known_fields,
+					       n_known);
+		return fail(status, err, "unknown field '%.64s'%s%s%s "
+			    "(txlgen-server --lenient lets such fields be)",
+			    f->string, hint ? "; did you mean '" : "",
+			    hint ? hint : "", hint ? "'?" : "");
+	}
+	return true;
+}
+
 static uint64_t
 random_seed(void)
 {
@@ -518,7 +586,8 @@ api_completion_job(const cJSON *req, int *status, char **err)
 	    !get_bool(req, "echo", &j->echo, status, err) ||
 	    !get_bool(req, "stream", &j->stream, status, err) ||
 	    !get_bool(req, "ignore_eos", &j->ignore_eos, status, err) ||
-	    !get_stop(req, &j->stop, status, err))
+	    !get_stop(req, &j->stop, status, err) ||
+	    !check_fields(req, n, status, err))
 		goto bad;
 	if (sess && !cJSON_IsNull(sess)) {
 		if (!cJSON_IsString(sess) || !session_id_valid(sess->valuestring)) {

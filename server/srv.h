@@ -32,6 +32,7 @@ struct srv_opts {
 	int parallel;            /* completions stepped together */
 	const char *api_key_file;
 	bool no_api_key;         /* a non-loopback address without a key */
+	bool lenient;            /* unknown request fields let be */
 	const char *session_dir;
 	int max_sessions;        /* sessions kept in memory */
 	int max_session_bytes;   /* largest state file written; 0: any */

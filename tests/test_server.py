@@ -197,6 +197,26 @@ class TestServer(unittest.TestCase):
             self.assertEqual(status, 400, body)
             self.assertIn(what, r["error"]["message"])
 
+    def test_fields_not_known_or_not_done_are_refused(self):
+        for body, what in (
+                ({"max_token": 5}, "unknown field 'max_token'; did you "
+                 "mean 'max_tokens'?"),
+                ({"n_predict": 5}, "unknown field 'n_predict'; did you "
+                 "mean 'max_tokens'?"),
+                ({"frobnicate": 1}, "unknown field 'frobnicate' "
+                 "(txlgen-server --lenient"),
+                ({"suffix": "the end"}, "'suffix' is not implemented"),
+                ({"best_of": 3}, "'best_of' other than 'n'")):
+            status, r = self.srv.post("/v1/completions",
+                                      {"prompt": "x", "max_tokens": 1,
+                                       **body})
+            self.assertEqual(status, 400, body)
+            self.assertIn(what, r["error"]["message"])
+        # what OpenAI's clients send is taken
+        r = self.complete(prompt="x", max_tokens=1, model="any", user="u",
+                          best_of=1, suffix="", stream_options=None)
+        self.assertEqual(r["usage"]["completion_tokens"], 1)
+
     def test_greedy_text_is_txlgens(self):
         prompt = "Fellow citizens of the Senate and House of Representatives,"
         r = self.complete(prompt=prompt, max_tokens=30, temperature=0)
@@ -317,8 +337,6 @@ class TestServer(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("/v1/completions", r["error"]["message"])
         self.assertEqual(self.srv.get("/nothing")[0], 404)
-        # unknown fields are ignored
-        self.complete(prompt="x", max_tokens=1, frobnicate=True)
 
     def test_body_limit(self):
         """A body over --max-body: 413 as soon as its length is known (from
@@ -664,6 +682,21 @@ class TestStartAndStop(unittest.TestCase):
         evs, done = events[0]
         self.assertTrue(done, "the stream did not end with [DONE]")
         self.assertEqual(evs[-1]["choices"][0]["finish_reason"], "length")
+
+
+class TestLenient(unittest.TestCase):
+    def test_unknown_fields_are_let_be(self):
+        srv = Server("--lenient")
+        try:
+            status, r = srv.post("/v1/completions", {
+                "prompt": "x", "max_tokens": 1, "frobnicate": 1})
+            self.assertEqual(status, 200, r)
+            # what is not done is refused all the same
+            status, r = srv.post("/v1/completions", {
+                "prompt": "x", "suffix": "y"})
+            self.assertEqual(status, 400, r)
+        finally:
+            self.assertEqual(srv.stop(), 0)
 
 
 if __name__ == "__main__":
