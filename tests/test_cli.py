@@ -268,12 +268,16 @@ class Options(unittest.TestCase):
             argv = [arg]
             if opt in ("--text", "--stop"):
                 argv.append("x")
+            elif opt == "--logit-bias":
+                argv.append("3=-1.5")
             elif opt in ("--n-predict", "--top-k", "--repeat-last-n",
                          "--seed", "--mem-len", "--seg-len", "--clamp-len",
                          "--threads", "--n-samples"):
                 argv.append("3")
             elif opt in ("--temp", "--top-p", "--min-p",
-                         "--repeat-penalty", "--adapt"):
+                         "--repeat-penalty", "--adapt",
+                         "--frequency-penalty", "--presence-penalty",
+                         "--typical", "--mirostat-tau", "--mirostat-eta"):
                 argv.append("0.5")
             elif opt == "--kv-type":
                 argv.append("f16")
