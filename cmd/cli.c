@@ -119,6 +119,8 @@ static const struct {
 	  "offload", PROG_BOTH },
 	{ "-cb", NULL, "steps every running completion together "
 	  "always", PROG_SERVER },
+	{ "-no-cnv", NULL, "has no chat mode to turn off: it continues the "
+	  "text of -p, and -i is its REPL", PROG_TXLGEN },
 };
 
 /* other programs' options that have no counterpart here, space-separated
@@ -132,6 +134,10 @@ static const struct {
 	  "runs on the CPU: there are no GPU layers to offload", PROG_BOTH },
 	{ "cont-batching", "steps every running completion together always",
 	  PROG_SERVER },
+	/* Hugging Face generate()'s */
+	{ "do-sample", "samples unless --temp 0 (greedy)", PROG_BOTH },
+	{ "num-beams", "has no beam search: it samples, or with --temp 0 "
+	  "takes the most likely token", PROG_BOTH },
 };
 
 static int

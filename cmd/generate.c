@@ -755,14 +755,14 @@ engine_print_stats(struct engine *e)
 			const struct sample_stats *ss =
 				&e->streams->samples[k];
 
-			fprintf(stderr, "txlgen: sample %d: %d token%s, ended by "
+			fprintf(stderr, "txlgen: sample %d: %d token%s, ended: "
 				"%s, seed %llu\n", k, ss->n_gen,
 				ss->n_gen == 1 ? "" : "s", end_names[ss->end],
 				(unsigned long long)ss->seed);
 		}
 	} else {
 		fprintf(stderr, "txlgen: generated: %d token%s in %.3f s "
-			"(%.1f tokens/s), ended by %s, seed %llu\n", g->n_gen,
+			"(%.1f tokens/s), ended: %s, seed %llu\n", g->n_gen,
 			g->n_gen == 1 ? "" : "s", g->t_gen, g->t_gen > 0 ?
 			g->n_gen / g->t_gen : 0.0, end_names[g->end],
 			(unsigned long long)seed);

@@ -53,6 +53,11 @@ progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 		return;
 	p->last = t;
 	p->shown = true;
+	/* a small file in kB: "0.0/0.1 MB" says nothing */
+	const double big = (double)(p->size ? p->size : (uint64_t)bytes);
+	const double unit = big < 1e6 ? 1e3 : 1e6;
+	const char *unit_name = big < 1e6 ? "kB" : "MB";
+
 	if (p->size) {
 		double f = (double)bytes / (double)p->size;
 		int w = 20, k = (int)(f * w + 0.5);
@@ -69,14 +74,15 @@ progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 		} else {
 			left[0] = '\0';
 		}
-		fprintf(stderr, "\r[%s] %3.0f%%  %.1f/%.1f MB  %lld tokens  "
+		fprintf(stderr, "\r[%s] %3.0f%%  %.1f/%.1f %s  %lld tokens  "
 			"%.0f tokens/s  %s%s%s\033[K", bar, 100 * f,
-			bytes / 1e6, p->size / 1e6, (long long)tokens, rate,
-			left, extra && *left ? "  " : "", extra ? extra : "");
+			bytes / unit, p->size / unit, unit_name,
+			(long long)tokens, rate, left,
+			extra && *left ? "  " : "", extra ? extra : "");
 	} else {
-		fprintf(stderr, "\r%.1f MB  %lld tokens  %.0f tokens/s%s%s"
-			"\033[K", bytes / 1e6, (long long)tokens, rate,
-			extra ? "  " : "", extra ? extra : "");
+		fprintf(stderr, "\r%.1f %s  %lld tokens  %.0f tokens/s%s%s"
+			"\033[K", bytes / unit, unit_name, (long long)tokens,
+			rate, extra ? "  " : "", extra ? extra : "");
 	}
 }
 

@@ -224,7 +224,7 @@ const struct setting settings[] = {
 
 	HEAD("Length and stopping:"),
 	BOTH(n_predict, ST_INT, T, .short_opt = 'n', .min = -1, .max = INT_MAX,
-	    .theirs = "predict max-tokens",
+	    .theirs = "predict max-tokens max-new-tokens",
 	    .model_may_set = true, .metavar = "N",
 	    .help = "tokens to generate (default 256; -1 = no limit)",
 	    .help_server = "max_tokens of a request without one (default\n"
@@ -235,7 +235,7 @@ const struct setting settings[] = {
 	BOTH(ignore_eos, ST_BOOL, T, .model_may_set = true,
 	    .help = "never generate the end-of-sequence token"),
 	ROW(n_samples, ST_INT64, CLI, .min = 1, .max = N_STREAMS_MAX,
-	    .metavar = "N",
+	    .theirs = "num-return-sequences", .metavar = "N",
 	    .help = "N continuations of the prompt, read once, each\n"
 	    "with its own seed, -n and --stop, computed\n"
 	    "together; in the text each but the first after\n"

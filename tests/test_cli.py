@@ -2253,12 +2253,13 @@ class ScoringReports(unittest.TestCase):
         self.assertRegex(out.decode(), r"^tokens \d+\npredicted \d+\n")
 
     def test_progress_shows_time_left(self):
-        # long enough to last over 1 s
-        big = tmpfile("progress.txt", TEXT * 3000)
+        # long enough to last over 1 s (in segments of 2), and under a
+        # megabyte: shown in kB
+        big = tmpfile("progress.txt", TEXT * 1500)
         master, slave = pty.openpty()
         self.addCleanup(os.close, master)
         p = popen(self, [TXLGEN, "-m", MODEL, "--score", big,
-                         "--seg-len", "4", "--mem-len", "64"],
+                         "--seg-len", "2", "--mem-len", "64"],
                   stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         seen, end = b"", time.time() + 60
@@ -2273,6 +2274,8 @@ class ScoringReports(unittest.TestCase):
         p.communicate(timeout=30)
         self.assertRegex(seen, rb"\d+% .* tokens/s .*\d+s left .*bpb "
                          rb"\d+\.\d+ \xc2\xb1 \d+\.\d+")
+        # in kB below a megabyte ("0.2/0.9 MB" said little)
+        self.assertRegex(seen, rb"%  \d+\.\d/891\.0 kB  ")
 
 
 class Tokenize(unittest.TestCase):
@@ -3226,6 +3229,32 @@ class SamplingControls(unittest.TestCase):
         self.assertNotIn(first, ids)
         # a bias the model cannot take is refused at /set, one line
         self.assertIn("--logit-bias '99999=1': no token 99999", err)
+
+
+class OtherHabits(unittest.TestCase):
+    """llama.cpp's conversation switches and Hugging Face generate()'s
+    names get the option meant, or what to do instead: one line, exit 2."""
+
+    def test_hints(self):
+        for argv, hint in (
+                (["-no-cnv"], "has no chat mode to turn off"),
+                (["-ngl", "99"], "runs on the CPU"),
+                (["--max-new-tokens", "5"], "did you mean '--n-predict'?"),
+                (["--num-return-sequences", "2"],
+                 "did you mean '--n-samples'?"),
+                (["--do-sample"], "samples unless --temp 0"),
+                (["--num-beams", "4"], "has no beam search")):
+            rc, out, err = run(*argv, "-p", "x", "-n", "1")
+            self.assertEqual((rc, out), (2, b""), (argv, err))
+            first = err.splitlines()[0]
+            self.assertIn(f"unknown option '{argv[0]}'; ", first)
+            self.assertIn(hint, first)
+
+    def test_stats_say_how_it_ended(self):
+        rc, out, err = run("-p", "Hi", "-n", "2", "--ignore-eos", "--stats",
+                           "--seed", "1")
+        self.assertEqual(rc, 0, err)
+        self.assertIn(", ended: length, seed 1", err)
 
 
 if __name__ == "__main__":
