@@ -172,18 +172,6 @@ other_program_row(const char *name)
 	return NULL;
 }
 
-/* Whether @p word is one of the space-separated @p names. */
-static bool
-among(const char *word, const char *names)
-{
-	size_t n = strlen(word);
-
-	for (const char *p = names; p && *p; p += strcspn(p, " "), p += !!*p)
-		if (!strncmp(p, word, n) && (p[n] == ' ' || !p[n]))
-			return true;
-	return false;
-}
-
 /*
  * What the option @p arg as typed ("--name", "-np") is elsewhere: this
  * program's option of another program's name (llama.cpp's above all),
@@ -217,7 +205,7 @@ known_elsewhere(const char *arg, const char *norm)
 	}
 	for (size_t i = 0; i < sizeof(habits) / sizeof(habits[0]); i++) {
 		if ((habits[i].progs & settings_prog) &&
-		    among(norm, habits[i].theirs)) {
+		    suggest_among(norm, habits[i].theirs)) {
 			usage_error("unknown option '%s'; %s %s", arg, me,
 				    habits[i].note);
 			return true;

@@ -431,6 +431,23 @@ engine_tokenize(struct engine_model *m, const char *text, size_t len)
 	return n;
 }
 
+double
+engine_available_bytes(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	double kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib >= 0)
+		return kib * 1024;
+	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
 void
 logit_bias_free(struct logit_bias *lb)
 {

@@ -118,6 +118,12 @@ int engine_run_status(enum txl_status st);
 /** Tokenize @p text; returns the count (ids in m->ids) or -1. */
 int engine_tokenize(struct engine_model *m, const char *text, size_t len);
 
+/* The memory this machine can still give without swapping: MemAvailable
+ * of /proc/meminfo (free memory and the caches it can drop), else the
+ * physical memory (what --n-samples and the server's sessions are
+ * weighed against). */
+double engine_available_bytes(void);
+
 /* A logit bias made for the model: token ids and the bias of each. */
 struct logit_bias {
 	int32_t *ids;

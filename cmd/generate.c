@@ -417,26 +417,6 @@ feed_streams(struct engine *e, struct stream *const *go, int n,
 				reads_every_logit(e), n_all);
 }
 
-/* The memory this machine can still give without swapping: MemAvailable
- * of /proc/meminfo (free memory and the caches it can drop), else the
- * physical memory; 0 if unknown. */
-static double
-available_bytes(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	double kib = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	if (kib >= 0)
-		return kib * 1024;
-	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-}
-
 /* Whether @p n - 1 more sessions (copies of the engine's, for samples
  * 1..n-1) fit in the memory available now: refused before the prompt is
  * read or anything is shown, rather than killed while touching them. */
@@ -449,7 +429,7 @@ check_samples_memory(struct engine *e, int n)
 	if (n <= 1)
 		return EXIT_OK;
 	bytes = (double)txl_session_bytes(e->mod->model, &p) * (n - 1);
-	have = available_bytes();
+	have = engine_available_bytes();
 	if (have > 0 && bytes > have) {
 		errmsg("--n-samples %d: %d more sessions need %.1f GiB, more "
 		       "than the %.1f GiB this machine has available", n, n - 1,

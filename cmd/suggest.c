@@ -43,9 +43,8 @@ suggest_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
-/* Whether @p word is one of the space-separated @p names. */
-static bool
-among(const char *word, const char *names)
+bool
+suggest_among(const char *word, const char *names)
 {
 	size_t n = strlen(word);
 
@@ -67,10 +66,11 @@ suggest_alias(const char *name)
 		const struct setting *s = &settings[i];
 		bool neg;
 
-		if (among(name, s->theirs))
+		if (suggest_among(name, s->theirs))
 			neg = false;
-		else if (among(name, s->theirs_off) ||
-			 (no && setting_negatable(s) && among(name + 3, s->theirs)))
+		else if (suggest_among(name, s->theirs_off) ||
+			 (no && setting_negatable(s) &&
+			  suggest_among(name + 3, s->theirs)))
 			neg = true;
 		else
 			continue;

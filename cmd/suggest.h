@@ -7,6 +7,8 @@
 #ifndef TXLGEN_SUGGEST_H
 #define TXLGEN_SUGGEST_H
 
+#include <stdbool.h>
+
 /** Damerau-Levenshtein distance (optimal string alignment) of @p a and
  *  @p b; 99 for names of 40 bytes or more. */
 int suggest_distance(const char *a, const char *b);
@@ -14,6 +16,9 @@ int suggest_distance(const char *a, const char *b);
 /** Close enough to suggest: at most 2 edits, and at most a third of the
  *  @p len characters of what was typed. */
 #define SUGGEST_CLOSE(d, len) ((d) == 0 || ((d) <= 2 && (d) * 3 <= (len)))
+
+/** Whether @p word is one of the space-separated @p names. */
+bool suggest_among(const char *word, const char *names);
 
 /**
  * What another program (llama.cpp above all) calls @p name, as this one's

@@ -53,35 +53,41 @@ kind(const cJSON *v)
 		? "a string" : cJSON_IsArray(v) ? "an array" : "an object";
 }
 
-/* A number field in the range of txlgen's setting @p key (NULL: none,
- * @p lo .. @p hi); absent or null leaves *v. */
+/* Field @p f of a request: a finite number (absent or null: true, and
+ * *@p f NULL). */
 static bool
-get_number(const cJSON *req, const char *field, const char *key, double lo,
-	   double hi, bool integer, double *v, int *status, char **err)
+number_field(const cJSON *req, const char *field, const cJSON **f,
+	     int *status, char **err)
 {
-	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, field);
-	char why[256];
-
-	if (!f || cJSON_IsNull(f))
+	*f = cJSON_GetObjectItemCaseSensitive(req, field);
+	if (!*f || cJSON_IsNull(*f)) {
+		*f = NULL;
 		return true;
-	if (!cJSON_IsNumber(f))
+	}
+	if (!cJSON_IsNumber(*f))
 		return fail(status, err, "'%s' must be a number, not %s",
-			    field, kind(f));
-	if (!isfinite(f->valuedouble))
+			    field, kind(*f));
+	if (!isfinite((*f)->valuedouble))
 		return fail(status, err, "'%s' must be a finite number",
 			    field);
+	return true;
+}
+
+/* A number field from @p lo to @p hi; absent or null leaves *v. */
+static bool
+get_number(const cJSON *req, const char *field, double lo, double hi,
+	   bool integer, double *v, int *status, char **err)
+{
+	const cJSON *f;
+
+	if (!number_field(req, field, &f, status, err) || !f)
+		return !f;
 	if (integer && f->valuedouble != floor(f->valuedouble))
 		return fail(status, err, "'%s' must be a whole number, not %g",
 			    field, f->valuedouble);
-	if (key) {
-		const struct setting *s = setting_find(key);
-
-		if (!setting_check_range(s, f->valuedouble, why, sizeof(why)))
-			return fail(status, err, "'%s': %s", field, why);
-	} else if (f->valuedouble < lo || f->valuedouble > hi) {
+	if (f->valuedouble < lo || f->valuedouble > hi)
 		return fail(status, err, "'%s' must be from %g to %g, not %g",
 			    field, lo, hi, f->valuedouble);
-	}
 	*v = f->valuedouble;
 	return true;
 }
@@ -108,19 +114,13 @@ static bool
 get_setting(const cJSON *req, const char *field, const char *key,
 	    struct txlgen_options *o, int *status, char **err)
 {
-	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, field);
 	const struct setting *s = setting_find(key);
+	const cJSON *f;
 	char why[256], text[32];
 	double v;
 
-	if (!f || cJSON_IsNull(f))
-		return true;
-	if (!cJSON_IsNumber(f))
-		return fail(status, err, "'%s' must be a number, not %s",
-			    field, kind(f));
-	if (!isfinite(f->valuedouble))
-		return fail(status, err, "'%s' must be a finite number",
-			    field);
+	if (!number_field(req, field, &f, status, err) || !f)
+		return !f;
 	v = f->valuedouble;
 	if (s->type == ST_FLOAT) {
 		if (!setting_check_range(s, v, why, sizeof(why)))
@@ -557,7 +557,7 @@ api_completion_job(const cJSON *req, int *status, char **err)
 		fail(status, err, "the request body must be a JSON object");
 		goto bad;
 	}
-	if (!get_number(req, "max_tokens", NULL, 0, srv.max_tokens, true,
+	if (!get_number(req, "max_tokens", 0, srv.max_tokens, true,
 			&max_tokens, status, err) ||
 	    !get_setting(req, "temperature", "temp", &ro, status, err) ||
 	    !get_setting(req, "top_p", "top_p", &ro, status, err) ||
@@ -578,9 +578,9 @@ api_completion_job(const cJSON *req, int *status, char **err)
 			 err) ||
 	    !get_mirostat(req, &ro, status, err) ||
 	    !get_logit_bias(req, &o->logit_bias, &j->bias, status, err) ||
-	    !get_number(req, "n", NULL, 1, srv.max_n, true, &n, status,
+	    !get_number(req, "n", 1, srv.max_n, true, &n, status,
 			err) ||
-	    !get_number(req, "logprobs", NULL, 0, 20, true, &logprobs,
+	    !get_number(req, "logprobs", 0, 20, true, &logprobs,
 			status, err) ||
 	    !get_setting(req, "seed", "seed", &ro, status, err) ||
 	    !get_bool(req, "echo", &j->echo, status, err) ||

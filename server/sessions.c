@@ -321,26 +321,6 @@ session_release(struct engine *e, struct srv_session *ss,
 	return status;
 }
 
-/* The memory this machine can still give without swapping: MemAvailable
- * of /proc/meminfo, else the physical memory; 0 if unknown (as txlgen's
- * --n-samples weighs its sessions). */
-static double
-available_bytes(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	double kib = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	if (kib >= 0)
-		return kib * 1024;
-	return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-}
-
 void
 sessions_fit_memory(struct engine *e)
 {
@@ -349,7 +329,7 @@ sessions_fit_memory(struct engine *e)
 
 	engine_session_params(e, &p);
 	each = (double)txl_session_bytes(e->mod->model, &p);
-	have = available_bytes();
+	have = engine_available_bytes();
 	if (each <= 0 || have <= 0)
 		return;
 	/* the slots' sessions are made, but not yet touched: they count */
