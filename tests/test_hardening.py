@@ -604,11 +604,13 @@ class StateOut(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
         with open(target, "rb") as f:
             old = f.read()
-        # a memory of 200,000 positions: a state of 51 MB, being written
+        # a memory of 200,000 positions, all of them held (zero states:
+        # a file holds the rows filled): a state of 51 MB, being written
         # when its temporary file shows among the open files; stopped
         # there, so that the signal comes in the middle of the save
         p = popen(self, [TXLGEN, "-m", MODEL, "-p", "Hello", "-n", "2",
-                         "--mem-len", "200000", "--state-out", target],
+                         "--mem-len", "200000", "--mem-init", "zeros",
+                         "--state-out", target],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
         def saving():
