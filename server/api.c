@@ -675,6 +675,26 @@ put_str(FILE *f, const char *s)
 	json_write_string(f, s, strlen(s));
 }
 
+/* A token's text as a JSON string; a piece that is part of a character
+ * (a byte token) as OpenAI writes one, "bytes:\\xe2\\x80", so that the
+ * JSON stays UTF-8. */
+static void
+put_piece(FILE *f, const char *p, size_t len)
+{
+	char buf[6 + 4 * 16 + 1];
+	size_t n = 6;
+
+	if (utf8_valid(p, len) || len > 16) {
+		json_write_string(f, p, len);
+		return;
+	}
+	memcpy(buf, "bytes:", 6);
+	for (size_t i = 0; i < len; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\\x%02x",
+				      (unsigned char)p[i]);
+	json_write_string(f, buf, n);
+}
+
 /* The token text of a row (its piece, less a space the text lacks). */
 static const char *
 row_piece(struct engine_model *m, const struct lp_row *r, int *len)
@@ -709,7 +729,7 @@ put_logprobs(FILE *f, struct engine_model *m, const struct job *j,
 	for (int i = 0; i < v->n_lp; i++) {
 		p = row_piece(m, &v->lp[i], &len);
 		fputs(i ? "," : "", f);
-		json_write_string(f, p, (size_t)len);
+		put_piece(f, p, (size_t)len);
 	}
 	fputs("],\"token_logprobs\":[", f);
 	for (int i = 0; i < v->n_lp; i++) {
@@ -744,9 +764,9 @@ put_logprobs(FILE *f, struct engine_model *m, const struct job *j,
 			memcpy(key[n_key], p ? p : "", (size_t)len);
 			klen[n_key] = len;
 			fputs(n_key++ ? "," : "", f);
-			/* pieces that end a line or cut a character still make
-			 * keys: the client gets the bytes it can */
-			json_write_string(f, key[n_key - 1], (size_t)len);
+			/* pieces that end a line make keys; a part of a
+			 * character its bytes' */
+			put_piece(f, key[n_key - 1], (size_t)len);
 			putc(':', f);
 			json_write_number(f, alt[a].lp);
 		}

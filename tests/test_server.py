@@ -217,6 +217,16 @@ class TestServer(unittest.TestCase):
                           best_of=1, suffix="", stream_options=None)
         self.assertEqual(r["usage"]["completion_tokens"], 1)
 
+    def test_logprobs_of_byte_tokens_are_utf8_json(self):
+        # an emoji spelled a byte a token: each piece as OpenAI writes a
+        # part of a character, and the answer valid UTF-8 JSON
+        r = self.complete(prompt="I love \U0001F600", max_tokens=2,
+                          echo=True, logprobs=5, seed=1)
+        lp = r["choices"][0]["logprobs"]
+        self.assertIn("bytes:\\xf0", lp["tokens"])
+        for t in lp["tokens"]:
+            self.assertNotIn("\ufffd", t)
+
     def test_greedy_text_is_txlgens(self):
         prompt = "Fellow citizens of the Senate and House of Representatives,"
         r = self.complete(prompt=prompt, max_tokens=30, temperature=0)
