@@ -193,14 +193,17 @@ catch_signals(void)
 	return true;
 }
 
-/* The first signal, once one came. */
+/* The first signal, once one came.  poll(2), not a blocking read(2):
+ * ThreadSanitizer runs a handler at once only in the calls it knows to
+ * block, and defers it in any other; the flag is looked at each second
+ * besides, in case a handler ran on a thread that then stayed asleep. */
 static int
 wait_signal(void)
 {
-	char b;
+	struct pollfd p = { .fd = sig_pipe[0], .events = POLLIN };
 
-	while (read(sig_pipe[0], &b, 1) < 0 && errno == EINTR)
-		;
+	while (atomic_load(&first_sig) == 0)
+		poll(&p, 1, 1000);
 	return atomic_load(&first_sig);
 }
 

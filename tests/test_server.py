@@ -478,8 +478,12 @@ class TestHostileLoad(unittest.TestCase):
                     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
                               b"Content-Length: 10000000\r\n\r\n" +
                               b"a" * 100000)
-                    errors.append("huge: no 413") if not s.recv(64) \
-                        .startswith(b"HTTP/1.1 413") else None
+                    # too large, or (on a slow machine, the queue full of
+                    # the others) busy: refused before the body either way
+                    got = s.recv(64)
+                    if not got.startswith((b"HTTP/1.1 413",
+                                           b"HTTP/1.1 503")):
+                        errors.append("huge: %r" % got)
                 except OSError:
                     pass        # closed on us: the answer was sent first
                 s.close()
