@@ -50,7 +50,13 @@ class Server:
     def __init__(self, exe, model, *args):
         self.p = subprocess.Popen([exe, "-m", model, "--port", "0", *args],
                                   stderr=subprocess.PIPE, text=True)
-        m = re.search(r":(\d+)/", self.p.stderr.readline())
+        # "loading MODEL", then "listening on URL"
+        for line in self.p.stderr:
+            m = re.search(r"listening on http://[^ ]*:(\d+)/", line)
+            if m:
+                break
+        else:
+            sys.exit(f"bench_server.py: {exe} did not start")
         self.port = int(m.group(1))
         threading.Thread(target=lambda: self.p.stderr.read(),
                          daemon=True).start()

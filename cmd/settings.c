@@ -52,6 +52,12 @@ NAMES_OF(color_names)
 NAMES_OF(compute_names)
 NAMES_OF(mem_init_names)
 
+/* txlgen-server's --log-format, by enum log_format */
+static const char *const log_names[2] = {
+	[LOG_TEXT] = "text", [LOG_JSON] = "json",
+};
+NAMES_OF(log_names)
+
 /* by enum txl_dtype, NULL for the types of no memory */
 static const char *const *
 kv_type_names(int *n)
@@ -178,6 +184,13 @@ const struct setting settings[] = {
 	SERVER(request_timeout, request_timeout_s, ST_INT, .min = 1,
 	       .max = 86400, .metavar = "S",
 	       .help = "a request must arrive whole in S seconds (default 30)"),
+
+	SERVER(log_requests, log_requests, ST_BOOL,
+	       .help = "a line on stderr per request (default)"),
+	SERVER(log_format, log_format, ST_ENUM, .choices = log_names_of,
+	       .metavar = "FORMAT",
+	       .help = "the request log's lines: text (default) or json,\n"
+	       "one object a line"),
 
 	HEAD("Requests:"),
 	SERVER(lenient, lenient, ST_BOOL, .action = ACT_ONCE,

@@ -6,7 +6,10 @@ not PyTorch."""
 
 import sys
 
-from txlgen.convert import main
+from txlgen.needs import require
+
+require("convert.py", "numpy", "sentencepiece")
+from txlgen.convert import main  # noqa: E402 (after the check)
 
 if __name__ == "__main__":
     sys.exit(main())

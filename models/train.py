@@ -4,7 +4,10 @@ file: see `train.py --help` and txlgen/train.py."""
 
 import sys
 
-from txlgen.train import main
+from txlgen.needs import require
+
+require("train.py", "torch", "numpy", "sentencepiece")
+from txlgen.train import main  # noqa: E402 (after the check)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -69,6 +69,11 @@ struct req {
 	size_t raw_len;          /* the path's length before unescaping */
 	bool http11;             /* may be sent an interim 100 */
 	bool probed;             /* a half-closed client's write sent */
+	/* for the request log */
+	double t0;               /* its request line came */
+	char method[16];         /* "": not read */
+	char *path;              /* as sent, before unescaping */
+	struct job *job;         /* a completion's (its tokens), or NULL */
 };
 
 /* A connection the doorman knows: from its accept to its close. */
@@ -87,6 +92,8 @@ struct conn {
 	bool arriving;           /* its request is not all read */
 	bool shut;               /* shut for its deadline or for room */
 	bool bound;              /* libmicrohttpd's notice seen */
+	unsigned status;         /* of the answer queued on it (the
+				    connection's own thread's) */
 };
 
 static struct {
@@ -129,6 +136,18 @@ http_set_key(char *key)
 
 /* ---- responses ---- */
 
+static struct conn *conn_of(struct MHD_Connection *c);
+
+/* The status of the answer to the request on @p c, for its log line. */
+static void
+note_status(struct MHD_Connection *c, unsigned status)
+{
+	struct conn *k = conn_of(c);
+
+	if (k)
+		k->status = status;
+}
+
 static void
 count_answer(unsigned status)
 {
@@ -160,6 +179,7 @@ send_body(struct MHD_Connection *c, unsigned status, const char *type,
 		return MHD_NO;
 	}
 	count_answer(status);
+	note_status(c, status);
 	MHD_add_response_header(r, "Content-Type", type);
 	common_headers(r);
 	if (status == 503)
@@ -517,6 +537,8 @@ completions(struct MHD_Connection *c, struct req *q)
 		job_unref(j);
 		return res;
 	}
+	job_ref(j);
+	q->job = j;
 	if (j->stream) {
 		struct stream *sq = xrealloc(NULL, sizeof(*sq));
 		struct MHD_Response *r;
@@ -534,6 +556,7 @@ completions(struct MHD_Connection *c, struct req *q)
 					"text/event-stream");
 		MHD_add_response_header(r, "Cache-Control", "no-cache");
 		common_headers(r);
+		note_status(c, 200);
 		res = MHD_queue_response(c, 200, r);
 		MHD_destroy_response(r);
 		return res;
@@ -822,6 +845,7 @@ first_call(struct MHD_Connection *c, const char *url, const char *method,
 	int n_cl = 0;
 
 	q->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+	snprintf(q->method, sizeof(q->method), "%s", method);
 	/* a NUL byte cuts the path where libmicrohttpd hands it over:
 	 * the raw path was longer than what arrives */
 	if (q->raw_len && version > url &&
@@ -856,6 +880,7 @@ first_call(struct MHD_Connection *c, const char *url, const char *method,
 					"GET, POST, DELETE, OPTIONS");
 		MHD_add_response_header(r, "Access-Control-Allow-Headers",
 					"Authorization, Content-Type");
+		note_status(c, 204);
 		ok = MHD_queue_response(c, 204, r);
 		MHD_destroy_response(r);
 		return ok;
@@ -897,6 +922,7 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
 					c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 			if (ci) {
+				note_status(c, 413);
 				raw_answer(ci->connect_fd, 413,
 					   "Content Too Large", "the request "
 					   "body is larger than this server "
@@ -924,19 +950,47 @@ static void *
 on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct req *q = xrealloc(NULL, sizeof(*q));
+	struct conn *k = conn_of(c);
 
 	(void)cls;
-	(void)c;
 	memset(q, 0, sizeof(*q));
+	q->t0 = now_s();
+	if (k)
+		k->status = 0;
 	if (uri) {
 		const char *p = uri;
 
 		q->raw_len = strlen(uri);
+		q->path = strndup(uri, 512);
 		while ((p = strchr(p, '%')))
 			if (!strncmp(++p, "00", 2))
 				q->bad_url = true;
 	}
 	return q;
+}
+
+/* The log line of request @p q, at its end (a stream's too). */
+static void
+log_request(struct MHD_Connection *c, const struct conn *k,
+	    const struct req *q)
+{
+	const union MHD_ConnectionInfo *ci;
+	long long in = -1, out = -1;
+	unsigned status = k ? k->status : 0;
+
+	if (!status && (ci = MHD_get_connection_info(
+				c, MHD_CONNECTION_INFO_HTTP_STATUS)))
+		status = ci->http_status;   /* libmicrohttpd's own answer */
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (q->job) {
+		sched_lock();
+		in = q->job->prompt_tokens;
+		out = q->job->completion_tokens;
+		sched_unlock();
+	}
+	reqlog_write(ci ? ci->client_addr : NULL,
+		     q->method[0] ? q->method : NULL, q->path, status, in, out,
+		     (now_s() - q->t0) * 1000);
 }
 
 static void
@@ -948,6 +1002,8 @@ on_completed(void *cls, struct MHD_Connection *c, void **ptr,
 
 	(void)cls;
 	(void)toe;
+	if (q)
+		log_request(c, k, q);
 	/* the next request on the connection has its own deadline */
 	if (k) {
 		pthread_mutex_lock(&D.mu);
@@ -958,6 +1014,8 @@ on_completed(void *cls, struct MHD_Connection *c, void **ptr,
 	if (!q)
 		return;
 	strbuf_free(&q->body);
+	free(q->path);
+	job_unref(q->job);
 	free(q);
 	*ptr = NULL;
 }
@@ -1025,6 +1083,8 @@ static void
 refuse(struct conn *k, unsigned status, const char *reason, const char *msg)
 {
 	raw_answer(k->fd, status, reason, msg);
+	reqlog_write((const struct sockaddr *)&k->addr, NULL, NULL, status,
+		     -1, -1, (now_s() - k->t0) * 1000);
 	shutdown(k->fd, SHUT_WR);
 	k->state = C_DRAIN;
 	k->t0 = now_s();

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * main.c - txlgen-server: a Transformer-XL model behind the completions
- * API.  It listens first (so that /health says it is loading), loads the
- * model as txlgen does (its recommended settings become the defaults of
- * requests), starts the scheduler, then waits for a signal: SIGTERM or
+ * API.  It finds the model, listens (so that /health says it is
+ * loading), loads the model as txlgen does (its recommended settings
+ * become the defaults of requests), starts the scheduler, then waits for a signal: SIGTERM or
  * SIGINT stop it (exit 0), SIGHUP too (exit 129, as txlgen), after the
  * running requests end or --grace seconds pass, with every session
  * written.  The signals' handlers only note the signal (whichever
@@ -53,6 +53,8 @@ struct srv_opts srv = {
 	.request_timeout_s = 30,
 	.max_per_client = 32,
 	.grace_s = 10,
+	.log_requests = true,
+	.log_format = LOG_TEXT,
 };
 
 /* Parse the command line into srv and @p o: the option table's rows of
@@ -289,6 +291,16 @@ main(int argc, char **argv)
 	}
 	http_set_key(key);
 
+	/* the model is found before anything listens: "loading" is the
+	 * first line, a missing model the only one */
+	model_path = o.model ? model_find(o.model, "--model")
+		: model_find(DEFAULT_MODEL_NAME, NULL);
+	if (!model_path) {
+		rc = EXIT_BADMODEL;
+		goto out;
+	}
+	fprintf(stderr, "txlgen-server: loading %s\n", model_path);
+
 	/* every address the name has, until one takes */
 	lfd = http_listen(ai, &bound);
 	freeaddrinfo(ai);
@@ -308,13 +320,7 @@ main(int argc, char **argv)
 	url_of(&bound, url, sizeof(url));
 	fprintf(stderr, "txlgen-server: listening on %s\n", url);
 
-	model_path = o.model ? model_find(o.model, "--model")
-		: model_find(DEFAULT_MODEL_NAME, NULL);
-	rc = EXIT_BADMODEL;
-	if (model_path)
-		fprintf(stderr, "txlgen-server: loading %s\n", model_path);
-	if (!model_path ||
-	    (rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
+	if ((rc = engine_load_model(&e, &o, model_path)) != EXIT_OK) {
 		http_stop(d);
 		engine_close(&e);
 		goto out;

@@ -5,7 +5,8 @@
  * JSON), the jobs between them (job.c, job.h: the one owner of a job's
  * lifetime, so that the scheduler never calls back into the API), the
  * scheduler (sched.c: one thread that owns the model and steps every
- * running completion together) and the sessions it keeps (sessions.c).
+ * running completion together), the sessions it keeps (sessions.c) and
+ * the request log (reqlog.c).
  * The model, settings, sampling and text output are txlgen's own
  * (cmd/).
  */
@@ -16,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/socket.h>
 
 #include <cjson/cJSON.h>
 
@@ -49,10 +51,25 @@ struct srv_opts {
 	int max_per_client;      /* connections of one address sending */
 	int grace_s;             /* SIGTERM: running requests' time to end */
 	const char *cors_origin; /* NULL: no CORS headers */
+	bool log_requests;       /* the request log (reqlog.c) */
+	int log_format;          /* enum log_format */
 	char model_name[256];    /* what /v1/models calls it */
 };
 
 extern struct srv_opts srv;
+
+/* ---- the request log (reqlog.c) ---- */
+
+/* --log-format's values (their names are cmd/settings.c's) */
+enum log_format { LOG_TEXT, LOG_JSON };
+
+/* The line of a request from @p client (NULL: unknown) that ended with
+ * @p status (0: none sent): @p method and @p path as sent (NULL: not
+ * read), its prompt and completion tokens (< 0: not a completion that
+ * ran), its duration in ms. */
+void reqlog_write(const struct sockaddr *client, const char *method,
+		  const char *path, unsigned status, long long in,
+		  long long out, double ms);
 
 /* ---- jobs (job.h): requests into jobs, jobs into JSON (api.c) ---- */
 

@@ -1559,6 +1559,17 @@ class Hostile(Base):
                                 "FILES")
         self.assertNotIn("resuming", err)
         self.assertIn("trying again in 1 s (retry 1 of 1)", err)
+        # a name that does not resolve (.invalid never does, RFC 6761):
+        # no retry, one line naming it.  (Only the lookup leaves the
+        # machine: no proxy, and nothing to connect to.)
+        mirror = "https://dl.fbaipublicfiles.com=http://nonexistent.invalid/fb"
+        rc, out, err = self.get_plain(
+            "t", "--catalog", cat, "--retries", "3",
+            TXLGEN_GET_MIRROR=mirror, TXLGEN_GET_ONLY_LOCAL="0",
+            http_proxy="", HTTP_PROXY="", all_proxy="", ALL_PROXY="")
+        self.assert_clean_error(rc, 3, err, f"{URL}w.pt", "cannot look up "
+                                "nonexistent.invalid", "check the network")
+        self.assert_one_line(err)
         # the files placed there by hand: checked, used, and left there
         d = os.path.join(self.cache, "models", "tiny")
         os.makedirs(d)

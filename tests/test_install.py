@@ -312,6 +312,25 @@ class Install(unittest.TestCase):
             self.prefix, "share", "bash-completion", "completions",
             "txlgen-get")))
 
+    def test_installed_txlfile_restores_a_model(self):
+        # txlfile.py is installed beside convert.py, with the package
+        tool = os.path.join(self.prefix, "libexec", "txlgen", "txlfile.py")
+        self.assertTrue(os.access(tool, os.X_OK), tool)
+        out = os.path.join(self.elsewhere, "sotu-q8.bin")
+        p = subprocess.run(["/usr/bin/python3", tool, "--dtype", "Q8_0",
+                            os.path.join(self.prefix, "share", "txlgen",
+                                         "sotu.bin"), out],
+                           capture_output=True, text=True, env=clean_env(),
+                           cwd=self.elsewhere, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, f"txlfile.py: wrote {out} ("
+                         f"{os.path.getsize(out) / 1e6:.1f} MB, Q8_0)\n")
+        cli = subprocess.run([os.path.join(self.prefix, "bin", "txlgen"),
+                              "-m", out, "-t", "1", "-p", "We", "-n", "4"],
+                             capture_output=True, text=True, env=clean_env(),
+                             cwd=self.elsewhere, timeout=60)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+
     def pkg_config(self, *args):
         """pkg-config of the installation alone: PKG_CONFIG_LIBDIR hides
         the system's .pc files, as on a machine without the -dev packages

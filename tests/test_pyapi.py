@@ -10,6 +10,7 @@ Run: TXLGEN=build/cmd/txlgen /usr/bin/python3 tests/test_pyapi.py
 """
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -91,6 +92,54 @@ class PyApi(unittest.TestCase):
         out = txlgen("-p", PROMPTS[0], "-n", "10", "--seed", "1").stdout
         self.assertEqual(out, self.m.generate(PROMPTS[0], n=10,
                                               seed=1).encode() + b"\n")
+
+    def test_sampling_controls_equal_txlgen(self):
+        prompt = PROMPTS[0]
+        for opts, kw in (
+                (["--temp", "0", "--logit-bias", "260=-100"],
+                 {"temp": 0, "logit_bias": {260: -100}}),
+                (["--temp", "0", "--logit-bias", " of=-inf",
+                  "--logit-bias", "12=3.5"],
+                 {"temp": 0, "logit_bias": [(" of", -math.inf), (12, 3.5)]}),
+                (["--seed", "5", "--temp", "1", "--frequency-penalty", "1.5",
+                  "--presence-penalty", "0.5"],
+                 {"seed": 5, "temp": 1, "frequency_penalty": 1.5,
+                  "presence_penalty": 0.5}),
+                (["--seed", "5", "--temp", "1", "--typical", "0.6"],
+                 {"seed": 5, "temp": 1, "typical": 0.6}),
+                (["--seed", "5", "--temp", "1", "--mirostat-tau", "3",
+                  "--mirostat-eta", "0.2"],
+                 {"seed": 5, "temp": 1, "mirostat_tau": 3,
+                  "mirostat_eta": 0.2})):
+            with self.subTest(opts=opts):
+                want = txlgen("-p", prompt, "-n", "30", "--no-final-newline",
+                              *opts).stdout
+                got = self.m.generate(prompt, n=30, **kw)
+                self.assertEqual(got.encode(), want)
+                # and the setting matters
+                plain = {k: v for k, v in kw.items() if k in ("seed", "temp")}
+                self.assertNotEqual(got, self.m.generate(prompt, n=30,
+                                                         **plain))
+        # a Session's generate takes them too
+        with self.m.session() as s:
+            s.feed(prompt)
+            self.assertEqual(s.generate(n=30, temp=0,
+                                        logit_bias={260: -100}).encode(),
+                             txlgen("-p", prompt, "-n", "30", "--temp", "0",
+                                    "--logit-bias", "260=-100",
+                                    "--no-final-newline").stdout)
+        for kw, what in (({"logit_bias": {99999: 1}}, "no token 99999"),
+                         ({"logit_bias": {12: "x"}}, "logit_bias[12]"),
+                         ({"logit_bias": {12: 101}}, "-100 to 100"),
+                         ({"logit_bias": {"": 1}}, "has no tokens"),
+                         ({"logit_bias": 3}, "logit_bias"),
+                         ({"typical": 0}, "typical"),
+                         ({"mirostat_eta": 0}, "mirostat_eta"),
+                         ({"frequency_penalty": 3}, "frequency_penalty")):
+            with self.subTest(kw=kw):
+                with self.assertRaises(TxlError) as cm:
+                    self.m.generate("x", n=1, **kw)
+                self.assertIn(what, str(cm.exception))
 
     def test_long_prompt_equals_txlgen(self):
         # past the receptive field (8 layers x (mem_len 128 + seg_len 127)

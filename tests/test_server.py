@@ -46,12 +46,17 @@ class Server:
             [SERVER, "-m", MODEL, "--port", "0", *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
-        line = self.proc.stderr.readline()
-        self.log.append(line)
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        m = None
+        # "loading MODEL", then "listening on URL"
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/",
+                          line)
+            if m or len(self.log) > 1:
+                break
         if not m:
             self.proc.kill()
-            raise AssertionError(f"no port in {line!r}")
+            raise AssertionError(f"no port in {self.log!r}")
         self.port = int(m.group(1))
         self._drain = threading.Thread(target=self._read, daemon=True)
         self._drain.start()

@@ -516,5 +516,140 @@ class TestKeysAndOptions(unittest.TestCase):
         self.assertLessEqual(len(http_lines), 5 * (elapsed + 2), lines)
 
 
+
+LOG_TEXT = re.compile(
+    r"txlgen-server: (?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) "
+    r"(?P<client>\S+) (?P<method>\S+) (?P<path>\S+) (?P<status>\d+|-) "
+    r"(?P<prompt_tokens>\d+|-) (?P<completion_tokens>\d+|-) "
+    r"(?P<ms>\d+\.\d)ms\n")
+
+
+def log_records(lines, fmt):
+    """The request log's records among a server's stderr lines, as dicts
+    of the JSON form (the text form's '-' as None, numbers as numbers)."""
+    out = []
+    for ln in lines:
+        if fmt == "json" and ln.startswith("{"):
+            out.append(json.loads(ln))
+        elif fmt == "text" and (m := LOG_TEXT.fullmatch(ln)):
+            r = {k: None if v == "-" else v for k, v in m.groupdict().items()}
+            for k in ("status", "prompt_tokens", "completion_tokens"):
+                if r[k] is not None:
+                    r[k] = int(r[k])
+            r["ms"] = float(r["ms"])
+            out.append(r)
+    return out
+
+
+class TestLog(unittest.TestCase):
+
+    def run_requests(self, *args):
+        """A completion, a stream, a 404 and a 401 (the key unsent) on a
+        server of ARGS; (its stderr lines, the two usages)."""
+        with tempfile.NamedTemporaryFile("w") as k:
+            k.write("sesame\n")
+            k.flush()
+            srv = Server("--api-key-file", k.name, *args)
+            auth = {"Authorization": "Bearer sesame"}
+            try:
+                st, r = srv.post("/v1/completions", dict(
+                    prompt="We the people", max_tokens=7, temperature=0),
+                    headers=auth)
+                self.assertEqual(st, 200, r)
+                usage = r["usage"]
+                c = http.client.HTTPConnection("127.0.0.1", srv.port,
+                                               timeout=TIMEOUT)
+                c.request("POST", "/v1/completions", body=json.dumps(dict(
+                    prompt="Fellow citizens", max_tokens=5, stream=True,
+                    stream_options={"include_usage": True})), headers=auth)
+                events = [json.loads(ln[6:]) for ln in
+                          c.getresponse().read().decode().split("\n")
+                          if ln.startswith("data: {")]
+                c.close()
+                self.assertEqual(srv.get("/nowhere", headers=auth)[0], 404)
+                self.assertEqual(srv.post("/v1/completions", dict(
+                    prompt="x", max_tokens=1))[0], 401)
+            finally:
+                self.assertEqual(srv.stop(), 0, "".join(srv.log))
+        return srv.log, usage, events[-1]["usage"]
+
+    def check(self, fmt, recs, usage, stream_usage):
+        self.assertEqual(len(recs), 4 + sum(
+            r["path"] == "/health" for r in recs), recs)
+        recs = [r for r in recs if r["path"] != "/health"]
+        for r in recs:
+            self.assertEqual(r["client"], "127.0.0.1", r)
+            self.assertRegex(r["time"], r"^\d{4}-\d\d-\d\dT[\d:.]+Z$")
+            self.assertGreaterEqual(r["ms"], 0, r)
+        done, streamed, missing, refused = recs
+        self.assertEqual((done["method"], done["path"], done["status"],
+                          done["prompt_tokens"], done["completion_tokens"]),
+                         ("POST", "/v1/completions", 200,
+                          usage["prompt_tokens"], 7), fmt)
+        # logged at its end: with every token it streamed
+        self.assertEqual((streamed["status"], streamed["prompt_tokens"],
+                          streamed["completion_tokens"]),
+                         (200, stream_usage["prompt_tokens"], 5), fmt)
+        self.assertEqual((missing["method"], missing["path"],
+                          missing["status"], missing["prompt_tokens"],
+                          missing["completion_tokens"]),
+                         ("GET", "/nowhere", 404, None, None), fmt)
+        self.assertEqual((refused["path"], refused["status"],
+                          refused["prompt_tokens"],
+                          refused["completion_tokens"]),
+                         ("/v1/completions", 401, None, None), fmt)
+
+    def test_text_lines(self):
+        log, usage, su = self.run_requests()
+        # every line the server's, the model named before the address
+        self.assertTrue(all(ln.startswith("txlgen-server: ") for ln in log),
+                        log)
+        recs = log_records(log, "text")
+        self.check("text", recs, usage, su)
+        rest = [ln for ln in log if not LOG_TEXT.fullmatch(ln)]
+        self.assertEqual(len(rest), 5, log)     # and the two of stopping
+        self.assertTrue(rest[0].startswith("txlgen-server: loading "), log)
+        self.assertIn("sotu.bin", rest[0])
+        self.assertEqual(log[0], rest[0])
+        self.assertTrue(rest[1].startswith(
+            "txlgen-server: listening on http://127.0.0.1:"), log)
+        self.assertEqual(log[1], rest[1])
+        self.assertTrue(rest[2].startswith("txlgen-server: ready: "), log)
+
+    def test_json_lines(self):
+        log, usage, su = self.run_requests("--log-format", "json")
+        recs = log_records(log, "json")
+        for r in recs:
+            self.assertEqual(set(r), {
+                "time", "client", "method", "path", "status",
+                "prompt_tokens", "completion_tokens", "ms"}, r)
+        self.check("json", recs, usage, su)
+        self.assertTrue(all(ln.startswith(("txlgen-server: ", "{"))
+                            for ln in log), log)
+
+    def test_off_and_odd_paths(self):
+        log, _, _ = self.run_requests("--no-log-requests")
+        self.assertEqual(log_records(log, "text"), [])
+        self.assertEqual(len(log), 5, log)
+        srv = Server()
+        try:
+            srv.raw(request_bytes("GET", '/a"b\\c\x7f\u00e9'),
+                    timeout=5)
+            srv.raw(b"\x16\x03\x01 not http\r\n\r\n", timeout=5)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+        recs = [r for r in log_records(srv.log, "text")
+                if r["path"] != "/health"]
+        self.assertEqual([(r["method"], r["path"], r["status"])
+                          for r in recs],
+                         [("GET", "/a\\x22b\\x5cc\\x7f\\xc3\\xa9", 404),
+                          (None, None, 400)], srv.log)
+        for bad in (["--log-format", "xml"], ["--log-format"]):
+            r = subprocess.run([SERVER, *bad], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--log-format", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

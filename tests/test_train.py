@@ -22,10 +22,11 @@ import sys
 import tempfile
 import unittest
 
+import numpy as np
 import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
-from txlgen import train
+from txlgen import train, txlfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -127,6 +128,72 @@ class TrainTest(unittest.TestCase):
         self.assertEqual([s for s, _ in got], [s for s, _ in want])
         for (step, a), (_, b) in zip(got, want):
             self.assertAlmostEqual(a, b, places=5, msg=f"step {step}")
+
+    def test_checkpoints_hold_the_run_once(self):
+        """last.pt: the model, AdamW's two moments and the memory (its
+        mem_len rows), nothing twice; best.pt: the model alone."""
+        out = os.path.join(TMP, "sizes")
+        # a memory as large as the model, so that one copy too many shows
+        run("--train", TRAIN, "--tokenizer", TOK, "--out", out, "--steps",
+            "2", "--layers", "2", "--d-model", "32", "--heads", "2",
+            "--d-head", "16", "--d-inner", "64", "--seg-len", "64",
+            "--mem-len", "64", "--batch", "8", "--threads", "1")
+        last = train.load_checkpoint(os.path.join(out, "last.pt"))
+        model = {t.data_ptr(): t.numel() * t.element_size()
+                 for t in last["model"].values()}    # tied ones once
+        mems = sum(m.numel() * m.element_size() for m in last["mems"])
+        self.assertEqual(mems, 3 * 64 * 8 * 32 * 4)  # n_layer + 1 of them
+        for m in last["mems"]:
+            self.assertEqual(m.storage().size(), m.numel())
+        slack = 64 << 10        # the archive's names, pickle, alignment
+        size = os.path.getsize(os.path.join(out, "last.pt"))
+        self.assertLessEqual(size, 3 * sum(model.values()) + mems + slack)
+        self.assertGreater(size, 3 * sum(model.values()) + mems)
+        best = os.path.join(out, "best.pt")
+        self.assertLessEqual(os.path.getsize(best),
+                             sum(model.values()) + slack)
+        self.assertEqual(set(train.load_checkpoint(best)),
+                         {"model", "config", "tokenizer", "args", "step",
+                          "best_bpb"})
+
+    def test_convert_takes_the_checkpoint(self):
+        """convert.py given a checkpoint of train.py writes what
+        --export-only does (and the converter's provenance); it takes
+        no tokenizer or configuration besides."""
+        want = os.path.join(TMP, "exported.bin")
+        err = run("--out", self.full, "--export-only", "--export", want,
+                  "--dtype", "F32")
+        self.assertIn(f"to {want} (", err)
+        got = os.path.join(TMP, "converted.bin")
+        conv = [sys.executable, os.path.join(HERE, "..", "models",
+                                             "convert.py")]
+        p = subprocess.run(conv + ["--weights", os.path.join(
+            self.full, "best.pt"), "-o", got], capture_output=True,
+            text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, f"convert.py: wrote {got} ("
+                         f"{txlfile.human_size(os.path.getsize(got))}, "
+                         "F32)\n")
+        (m1, t1), (m2, t2) = txlfile.read(got), txlfile.read(want)
+        self.assertEqual({k: v for k, v in m1.items() if k not in (
+            "origin", "converter_version")}, m2)
+        self.assertEqual(m1["origin"], "pytorch")
+        self.assertEqual(sorted(t1), sorted(t2))
+        for k in t1:
+            self.assertTrue(np.array_equal(np.asarray(t1[k]),
+                                           np.asarray(t2[k])), k)
+        # last.pt too (its optimizer and memory let be)
+        p = subprocess.run(conv + ["--weights", os.path.join(
+            self.full, "last.pt"), "-o", got], capture_output=True,
+            text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run(conv + ["--weights", os.path.join(
+            self.full, "last.pt"), "--tokenizer", TOK, "-o", got],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn("a checkpoint of txlgen's train.py holds its "
+                      "configuration and tokenizer", p.stderr)
 
     def test_txlgen_score_matches_pytorch(self):
         txlgen = os.environ.get("TXLGEN")

@@ -1,6 +1,8 @@
 """The Python side of txlgen, one package:
 
   errors        InputError, the one error class of bad input
+  needs         the modules a program needs, checked first (one line)
+  progress      the programs' progress line (a terminal's) and sizes
   hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
   loadable      what txlgen's loader accepts (limits: lib/base/txl-limits.h)
   txlfile       the model file: reader, writer, storage types

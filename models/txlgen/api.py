@@ -16,7 +16,10 @@ The numbers are txlgen's: generate() with the same prompt and settings
 writes what `txlgen -m MODEL -p PROMPT` writes (without the final newline
 txlgen adds to a text that has none), greedy or sampled with the same
 seed; the defaults are the model's recommended settings ("recommended" in
-its metadata) over txlgen's own, as txlgen applies them.  score() is
+its metadata) over txlgen's own, as txlgen applies them.  Its keywords
+are txlgen's sampling options (temp, top_k, top_p, min_p, repeat_penalty,
+repeat_last_n, frequency_penalty, presence_penalty, typical, mirostat_tau,
+mirostat_eta, logit_bias, seed, stop, ignore_eos).  score() is
 `txlgen --score FILE --json`: its rows and its summary.
 
 No compiler is needed: the module loads the installed libtxl.so.1 and
@@ -263,6 +266,15 @@ class _SamplerParams(ctypes.Structure):
                 ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
                 ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float),
                 ("repeat_last_n", ctypes.c_int), ("seed", ctypes.c_uint64),
+                # since libtxl 1.5
+                ("frequency_penalty", ctypes.c_float),
+                ("presence_penalty", ctypes.c_float),
+                ("typical_p", ctypes.c_float),
+                ("mirostat_tau", ctypes.c_float),
+                ("mirostat_eta", ctypes.c_float),
+                ("logit_bias_ids", ctypes.POINTER(ctypes.c_int32)),
+                ("logit_bias", ctypes.POINTER(ctypes.c_float)),
+                ("n_logit_bias", ctypes.c_int),
                 ("_spare", ctypes.c_char * _SPARE)]
 
 
@@ -368,6 +380,9 @@ class _Lib:
         if smp.size < _used_size(_SamplerParams, "seed"):
             raise TxlError(f"{path}: libtxl {self.version}: sampler "
                            "settings of another size")
+        # the penalties, typical, mirostat and logit_bias (1.5)
+        self.sampler_controls = smp.size >= _used_size(_SamplerParams,
+                                                       "n_logit_bias")
 
     def error(self, status, what=None):
         msg = self.last_error()
@@ -584,6 +599,8 @@ _DEFAULTS = {
     "n_predict": 256, "stop": [], "ignore_eos": False,
     "temp": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
     "repeat_penalty": 1.0, "repeat_last_n": 64,
+    "frequency_penalty": 0.0, "presence_penalty": 0.0, "typical": 1.0,
+    "mirostat_tau": 0.0, "mirostat_eta": 0.1,
     "mem_len": None, "seg_len": None, "clamp_len": None,
     "same_length": None, "mem_init": None,
 }
@@ -599,6 +616,11 @@ _RANGES = {
     "min_p": ("float", 0, False, 1, False),
     "repeat_penalty": ("float", 0, True, 100, False),
     "repeat_last_n": ("int", 0, False, TXL_REPEAT_LAST_N_MAX, False),
+    "frequency_penalty": ("float", -2, False, 2, False),
+    "presence_penalty": ("float", -2, False, 2, False),
+    "typical": ("float", 0, True, 1, False),
+    "mirostat_tau": ("float", 0, False, 100, False),
+    "mirostat_eta": ("float", 0, True, 1, False),
     "mem_len": ("int", 0, False, 1 << 20, True),
     "seg_len": ("int", 1, False, 1 << 16, True),
     "clamp_len": ("int", 0, False, _INT_MAX, True),
@@ -829,6 +851,40 @@ class Model:
 
     # ---- sessions ----
 
+    def _logit_bias(self, spec):
+        """([ids], [biases]) of a logit_bias argument, as txlgen's
+        --logit-bias makes them (engine_logit_bias())."""
+        ids, bias = [], []
+        if spec is None:
+            return ids, bias
+        if isinstance(spec, dict):
+            spec = spec.items()
+        try:
+            pairs = [(k, v) for k, v in spec]
+        except (TypeError, ValueError):
+            raise TxlError("logit_bias: expected a dict of token id or "
+                           "text to a bias") from None
+        for key, b in pairs:
+            what = f"logit_bias[{key!r}]"
+            if isinstance(b, bool) or not isinstance(b, (int, float)) or \
+                    math.isnan(b) or not (b == -math.inf or -100 <= b <= 100):
+                raise TxlError(f"{what}: {b!r}: expected a bias from -100 "
+                               "to 100, or -inf")
+            if isinstance(key, int) and not isinstance(key, bool):
+                if not 0 <= key < self.n_vocab:
+                    raise TxlError(f"{what}: no token {key} (the model has "
+                                   f"{self.n_vocab})")
+                toks = [key]
+            elif isinstance(key, str):
+                toks = self._tokenize_bytes(_utf8(key, what)) if key else []
+                if not toks:
+                    raise TxlError(f"{what}: {key!r} has no tokens")
+            else:
+                raise TxlError(f"{what}: a key is a token id or a text")
+            ids += toks
+            bias += [float(b)] * len(toks)
+        return ids, bias
+
     def _session_params(self, mem_len=None, seg_len=None, stride=None):
         lib = self._lib
         p = lib.session_params_default()
@@ -857,14 +913,19 @@ class Model:
 
     def generate(self, prompt="", n=None, temp=None, top_k=None, top_p=None,
                  min_p=None, repeat_penalty=None, repeat_last_n=None,
-                 seed=None, stop=None, ignore_eos=None, stream=False):
+                 seed=None, stop=None, ignore_eos=None, stream=False,
+                 frequency_penalty=None, presence_penalty=None, typical=None,
+                 mirostat_tau=None, mirostat_eta=None, logit_bias=None):
         """The continuation of @p prompt, as `txlgen -p PROMPT` writes it
         (no final newline added).  n: tokens (txlgen -n; -1: no limit);
         the sampling settings are txlgen's options of the same names
         (None: the model's recommended value, else txlgen's default);
         seed None or -1: a new one.  stop: strings the text ends before
         (never part of it).  stream=True: an iterator of str pieces as
-        they are made, which join to the same text."""
+        they are made, which join to the same text.  logit_bias: a dict
+        (or pairs) of token id (int) or text (str: each of its tokens)
+        to a bias from -100 to 100 or -math.inf (never), as txlgen's
+        --logit-bias ID=BIAS and TEXT=BIAS."""
         s = Session(self)
         # the prompt's tokens in the repeat penalty's window, as txlgen's
         # sampler gets them
@@ -876,6 +937,10 @@ class Model:
                           min_p=min_p, repeat_penalty=repeat_penalty,
                           repeat_last_n=repeat_last_n, seed=seed, stop=stop,
                           ignore_eos=ignore_eos, stream=stream,
+                          frequency_penalty=frequency_penalty,
+                          presence_penalty=presence_penalty, typical=typical,
+                          mirostat_tau=mirostat_tau,
+                          mirostat_eta=mirostat_eta, logit_bias=logit_bias,
                           _keep_memory=False)
 
     def score(self, text, *, stride=None):
@@ -1066,6 +1131,19 @@ class Session:
         sp.repeat_penalty = o["repeat_penalty"]
         sp.repeat_last_n = o["repeat_last_n"]
         sp.seed = seed
+        ids, bias = o["logit_bias"]
+        controls = (o["frequency_penalty"], o["presence_penalty"],
+                    o["typical"], o["mirostat_tau"], o["mirostat_eta"])
+        if lib.sampler_controls:
+            (sp.frequency_penalty, sp.presence_penalty, sp.typical_p,
+             sp.mirostat_tau, sp.mirostat_eta) = controls
+            # (the sampler copies the bias: the arrays may go after)
+            sp.logit_bias_ids = (ctypes.c_int32 * len(ids))(*ids)
+            sp.logit_bias = (ctypes.c_float * len(bias))(*bias)
+            sp.n_logit_bias = len(ids)
+        elif ids or controls != (0, 0, 1, 0, 0.1):
+            raise TxlError(f"libtxl {lib.version} has no penalties, typical,"
+                           " mirostat or logit_bias (1.5 or later needed)")
         smp = lib.sampler_new(ctypes.byref(sp), self.model.n_vocab)
         if not smp:
             raise lib.error(-4, "sampler")
@@ -1081,7 +1159,10 @@ class Session:
 
     def generate(self, n=None, temp=None, top_k=None, top_p=None, min_p=None,
                  repeat_penalty=None, repeat_last_n=None, seed=None,
-                 stop=None, ignore_eos=None, stream=False, _keep_memory=True):
+                 stop=None, ignore_eos=None, stream=False,
+                 frequency_penalty=None, presence_penalty=None, typical=None,
+                 mirostat_tau=None, mirostat_eta=None, logit_bias=None,
+                 _keep_memory=True):
         """Continue the text so far by up to @p n tokens (Model.generate's
         settings), returning the text (stream=True: an iterator of its
         pieces).  The tokens made stay in the memory."""
@@ -1091,8 +1172,13 @@ class Session:
                      ("top_p", top_p), ("min_p", min_p),
                      ("repeat_penalty", repeat_penalty),
                      ("repeat_last_n", repeat_last_n), ("stop", stop),
-                     ("ignore_eos", ignore_eos)):
+                     ("ignore_eos", ignore_eos),
+                     ("frequency_penalty", frequency_penalty),
+                     ("presence_penalty", presence_penalty),
+                     ("typical", typical), ("mirostat_tau", mirostat_tau),
+                     ("mirostat_eta", mirostat_eta)):
             o[k] = d[k] if v is None else _check_setting(k, v)
+        o["logit_bias"] = self.model._logit_bias(logit_bias)
         if seed is None or seed == -1:
             seed = random.getrandbits(32)
         elif isinstance(seed, bool) or not isinstance(seed, int) or \

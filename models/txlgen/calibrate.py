@@ -19,10 +19,13 @@ def text_info(path):
     return os.path.basename(path), len(data), hashlib.sha256(data).hexdigest()
 
 
-def statistics(meta, tensors, text, max_tokens=16384, threads=2):
+def statistics(meta, tensors, text, max_tokens=16384, threads=2, prog=None):
     """{tensor name: (sum of x x^T over the products, count)} for the
     weight matrices of a model read by txlfile.read() (meta, tensors),
-    from the first max_tokens tokens of the text at path `text`."""
+    from the first max_tokens tokens of the text at path `text`.  prog:
+    the program whose progress line shows the tokens read, on a
+    terminal."""
+    from .progress import Progress
     import torch
     import torch.nn.functional as F
     from . import txl_ref, vocab
@@ -42,6 +45,11 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2):
         ids = sp.encode(f.read())[:max_tokens]
     sums = {}
     linear = F.linear
+    bar = Progress(prog, f"calibrating on {os.path.basename(text)}:",
+                   len(ids), " tokens") if prog else None
+    # the first feed-forward matrix: its inputs are the tokens read
+    ff = dict(model.named_parameters()).get("layers.0.pos_ff.CoreNet.0.weight")
+    ff = ff.data_ptr() if ff is not None else None
 
     def hooked(x, w, b=None):
         x2 = x.detach().reshape(-1, x.shape[-1]).double()
@@ -49,6 +57,8 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2):
         s = sums.get(key)
         sums[key] = [x2.T @ x2 + (s[0] if s else 0),
                      x2.shape[0] + (s[1] if s else 0)]
+        if bar and key[0] == ff:
+            bar.update(min(sums[key][1], len(ids)))
         return linear(x, w, b)
 
     torch.nn.functional.linear = hooked
@@ -57,6 +67,8 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2):
             txl_ref.score_ids(model, ids, int(hp.get("tgt_len", 128)))
     finally:
         torch.nn.functional.linear = linear
+        if bar:
+            bar.done()
     own = dict(model.named_parameters())
     out = {}
     for name, arr in tensors.items():

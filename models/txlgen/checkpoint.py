@@ -378,6 +378,7 @@ _FUNCTIONS = {
 }
 
 
+
 # How each opcode's argument is laid out, by opcode byte: its bytes
 # (>= 0), up to a newline (-1; GLOBAL and INST: two lines, _PAIR), or
 # counted by the 1, 4 (signed), 4 or 8 bytes before it (-2 .. -5, as
@@ -539,6 +540,8 @@ class RestrictedUnpickler(pickle.Unpickler):
         full = f"{module}.{name}"
         if full in _FUNCTIONS:
             return _FUNCTIONS[full]
+        if full == "_codecs.encode":        # bytes, at protocol 2
+            return _Function(_codecs_encode)
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(name)
         if full in KNOWN_CLASSES:
@@ -959,7 +962,21 @@ def whole_model_hparams(model, path):
     return {k: v for k, v in hp.items() if v is not None}
 
 
-Checkpoint = collections.namedtuple("Checkpoint", "hparams state source")
+# source: "whole-model", "state_dict", "huggingface" or "train.py" (a
+# checkpoint of txlgen's own train.py, whose tokenizer is its SentencePiece
+# model's bytes; None for the others)
+Checkpoint = collections.namedtuple("Checkpoint",
+                                    "hparams state source tokenizer",
+                                    defaults=(None,))
+
+
+def _own_checkpoint(obj):
+    """Is @obj what txlgen's train.py saves ({model, config, tokenizer,
+    optimizer, ...})?"""
+    return isinstance(obj, dict) and isinstance(obj.get("model"), dict) \
+        and isinstance(obj.get("config"), dict) and \
+        isinstance(obj.get("tokenizer"), bytes) and \
+        all(isinstance(k, str) for k in obj["config"])
 
 
 def _state_of(obj, path):
@@ -1227,6 +1244,10 @@ def checkpoint_of(obj, path):
     """The Checkpoint in what a pickle file (path) held.  The names of a
     model saved inside DataParallel (every one "module." first, as the
     adaptive-span code's trainer saves them) are the model's own."""
+    if _own_checkpoint(obj):
+        _, refs = _state_of(obj["model"], path)
+        return Checkpoint(dict(obj["config"]), State(refs, path), "train.py",
+                          obj["tokenizer"])
     hp, refs = _state_of(obj, path)
     state = State(refs, path)
     source = "whole-model" if hp else "state_dict"
@@ -1380,8 +1401,6 @@ class CacheUnpickler(RestrictedUnpickler):
             return self.ndarray
         if full == "numpy.dtype":
             return _Function(_np_dtype)
-        if full == "_codecs.encode":
-            return _Function(_codecs_encode)
         if full == "__main__.Corpus":
             return super().find_class("data_utils", "Corpus")
         return super().find_class(module, name)

@@ -13,6 +13,9 @@ from the pickles):
     model.safetensors, and its vocabulary vocab.pkl / vocab.bin);
   - a bare state_dict, torch.save(model.state_dict()) of the original
     MemTransformerLM or of txlgen/txl_ref.py (same names);
+  - a checkpoint of txlgen's own train.py (last.pt, best.pt), which holds
+    its configuration and tokenizer: nothing else is given, and the file
+    is the one `train.py --out DIR --export-only --export m.bin` writes;
   - a checkpoint of the authors' TensorFlow code (txlgen/tf_convert.py):
     a directory as tf/sota/download.sh lays it out (data/cache.pkl,
     data/corpus-info.json, model/checkpoint, model/model.ckpt-N.*), or
@@ -55,13 +58,18 @@ softmax (cutoffs, div_val, tie_projs); attn_type 1 and 3 also take
 with other lengths than tgt_len + ext_len + mem_len.  attn_type 2 and 3
 run without memory: their model file says mem_len 0.  What does not fit is
 refused with a message.
-Exit status: 0 ok, 1 error (one line on stderr that names the file and
-the problem), 2 a usage error.  Standard library, numpy and SentencePiece
-only: no PyTorch.
+On success it says on stderr what it wrote, in one line ("convert.py:
+wrote m.bin (12.3 MB, F32)"); on a terminal, a progress line shows the
+tensors being made meanwhile.
+Exit status: 0 ok, 1 a runtime error (a file that cannot be written; a
+python3 without numpy or SentencePiece, which it names), 2 a usage
+error, 3 bad input (one line on stderr that names the file and the
+problem).  Standard library, numpy and SentencePiece only: no PyTorch.
 """
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -69,8 +77,9 @@ from . import checkpoint, loadable, span_convert, tf_convert, txlfile
 from . import vocab as vocabulary
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
-from .hparams import (HPARAM_NAMES, INT_HPARAMS, TxlConfig, as_bool, is_int,
-                      typed)
+from .hparams import (HPARAM_NAMES, INT_HPARAMS, SpanConfig, TxlConfig,
+                      as_bool, is_int, typed)
+from .proto import spm_strip_paths
 
 REQUIRED = "n_token n_layer n_head d_model d_head d_inner".split()
 FF_TENSORS = ("pos_ff.CoreNet.0.weight pos_ff.CoreNet.0.bias "
@@ -367,12 +376,12 @@ def check_tokenizer(path, n_token):
 
 
 def convert(cfg, state, tokenizer_proto, out_path, dtype="F32", wpath="",
-            extra=None):
+            extra=None, prog=None):
     tensors = gather_tensors(cfg, state, wpath)
     hp = cfg.hparams()
     try:
         txlfile.write(out_path, hp, tensors, tokenizer_proto, dtype=dtype,
-                      extra=extra)
+                      extra=extra, prog=prog)
     except ValueError as e:                 # a tensor's values
         raise ConvertError(f"{wpath}: {e}")
     except loadable.NotLoadable as e:      # (checked before: a backstop)
@@ -425,8 +434,11 @@ def source_files(text):
     return json.dumps(files)
 
 
+PROG = "convert.py"
+
+
 def main(argv=None):
-    ap = OneLineParser(prog="convert.py",
+    ap = OneLineParser(prog=PROG,
                        description=__doc__.split("\n\n")[0])
     ap.add_argument("--weights", required=True,
                     help="state_dict, whole-model pickle, HF directory, "
@@ -469,10 +481,6 @@ def main(argv=None):
     np.seterr(all="ignore")
     if a.tokenizer and a.dataset:
         ap.error("--dataset goes with --vocab or --vocab-corpus")
-    if not a.tokenizer and not a.vocab and not a.vocab_corpus and \
-            not os.path.isdir(a.weights):
-        ap.error("one of --tokenizer, --vocab or --vocab-corpus is "
-                 "required")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
     if a.source_files is not None:
@@ -480,7 +488,11 @@ def main(argv=None):
             a.source_files = source_files(a.source_files)
         except ValueError as e:
             ap.error(f"--source-files: {e}")
-    return run_tool("convert.py", a.weights, run, a)
+    rc = run_tool(PROG, a.weights, run, a)
+    if rc == 0:
+        print(f"{PROG}: wrote {a.output} "
+              f"({txlfile.wrote(a.output, a.dtype)})", file=sys.stderr)
+    return rc
 
 
 def run_span(a, ck):
@@ -516,7 +528,7 @@ def run_span(a, ck):
         extra["source_files"] = a.source_files
     try:
         txlfile.write(a.output, cfg.hparams(), tensors, proto,
-                      dtype=a.dtype, extra=extra or None)
+                      dtype=a.dtype, extra=extra or None, prog=PROG)
     except ValueError as e:                 # a tensor's values
         raise ConvertError(f"{a.weights}: {e}")
     except loadable.NotLoadable as e:      # (checked before: a backstop)
@@ -573,7 +585,48 @@ def run_tf(a):
         extra["description"] = a.description
     if a.source_files:
         extra["source_files"] = a.source_files
-    convert(cfg, state, proto, a.output, a.dtype, index, extra)
+    convert(cfg, state, proto, a.output, a.dtype, index, extra, PROG)
+
+
+def run_own(a, ck):
+    """A checkpoint of txlgen's train.py (last.pt, best.pt): its
+    configuration and tokenizer are its own; the file is what
+    `train.py --export-only` writes of it."""
+    if a.config or a.tokenizer or a.vocab or a.vocab_corpus:
+        raise ConvertError(f"{a.weights}: a checkpoint of txlgen's train.py "
+                           "holds its configuration and tokenizer: give "
+                           "none of --config, --tokenizer, --vocab, "
+                           "--vocab-corpus")
+    tok = spm_strip_paths(ck.tokenizer)
+    extra = {}
+    if "attn_span" in ck.hparams:
+        try:
+            cfg = SpanConfig(**ck.hparams)
+        except TypeError as e:
+            raise ConvertError(f"{a.weights}: its configuration: {e}")
+        hp = cfg.hparams()
+    else:
+        cfg = check_config({k: v for k, v in ck.hparams.items()
+                            if k in HPARAM_NAMES}, a.weights)
+        extra.update(provenance("pytorch", cfg.pre_lnorm))
+    try:
+        loadable.tokenizer({}, cfg.n_token, tok)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{a.weights}: its tokenizer: txlgen would "
+                           f"refuse the model: {e}")
+    if a.description:
+        extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
+    if "attn_span" not in ck.hparams:
+        return convert(cfg, ck.state, tok, a.output, a.dtype, a.weights,
+                       extra or None, PROG)
+    tensors = span_convert.span_tensors(cfg, ck.state, a.weights)
+    try:
+        txlfile.write(a.output, hp, tensors, tok, dtype=a.dtype,
+                      extra=extra or None, prog=PROG)
+    except ValueError as e:                 # a tensor's values
+        raise ConvertError(f"{a.weights}: {e}")
 
 
 def run(a):
@@ -582,6 +635,14 @@ def run(a):
     if tf_convert.is_tf_checkpoint(a.weights):
         return run_tf(a)
     ck = checkpoint.read_checkpoint(a.weights)
+    if ck.source == "train.py":
+        return run_own(a, ck)
+    if not a.tokenizer and not a.vocab and not a.vocab_corpus and \
+            ck.source != "huggingface":
+        raise ConvertError(f"{a.weights}: give --tokenizer, --vocab or "
+                           "--vocab-corpus (only a Hugging Face directory "
+                           "and a checkpoint of txlgen's train.py bring "
+                           "their own)")
     if span_convert.is_span_checkpoint(ck.state):
         return run_span(a, ck)
     if a.vocab_corpus:
@@ -607,4 +668,4 @@ def run(a):
     if a.source_files:
         extra["source_files"] = a.source_files
     convert(cfg, ck.state, proto, a.output, a.dtype, a.weights,
-            extra or None)
+            extra or None, PROG)

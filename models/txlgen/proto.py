@@ -3,6 +3,7 @@ without generated code: SentencePiece's ModelProto (vocab, train,
 loadable) and TensorFlow's BundleHeaderProto and BundleEntryProto
 (tfckpt, tfwrite).  Standard library only."""
 
+import os
 import struct
 
 
@@ -99,3 +100,14 @@ def edit(b, num, fn):
         elif new is not None:
             out += field(n, new, fixed32=wt == 5)
     return bytes(out)
+
+
+def spm_strip_paths(model):
+    """The SentencePiece model @model (bytes) with the training input and
+    model_prefix (TrainerSpec fields 1 and 2, inside ModelProto field 2)
+    cut to their base names: the model files we ship must not carry the
+    paths of the machine that trained them."""
+    def base(path):
+        return os.path.basename(path.decode())
+
+    return edit(model, 2, lambda spec: edit(edit(spec, 1, base), 2, base))

@@ -60,22 +60,10 @@ def train_tokenizer(text_path, prefix, vocab_size, model_type):
         model_type=model_type, num_threads=2, minloglevel=1, **SPM_OPTIONS)
     path = prefix + ".model"
     with open(path, "rb") as f:
-        model = strip_paths(f.read())
+        model = proto.spm_strip_paths(f.read())
     with open(path, "wb") as f:
         f.write(model)
     return path
-
-
-def strip_paths(model):
-    """The SentencePiece model with the training input and model_prefix
-    (TrainerSpec fields 1 and 2, inside ModelProto field 2) cut to their
-    base names: the model files we ship must not carry this machine's
-    paths."""
-    def base(path):
-        return os.path.basename(path.decode())
-
-    return proto.edit(model, 2, lambda spec: proto.edit(
-        proto.edit(spec, 1, base), 2, base))
 
 
 def load_tokenizer(path):
@@ -253,14 +241,15 @@ def export(ckpt, path, dtype, description=None):
     from .convert import convert
     cfg = config_of(ckpt)
     extra = {"description": description} if description else None
-    proto = strip_paths(ckpt["tokenizer"])
+    tok = proto.spm_strip_paths(ckpt["tokenizer"])
     if isinstance(cfg, SpanConfig):
         from . import span_convert
         tensors = span_convert.span_tensors(cfg, ckpt["model"], path)
-        txlfile.write(path, cfg.hparams(), tensors, proto, dtype=dtype,
-                      extra=extra)
+        txlfile.write(path, cfg.hparams(), tensors, tok, dtype=dtype,
+                      extra=extra, prog="train.py")
         return
-    convert(cfg, ckpt["model"], proto, path, dtype=dtype, extra=extra)
+    convert(cfg, ckpt["model"], tok, path, dtype=dtype, extra=extra,
+            prog="train.py")
 
 
 # ---------------------------------------------------------------- main
@@ -545,15 +534,26 @@ def main(argv=None):
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], device)
         random.setstate(ckpt["rng"]["python"])
 
-    def checkpoint():
-        return {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                "config": cfg.__dict__.copy(), "tokenizer": proto,
-                "args": vars(a), "step": step, "pos": pos, "epoch": epoch,
-                "mems": mems, "train_time": train_time, "best_bpb": best,
-                "rng": {"torch": torch.get_rng_state(),
-                        "python": random.getstate(),
-                        **({"cuda": torch.cuda.get_rng_state(device)}
-                           if device.type == "cuda" else {})}}
+    def checkpoint(resume=True):
+        """What --resume needs (last.pt), or what --export-only and --init
+        read (best.pt, resume False: the model alone, no optimizer,
+        memory or random states)."""
+        ck = {"model": model.state_dict(), "config": cfg.__dict__.copy(),
+              "tokenizer": proto, "args": vars(a), "step": step,
+              "best_bpb": best}
+        if not resume:
+            return ck
+        # each memory a copy of its own: the slice update_mems keeps is
+        # a view of the segment's whole states, which torch.save would
+        # write whole (seg_len + mem_len rows of every layer)
+        ck.update(optimizer=opt.state_dict(), pos=pos, epoch=epoch,
+                  mems=None if mems is None else [m.clone() for m in mems],
+                  train_time=train_time,
+                  rng={"torch": torch.get_rng_state(),
+                       "python": random.getstate(),
+                       **({"cuda": torch.cuda.get_rng_state(device)}
+                          if device.type == "cuda" else {})})
+        return ck
 
     jlog = open(os.path.join(a.out, "train_log.jsonl"), "a")
     autocast = torch.autocast(device.type, dtype=torch.bfloat16,
@@ -617,7 +617,7 @@ def main(argv=None):
             jlog.write(json.dumps({"step": step, "valid_bpb": bpb}) + "\n")
             t_log = time.time()
         if improved:
-            save_atomic(checkpoint(), best_path)
+            save_atomic(checkpoint(resume=False), best_path)
         if step % a.save_every == 0 or improved:
             save_atomic(checkpoint(), last_path)
     if valid is not None and step % a.eval_every and not (
@@ -629,7 +629,7 @@ def main(argv=None):
         jlog.write(json.dumps({"step": step, "valid_bpb": bpb}) + "\n")
         if bpb < best:
             best = bpb
-            save_atomic(checkpoint(), best_path)
+            save_atomic(checkpoint(resume=False), best_path)
     save_atomic(checkpoint(), last_path)
     jlog.close()
     log(f"stopped at step {step}, {train_time / 60:.1f} min of training")
@@ -637,7 +637,7 @@ def main(argv=None):
                                                        train_time) < 1:
         return 0
     if valid is None:
-        save_atomic(checkpoint(), best_path)
+        save_atomic(checkpoint(resume=False), best_path)
     export_best(a, best_path, last_path, a.seg_len, device)
     return 0
 
@@ -651,7 +651,7 @@ def export_best(a, best_path, last_path, seg_len=None, device="cpu"):
     if a.export:
         export(ckpt, a.export, a.dtype, a.description)
         log(f"exported {path} (step {ckpt['step']}) to {a.export} "
-            f"({a.dtype})")
+            f"({txlfile.wrote(a.export, a.dtype)})")
     if a.valid:
         final_eval(ckpt, a.valid, seg_len or ckpt["config"]["tgt_len"],
                    device)

@@ -33,6 +33,7 @@ As a program, it re-stores a model file in another type:
 import json
 import math
 import struct
+import sys
 
 import numpy as np
 
@@ -41,6 +42,8 @@ from .loadable import FORMAT, FORMAT_VERSION, meta_value  # noqa: F401
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
 from .hparams import as_float32, is_int  # noqa: F401 (txlfile.as_float32)
+from . import needs
+from .progress import Progress, human_size
 
 ALIGN = 64
 
@@ -385,7 +388,7 @@ def _to_bytes(arr, dtype):
 
 
 def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
-          check=True, encode=None):
+          check=True, encode=None, prog=None):
     """Write a model file.
 
     hparams: dict of the HPARAM_NAMES values; tensors: name -> array or
@@ -399,6 +402,8 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
     tensor).  Written to a temporary file, then renamed, so that a reader
     never sees half a file.  encode(name, array, dtype): the bytes of a
     tensor, or None for the type's own quantizer (calibrated ones).
+    prog: the program whose progress line shows the tensors made, on a
+    terminal.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
@@ -422,8 +427,12 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
         loadable.check(meta, specs, tokenizer_proto)
 
     blobs = []
-    for name, t in tensors.items():
+    bar = Progress(prog, f"writing {os.path.basename(path)}: tensor",
+                   len(tensors)) if prog else None
+    for i, (name, t) in enumerate(tensors.items()):
         dt, shape = specs[name]
+        if bar:
+            bar.update(i, name)
         try:
             if isinstance(t, Lazy):
                 t = t()
@@ -433,7 +442,11 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
             blobs.append((name, dt, shape,
                           raw if raw is not None else _to_bytes(t, dt)))
         except ValueError as e:
+            if bar:
+                bar.done()
             raise ValueError(f"tensor {name!r}: {e}")
+    if bar:
+        bar.done()
     blobs.append(("tokenizer.model", "U8", [len(tokenizer_proto)],
                   bytes(tokenizer_proto)))
 
@@ -622,7 +635,7 @@ def check_file(path):
     return hp
 
 
-def restore(src, dst, dtype, meta_updates=None, calibrate=None):
+def restore(src, dst, dtype, meta_updates=None, calibrate=None, prog=None):
     """Re-store model file src as dst with the weight matrices in dtype
     (from the values src holds: F32 to anything is one rounding, the type
     src has no rounding at all), with the metadata keys of meta_updates
@@ -636,7 +649,7 @@ def restore(src, dst, dtype, meta_updates=None, calibrate=None):
         if dtype != "Q4_K":
             raise ModelFileError(f"--calibrate: for Q4_K, not {dtype}")
         from . import calibrate as cal
-        stats = cal.statistics(meta, tensors, calibrate)
+        stats = cal.statistics(meta, tensors, calibrate, prog=prog)
 
         def encode(name, t, dt):
             if dt != "Q4_K" or name not in stats:
@@ -659,7 +672,8 @@ def restore(src, dst, dtype, meta_updates=None, calibrate=None):
         else:
             hp[k] = v
     try:
-        write(dst, hp, tensors, proto, dtype=dtype, encode=encode)
+        write(dst, hp, tensors, proto, dtype=dtype, encode=encode,
+              prog=prog)
     except ValueError as e:
         raise ModelFileError(f"{src}: {e}")
 
@@ -686,5 +700,18 @@ def main(argv=None):
         if not eq or not k or k in ("format", "format_version"):
             ap.error(f"--set {kv}: expected KEY=VALUE (not format)")
         updates[k] = v if v else None
-    return run_tool("txlfile.py", a.input, restore, a.input, a.output,
-                    a.dtype, updates, a.calibrate)
+    if a.calibrate:
+        needs.require("txlfile.py", "torch")
+    rc = run_tool("txlfile.py", a.input, restore, a.input, a.output,
+                  a.dtype, updates, a.calibrate, "txlfile.py")
+    if rc == 0:
+        print(f"txlfile.py: wrote {a.output} ({wrote(a.output, a.dtype)})",
+              file=sys.stderr)
+    return rc
+
+
+def wrote(path, dtype):
+    """'SIZE, DTYPE' of the model file just written at @path, for the
+    programs' line of success."""
+    import os
+    return f"{human_size(os.path.getsize(path))}, {dtype}"
