@@ -508,6 +508,15 @@ check_combination(struct txlgen_options *o)
 		usage_error("--score-stride needs --score or --score-docs");
 		return EXIT_USAGE;
 	}
+	if (o->html && !o->score) {
+		usage_error("--html needs --score");
+		return EXIT_USAGE;
+	}
+	if (o->html && !strcmp(o->html, "-") && o->json) {
+		usage_error("--html -: the page takes standard output, which "
+			    "--json would share");
+		return EXIT_USAGE;
+	}
 	if (o->kl_ref && !o->score) {
 		usage_error("--kl-ref needs --score");
 		return EXIT_USAGE;

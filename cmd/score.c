@@ -9,6 +9,11 @@
  * tokens are not independent, so it is a lower bound of the real
  * uncertainty), carried over to bits per byte.  Interrupted, it gives the
  * same for what was scored so far, marked partial.
+ *
+ * Each prediction's rank (1 + the tokens of the vocabulary more likely
+ * than the one that came) goes with its log-prob into the JSON rows and
+ * the --html page; it takes the full distribution, which a full softmax
+ * computes to score anyway and an adaptive one then computes too.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,9 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "engine-model.h"
 #include "engine-streams.h"
 #include "engine.h"
+#include "html.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"
@@ -31,6 +38,7 @@ struct score {
 				  token t.v[i] (interpolated in a chunk) */
 	int end_cap;
 	double *lp;            /* log-probs of a segment's targets */
+	int *rank;             /* and their ranks, or NULL: not wanted */
 	int64_t base;          /* input index of t.v[0] */
 	int64_t total;         /* tokens read */
 	uint64_t bytes;        /* bytes of text read (or that ids stand for) */
@@ -40,6 +48,8 @@ struct score {
 	struct utf8_state u8;  /* the text of the tokens, for JSON rows */
 	struct strbuf text;
 	struct kl_ref *kl;     /* --kl-ref, or NULL */
+	struct html_page *html; /* --html, or NULL */
+	bool lead;             /* the page has no text yet */
 };
 
 static void
@@ -78,6 +88,42 @@ token_text(struct score *sc, int32_t id)
 		utf8_feed(&sc->u8, p, (size_t)len, &sc->text);
 }
 
+/* The token's text into the page: the text's first without the space
+ * that SentencePiece puts before it (and its decoder takes off). */
+static void
+page_token(struct score *sc, double lp, int rank)
+{
+	const char *s = sc->text.s;
+	size_t len = sc->text.len;
+
+	if (sc->lead && len > 0) {
+		sc->lead = false;
+		if (s[0] == ' ')
+			s++, len--;
+	}
+	html_token(sc->html, s, len, lp, rank);
+}
+
+/* rank[i]: 1 + the tokens more likely than targets[i] under row i.  A
+ * full softmax's logits order the tokens as their log-probs do; an
+ * adaptive one's are its log-probs, every cluster computed. */
+static void
+ranks(struct score *sc, const int32_t *targets, int n)
+{
+	const float *lg = txl_session_logits(sc->e->streams->session);
+	const int V = sc->e->mod->hp->n_token;
+
+	for (int i = 0; i < n; i++) {
+		const float *row = lg + (size_t)i * V;
+		const float x = row[targets[i]];
+		int r = 1;
+
+		for (int j = 0; j < V; j++)
+			r += row[j] > x;
+		sc->rank[i] = r;
+	}
+}
+
 /* Score the predictions of t[1..n] from inputs t[0..n-1], one segment.
  * txl_session_score() computes only what the targets need: with an
  * adaptive softmax the head and each target's own cluster, never the
@@ -94,13 +140,18 @@ score_segment(struct score *sc, int n)
 		rc = kl_ref_feed(e, sc->kl, t, n);
 	if (rc != EXIT_OK)
 		return rc;
-	if (sc->base == 0 && e->opts->json)
+	if (sc->base == 0 && (e->opts->json || sc->html)) {
 		token_text(sc, t[0]);  /* may begin a character */
+		if (sc->html)
+			page_token(sc, NAN, 0);
+	}
 	st = txl_session_score(e->streams->session, t + 1, n, sc->lp);
 	if (st != TXL_OK) {
 		errmsg("%s", engine_lib_error(st));
 		return EXIT_RUNTIME;
 	}
+	if (sc->rank)
+		ranks(sc, t + 1, n);
 	if (sc->kl && (rc = kl_ref_compare(sc->kl, e->streams->session, t + 1,
 					   n, sc->lp)) != EXIT_OK)
 		return rc;
@@ -112,14 +163,18 @@ score_segment(struct score *sc, int n)
 		sc->n_pred++;
 		sc->mean += d / (double)sc->n_pred;
 		sc->m2 += d * (-lp - sc->mean);
-		if (e->opts->json) {
+		if (e->opts->json || sc->html)
 			token_text(sc, t[i + 1]);
+		if (sc->html)
+			page_token(sc, lp, sc->rank[i]);
+		if (e->opts->json) {
 			fprintf(sc->out, "{\"pos\": %lld, \"id\": %d, "
 				"\"text\": ", (long long)(sc->base + i + 1),
 				(int)t[i + 1]);
 			json_write_string(sc->out, sc->text.s, sc->text.len);
 			fputs(", \"logprob\": ", sc->out);
 			json_write_number(sc->out, lp);
+			fprintf(sc->out, ", \"rank\": %d", sc->rank[i]);
 			if (sc->kl)
 				kl_ref_json_row(sc->kl, i, sc->out);
 			fputs("}\n", sc->out);
@@ -159,6 +214,12 @@ running(const struct score *sc, char *buf, size_t len)
 	return buf;
 }
 
+/* The summary's lines of text, "key value", as the page shows them too. */
+enum { N_SUMMARY = 8 };
+static const char *const summary_key[N_SUMMARY] = { "tokens", "predicted",
+	"bytes", "nll", "ppl", "bpb", "nll_stderr", "bpb_stderr" };
+static const int summary_digits[N_SUMMARY] = { 0, 0, 0, 6, 4, 6, 6, 6 };
+
 static int
 write_summary(const struct score *sc, bool partial)
 {
@@ -167,7 +228,21 @@ write_summary(const struct score *sc, bool partial)
 	double nll = sc->sum_nll / (double)sc->n_pred, se = nll_stderr(sc);
 	double k = bytes > 0 ? 1 / log(2.0) / bytes : 0;
 	double bpb = sc->sum_nll * k, bpb_se = se * (double)sc->n_pred * k;
+	const double v[N_SUMMARY] = { (double)sc->total, (double)sc->n_pred,
+		bytes, nll, exp(nll), bpb, se, bpb_se };
 
+	if (sc->html && !partial) {
+		char buf[64];
+
+		for (int i = 0; i < N_SUMMARY; i++) {
+			snprintf(buf, sizeof(buf), "%.*f",
+				 summary_digits[i], v[i]);
+			html_item(sc->html, true, summary_key[i], buf);
+		}
+	}
+	/* the page alone on stdout */
+	if (sc->html && !sc->html->path)
+		return EXIT_OK;
 	if (sc->e->opts->json) {
 		fprintf(out, "{\"tokens\": %lld, \"predicted\": %lld, "
 			"\"bytes\": %.0f, \"nll\": ", (long long)sc->total,
@@ -185,11 +260,10 @@ write_summary(const struct score *sc, bool partial)
 			kl_ref_summary(sc->kl, out, true, bytes);
 		fprintf(out, ", \"partial\": %s}\n", partial ? "true" : "false");
 	} else {
-		fprintf(out, "tokens %lld\npredicted %lld\nbytes %.0f\n"
-			"nll %.6f\nppl %.4f\nbpb %.6f\nnll_stderr %.6f\n"
-			"bpb_stderr %.6f\n", (long long)sc->total,
-			(long long)sc->n_pred, bytes, nll, exp(nll), bpb, se,
-			bpb_se);
+		for (int i = 0; i < N_SUMMARY; i++) {
+			fprintf(out, "%s %.*f\n", summary_key[i],
+				summary_digits[i], v[i]);
+		}
 		if (sc->kl)
 			kl_ref_summary(sc->kl, out, false, bytes);
 		fprintf(out, "partial %s\n", partial ? "true" : "false");
@@ -200,6 +274,55 @@ write_summary(const struct score *sc, bool partial)
 		return EXIT_RUNTIME;
 	}
 	return EXIT_OK;
+}
+
+/* The page's model and settings, then the page written. */
+static int
+write_page(struct score *sc, const char *name)
+{
+	static const char *const keys[] = { "seg_len", "mem_len", "clamp_len",
+		"same_length", "mem_init", "score_stride", "kv_type",
+		"compute", "adapt" };
+	const struct engine *e = sc->e;
+	const struct txl_hparams *hp = e->mod->hp;
+	struct txlgen_options shown;
+	char buf[128], *title;
+	int rc;
+
+	html_item(sc->html, false, "model", e->mod->path);
+	snprintf(buf, sizeof(buf), "%d layers, d_model %d, %d heads, "
+		 "attn_type %d", hp->n_layer, hp->d_model, hp->n_head,
+		 (int)hp->attn_type);
+	html_item(sc->html, false, "shape", buf);
+	snprintf(buf, sizeof(buf), "%d tokens, %s", hp->n_token,
+		 hp->n_cutoffs ? "adaptive softmax" : "full softmax");
+	html_item(sc->html, false, "vocabulary", buf);
+	engine_effective_options(e, &shown);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		char *v = config_value(setting_find(keys[i]), &shown,
+				       e->streams->session);
+
+		size_t n = strlen(v);
+
+		/* a name without its JSON quotes */
+		if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+			v[n - 1] = '\0';
+			html_item(sc->html, false, keys[i], v + 1);
+		} else {
+			html_item(sc->html, false, keys[i], v);
+		}
+		free(v);
+	}
+	/* options of the command line alone */
+	if (e->opts->ids)
+		html_item(sc->html, false, "ids", "true");
+	if (e->opts->kl_ref)
+		html_item(sc->html, false, "kl_ref", e->opts->kl_ref);
+	title = xrealloc(NULL, strlen(name) + 32);
+	sprintf(title, "txlgen --score %s", name);
+	rc = html_write(sc->html, title);
+	free(title);
+	return rc;
 }
 
 /* Read the next chunk into sc->t.  Returns an exit code. */
@@ -247,7 +370,8 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	/* a model without memory: whole groups of its stride per call, so
 	 * that the windows stay aligned at the text's start */
 	int seg = p.stride > 0 ? p.seg_len / p.stride * p.stride : p.seg_len;
-	struct score sc = { .e = e, .out = out };
+	struct score sc = { .e = e, .out = out, .lead = true };
+	struct html_page page;
 	struct progress pg;
 	const char *chunk;
 	char run[64];
@@ -258,6 +382,14 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	double t0 = now_s();
 
 	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
+	if (e->opts->json || e->opts->html)
+		sc.rank = xrealloc(NULL, (size_t)p.seg_len * sizeof(int));
+	/* a page that cannot be written fails before any work */
+	if (e->opts->html) {
+		if ((rc = html_open(&page, e->opts->html)) != EXIT_OK)
+			goto out;
+		sc.html = &page;
+	}
 	progress_init(&pg, in->size);
 	/* the reference, and its vocabulary checked, before any reading */
 	if (e->opts->kl_ref && (rc = kl_ref_open(e, &sc.kl)) != EXIT_OK)
@@ -299,7 +431,17 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 			goto out;
 	}
 	progress_done(&pg);
+	if (sc.html) {
+		/* a character the text leaves unfinished */
+		sc.text.len = 0;
+		utf8_finish(&sc.u8, &sc.text);
+		html_token_more(sc.html, sc.text.s, sc.text.len);
+	}
 	rc = write_summary(&sc, false);
+	if (rc == EXIT_OK && sc.html) {
+		rc = write_page(&sc, in->name);
+		sc.html = NULL;
+	}
 	if (e->opts->stats) {
 		double t1 = now_s() - t0;
 
@@ -314,7 +456,10 @@ out:
 	if (rc == EXIT_INTERRUPTED && sc.n_pred > 0 &&
 	    write_summary(&sc, true) != EXIT_OK)
 		rc = EXIT_RUNTIME;
+	if (sc.html)
+		html_discard(sc.html);
 	strbuf_free(&sc.text);
+	free(sc.rank);
 	kl_ref_free(sc.kl);
 	free(sc.t.v);
 	free(sc.end);

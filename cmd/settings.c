@@ -381,6 +381,11 @@ const struct setting settings[] = {
 	ROW(kl_ref_compute, ST_ENUM, START, .choices = compute_names_of,
 	    .metavar = "TYPE",
 	    .help = "the compute of REF: f32 (default) or bf16"),
+	ROW(html, ST_STRING, CLI, .arg = ARG_FILE, .metavar = "OUT",
+	    .help = "with --score: also write the text as an HTML\n"
+	    "page to OUT ('-' = stdout, then alone there):\n"
+	    "each token coloured by its rank, the surprisal\n"
+	    "plotted, the summary and the settings"),
 	ROW(ids, ST_BOOL, CLI,
 	    .help = "the --score or --tokenize input is token ids\n"
 	    "(--tokenize --ids turns ids back into text)"),

@@ -125,6 +125,7 @@ struct txlgen_options {
 				 first line */
 	int64_t streams;      /* --streams: documents scored at once */
 	char *kl_ref;         /* --kl-ref MODEL: --score compares with it */
+	char *html;           /* --html OUT: --score's page; "-" = stdout */
 };
 
 /* The most continuations of --n-samples, and documents in flight of

@@ -262,7 +262,8 @@ class Options(unittest.TestCase):
                        "--list-models", "--list-types", "--list-options",
                        "--score-docs",
                        "--field", "--strict", "--first-line", "--streams",
-                       "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute"):
+                       "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute",
+                       "--html"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
