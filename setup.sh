@@ -22,8 +22,10 @@ runtime="build-essential pkg-config meson ninja-build
 # offline into a virtual environment (tests/test_package.py)
 tests="sentencepiece python3-torch parallel python3-distributed
 	 python3-venv python3-setuptools python3-wheel"
-# Node.js and npm for the openai client's test of txlgen-server: Debian's,
-# unless a Node.js with its npm is there already
+# chromium: txlgen-server's page in a browser (tests/test_page.py)
+tests="$tests chromium"
+# Node.js and npm for the openai client's and the page's tests of
+# txlgen-server: Debian's, unless a Node.js with its npm is there already
 command -v npm >/dev/null 2>&1 || tests="$tests nodejs npm"
 
 case "${1:-}" in
@@ -50,8 +52,10 @@ fi
 [ -d build ] || meson setup build
 ninja -C build
 
-# the official openai client, at the version tests/node/package-lock.json
-# pins, for tests/server-openai.mjs
+# the official openai client and puppeteer-core, at the versions
+# tests/node/package-lock.json pins, for tests/server-openai.mjs and
+# tests/page.mjs (puppeteer-core drives Debian's chromium: it downloads
+# no browser)
 if [ "${1:-}" != --runtime ] &&
 	! cmp -s tests/node/package-lock.json \
 		tests/node/node_modules/.installed-lock 2>/dev/null; then

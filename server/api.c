@@ -712,7 +712,8 @@ row_piece(struct engine_model *m, const struct lp_row *r, int *len)
 	return p;
 }
 
-/* {"tokens", "token_logprobs", "top_logprobs", "text_offset"} */
+/* {"tokens", "token_logprobs", "top_logprobs", "text_offset"}, OpenAI's,
+ * and txlgen's "token_ranks" */
 static void
 put_logprobs(FILE *f, struct engine_model *m, const struct job *j,
 	     const struct view *v)
@@ -777,6 +778,14 @@ put_logprobs(FILE *f, struct engine_model *m, const struct job *j,
 	fputs("],\"text_offset\":[", f);
 	for (int i = 0; i < v->n_lp; i++)
 		fprintf(f, "%s%zu", i ? "," : "", v->lp[i].offset);
+	fputs("],\"token_ranks\":[", f);
+	for (int i = 0; i < v->n_lp; i++) {
+		fputs(i ? "," : "", f);
+		if (v->lp[i].rank > 0)
+			fprintf(f, "%d", (int)v->lp[i].rank);
+		else
+			fputs("null", f);
+	}
 	fputs("]}", f);
 }
 

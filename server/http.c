@@ -39,6 +39,7 @@
 #include "engine-model.h"
 #include "errors.h"
 #include "http.h"
+#include "page.h"
 #include "progress.h"
 #include "srv.h"
 #include "utf8.h"
@@ -686,6 +687,58 @@ tokenizer_info(struct MHD_Connection *c)
 	return res;
 }
 
+/* The page at / (server/page.html): no key needed, its API calls ask
+ * for one; nothing but its own inline code and this server's API. */
+static enum MHD_Result
+page_route(struct MHD_Connection *c)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		page_html_len, (void *)page_html, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ok;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+	MHD_add_response_header(r, "Content-Security-Policy", page_csp);
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(r, "Cache-Control", "no-cache");
+	ok = MHD_queue_response(c, 200, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* What a request without sampling fields gets (txlgen's settings with
+ * the model's recommended ones), for the page's form: llama-server's
+ * name, fields named as a request's. */
+static enum MHD_Result
+props_route(struct MHD_Connection *c)
+{
+	const struct txlgen_options *o = sched_engine()->opts;
+	cJSON *root = cJSON_CreateObject(), *d = cJSON_CreateObject();
+	enum MHD_Result res;
+
+	cJSON_AddNumberToObject(d, "max_tokens",
+				o->n_predict >= 0 ? o->n_predict : 16);
+	cJSON_AddNumberToObject(d, "temperature", o->temp);
+	cJSON_AddNumberToObject(d, "top_k", o->top_k);
+	cJSON_AddNumberToObject(d, "top_p", o->top_p);
+	cJSON_AddNumberToObject(d, "min_p", o->min_p);
+	cJSON_AddNumberToObject(d, "repeat_penalty", o->repeat_penalty);
+	cJSON_AddNumberToObject(d, "repeat_last_n", o->repeat_last_n);
+	if (o->seed >= 0)
+		cJSON_AddNumberToObject(d, "seed", (double)o->seed);
+	else
+		cJSON_AddNullToObject(d, "seed");
+	cJSON_AddItemToObject(root, "default_generation_settings", d);
+	cJSON_AddStringToObject(root, "model", srv.model_name);
+	cJSON_AddNumberToObject(root, "total_slots", srv.parallel);
+	cJSON_AddNumberToObject(root, "max_tokens", srv.max_tokens);
+	res = send_json(c, 200, cJSON_PrintUnformatted(root));
+	cJSON_Delete(root);
+	return res;
+}
+
 static enum MHD_Result
 models_route(struct MHD_Connection *c)
 {
@@ -768,6 +821,8 @@ route(struct MHD_Connection *c, const char *method, const char *url,
 		return tokenizer_info(c);
 	if (get && !strcmp(url, "/v1/models"))
 		return models_route(c);
+	if (get && !strcmp(url, "/props"))
+		return props_route(c);
 	if (get && !strcmp(url, "/metrics"))
 		return metrics_route(c);
 	if (get && !strcmp(url, "/sessions")) {
@@ -870,6 +925,10 @@ first_call(struct MHD_Connection *c, const char *url, const char *method,
 	if (live_connections() > srv.max_connections)
 		return send_error(c, 503, "too many connections; try again "
 				  "later");
+	/* the page, also while the model loads (it waits for /health) */
+	if (!strcmp(url, "/") && (!strcmp(method, "GET") ||
+				  !strcmp(method, "HEAD")))
+		return page_route(c);
 	if (!strcmp(method, "OPTIONS") && srv.cors_origin) {
 		struct MHD_Response *r = MHD_create_response_from_buffer(
 			0, NULL, MHD_RESPMEM_PERSISTENT);

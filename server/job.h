@@ -29,6 +29,8 @@ struct lp_row {
 	bool no_top;             /* top_logprobs null (no row before) */
 	bool lead;               /* its piece's first byte (a space) is not
 				    in the text */
+	int32_t rank;            /* 1 + the tokens the model found likelier;
+				    0: null (no row before) */
 };
 
 struct lp_alt {

@@ -133,16 +133,29 @@ top_logprobs(const float *lp, int n, int k, struct lp_alt *top)
 	return m;
 }
 
+/* The rank of token @p id in the model's output row @p row (logits or
+ * log-probabilities, n): 1 + the tokens above it (GLTR's measure, which
+ * top_logprobs cannot give past 20). */
+static int32_t
+rank_of(const float *row, int n, int32_t id)
+{
+	int32_t above = 0;
+
+	for (int i = 0; i < n; i++)
+		above += row[i] > row[id];
+	return above + 1;
+}
+
 /* Append one token's row of logprobs to task @p t: its log-prob (NAN:
- * null), alternatives (n_top < 0: null) and offset; @p lead: its piece
- * has a space the text has not. */
+ * null), rank (0: null), alternatives (n_top < 0: null) and offset;
+ * @p lead: its piece has a space the text has not. */
 static void
-add_logprob(struct task *t, int32_t id, bool lead, double lp,
+add_logprob(struct task *t, int32_t id, bool lead, double lp, int32_t rank,
 	    const struct lp_alt *top, int n_top, size_t offset)
 {
 	struct lp_row r = {
 		.id = id, .lp = (float)lp, .offset = offset,
-		.no_top = n_top < 0, .lead = lead,
+		.no_top = n_top < 0, .lead = lead, .rank = rank,
 	};
 
 	task_add_logprob(t, &r, top, n_top);
@@ -359,10 +372,12 @@ prompt_logprob(struct slot *sl, int i, const float *row)
 	double lp = NAN;
 	struct lp_alt top[20];
 	int n_top = -1, len;
+	int32_t rank = 0;
 
 	if (row) {
 		txl_log_softmax(row, S.lp_row, e->mod->hp->n_token);
 		lp = S.lp_row[t->prompt[i]];
+		rank = rank_of(row, e->mod->hp->n_token, t->prompt[i]);
 		n_top = t->job->logprobs > 0
 			? top_logprobs(S.lp_row, e->mod->hp->n_token,
 				       t->job->logprobs, top) : 0;
@@ -371,9 +386,9 @@ prompt_logprob(struct slot *sl, int i, const float *row)
 		len = 0;
 	/* the first piece of a text loses the space SentencePiece gave it */
 	if (i == 0 && sl->lead && len > 0)
-		add_logprob(t, t->prompt[i], true, lp, top, n_top, 0);
+		add_logprob(t, t->prompt[i], true, lp, rank, top, n_top, 0);
 	else
-		add_logprob(t, t->prompt[i], false, lp, top, n_top, off);
+		add_logprob(t, t->prompt[i], false, lp, rank, top, n_top, off);
 	sl->offset += (size_t)len;
 }
 
@@ -484,7 +499,10 @@ step_slot(struct slot *sl)
 		}
 		if (!engine_piece(e->mod, tok, &len))
 			len = 0;
-		add_logprob(t, tok, false, logprob, top, n_top, sl->offset);
+		add_logprob(t, tok, false, logprob,
+			    rank_of(engine_last_logits(e, sl->s),
+				    e->mod->hp->n_token, tok),
+			    top, n_top, sl->offset);
 		sl->offset += (size_t)len;
 	}
 	if (tok == eos && !j->ignore_eos) {

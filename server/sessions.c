@@ -364,9 +364,15 @@ add_entry(cJSON *data, const char *id, const struct srv_session *ss,
 	cJSON_AddBoolToObject(o, "in_memory", ss && ss->s);
 	cJSON_AddBoolToObject(o, "on_disk", on_disk);
 	cJSON_AddBoolToObject(o, "busy", ss && ss->busy);
-	if (ss && ss->s)
+	if (ss && ss->s) {
 		cJSON_AddNumberToObject(o, "n_past",
 					(double)txl_session_n_past(ss->s));
+		/* of its text, the positions its memory holds, of mem_len */
+		cJSON_AddNumberToObject(o, "mem_fill",
+					txl_session_mem_fill(ss->s));
+		cJSON_AddNumberToObject(o, "mem_len",
+					txl_session_get_params(ss->s).mem_len);
+	}
 	cJSON_AddItemToArray(data, o);
 }
 

@@ -291,6 +291,32 @@ class TestServer(unittest.TestCase):
             self.assertLessEqual(len(top), 3)
             self.assertGreaterEqual(max(top.values()), value - 1e-6)
 
+    def test_token_ranks(self):
+        # txlgen's extension: each token's rank in the model's
+        # distribution, null where its log-prob is
+        text = "The Congress of the United States has the power to lay taxes."
+        lp = self.complete(prompt=text, max_tokens=0, echo=True,
+                           logprobs=20)["choices"][0]["logprobs"]
+        ranks = lp["token_ranks"]
+        self.assertEqual(len(ranks), len(lp["tokens"]))
+        self.assertIsNone(ranks[0])
+        for rank, value, top in zip(ranks[1:], lp["token_logprobs"][1:],
+                                    lp["top_logprobs"][1:]):
+            above = sum(v > value + 1e-6 for v in top.values())
+            self.assertGreaterEqual(rank, 1 + above)
+            if len(top) == 20 and rank <= 20:
+                # the token is among the 20, as likely as the rank-th
+                self.assertAlmostEqual(sorted(top.values())[-rank], value,
+                                       delta=1e-5)
+        self.assertIn(1, ranks)
+        self.assertTrue(any(r > 20 for r in ranks[1:]))
+        # greedy without a penalty picks the likeliest every time
+        lp = self.complete(prompt=text, max_tokens=8, temperature=0,
+                           repeat_penalty=1, logprobs=0)["choices"][0][
+                               "logprobs"]
+        self.assertEqual(lp["token_ranks"], [1] * 8)
+        self.assertEqual(lp["top_logprobs"], [{}] * 8)
+
     def test_stop_strings(self):
         prompt = "Fellow citizens of the Senate and House of Representatives,"
         full = self.complete(prompt=prompt, max_tokens=30,
