@@ -106,6 +106,15 @@ piece_bytes(const struct txl_model *m, int id, char *buf, size_t cap)
 		int k = txl_spm_piece(m->spm, id, buf + 1, cap - 1);
 		return k >= 0 ? k + 1 : k == INT32_MIN ? k : k - 1;
 	}
+	if (v->newline == TXL_NL_STRIP_EOS) {
+		/* dwdb joins the symbols as they are: <unk>, <pad>, a
+		 * newline (pieces no text reaches) print as themselves */
+		int k = txl_spm_piece_bytes(m->spm, id, buf, cap);
+
+		if (k == 0 || id == txl_spm_unk_id(m->spm))
+			return txl_spm_piece(m->spm, id, buf, cap);
+		return k;
+	}
 	return txl_spm_piece_bytes(m->spm, id, buf, cap);
 }
 
@@ -201,7 +210,9 @@ encode_line(const struct txl_model *m, const char *s, size_t len,
 		size_t room = a->cap - a->n;
 		int n = txl_spm_encode(m->spm, s, len, a->v + a->n,
 				       room > INT_MAX ? INT_MAX : (int)room,
-				       m->vocab.word);
+				       m->vocab.word ? TXL_SPM_UNK_PER_WORD :
+				       m->vocab.newline == TXL_NL_STRIP_EOS ?
+				       TXL_SPM_UNK_PER_CHAR : TXL_SPM_UNK_RUN);
 		if (n == INT32_MIN)
 			return -1;
 		if (n >= 0) {
@@ -349,7 +360,8 @@ txl_tokenize(const struct txl_model *m, const char *text, size_t len,
 	}
 	if (m->vocab.newline == TXL_NL_TEXT && !m->vocab.no_unk &&
 	    !m->vocab.word)
-		return txl_spm_encode(m->spm, text, len, ids, n_max, false);
+		return txl_spm_encode(m->spm, text, len, ids, n_max,
+				      TXL_SPM_UNK_RUN);
 	return tokenize_lines(m, text, len, ids, n_max);
 }
 

@@ -65,7 +65,8 @@ import os
 
 import numpy as np
 
-from . import checkpoint, loadable, span_convert, tf_convert, txlfile
+from . import (checkpoint, dwdb_convert, loadable, span_convert, tf_convert,
+               txlfile)
 from . import vocab as vocabulary
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
@@ -97,7 +98,7 @@ class ConvertError(InputError):
 CONVERTER_VERSION = 2
 # Where checkpoints come from (metadata origin): the code whose
 # computation the model file reproduces.
-ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
+ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span", "dwdb")
 # Origins whose code starts the evaluation's memory as mem_len zero states
 # (the TF code's evaluation, Hugging Face's init_mems).
 ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
@@ -451,6 +452,12 @@ def main(argv=None):
                     help="adaptive-span checkpoints: the ramp of the soft "
                     "mask they were trained with (--adapt-span-ramp; "
                     "default 32)")
+    ap.add_argument("--tgt-len", type=int, metavar="N",
+                    help="dwdb/transformer-xl checkpoints: the SEQ_LEN "
+                    "run.py built the model with (default 50)")
+    ap.add_argument("--mem-len", type=int, metavar="N",
+                    help="dwdb/transformer-xl checkpoints: its MEM_LEN "
+                    "(default 50)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
                     type=txlfile.dtype_arg,
@@ -470,9 +477,14 @@ def main(argv=None):
     if a.tokenizer and a.dataset:
         ap.error("--dataset goes with --vocab or --vocab-corpus")
     if not a.tokenizer and not a.vocab and not a.vocab_corpus and \
-            not os.path.isdir(a.weights):
+            not os.path.isdir(a.weights) and \
+            not os.path.isfile(a.weights + ".index"):
         ap.error("one of --tokenizer, --vocab or --vocab-corpus is "
                  "required")
+    if a.tgt_len is not None and not 1 <= a.tgt_len <= 1 << 20:
+        ap.error(f"--tgt-len {a.tgt_len}: must be 1 to {1 << 20}")
+    if a.mem_len is not None and not 0 <= a.mem_len <= 1 << 20:
+        ap.error(f"--mem-len {a.mem_len}: must be 0 to {1 << 20}")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
     if a.source_files is not None:
@@ -576,9 +588,51 @@ def run_tf(a):
     convert(cfg, state, proto, a.output, a.dtype, index, extra)
 
 
+def run_dwdb(a):
+    """A checkpoint of dwdb/transformer-xl (txlgen/dwdb_convert.py): its
+    CheckpointManager's directory or a prefix, vocab.pkl beside it or
+    --vocab."""
+    if a.config or a.tokenizer or a.vocab_corpus or a.dataset:
+        raise ConvertError(f"{a.weights}: a checkpoint of "
+                           "dwdb/transformer-xl takes neither --config, "
+                           "--tokenizer, --vocab-corpus nor --dataset: its "
+                           "sizes are its tensors', its vocabulary "
+                           "vocab.pkl (--vocab)")
+    tgt = dwdb_convert.TGT_LEN if a.tgt_len is None else a.tgt_len
+    mem = dwdb_convert.MEM_LEN if a.mem_len is None else a.mem_len
+    prefix, vpath = dwdb_convert.find_files(a.weights, a.vocab)
+    index = prefix + ".index"
+    hp, makers, shapes, _ = dwdb_convert.read_dwdb_checkpoint(prefix, tgt,
+                                                              mem)
+    v = dwdb_convert.read_vocab(vpath)
+    if len(v.symbols) != hp["n_token"]:
+        raise ConvertError(f"{vpath}: {len(v.symbols)} symbols, the "
+                           f"checkpoint's embedding {hp['n_token']} rows")
+    cfg = check_config(hp, index)
+    proto, meta = vocabulary.to_spm(v)
+    try:
+        loadable.tokenizer(meta, cfg.n_token, proto)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{vpath}: txlgen would refuse the model: {e}")
+    extra = dict(meta)
+    extra.update(provenance("dwdb", recommended=dwdb_convert.RECOMMENDED))
+    if a.description:
+        extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
+    convert(cfg, dwdb_convert.State(makers, shapes), proto, a.output,
+            a.dtype, index, extra)
+
+
 def run(a):
     """The conversion main() asks for: InputError for what is wrong with
     the input."""
+    if dwdb_convert.is_dwdb_checkpoint(a.weights):
+        return run_dwdb(a)
+    if a.tgt_len is not None or a.mem_len is not None:
+        raise ConvertError(f"{a.weights}: --tgt-len and --mem-len are for "
+                           "checkpoints of dwdb/transformer-xl (others "
+                           "record their lengths or take --config)")
     if tf_convert.is_tf_checkpoint(a.weights):
         return run_tf(a)
     ck = checkpoint.read_checkpoint(a.weights)

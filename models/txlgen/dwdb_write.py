@@ -174,8 +174,9 @@ def write_dir(path, tensors, vocab_pickle=None, saves=2, num_shards=1,
     names = []
     for n in range(1, saves + 1):
         name = "xl-ckpt" if save_weights else f"xl-ckpt-{n}"
-        b = bundle_tensors(tensors if n == saves or earlier is None
-                           else earlier, save_weights, save_counter=n)
+        last = n == saves or save_weights
+        b = bundle_tensors(tensors if last or earlier is None else earlier,
+                           save_weights, save_counter=n)
         order = sorted(b)
         shard_of = None
         if num_shards > 1:

@@ -712,6 +712,8 @@ def tokenizer(meta, n_token, proto):
             k = 1
         elif word and i == sp.unk_id():
             k = 1 + len(raw)
+        elif nl == "strip_eos" and ptype in (CONTROL, UNKNOWN):
+            k = len(raw)                 # the symbol itself
         elif ptype == CONTROL:
             k = 0
         elif ptype == BYTE:

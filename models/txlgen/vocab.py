@@ -330,8 +330,9 @@ def to_spm(v):
             else:
                 # never a symbol of text: the newline (an end of line
                 # there), a lowering of more than one character; a
-                # control piece the text cannot reach, unique by its id
-                pieces.append((f"<txl-symbol-{i}>", CONTROL))
+                # control piece the text cannot reach (which prints as
+                # the symbol)
+                pieces.append((s, CONTROL))
         if unk is None:
             raise VocabError(f"{v.source}: no <unk> symbol")
         model_type = CHAR_MODEL
