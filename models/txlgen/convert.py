@@ -19,6 +19,13 @@ from the pickles):
     the prefix .../model.ckpt-N with --vocab .../cache.pkl.  Its sizes
     come from the tensors' shapes and corpus-info.json, its evaluation
     settings from its data set (recorded as recommended settings).
+  - a checkpoint of dwdb/transformer-xl, a TensorFlow 2 Keras
+    Transformer-XL (txlgen/dwdb_convert.py): the directory its run.py's
+    CheckpointManager writes (checkpoint, xl-ckpt-N.index and its
+    shards) or a prefix, its object graph read, with vocab.pkl beside it
+    or --vocab; its sizes from the tensors' shapes, run.py's lengths
+    (--tgt-len, --mem-len: 50 and 50) and its greedy inference recorded
+    (origin dwdb).
 Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs

@@ -403,7 +403,7 @@ def tensors(hp):
     # the input
     if dv == 1:
         out["word_emb.emb_layers.0.weight"] = ((V, E), MATRIX)
-        if E != M or hp["proj_same_dim"]:
+        if E != M or hp.get("proj_same_dim"):
             out["word_emb.emb_projs.0"] = ((M, E), FLOATS)
     else:
         d = E
@@ -419,7 +419,8 @@ def tensors(hp):
     d = E
     for i, (lo, hi) in enumerate(bounds):
         if dv == 1:
-            if (E != M or hp["proj_same_dim"]) and not hp["tie_projs"][i]:
+            if (E != M or hp.get("proj_same_dim")) and \
+                    not hp["tie_projs"][i]:
                 out[f"crit.out_projs.{i}"] = ((M, E), FLOATS)
             continue
         if not hp["tie_weight"]:

@@ -431,7 +431,7 @@ class Bundle(collections.abc.Mapping):
         self.n_shards = shards
         self.shard_sizes = {}
         self.entries = collections.OrderedDict()
-        self.strings = {}           # DT_STRING tensors: string()
+        self.strings = {}           # the object graph: string()
         self.training = []
         for key, value in table.entries[1:]:
             try:
@@ -447,14 +447,14 @@ class Bundle(collections.abc.Mapping):
             if TRAINING.search(name):
                 self.training.append(name)
                 continue
-            if e.dtype == DT_STRING:
+            if e.dtype == DT_STRING and name == OBJECT_GRAPH:
                 self.strings[name] = self._check(e, index)
                 continue
             self.entries[name] = self._check(e, index)
 
     def _check(self, e, index):
         what = f"{index}: tensor {e.name[:100]!r}"
-        if e.dtype == DT_STRING:
+        if e.dtype == DT_STRING and e.name == OBJECT_GRAPH:
             if e.shape != () or not 5 <= e.size <= MAX_STRING:
                 raise CheckpointError(f"{what}: a string tensor of shape "
                                       f"{list(e.shape)[:10]} and {e.size:,} "
