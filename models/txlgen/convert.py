@@ -440,7 +440,9 @@ def main(argv=None):
                     help="state_dict, whole-model pickle, HF directory, "
                     "an adaptive-span checkpoint, or a TF checkpoint (a "
                     "directory as tf/sota/download.sh lays it out, or the "
-                    "prefix model.ckpt-N with --vocab cache.pkl)")
+                    "prefix model.ckpt-N with --vocab cache.pkl), or a checkpoint of "
+                    "dwdb/transformer-xl (its directory or prefix; vocab.pkl "
+                    "beside it or --vocab)")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
