@@ -25,7 +25,7 @@
  * (AdaptiveEmbedding.forward): each token's row of its cluster's table,
  * projected to d_model where the cluster has a projection, times
  * sqrt(d_model) (but for the adaptive span's, an nn.Embedding as it
- * is).  Per stream: a cluster's projection of the stream's rows is the
+ * is, and for a model of emb_scale false).  Per stream: a cluster's projection of the stream's rows is the
  * product a pass of the stream alone makes. */
 static void
 embed(const struct txl_forward *f, const struct txl_forward_stream *st)
@@ -70,7 +70,7 @@ embed(const struct txl_forward *f, const struct txl_forward_stream *st)
 				       tmp + (size_t)k++ * d,
 				       sizeof(float) * d);
 	}
-	if (st->attn->kind->unscaled_input)
+	if (st->attn->kind->unscaled_input || !m->emb_scale)
 		return;
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		h[i] *= scale;

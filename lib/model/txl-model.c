@@ -25,7 +25,10 @@
 #include "txl-limits.h"
 
 #define FORMAT_NAME "txlgen-model"
-#define FORMAT_VERSION 1
+/* Version 2 adds emb_scale and proj_same_dim (read_compute); a reader of
+ * 2 reads 1, and a file that needs them says 2, so that an older reader
+ * refuses it rather than compute it otherwise. */
+#define FORMAT_VERSION 2
 
 /* Limits that keep every size computation far from overflow
  * (txl-limits.h: the converter reads them too). */
@@ -232,6 +235,7 @@ static enum txl_status
 read_compute(const struct txl_file *f, struct txl_model *m)
 {
 	const char *s = txl_file_meta(f, "layer_norm_eps");
+	enum txl_status st;
 
 	m->ln_eps = 1e-5;
 	if (s) {
@@ -246,6 +250,17 @@ read_compute(const struct txl_file *f, struct txl_model *m)
 					"a number in (0, 1]", f->path, s);
 		m->ln_eps = v;
 	}
+	m->emb_scale = true;
+	m->proj_same_dim = false;
+	if ((txl_file_meta(f, "emb_scale") &&
+	     (st = meta_bool(f, "emb_scale", &m->emb_scale))) ||
+	    (txl_file_meta(f, "proj_same_dim") &&
+	     (st = meta_bool(f, "proj_same_dim", &m->proj_same_dim))))
+		return st;
+	if (m->proj_same_dim && m->hp.div_val != 1)
+		return txl_fail(TXL_ERR_FORMAT, "%s: proj_same_dim is for "
+				"div_val 1 (with div_val %d every cluster is "
+				"projected)", f->path, m->hp.div_val);
 	s = txl_file_meta(f, "same_length_mask");
 	m->same_length_tf = false;
 	if (s) {
@@ -276,10 +291,10 @@ read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 				fmt ? "'" : "", FORMAT_NAME);
 	if ((st = meta_int(f, "format_version", 0, INT_MAX, &version)))
 		return st;
-	if (version != FORMAT_VERSION)
+	if (version < 1 || version > FORMAT_VERSION)
 		return txl_fail(TXL_ERR_FORMAT, "%s: format version %d, this "
-				"txlgen reads version %d", f->path, version,
-				FORMAT_VERSION);
+				"txlgen reads versions 1 to %d", f->path,
+				version, FORMAT_VERSION);
 
 	if ((st = meta_int(f, "n_token", 1, MAX_TOKENS, &hp->n_token)) ||
 	    (st = meta_int(f, "n_layer", 1, MAX_LAYERS, &hp->n_layer)) ||
@@ -639,8 +654,9 @@ bind_input(struct binder *b)
 		if ((st = bind_mat(b, &c->table, hp->n_token, E,
 				   "word_emb.emb_layers.0.weight")))
 			return st;
-		if (E != M && (st = bind_proj(b, &c->proj, M, E,
-					      "word_emb.emb_projs.0")))
+		if ((E != M || m->proj_same_dim) &&
+		    (st = bind_proj(b, &c->proj, M, E,
+				    "word_emb.emb_projs.0")))
 			return st;
 		return TXL_OK;
 	}
@@ -696,7 +712,7 @@ bind_output(struct binder *b)
 		if (hp->div_val == 1) {
 			c->w = txl_mat_rows(&w1, c->lo, c->hi - c->lo);
 			c->b = b1 ? b1 + c->lo : NULL;
-			if (E == M)
+			if (E == M && !m->proj_same_dim)
 				continue;
 			if (hp->tie_projs[i])
 				c->proj = e->proj;

@@ -95,6 +95,9 @@ enum txl_newline {
 	TXL_NL_EOS,		/* each line ends with <eos> (wt103, ptb) */
 	TXL_NL_DOUBLE_EOS,	/* <S> before and after each line (lm1b) */
 	TXL_NL_DROP,		/* nothing (enwik8, text8) */
+	TXL_NL_STRIP_EOS,	/* a line is stripped of white space and ends
+				   with <eos>, an empty one is nothing, and
+				   <eos> ends a text (dwdb/transformer-xl) */
 };
 
 struct txl_vocab {
@@ -124,6 +127,12 @@ struct txl_model {
 	 * last mem_len */
 	double ln_eps;
 	bool same_length_tf;
+	/* (metadata emb_scale, proj_same_dim) whether the embedding is
+	 * multiplied by sqrt(d_model), as the original's is; whether the
+	 * input (and output) projection is there where d_embed = d_model,
+	 * as dwdb/transformer-xl's always is */
+	bool emb_scale;
+	bool proj_same_dim;
 	/* the adaptive span (attn_type 4) */
 	const float *key_pe;	/* (d_head, attn_span): column attn_span - x
 				   is the position vector of distance x */

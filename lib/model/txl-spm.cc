@@ -348,15 +348,16 @@ txl_spm_vocab_size(const struct txl_spm *spm)
 
 int
 txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
-	       int32_t *ids, int n_max, bool split_unk)
+	       int32_t *ids, int n_max, enum txl_spm_unk split_unk)
 {
 	return guarded([&]() -> int {
 		std::vector<int> v;
 		util::Status st;
-		if (split_unk) {
+		if (split_unk != TXL_SPM_UNK_RUN) {
 			// SentencePiece merges a run of unknown pieces into
 			// one; a word model's original gives one unknown
-			// symbol per word: one per U+2581 word mark.
+			// symbol per word: one per U+2581 word mark; a
+			// character model's one per character.
 			sentencepiece::ImmutableSentencePieceText spt;
 			st = spm->sp.Encode(absl::string_view(text, len),
 					    spt.mutable_proto());
@@ -367,9 +368,13 @@ txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
 				if (spm->sp.IsUnknown((int)p.id())) {
 					const std::string &s = p.piece();
 					k = 0;
-					for (size_t j = 0; j + 3 <= s.size(); j++)
-						k += s.compare(j, 3, "\xE2\x96\x81")
-							== 0;
+					if (split_unk == TXL_SPM_UNK_PER_CHAR)
+						for (unsigned char c : s)
+							k += (c & 0xc0) != 0x80;
+					else
+						for (size_t j = 0; j + 3 <= s.size(); j++)
+							k += s.compare(j, 3, "\xE2\x96\x81")
+								== 0;
 					k = k ? k : 1;
 				}
 				v.insert(v.end(), k, (int)p.id());

@@ -25,11 +25,18 @@ enum txl_status txl_spm_load(const void *proto, size_t len,
 void txl_spm_free(struct txl_spm *spm);
 int txl_spm_vocab_size(const struct txl_spm *spm);
 
-/* Ids of @p text; count, negated count needed, or INT32_MIN on error.
- * @p split_unk: one unknown id per word of a run of unknown words (which
- * SentencePiece merges into one), for word models. */
+/* How a run of unknown pieces, which SentencePiece merges into one, is
+ * split: not at all, one unknown id per word (word models), one per
+ * character (dwdb's character vocabulary). */
+enum txl_spm_unk {
+	TXL_SPM_UNK_RUN,
+	TXL_SPM_UNK_PER_WORD,
+	TXL_SPM_UNK_PER_CHAR,
+};
+
+/* Ids of @p text; count, negated count needed, or INT32_MIN on error. */
 int txl_spm_encode(const struct txl_spm *spm, const char *text, size_t len,
-		   int32_t *ids, int n_max, bool split_unk);
+		   int32_t *ids, int n_max, enum txl_spm_unk split_unk);
 
 /* Decoded text of @p ids into @p buf (NUL-terminated if it fits); length,
  * negated length needed, or INT32_MIN on error. */

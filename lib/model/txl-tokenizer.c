@@ -56,9 +56,12 @@ vocab_load(struct txl_model *m)
 		v->newline = TXL_NL_DOUBLE_EOS;
 	else if (nl && !strcmp(nl, "drop"))
 		v->newline = TXL_NL_DROP;
+	else if (nl && !strcmp(nl, "strip_eos"))
+		v->newline = TXL_NL_STRIP_EOS;
 	else
 		return txl_fail(TXL_ERR_FORMAT, "%s: metadata 'vocab_newline' "
-				"must be eos, double_eos or drop", f->path);
+				"must be eos, double_eos, drop or strip_eos",
+				f->path);
 	if (!unk || (strcmp(unk, "piece") && strcmp(unk, "none")))
 		return txl_fail(TXL_ERR_FORMAT, "%s: metadata 'vocab_unk' must "
 				"be piece or none", f->path);
@@ -70,7 +73,8 @@ vocab_load(struct txl_model *m)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tokenizer has %d pieces, "
 				"the model n_token %d (vocab_unk %s)", f->path,
 				n, n_token, unk);
-	if (v->newline == TXL_NL_EOS || v->newline == TXL_NL_DOUBLE_EOS) {
+	if (v->newline == TXL_NL_EOS || v->newline == TXL_NL_DOUBLE_EOS ||
+	    v->newline == TXL_NL_STRIP_EOS) {
 		v->eos = txl_spm_eos_id(m->spm);
 		if (v->eos < 0 || v->eos >= n_token)
 			return txl_fail(TXL_ERR_FORMAT, "%s: vocab_newline %s "
@@ -101,6 +105,15 @@ piece_bytes(const struct txl_model *m, int id, char *buf, size_t cap)
 		buf[0] = ' ';
 		int k = txl_spm_piece(m->spm, id, buf + 1, cap - 1);
 		return k >= 0 ? k + 1 : k == INT32_MIN ? k : k - 1;
+	}
+	if (v->newline == TXL_NL_STRIP_EOS) {
+		/* dwdb joins the symbols as they are: <unk>, <pad>, a
+		 * newline (pieces no text reaches) print as themselves */
+		int k = txl_spm_piece_bytes(m->spm, id, buf, cap);
+
+		if (k == 0 || id == txl_spm_unk_id(m->spm))
+			return txl_spm_piece(m->spm, id, buf, cap);
+		return k;
 	}
 	return txl_spm_piece_bytes(m->spm, id, buf, cap);
 }
@@ -197,7 +210,9 @@ encode_line(const struct txl_model *m, const char *s, size_t len,
 		size_t room = a->cap - a->n;
 		int n = txl_spm_encode(m->spm, s, len, a->v + a->n,
 				       room > INT_MAX ? INT_MAX : (int)room,
-				       m->vocab.word);
+				       m->vocab.word ? TXL_SPM_UNK_PER_WORD :
+				       m->vocab.newline == TXL_NL_STRIP_EOS ?
+				       TXL_SPM_UNK_PER_CHAR : TXL_SPM_UNK_RUN);
 		if (n == INT32_MIN)
 			return -1;
 		if (n >= 0) {
@@ -211,8 +226,54 @@ encode_line(const struct txl_model *m, const char *s, size_t len,
 	}
 }
 
+/* The bytes of the character at s[0 .. n) if Python's str.isspace() holds
+ * for it (what str.strip() strips), else 0. */
+static size_t
+py_space(const unsigned char *s, size_t n)
+{
+	uint32_t c;
+	size_t k;
+
+	if (n == 0)
+		return 0;
+	if (s[0] < 0x80)
+		return (s[0] >= 0x09 && s[0] <= 0x0d) || s[0] == ' ' ||
+			(s[0] >= 0x1c && s[0] <= 0x1f);
+	k = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 1;
+	if (k == 1 || k > n)
+		return 0;
+	c = s[0] & (0x7f >> k);
+	for (size_t i = 1; i < k; i++)
+		c = c << 6 | (s[i] & 0x3f);
+	return c == 0x85 || c == 0xa0 || c == 0x1680 ||
+		(c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+		c == 0x202f || c == 0x205f || c == 0x3000 ? k : 0;
+}
+
+/* [*a, *b) of s stripped at both ends as str.strip() strips. */
+static void
+py_strip(const char *s, size_t *a, size_t *b)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t k;
+
+	while (*a < *b && (k = py_space(u + *a, *b - *a)))
+		*a += k;
+	while (*b > *a) {
+		size_t c = *b - 1;
+
+		while (c > *a && (u[c] & 0xc0) == 0x80 && *b - c < 4)
+			c--;
+		if (py_space(u + c, *b - c) != *b - c)
+			break;
+		*b = c;
+	}
+}
+
 /* An original vocabulary's tokenization: line by line, with the ends of
- * lines as the dataset had them. */
+ * lines as the dataset had them.  With strip_eos (dwdb's encode_file) a
+ * whole line is stripped and, unless empty, ends with <eos>; the text
+ * after the last newline is read as it is (a prompt). */
 static int
 tokenize_lines(const struct txl_model *m, const char *text, size_t len,
 	       int32_t *ids, int n_max)
@@ -227,6 +288,28 @@ tokenize_lines(const struct txl_model *m, const char *text, size_t len,
 			memchr(text + i, '\n', len - i);
 		size_t end = nl ? (size_t)(nl - text) : len;
 
+		if (nl && v->newline == TXL_NL_STRIP_EOS) {
+			size_t from = i, to = end;
+
+			py_strip(text, &from, &to);
+			if (from == to) {
+				i = end + 1;
+				continue;
+			}
+			if (!idvec_reserve(&a, 1)) {
+				txl_fail(TXL_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			if (encode_line(m, text + from, to - from, &a) < 0)
+				goto out;
+			if (!idvec_reserve(&a, 1)) {
+				txl_fail(TXL_ERR_NOMEM, "out of memory");
+				goto out;
+			}
+			a.v[a.n++] = v->eos;
+			i = end + 1;
+			continue;
+		}
 		if (!idvec_reserve(&a, 2)) {
 			txl_fail(TXL_ERR_NOMEM, "out of memory");
 			goto out;
@@ -277,7 +360,8 @@ txl_tokenize(const struct txl_model *m, const char *text, size_t len,
 	}
 	if (m->vocab.newline == TXL_NL_TEXT && !m->vocab.no_unk &&
 	    !m->vocab.word)
-		return txl_spm_encode(m->spm, text, len, ids, n_max, false);
+		return txl_spm_encode(m->spm, text, len, ids, n_max,
+				      TXL_SPM_UNK_RUN);
 	return tokenize_lines(m, text, len, ids, n_max);
 }
 
@@ -353,7 +437,8 @@ txl_token_bos(const struct txl_model *m)
 int32_t
 txl_token_eos(const struct txl_model *m)
 {
-	if (m->vocab.newline == TXL_NL_DOUBLE_EOS)
+	if (m->vocab.newline == TXL_NL_DOUBLE_EOS ||
+	    m->vocab.newline == TXL_NL_STRIP_EOS)
 		return m->vocab.eos;
 	return m->vocab.newline == TXL_NL_TEXT ? txl_spm_eos_id(m->spm) : -1;
 }

@@ -22,6 +22,13 @@ from the pickles):
     the prefix .../model.ckpt-N with --vocab .../cache.pkl.  Its sizes
     come from the tensors' shapes and corpus-info.json, its evaluation
     settings from its data set (recorded as recommended settings).
+  - a checkpoint of dwdb/transformer-xl, a TensorFlow 2 Keras
+    Transformer-XL (txlgen/dwdb_convert.py): the directory its run.py's
+    CheckpointManager writes (checkpoint, xl-ckpt-N.index and its
+    shards) or a prefix, its object graph read, with vocab.pkl beside it
+    or --vocab; its sizes from the tensors' shapes, run.py's lengths
+    (--tgt-len, --mem-len: 50 and 50) and its greedy inference recorded
+    (origin dwdb).
 Hyperparameters come from the checkpoint where it has them (the whole
 model's attributes, HF's config.json); CFG.json (the original names:
 n_token n_layer n_head d_model d_head d_inner d_embed div_val cutoffs
@@ -73,7 +80,8 @@ import sys
 
 import numpy as np
 
-from . import checkpoint, loadable, span_convert, tf_convert, txlfile
+from . import (checkpoint, dwdb_convert, loadable, span_convert, tf_convert,
+               txlfile)
 from . import vocab as vocabulary
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
@@ -106,7 +114,7 @@ class ConvertError(InputError):
 CONVERTER_VERSION = 2
 # Where checkpoints come from (metadata origin): the code whose
 # computation the model file reproduces.
-ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span")
+ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span", "dwdb")
 # Origins whose code starts the evaluation's memory as mem_len zero states
 # (the TF code's evaluation, Hugging Face's init_mems).
 ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
@@ -444,7 +452,9 @@ def main(argv=None):
                     help="state_dict, whole-model pickle, HF directory, "
                     "an adaptive-span checkpoint, or a TF checkpoint (a "
                     "directory as tf/sota/download.sh lays it out, or the "
-                    "prefix model.ckpt-N with --vocab cache.pkl)")
+                    "prefix model.ckpt-N with --vocab cache.pkl), or a checkpoint of "
+                    "dwdb/transformer-xl (its directory or prefix; vocab.pkl "
+                    "beside it or --vocab)")
     ap.add_argument("--config", help="hyperparameters (JSON), needed for "
                     "a bare state_dict, else overrides")
     tok = ap.add_mutually_exclusive_group()
@@ -463,6 +473,12 @@ def main(argv=None):
                     help="adaptive-span checkpoints: the ramp of the soft "
                     "mask they were trained with (--adapt-span-ramp; "
                     "default 32)")
+    ap.add_argument("--tgt-len", type=int, metavar="N",
+                    help="dwdb/transformer-xl checkpoints: the SEQ_LEN "
+                    "run.py built the model with (default 50)")
+    ap.add_argument("--mem-len", type=int, metavar="N",
+                    help="dwdb/transformer-xl checkpoints: its MEM_LEN "
+                    "(default 50)")
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--dtype", default="F32", choices=txlfile.DTYPES,
                     type=txlfile.dtype_arg,
@@ -481,6 +497,10 @@ def main(argv=None):
     np.seterr(all="ignore")
     if a.tokenizer and a.dataset:
         ap.error("--dataset goes with --vocab or --vocab-corpus")
+    if a.tgt_len is not None and not 1 <= a.tgt_len <= 1 << 20:
+        ap.error(f"--tgt-len {a.tgt_len}: must be 1 to {1 << 20}")
+    if a.mem_len is not None and not 0 <= a.mem_len <= 1 << 20:
+        ap.error(f"--mem-len {a.mem_len}: must be 0 to {1 << 20}")
     if a.span_ramp < 1:
         ap.error(f"--span-ramp {a.span_ramp}: must be at least 1")
     if a.source_files is not None:
@@ -629,9 +649,51 @@ def run_own(a, ck):
         raise ConvertError(f"{a.weights}: {e}")
 
 
+def run_dwdb(a):
+    """A checkpoint of dwdb/transformer-xl (txlgen/dwdb_convert.py): its
+    CheckpointManager's directory or a prefix, vocab.pkl beside it or
+    --vocab."""
+    if a.config or a.tokenizer or a.vocab_corpus or a.dataset:
+        raise ConvertError(f"{a.weights}: a checkpoint of "
+                           "dwdb/transformer-xl takes neither --config, "
+                           "--tokenizer, --vocab-corpus nor --dataset: its "
+                           "sizes are its tensors', its vocabulary "
+                           "vocab.pkl (--vocab)")
+    tgt = dwdb_convert.TGT_LEN if a.tgt_len is None else a.tgt_len
+    mem = dwdb_convert.MEM_LEN if a.mem_len is None else a.mem_len
+    prefix, vpath = dwdb_convert.find_files(a.weights, a.vocab)
+    index = prefix + ".index"
+    hp, makers, shapes, _ = dwdb_convert.read_dwdb_checkpoint(prefix, tgt,
+                                                              mem)
+    v = dwdb_convert.read_vocab(vpath)
+    if len(v.symbols) != hp["n_token"]:
+        raise ConvertError(f"{vpath}: {len(v.symbols)} symbols, the "
+                           f"checkpoint's embedding {hp['n_token']} rows")
+    cfg = check_config(hp, index)
+    proto, meta = vocabulary.to_spm(v)
+    try:
+        loadable.tokenizer(meta, cfg.n_token, proto)
+    except loadable.NotLoadable as e:
+        raise ConvertError(f"{vpath}: txlgen would refuse the model: {e}")
+    extra = dict(meta)
+    extra.update(provenance("dwdb", recommended=dwdb_convert.RECOMMENDED))
+    if a.description:
+        extra["description"] = a.description
+    if a.source_files:
+        extra["source_files"] = a.source_files
+    convert(cfg, dwdb_convert.State(makers, shapes), proto, a.output,
+            a.dtype, index, extra, PROG)
+
+
 def run(a):
     """The conversion main() asks for: InputError for what is wrong with
     the input."""
+    if dwdb_convert.is_dwdb_checkpoint(a.weights):
+        return run_dwdb(a)
+    if a.tgt_len is not None or a.mem_len is not None:
+        raise ConvertError(f"{a.weights}: --tgt-len and --mem-len are for "
+                           "checkpoints of dwdb/transformer-xl (others "
+                           "record their lengths or take --config)")
     if tf_convert.is_tf_checkpoint(a.weights):
         return run_tf(a)
     ck = checkpoint.read_checkpoint(a.weights)

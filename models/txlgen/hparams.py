@@ -15,7 +15,8 @@ from .errors import describe
 HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
                 "cutoffs tie_weight tie_projs pre_lnorm attn_type tgt_len "
                 "ext_len mem_len clamp_len same_length untie_r "
-                "max_klen layer_norm_eps same_length_mask").split()
+                "max_klen layer_norm_eps same_length_mask emb_scale "
+                "proj_same_dim").split()
 
 # How the code that wrote a checkpoint computes, where the TensorFlow code
 # (and Hugging Face's port of it) differs from the PyTorch code: the
@@ -24,7 +25,14 @@ HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
 # itself included; "pytorch": the last mem_len).  A model file records
 # them only where they differ from the PyTorch code's (DEFAULT_COMPUTE).
 SAME_LENGTH_MASKS = ("pytorch", "tf")
-DEFAULT_COMPUTE = {"layer_norm_eps": 1e-5, "same_length_mask": "pytorch"}
+# dwdb/transformer-xl (TF 2 Keras) does not scale its embedding by
+# sqrt(d_model) (emb_scale false) and projects it to d_model and back even
+# where d_embed = d_model (proj_same_dim true, with div_val 1).
+DEFAULT_COMPUTE = {"layer_norm_eps": 1e-5, "same_length_mask": "pytorch",
+                   "emb_scale": True, "proj_same_dim": False}
+# The format version of a file that records any of these: readers of
+# version 1 would compute it otherwise, and refuse it so.
+V2_HPARAMS = ("emb_scale", "proj_same_dim")
 
 
 # Their types: integers, booleans (true/false, or 0/1 as some configs
@@ -33,7 +41,8 @@ DEFAULT_COMPUTE = {"layer_norm_eps": 1e-5, "same_length_mask": "pytorch"}
 INT_HPARAMS = ("n_token n_layer n_head d_model d_head d_inner d_embed "
                "div_val attn_type tgt_len ext_len mem_len clamp_len "
                "max_klen").split()
-BOOL_HPARAMS = "tie_weight pre_lnorm same_length untie_r".split()
+BOOL_HPARAMS = ("tie_weight pre_lnorm same_length untie_r emb_scale "
+                "proj_same_dim").split()
 
 
 def as_float32(arr):
@@ -129,6 +138,8 @@ class TxlConfig:
     # DEFAULT_COMPUTE)
     layer_norm_eps: float = 1e-5
     same_length_mask: str = "pytorch"
+    emb_scale: bool = True     # the embedding times sqrt(d_model)
+    proj_same_dim: bool = False  # projections where d_embed = d_model
     dropout: float = 0.0
     dropatt: float = 0.0
 
@@ -162,8 +173,10 @@ class TxlConfig:
 
     def has_proj(self):
         """Whether each cluster projects between d_emb_i and d_model: always
-        with div_val > 1, only when d_embed != d_model with div_val 1."""
-        return self.div_val > 1 or self.d_embed != self.d_model
+        with div_val > 1, with div_val 1 when d_embed != d_model or
+        proj_same_dim."""
+        return self.div_val > 1 or self.d_embed != self.d_model or \
+            self.proj_same_dim
 
     @classmethod
     def from_dict(cls, d):
@@ -228,6 +241,9 @@ class TxlConfig:
         if self.same_length_mask not in SAME_LENGTH_MASKS:
             raise ValueError(f"same_length_mask {self.same_length_mask!r} "
                              f"is not one of {', '.join(SAME_LENGTH_MASKS)}")
+        if self.proj_same_dim and self.div_val != 1:
+            raise ValueError("proj_same_dim is for div_val 1 (with div_val "
+                             f"{self.div_val} every cluster is projected)")
 
 
 def cluster_bounds(cutoff_ends):

@@ -24,7 +24,9 @@ from .errors import InputError
 
 # The file format's name and version in the metadata of every model file
 FORMAT = "txlgen-model"
-FORMAT_VERSION = 1
+# 2: emb_scale and proj_same_dim (hparams.V2_HPARAMS); a reader of 2
+# reads 1
+FORMAT_VERSION = 2
 
 # the copy of lib/'s headers in the package that pip installs
 # (models/setup.py), the one that meson installs beside the package
@@ -248,9 +250,9 @@ def hparams(meta):
                           f"{said}, expected 'txlgen-model'); convert "
                           "checkpoints with models/convert.py")
     version = _int(meta, "format_version", 0, 2 ** 31 - 1)
-    if version != 1:
+    if not 1 <= version <= FORMAT_VERSION:
         raise NotLoadable(f"format version {version}, this txlgen reads "
-                          "version 1")
+                          f"versions 1 to {FORMAT_VERSION}")
     hp = {}
     for key, lo, hi in (("n_token", 1, L["TXL_MAX_TOKENS"]),
                         ("n_layer", 1, L["TXL_MAX_LAYERS"]),
@@ -327,6 +329,11 @@ def hparams(meta):
         raise NotLoadable(f"metadata 'same_length_mask' is '{s[:40]}', "
                           "expected 'pytorch' or 'tf'")
     hp["same_length_mask"] = s
+    for key, default in (("emb_scale", True), ("proj_same_dim", False)):
+        hp[key] = _bool(meta, key) if key in meta else default
+    if hp["proj_same_dim"] and hp["div_val"] != 1:
+        raise NotLoadable("proj_same_dim is for div_val 1 (with div_val "
+                          f"{hp['div_val']} every cluster is projected)")
     if meta.get("ext_len", "0") != "0":
         raise NotLoadable(f"ext_len {meta['ext_len'][:20]} is not supported "
                           "(only 0)")
@@ -362,11 +369,18 @@ def sentencepiece():
     return spm
 
 
+def format_version(values):
+    """The version a file of hyperparameters values is written in: 1
+    unless it needs what version 2 added."""
+    from .hparams import V2_HPARAMS
+    return 2 if any(k in values for k in V2_HPARAMS) else 1
+
+
 def check_hparams(values):
     """hparams() of hyperparameter values (as TxlConfig.hparams() gives
     them) written as the writer writes them."""
     meta = {k: meta_value(v) for k, v in values.items()}
-    meta.update(format=FORMAT, format_version=str(FORMAT_VERSION))
+    meta.update(format=FORMAT, format_version=str(format_version(values)))
     return hparams(meta)
 
 
@@ -389,7 +403,7 @@ def tensors(hp):
     # the input
     if dv == 1:
         out["word_emb.emb_layers.0.weight"] = ((V, E), MATRIX)
-        if E != M:
+        if E != M or hp.get("proj_same_dim"):
             out["word_emb.emb_projs.0"] = ((M, E), FLOATS)
     else:
         d = E
@@ -405,7 +419,8 @@ def tensors(hp):
     d = E
     for i, (lo, hi) in enumerate(bounds):
         if dv == 1:
-            if E != M and not hp["tie_projs"][i]:
+            if (E != M or hp.get("proj_same_dim")) and \
+                    not hp["tie_projs"][i]:
                 out[f"crit.out_projs.{i}"] = ((M, E), FLOATS)
             continue
         if not hp["tie_weight"]:
@@ -675,16 +690,16 @@ def tokenizer(meta, n_token, proto):
         if kind not in ("word", "char"):
             raise NotLoadable("metadata 'vocab_kind' must be word or char")
         word = kind == "word"
-        if nl not in ("eos", "double_eos", "drop"):
+        if nl not in ("eos", "double_eos", "drop", "strip_eos"):
             raise NotLoadable("metadata 'vocab_newline' must be eos, "
-                              "double_eos or drop")
+                              "double_eos, drop or strip_eos")
         if unk not in ("piece", "none"):
             raise NotLoadable("metadata 'vocab_unk' must be piece or none")
         if (n <= n_token or n > n_token + 257 or sp.unk_id() < n_token) \
                 if unk == "none" else n != n_token:
             raise NotLoadable(f"tokenizer has {n} pieces, the model n_token "
                               f"{n_token} (vocab_unk {unk})")
-        if nl in ("eos", "double_eos"):
+        if nl in ("eos", "double_eos", "strip_eos"):
             eos = sp.eos_id()
             if not 0 <= eos < n_token:
                 raise NotLoadable(f"vocab_newline {nl} but the tokenizer "
@@ -698,6 +713,8 @@ def tokenizer(meta, n_token, proto):
             k = 1
         elif word and i == sp.unk_id():
             k = 1 + len(raw)
+        elif nl == "strip_eos" and ptype in (CONTROL, UNKNOWN):
+            k = len(raw)                 # the symbol itself
         elif ptype == CONTROL:
             k = 0
         elif ptype == BYTE:

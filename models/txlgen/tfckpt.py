@@ -83,6 +83,10 @@ MAX_KEPT = 1 << 26
 # read by name; every other is refused.
 DTYPES = {1: ("float", "<f4"), 2: ("double", "<f8"), 3: ("int32", "<i4"),
           9: ("int64", "<i8"), 14: ("bfloat16", "<u2"), 19: ("half", "<f2")}
+# DT_STRING: TF 2's object graph (OBJECT_GRAPH), read as bytes only
+DT_STRING = 7
+OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+MAX_STRING = 1 << 26
 # Variables of training beside the model's: never read.
 TRAINING = re.compile(r"(^|/)(global_step|beta[12]_power(_\d+)?)$|"
                       r"/(Adam|Adam_\d+|Momentum|RMSProp(_\d+)?|"
@@ -427,6 +431,7 @@ class Bundle(collections.abc.Mapping):
         self.n_shards = shards
         self.shard_sizes = {}
         self.entries = collections.OrderedDict()
+        self.strings = {}           # the object graph: string()
         self.training = []
         for key, value in table.entries[1:]:
             try:
@@ -442,10 +447,20 @@ class Bundle(collections.abc.Mapping):
             if TRAINING.search(name):
                 self.training.append(name)
                 continue
+            if e.dtype == DT_STRING and name == OBJECT_GRAPH:
+                self.strings[name] = self._check(e, index)
+                continue
             self.entries[name] = self._check(e, index)
 
     def _check(self, e, index):
         what = f"{index}: tensor {e.name[:100]!r}"
+        if e.dtype == DT_STRING and e.name == OBJECT_GRAPH:
+            if e.shape != () or not 5 <= e.size <= MAX_STRING:
+                raise CheckpointError(f"{what}: a string tensor of shape "
+                                      f"{list(e.shape)[:10]} and {e.size:,} "
+                                      "bytes: only a scalar string of at "
+                                      f"most {MAX_STRING:,} bytes is read")
+            return self._check_place(e, index, what)
         if e.dtype not in DTYPES:
             raise CheckpointError(f"{what}: dtype {e.dtype} is none of "
                                   f"{', '.join(n for n, _ in DTYPES.values())}")
@@ -462,6 +477,10 @@ class Bundle(collections.abc.Mapping):
             raise CheckpointError(f"{what}: shape {list(e.shape)} of "
                                   f"{DTYPES[e.dtype][0]} needs {need:,} "
                                   f"bytes, the entry says {e.size:,}")
+        return self._check_place(e, index, what)
+
+    def _check_place(self, e, index, what):
+        """e's shard present and its bytes inside it, its crc32c given."""
         if not 0 <= e.shard < self.n_shards:
             raise CheckpointError(f"{what}: shard {e.shard} of "
                                   f"{self.n_shards}")
@@ -483,8 +502,9 @@ class Bundle(collections.abc.Mapping):
             raise CheckpointError(f"{what}: no crc32c")
         return e
 
-    def __getitem__(self, name):
-        e = self.entries[name]
+    def _read(self, e, check=True):
+        """The bytes of entry e, their crc32c checked (check)."""
+        name = e.name
         path = shard_path(self.prefix, e.shard, self.n_shards)
         try:
             with open_input(path) as f:
@@ -497,9 +517,41 @@ class Bundle(collections.abc.Mapping):
             raise CheckpointError(f"{path}: tensor {name[:100]!r}: the "
                                   "shard is shorter than when it was "
                                   "opened (truncated?)")
-        if mask(crc32c(raw)) != e.crc:
+        if check and mask(crc32c(raw)) != e.crc:
             raise CheckpointError(f"{path}: tensor {name[:100]!r} fails its "
                                   "crc32c (a damaged file)")
+        return raw
+
+    def string(self, name):
+        """The bytes of the scalar string tensor name, as TensorFlow's
+        BundleWriter writes one (WriteStringTensor): the varint length,
+        the masked crc32c of the length (as a 4-byte integer), the bytes;
+        the entry's crc32c covers that integer, that checksum and the
+        bytes."""
+        e = self.strings[name]
+        raw = self._read(e, check=False)
+        path = shard_path(self.prefix, e.shard, self.n_shards)
+        what = f"{path}: string tensor {name[:100]!r}"
+        try:
+            n, i = varint(raw, 0)
+        except ProtoError as err:
+            raise CheckpointError(f"{what}: bad length ({err})")
+        if n != len(raw) - i - 4:
+            raise CheckpointError(f"{what}: a length of {n:,} in "
+                                  f"{len(raw):,} bytes")
+        (lcrc,) = struct.unpack_from("<I", raw, i)
+        if mask(crc32c(struct.pack("<I", n))) != lcrc:
+            raise CheckpointError(f"{what}: its length fails its crc32c "
+                                  "(a damaged file)")
+        if mask(crc32c(raw[i + 4:], crc32c(struct.pack("<I", n) +
+                                           raw[i:i + 4]))) != e.crc:
+            raise CheckpointError(f"{what} fails its crc32c (a damaged "
+                                  "file)")
+        return bytes(raw[i + 4:])
+
+    def __getitem__(self, name):
+        e = self.entries[name]
+        raw = self._read(e)
         kind, np_dtype = DTYPES[e.dtype]
         a = np.frombuffer(raw, np_dtype)
         if kind == "bfloat16":

@@ -118,28 +118,54 @@ def table(entries, block_size=BLOCK_SIZE, compress=True, corrupt=None):
     return bytes(out + footer)
 
 
+def string_tensor(data):
+    """(stored bytes, masked crc32c) of a scalar string tensor as
+    BundleWriter's WriteStringTensor writes it: varint length, the masked
+    crc32c of the length as a 4-byte integer, the bytes; the crc32c over
+    that integer, the length's checksum and the bytes."""
+    n = struct.pack("<I", len(data))
+    lcrc = struct.pack("<I", mask(crc32c(n)))
+    return varint(len(data)) + lcrc + data, mask(crc32c(data,
+                                                        crc32c(n + lcrc)))
+
+
 def write_bundle(prefix, tensors, num_shards=1, bad_tensor_crc=None,
-                 corrupt_block=None, block_size=BLOCK_SIZE):
+                 corrupt_block=None, block_size=BLOCK_SIZE, shard_of=None):
     """Write name -> numpy array (float32, float64, int32, int64, float16;
-    or a function that makes it, called when it is written) as
-    PREFIX.index + one data shard (num_shards only as the header says it);
-    bad_tensor_crc names a tensor whose crc32c is spoiled."""
-    entries, pos = [], 0
-    with open(shard_path(prefix, 0, num_shards), "wb") as f:
+    or a function that makes it, called when it is written; bytes: a
+    scalar string) as PREFIX.index + its data shards: with shard_of (name
+    -> shard), each tensor in its shard of num_shards, as
+    MergeV2Checkpoints leaves a sharded save; without, one shard 0
+    (num_shards only as the header says it).  bad_tensor_crc names a
+    tensor whose crc32c is spoiled."""
+    entries, pos = [], {}
+    files = {}
+    try:
+        for k in (range(num_shards) if shard_of else [0]):
+            files[k] = open(shard_path(prefix, k, num_shards), "wb")
+            pos[k] = 0
         for name in sorted(tensors):
+            k = shard_of(name) if shard_of else 0
             a = tensors[name]
-            a = np.asarray(a() if callable(a) else a)
-            a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-            dt = _TF_DTYPES[a.dtype.str]
-            raw = memoryview(np.ascontiguousarray(a)).cast("B")
-            crc = mask(crc32c(raw))
+            if isinstance(a, bytes):
+                raw, crc = string_tensor(a)
+                dt, shape = 7, ()
+            else:
+                a = np.asarray(a() if callable(a) else a)
+                a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+                dt, shape = _TF_DTYPES[a.dtype.str], a.shape
+                raw = memoryview(np.ascontiguousarray(a)).cast("B")
+                crc = mask(crc32c(raw))
             if name == bad_tensor_crc:
                 crc ^= 1
             entries.append((name.encode(), entry_proto(
-                dt, a.shape, 0, pos, len(raw), crc)))
-            f.write(raw)
-            pos += len(raw)
+                dt, shape, k, pos[k], len(raw), crc)))
+            files[k].write(raw)
+            pos[k] += len(raw)
             del a, raw
+    finally:
+        for f in files.values():
+            f.close()
     index = table([(b"", header_proto(num_shards))] + entries,
                   block_size=block_size, corrupt=corrupt_block)
     with open(prefix + ".index", "wb") as f:

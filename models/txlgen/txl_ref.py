@@ -234,7 +234,8 @@ class AdaptiveEmbedding(_Clusters):
     """div_val 1: one table [n_token, d_embed], projected to d_model (P.e)
     when d_embed != d_model.  div_val > 1: cluster i has its own table
     [size_i, d_embed // div_val**i] and projection [d_model, d_emb_i].
-    Scaled by sqrt(d_model)."""
+    Scaled by sqrt(d_model) (unless emb_scale is false; proj_same_dim
+    projects where d_embed = d_model too)."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -250,7 +251,7 @@ class AdaptiveEmbedding(_Clusters):
                 self.emb_layers.append(nn.Embedding(hi - lo, cfg.d_emb(i)))
                 self.emb_projs.append(nn.Parameter(
                     torch.empty(cfg.d_model, cfg.d_emb(i))))
-        self.emb_scale = cfg.d_model ** 0.5
+        self.emb_scale = cfg.d_model ** 0.5 if cfg.emb_scale else 1.0
 
     def forward(self, x):
         # The residual stream stays in the weights' type under autocast

@@ -410,7 +410,9 @@ def write(path, hparams, tensors, tokenizer_proto, dtype="F32", extra=None,
     import os
     import tempfile
 
-    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION)}
+    from .loadable import format_version
+    meta = {"format": FORMAT,
+            "format_version": str(format_version(hparams))}
     meta.update({k: meta_value(v) for k, v in hparams.items()})
     meta.update({k: str(v) for k, v in (extra or {}).items()})
 

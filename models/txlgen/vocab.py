@@ -192,6 +192,8 @@ def conventions(v):
     the vocabulary's own lower_case (and newline, if it has one); without
     a dataset, word level with <eos> (wt103 conventions, as Hugging
     Face's port) if it has <eos>."""
+    if v.newline == "strip_eos":             # dwdb/transformer-xl's
+        return "symbols", "strip_eos", v.lower_case
     if v.dataset:
         level, newline, _ = DATASETS[v.dataset]
         return level, v.newline or newline, v.lower_case
@@ -260,7 +262,8 @@ def to_spm(v):
     syms = v.symbols
     pieces, rules = [], {}
     unk = v.unk
-    eos_sym = {"eos": "<eos>", "double_eos": "<S>"}.get(newline)
+    eos_sym = {"eos": "<eos>", "double_eos": "<S>",
+               "strip_eos": "<eos>"}.get(newline)
     if level == "word":
         if unk is None:
             for s in ("<unk>", "<UNK>"):
@@ -310,6 +313,29 @@ def to_spm(v):
             if c != " ":
                 rules[c] = ""
         model_type = CHAR_MODEL
+    elif level == "symbols":               # dwdb: each character itself
+        if SPACE in syms:
+            raise VocabError(f"{v.source}: symbol {syms.index(SPACE)} is "
+                             "U+2581, which SentencePiece uses for spaces")
+        for i, s in enumerate(syms):
+            if s == " ":
+                pieces.append((SPACE, NORMAL))
+            elif s == eos_sym or s == "<pad>":
+                pieces.append((s, CONTROL))
+            elif s == "<unk>":
+                pieces.append((s, UNKNOWN))
+                unk = i
+            elif len(s) == 1 and s != "\n":
+                pieces.append((s, NORMAL))
+            else:
+                # never a symbol of text: the newline (an end of line
+                # there), a lowering of more than one character; a
+                # control piece the text cannot reach (which prints as
+                # the symbol)
+                pieces.append((s, CONTROL))
+        if unk is None:
+            raise VocabError(f"{v.source}: no <unk> symbol")
+        model_type = CHAR_MODEL
     else:                                  # enwik8: decimal byte values
         for i, s in enumerate(syms):
             if s == eos_sym:
@@ -325,7 +351,10 @@ def to_spm(v):
         lower = False                      # lowers digits: nothing
     if lower:
         for src, dst in lower_rules().items():
-            if src not in rules:
+            # a symbol is one character of the text, lowered, where each
+            # character is looked up alone (dwdb): one that lowers to more
+            # is left as it is (unknown)
+            if src not in rules and (level != "symbols" or len(dst) == 1):
                 rules[src] = dst
     if eos_sym and level != "word" and eos_sym not in syms:
         raise VocabError(f"{v.source}: no {eos_sym} symbol for the ends "
