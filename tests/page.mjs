@@ -224,10 +224,34 @@ async function shots(base, dir) {
 	}
 }
 
+// txlgen --score --html's report, opened from its file: what it shows.
+async function report(plan) {
+	const browser = await launch();
+	try {
+		const { page, log } = await open(browser,
+			"file://" + plan.report);
+		const out = await page.evaluate(() => ({
+			spans: Array.from(document.querySelectorAll("span.tok"), (x) => ({
+				text: x.textContent, logprob: x.dataset.logprob,
+				rank: x.dataset.rank })),
+			points: Array.from(document.querySelectorAll("svg polyline"),
+				(p) => p.getAttribute("points").trim().split(/\s+/).length),
+			plot_height: document.querySelector("svg")?.getBoundingClientRect()
+				.height ?? 0,
+		}));
+		out.errors = log.errors;
+		out.requests = log.requests;
+		return out;
+	} finally {
+		await browser.close();
+	}
+}
+
 if (process.argv[2] === "--shots") {
 	await shots(process.argv[3], process.argv[4]);
 } else {
 	const plan = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
-	const out = plan.key ? await withKey(plan) : await plain(plan);
+	const out = plan.report ? await report(plan)
+		: plan.key ? await withKey(plan) : await plain(plan);
 	process.stdout.write(JSON.stringify(out) + "\n");
 }

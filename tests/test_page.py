@@ -9,6 +9,8 @@ rules: no console error, no request to another host, a popover by mouse
 and by keyboard, a session made through the API listed and continued,
 a server with an API key that the page asks for.  Also, over plain
 HTTP: / and HEAD / without the key, with their Content-Security-Policy.
+And txlgen --score --html's report opened from its file: its spans and
+plot, with --json's numbers.
 
 Skipped, saying why, without chromium or tests/node's puppeteer-core.
 
@@ -272,6 +274,40 @@ class TestPage(unittest.TestCase):
         self.assertTrue(all("401" in e for e in out["errors"]),
                         out["errors"])
         only_local(self, out["requests"], base)
+
+
+class TestReport(unittest.TestCase):
+    """txlgen --score --html's file in the same browser: its spans and
+    plot, and its numbers those of --json."""
+
+    def setUp(self):
+        why = missing()
+        if why:
+            self.skipTest(why)
+
+    def test_report(self):
+        with tempfile.TemporaryDirectory() as d:
+            text = os.path.join(d, "text.txt")
+            with open(text, "w") as f:
+                f.write(SCORE_TEXT)
+            out_html = os.path.join(d, "report.html")
+            txlgen("--score", text, "--html", out_html)
+            rows = [json.loads(x) for x in
+                    txlgen("--score", text, "--json").splitlines()][:-1]
+            out = drive({"report": out_html})
+        self.assertEqual(out["errors"], [])
+        self.assertEqual([r for r in out["requests"]
+                          if not r.startswith("file://")], [])
+        spans = out["spans"]
+        self.assertEqual(len(spans), len(rows) + 1)
+        self.assertEqual((spans[0]["logprob"], spans[0]["rank"]), ("", ""))
+        for s, w in zip(spans[1:], rows):
+            self.assertEqual(s["text"], w["text"])
+            self.assertAlmostEqual(float(s["logprob"]), w["logprob"],
+                                   delta=1e-5)
+            self.assertEqual(int(s["rank"]), w["rank"])
+        self.assertEqual(out["points"], [len(rows)])
+        self.assertGreater(out["plot_height"], 0)
 
 
 if __name__ == "__main__":
