@@ -4,8 +4,9 @@
  * the protocol of the original eval.py, read as a stream.
  *
  * The summary gives the mean negative log-likelihood per token, the
- * perplexity, the bits per byte, and the standard error of the mean NLL
- * over tokens (sd / sqrt(n), as llama-perplexity reports it; neighbouring
+ * perplexity, the bits per byte and per character (UTF-8 code points:
+ * what a character-level model's bits per token are, whatever its
+ * vocabulary says), and the standard error of the mean NLL over tokens (sd / sqrt(n), as llama-perplexity reports it; neighbouring
  * tokens are not independent, so it is a lower bound of the real
  * uncertainty), carried over to bits per byte.  Interrupted, it gives the
  * same for what was scored so far, marked partial.
@@ -36,13 +37,16 @@ struct score {
 	struct tokvec t;       /* tokens read, not yet scored as inputs */
 	double *end;           /* end[i]: bytes of text up to the end of
 				  token t.v[i] (interpolated in a chunk) */
+	double *cend;          /* and characters */
 	int end_cap;
 	double *lp;            /* log-probs of a segment's targets */
 	int *rank;             /* and their ranks, or NULL: not wanted */
 	int64_t base;          /* input index of t.v[0] */
 	int64_t total;         /* tokens read */
 	uint64_t bytes;        /* bytes of text read (or that ids stand for) */
+	uint64_t chars;        /* and their characters */
 	double scored_bytes;   /* bytes up to the last token predicted */
+	double scored_chars;
 	int64_t n_pred;
 	double sum_nll, mean, m2; /* Welford's running mean and M2 of NLL */
 	struct utf8_state u8;  /* the text of the tokens, for JSON rows */
@@ -52,18 +56,39 @@ struct score {
 	bool lead;             /* the page has no text yet */
 };
 
+/* The characters of UTF-8 text: the bytes that are not continuations,
+ * whatever the chunk boundaries cut. */
+static uint64_t
+count_chars(const char *s, size_t len)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return n;
+}
+
+/* Tokens @p ids, that end the text at sc->bytes and sc->chars: from
+ * @p from bytes and @p cfrom characters before them. */
 static void
 add_tokens(struct score *sc, const int32_t *ids, int n, double from,
-	   double to)
+	   double cfrom)
 {
+	const double to = (double)sc->bytes, cto = (double)sc->chars;
+
 	if (sc->t.n + n > sc->end_cap) {
 		sc->end_cap = (sc->t.n + n) * 2;
 		sc->end = xrealloc(sc->end, (size_t)sc->end_cap *
 				   sizeof(double));
+		sc->cend = xrealloc(sc->cend, (size_t)sc->end_cap *
+				    sizeof(double));
 	}
 	/* whole bytes, so that a partial summary's bpb is its bytes' */
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		sc->end[sc->t.n + i] = floor(from + (to - from) * (i + 1) / n);
+		sc->cend[sc->t.n + i] = floor(cfrom + (cto - cfrom) *
+					      (i + 1) / n);
+	}
 	tokvec_add(&sc->t, ids, n);
 	sc->total += n;
 }
@@ -72,6 +97,8 @@ static void
 drop_tokens(struct score *sc, int n)
 {
 	memmove(sc->end, sc->end + n, (size_t)(sc->t.n - n) * sizeof(double));
+	memmove(sc->cend, sc->cend + n, (size_t)(sc->t.n - n) *
+		sizeof(double));
 	tokvec_drop(&sc->t, n);
 }
 
@@ -182,6 +209,7 @@ score_segment(struct score *sc, int n)
 	}
 	sc->base += n;
 	sc->scored_bytes = sc->end[n];
+	sc->scored_chars = sc->cend[n];
 	rc = engine_adapt(e, t + 1, n);
 	if (rc != EXIT_OK)
 		return rc;
@@ -215,21 +243,25 @@ running(const struct score *sc, char *buf, size_t len)
 }
 
 /* The summary's lines of text, "key value", as the page shows them too. */
-enum { N_SUMMARY = 8 };
+enum { N_SUMMARY = 10 };
 static const char *const summary_key[N_SUMMARY] = { "tokens", "predicted",
-	"bytes", "nll", "ppl", "bpb", "nll_stderr", "bpb_stderr" };
-static const int summary_digits[N_SUMMARY] = { 0, 0, 0, 6, 4, 6, 6, 6 };
+	"bytes", "chars", "nll", "ppl", "bpb", "bpc", "nll_stderr",
+	"bpb_stderr" };
+static const int summary_digits[N_SUMMARY] = { 0, 0, 0, 0, 6, 4, 6, 6, 6,
+	6 };
 
 static int
 write_summary(const struct score *sc, bool partial)
 {
 	FILE *out = sc->out;
 	double bytes = partial ? sc->scored_bytes : (double)sc->bytes;
+	double chars = partial ? sc->scored_chars : (double)sc->chars;
 	double nll = sc->sum_nll / (double)sc->n_pred, se = nll_stderr(sc);
 	double k = bytes > 0 ? 1 / log(2.0) / bytes : 0;
 	double bpb = sc->sum_nll * k, bpb_se = se * (double)sc->n_pred * k;
+	double bpc = chars > 0 ? sc->sum_nll / log(2.0) / chars : 0;
 	const double v[N_SUMMARY] = { (double)sc->total, (double)sc->n_pred,
-		bytes, nll, exp(nll), bpb, se, bpb_se };
+		bytes, chars, nll, exp(nll), bpb, bpc, se, bpb_se };
 
 	if (sc->html && !partial) {
 		char buf[64];
@@ -245,13 +277,16 @@ write_summary(const struct score *sc, bool partial)
 		return EXIT_OK;
 	if (sc->e->opts->json) {
 		fprintf(out, "{\"tokens\": %lld, \"predicted\": %lld, "
-			"\"bytes\": %.0f, \"nll\": ", (long long)sc->total,
-			(long long)sc->n_pred, bytes);
+			"\"bytes\": %.0f, \"chars\": %.0f, \"nll\": ",
+			(long long)sc->total, (long long)sc->n_pred, bytes,
+			chars);
 		json_write_number(out, nll);
 		fputs(", \"ppl\": ", out);
 		json_write_number(out, exp(nll));
 		fputs(", \"bpb\": ", out);
 		json_write_number(out, bpb);
+		fputs(", \"bpc\": ", out);
+		json_write_number(out, bpc);
 		fputs(", \"nll_stderr\": ", out);
 		json_write_number(out, se);
 		fputs(", \"bpb_stderr\": ", out);
@@ -335,11 +370,14 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 	int k;
 
 	if (!e->opts->ids) {
+		double cfrom = (double)sc->chars;
+
 		k = engine_tokenize(e->mod, chunk, len);
 		if (k < 0)
 			return EXIT_RUNTIME;
 		sc->bytes += len;
-		add_tokens(sc, e->mod->ids, k, from, (double)sc->bytes);
+		sc->chars += count_chars(chunk, len);
+		add_tokens(sc, e->mod->ids, k, from, cfrom);
 		return EXIT_OK;
 	}
 	/* ids: the bytes are those of the text the ids stand for */
@@ -354,10 +392,14 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 			pl--;
 		if (p && pl > 0)
 			*first_piece = false;
+		double cfrom = (double)sc->chars;
+
 		from = (double)sc->bytes;
-		if (p && pl > 0)
+		if (p && pl > 0) {
 			sc->bytes += (uint64_t)pl;
-		add_tokens(sc, ids.v + i, 1, from, (double)sc->bytes);
+			sc->chars += count_chars(p, (size_t)pl);
+		}
+		add_tokens(sc, ids.v + i, 1, from, cfrom);
 	}
 	free(ids.v);
 	return rc;
@@ -463,6 +505,7 @@ out:
 	kl_ref_free(sc.kl);
 	free(sc.t.v);
 	free(sc.end);
+	free(sc.cend);
 	free(sc.lp);
 	return rc;
 }

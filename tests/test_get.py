@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 import unittest
 import zipfile
 
@@ -910,6 +911,36 @@ class Getter(Base):
                 time.sleep(0.05)
 
     # -- the catalog --------------------------------------------------------
+
+    def test_list_aligns_cjk_by_columns(self):
+        # a Chinese character takes two columns: descriptions wrap by
+        # columns, Chinese (no spaces) between characters, never before
+        # its punctuation
+        what = ("dwdb/transformer-xl 的古诗模型，字符级：人间三月天，春风十里"
+                "柳如烟。江山如画，一时多少豪杰！年年岁岁花相似，岁岁年年人"
+                "不同。 then words")
+        cat = self.catalog({"poetry": self.tiny_entry(what=what),
+                            "tiny": self.tiny_entry(what="a tiny model")})
+        rc, out, err = self.get("--list", "--catalog", cat)
+        self.assertEqual(rc, 0, err)
+
+        def cols(s):
+            return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1
+                       for c in s)
+        lines = out.splitlines()
+        rows = [ln for ln in lines[1:] if not ln.startswith(" ")]
+        self.assertEqual([r.split()[0] for r in rows], ["poetry", "tiny"])
+        # the status column starts at one column on every row
+        starts = {cols(r[:r.index("available")]) for r in rows}
+        self.assertEqual(len(starts), 1, rows)
+        desc = lines[lines.index(rows[0]) + 1:lines.index(rows[1])]
+        desc = [d for d in desc if "://" not in d]
+        self.assertGreater(len(desc), 1)
+        for d in desc:
+            self.assertLessEqual(cols(d), 78, d)
+            self.assertNotIn(d.strip()[0], "，。！：")
+        self.assertEqual("".join(d.strip() for d in desc).replace(" ", ""),
+                         what.replace(" ", ""))
 
     def test_list_shows_the_real_catalog(self):
         rc, out, err = self.get("--list")

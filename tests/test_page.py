@@ -232,7 +232,8 @@ class TestPage(unittest.TestCase):
         self.assertIn("bits", out["legend_bits"])
         self.assertIn(f"tokens{summary['tokens']}", out["summary"])
         self.assertIn(f"bytes{summary['bytes']}", out["summary"])
-        for name, key in (("bits per byte", "bpb"), ("perplexity", "ppl")):
+        for name, key in (("bits per byte", "bpb"),
+                          ("bits per character", "bpc"), ("perplexity", "ppl")):
             shown = re.search(name + r"([0-9.]+)", out["summary"])
             self.assertAlmostEqual(float(shown.group(1)) / summary[key], 1,
                                    delta=1e-4, msg=name)

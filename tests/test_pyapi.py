@@ -189,9 +189,9 @@ class PyApi(unittest.TestCase):
             self.assertEqual((a["pos"], a["id"], a["text"]),
                              (b["pos"], b["id"], b["text"]))
             self.assertAlmostEqual(a["logprob"], b["logprob"], delta=1e-6)
-        for k in ("tokens", "predicted", "bytes", "partial"):
+        for k in ("tokens", "predicted", "bytes", "chars", "partial"):
             self.assertEqual(got[k], summary[k], k)
-        for k in ("nll", "ppl", "bpb", "nll_stderr", "bpb_stderr"):
+        for k in ("nll", "ppl", "bpb", "bpc", "nll_stderr", "bpb_stderr"):
             self.assertAlmostEqual(got[k], summary[k], delta=1e-6, msg=k)
         self.assertEqual(got["bytes"], len(TEXT.encode()))
         self.assertEqual([r["id"] for r in got["rows"]],

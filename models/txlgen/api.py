@@ -945,8 +945,8 @@ class Model:
 
     def score(self, text, *, stride=None):
         """The log-likelihood of @p text, as `txlgen --score FILE --json`:
-        a dict of the summary's keys (tokens, predicted, bytes, nll, ppl,
-        bpb, nll_stderr, bpb_stderr, partial) and "rows", the --json lines
+        a dict of the summary's keys (tokens, predicted, bytes, chars,
+        nll, ppl, bpb, bpc, nll_stderr, bpb_stderr, partial) and "rows", the --json lines
         of the tokens (dicts of pos, id, text, logprob): every token but
         the first, predicted from those before it, in segments of seg_len
         as the original eval.py.
@@ -1340,7 +1340,11 @@ def _score(model, text, stride):
     nll = sum_nll / n_pred
     se = math.sqrt(m2 / (n_pred - 1) / n_pred) if n_pred > 1 else math.nan
     k = 1 / math.log(2.0) / nbytes if nbytes > 0 else 0
+    # characters: code points, as bits per character counts them
+    nchars = sum((c & 0xc0) != 0x80 for c in b)
     return {"tokens": total, "predicted": n_pred, "bytes": nbytes,
-            "nll": nll, "ppl": math.exp(nll), "bpb": sum_nll * k,
+            "chars": nchars, "nll": nll, "ppl": math.exp(nll),
+            "bpb": sum_nll * k,
+            "bpc": sum_nll / math.log(2.0) / nchars if nchars else 0,
             "nll_stderr": se, "bpb_stderr": se * n_pred * k,
             "partial": False, "rows": rows}
