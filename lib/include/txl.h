@@ -12,6 +12,9 @@
  *   txl_batch    scratch to step several sessions of a model together;
  *                one thread at a time.
  *   txl_sampler  picks the next token, with its own seeded generator.
+ *   txl_model_info  what a model file holds (tensors, metadata,
+ *                hyperparameters, tokenizer), peeked from its header
+ *                without loading it, or described from a loaded model.
  *
  * Threads: the process has one pool of compute threads, which every
  * session shares, as OpenBLAS's one thread count per process is;
