@@ -6,27 +6,21 @@
  * The description is one JSON tree, built once; --info --json prints it,
  * and --info prints the same tree as indented "key: value" lines.  A new
  * field is one call here.  It comes from the library (hyperparameters,
- * metadata, parameter count, the memory a session takes), the file's
- * safetensors header (dtypes, every metadata key) and the SentencePiece
- * model inside it (its kind and normaliser).
+ * metadata, parameter count, the memory a session takes, and
+ * txl_model_describe(): the file's dtypes, every metadata key, the
+ * SentencePiece model's kind and normaliser).
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cJSON.h>
 
 #include "engine-model.h"
 #include "engine.h"
-#include "input.h"
 #include "text.h"
-
-#define MAX_HEADER (64u << 20)
-#define MAX_TOKENIZER (256u << 20)
 
 static cJSON *
 obj(cJSON *parent, const char *key)
@@ -68,110 +62,24 @@ meta_json(struct engine *e, const char *key)
 }
 
 /* ------------------------------------------------------------------ */
-/* The file: safetensors header and the tokenizer proto                */
-
-struct file_view {
-	cJSON *header;        /* the parsed header */
-	uint64_t data_start;  /* 8 + header length */
-};
-
-static bool
-read_header(const char *path, struct file_view *fv, uint64_t *size)
-{
-	struct input in;
-	unsigned char n8[8];
-	uint64_t n = 0;
-	char *h;
-
-	if (!input_open(&in, path, NULL))
-		return false;
-	*size = in.size;
-	if (!input_read(&in, n8, 8)) {
-		input_close(&in);
-		return false;
-	}
-	for (int i = 7; i >= 0; i--)
-		n = n << 8 | n8[i];
-	if (n > MAX_HEADER || n > in.size - 8) {
-		errmsg("%s: header of %" PRIu64 " bytes", path, n);
-		input_close(&in);
-		return false;
-	}
-	h = xrealloc(NULL, (size_t)n + 1);
-	if (!input_read(&in, h, (size_t)n)) {
-		free(h);
-		input_close(&in);
-		return false;
-	}
-	h[n] = '\0';
-	fv->header = cJSON_Parse(h);
-	fv->data_start = 8 + n;
-	free(h);
-	input_close(&in);
-	return fv->header != NULL;
-}
-
-/* The bytes of tensor @p name, or NULL. */
-static unsigned char *
-read_tensor(const char *path, const struct file_view *fv, const char *name,
-	    size_t *len)
-{
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(fv->header, name);
-	const cJSON *off = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
-	struct input in;
-	unsigned char *buf;
-	double b, e;
-	uint64_t skip;
-
-	if (cJSON_GetArraySize(off) != 2)
-		return NULL;
-	b = cJSON_GetArrayItem(off, 0)->valuedouble;
-	e = cJSON_GetArrayItem(off, 1)->valuedouble;
-	if (!(b >= 0 && e >= b && e - b <= MAX_TOKENIZER))
-		return NULL;
-	if (!input_open(&in, path, NULL))
-		return NULL;
-	*len = (size_t)(e - b);
-	skip = fv->data_start + (uint64_t)b;
-	buf = xrealloc(NULL, *len ? *len : 1);
-	if (lseek(in.fd, (off_t)skip, SEEK_SET) != (off_t)skip ||
-	    !input_read(&in, buf, *len)) {
-		free(buf);
-		buf = NULL;
-	}
-	input_close(&in);
-	return buf;
-}
+/* The file                                                            */
 
 /* Tensors, values and bytes per dtype; every metadata key. */
 static void
-describe_tensors(cJSON *file, cJSON *root, const struct file_view *fv)
+describe_tensors(cJSON *file, cJSON *root, const struct txl_model_info *in)
 {
-	cJSON *dt = obj(file, "dtypes");
-	const cJSON *t;
+	cJSON *dt = obj(file, "dtypes"), *meta = obj(root, "metadata");
 
-	cJSON_ArrayForEach(t, fv->header) {
-		const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-		const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-		const cJSON *off = cJSON_GetObjectItemCaseSensitive(t,
-								  "data_offsets");
-		const cJSON *d;
-		cJSON *entry;
+	for (int i = 0; i < in->n_tensors; i++) {
+		const struct txl_tensor_desc *t = &in->tensors[i];
+		const char *type = txl_dtype_name(t->dtype);
+		cJSON *entry = cJSON_GetObjectItemCaseSensitive(dt, type);
 		double values = 1;
 
-		if (!strcmp(t->string, "__metadata__")) {
-			cJSON_AddItemToObject(root, "metadata",
-					      cJSON_Duplicate(t, true));
-			continue;
-		}
-		if (!strncmp(t->string, "__pad__", 7) ||
-		    !cJSON_IsString(type) || cJSON_GetArraySize(off) != 2)
-			continue;
-		cJSON_ArrayForEach(d, shape)
-			values *= d->valuedouble;
-		entry = cJSON_GetObjectItemCaseSensitive(dt, type->valuestring);
+		for (int d = 0; d < t->ndim; d++)
+			values *= (double)t->shape[d];
 		if (!entry) {
-			entry = obj(dt, type->valuestring);
+			entry = obj(dt, type);
 			num(entry, "tensors", 0);
 			num(entry, "values", 0);
 			num(entry, "bytes", 0);
@@ -183,97 +91,23 @@ describe_tensors(cJSON *file, cJSON *root, const struct file_view *fv)
 			values);
 		cJSON_SetNumberValue(cJSON_GetObjectItem(entry, "bytes"),
 			cJSON_GetObjectItem(entry, "bytes")->valuedouble +
-			cJSON_GetArrayItem(off, 1)->valuedouble -
-			cJSON_GetArrayItem(off, 0)->valuedouble);
+			(double)t->bytes);
 	}
+	for (int i = 0; i < in->n_meta; i++)
+		str(meta, in->meta[i].key, in->meta[i].value);
 }
 
-/* A protobuf varint at *p (< end); false if malformed. */
-static bool
-varint(const unsigned char **p, const unsigned char *end, uint64_t *v)
-{
-	*v = 0;
-	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-		unsigned char c = *(*p)++;
-
-		*v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
-			return true;
-	}
-	return false;
-}
-
-/* Field @p want of the protobuf message [p, end): a varint into *v, or a
- * length-delimited field into [*sub, *sub_end).  False if absent or
- * malformed. */
-static bool
-proto_field(const unsigned char *p, const unsigned char *end, uint64_t want,
-	    uint64_t *v, const unsigned char **sub,
-	    const unsigned char **sub_end)
-{
-	while (p < end) {
-		uint64_t tag, x;
-
-		if (!varint(&p, end, &tag))
-			return false;
-		switch (tag & 7) {
-		case 0:
-			if (!varint(&p, end, &x))
-				return false;
-			if (tag >> 3 == want && v) {
-				*v = x;
-				return true;
-			}
-			break;
-		case 1:
-			if (end - p < 8)
-				return false;
-			p += 8;
-			break;
-		case 2:
-			if (!varint(&p, end, &x) || x > (uint64_t)(end - p))
-				return false;
-			if (tag >> 3 == want && sub) {
-				*sub = p;
-				*sub_end = p + x;
-				return true;
-			}
-			p += x;
-			break;
-		case 5:
-			if (end - p < 4)
-				return false;
-			p += 4;
-			break;
-		default:
-			return false;
-		}
-	}
-	return false;
-}
-
-/* SentencePiece's ModelProto: trainer_spec (2).model_type (3), and
- * normalizer_spec (3).name (1). */
+/* The SentencePiece model's kind and normaliser. */
 static void
-describe_tokenizer(cJSON *voc, const unsigned char *p, size_t len)
+describe_tokenizer(cJSON *voc, const struct txl_model_info *in)
 {
-	static const char *const types[] = {
-		NULL, "unigram", "bpe", "word", "char"
-	};
-	const unsigned char *s, *se, *n, *ne, *end = p + len;
-	uint64_t type = 1;  /* the proto's default */
-	char name[64];
+	str(voc, "model_type", in->tokenizer_type);
+	if (in->normalizer && strlen(in->normalizer) < 64) {
+		char *name = xstrdup(in->normalizer);
 
-	if (proto_field(p, end, 2, NULL, &s, &se))
-		proto_field(s, se, 3, &type, NULL, NULL);
-	str(voc, "model_type", type >= 1 && type <= 4 ? types[type] : NULL);
-	if (proto_field(p, end, 3, NULL, &s, &se) &&
-	    proto_field(s, se, 1, NULL, &n, &ne) &&
-	    (size_t)(ne - n) < sizeof(name)) {
-		memcpy(name, n, (size_t)(ne - n));
-		name[ne - n] = '\0';
 		text_clean_line(name);
 		str(voc, "normalizer", name);
+		free(name);
 	}
 }
 
@@ -388,16 +222,13 @@ static int
 describe(struct engine *e, cJSON *root)
 {
 	const struct txl_hparams *hp = e->mod->hp;
-	struct file_view fv = { 0 };
-	uint64_t size = 0;
+	struct txl_model_info *in;
 	cJSON *file, *arch, *att, *voc, *rec, *version, *eps;
 	int32_t special[3] = {
 		txl_token_bos(e->mod->model), txl_token_eos(e->mod->model),
 		txl_token_unk(e->mod->model)
 	};
 	static const char *const special_names[3] = { "bos", "eos", "unk" };
-	unsigned char *proto;
-	size_t proto_len;
 	int rc;
 
 	str(root, "model", e->mod->path);
@@ -413,9 +244,11 @@ describe(struct engine *e, cJSON *root)
 	cJSON_AddItemToObject(file, "converter_version", version ? version :
 			      cJSON_CreateNull());
 	str(file, "origin", txl_model_meta(e->mod->model, "origin"));
-	if (!read_header(e->mod->path, &fv, &size))
-		return EXIT_BADMODEL;
-	num(file, "bytes", (double)size);
+	if (txl_model_describe(e->mod->model, &in) != TXL_OK) {
+		errmsg("%s", engine_lib_error(TXL_ERR_NOMEM));
+		return EXIT_RUNTIME;
+	}
+	num(file, "bytes", (double)in->file_bytes);
 	num(root, "parameters", (double)txl_model_n_params(e->mod->model));
 
 	arch = obj(root, "architecture");
@@ -443,11 +276,7 @@ describe(struct engine *e, cJSON *root)
 	voc = obj(root, "vocabulary");
 	num(voc, "tokens", hp->n_token);
 	str(voc, "tokenizer", "SentencePiece");
-	proto = read_tensor(e->mod->path, &fv, "tokenizer.model",
-			    &proto_len);
-	if (proto)
-		describe_tokenizer(voc, proto, proto_len);
-	free(proto);
+	describe_tokenizer(voc, in);
 	for (int i = 0; i < 3; i++) {
 		if (special[i] >= 0)
 			num(voc, special_names[i], special[i]);
@@ -460,8 +289,8 @@ describe(struct engine *e, cJSON *root)
 	rec = meta_json(e, "recommended");
 	cJSON_AddItemToObject(root, "recommended", rec ? rec :
 			      cJSON_CreateNull());
-	describe_tensors(file, root, &fv);
-	cJSON_Delete(fv.header);
+	describe_tensors(file, root, in);
+	txl_model_info_free(in);
 	return rc;
 }
 

@@ -12,13 +12,12 @@
  * be moved), or for a program run from its build directory the source
  * tree's models/ instead.
  *
- * --list-models reads each file's safetensors header only (a few
- * kilobytes; no weights, no fingerprint), so that a directory of large
- * models lists at once.
+ * --list-models peeks at each file (txl_model_peek(): its header and
+ * tokenizer, a few kilobytes; no weights, no fingerprint), so that a
+ * directory of large models lists at once.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -35,10 +34,9 @@
 #include "models.h"
 #include "suggest.h"
 #include "text.h"
+#include "txl.h"
 
 #define SUFFIX ".bin"
-#define MAX_HEADER (16u << 20)  /* as libtxl's loader */
-#define MAX_DTYPES 8
 
 /* ------------------------------------------------------------------ */
 /* The model path                                                      */
@@ -393,103 +391,53 @@ dup_clean(const char *s)
 }
 
 static const char *
-meta_string(const cJSON *meta, const char *key)
+meta_string(const struct txl_model_info *in, const char *key)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(meta, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
+	for (int i = 0; i < in->n_meta; i++)
+		if (!strcmp(in->meta[i].key, key))
+			return in->meta[i].value;
+	return NULL;
 }
 
-/* Fill @p e from the safetensors header of its file; e->error on failure. */
+/* Fill @p e from its file's header (libtxl's peek: no weight is read);
+ * e->error on failure. */
 static void
 read_entry(struct entry *e)
 {
-	struct dtype_bytes {
-		const char *name;
-		double bytes;
-	} dt[MAX_DTYPES];
-	int n_dt = 0;
-	unsigned char n8[8];
-	uint64_t n = 0;
-	double best = 0;
-	struct stat sb;
-	cJSON *root = NULL;
-	const cJSON *meta, *t;
-	const char *format, *kind, *nt;
-	char *h = NULL;
-	int fd = open(e->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	double bytes[TXL_N_DTYPES] = { 0 }, best = 0;
+	struct txl_model_info *in;
+	const char *kind, *why;
+	size_t n = strlen(e->path);
 
-	if (fd < 0 || fstat(fd, &sb) != 0) {
-		e->error = dup_clean(strerror(errno));
-		goto out;
+	if (txl_model_peek(e->path, &in) != TXL_OK) {
+		/* the row names the file */
+		why = txl_last_error();
+		if (!strncmp(why, e->path, n) && !strncmp(why + n, ": ", 2))
+			why += n + 2;
+		e->error = dup_clean(why);
+		return;
 	}
-	e->bytes = (uint64_t)sb.st_size;
-	if (!S_ISREG(sb.st_mode)) {
-		e->error = xstrdup("not a regular file");
-		goto out;
-	}
-	if (pread(fd, n8, 8, 0) != 8) {
-		e->error = xstrdup("not a model file (too short)");
-		goto out;
-	}
-	for (int i = 7; i >= 0; i--)
-		n = n << 8 | n8[i];
-	if (n > MAX_HEADER || n > e->bytes - 8) {
-		e->error = xstrdup("not a model file (no safetensors header)");
-		goto out;
-	}
-	h = xrealloc(NULL, (size_t)n + 1);
-	if (pread(fd, h, (size_t)n, 8) != (ssize_t)n) {
-		e->error = xstrdup("could not read the header");
-		goto out;
-	}
-	h[n] = '\0';
-	root = cJSON_ParseWithLength(h, (size_t)n);
-	meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-	format = meta_string(meta, "format");
-	if (!cJSON_IsObject(root) || !format || strcmp(format, "txlgen-model")) {
-		e->error = xstrdup("not a txlgen model file");
-		goto out;
-	}
-	kind = meta_string(meta, "vocab_kind");
+	kind = meta_string(in, "vocab_kind");
 	e->vocab = dup_clean(kind ? kind : "SentencePiece");
-	nt = meta_string(meta, "n_token");
-	e->n_token = nt ? strtol(nt, NULL, 10) : 0;
-	e->description = dup_clean(meta_string(meta, "description"));
-	e->source = dup_clean(meta_string(meta, "source"));
+	e->n_token = in->hparams->n_token;
+	e->description = dup_clean(meta_string(in, "description"));
+	e->source = dup_clean(meta_string(in, "source"));
 
 	/* the weights' storage: the dtype of most bytes, the tokenizer's
 	 * bytes (U8) aside */
-	cJSON_ArrayForEach(t, root) {
-		const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-		const cJSON *off = cJSON_GetObjectItemCaseSensitive(t,
-								  "data_offsets");
-		int k;
+	for (int i = 0; i < in->n_tensors; i++) {
+		const struct txl_tensor_desc *t = &in->tensors[i];
 
-		if (!cJSON_IsString(type) || !strcmp(type->valuestring, "U8") ||
-		    cJSON_GetArraySize(off) != 2)
+		if (t->dtype == TXL_U8 || t->dtype >= TXL_N_DTYPES)
 			continue;
-		for (k = 0; k < n_dt && strcmp(dt[k].name, type->valuestring);
-		     k++)
-			;
-		if (k == n_dt) {
-			if (n_dt == MAX_DTYPES)
-				continue;
-			dt[n_dt++] = (struct dtype_bytes){ type->valuestring, 0 };
-		}
-		dt[k].bytes += cJSON_GetArrayItem(off, 1)->valuedouble -
-			cJSON_GetArrayItem(off, 0)->valuedouble;
-		if (dt[k].bytes > best) {
-			best = dt[k].bytes;
-			snprintf(e->weights, sizeof(e->weights), "%s", dt[k].name);
+		bytes[t->dtype] += (double)t->bytes;
+		if (bytes[t->dtype] > best) {
+			best = bytes[t->dtype];
+			snprintf(e->weights, sizeof(e->weights), "%s",
+				 txl_dtype_name(t->dtype));
 		}
 	}
-	text_clean_line(e->weights);
-out:
-	cJSON_Delete(root);
-	free(h);
-	if (fd >= 0)
-		close(fd);
+	txl_model_info_free(in);
 }
 
 static int
@@ -525,6 +473,7 @@ scan_dir(const char *dir, struct entry **v, int *n)
 		e->name = xstrdup(de->d_name);
 		e->name[len - strlen(SUFFIX)] = '\0';
 		e->dir = dir;
+		e->bytes = (uint64_t)sb.st_size;
 		if (asprintf(&e->path, "%s/%s", dir, de->d_name) < 0)
 			die_oom();
 	}

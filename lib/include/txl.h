@@ -12,6 +12,9 @@
  *   txl_batch    scratch to step several sessions of a model together;
  *                one thread at a time.
  *   txl_sampler  picks the next token, with its own seeded generator.
+ *   txl_model_info  what a model file holds (tensors, metadata,
+ *                hyperparameters, tokenizer), peeked from its header
+ *                without loading it, or described from a loaded model.
  *
  * Threads: the process has one pool of compute threads, which every
  * session shares, as OpenBLAS's one thread count per process is;
@@ -344,6 +347,70 @@ TXL_API int txl_dtype_from_name(const char *name);
 /** TXL_DTYPE_* of @p dt; 0 for U8 and for a value of no type.  Since
  *  1.2. */
 TXL_API unsigned txl_dtype_uses(enum txl_dtype dt);
+
+/* ------------------------------------------------------------------ */
+/* What a file holds, without loading it                               */
+
+/** A tensor of the file, as its header describes it. */
+struct txl_tensor_desc {
+	const char *name;
+	enum txl_dtype dtype;
+	int ndim;
+	int64_t shape[4];
+	uint64_t offset;  /* its first byte in the file */
+	uint64_t bytes;
+};
+
+/** A "__metadata__" entry of the file. */
+struct txl_meta_pair {
+	const char *key, *value;
+};
+
+/**
+ * What a model file holds: its header's tensors and metadata, its
+ * hyperparameters and what its SentencePiece model says of itself, all
+ * checked as a load checks them.  Since 1.6.
+ */
+struct txl_model_info {
+	size_t size;               /* bytes of this struct the library filled */
+	const char *path;
+	uint64_t file_bytes;       /* the file's size */
+	bool truncated;            /* the tensors end beyond the file (peeked:
+				      a load refuses it) */
+	const struct txl_hparams *hparams;
+	int n_meta;                /* "__metadata__", in the file's order */
+	const struct txl_meta_pair *meta;
+	int n_tensors;             /* in the file's order, padding aside */
+	const struct txl_tensor_desc *tensors;
+	/* the tensor "tokenizer.model": its pieces, trainer_spec.model_type
+	 * ("unigram", "bpe", "word", "char") and normalizer_spec.name; -1
+	 * and NULL where it does not say (a model's always does) */
+	int n_pieces;
+	const char *tokenizer_type;
+	const char *normalizer;
+};
+
+/**
+ * The info of the model file at @p path from its header and tokenizer
+ * alone (some kilobytes, whatever the weights; no fingerprint), with the
+ * checks of a load on them; free *@p out with txl_model_info_free().
+ * The weights are not read: a load may still refuse what a peek accepts.
+ * @return TXL_OK, or a load's status and txl_last_error() (*@p out NULL).
+ * Since 1.6.
+ */
+TXL_API enum txl_status txl_model_peek(const char *path,
+				       struct txl_model_info **out);
+
+/**
+ * The same info of a loaded @p model, from what its load read (no file
+ * access); its strings are the model's: free it before the model.
+ * Since 1.6.
+ */
+TXL_API enum txl_status txl_model_describe(const struct txl_model *model,
+					   struct txl_model_info **out);
+
+/** Free an info (NULL: nothing).  Since 1.6. */
+TXL_API void txl_model_info_free(struct txl_model_info *info);
 
 /*
  * How the products of a segment (two or more tokens: scoring, prompts,

@@ -127,7 +127,7 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 	    !json_uint(cJSON_GetArrayItem(offsets, 1), &e) || e < b)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' has bad "
 				"data_offsets", p, name);
-	if (e > f->size - data_start)
+	if (!f->header_only && e > f->size - data_start)
 		return txl_fail(TXL_ERR_FORMAT, "%s: tensor '%s' ends at byte "
 				"%llu, beyond the end of the file (truncated?)",
 				p, name, (unsigned long long)(data_start + e));
@@ -147,6 +147,8 @@ parse_tensor(struct txl_file *f, const cJSON *item, uint64_t data_start,
 				(unsigned long long)need);
 	t->begin = data_start + b;
 	t->end = data_start + e;
+	if (t->end > f->data_end)
+		f->data_end = t->end;
 	t->name = strdup(name);
 	return t->name ? TXL_OK : txl_fail(TXL_ERR_NOMEM, "out of memory");
 }
@@ -169,6 +171,7 @@ parse_metadata(struct txl_file *f, const cJSON *meta)
 					"not a string", f->path, item->string);
 		f->meta[n].key = strdup(item->string);
 		f->meta[n].value = strdup(item->valuestring);
+		f->meta[n].index = n;
 		f->n_meta = ++n;
 		if (!f->meta[n - 1].key || !f->meta[n - 1].value)
 			return txl_fail(TXL_ERR_NOMEM, "out of memory");
@@ -235,6 +238,7 @@ parse_header(struct txl_file *f, const char *json, size_t len,
 			}
 			st = parse_metadata(f, item);
 		} else {
+			f->tensors[f->n_tensors].index = f->n_tensors;
 			st = parse_tensor(f, item, data_start,
 					  &f->tensors[f->n_tensors]);
 			if (st == TXL_OK)
@@ -398,6 +402,39 @@ read_whole(struct txl_file *f, int fd)
 	return TXL_OK;
 }
 
+/* The header's length, from the file's first 9 bytes @p head (8 if the
+ * file has no more), checked against the file's size. */
+static enum txl_status
+check_length(const struct txl_file *f, const uint8_t *head, uint64_t *len)
+{
+	const char *path = f->path;
+	uint64_t hlen;
+
+	memcpy(&hlen, head, sizeof hlen);	/* little-endian host */
+	*len = hlen;
+	/* what a file is not comes first: a text or another program's
+	 * file has no JSON after its length (the header's own faults are
+	 * named below) */
+	if (f->size > 8 && hlen != 0 &&
+	    !strchr("{[\"-0123456789tfn \t\r\n", ((const char *)head)[8]))
+		return txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen model file "
+				"(no JSON header after the first 8 bytes)",
+				path);
+	if (hlen == 0)
+		return txl_fail(TXL_ERR_FORMAT, "%s: header length is 0 (not a "
+				"model file)", path);
+	if (hlen <= f->size - 8 && hlen > TXL_MAX_HEADER)
+		return txl_fail(TXL_ERR_FORMAT, "%s: header of %llu bytes, more "
+				"than the %u a model file may have", path,
+				(unsigned long long)hlen, TXL_MAX_HEADER);
+	if (hlen > f->size - 8)
+		return txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does "
+				"not fit a file of %zu bytes (not a model file, "
+				"or truncated)", path, (unsigned long long)hlen,
+				f->size);
+	return TXL_OK;
+}
+
 enum txl_status
 txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 {
@@ -435,34 +472,8 @@ txl_file_open(const char *path, unsigned flags, struct txl_file *f)
 		f->map = map;
 	}
 
-	memcpy(&hlen, f->map, sizeof hlen);	/* little-endian host */
-	/* what a file is not comes first: a text or another program's
-	 * file has no JSON after its length (the header's own faults are
-	 * named below) */
-	if (f->size > 8 && hlen != 0 &&
-	    !strchr("{[\"-0123456789tfn \t\r\n", ((const char *)f->map)[8])) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: not a txlgen model file (no "
-			      "JSON header after the first 8 bytes)", path);
+	if ((st = check_length(f, f->map, &hlen)) != TXL_OK)
 		goto fail;
-	}
-	if (hlen == 0) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: header length is 0 (not a "
-			      "model file)", path);
-		goto fail;
-	}
-	if (hlen <= f->size - 8 && hlen > TXL_MAX_HEADER) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: header of %llu bytes, more "
-			      "than the %u a model file may have", path,
-			      (unsigned long long)hlen, TXL_MAX_HEADER);
-		goto fail;
-	}
-	if (hlen > f->size - 8) {
-		st = txl_fail(TXL_ERR_FORMAT, "%s: header length %llu does not "
-			      "fit a file of %zu bytes (not a model file, or "
-			      "truncated)", path, (unsigned long long)hlen,
-			      f->size);
-		goto fail;
-	}
 	st = parse_header(f, (const char *)f->map + 8, hlen, 8 + hlen);
 	if (st == TXL_OK)
 		st = check_overlaps(f);
@@ -484,6 +495,51 @@ fail:
 	if (fd >= 0)
 		close(fd);
 	txl_file_close(f);
+	return st;
+}
+
+enum txl_status
+txl_file_peek(const char *path, struct txl_file *f)
+{
+	uint8_t head[9] = { 0 };
+	struct stat sb;
+	uint64_t hlen;
+	enum txl_status st;
+	char *json = NULL;
+	int fd = -1;
+
+	memset(f, 0, sizeof *f);
+	f->header_only = true;
+	f->path = strdup(path);
+	if (!f->path)
+		return txl_fail(TXL_ERR_NOMEM, "out of memory");
+	if ((st = txl_open_regular(path, &fd, &sb)) != TXL_OK)
+		goto out;
+	if ((uint64_t)sb.st_size < 8) {
+		st = txl_fail(TXL_ERR_FORMAT, "%s: file too short (%lld bytes) "
+			      "to be a model", path, (long long)sb.st_size);
+		goto out;
+	}
+	f->size = (size_t)sb.st_size;
+	if ((st = read_at(f, fd, head, f->size > 8 ? 9 : 8, 0)) != TXL_OK ||
+	    (st = check_length(f, head, &hlen)) != TXL_OK)
+		goto out;
+	/* at most TXL_MAX_HEADER bytes, as the loader parses */
+	if (!(json = malloc((size_t)hlen))) {
+		st = txl_fail(TXL_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = read_at(f, fd, (uint8_t *)json, (size_t)hlen, 8)) != TXL_OK)
+		goto out;
+	st = parse_header(f, json, (size_t)hlen, 8 + hlen);
+	if (st == TXL_OK)
+		st = check_overlaps(f);
+out:
+	free(json);
+	if (fd >= 0)
+		close(fd);
+	if (st != TXL_OK)
+		txl_file_close(f);
 	return st;
 }
 

@@ -23,10 +23,12 @@ struct txl_tensor_info {
 	int64_t shape[TXL_MAX_DIMS];
 	uint64_t begin, end;	/* byte offsets in the file (absolute) */
 	bool used;		/* bound to a weight by the model */
+	int index;		/* its place in the header */
 };
 
 struct txl_meta_entry {
 	char *key, *value;
+	int index;		/* its place in __metadata__ */
 };
 
 /* A validated safetensors file, memory-mapped or read into memory. */
@@ -40,6 +42,10 @@ struct txl_file {
 	struct txl_meta_entry *meta;
 	int n_meta;
 	uint64_t hash;		/* txl_hash of the whole file */
+	/* txl_file_peek(): map is NULL, no hash, and the tensors may end
+	 * beyond the file (data_end > size: truncated) */
+	bool header_only;
+	uint64_t data_end;	/* where the last tensor ends (absolute) */
 };
 
 /* Open @p path for reading if it is a regular file: opened with O_NONBLOCK
@@ -54,6 +60,10 @@ const char *txl_file_kind(mode_t mode);
  * overlapping, sizes matching shapes), and hash its contents. */
 enum txl_status txl_file_open(const char *path, unsigned flags,
 			      struct txl_file *f);
+/* The checks of txl_file_open() on the header alone, read (not mapped)
+ * from the file: no byte of data is read, and the tensors' extent is not
+ * held to the file's size (data_end says where they end). */
+enum txl_status txl_file_peek(const char *path, struct txl_file *f);
 void txl_file_close(struct txl_file *f);
 const struct txl_tensor_info *txl_file_find(const struct txl_file *f,
 					    const char *name);

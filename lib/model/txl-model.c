@@ -275,8 +275,8 @@ read_compute(const struct txl_file *f, struct txl_model *m)
 	return TXL_OK;
 }
 
-static enum txl_status
-read_hparams(const struct txl_file *f, struct txl_hparams *hp)
+enum txl_status
+txl_model_read_hparams(const struct txl_file *f, struct txl_hparams *hp)
 {
 	const char *fmt = txl_file_meta(f, "format");
 	const char *s;
@@ -1079,7 +1079,7 @@ txl_model_open(const char *path, unsigned flags, struct txl_model **out)
 		free(m);
 		return st;
 	}
-	if ((st = read_hparams(&m->file, &m->hp)) != TXL_OK ||
+	if ((st = txl_model_read_hparams(&m->file, &m->hp)) != TXL_OK ||
 	    (st = read_compute(&m->file, m)) != TXL_OK)
 		goto fail;
 	m->hp.size = sizeof m->hp;

@@ -162,6 +162,10 @@ struct txl_model {
  * it); on error *out is NULL and the reason is the library's last. */
 enum txl_status txl_model_open(const char *path, unsigned flags,
 			       struct txl_model **out);
+/* The hyperparameters of the metadata of @p f, checked as a load checks
+ * them (not hp->size). */
+enum txl_status txl_model_read_hparams(const struct txl_file *f,
+				       struct txl_hparams *hp);
 /* Free what txl_model_open() made (not the tokenizer); NULL is fine. */
 void txl_model_close(struct txl_model *m);
 

@@ -228,11 +228,12 @@ read_varint(const uint8_t *b, size_t len, size_t *i, uint64_t *v)
 
 /*
  * Call @p fn(payload, len) for each length-delimited field @p num of the
- * protobuf message @p b, in order; false if the message is malformed.
+ * protobuf message @p b, in order, and @p vfn(value) for each varint
+ * field @p num; false if the message is malformed.
  */
-template <class F>
+template <class F, class V>
 bool
-each_field(const uint8_t *b, size_t len, uint64_t num, F fn)
+each_field(const uint8_t *b, size_t len, uint64_t num, F fn, V vfn)
 {
 	size_t i = 0;
 	while (i < len) {
@@ -243,6 +244,8 @@ each_field(const uint8_t *b, size_t len, uint64_t num, F fn)
 		case 0:
 			if (!read_varint(b, len, &i, &v))
 				return false;
+			if ((key >> 3) == num)
+				vfn(v);
 			break;
 		case 1:
 			if (len - i < 8)
@@ -266,6 +269,13 @@ each_field(const uint8_t *b, size_t len, uint64_t num, F fn)
 		}
 	}
 	return true;
+}
+
+template <class F>
+bool
+each_field(const uint8_t *b, size_t len, uint64_t num, F fn)
+{
+	return each_field(b, len, num, fn, [](uint64_t) {});
 }
 
 /*
@@ -332,6 +342,33 @@ txl_spm_load(const void *proto, size_t len, struct txl_spm **out)
 	} catch (...) {
 		return txl_fail(TXL_ERR_FORMAT, "%s", bad);
 	}
+}
+
+bool
+txl_spm_describe(const void *proto, size_t len, struct txl_spm_desc *d)
+{
+	const uint8_t *b = static_cast<const uint8_t *>(proto);
+	const auto none = [](const uint8_t *, size_t) {};
+	bool ok;
+
+	*d = txl_spm_desc{0, 1, nullptr, 0};
+	// the last of a field, as protobuf merges them
+	ok = each_field(b, len, 1, [&](const uint8_t *, size_t) {
+		if (d->n_pieces < INT_MAX)
+			d->n_pieces++;
+	});
+	ok = ok && each_field(b, len, 2, [&](const uint8_t *m, size_t n) {
+		ok = ok && each_field(m, n, 3, none, [&](uint64_t v) {
+			d->model_type = v <= INT_MAX ? (int)v : -1;
+		});
+	});
+	ok = ok && each_field(b, len, 3, [&](const uint8_t *m, size_t n) {
+		ok = ok && each_field(m, n, 1, [&](const uint8_t *s, size_t k) {
+			d->name = reinterpret_cast<const char *>(s);
+			d->name_len = k;
+		});
+	});
+	return ok;
 }
 
 void

@@ -23,6 +23,20 @@ struct txl_spm;
 enum txl_status txl_spm_load(const void *proto, size_t len,
 			     struct txl_spm **out);
 void txl_spm_free(struct txl_spm *spm);
+
+/* What a serialized model proto says of itself, read without loading it:
+ * its pieces (ModelProto.pieces), trainer_spec.model_type (1 unigram,
+ * 2 bpe, 3 word, 4 char; the proto's default 1) and normalizer_spec.name
+ * ([name, name + name_len) inside the proto; NULL: none). */
+struct txl_spm_desc {
+	int n_pieces;
+	int model_type;
+	const char *name;
+	size_t name_len;
+};
+
+/* False if the proto is malformed (its fields do not parse). */
+bool txl_spm_describe(const void *proto, size_t len, struct txl_spm_desc *d);
 int txl_spm_vocab_size(const struct txl_spm *spm);
 
 /* How a run of unknown pieces, which SentencePiece merges into one, is
