@@ -2,16 +2,18 @@
 """txlgen-server under load, side by side with txlgen, in one run.
 
   env -u OPENBLAS_CORETYPE bench/bench_server.py \
-      [--work DIR] [--clients 8] [--gen-tokens 128] [--reps 3]
+      [--work DIR] [--model FILE] [--clients 8] [--gen-tokens 128] [--reps 3]
 
 On random F32 weights of the 14.6M shape of bench.py and bench_streams.py
-(6 layers, d_model 384, 8,000 tokens):
+(6 layers, d_model 384, 8,000 tokens), or the weights of --model:
 
   one client   generation tokens/s of one streamed request of
                --gen-tokens tokens (--ignore-eos), against txlgen's own
                rate for the same text (--stats), alternated;
   N clients    the total tokens/s of --clients such requests at once,
-               with --parallel N, against one client's: x;
+               with --parallel N, against one client's: x; beside it
+               txlgen --n-samples N against txlgen alone, the library's
+               own batch, the ratio the server's is to hold;
   latency      the time per token of each client under that load
                (each stream event carries its tokens' logprobs, so the
                tokens of an event are known): median and 99th percentile;
@@ -164,6 +166,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--work", help="keep the model here between runs")
+    ap.add_argument("--model", help="these weights instead of random "
+                    "ones of the 14.6M shape")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--session-tokens", type=int, default=3000)
@@ -177,23 +181,29 @@ def main():
     shape = types.SimpleNamespace(n_token=8000, layers=6, heads=6,
                                   d_model=384, d_inner=1536, seg_len=128,
                                   mem_len=256)
-    _, _, paths = bench.build_models(work, shape)
-    model = paths["F32"]
+    if a.model:
+        model, label = a.model, os.path.basename(a.model)
+    else:
+        _, _, paths = bench.build_models(work, shape)
+        model, label = paths["F32"], "14.6M shape, F32 weights"
     th = ["-t", str(a.threads)] if a.threads else []
     print(f"CPU: {cpu_name(cpus=True)}; OPENBLAS_CORETYPE="
           f"{os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
 
     srv = Server(server, model, "--parallel", str(a.clients), *th)
-    cli, one, many, lat = [], [], [], []
+    cli, cli_n, one, many, lat = [], [], [], [], []
+
+    def cli_rate(*more):
+        return txlgen_stats(
+            [txlgen, "-m", model, "-p", "The state of the Union is",
+             "-n", str(a.gen_tokens), "--ignore-eos", "--seed", "1",
+             *more] + th, r"generated: \d+ tokens? in [\d.]+ s "
+            r"\(([\d.]+) tokens/s\)")[0]
     try:
         for _ in range(a.reps):
-            v, _ = txlgen_stats(
-                [txlgen, "-m", model, "-p", "The state of the Union is",
-                 "-n", str(a.gen_tokens), "--ignore-eos", "--seed", "1"]
-                + th, r"generated: \d+ tokens? in [\d.]+ s \(([\d.]+) "
-                r"tokens/s\)")
-            cli.append(v)
+            cli.append(cli_rate())
+            cli_n.append(cli_rate("--n-samples", str(a.clients)))
             one.append(one_client(srv, a)[0])
             tot, per = many_clients(srv, a)
             many.append(tot)
@@ -210,14 +220,15 @@ def main():
         ttft = [session_ttft(srv, text, a) for _ in range(a.reps)]
     finally:
         srv.stop()
-    m1, mm, mc = (statistics.median(one), statistics.median(many),
-                  statistics.median(cli))
+    m1, mm, mc, mn = (statistics.median(one), statistics.median(many),
+                      statistics.median(cli), statistics.median(cli_n))
     lat.sort()
     ws = statistics.median(t for t, _ in ttft)
     wo = statistics.median(t for _, t in ttft)
-    print(f"\n14.6M shape, F32 weights, -n {a.gen_tokens}, medians of "
-          f"{a.reps} runs")
+    print(f"\n{label}, -n {a.gen_tokens}, medians of {a.reps} runs")
     print(f"  txlgen, one run           {mc:9.1f} tokens/s")
+    print(f"  txlgen --n-samples {a.clients:<6} {mn:9.1f} tokens/s  "
+          f"(x{mn / mc:.2f} one run)")
     print(f"  server, one client        {m1:9.1f} tokens/s  "
           f"({m1 / mc:.2f} of txlgen's)")
     print(f"  server, {a.clients} clients "

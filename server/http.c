@@ -53,6 +53,12 @@
 				answer before it is closed */
 #define LOG_PER_S 5          /* libmicrohttpd's messages a second */
 
+/* How long a waiting request sleeps before it looks at its client (and
+ * a stream at its keep-alive) when its job has no news: news wakes it at
+ * once.  TXLGEN_SERVER_WAIT_MS=-1 (for tests) waits for news alone, so
+ * that a wake-up lost hangs the request instead of costing it WAIT_MS. */
+static int wait_ms = WAIT_MS;
+
 static atomic_bool ready;    /* the model is loaded */
 static atomic_int n_conns;
 static char *api_key;        /* NULL: none */
@@ -305,7 +311,7 @@ wait_job(struct MHD_Connection *c, struct req *q, struct job *j)
 
 	sched_lock();
 	while (!sched_job_done(j)) {
-		seq = sched_wait(j, seq, WAIT_MS);
+		seq = sched_wait(j, seq, wait_ms);
 		if (!sched_job_done(j) && client_gone(c, q)) {
 			sched_cancel(j);
 			gone = true;
@@ -363,7 +369,7 @@ stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			memcpy(buf, ka, sizeof(ka) - 1);
 			return (ssize_t)(sizeof(ka) - 1);
 		}
-		seq = sched_wait(j, seq, WAIT_MS);
+		seq = sched_wait(j, seq, wait_ms);
 	}
 }
 
@@ -1455,6 +1461,10 @@ http_listen(const struct addrinfo *ai, struct sockaddr_storage *bound)
 struct MHD_Daemon *
 http_start(int listen_fd)
 {
+	const char *w = getenv("TXLGEN_SERVER_WAIT_MS");
+
+	if (w && *w)
+		wait_ms = atoi(w);
 	D.listen_fd = listen_fd;
 	if (pipe2(D.wake, O_CLOEXEC | O_NONBLOCK) != 0)
 		return NULL;

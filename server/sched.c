@@ -45,6 +45,14 @@ struct slot {
 	size_t offset;           /* text_offset of the next token */
 	int lead;                /* bytes the first piece has over the
 				    text (SentencePiece's space) */
+	/* the step's token, sampled without the lock (sample_slot), given
+	 * to its task under it (publish_slot) */
+	bool failed;             /* sampling failed */
+	bool has_row;            /* row, top: its logprobs */
+	struct lp_row row;
+	struct lp_alt top[20];
+	int n_top;
+	const char *finish;      /* the token ends the text: why */
 };
 
 static struct {
@@ -456,71 +464,98 @@ feed_prompt(struct slot *sl)
 	changed(j);
 }
 
-/* Sample and write the next token of slot @p sl.  Returns whether it has
- * a token to feed (sl->tok). */
-static bool
-step_slot(struct slot *sl)
+/* Sample the next token of slot @p sl and write its text into the
+ * slot's output, without the lock: what it touches is the slot's and its
+ * session's, the scheduler's alone; its task learns of it in
+ * publish_slot(). */
+static void
+sample_slot(struct slot *sl)
 {
 	struct engine *e = S.e;
 	struct task *t = sl->t;
 	struct job *j = t->job;
 	const int32_t eos = txl_token_eos(e->mod->model);
-	/* a named session's memory holds its whole text, the last token
-	 * too: it is fed, then the task ends */
-	const bool keep = sl->named != NULL;
 	enum out_status os;
 	double logprob;
 	int32_t tok;
 	int len;
 
-	if (t->n_gen >= j->max_tokens) {
-		finish_task(sl, "length");
-		return false;
-	}
+	sl->failed = sl->has_row = false;
+	sl->finish = NULL;
 	tok = engine_sample(e, sl->s, sl->smp, j->ignore_eos, true, &logprob);
 	if (tok < 0) {
+		sl->failed = true;
+		return;
+	}
+	remember(sl, tok, j->sp.repeat_last_n);
+	sl->tok = tok;
+	if (j->logprobs >= 0) {
+		sl->n_top = 0;
+		if (j->logprobs > 0) {
+			txl_log_softmax(engine_last_logits(e, sl->s), S.lp_row,
+					e->mod->hp->n_token);
+			sl->n_top = top_logprobs(S.lp_row, e->mod->hp->n_token,
+						 j->logprobs, sl->top);
+		}
+		if (!engine_piece(e->mod, tok, &len))
+			len = 0;
+		sl->row = (struct lp_row){
+			.id = tok, .lp = (float)logprob, .offset = sl->offset,
+			.rank = rank_of(engine_last_logits(e, sl->s),
+					e->mod->hp->n_token, tok),
+		};
+		sl->has_row = true;
+		sl->offset += (size_t)len;
+	}
+	if (tok == eos && !j->ignore_eos) {
+		sl->finish = "stop";
+	} else {
+		os = engine_emit(e, &sl->out, tok, logprob, &sl->drop_space);
+		fflush(sl->mf);
+		if (os != OUT_CONTINUE) {
+			sl->stop_matched = os == OUT_STOP;
+			sl->finish = "stop";
+		} else if (t->n_gen + 1 >= j->max_tokens) {
+			sl->finish = "length";
+		}
+	}
+}
+
+/* Give slot @p sl's sampled token to its task, under the lock.  Returns
+ * whether it has a token to feed (sl->tok); @p wake: its job, to be
+ * woken once the lock is let go (a reference taken), or NULL. */
+static bool
+publish_slot(struct slot *sl, struct job **wake)
+{
+	struct task *t = sl->t;
+	struct job *j = t->job;
+
+	*wake = NULL;
+	if (sl->failed) {
 		slot_failed(sl, EXIT_RUNTIME);
 		return false;
 	}
 	if (j->t_first == 0)
 		j->t_first = now_s() - j->t_submit;
 	t->n_gen++;
-	remember(sl, tok, j->sp.repeat_last_n);
-	sl->tok = tok;
-	if (j->logprobs >= 0) {
-		struct lp_alt top[20];
-		int n_top = 0;
-
-		if (j->logprobs > 0) {
-			txl_log_softmax(engine_last_logits(e, sl->s), S.lp_row,
-					e->mod->hp->n_token);
-			n_top = top_logprobs(S.lp_row, e->mod->hp->n_token,
-					     j->logprobs, top);
+	if (sl->has_row)
+		task_add_logprob(t, &sl->row, sl->top, sl->n_top);
+	take_text(sl);
+	t->finish = sl->finish;
+	if (!t->finish) {
+		/* its connection is woken after the lock is let go: woken
+		 * under it, it would only wait for the lock */
+		j->seq++;
+		if (j->stream) {
+			job_ref(j);
+			*wake = j;
 		}
-		if (!engine_piece(e->mod, tok, &len))
-			len = 0;
-		add_logprob(t, tok, false, logprob,
-			    rank_of(engine_last_logits(e, sl->s),
-				    e->mod->hp->n_token, tok),
-			    top, n_top, sl->offset);
-		sl->offset += (size_t)len;
-	}
-	if (tok == eos && !j->ignore_eos) {
-		t->finish = "stop";
-	} else {
-		os = engine_emit(e, &sl->out, tok, logprob, &sl->drop_space);
-		take_text(sl);
-		if (os != OUT_CONTINUE) {
-			sl->stop_matched = os == OUT_STOP;
-			t->finish = "stop";
-		} else if (t->n_gen >= j->max_tokens) {
-			t->finish = "length";
-		}
+		return true;
 	}
 	changed(j);
-	if (!t->finish)
-		return true;
-	if (keep) {
+	/* a named session's memory holds its whole text, the last token
+	 * too: it is fed, then the task ends */
+	if (sl->named) {
 		sl->feed_tok = true;
 		return true;
 	}
@@ -577,12 +612,14 @@ run(void *arg)
 					  sizeof(*rows_t));
 	int *rows_n = xrealloc(NULL, (size_t)S.n_slots * sizeof(int));
 	struct slot **go = xrealloc(NULL, (size_t)S.n_slots * sizeof(*go));
+	struct slot **gen = xrealloc(NULL, (size_t)S.n_slots * sizeof(*gen));
+	struct job **wake = xrealloc(NULL, (size_t)S.n_slots * sizeof(*wake));
 
 	(void)arg;
 	S.rate_t0 = now_s();
 	pthread_mutex_lock(&S.mu);
 	for (;;) {
-		int n_go = 0, rc;
+		int n_go = 0, n_gen = 0, n_wake = 0, rc;
 
 		while (!busy() && !S.stopping)
 			pthread_cond_wait(&S.wake, &S.mu);
@@ -601,24 +638,44 @@ run(void *arg)
 			}
 			if (!sl->generating)
 				feed_prompt(sl);
-			else if (step_slot(sl))
-				go[n_go++] = sl;
+			else if (sl->t->n_gen >= sl->t->job->max_tokens)
+				finish_task(sl, "length");
+			else
+				gen[n_gen++] = sl;
+		}
+		/* sampling, each token's logprobs and text: per-token work
+		 * off the lock, the connections go on meanwhile */
+		if (n_gen) {
+			pthread_mutex_unlock(&S.mu);
+			for (int k = 0; k < n_gen; k++)
+				sample_slot(gen[k]);
+			pthread_mutex_lock(&S.mu);
+		}
+		for (int k = 0; k < n_gen; k++) {
+			if (publish_slot(gen[k], &wake[n_wake]))
+				go[n_go++] = gen[k];
+			n_wake += wake[n_wake] != NULL;
 		}
 		for (int k = 0; k < n_go; k++) {
 			rows_s[k] = go[k]->s;
 			rows_t[k] = &go[k]->tok;
 			rows_n[k] = 1;
 		}
-		if (n_go == 1) {
-			rc = feed_unlocked(rows_s[0], rows_t[0], 1,
-					   TXL_LOGITS_LAST);
-		} else if (n_go > 1) {
+		rc = EXIT_OK;
+		if (n_go || n_wake) {
 			pthread_mutex_unlock(&S.mu);
-			rc = engine_feed_many(e, rows_s, rows_t, rows_n, n_go,
-					      TXL_LOGITS_LAST, true, S.n_slots);
+			for (int k = 0; k < n_wake; k++) {
+				pthread_cond_broadcast(&wake[k]->progress);
+				job_unref(wake[k]);
+			}
+			if (n_go == 1)
+				rc = engine_feed_to(e, rows_s[0], rows_t[0], 1,
+						    TXL_LOGITS_LAST);
+			else if (n_go > 1)
+				rc = engine_feed_many(e, rows_s, rows_t, rows_n,
+						      n_go, TXL_LOGITS_LAST,
+						      true, S.n_slots);
 			pthread_mutex_lock(&S.mu);
-		} else {
-			rc = EXIT_OK;
 		}
 		for (int k = 0; k < n_go; k++) {
 			struct slot *sl = go[k];
@@ -639,6 +696,8 @@ run(void *arg)
 	free(rows_t);
 	free(rows_n);
 	free(go);
+	free(gen);
+	free(wake);
 	return NULL;
 }
 
@@ -716,6 +775,11 @@ sched_wait(struct job *j, unsigned seq, int ms)
 {
 	struct timespec ts;
 
+	if (ms < 0) {
+		while (j->seq == seq && j->n_done < j->n_tasks)
+			pthread_cond_wait(&j->progress, &S.mu);
+		return j->seq;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += ms / 1000;
 	ts.tv_nsec += (long)(ms % 1000) * 1000000L;

@@ -104,7 +104,8 @@ void sched_set_engine(struct engine *e);
 bool sched_start(struct engine *e);
 /* Queue @p j; false (503) if the queue is full or the server stops. */
 bool sched_submit(struct job *j, int *status, char **err);
-/* Wait until @p j changed after @p seq or @p ms passed; its seq. */
+/* Wait until @p j changed after @p seq or @p ms passed (< 0: until it
+ * changed); its seq. */
 unsigned sched_wait(struct job *j, unsigned seq, int ms);
 bool sched_job_done(struct job *j);
 void sched_cancel(struct job *j);

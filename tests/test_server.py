@@ -41,10 +41,11 @@ TIMEOUT = 120
 class Server:
     """txlgen-server on a free port of 127.0.0.1, stopped at exit."""
 
-    def __init__(self, *args, wait=True):
+    def __init__(self, *args, wait=True, env=None):
         self.proc = subprocess.Popen(
             [SERVER, "-m", MODEL, "--port", "0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, **env) if env else None)
         self.log = []
         m = None
         # "loading MODEL", then "listening on URL"

@@ -271,6 +271,91 @@ class TestChurn(unittest.TestCase):
             self.assertEqual(srv.stop(), 0)
 
 
+class TestWakeups(unittest.TestCase):
+    """With TXLGEN_SERVER_WAIT_MS=-1 a waiting request never looks up on
+    its own: it goes on only when its job wakes it, and a wake-up lost
+    hangs it until the client's timeout."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--parallel", "3", "--max-tokens", "1000000000",
+                         env={"TXLGEN_SERVER_WAIT_MS": "-1"})
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        if rc != 0:
+            raise AssertionError(f"exit {rc}: {''.join(cls.srv.log)}")
+
+    def test_a_stream_has_its_tokens_before_its_end(self):
+        """A stream of a billion tokens: its first ones come while the
+        job runs (a stream woken only at its end would wait for ever),
+        and the client that then goes away ends the job."""
+        srv = self.srv
+        # the first token comes in seconds, under a sanitizer too
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+        c.request("POST", "/v1/completions", body=json.dumps({
+            "prompt": "The Union", "max_tokens": 1000000000,
+            "ignore_eos": True, "stream": True}).encode())
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        text = ""
+        while not text:
+            line = r.fp.readline()
+            self.assertTrue(line, "the stream ended")
+            if line.startswith(b"data: {"):
+                ev = json.loads(line[6:])
+                text = "".join(ch["text"] for ch in ev["choices"])
+        c.close()
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and \
+                metric(srv, "requests_running"):
+            time.sleep(0.2)
+        self.assertEqual(metric(srv, "requests_running"), 0)
+
+    def test_every_request_ends(self):
+        """Streams (more than the slots: some wait in the queue and join
+        the batch late), a stream of two choices, one that continues a
+        named session and a plain request all end, each stream with
+        every token and the text the same request gives unstreamed."""
+        srv = self.srv
+        st, _ = srv.post("/v1/completions", {
+            "prompt": "The state of the Union", "max_tokens": 0,
+            "session": "w"})
+        self.assertEqual(st, 200)
+        bodies = [dict(prompt=f"The Union {k}", max_tokens=24 + k,
+                       ignore_eos=True, seed=k, logprobs=0)
+                  for k in range(6)]
+        bodies.append(dict(prompt="We", max_tokens=20, n=2,
+                           ignore_eos=True, seed=7, logprobs=0))
+        bodies.append(dict(prompt=" is", max_tokens=16, session="w",
+                           ignore_eos=True, seed=8, logprobs=0))
+        got = [None] * len(bodies)
+
+        def run(k):
+            got[k] = stream(srv.port, dict(bodies[k], stream=True))
+
+        ths = [threading.Thread(target=run, args=(k,))
+               for k in range(len(bodies))]
+        for t in ths:
+            t.start()
+        st, plain = srv.post("/v1/completions", bodies[0])
+        for t in ths:
+            t.join()
+        self.assertEqual(st, 200, plain)
+        for k, body in enumerate(bodies):
+            events, done = got[k]
+            self.assertTrue(done, k)
+            for i in range(body.get("n", 1)):
+                ch = [c for e in events for c in e["choices"]
+                      if c["index"] == i]
+                toks = sum(len(c["logprobs"]["tokens"]) for c in ch)
+                self.assertEqual(toks, body["max_tokens"], (k, i))
+                self.assertEqual(ch[-1]["finish_reason"], "length")
+        text0 = "".join(c["text"] for e in got[0][0] for c in e["choices"])
+        self.assertEqual(text0, plain["choices"][0]["text"])
+
+
 class TestOneTokenization(unittest.TestCase):
     """/tokenize, txlgen --tokenize and SentencePiece give the same ids:
     a text line by line, each line with its newline, as spm_encode reads
