@@ -80,34 +80,7 @@ def is_dwdb_checkpoint(path):
 def find_files(weights, vocab=None):
     """(checkpoint prefix, vocab.pkl) of a directory or a prefix."""
     if os.path.isdir(weights):
-        state = os.path.join(weights, "checkpoint")
-        if os.path.exists(state):
-            try:
-                with checkpoint.open_input(state) as f:
-                    text = f.read(1 << 16).decode("utf-8", "replace")
-            except OSError as e:
-                raise CheckpointError(f"{state}: {e.strerror or e}")
-            m = re.search(r'^model_checkpoint_path:\s*"([^"\n]+)"', text,
-                          re.M)
-            if not m:
-                raise CheckpointError(f"{state}: no model_checkpoint_path")
-            name = m.group(1)
-            prefix = name if os.path.isabs(name) else \
-                os.path.join(weights, name)
-            if not os.path.exists(prefix + ".index"):
-                # an absolute path of the machine that trained it
-                alt = os.path.join(weights, os.path.basename(name))
-                if not os.path.exists(alt + ".index"):
-                    raise CheckpointError(f"{prefix}.index: no such file "
-                                          f"(named by {state})")
-                prefix = alt
-        else:
-            idx = sorted(n for n in os.listdir(weights)
-                         if n.endswith(".index"))
-            if len(idx) != 1:
-                raise CheckpointError(f"{weights}: {len(idx)} .index files "
-                                      "and no checkpoint file naming one")
-            prefix = os.path.join(weights, idx[0][:-len(".index")])
+        prefix = tfckpt.latest_prefix(weights)
         where = weights
     else:
         prefix, where = weights, os.path.dirname(weights) or "."

@@ -78,36 +78,7 @@ def find_files(weights, vocab=None):
     """(checkpoint prefix, cache.pkl or None, corpus-info.json or None)
     of a download.sh directory or a prefix."""
     if os.path.isdir(weights):
-        mdir = os.path.join(weights, "model")
-        prefix = None
-        state = os.path.join(mdir, "checkpoint")
-        if os.path.exists(state):
-            try:
-                with checkpoint.open_input(state) as f:
-                    text = f.read(1 << 16).decode("utf-8", "replace")
-            except OSError as e:
-                raise CheckpointError(f"{state}: {e.strerror or e}")
-            m = re.search(r'^model_checkpoint_path:\s*"([^"\n]+)"', text,
-                          re.M)
-            if not m:
-                raise CheckpointError(f"{state}: no model_checkpoint_path")
-            name = m.group(1)
-            prefix = name if os.path.isabs(name) else \
-                os.path.join(mdir, name)
-            if not os.path.exists(prefix + ".index") and \
-                    os.path.exists(os.path.join(
-                        mdir, os.path.basename(name) + ".index")):
-                # an absolute path of the machine that trained it
-                prefix = os.path.join(mdir, os.path.basename(name))
-        else:
-            idx = sorted(n for n in os.listdir(mdir) if n.endswith(".index"))
-            if len(idx) != 1:
-                raise CheckpointError(f"{mdir}: {len(idx)} .index files "
-                                      "and no checkpoint file naming one")
-            prefix = os.path.join(mdir, idx[0][:-len(".index")])
-        if not os.path.exists(prefix + ".index"):
-            raise CheckpointError(f"{prefix}.index: no such file (named by "
-                                  f"{state})")
+        prefix = tfckpt.latest_prefix(os.path.join(weights, "model"))
         ddir = os.path.join(weights, "data")
         cache = vocab or os.path.join(ddir, "cache.pkl")
         info = os.path.join(ddir, "corpus-info.json")

@@ -403,6 +403,37 @@ class Table:
 # ---------------------------------------------------------------------------
 # The bundle
 
+def latest_prefix(d):
+    """The prefix of the checkpoint saved in directory @d: the one its
+    `checkpoint` file names (found in @d by its base name when the file
+    gives a path of the machine that trained it), or the one `.index`
+    file in @d when there is no `checkpoint` file."""
+    state = os.path.join(d, "checkpoint")
+    if not os.path.exists(state):
+        idx = sorted(n for n in os.listdir(d) if n.endswith(".index"))
+        if len(idx) != 1:
+            raise CheckpointError(f"{d}: {len(idx)} .index files "
+                                  "and no checkpoint file naming one")
+        return os.path.join(d, idx[0][:-len(".index")])
+    try:
+        with open_input(state) as f:
+            text = f.read(1 << 16).decode("utf-8", "replace")
+    except OSError as e:
+        raise CheckpointError(f"{state}: {e.strerror or e}")
+    m = re.search(r'^model_checkpoint_path:\s*"([^"\n]+)"', text, re.M)
+    if not m:
+        raise CheckpointError(f"{state}: no model_checkpoint_path")
+    name = m.group(1)
+    prefix = name if os.path.isabs(name) else os.path.join(d, name)
+    if os.path.exists(prefix + ".index"):
+        return prefix
+    alt = os.path.join(d, os.path.basename(name))
+    if not os.path.exists(alt + ".index"):
+        raise CheckpointError(f"{prefix}.index: no such file (named by "
+                              f"{state})")
+    return alt
+
+
 def shard_path(prefix, shard, n):
     return f"{prefix}.data-{shard:05d}-of-{n:05d}"
 
