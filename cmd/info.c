@@ -61,6 +61,16 @@ meta_json(struct engine *e, const char *key)
 	return s ? cJSON_Parse(s) : NULL;
 }
 
+/* A boolean metadata key, or @absent where the file has none. */
+static void
+meta_flag(struct engine *e, cJSON *o, const char *key, bool absent)
+{
+	cJSON *v = meta_json(e, key);
+
+	flag(o, key, v ? cJSON_IsTrue(v) : absent);
+	cJSON_Delete(v);
+}
+
 /* ------------------------------------------------------------------ */
 /* The file                                                            */
 
@@ -267,6 +277,10 @@ describe(struct engine *e, cJSON *root)
 	str(arch, "same_length_mask",
 	    txl_model_meta(e->mod->model, "same_length_mask") ?
 	    txl_model_meta(e->mod->model, "same_length_mask") : "pytorch");
+	/* the input scaled by sqrt(d_model), and d_embed = d_model
+	 * projected all the same (format 2): absent, the original code's */
+	meta_flag(e, arch, "emb_scale", true);
+	meta_flag(e, arch, "proj_same_dim", false);
 
 	att = obj(root, "attention");
 	num(att, "attn_type", hp->attn_type);

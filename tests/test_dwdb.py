@@ -105,6 +105,9 @@ class TestDwdb(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         info = txlgen("-m", out, "--info")
         self.assertIn("origin: dwdb", info)
+        # dwdb neither scales the embedding nor skips the projection
+        self.assertIn("emb_scale: false", info)
+        self.assertIn("proj_same_dim: true", info)
 
         ref = dwdb_ref.TransformerXL(t, q_len, m_len)
         # the ids of encode_file, the log-probs of evaluate()'s segments
