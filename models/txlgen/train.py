@@ -338,7 +338,8 @@ def parse_args(argv=None):
                    help="cpu, cuda or cuda:N (training and evaluation)")
     g = ap.add_argument_group("evaluation and output")
     g.add_argument("--out", required=True, help="run directory")
-    g.add_argument("--eval-every", type=int, default=500)
+    g.add_argument("--eval-every", type=int, default=500,
+                   help="steps between validations (0: only at the end)")
     g.add_argument("--eval-tokens", type=int, default=20000,
                    help="validation prefix scored every --eval-every steps "
                    "(0: all); the final evaluation uses all of it")
@@ -604,7 +605,7 @@ def main(argv=None):
             jlog.flush()
             t_log, tok_log, loss_sum, loss_n = now, 0, 0.0, 0
         improved = False
-        if valid is not None and step % a.eval_every == 0:
+        if valid is not None and a.eval_every and step % a.eval_every == 0:
             te = time.time()
             bpb, _ = bits_per_byte(model, valid[0], valid[1], a.seg_len,
                                    a.eval_mem_len or a.mem_len)
@@ -620,7 +621,8 @@ def main(argv=None):
             save_atomic(checkpoint(resume=False), best_path)
         if step % a.save_every == 0 or improved:
             save_atomic(checkpoint(), last_path)
-    if valid is not None and step % a.eval_every and not (
+    last_evaluated = a.eval_every and step % a.eval_every == 0
+    if valid is not None and not last_evaluated and not (
             a.stop_at and step >= a.stop_at):
         # The last step counts too: the run may end between evaluations.
         bpb, _ = bits_per_byte(model, valid[0], valid[1], a.seg_len,
