@@ -20,7 +20,7 @@ runtime="build-essential pkg-config meson ninja-build
 	 python3-snappy python3-crc32c"
 # python3-venv, -setuptools and -wheel: the Python package installed
 # offline into a virtual environment (tests/test_package.py)
-tests="sentencepiece python3-torch parallel python3-distributed
+tests="sentencepiece python3-torch parallel python3-distributed tmux
 	 python3-venv python3-setuptools python3-wheel"
 # chromium: txlgen-server's page in a browser (tests/test_page.py)
 tests="$tests chromium"

@@ -238,6 +238,16 @@ lineio_open(struct lineio *l)
 		el_set(l->el, EL_HIST, history, l->hist);
 		el_set(l->el, EL_SIGNAL, 0);
 		el_set(l->el, EL_GETCFN, getc_fn);
+		/* no insert- or delete-character sequences: where a line
+		 * of double-width characters wraps, libedit 3.1's inserts
+		 * and deletes shift the row and lose or blank a character
+		 * at its end (seen in tmux); without them it rewrites the
+		 * line's tail, as on a terminal that has none */
+		static const char *const no_caps[] = {
+			"im", "ic", "IC", "ei", "dc", "DC", "dm", "ed",
+		};
+		for (size_t i = 0; i < sizeof(no_caps) / sizeof(*no_caps); i++)
+			el_set(l->el, EL_SETTC, no_caps[i], "", NULL);
 		source_editrc(l->el);
 		/* bracketed paste: a paste typed ahead during a generation
 		 * waits in the input with its marks too */

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 import srctree  # noqa: F401 (models/ on sys.path)
@@ -174,6 +175,91 @@ class ReplChinese(test_cli.PtyBase):
         got.decode("utf-8")                 # strict
         self.send(b"\x04")
         self.assertEqual(self.wait(), 0)
+
+
+class ReplWrap(unittest.TestCase):
+    """A line of double-width characters longer than the terminal, edited
+    in the REPL inside tmux (a terminal emulator that draws what txlgen
+    writes): every row as wide as its characters, after inserts and
+    deletes that move characters across the wrap."""
+
+    COLS = 20
+    PROMPT = "> "
+
+    def setUp(self):
+        if not shutil.which("tmux"):
+            self.fail("tmux not installed (setup.sh installs it)")
+        self.sock = os.path.join(TMP, "tmux-%d" % os.getpid())
+        self.addCleanup(subprocess.run, self.tmux("kill-server"),
+                        capture_output=True)
+
+    def tmux(self, *args):
+        return ["tmux", "-S", self.sock, "-f", "/dev/null", *args]
+
+    def run_tmux(self, *args):
+        subprocess.run(self.tmux(*args), check=True, timeout=30)
+
+    def pane(self):
+        return subprocess.run(self.tmux("capture-pane", "-p"), check=True,
+                              capture_output=True, text=True,
+                              timeout=30).stdout.splitlines()
+
+    def rows_of(self, line):
+        """The rows a terminal of COLS columns shows for the prompt and
+        @line: a character that does not fit starts the next row."""
+        rows, row = [], self.PROMPT
+        for ch in line:
+            if self.width(row + ch) > self.COLS:
+                rows.append(row)
+                row = ""
+            row += ch
+        return rows + [row]
+
+    @staticmethod
+    def width(text):
+        # the test's characters: ASCII, or CJK of two columns
+        return sum(2 if ord(c) > 127 else 1 for c in text)
+
+    def wait_rows(self, line):
+        """Polls the pane until the rows of @line are at its end."""
+        want = [r.rstrip() for r in self.rows_of(line)]
+        deadline = time.monotonic() + 30
+        while True:
+            got = [r.rstrip() for r in self.pane()]
+            while got and not got[-1]:
+                got.pop()
+            if got[-len(want):] == want:
+                return
+            if time.monotonic() > deadline:
+                self.fail(f"pane {got[-4:]}, want {want}")
+            time.sleep(0.05)
+
+    def test_long_line_edited_across_the_wrap(self):
+        line = "春风十里柳如烟江山如画年岁花"
+        self.assertEqual(self.width(self.PROMPT + line), 30)
+        want = txlgen("-p", "人" + line[0] + line[2:], "-n", "4", "--temp",
+                      "0", "--ignore-eos", "--no-final-newline")[1].decode()
+        self.run_tmux("new-session", "-d", "-x", str(self.COLS), "-y", "12",
+                      TXLGEN, "-i", "--threads", "1", "-m", MODEL, "-n", "4",
+                      "--temp", "0", "--ignore-eos", "--color=never")
+        self.wait_rows("")
+        self.run_tmux("send-keys", "-l", line)
+        self.wait_rows(line)
+        # a character at the start pushes one across the wrap
+        self.run_tmux("send-keys", "C-a")
+        self.run_tmux("send-keys", "-l", "人")
+        self.wait_rows("人" + line)
+        # one deleted pulls one back
+        self.run_tmux("send-keys", "Right", "Right", "BSpace")
+        line = "人" + line[0] + line[2:]
+        self.wait_rows(line)
+        # the line sent is the line shown
+        self.run_tmux("send-keys", "Enter")
+        deadline = time.monotonic() + 60
+        while want not in "".join(r.rstrip() for r in self.pane()):
+            if time.monotonic() > deadline:
+                self.fail(f"no {want!r} in {self.pane()}")
+            time.sleep(0.05)
 
 
 class Server(unittest.TestCase):
