@@ -245,9 +245,13 @@ class Install(unittest.TestCase):
                            cwd=self.elsewhere, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = [json.loads(line) for line in p.stdout.splitlines()]
-        model = os.path.join(self.prefix, "share", "txlgen", "sotu.bin")
+        share = os.path.join(self.prefix, "share", "txlgen")
+        model = os.path.join(share, "sotu.bin")
+        # the two that ship, by name
         self.assertEqual([(r["name"], os.path.realpath(r["path"]))
-                          for r in rows], [("sotu", os.path.realpath(model))])
+                          for r in rows],
+                         [(n, os.path.realpath(os.path.join(share, n + ".bin")))
+                          for n in ("poetry", "sotu")])
         # -m NAME, and the message that lists where it looked
         p = subprocess.run([txlgen, "-m", "sotu", "--info", "--json"],
                            capture_output=True, text=True, env=env,
