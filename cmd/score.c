@@ -426,13 +426,14 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
 	if (e->opts->json || e->opts->html)
 		sc.rank = xrealloc(NULL, (size_t)p.seg_len * sizeof(int));
+	/* before any goto out: out ends the progress line */
+	progress_init(&pg, in->size);
 	/* a page that cannot be written fails before any work */
 	if (e->opts->html) {
 		if ((rc = html_open(&page, e->opts->html)) != EXIT_OK)
 			goto out;
 		sc.html = &page;
 	}
-	progress_init(&pg, in->size);
 	/* the reference, and its vocabulary checked, before any reading */
 	if (e->opts->kl_ref && (rc = kl_ref_open(e, &sc.kl)) != EXIT_OK)
 		goto out;
