@@ -50,6 +50,8 @@ import random
 import threading
 import warnings
 
+from .conventions import MEM_INITS
+
 __all__ = ["Model", "Session", "TxlError", "ModelNotFoundError",
            "library_path", "model_path", "find_model"]
 
@@ -627,7 +629,6 @@ _RANGES = {
     "same_length": ("bool", 0, False, 0, True),
     "mem_init": ("enum", 0, False, 0, True),
 }
-_MEM_INIT = {"empty": 0, "zeros": 1}
 _SEED_MAX = (1 << 53) - 1
 
 
@@ -653,9 +654,9 @@ def _check_setting(key, v, where=None):
                            "strings")
         return [s for s in v if s]
     if kind == "enum":
-        if v not in _MEM_INIT:
+        if v not in MEM_INITS:
             raise TxlError(f"{where}: expected one of "
-                           f"{', '.join(_MEM_INIT)}, got {v!r}")
+                           f"{', '.join(MEM_INITS)}, got {v!r}")
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TxlError(f"{where}: expected a number, got "
@@ -898,7 +899,7 @@ class Model:
         p.same_length = TXL_FROM_MODEL if d["same_length"] is None \
             else int(d["same_length"])
         p.mem_init = TXL_FROM_MODEL if d["mem_init"] is None \
-            else _MEM_INIT[d["mem_init"]]
+            else MEM_INITS[d["mem_init"]]
         p.n_threads = self.n_threads
         p.kv_type = self.kv_type
         if stride is not None:
