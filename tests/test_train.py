@@ -356,7 +356,8 @@ class VariantTest(unittest.TestCase):
             self.assertEqual(json.loads(meta["cutoffs"]), cfg.cutoffs)
             self.assertEqual(json.loads(meta["mem_len"]),
                              0 if cfg.attn_type == 3 else 16)
-            back = txl_ref.load_model_file(os.path.join(out, "m.bin"))
+            back = txl_ref.from_tensors(
+                *txlfile.read(os.path.join(out, "m.bin")))
             seg, mem = cfg.tgt_len, back.mem_len
             want = train.score_ids(model, ids, seg, mem)
             got = txl_ref.score_ids(back, ids, seg, mem)

@@ -33,7 +33,7 @@ Helpers for the tests of the variants:
     cluster_stats(model, ids, seg_len)
                                how much the adaptive softmax's tail
                                clusters weigh
-    txl_ref.load_model_file(m.bin)
+    txl_ref.from_tensors(*txlfile.read(m.bin))
                                a converted file back as a txl_ref model
 
 rm.settings() and rm.score() default to the model file's run-time values

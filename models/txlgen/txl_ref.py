@@ -34,6 +34,8 @@ holding the inputs of each layer (mems[0] = scaled embeddings).
 
 import math
 
+import numpy as np
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -664,24 +666,22 @@ def score_windows(model, ids, seg_len, stride=1, clamp_len=None):
     return torch.cat(out).cpu() if out else torch.zeros(0, dtype=torch.float64)
 
 
-def load_model_file(path):
-    """A txlgen model file back as a MemTransformerLM (eval mode): the
-    metadata's hyperparameters and the stored tensors, tied ones from
-    what they are tied to.  For tests: what txlgen reads, in PyTorch."""
+def from_tensors(meta, tensors):
+    """The MemTransformerLM (eval mode) of a txlgen model file read by
+    txlfile.read(): the metadata's hyperparameters and the stored
+    tensors, tied ones from what they are tied to.  For tests: what
+    txlgen reads, in PyTorch (from_tensors(*txlfile.read(path)))."""
     import json
-    from . import txlfile
-    meta, tensors = txlfile.read(path)
     hp = {k: v if k == "same_length_mask" else json.loads(v)
           for k, v in meta.items() if k in HPARAM_NAMES}
     model = MemTransformerLM(TxlConfig.from_dict(hp))
-    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()
-             if k != "tokenizer.model"}
+    state = {k: torch.from_numpy(np.array(v, np.float32))
+             for k, v in tensors.items() if k != "tokenizer.model"}
     missing, unexpected = model.load_state_dict(state, strict=False)
     # A tied tensor is stored once, under one of its names.
     own = model.state_dict(keep_vars=True)
     missing = [k for k in missing if not k.endswith("inv_freq") and not
                any(p is own[k] for n, p in own.items() if n in state)]
     if missing or unexpected:
-        raise ValueError(f"{path}: missing {missing}, unexpected "
-                         f"{unexpected}")
+        raise ValueError(f"missing {missing}, unexpected {unexpected}")
     return model.eval()

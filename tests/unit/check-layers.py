@@ -14,12 +14,15 @@ defines.  The check fails on
 The public header (the folder include/) is the ABI that every layer may
 see: it is no room.
 
-models/txlgen: each module is a room, and an import (also one inside a
-function) is a use; the check fails on a cycle.
+Python: each module of models/, tools/, tests/ and bench/ (the package
+models/txlgen and the scripts) is a room, and an import of any form
+(relative, with `as`, inside a function or a try block) is a use; the
+check fails on a cycle.
 
 Usage: check-layers.py SOURCE_ROOT
 """
 
+import ast
 import collections
 import os
 import re
@@ -90,27 +93,112 @@ def lib_edges(rooms, by_name):
     return edges
 
 
-def python_edges(pkg):
-    """(module, module) -> reason: the package's imports of its own."""
-    mods = {os.path.splitext(n)[0] for n in os.listdir(pkg)
-            if n.endswith(".py")}
-    pat = re.compile(r"^\s*(?:from\s+\.(\w*)\s+import\s+([\w, ()]+)"
-                     r"|import\s+txlgen\.(\w+)|from\s+txlgen\.(\w+)\s+import)",
-                     re.M)
+# The Python modules: the package in models/ and the scripts of these
+# folders (and their subfolders), each script's folder first on its path
+# (Python puts it there), then models/ (srctree.py puts it there).
+PY_FOLDERS = ["models", "tools", "tests", "bench"]
+PY_PATH = "models"
+
+
+def python_modules(root):
+    """{dotted name as its importer sees it: path} per search folder, and
+    the module name of every file: (by_folder, name_of).  A folder with
+    __init__.py is a package, its files pkg.mod."""
+    by_folder, name_of = collections.defaultdict(dict), {}
+    for top in PY_FOLDERS:
+        for folder, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs
+                             if d != "__pycache__" and not d.startswith("."))
+            if os.path.exists(os.path.join(folder, "__init__.py")):
+                continue            # a package: named from its parent
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    by_folder[folder][name[:-3]] = path
+            for d in dirs:
+                _python_package(os.path.join(folder, d), d,
+                                by_folder[folder])
+    for mods in by_folder.values():
+        for dotted, path in mods.items():
+            name_of.setdefault(path, dotted)
+    return by_folder, name_of
+
+
+def _python_package(folder, dotted, mods):
+    if not os.path.exists(os.path.join(folder, "__init__.py")):
+        return
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name == "__init__.py":
+            mods[dotted] = path
+        elif name.endswith(".py"):
+            mods[f"{dotted}.{name[:-3]}"] = path
+        elif os.path.isdir(path) and name != "__pycache__":
+            _python_package(path, f"{dotted}.{name}", mods)
+
+
+def python_imports(path):
+    """[(level, module or None, [names])] of every import statement of
+    the file, wherever it is (a function, a try block, a class): `import
+    a.b as c` is (0, "a.b", []), `from ..m import (x, y as z)` (2, "m",
+    ["x", "y"]); __import__("m") and importlib.import_module("m") with a
+    literal name count as `import m`."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(0, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module,
+                        [a.name for a in node.names]))
+        elif isinstance(node, ast.Call) and node.args and \
+                isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str) and \
+                ast.unparse(node.func) in ("__import__",
+                                           "importlib.import_module"):
+            out.append((0, node.args[0].value, []))
+    return out
+
+
+def python_edges(root):
+    """(module, module) -> reason, for every import of one of the tree's
+    Python modules by another; and the modules."""
+    by_folder, name_of = python_modules(root)
+    models = by_folder.get(os.path.join(root, PY_PATH), {})
     edges = {}
-    for m in sorted(mods):
-        path = os.path.join(pkg, m + ".py")
-        for rel, names, abs1, abs2 in pat.findall(open(path, encoding="utf-8").read()):
-            if rel:
-                targets = [rel]
-            elif abs1 or abs2:
-                targets = [abs1 or abs2]
-            else:           # from . import a, b
-                targets = [n.strip() for n in names.strip("()").split(",")]
-            for t in targets:
-                if t in mods and t != m:
-                    edges.setdefault((m, t), f"{path} imports {t}")
-    return edges
+    for folder, mods in sorted(by_folder.items()):
+        seen = dict(models, **mods)     # the script's folder first
+        for dotted, path in sorted(mods.items()):
+            src = os.path.relpath(path, root)
+            pkg = dotted if path.endswith("__init__.py") else \
+                dotted.rpartition(".")[0]
+            for level, module, names in python_imports(path):
+                if level:
+                    base = pkg.split(".") if pkg else []
+                    if level - 1 > len(base):
+                        continue        # beyond the top: Python refuses it
+                    base = base[:len(base) - (level - 1)]
+                    module = ".".join(base + ([module] if module else []))
+                targets = [f"{module}.{n}" for n in names
+                           if f"{module}.{n}" in seen]
+                if module in seen and (len(targets) < len(names) or
+                                       not names):
+                    targets.append(module)
+                for t in targets:
+                    dst = os.path.relpath(seen[t], root)
+                    # a package runs before its modules: importing it
+                    # from one of them (from . import name) is no use
+                    if dst != src and not (pkg + ".").startswith(t + "."):
+                        edges.setdefault((src, dst), f"{src} imports {t}")
+    return edges, {os.path.relpath(p, root) for p in name_of}
+
+
+def check_python(root):
+    """Print each import cycle among the Python modules; (failed, number
+    of modules)."""
+    edges, mods = python_edges(root)
+    return report_cycles("Python modules", cycles(mods, edges),
+                         edges), len(mods)
 
 
 def cycles(nodes, edges):
@@ -169,16 +257,13 @@ def main():
         if rank[la] < rank[lb]:
             print(f"FAIL: {a} ({la}/) reaches up to {b} ({lb}/): {why}")
             fail = True
-    pkg = os.path.join(root, "models", "txlgen")
-    pedges = python_edges(pkg)
-    mods = {a for a, _ in pedges} | {b for _, b in pedges}
-    fail |= report_cycles("modules of models/txlgen", cycles(mods, pedges),
-                          pedges)
+    pfail, n_modules = check_python(root)
+    fail |= pfail
     if fail:
         sys.exit(1)
     print(f"ok: {len(rooms)} rooms on {len(LAYERS)} layers, "
           f"{len(edges)} uses, no cycle, none reaching up; "
-          f"{len(mods)} Python modules, no import cycle")
+          f"{n_modules} Python modules, no import cycle")
 
 
 if __name__ == "__main__":
