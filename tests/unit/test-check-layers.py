@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """check-layers.py fails where it should: on a copy of the tree with a
 cycle between two rooms of one layer, with a low room reaching up, and
-with an import cycle in the Python package; and passes on the copy as it
-is (so that each failure is the injection's).
+with an import cycle among the Python modules made by each form of
+import (plain, dotted with `as`, from-import with `as`, relative ones
+of one and two dots, a parenthesised list, inside a function or a try
+block, __import__, between scripts of tools/ and of bench/); and passes
+on the copy as it is (so that each failure is the injection's).
 
 Usage: test-check-layers.py SOURCE_ROOT
 """
@@ -24,8 +27,54 @@ def run(tree):
 
 
 def inject(tree, path, line):
-    with open(os.path.join(tree, path), "a", encoding="utf-8") as f:
+    path = os.path.join(tree, path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
         f.write(line)
+
+
+# Python: errors.py is imported by hparams.py (from .errors import ...),
+# so any import of hparams from errors closes a cycle.
+PY_CYCLES = [
+    ("a relative import", [("models/txlgen/errors.py",
+                            "\nfrom . import hparams\n")]),
+    ("a relative import with as", [("models/txlgen/errors.py",
+                                    "\nfrom . import hparams as h\n")]),
+    ("a from-import of a module", [("models/txlgen/errors.py",
+                                    "\nfrom .hparams import TxlConfig\n")]),
+    ("a parenthesised list", [("models/txlgen/errors.py",
+                               "\nfrom .hparams import (TxlConfig,\n"
+                               "                      is_int)\n")]),
+    ("a dotted import with as, in a function",
+     [("models/txlgen/errors.py",
+       "\ndef f():\n    import txlgen.hparams as h\n    return h\n")]),
+    ("an absolute from-import with as, in a try block",
+     [("models/txlgen/errors.py",
+       "\ntry:\n    from txlgen import hparams as h\n"
+       "except ImportError:\n    h = None\n")]),
+    ("__import__", [("models/txlgen/errors.py",
+                     "\nh = __import__('txlgen.hparams')\n")]),
+    ("two dots from a subpackage",
+     [("models/txlgen/sub/__init__.py", ""),
+      ("models/txlgen/sub/low.py", "from .. import hparams\n"),
+      ("models/txlgen/errors.py", "\nfrom .sub import low as lw\n")]),
+    ("scripts of tools/", [("tools/srctree.py",
+                            "\ndef f():\n    import check_original\n")]),
+    ("scripts of bench/", [("bench/machine.py",
+                            "\nimport bench as b\n")]),
+]
+
+
+def copy_tree(tree):
+    """lib/ whole and the Python files of the folders check-layers
+    reads."""
+    def others(folder, names):
+        return [n for n in names if not n.endswith(".py") and
+                not os.path.isdir(os.path.join(folder, n))]
+    shutil.copytree(os.path.join(ROOT, "lib"), os.path.join(tree, "lib"))
+    for top in ("models", "tools", "tests", "bench"):
+        shutil.copytree(os.path.join(ROOT, top), os.path.join(tree, top),
+                        ignore=others)
 
 
 def main():
@@ -41,23 +90,23 @@ def main():
          '\n#include "txl-session.h"\n', "reaches up"),
         ("an include cycle", "lib/kernels/txl-types.h",
          '\n#include "txl-products.h"\n', "a cycle between the rooms"),
-        ("an import cycle", "models/txlgen/errors.py",
-         "\nfrom . import hparams\n", "a cycle between the modules"),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path, line, expect in cases:
+        cases = [(name, [(path, line)], expect)
+                 for name, path, line, expect in cases]
+        cases += [(f"an import cycle by {name}", edits,
+                   "a cycle between the Python modules")
+                  for name, edits in PY_CYCLES]
+        for name, edits, expect in cases:
             tree = os.path.join(tmp, "tree")
             shutil.rmtree(tree, ignore_errors=True)
-            os.makedirs(os.path.join(tree, "models"))
-            shutil.copytree(os.path.join(ROOT, "lib"),
-                            os.path.join(tree, "lib"))
-            shutil.copytree(os.path.join(ROOT, "models", "txlgen"),
-                            os.path.join(tree, "models", "txlgen"))
+            copy_tree(tree)
             clean = run(tree)
             if clean.returncode != 0:
                 print(f"FAIL: the unchanged copy fails:\n{clean.stdout}")
                 return 1
-            inject(tree, path, line)
+            for path, line in edits:
+                inject(tree, path, line)
             r = run(tree)
             if r.returncode != 1 or expect not in r.stdout:
                 print(f"FAIL: {name} ({path}) not found: exit "
