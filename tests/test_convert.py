@@ -18,6 +18,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import convert, random_model as mrm, txl_ref, txlfile
+from txlgen.conventions import TABLE_KINDS
 
 TMP = None
 
@@ -62,7 +63,7 @@ class RoundTrip(unittest.TestCase):
             self.assertEqual(json.loads(meta["cutoffs"]), cfg.cutoffs)
             self.assertEqual(len(json.loads(meta["tie_projs"])),
                              len(cfg.cutoffs) + 1, name)
-            self.assertEqual("max_klen" in meta, cfg.attn_type in (1, 3))
+            self.assertEqual("max_klen" in meta, cfg.attn_type in TABLE_KINDS)
             if cfg.tie_weight:
                 self.assertNotIn("crit.out_layers.0.weight", tensors, name)
             for i, tied in enumerate(cfg.tie_projs):

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
 from txlgen import random_model as mrm, txlfile
+from txlgen.conventions import MEMORY_KINDS, REL_LEARNED, REL_PARTIAL
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -113,9 +114,9 @@ CONFIGS = {
 VARIANTS = getattr(mrm, "VARIANTS", {})
 CONFIGS.update(VARIANTS)
 MEMORY_VARIANTS = [k for k, v in VARIANTS.items()
-                   if v.get("attn_type", 0) <= 1]
+                   if v.get("attn_type", REL_PARTIAL) in MEMORY_KINDS]
 VANILLA_VARIANTS = [k for k, v in VARIANTS.items()
-                    if v.get("attn_type", 0) >= 2]
+                    if v.get("attn_type", REL_PARTIAL) not in MEMORY_KINDS]
 
 _tmp = None
 _models = {}
@@ -635,7 +636,7 @@ class TestVariants(ParityCase):
     def test_learnable_past_the_table(self):
         # keys beyond max_klen positions: the table's first row
         attn1 = [k for k in MEMORY_VARIANTS if
-                 VARIANTS[k].get("attn_type") == 1]
+                 VARIANTS[k].get("attn_type") == REL_LEARNED]
         self.assertTrue(attn1)
         for name in attn1:
             mem = 3 * _models[name].cfg.max_klen
@@ -645,7 +646,7 @@ class TestVariants(ParityCase):
     def test_learnable_memory_of_blocks(self):
         # the few-query path's blocks with the learned tables, cut by clamp_len
         attn1 = [k for k in MEMORY_VARIANTS if
-                 VARIANTS[k].get("attn_type") == 1]
+                 VARIANTS[k].get("attn_type") == REL_LEARNED]
         for name in attn1:
             with self.subTest(name):
                 self.compare(name, n=600, seg_len=1, mem_len=530,
@@ -772,7 +773,7 @@ class TestGeneration(unittest.TestCase):
         import sentencepiece as spm
         import torch
         m = _models[name]
-        memory = m.cfg.attn_type <= 1
+        memory = m.cfg.attn_type in MEMORY_KINDS
         sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
         prompt = "The lighthouse keeper wrote in his log every evening"
         pids = sp.encode(prompt)

@@ -7,8 +7,6 @@ which Q4_K quantizes each matrix column by column (txlfile.gptq_q4_k)."""
 import hashlib
 import os
 
-import numpy as np
-
 
 def text_info(path):
     """(name, size in bytes, sha256 hex) of a calibration text."""

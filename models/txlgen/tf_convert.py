@@ -45,7 +45,7 @@ import re
 import numpy as np
 
 from . import checkpoint, tfckpt
-from .conventions import LAYER_NORM_EPS, MEM_INITS, REL_PARTIAL
+from .conventions import LAYER_NORM_EPS, REL_PARTIAL
 from .checkpoint import CheckpointError
 
 # The evaluation settings of each data set's published model
