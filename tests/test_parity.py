@@ -52,7 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
 from txlgen import random_model as mrm, txlfile
-from txlgen.conventions import MEMORY_KINDS, REL_LEARNED, REL_PARTIAL
+from txlgen.conventions import (LAYER_NORM_EPS, MEMORY_KINDS, REL_LEARNED,
+                                REL_PARTIAL)
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -93,12 +94,14 @@ CONFIGS = {
     # adaptive softmax; a large epsilon (pre- and post-LayerNorm) to show
     # that the model's own is used
     "tf_mask": dict(same_length=True, same_length_mask="tf",
-                    layer_norm_eps=1e-12, tgt_len=6, mem_len=12,
+                    layer_norm_eps=LAYER_NORM_EPS["tensorflow"], tgt_len=6,
+                    mem_len=12,
                     clamp_len=5, seed=10),
     "tf_mask_adaptive": dict(cutoffs=[20, 60, 200], div_val=2, d_embed=32,
                              tie_projs=[False, True, True, True],
                              same_length=True, same_length_mask="tf",
-                             layer_norm_eps=1e-12, untie_r=True, tgt_len=5,
+                             layer_norm_eps=LAYER_NORM_EPS["tensorflow"],
+                             untie_r=True, tgt_len=5,
                              mem_len=10, seed=11),
     "tf_eps": dict(layer_norm_eps=0.25, seed=12),
     "tf_eps_pre": dict(layer_norm_eps=0.25, pre_lnorm=True, untie_r=True,
@@ -452,8 +455,8 @@ class TestTFCompute(ParityCase):
                    mem_len=10)
 
     def test_eps_matters(self):
-        self.moved("tf_eps", self.eps, 1e-5)
-        self.moved("tf_eps_pre", self.eps, 1e-5)
+        self.moved("tf_eps", self.eps, LAYER_NORM_EPS["pytorch"])
+        self.moved("tf_eps_pre", self.eps, LAYER_NORM_EPS["pytorch"])
 
     def test_mask_model_defaults(self):
         self.compare("tf_mask")
