@@ -97,23 +97,45 @@ def main():
         cases += [(f"an import cycle by {name}", edits,
                    "a cycle between the Python modules")
                   for name, edits in PY_CYCLES]
+        # one copy, which passes; each case's edits are undone after it
+        tree = os.path.join(tmp, "tree")
+        copy_tree(tree)
+        clean = run(tree)
+        if clean.returncode != 0:
+            print(f"FAIL: the unchanged copy fails:\n{clean.stdout}")
+            return 1
         for name, edits, expect in cases:
-            tree = os.path.join(tmp, "tree")
-            shutil.rmtree(tree, ignore_errors=True)
-            copy_tree(tree)
-            clean = run(tree)
-            if clean.returncode != 0:
-                print(f"FAIL: the unchanged copy fails:\n{clean.stdout}")
-                return 1
+            saved = {}
+            for path, _ in edits:
+                full = os.path.join(tree, path)
+                if path not in saved:
+                    saved[path] = open(full, encoding="utf-8").read() \
+                        if os.path.exists(full) else None
+            created = {os.path.dirname(p) for p in saved
+                       if not os.path.isdir(os.path.join(tree,
+                                                         os.path.dirname(p)))}
             for path, line in edits:
                 inject(tree, path, line)
             r = run(tree)
+            for path, text in saved.items():
+                full = os.path.join(tree, path)
+                if text is None:
+                    os.remove(full)
+                else:
+                    with open(full, "w", encoding="utf-8") as f:
+                        f.write(text)
+            for folder in created:
+                shutil.rmtree(os.path.join(tree, folder))
             if r.returncode != 1 or expect not in r.stdout:
                 print(f"FAIL: {name} ({path}) not found: exit "
                       f"{r.returncode}\n{r.stdout}{r.stderr}")
                 failures += 1
             else:
                 print(f"ok: {name} found: {r.stdout.splitlines()[0]}")
+        # every edit undone: the copy passes again
+        if run(tree).returncode != 0:
+            print("FAIL: the copy fails after its edits were undone")
+            failures += 1
     return 1 if failures else 0
 
 
