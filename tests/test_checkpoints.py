@@ -472,8 +472,8 @@ class TestCheckpoints(unittest.TestCase):
         LayerNorm epsilon."""
         wt103 = dict(
             adaptive=True, architectures=["TransfoXLLMHeadModel"],
-            attn_type=REL_PARTIAL, clamp_len=7, cutoffs=[8, 16, 28], d_embed=32,
-            d_head=8, d_inner=48, d_model=32, div_val=2, dropatt=0.0,
+            attn_type=REL_PARTIAL, clamp_len=7, cutoffs=[8, 16, 28],
+            d_embed=32, d_head=8, d_inner=48, d_model=32, div_val=2, dropatt=0.0,
             dropout=0.1, eos_token_id=0, ext_len=0, init="normal",
             init_range=0.01, init_std=0.02,
             layer_norm_epsilon=LAYER_NORM_EPS["huggingface"],

@@ -210,7 +210,8 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
     assert not unexpected and all(m.endswith("inv_freq") for m in missing), \
         (missing, unexpected)
 
-    variant = cfg.attn_type != REL_PARTIAL or bool(cfg.cutoffs) or cfg.div_val != 1
+    variant = cfg.attn_type != REL_PARTIAL or bool(cfg.cutoffs) or \
+        cfg.div_val != 1
     ids = mrm.random_ids(a.tokens, cfg.n_token, seed=100 + k)
     ids_path = os.path.join(d, "ids.txt")
     with open(ids_path, "w") as f:

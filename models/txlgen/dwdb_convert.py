@@ -272,7 +272,8 @@ def read_dwdb_checkpoint(prefix, tgt_len=TGT_LEN, mem_len=MEM_LEN):
               pre_lnorm=False, attn_type=REL_PARTIAL, untie_r=untie,
               tgt_len=tgt_len, ext_len=0, mem_len=mem_len,
               clamp_len=tgt_len + mem_len - 1, same_length=False,
-              layer_norm_eps=LAYER_NORM_EPS["dwdb"], emb_scale=False, proj_same_dim=True)
+              layer_norm_eps=LAYER_NORM_EPS["dwdb"], emb_scale=False,
+              proj_same_dim=True)
     return hp, makers, shapes, model
 
 

@@ -284,6 +284,7 @@ class SpanConfig:
                     n_head=self.n_head, d_model=self.d_model,
                     d_head=self.d_head, d_inner=self.d_inner,
                     d_embed=self.d_model, div_val=1, tie_weight=False,
-                    pre_lnorm=False, attn_type=ADAPTIVE_SPAN, tgt_len=self.block_size,
+                    pre_lnorm=False, attn_type=ADAPTIVE_SPAN,
+                    tgt_len=self.block_size,
                     mem_len=self.attn_span, clamp_len=0, same_length=False,
                     attn_span=self.attn_span, span_ramp=self.span_ramp)

@@ -108,7 +108,8 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
                 d_embed=None, tie_weight=True, tie_projs=False,
                 pre_lnorm=False, untie_r=False, tgt_len=8, mem_len=8,
                 clamp_len=-1, same_length=False, n_token=None,
-                tokenizer=TOKENIZER, attn_type=REL_PARTIAL, div_val=1, cutoffs=(),
+                tokenizer=TOKENIZER, attn_type=REL_PARTIAL, div_val=1,
+                cutoffs=(),
                 max_klen=None, layer_norm_eps=DEFAULT_LAYER_NORM_EPS,
                 same_length_mask=DEFAULT_SAME_LENGTH_MASK):
     """A TxlConfig; tie_projs is one bool for every cluster or a list (one
@@ -290,7 +291,8 @@ class RandomModel:
                 c["same_length"] if same_length is None else same_length)
 
     def score(self, ids, seg_len=None, mem_len=None, clamp_len=None,
-              same_length=None, adapt=0.0, stride=None, mem_init=DEFAULT_MEM_INIT):
+              same_length=None, adapt=0.0, stride=None,
+              mem_init=DEFAULT_MEM_INIT):
         """Reference log-probs (float64 list, len(ids)-1) of ids[1:] under
         the eval.py protocol with these settings (and dynamic evaluation
         of the output layer with learning rate adapt).  stride: the

@@ -30,7 +30,8 @@ import time
 import torch
 
 from . import proto, span_ref, txlfile
-from .conventions import ADAPTIVE_SPAN, ATTN_KINDS, NO_MEMORY_KINDS, REL_PARTIAL
+from .conventions import (ADAPTIVE_SPAN, ATTN_KINDS, NO_MEMORY_KINDS,
+                          REL_PARTIAL)
 from .hparams import SpanConfig
 from .span_train import SpanTrainLM
 from .txl_ref import MemTransformerLM, TxlConfig, score_ids

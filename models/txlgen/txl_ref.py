@@ -518,8 +518,8 @@ class MemTransformerLM(nn.Module):
                 pos = self.learnable_positions(i, klen)
             else:
                 pos = ()
-            if t == ABS_LEARNED:     # learned absolute positions at every layer,
-                # the last position of the segment on the table's last row
+            if t == ABS_LEARNED:  # learned absolute positions at every
+                # layer, the last position of the segment on the table's last row
                 h = h + self.r_emb[i, -qlen:].reshape(qlen, 1, -1)
             h = layer(h, pos, mask, mems[i] if mems else None)
             hids.append(h)
