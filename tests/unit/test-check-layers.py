@@ -4,8 +4,12 @@ cycle between two rooms of one layer, with a low room reaching up, and
 with an import cycle among the Python modules made by each form of
 import (plain, dotted with `as`, from-import with `as`, relative ones
 of one and two dots, a parenthesised list, inside a function or a try
-block, __import__, between scripts of tools/ and of bench/); and passes
-on the copy as it is (so that each failure is the injection's).
+block, __import__, between scripts of tools/ and of bench/); in the C
+code outside lib/, with an include cycle, a call cycle, server/
+including a header of cmd/ and core/ including one from above; and
+passes on the copy as it is (so that each failure is the injection's),
+also with a static function of the name of another file's (no call of
+it).
 
 Usage: test-check-layers.py SOURCE_ROOT
 """
@@ -66,15 +70,33 @@ PY_CYCLES = [
 
 
 def copy_tree(tree):
-    """lib/ whole and the Python files of the folders check-layers
-    reads."""
+    """lib/ whole, the Python files of the folders check-layers reads,
+    and the C files outside lib/."""
     def others(folder, names):
         return [n for n in names if not n.endswith(".py") and
                 not os.path.isdir(os.path.join(folder, n))]
     shutil.copytree(os.path.join(ROOT, "lib"), os.path.join(tree, "lib"))
     for top in ("models", "tools", "tests", "bench"):
         shutil.copytree(os.path.join(ROOT, top), os.path.join(tree, top),
-                        ignore=others)
+                        ignore=others, dirs_exist_ok=True)
+    copy_c_outside_lib(tree)
+
+
+def copy_c_outside_lib(tree):
+    """The C files outside lib/ (core/, cmd/, server/, the tests' and
+    bench's helpers) into @p tree, without build trees."""
+    for top in ("core", "cmd", "server", "tests", "bench", "tools"):
+        for d, subdirs, files in os.walk(os.path.join(ROOT, top)):
+            if "meson-private" in subdirs:
+                subdirs[:] = []
+                continue
+            subdirs[:] = [s for s in subdirs if s != "node_modules"]
+            rel = os.path.relpath(d, ROOT)
+            for n in files:
+                if n.endswith((".c", ".cc", ".h")):
+                    os.makedirs(os.path.join(tree, rel), exist_ok=True)
+                    shutil.copy(os.path.join(d, n),
+                                os.path.join(tree, rel, n))
 
 
 def main():
@@ -90,9 +112,32 @@ def main():
          '\n#include "txl-session.h"\n', "reaches up"),
         ("an include cycle", "lib/kernels/txl-types.h",
          '\n#include "txl-products.h"\n', "a cycle between the rooms"),
+        ("a C include cycle", "core/utf8.h", '\n#include "text.h"\n',
+         "an include cycle between the C rooms"),
+        # progress.c and suggest.c include nothing of each other: calls
+        # alone make the cycle
+        ("a C call cycle", "core/progress.c",
+         "\nstatic void f(void) { suggest_closest(0, 0, 0); }\n"
+         "\n//core/suggest.c\nstatic void g(void) { now_s(); }\n",
+         "a call cycle between the C rooms"),
+        ("a server/ -> cmd/ include", "server/job.c", '\n#include "repl.h"\n',
+         "never use each other"),
+        ("a cmd/ -> server/ call", "cmd/info.c",
+         "\nstatic void f(void) { reqlog_write(0, 0, 0, 0, 0, 0, 0); }\n",
+         "never use each other"),
+        ("an upward include in core/", "core/progress.c",
+         '\n#include "lineio.h"\n', "reaches up"),
+        # text.h includes utf8.h: a call of text.c's strbuf_add() from
+        # utf8.c would close a cycle, a static one of its own does not
+        ("a static function of another file's name", "core/utf8.c",
+         "\nstatic void strbuf_add(void) { }\n"
+         "static void f(void) { strbuf_add(); }\n", None),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [(name, [(path, line)], expect)
+        # "//FILE" starts what goes into another file
+        cases = [(name, [(path, line.split("\n//")[0])] +
+                  [tuple(part.split("\n", 1))
+                   for part in line.split("\n//")[1:]], expect)
                  for name, path, line, expect in cases]
         cases += [(f"an import cycle by {name}", edits,
                    "a cycle between the Python modules")
@@ -126,12 +171,20 @@ def main():
                         f.write(text)
             for folder in created:
                 shutil.rmtree(os.path.join(tree, folder))
-            if r.returncode != 1 or expect not in r.stdout:
+            if expect is None:
+                if r.returncode != 0:
+                    print(f"FAIL: {name} ({path}) reported:\n{r.stdout}")
+                    failures += 1
+                else:
+                    print(f"ok: {name} is no use")
+            elif r.returncode != 1 or expect not in r.stdout:
                 print(f"FAIL: {name} ({path}) not found: exit "
                       f"{r.returncode}\n{r.stdout}{r.stderr}")
                 failures += 1
             else:
-                print(f"ok: {name} found: {r.stdout.splitlines()[0]}")
+                found = [ln for ln in r.stdout.splitlines()
+                         if ln.startswith("FAIL")]
+                print(f"ok: {name} found: {found[0]}")
         # every edit undone: the copy passes again
         if run(tree).returncode != 0:
             print("FAIL: the copy fails after its edits were undone")
