@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "config.h"
 #include "errors.h"
+#include "parts.h"
 #include "settings.h"
 #include "suggest.h"
 #include "text.h"
@@ -549,9 +550,35 @@ check_combination(struct txlgen_options *o)
 			    "first-line" : "streams");
 		return EXIT_USAGE;
 	}
+	if (o->part) {
+		char err[128];
+		const char *other = o->html ? "html" : o->kl_ref ? "kl-ref" :
+			o->adapt > 0 ? "adapt" : o->prime.n ? "prime" :
+			o->state_in ? "state-in" : o->state_out ? "state-out" :
+			NULL;
+
+		if (!o->score) {
+			usage_error("--part needs --score");
+			return EXIT_USAGE;
+		}
+		if (!part_parse(o->part, &o->part_k, &o->part_n, err,
+				sizeof(err))) {
+			usage_error("--part: %s", err);
+			return EXIT_USAGE;
+		}
+		/* each part of a run must start from what the whole run
+		 * has there, whatever the parts before it read */
+		if (other) {
+			usage_error("--part: not with --%s (a part knows the "
+				    "text before it only through the memory "
+				    "it reads again)", other);
+			return EXIT_USAGE;
+		}
+	}
 	/* one job a run */
 	const char *job = NULL;
 	const char *const jobs[] = { o->score ? "score" : NULL,
+		o->score_merge.n ? "score-merge" : NULL,
 		o->score_docs ? "score-docs" : NULL,
 		o->tokenize ? "tokenize" : NULL,
 		o->interactive ? "interactive" : NULL,
@@ -600,8 +627,15 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 	for (;;) {
 		int at = optind ? optind : 1, i;
 
-		if ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) == -1)
-			break;
+		if ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) == -1) {
+			/* --score-merge A B C: the parts after the first too,
+			 * options among them */
+			if (o->score_merge.n == 0 || optind >= argc ||
+			    !strcmp(argv[optind - 1], "--"))
+				break;
+			strlist_add(&o->score_merge, argv[optind++]);
+			continue;
+		}
 		i = find_opt(&t, c);
 		if (c >= VAL(0) && c < VAL(t.n) && at < argc &&
 		    abbreviates_another(&t, c - VAL(0), argv[at]))
