@@ -285,7 +285,8 @@ class Engines(unittest.TestCase):
             self.skipTest("GNU parallel is not installed (Debian: "
                           "parallel)")
         folder = tempfile.mkdtemp(dir=TMP)
-        cmd = (f"parallel --will-cite -j 2 {TXLGEN} -m {MODEL} -t 1 "
+        cmd = (f"parallel --will-cite -j 2 {os.path.abspath(TXLGEN)} "
+               f"-m {MODEL} -t 1 "
                f"--score {SMALL} --part {{}}/3 --json '>' part.{{}}.json "
                "::: $(seq 3)")
         p = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True,
