@@ -18,7 +18,6 @@
 #include "cli.h"
 #include "config.h"
 #include "errors.h"
-#include "parts.h"
 #include "settings.h"
 #include "suggest.h"
 #include "text.h"
@@ -477,6 +476,34 @@ apply(struct txlgen_options *o, const struct getopt_table *t, int i, int c,
 		return EXIT_USAGE;
 	}
 	return EXIT_OK;
+}
+
+bool
+part_parse(const char *s, int64_t *k, int64_t *n, char *err, size_t len)
+{
+	const char *arg = s;
+	char *end;
+	long long a, b;
+
+	errno = 0;
+	a = strtoll(s, &end, 10);
+	if (end == s || *end != '/' || errno || s[0] == '+' || s[0] == ' ')
+		goto bad;
+	s = end + 1;
+	b = strtoll(s, &end, 10);
+	if (end == s || *end || errno || s[0] == '+' || s[0] == ' ')
+		goto bad;
+	if (b < 1 || b > PARTS_MAX || a < 1 || a > b) {
+		snprintf(err, len, "part %lld of %lld: K/N needs 1 <= K <= N "
+			 "<= %d", a, b, PARTS_MAX);
+		return false;
+	}
+	*k = a;
+	*n = b;
+	return true;
+bad:
+	snprintf(err, len, "'%s' is not K/N (part K of N, as 2/5)", arg);
+	return false;
 }
 
 /* What the options say together. */

@@ -18,38 +18,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli.h"
 #include "errors.h"
 #include "input.h"
 #include "parts.h"
 #include "text.h"
-
-bool
-part_parse(const char *s, int64_t *k, int64_t *n, char *err, size_t len)
-{
-	const char *arg = s;
-	char *end;
-	long long a, b;
-
-	errno = 0;
-	a = strtoll(s, &end, 10);
-	if (end == s || *end != '/' || errno || s[0] == '+' || s[0] == ' ')
-		goto bad;
-	s = end + 1;
-	b = strtoll(s, &end, 10);
-	if (end == s || *end || errno || s[0] == '+' || s[0] == ' ')
-		goto bad;
-	if (b < 1 || b > PARTS_MAX || a < 1 || a > b) {
-		snprintf(err, len, "part %lld of %lld: K/N needs 1 <= K <= N "
-			 "<= %d", a, b, PARTS_MAX);
-		return false;
-	}
-	*k = a;
-	*n = b;
-	return true;
-bad:
-	snprintf(err, len, "'%s' is not K/N (part K of N, as 2/5)", arg);
-	return false;
-}
 
 void
 part_range(int64_t total, int64_t k, int64_t n, int64_t *from, int64_t *to)

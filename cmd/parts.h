@@ -12,9 +12,6 @@
 
 #include "settings.h"
 
-/* The most parts of a text */
-#define PARTS_MAX 1000000
-
 /* What a summary of --score is made of: the tokens, their predictions,
  * the bytes and characters of their text, and the sum of the predictions'
  * NLL and of their squared deviations from its mean. */
@@ -31,13 +28,6 @@ struct score_figures {
  * "key value" line each.
  */
 void score_figures_write(FILE *out, bool json, const struct score_figures *f);
-
-/**
- * Parse "K/N" (1 <= K <= N <= PARTS_MAX) of --part; false with the reason
- * in @p err.
- */
-bool part_parse(const char *s, int64_t *k, int64_t *n, char *err,
-		size_t len);
 
 /** The tokens [*from, *to) of part @p k of @p n of a text of @p total. */
 void part_range(int64_t total, int64_t k, int64_t n, int64_t *from,
