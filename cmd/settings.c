@@ -410,9 +410,9 @@ const struct setting settings[] = {
 	    .theirs_off = "log-disable",
 	    .help = "token counts, speed and memory fill on stderr"),
 	ROW(progress, ST_BOOL, CLI,
-	    .help = "the progress line of --score, --score-docs,\n"
-	    "--prime and generation into a file also where\n"
-	    "stderr is no terminal: a line every 5 s (a log)"),
+	    .help = "the progress line (of scoring, of priming, of\n"
+	    "generation into a file) also where stderr is no\n"
+	    "terminal: a line every 5 s, for a log"),
 	/* "--color" alone is "--color=always" */
 	ROW(color, ST_ENUM, T, .alias = "colour", .choices = color_names_of,
 	    .bare = "always", .negated = "never", .metavar = "[=WHEN]",

@@ -128,9 +128,12 @@ json_write_exact(FILE *f, double v)
 	} else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
 		fprintf(f, "%.0f", v);
 	} else {
-		snprintf(num, sizeof(num), "%.15g", v);
-		if (strtod(num, NULL) != v)
-			snprintf(num, sizeof(num), "%.17g", v);
+		/* the fewest digits that do, as Python's repr() */
+		for (int digits = 15; digits <= 17; digits++) {
+			snprintf(num, sizeof(num), "%.*g", digits, v);
+			if (strtod(num, NULL) == v)
+				break;
+		}
 		fputs(num, f);
 	}
 }
