@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * parts.c - a text scored in parts: --part K/N's numbers, and
- * --score-merge, which joins the parts' summaries into the whole text's.
+ * parts.c - --score-merge, which joins the summaries of a text's parts
+ * (--score --part K/N, score.c) into the whole text's.
  *
  * A part's summary line carries its share of the sums that make the whole
  * one (tokens, predictions, bytes, characters, the sum of the NLL and the
@@ -21,28 +21,8 @@
 #include "cli.h"
 #include "errors.h"
 #include "input.h"
-#include "parts.h"
+#include "modes.h"
 #include "text.h"
-
-void
-part_range(int64_t total, int64_t k, int64_t n, int64_t *from, int64_t *to)
-{
-	/* floor(total * i / n) without overflow */
-	*from = total / n * (k - 1) + total % n * (k - 1) / n;
-	*to = total / n * k + total % n * k / n;
-}
-
-uint64_t
-part_hash(uint64_t h, const void *p, size_t len)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
 
 /* A part's summary, as --score --part K/N --json writes it. */
 struct part_summary {

@@ -18,7 +18,7 @@
  * whole run), counts the tokens before as read (txl_session_skip()),
  * feeds the rest up to that segment without scoring, then scores the
  * whole run's segments that hold its tokens, as the whole run computes
- * them, and counts only its own predictions (parts.h, parts.c).
+ * them, and counts only its own predictions (--score-merge: parts.c).
  *
  * Each prediction's rank (1 + the tokens of the vocabulary more likely
  * than the one that came) goes with its log-prob into the JSON rows and
@@ -36,7 +36,7 @@
 #include "engine-streams.h"
 #include "engine.h"
 #include "html.h"
-#include "parts.h"
+#include "modes.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"
@@ -548,6 +548,28 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 	return rc;
 }
 
+/* The tokens [*from, *to) of part @p k of @p n of a text of @p total. */
+static void
+part_range(int64_t total, int64_t k, int64_t n, int64_t *from, int64_t *to)
+{
+	/* floor(total * i / n) without overflow */
+	*from = total / n * (k - 1) + total % n * (k - 1) / n;
+	*to = total / n * k + total % n * k / n;
+}
+
+/* 64-bit FNV-1a of @p len bytes at @p p, going on from @p h. */
+static uint64_t
+part_hash(uint64_t h, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 /* --part: a fingerprint of the model, the settings that shape the scores
  * and the text's tokens, which every part of one run has */
 static uint64_t
@@ -559,7 +581,7 @@ fingerprint(const struct score *sc, const struct txl_session_params *p)
 		p->mem_len, p->seg_len, p->clamp_len, p->same_length,
 		p->mem_init, p->stride, p->kv_type, e->opts->compute, w->n,
 		(int64_t)sc->bytes, (int64_t)sc->chars };
-	uint64_t h = PART_HASH_SEED;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a's offset basis */
 	unsigned char b[8];
 
 	/* little-endian, whatever the machine */

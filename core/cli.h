@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli.h - the command line: the parser of the option table (settings.c)
- * in cli.c, and the --help text and --list-options made from it
- * (usage.c).
+ * cli.h - the command line: the parser of the option table (settings.c);
+ * --help, --version and --list-options are usage.h's.
  */
 #ifndef TXLGEN_CLI_H
 #define TXLGEN_CLI_H
@@ -10,7 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "settings.h"
 
@@ -32,20 +30,5 @@ int options_parse(struct txlgen_options *o, int argc, char **argv,
  */
 bool part_parse(const char *s, int64_t *k, int64_t *n, char *err,
 		size_t len);
-
-/** Print the usage summary (--help) to @p f. */
-void options_usage(FILE *f);
-
-/** Print every spelling of every option to @p f (--list-options), one a
- *  line: "SPELLINGS KIND [VALUE]...", where SPELLINGS are the names that
- *  mean the same, comma-separated, the one --help lists first, and KIND
- *  is what its value is: flag (none), text, file, input (a file or '-'),
- *  model (a file or a model's name), config (a JSON file) or choice
- *  (then the VALUEs). */
-void options_list(FILE *f);
-
-/** Print the versions, the commit built, the kernels chosen and the BLAS
- *  (--version) to @p f. */
-void options_version(FILE *f);
 
 #endif /* TXLGEN_CLI_H */
