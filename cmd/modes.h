@@ -2,8 +2,9 @@
 /*
  * modes.h - txlgen's modes on the engine besides generation, which are
  * the txlgen program's alone: --score (score.c, with --kl-ref in
- * klref.c and --html in html.c), --score-docs (docs.c), --tokenize
- * (tokenize.c, reading ids in ids.c) and --info (info.c).
+ * klref.c and --html in html.c; its parts joined by --score-merge in
+ * parts.c), --score-docs (docs.c), --tokenize (tokenize.c, reading ids
+ * in ids.c) and --info (info.c).
  */
 #ifndef TXLGEN_MODES_H
 #define TXLGEN_MODES_H
@@ -41,6 +42,35 @@ void kl_ref_json_row(const struct kl_ref *k, int r, FILE *out);
 /** REF's figures and the comparison's, as summary lines or JSON fields
  *  (", \"key\": value"); @p bytes those of the text scored. */
 void kl_ref_summary(struct kl_ref *k, FILE *out, bool json, double bytes);
+
+/* --score --part K/N (score.c) and --score-merge (parts.c): one text
+ * scored in parts, and the parts' summaries joined into the whole text's;
+ * both write the summary's figures. */
+/* What a summary of --score is made of: the tokens, their predictions,
+ * the bytes and characters of their text, and the sum of the predictions'
+ * NLL and of their squared deviations from its mean. */
+struct score_figures {
+	int64_t tokens, predicted;
+	double bytes, chars;
+	double sum_nll, m2;
+};
+
+/**
+ * Write the summary of @p f (score.c): with @p json the start of the JSON
+ * object ({"tokens": ..., "bpb_stderr": ...), for the caller to go on and
+ * close, every number with the digits that read back the same double;
+ * else a "key value" line each.
+ */
+void score_figures_write(FILE *out, bool json, const struct score_figures *f);
+
+/**
+ * --score-merge: read the summary lines of the parts in @p files (the
+ * --json output of --score --part K/N, or its last line) and write the
+ * whole text's summary, as one --score run writes it (@p json: its JSON
+ * line).  A missing, repeated or interrupted part, or one of another run,
+ * is refused with a line naming it.  Returns an exit code.
+ */
+int score_merge(const struct strlist *files, bool json, FILE *out);
 
 /** Score each document of @p in from the memory now held (an empty one
  *  unless primed), one JSON object each on @p out (--score-docs). */

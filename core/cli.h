@@ -7,6 +7,8 @@
 #define TXLGEN_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "settings.h"
 
@@ -18,5 +20,15 @@
  */
 int options_parse(struct txlgen_options *o, int argc, char **argv,
 		  bool *done);
+
+/* The most parts of a text (--part K/N) */
+#define PARTS_MAX 1000000
+
+/**
+ * Parse "K/N" (1 <= K <= N <= PARTS_MAX) of --part and of the summaries
+ * of parts; false with the reason in @p err.
+ */
+bool part_parse(const char *s, int64_t *k, int64_t *n, char *err,
+		size_t len);
 
 #endif /* TXLGEN_CLI_H */

@@ -344,6 +344,14 @@ const struct setting settings[] = {
 	    .theirs = "perplexity",
 	    .help = "print NLL, perplexity and bits per byte of FILE\n"
 	    "('-' = stdin), read as a stream"),
+	ROW(part, ST_STRING, CLI, .metavar = "K/N",
+	    .help = "--score: score the K-th of N equal runs of the\n"
+	    "text's tokens, as one run scores them (after\n"
+	    "reading what the first can see; --info says how\n"
+	    "much): for many processes or machines"),
+	ROW(score_merge, ST_LIST, CLI, .arg = ARG_FILE, .metavar = "PART...",
+	    .help = "join the --json outputs of --score --part K/N\n"
+	    "into the whole text's summary"),
 	ROW(score_docs, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
 	    .help = "score each line of FILE ('-' = stdin) as a\n"
 	    "document of its own, from an empty memory (or\n"
@@ -402,6 +410,10 @@ const struct setting settings[] = {
 	ROW(stats, ST_BOOL, T,
 	    .theirs_off = "log-disable",
 	    .help = "token counts, speed and memory fill on stderr"),
+	ROW(progress, ST_BOOL, CLI,
+	    .help = "the progress line (of scoring, of priming, of\n"
+	    "generation into a file) also where stderr is no\n"
+	    "terminal: a line every 5 s, for a log"),
 	/* "--color" alone is "--color=always" */
 	ROW(color, ST_ENUM, T, .alias = "colour", .choices = color_names_of,
 	    .bare = "always", .negated = "never", .metavar = "[=WHEN]",

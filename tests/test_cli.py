@@ -264,7 +264,7 @@ class Options(unittest.TestCase):
                        "--score-docs",
                        "--field", "--strict", "--first-line", "--streams",
                        "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute",
-                       "--html"):
+                       "--html", "--part", "--score-merge"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
