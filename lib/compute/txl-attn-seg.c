@@ -13,7 +13,7 @@
  * heads and the length of the segment; a thread that the pool gained
  * since the session's slots were made, when more cannot be had, leaves
  * the units to the others.  Compact K, V and R are widened by the
- * products as they go, a head's at each call (hence SEG_ROWS_WIDE).
+ * products as they go, a head's at each call.
  * A unit's products stop at the key of its last query: the keys after
  * it are masked (an eighth of them with a memory of twice the segment,
  * half of them in a window recomputed from scratch).
@@ -29,18 +29,34 @@
 #include "txl-pool.h"
 #include "txl-products.h"
 
-/* A segment's units take up to SEG_ROWS queries with an F32 memory; a
- * compact one is widened by each unit, so there a unit takes up to
- * SEG_ROWS_WIDE, to widen it less often. */
-#define SEG_ROWS 32
-#define SEG_ROWS_WIDE 128
+/* A segment's units take up to SEG_ROWS queries: sgemm packs a head's K
+ * (and V) at each call, so a unit of 128 queries packs them a quarter as
+ * often as one of 32 (with 3,800 positions of memory the packing took
+ * as long as the products of 32 queries), and a compact memory is
+ * widened by each unit.  With an F32 memory and more threads than units
+ * the units shrink down to SEG_ROWS_MIN queries, to share the heads out
+ * (seg_unit_rows()). */
+#define SEG_ROWS 128
+#define SEG_ROWS_MIN 32
 
 static int
 seg_rows(int seg_len, enum txl_dtype kv_dt)
 {
-	const int rows = kv_dt == TXL_F32 ? SEG_ROWS : SEG_ROWS_WIDE;
+	(void)kv_dt;
+	return seg_len < SEG_ROWS ? seg_len : SEG_ROWS;
+}
 
-	return seg_len < rows ? seg_len : rows;
+/* The queries of a unit of a segment of n (at most rows, those of a
+ * slot): fewer with an F32 memory when the units would be fewer than
+ * two a thread. */
+static int
+seg_unit_rows(int rows, int n, int n_head, enum txl_dtype kv_dt,
+	      int threads)
+{
+	while (kv_dt == TXL_F32 && rows > SEG_ROWS_MIN &&
+	       n_head * ((n + rows - 1) / rows) < 2 * threads)
+		rows /= 2;
+	return rows;
 }
 
 /* Floats of a thread's slot: its queries' scores, position scores and
@@ -323,7 +339,8 @@ txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
-	const int rows = slot_rows(a, kv->dt);
+	const int rows = seg_unit_rows(slot_rows(a, kv->dt), n, hp->n_head,
+				       kv->dt, txl_pool_threads());
 	const int klen = kv->fill + n;
 	struct seg g = {
 		.a = a, .kv = kv, .q = q, .out = out, .l = l, .n = n, .qs = qs,
