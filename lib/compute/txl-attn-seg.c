@@ -153,10 +153,12 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 
 /* Row i of the scores of head h (query at window index qpos, keys [jb,
  * je) in sc[0 .. je - jb)): add the position term (bd, NULL for absolute
- * attentions), scale, mask, softmax.  With spans the keys of the window
- * past the span are scored for the partition function only (and left
- * 0). */
-static void
+ * attentions), scale, mask, exponentiate; returns the reciprocal of the
+ * softmax's divisor, by which the caller scales the row's weighted sum of
+ * V (a multiply per value of V rather than per key).  With spans the
+ * keys of the window past the span are scored for the partition function
+ * only (and left 0). */
+static float
 softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	    const float *bd, int qpos, int jb, int je, float scale)
 {
@@ -171,7 +173,7 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	if (!txl_attn_keys(a, l, h, qpos, jb, je, &lo, &hi)) {
 		for (int j = jb; j < je; j++)
 			sc[j - jb] = 0.0f;
-		return;
+		return 0.0f;
 	}
 	txl_attn_scored(a, l, h, qpos, jb, je, &all, &hi);
 	if (bd) {
@@ -199,13 +201,11 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 
 		z += exp((double)rmax - max) * e;
 	}
-	const float inv = (float)(1.0 / txl_attn_divisor(sum, z));
 	for (int j = jb; j < lo; j++)
 		sc[j - jb] = 0.0f;
-	for (int j = lo; j < hi; j++)
-		sc[j - jb] *= inv;
 	for (int j = hi; j < je; j++)
 		sc[j - jb] = 0.0f;
+	return (float)(1.0 / txl_attn_divisor(sum, z));
 }
 
 struct seg {
@@ -246,6 +246,8 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	float *qw = bd + (size_t)rows * a->n_dist;
 	float *qr = qw + (size_t)rows * D;
 	float *out = g->out + (size_t)i0 * hd + h * D;
+	/* each query's 1 / softmax divisor */
+	float inv[SEG_ROWS];
 	/* the keys of the block's queries: [jb, je), none after the last
 	 * query's own (causal: the products stop there); the distances
 	 * they take: 0 .. n_bd - 1 */
@@ -293,7 +295,7 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	if (rel)
 		position_scores(a, kv, l, h, m, n_bd, q, g->qs, qr, bd);
 	for (int i = 0; i < m; i++)
-		softmax_row(a, l, h, sc + (size_t)i * klen,
+		inv[i] = softmax_row(a, l, h, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
 			    fill + i0 + i, jb, je, g->scale);
 	/* attn_vec[:, h] = prob . v, from the first key a query attends to
@@ -306,6 +308,9 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	if (jv < je) {
 		txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen,
 			       V + (size_t)jv * kv->row, dt, D, m, je - jv, D);
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				out[(size_t)i * hd + c] *= inv[i];
 	} else {
 		for (int i = 0; i < m; i++)
 			for (int c = 0; c < D; c++)
