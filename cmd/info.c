@@ -20,6 +20,7 @@
 
 #include "engine-model.h"
 #include "engine.h"
+#include "modes.h"
 #include "text.h"
 
 static cJSON *

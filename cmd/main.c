@@ -31,6 +31,7 @@
 #include "errors.h"
 #include "input.h"
 #include "models.h"
+#include "modes.h"
 #include "output.h"
 #include "repl.h"
 #include "settings.h"

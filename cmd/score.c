@@ -27,6 +27,7 @@
 #include "engine-streams.h"
 #include "engine.h"
 #include "html.h"
+#include "modes.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"

@@ -14,6 +14,16 @@ defines.  The check fails on
 The public header (the folder include/) is the ABI that every layer may
 see: it is no room.
 
+The C code outside lib/: the programs' rooms are core/ (what txlgen and
+txlgen-server share) below cmd/ (txlgen) and server/ (txlgen-server),
+which never use each other; a room is again a source file and the header
+of its stem, in its folder, and the rest (tests' and bench's C helpers)
+are harnesses that may use any room but no program room uses.  A use is
+an include, or a call of a function that another file defines, not
+static (a static function of the same name in two files is no call).
+The check fails on an include cycle, a call cycle, a cycle of both, and
+on a room that reaches up or across.
+
 models/txlgen: each module is a room, and an import (also one inside a
 function) is a use; the check fails on a cycle.
 
@@ -156,6 +166,206 @@ def report_cycles(kind, comps, edges):
     return bool(comps)
 
 
+# ---- the C code outside lib/: core/ below cmd/ and server/ ----
+
+# the programs' folders and their layers: a room may use rooms of its own
+# folder and of lower layers only (cmd/ and server/, one layer, never use
+# each other); the harnesses' folders are above them all
+PROGRAM_LAYERS = {"core": 0, "cmd": 1, "server": 1}
+HARNESS_TOPS = ["tests", "bench", "tools"]
+C_SOURCE = (".c", ".cc")
+C_FILES = C_SOURCE + (".h",)
+# comments, and string and character literals (kept: includes are read
+# from the text with comments removed, calls from the text without both)
+C_TOKENS = re.compile(r'(/\*.*?\*/|//[^\n]*)|("(?:\\.|[^"\\\n])*"'
+                      r"|'(?:\\.|[^'\\\n])*')", re.S)
+# a function's name at column 0 (its return type on the line before, or
+# before it on the same line), then its parameters: a definition when a
+# body follows them
+C_HEAD = re.compile(r"^((?:[A-Za-z_]\w*[\s*]+)*?)([A-Za-z_]\w*)\s*\(", re.M)
+C_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+C_KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do",
+              "defined", "_Alignof", "_Static_assert", "alignof"}
+
+
+def c_strip(text, strings):
+    """@p text without comments (and without the contents of its string
+    and character literals with @p strings)."""
+    def sub(m):
+        if m.group(1):
+            return "\n" * m.group(1).count("\n") or " "
+        return '""' if strings else m.group(2)
+    return C_TOKENS.sub(sub, text)
+
+
+def c_folders(root):
+    """The folders outside lib/ that hold C, relative to @p root: the
+    programs' and the harnesses' (build trees, with meson-private/ in
+    them, and npm's node_modules/ left out)."""
+    out = {}
+    for top in sorted(PROGRAM_LAYERS) + HARNESS_TOPS:
+        for d, subdirs, files in os.walk(os.path.join(root, top)):
+            if "meson-private" in subdirs:
+                subdirs[:] = []
+                continue
+            subdirs[:] = [s for s in subdirs if s != "node_modules"
+                          and not s.startswith(".")]
+            names = sorted(n for n in files if n.endswith(C_FILES))
+            if names:
+                out[os.path.relpath(d, root)] = names
+    return out
+
+
+def c_rooms(folders):
+    """(folder, file name) -> its room, "folder/stem": a header of a
+    room's part (engine-model.h beside engine.c) is the room's."""
+    out = {}
+    for d, names in folders.items():
+        sources = {os.path.splitext(n)[0] for n in names
+                   if n.endswith(C_SOURCE)}
+        for n in names:
+            stem = os.path.splitext(n)[0]
+            parts = stem.split("-")
+            for k in range(len(parts), 0, -1):
+                if "-".join(parts[:k]) in sources:
+                    stem = "-".join(parts[:k])
+                    break
+            out[(d, n)] = os.path.join(d, stem)
+    return out
+
+
+def c_definitions(text):
+    """The names of the functions @p text (comments and strings removed)
+    defines: {name: static?}."""
+    out = {}
+    for m in C_HEAD.finditer(text):
+        name = m.group(2)
+        if name in C_KEYWORDS:
+            continue
+        depth, i = 0, m.end() - 1
+        while i < len(text):            # to the parameters' end
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                break
+        rest = text[i:].lstrip()
+        if not rest.startswith("{"):
+            continue                    # a prototype, a macro's use
+        line_start = text.rfind("\n", 0, m.start() - 1) + 1
+        before = m.group(1) or text[line_start:m.start()]
+        out[name] = bool(re.search(r"\bstatic\b", before))
+    return out
+
+
+def c_resolve(folders, folder, inc):
+    """The file (folder, name) that `#include "inc"` in @p folder reads,
+    or None (lib/'s headers, generated ones)."""
+    if "/" in inc:
+        path = os.path.normpath(os.path.join(folder, inc))
+        d, n = os.path.split(path)
+        return (d, n) if n in folders.get(d, ()) else None
+    if inc in folders.get(folder, ()):
+        return folder, inc
+    # the include path: the shared code first, then any folder holding it
+    order = sorted(PROGRAM_LAYERS, key=PROGRAM_LAYERS.get) + sorted(folders)
+    for d in order:
+        if inc in folders.get(d, ()):
+            return d, inc
+    return None
+
+
+def c_edges(root, folders):
+    """The uses between the rooms outside lib/: (includes, calls), each
+    {(from room, to room): a reason}."""
+    room = c_rooms(folders)
+    texts = {}
+    for d, names in folders.items():
+        for n in names:
+            with open(os.path.join(root, d, n), encoding="utf-8",
+                      errors="replace") as f:
+                raw = f.read()
+            texts[(d, n)] = (c_strip(raw, False), c_strip(raw, True))
+    defined, local = collections.defaultdict(set), {}
+    for (d, n), (_, bare) in texts.items():
+        if n.endswith(C_SOURCE):
+            defs = c_definitions(bare)
+            local[(d, n)] = set(defs)
+            for name, static in defs.items():
+                if not static:
+                    defined[name].add((d, n))
+    includes, calls = {}, {}
+    for (d, n), (code, bare) in texts.items():
+        src = room[(d, n)]
+        for inc in INCLUDE.findall(code):
+            hit = c_resolve(folders, d, inc)
+            if hit and room[hit] != src:
+                includes.setdefault((src, room[hit]),
+                                    f"{os.path.join(d, n)} includes {inc}")
+        if not n.endswith(C_SOURCE):
+            continue                    # a header's prototypes call nothing
+        for name in C_CALL.findall(bare):
+            if name in local[(d, n)]:
+                continue                # its own (static or not)
+            where = defined.get(name, set())
+            if len(where) > 1:          # main(), or a harness's twin:
+                where = {w for w in where if w[0] == d}  # its folder's
+            if len(where) != 1:
+                continue
+            dst = room[next(iter(where))]
+            if dst != src:
+                calls.setdefault((src, dst),
+                                 f"{os.path.join(d, n)} calls {name}()")
+    return includes, calls
+
+
+def c_folder(room):
+    return os.path.dirname(room)
+
+
+def check_programs(root):
+    """The C code outside lib/: no include cycle, no call cycle, no cycle
+    of both, no room using one it must not.  True on failure."""
+    folders = c_folders(root)
+    rooms = set(c_rooms(folders).values())
+    includes, calls = c_edges(root, folders)
+    uses = dict(calls)
+    uses.update(includes)
+    fail = False
+    seen = []
+    for kind, edges in (("an include cycle", includes),
+                        ("a call cycle", calls),
+                        ("a cycle of includes and calls", uses)):
+        for comp in cycles(rooms, edges):
+            if comp in seen:
+                continue
+            seen.append(comp)
+            print(f"FAIL: {kind} between the C rooms {', '.join(comp)}:")
+            for (a, b), why in sorted(edges.items()):
+                if a in comp and b in comp:
+                    print(f"  {a} -> {b}: {why}")
+            fail = True
+    for (a, b), why in sorted(uses.items()):
+        fa, fb = c_folder(a), c_folder(b)
+        if fa == fb or fa not in PROGRAM_LAYERS:
+            continue                    # its own folder, or a harness
+        if fb not in PROGRAM_LAYERS:
+            print(f"FAIL: {a} ({fa}/) uses the harness {b} ({fb}/): {why}")
+            fail = True
+        elif PROGRAM_LAYERS[fb] == PROGRAM_LAYERS[fa]:
+            print(f"FAIL: {a} ({fa}/) uses {b} ({fb}/) across: {fa}/ and "
+                  f"{fb}/ never use each other: {why}")
+            fail = True
+        elif PROGRAM_LAYERS[fb] > PROGRAM_LAYERS[fa]:
+            print(f"FAIL: {a} ({fa}/) reaches up to {b} ({fb}/): {why}")
+            fail = True
+    if not fail:
+        print(f"ok: {len(rooms)} C rooms outside lib/ in {len(folders)} "
+              f"folders, {len(includes)} includes and {len(calls)} calls "
+              f"between them, no cycle, none reaching up or across")
+    return fail
+
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: check-layers.py SOURCE_ROOT")
@@ -169,6 +379,7 @@ def main():
         if rank[la] < rank[lb]:
             print(f"FAIL: {a} ({la}/) reaches up to {b} ({lb}/): {why}")
             fail = True
+    fail |= check_programs(root)
     pkg = os.path.join(root, "models", "txlgen")
     pedges = python_edges(pkg)
     mods = {a for a, _ in pedges} | {b for _, b in pedges}

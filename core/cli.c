@@ -21,6 +21,7 @@
 #include "settings.h"
 #include "suggest.h"
 #include "text.h"
+#include "usage.h"
 
 /* the long spellings: each row's name, its --no- form, its alias and the
  * alias's --no- form at most */

@@ -21,10 +21,10 @@
 #include "txl.h"
 
 #include "errors.h"
+/* the fields of txlgen-server's own options (its rows of the table) */
+#include "server-options.h"
 #include "settings.h"
 #include "text.h"
-/* the fields of txlgen-server's own options (its rows of the table) */
-#include "../server/srv.h"
 
 unsigned settings_prog = PROG_TXLGEN;
 
@@ -83,7 +83,7 @@ kv_type_names(int *n)
 #define BOTH(...) ROW_OF(PROG_BOTH, __VA_ARGS__)
 /* an option of txlgen-server alone, named @p name (its long option with
  * '-' for '_' and its config key): the field of its struct srv_opts
- * (srv.h) */
+ * (server-options.h) */
 #define SERVER(name, field, type_, ...) \
 	{ .key = #name, .progs = PROG_SERVER, .in_server = true, \
 	  .offset = offsetof(struct srv_opts, field), .type = type_, \
@@ -150,7 +150,8 @@ const struct setting settings[] = {
 
 	/*
 	 * txlgen-server's own options.  A new one is one row here, on a
-	 * field of struct srv_opts (srv.h) that main.c's srv initialises:
+	 * field of struct srv_opts (server-options.h) that server/main.c's srv
+	 * initialises:
 	 *   SERVER(max_foo, max_foo, ST_INT, .min = 1, .max = 1 << 20,
 	 *          .metavar = "N", .help = "... (default 8)"),
 	 * (option --max-foo, config key "max_foo"; ST_INT for an int field,

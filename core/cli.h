@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cli.h - the command line: the parser of the option table (settings.c);
+ * --help, --version and --list-options are usage.h's.
+ */
+#ifndef TXLGEN_CLI_H
+#define TXLGEN_CLI_H
+
+#include <stdbool.h>
+
+#include "settings.h"
+
+/**
+ * Parse the command line: load --config first, then apply the options
+ * over it.  Returns EXIT_OK, or the exit code after printing the error;
+ * *@p done is set when the program should exit with that code (--help,
+ * --version, errors).
+ */
+int options_parse(struct txlgen_options *o, int argc, char **argv,
+		  bool *done);
+
+#endif /* TXLGEN_CLI_H */
