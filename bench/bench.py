@@ -68,6 +68,7 @@ import torch.nn.functional as F                  # noqa: E402
 
 import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import convert, original, txl_ref, txlfile  # noqa: E402
+from txlgen.conventions import REL_PARTIAL  # noqa: E402
 from machine import cpu_name                     # noqa: E402 (bench/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,7 +148,8 @@ def torch_model(cfg, state, orig):
                              div_val=1, tie_projs=[False], pre_lnorm=False,
                              tgt_len=cfg.tgt_len, ext_len=0,
                              mem_len=cfg.mem_len, cutoffs=[],
-                             same_length=False, attn_type=0, clamp_len=-1)
+                             same_length=False, attn_type=REL_PARTIAL,
+                             clamp_len=-1)
         m.load_state_dict(torch.load(state))
         m.eval()
 

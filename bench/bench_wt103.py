@@ -61,6 +61,7 @@ import torch                                         # noqa: E402
 
 import srctree  # noqa: F401,E402 (models/ on sys.path)
 from txlgen import original, txl_ref  # noqa: E402
+from txlgen.conventions import REL_PARTIAL  # noqa: E402
 import bench                                         # noqa: E402 (bench/)
 from machine import cpu_name                         # noqa: E402 (bench/)
 
@@ -90,8 +91,8 @@ def build(orig, shape, work):
         tie_weight=True, d_embed=shape["d_model"], div_val=shape["div_val"],
         tie_projs=[False] + [True] * len(shape["cutoffs"]),
         pre_lnorm=False, tgt_len=128, ext_len=0, mem_len=1600,
-        cutoffs=list(shape["cutoffs"]), same_length=True, attn_type=0,
-        clamp_len=1000)
+        cutoffs=list(shape["cutoffs"]), same_length=True,
+        attn_type=REL_PARTIAL, clamp_len=1000)
     with torch.no_grad():
         for name, p in m.named_parameters():
             if "layer_norm.weight" in name:

@@ -37,6 +37,7 @@ import numpy as np
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import txlfile, vocab
+from txlgen.conventions import REL_PARTIAL
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -46,7 +47,7 @@ D_MODEL = 1024
 CUTOFFS = [20000, 40000, 200000]
 BODY = dict(n_layer=1, n_head=2, d_head=16, d_inner=64, tgt_len=64,
             mem_len=64, clamp_len=-1, same_length=False, pre_lnorm=False,
-            attn_type=0, ext_len=0, untie_r=False)
+            attn_type=REL_PARTIAL, ext_len=0, untie_r=False)
 
 
 def tokenizer():

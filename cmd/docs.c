@@ -30,6 +30,7 @@
 #include "engine-streams.h"
 #include "engine.h"
 #include "input.h"
+#include "modes.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"

@@ -12,6 +12,7 @@
 
 #include "engine-model.h"
 #include "engine.h"
+#include "modes.h"
 
 static bool
 is_space(char c)

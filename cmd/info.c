@@ -20,6 +20,7 @@
 
 #include "engine-model.h"
 #include "engine.h"
+#include "modes.h"
 #include "text.h"
 
 static cJSON *
@@ -222,6 +223,16 @@ describe_memory(struct engine *e, cJSON *root)
 	/* the tokens a generated one depends on, itself included */
 	num(m, "receptive_field",
 	    (double)txl_session_receptive_field(e->mod->model, &r, 1));
+	/* what a --part reads besides its share, once: the memory's
+	 * receptive field before the segment of its first token, from a
+	 * segment's start (for a segment far into a text), and at most a
+	 * segment less a token at each end that it shares with its
+	 * neighbours */
+	const int64_t far = (int64_t)r.seg_len << 24;
+	const int64_t context = far - txl_session_tail_start(e->mod->model,
+							     &r, far);
+	num(m, "part_context", (double)context);
+	num(m, "part_overhead", (double)(context + 2 * (r.seg_len - 1)));
 	num(m, "bytes", (double)bytes);
 	/* txl_session_adapt()'s own copy of the output weight and bias */
 	num(m, "adapt_bytes", 4.0 * hp->n_token * (hp->d_embed + 1));

@@ -27,6 +27,7 @@
 #include "engine-streams.h"
 #include "engine.h"
 #include "models.h"
+#include "modes.h"
 #include "text.h"
 
 struct kl_ref {

@@ -31,7 +31,9 @@
 #include "errors.h"
 #include "input.h"
 #include "models.h"
+#include "modes.h"
 #include "output.h"
+#include "progress.h"
 #include "repl.h"
 #include "settings.h"
 #include "signals.h"
@@ -317,8 +319,15 @@ main(int argc, char **argv)
 		return finish(rc);
 	}
 
+	progress_force(o.progress);
 	if (o.list_models) {
 		rc = models_list(stdout, o.json);
+		options_free(&o);
+		return finish(rc);
+	}
+	/* the parts' summaries: no model */
+	if (o.score_merge.n) {
+		rc = score_merge(&o.score_merge, o.json, stdout);
 		options_free(&o);
 		return finish(rc);
 	}

@@ -11,6 +11,15 @@
  * uncertainty), carried over to bits per byte.  Interrupted, it gives the
  * same for what was scored so far, marked partial.
  *
+ * --part K/N scores the K-th of N equal runs of the text's tokens: it
+ * reads the whole text's tokens, starts where the memory entering the
+ * segment of its first token is determined (txl_session_tail_start():
+ * the receptive field of that memory, from the start of a segment of the
+ * whole run), counts the tokens before as read (txl_session_skip()),
+ * feeds the rest up to that segment without scoring, then scores the
+ * whole run's segments that hold its tokens, as the whole run computes
+ * them, and counts only its own predictions (--score-merge: parts.c).
+ *
  * Each prediction's rank (1 + the tokens of the vocabulary more likely
  * than the one that came) goes with its log-prob into the JSON rows and
  * the --html page; it takes the full distribution, which a full softmax
@@ -27,9 +36,24 @@
 #include "engine-streams.h"
 #include "engine.h"
 #include "html.h"
+#include "modes.h"
 #include "progress.h"
 #include "signals.h"
 #include "text.h"
+
+/* --part: a chunk's tokens in the whole text, and where their text ends */
+struct span {
+	int64_t end;           /* tokens up to the end of the chunk */
+	double to, cto;        /* bytes and characters of text up to it */
+};
+
+/* --part: every token of the text */
+struct whole_text {
+	int32_t *ids;
+	int64_t n, cap;
+	struct span *spans;
+	int64_t n_spans, spans_cap;
+};
 
 struct score {
 	struct engine *e;
@@ -54,6 +78,11 @@ struct score {
 	struct kl_ref *kl;     /* --kl-ref, or NULL */
 	struct html_page *html; /* --html, or NULL */
 	bool lead;             /* the page has no text yet */
+	struct whole_text *whole; /* --part, else NULL */
+	int64_t part_from, part_to; /* --part: its tokens [from, to) */
+	double part_bytes, part_chars; /* and their text */
+	uint64_t fingerprint;  /* --part: of model, settings and tokens */
+	int64_t part_read;     /* --part: tokens computed, not its own */
 };
 
 /* The characters of UTF-8 text: the bytes that are not continuations,
@@ -68,6 +97,63 @@ count_chars(const char *s, size_t len)
 	return n;
 }
 
+/* The text up to the end of token @p i of @p n that stand for the text
+ * from @p from to @p to: its length shared out among them, whole. */
+static double
+token_end(double from, double to, int64_t i, int64_t n)
+{
+	return floor(from + (to - from) * (double)(i + 1) / (double)n);
+}
+
+/* --part: tokens @p ids, a chunk of them, into the whole text */
+static void
+keep_tokens(struct whole_text *w, const int32_t *ids, int n, double to,
+	    double cto)
+{
+	if (w->n + n > w->cap) {
+		w->cap = (w->n + n) * 2;
+		w->ids = xrealloc(w->ids, (size_t)w->cap * sizeof(int32_t));
+	}
+	if (n > 0)
+		memcpy(w->ids + w->n, ids, (size_t)n * sizeof(int32_t));
+	w->n += n;
+	if (w->n_spans == w->spans_cap) {
+		w->spans_cap = w->spans_cap ? 2 * w->spans_cap : 1024;
+		w->spans = xrealloc(w->spans, (size_t)w->spans_cap *
+				    sizeof(struct span));
+	}
+	w->spans[w->n_spans++] = (struct span){ w->n, to, cto };
+}
+
+/* --part: the bytes (@p chars: the characters) of the text up to the end
+ * of token @p i, as a whole run counts them (-1: 0). */
+static double
+text_end(const struct score *sc, int64_t i, bool chars)
+{
+	const struct whole_text *w = sc->whole;
+	int64_t lo = 0, hi = w->n_spans - 1;
+
+	if (i < 0)
+		return 0;
+	if (i >= w->n - 1)
+		return chars ? (double)sc->chars : (double)sc->bytes;
+	/* the first chunk that ends after token i */
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+
+		if (w->spans[mid].end > i)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	const int64_t start = lo ? w->spans[lo - 1].end : 0;
+	const double from = lo ? (chars ? w->spans[lo - 1].cto :
+				  w->spans[lo - 1].to) : 0;
+
+	return token_end(from, chars ? w->spans[lo].cto : w->spans[lo].to,
+			 i - start, w->spans[lo].end - start);
+}
+
 /* Tokens @p ids, that end the text at sc->bytes and sc->chars: from
  * @p from bytes and @p cfrom characters before them. */
 static void
@@ -75,6 +161,12 @@ add_tokens(struct score *sc, const int32_t *ids, int n, double from,
 	   double cfrom)
 {
 	const double to = (double)sc->bytes, cto = (double)sc->chars;
+
+	if (sc->whole) {
+		keep_tokens(sc->whole, ids, n, to, cto);
+		sc->total += n;
+		return;
+	}
 
 	if (sc->t.n + n > sc->end_cap) {
 		sc->end_cap = (sc->t.n + n) * 2;
@@ -85,9 +177,8 @@ add_tokens(struct score *sc, const int32_t *ids, int n, double from,
 	}
 	/* whole bytes, so that a partial summary's bpb is its bytes' */
 	for (int i = 0; i < n; i++) {
-		sc->end[sc->t.n + i] = floor(from + (to - from) * (i + 1) / n);
-		sc->cend[sc->t.n + i] = floor(cfrom + (cto - cfrom) *
-					      (i + 1) / n);
+		sc->end[sc->t.n + i] = token_end(from, to, i, n);
+		sc->cend[sc->t.n + i] = token_end(cfrom, cto, i, n);
 	}
 	tokvec_add(&sc->t, ids, n);
 	sc->total += n;
@@ -151,15 +242,15 @@ ranks(struct score *sc, const int32_t *targets, int n)
 	}
 }
 
-/* Score the predictions of t[1..n] from inputs t[0..n-1], one segment.
- * txl_session_score() computes only what the targets need: with an
- * adaptive softmax the head and each target's own cluster, never the
+/* Score the predictions of t[1..n] from inputs t[0..n-1], one segment,
+ * and count those of t[lo + 1 .. hi] (a part's share of it; a whole run:
+ * all).  txl_session_score() computes only what the targets need: with
+ * an adaptive softmax the head and each target's own cluster, never the
  * full distribution. */
 static int
-score_segment(struct score *sc, int n)
+score_segment(struct score *sc, const int32_t *t, int n, int lo, int hi)
 {
 	struct engine *e = sc->e;
-	const int32_t *t = sc->t.v;
 	enum txl_status st;
 	int rc = engine_feed(e, t, n, TXL_LOGITS_ALL);
 
@@ -167,7 +258,7 @@ score_segment(struct score *sc, int n)
 		rc = kl_ref_feed(e, sc->kl, t, n);
 	if (rc != EXIT_OK)
 		return rc;
-	if (sc->base == 0 && (e->opts->json || sc->html)) {
+	if (sc->base == 0 && !sc->whole && (e->opts->json || sc->html)) {
 		token_text(sc, t[0]);  /* may begin a character */
 		if (sc->html)
 			page_token(sc, NAN, 0);
@@ -182,7 +273,7 @@ score_segment(struct score *sc, int n)
 	if (sc->kl && (rc = kl_ref_compare(sc->kl, e->streams->session, t + 1,
 					   n, sc->lp)) != EXIT_OK)
 		return rc;
-	for (int i = 0; i < n; i++) {
+	for (int i = lo; i < hi; i++) {
 		double lp = sc->lp[i];
 		double d = -lp - sc->mean;
 
@@ -208,8 +299,8 @@ score_segment(struct score *sc, int n)
 		}
 	}
 	sc->base += n;
-	sc->scored_bytes = sc->end[n];
-	sc->scored_chars = sc->cend[n];
+	sc->scored_bytes = sc->end[hi];
+	sc->scored_chars = sc->cend[hi];
 	rc = engine_adapt(e, t + 1, n);
 	if (rc != EXIT_OK)
 		return rc;
@@ -250,22 +341,77 @@ static const char *const summary_key[N_SUMMARY] = { "tokens", "predicted",
 static const int summary_digits[N_SUMMARY] = { 0, 0, 0, 0, 6, 4, 6, 6, 6,
 	6 };
 
+/* The summary's values, in summary_key's order. */
+static void
+figures_values(const struct score_figures *f, double v[N_SUMMARY])
+{
+	double n = (double)f->predicted;
+	double nll = f->sum_nll / n;
+	double se = f->predicted > 1 ? sqrt(f->m2 / (n - 1) / n) : NAN;
+	double k = f->bytes > 0 ? 1 / log(2.0) / f->bytes : 0;
+
+	v[0] = (double)f->tokens;
+	v[1] = n;
+	v[2] = f->bytes;
+	v[3] = f->chars;
+	v[4] = nll;
+	v[5] = exp(nll);
+	v[6] = f->sum_nll * k;
+	v[7] = f->chars > 0 ? f->sum_nll / log(2.0) / f->chars : 0;
+	v[8] = se;
+	v[9] = se * n * k;
+}
+
+void
+score_figures_write(FILE *out, bool json, const struct score_figures *f)
+{
+	double v[N_SUMMARY];
+
+	figures_values(f, v);
+	for (int i = 0; i < N_SUMMARY; i++) {
+		if (!json) {
+			fprintf(out, "%s %.*f\n", summary_key[i],
+				summary_digits[i], v[i]);
+			continue;
+		}
+		fprintf(out, "%s\"%s\": ", i ? ", " : "{", summary_key[i]);
+		json_write_exact(out, v[i]);
+	}
+}
+
+/* What was scored: the whole text's figures, a part's share of them, or
+ * (@p partial) what an interrupted run scored. */
+static struct score_figures
+figures(const struct score *sc, bool partial)
+{
+	struct score_figures f = { .tokens = sc->total,
+		.predicted = sc->n_pred, .sum_nll = sc->sum_nll,
+		.m2 = sc->m2 };
+
+	f.bytes = partial ? sc->scored_bytes : (double)sc->bytes;
+	f.chars = partial ? sc->scored_chars : (double)sc->chars;
+	if (sc->whole) {
+		f.tokens = sc->part_to - sc->part_from;
+		if (!partial) {
+			f.bytes = sc->part_bytes;
+			f.chars = sc->part_chars;
+		}
+	}
+	return f;
+}
+
 static int
 write_summary(const struct score *sc, bool partial)
 {
 	FILE *out = sc->out;
-	double bytes = partial ? sc->scored_bytes : (double)sc->bytes;
-	double chars = partial ? sc->scored_chars : (double)sc->chars;
-	double nll = sc->sum_nll / (double)sc->n_pred, se = nll_stderr(sc);
-	double k = bytes > 0 ? 1 / log(2.0) / bytes : 0;
-	double bpb = sc->sum_nll * k, bpb_se = se * (double)sc->n_pred * k;
-	double bpc = chars > 0 ? sc->sum_nll / log(2.0) / chars : 0;
-	const double v[N_SUMMARY] = { (double)sc->total, (double)sc->n_pred,
-		bytes, chars, nll, exp(nll), bpb, bpc, se, bpb_se };
+	const struct score_figures f = figures(sc, partial);
+	const bool json = sc->e->opts->json;
 
 	if (sc->html && !partial) {
+		double v[N_SUMMARY];
 		char buf[64];
 
+		figures_values(&f, v);
 		for (int i = 0; i < N_SUMMARY; i++) {
 			snprintf(buf, sizeof(buf), "%.*f",
 				 summary_digits[i], v[i]);
@@ -275,34 +421,31 @@ write_summary(const struct score *sc, bool partial)
 	/* the page alone on stdout */
 	if (sc->html && !sc->html->path)
 		return EXIT_OK;
-	if (sc->e->opts->json) {
-		fprintf(out, "{\"tokens\": %lld, \"predicted\": %lld, "
-			"\"bytes\": %.0f, \"chars\": %.0f, \"nll\": ",
-			(long long)sc->total, (long long)sc->n_pred, bytes,
-			chars);
-		json_write_number(out, nll);
-		fputs(", \"ppl\": ", out);
-		json_write_number(out, exp(nll));
-		fputs(", \"bpb\": ", out);
-		json_write_number(out, bpb);
-		fputs(", \"bpc\": ", out);
-		json_write_number(out, bpc);
-		fputs(", \"nll_stderr\": ", out);
-		json_write_number(out, se);
-		fputs(", \"bpb_stderr\": ", out);
-		json_write_number(out, bpb_se);
-		if (sc->kl)
-			kl_ref_summary(sc->kl, out, true, bytes);
-		fprintf(out, ", \"partial\": %s}\n", partial ? "true" : "false");
-	} else {
-		for (int i = 0; i < N_SUMMARY; i++) {
-			fprintf(out, "%s %.*f\n", summary_key[i],
-				summary_digits[i], v[i]);
-		}
-		if (sc->kl)
-			kl_ref_summary(sc->kl, out, false, bytes);
+	score_figures_write(out, json, &f);
+	if (sc->kl)
+		kl_ref_summary(sc->kl, out, json, f.bytes);
+	if (json)
+		fprintf(out, ", \"partial\": %s", partial ? "true" : "false");
+	else
 		fprintf(out, "partial %s\n", partial ? "true" : "false");
+	/* a part: what --score-merge needs */
+	if (sc->whole && json) {
+		fprintf(out, ", \"part\": \"%lld/%lld\", \"nll_sum\": ",
+			(long long)sc->e->opts->part_k,
+			(long long)sc->e->opts->part_n);
+		json_write_exact(out, f.sum_nll);
+		fputs(", \"nll_m2\": ", out);
+		json_write_exact(out, f.m2);
+		fprintf(out, ", \"fingerprint\": \"%016llx\"",
+			(unsigned long long)sc->fingerprint);
+	} else if (sc->whole) {
+		fprintf(out, "part %lld/%lld\nfingerprint %016llx\n",
+			(long long)sc->e->opts->part_k,
+			(long long)sc->e->opts->part_n,
+			(unsigned long long)sc->fingerprint);
 	}
+	if (json)
+		fputs("}\n", out);
 	fflush(out);
 	if (ferror(out)) {
 		errmsg("writing output failed: %s", strerror(errno));
@@ -405,6 +548,141 @@ take_chunk(struct score *sc, const char *name, struct ids_reader *idr,
 	return rc;
 }
 
+/* The tokens [*from, *to) of part @p k of @p n of a text of @p total. */
+static void
+part_range(int64_t total, int64_t k, int64_t n, int64_t *from, int64_t *to)
+{
+	/* floor(total * i / n) without overflow */
+	*from = total / n * (k - 1) + total % n * (k - 1) / n;
+	*to = total / n * k + total % n * k / n;
+}
+
+/* 64-bit FNV-1a of @p len bytes at @p p, going on from @p h. */
+static uint64_t
+part_hash(uint64_t h, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* --part: a fingerprint of the model, the settings that shape the scores
+ * and the text's tokens, which every part of one run has */
+static uint64_t
+fingerprint(const struct score *sc, const struct txl_session_params *p)
+{
+	const struct engine *e = sc->e;
+	const struct whole_text *w = sc->whole;
+	const int64_t v[] = { (int64_t)txl_model_fingerprint(e->mod->model),
+		p->mem_len, p->seg_len, p->clamp_len, p->same_length,
+		p->mem_init, p->stride, p->kv_type, e->opts->compute, w->n,
+		(int64_t)sc->bytes, (int64_t)sc->chars };
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a's offset basis */
+	unsigned char b[8];
+
+	/* little-endian, whatever the machine */
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		for (int j = 0; j < 8; j++)
+			b[j] = (unsigned char)((uint64_t)v[i] >> (8 * j));
+		h = part_hash(h, b, 8);
+	}
+	for (int64_t i = 0; i < w->n; i++) {
+		for (int j = 0; j < 4; j++)
+			b[j] = (unsigned char)((uint32_t)w->ids[i] >> (8 * j));
+		h = part_hash(h, b, 4);
+	}
+	return h;
+}
+
+/* --part: its share of the text read, score the whole run's segments that
+ * hold its predictions, after reading, without scoring, what the first of
+ * them sees.  Returns an exit code. */
+static int
+score_share(struct score *sc, struct progress *pg, int seg,
+	    const struct txl_session_params *p)
+{
+	struct engine *e = sc->e;
+	const struct whole_text *w = sc->whole;
+	const int64_t total = w->n;
+	int64_t first, s0, s1, start, last;
+	double from, cfrom, b0;
+	char run[64];
+	int rc = EXIT_OK;
+
+	part_range(total, e->opts->part_k, e->opts->part_n, &sc->part_from,
+		   &sc->part_to);
+	from = text_end(sc, sc->part_from - 1, false);
+	cfrom = text_end(sc, sc->part_from - 1, true);
+	sc->part_bytes = text_end(sc, sc->part_to - 1, false) - from;
+	sc->part_chars = text_end(sc, sc->part_to - 1, true) - cfrom;
+	sc->fingerprint = fingerprint(sc, p);
+	/* its predictions: of the tokens [first, part_to) */
+	first = sc->part_from > 1 ? sc->part_from : 1;
+	if (first >= sc->part_to)
+		return EXIT_OK;
+	/* the whole run's segments: inputs [s, s + seg), targets one on */
+	s0 = (first - 1) / seg * seg;
+	s1 = (sc->part_to - 2) / seg * seg;
+	last = s1 + (total - 1 - s1 < seg ? total - 1 - s1 : seg);
+	start = txl_session_tail_start(e->mod->model, p, s0);
+	if (start < 0) {
+		errmsg("%s", engine_lib_error(TXL_ERR_INVALID));
+		return EXIT_RUNTIME;
+	}
+	for (int64_t i = 0; i < start;) {
+		int k = start - i > (1 << 30) ? 1 << 30 : (int)(start - i);
+		enum txl_status st = txl_session_skip(e->streams->session,
+						      w->ids + i, k);
+
+		if (st != TXL_OK) {
+			errmsg("%s", engine_lib_error(st));
+			return EXIT_RUNTIME;
+		}
+		i += k;
+	}
+	progress_done(pg);
+	b0 = text_end(sc, start - 1, false);
+	progress_init(pg, (uint64_t)(text_end(sc, last, false) - b0));
+	if (s0 > start && (rc = engine_feed(e, w->ids + start,
+					    (int)(s0 - start),
+					    TXL_LOGITS_NONE)) != EXIT_OK)
+		return rc;
+	sc->part_read = s0 - start;
+	/* the characters that the tokens before its first leave unfinished */
+	if (e->opts->json) {
+		for (int64_t i = first > 16 ? first - 16 : 0; i < first; i++)
+			token_text(sc, w->ids[i]);
+	}
+	sc->end = xrealloc(sc->end, (size_t)(seg + 1) * sizeof(double));
+	sc->cend = xrealloc(sc->cend, (size_t)(seg + 1) * sizeof(double));
+	sc->end_cap = seg + 1;
+	for (int64_t s = s0; s <= s1; s += seg) {
+		const int n = total - 1 - s < seg ? (int)(total - 1 - s) : seg;
+		const int lo = first - s - 1 > 0 ? (int)(first - s - 1) : 0;
+		const int hi = sc->part_to - s - 1 < n ?
+			(int)(sc->part_to - s - 1) : n;
+
+		for (int i = 0; i <= n; i++) {
+			sc->end[i] = text_end(sc, s + i, false) - from;
+			sc->cend[i] = text_end(sc, s + i, true) - cfrom;
+		}
+		sc->base = s;
+		rc = score_segment(sc, w->ids + s, n, lo, hi);
+		if (rc != EXIT_OK)
+			return rc;
+		/* what the part reads beside its own predictions */
+		sc->part_read += n - (hi - lo);
+		progress_show(pg, (uint64_t)(text_end(sc, s + n, false) - b0),
+			      s + n - start, running(sc, run, sizeof(run)),
+			      false);
+	}
+	return EXIT_OK;
+}
+
 int
 engine_score(struct engine *e, struct input *in, FILE *out)
 {
@@ -422,6 +700,11 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	bool first_piece = true;
 	int rc = EXIT_OK, got;
 	double t0 = now_s();
+	struct whole_text whole = { 0 };
+
+	/* a part: the whole text's tokens first */
+	if (e->opts->part)
+		sc.whole = &whole;
 
 	sc.lp = xrealloc(NULL, (size_t)p.seg_len * sizeof(double));
 	if (e->opts->json || e->opts->html)
@@ -442,10 +725,13 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 				&first_piece);
 		if (rc != EXIT_OK)
 			goto out;
+		if (sc.whole)
+			progress_show(&pg, in->consumed, sc.total,
+				      "reading the text", false);
 		/* a full segment and the token after it: as eval.py's
 		 * iterator, inputs x[s:s+seg], targets x[s+1:s+seg+1] */
 		while (sc.t.n > seg) {
-			rc = score_segment(&sc, seg);
+			rc = score_segment(&sc, sc.t.v, seg, 0, seg);
 			if (rc != EXIT_OK)
 				goto out;
 			drop_tokens(&sc, seg);
@@ -468,8 +754,12 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 		rc = EXIT_RUNTIME;
 		goto out;
 	}
-	if (sc.t.n > 1) {
-		rc = score_segment(&sc, sc.t.n - 1);
+	if (sc.whole) {
+		rc = score_share(&sc, &pg, seg, &p);
+		if (rc != EXIT_OK)
+			goto out;
+	} else if (sc.t.n > 1) {
+		rc = score_segment(&sc, sc.t.v, sc.t.n - 1, 0, sc.t.n - 1);
 		if (rc != EXIT_OK)
 			goto out;
 	}
@@ -485,7 +775,17 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 		rc = write_page(&sc, in->name);
 		sc.html = NULL;
 	}
-	if (e->opts->stats) {
+	if (e->opts->stats && sc.whole) {
+		double t1 = now_s() - t0;
+		int64_t n = sc.n_pred + sc.part_read;
+
+		fprintf(stderr, "txlgen: part %lld/%lld: scored %lld tokens "
+			"and read %lld more in %.3f s (%.1f tokens/s)\n",
+			(long long)e->opts->part_k, (long long)e->opts->part_n,
+			(long long)sc.n_pred, (long long)sc.part_read, t1,
+			t1 > 0 ? (double)n / t1 : 0.0);
+		engine_print_mem(e, stderr, "txlgen: ");
+	} else if (e->opts->stats) {
 		double t1 = now_s() - t0;
 
 		fprintf(stderr, "txlgen: scored %lld tokens in %.3f s "
@@ -495,7 +795,8 @@ engine_score(struct engine *e, struct input *in, FILE *out)
 	}
 out:
 	progress_done(&pg);
-	/* interrupted: what was scored so far is worth having */
+	/* interrupted: what was scored so far is worth having (a part's
+	 * only once its range is known) */
 	if (rc == EXIT_INTERRUPTED && sc.n_pred > 0 &&
 	    write_summary(&sc, true) != EXIT_OK)
 		rc = EXIT_RUNTIME;
@@ -508,5 +809,7 @@ out:
 	free(sc.end);
 	free(sc.cend);
 	free(sc.lp);
+	free(whole.ids);
+	free(whole.spans);
 	return rc;
 }

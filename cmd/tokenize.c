@@ -12,6 +12,7 @@
 
 #include "engine-model.h"
 #include "engine.h"
+#include "modes.h"
 #include "signals.h"
 #include "text.h"
 

@@ -58,7 +58,7 @@ struct srv_opts srv = {
 };
 
 /* Parse the command line into srv and @p o: the option table's rows of
- * txlgen-server (cmd/settings.c), as txlgen parses its own.  Returns an
+ * txlgen-server (core/settings.c), as txlgen parses its own.  Returns an
  * exit code, or -1 to go on. */
 static int
 parse_args(int argc, char **argv, struct txlgen_options *o)

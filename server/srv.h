@@ -7,8 +7,8 @@
  * scheduler (sched.c: one thread that owns the model and steps every
  * running completion together), the sessions it keeps (sessions.c) and
  * the request log (reqlog.c).
- * The model, settings, sampling and text output are txlgen's own
- * (cmd/).
+ * The model, settings, sampling and text output are the code it shares
+ * with txlgen (core/).
  */
 #ifndef TXLGEN_SRV_H
 #define TXLGEN_SRV_H
@@ -23,45 +23,15 @@
 
 #include "engine.h"
 #include "job.h"
+#include "server-options.h"
 #include "settings.h"
 #include "text.h"
 
-/* ---- the server's own settings (main.c) ---- */
-
-struct srv_opts {
-	const char *host;
-	int port;
-	int parallel;            /* completions stepped together */
-	const char *api_key_file;
-	bool no_api_key;         /* a non-loopback address without a key */
-	bool lenient;            /* unknown request fields let be */
-	const char *session_dir;
-	int max_sessions;        /* sessions kept in memory */
-	int max_session_bytes;   /* largest state file written; 0: any */
-	int max_disk_sessions;   /* state files kept; 0: any number */
-	size_t max_body;         /* bytes of a request body */
-	int max_prompt;          /* tokens of a request's prompts */
-	int max_tokens;          /* max_tokens of a request, at most */
-	int max_n;               /* n of a request, at most */
-	int max_logprob_rows;    /* logprobs entries a request may hold */
-	int max_connections;
-	int max_queue;           /* requests waiting for a slot */
-	int timeout_s;           /* a connection idle this long is closed */
-	int request_timeout_s;   /* a request must arrive whole in this */
-	int max_per_client;      /* connections of one address sending */
-	int grace_s;             /* SIGTERM: running requests' time to end */
-	const char *cors_origin; /* NULL: no CORS headers */
-	bool log_requests;       /* the request log (reqlog.c) */
-	int log_format;          /* enum log_format */
-	char model_name[256];    /* what /v1/models calls it */
-};
+/* ---- the server's own settings (server-options.h), main.c's ---- */
 
 extern struct srv_opts srv;
 
 /* ---- the request log (reqlog.c) ---- */
-
-/* --log-format's values (their names are cmd/settings.c's) */
-enum log_format { LOG_TEXT, LOG_JSON };
 
 /* The line of a request from @p client (NULL: unknown) that ended with
  * @p status (0: none sent): @p method and @p path as sent (NULL: not

@@ -34,6 +34,7 @@ import unittest
 from unittest import mock
 
 import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen.conventions import REL_PARTIAL  # noqa: E402
 import forge
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -229,7 +230,7 @@ def values_dir(name, value, f64=False):
     hp = dict(n_token=320, n_layer=1, n_head=1, d_model=32, d_head=4,
               d_inner=32, d_embed=32, div_val=1, cutoffs=[],
               tie_projs=[False], tie_weight=True, untie_r=False,
-              attn_type=0, tgt_len=4, mem_len=4, max_klen=8)
+              attn_type=REL_PARTIAL, tgt_len=4, mem_len=4, max_klen=8)
     big = "layers.0.dec_attn.qkv_net.weight"
     header, data = {}, b""
     for k, (shape, _) in loadable.tensors(hp).items():

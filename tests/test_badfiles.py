@@ -38,6 +38,8 @@ import unittest
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import proto, random_model as mrm, txlfile, vocab
+from txlgen.conventions import (ABS_LEARNED, ABS_SINUSOID, ADAPTIVE_SPAN,
+                                ATTN_KINDS, REL_LEARNED)
 
 EXIT_BADMODEL = 3
 
@@ -522,7 +524,8 @@ CASES = {
     "format_name": (_edit(_meta("format", "gguf")), r"format"),
     "format_missing": (_edit(_meta("format", None)), r"format"),
     "format_version": (_edit(_meta("format_version", "99")), r"version"),
-    "attn_type": (_edit(_meta("attn_type", "5")), r"attn_type"),
+    "attn_type": (_edit(_meta("attn_type", str(len(ATTN_KINDS)))),
+                  r"attn_type"),
     # how the checkpoint's code computes
     "layer_norm_eps_text": (_edit(_meta("layer_norm_eps", "small")),
                             r"metadata 'layer_norm_eps' is 'small'"),
@@ -535,22 +538,26 @@ CASES = {
                          r"'same_length_mask' is 'tensorflow', expected "
                          r"'pytorch' or 'tf'"),
     # attn_type 2 wants other tensors than the file's (type 0) ones
-    "attn_type_tensors": (_edit(_meta("attn_type", "2")),
+    "attn_type_tensors": (_edit(_meta("attn_type", str(ABS_SINUSOID))),
                           r"missing tensor 'layers.0.dec_attn.q_net"),
     # the variants' hyperparameters; the file is attn_type 0
     # with a full softmax, n_token 320, d_model 32, n_head 2, d_head 8
-    "max_klen_missing": (_edit(_meta("attn_type", "1")),
+    "max_klen_missing": (_edit(_meta("attn_type", str(REL_LEARNED))),
                          r"metadata lacks 'max_klen'"),
-    "max_klen_zero": (_edit(_metas(attn_type="3", max_klen="0")),
+    "max_klen_zero": (_edit(_metas(attn_type=str(ABS_LEARNED),
+                                    max_klen="0")),
                       r"metadata 'max_klen' is '0'"),
-    "attn3_width": (_edit(_metas(attn_type="3", max_klen="16")),
+    "attn3_width": (_edit(_metas(attn_type=str(ABS_LEARNED),
+                                  max_klen="16")),
                     r"attn_type 3 needs n_head \* d_head"),
-    "attn1_tables": (_edit(_metas(attn_type="1", max_klen="16")),
+    "attn1_tables": (_edit(_metas(attn_type=str(REL_LEARNED),
+                                   max_klen="16")),
                      r"missing tensor 'r_emb'"),
     # the adaptive span (attn_type 4): its metadata, then its tensors
-    "attn_span_missing": (_edit(_meta("attn_type", "4")),
+    "attn_span_missing": (_edit(_meta("attn_type", str(ADAPTIVE_SPAN))),
                           r"metadata lacks 'attn_span'"),
-    "span_ramp_zero": (_edit(_metas(attn_type="4", attn_span="64",
+    "span_ramp_zero": (_edit(_metas(attn_type=str(ADAPTIVE_SPAN),
+                                    attn_span="64",
                                     span_ramp="0")),
                        r"metadata 'span_ramp' is '0'"),
     "span_same_length": (_edit(_metas(attn_type="4", attn_span="64",

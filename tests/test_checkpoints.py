@@ -41,6 +41,7 @@ import torch
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import (checkpoint, hf_ref, random_model as mrm, txl_ref,
                     txlfile)
+from txlgen.conventions import LAYER_NORM_EPS, REL_PARTIAL
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 TEST_SPM = mrm.find_program("TEST_SPM", "tests", "test-spm")
@@ -299,7 +300,7 @@ class TestCheckpoints(unittest.TestCase):
                            "mem_len": 6, "clamp_len": -1,
                            "same_length": False,
                            "proj_share_all_but_first": True,
-                           "attn_type": 0, "sample_softmax": -1,
+                           "attn_type": REL_PARTIAL, "sample_softmax": -1,
                            "adaptive": True, "dropout": 0.1,
                            "untie_r": True, "tgt_len": 4,
                            "model_type": "transfo-xl"}, f)
@@ -471,10 +472,11 @@ class TestCheckpoints(unittest.TestCase):
         LayerNorm epsilon."""
         wt103 = dict(
             adaptive=True, architectures=["TransfoXLLMHeadModel"],
-            attn_type=0, clamp_len=7, cutoffs=[8, 16, 28], d_embed=32,
-            d_head=8, d_inner=48, d_model=32, div_val=2, dropatt=0.0,
+            attn_type=REL_PARTIAL, clamp_len=7, cutoffs=[8, 16, 28],
+            d_embed=32, d_head=8, d_inner=48, d_model=32, div_val=2, dropatt=0.0,
             dropout=0.1, eos_token_id=0, ext_len=0, init="normal",
-            init_range=0.01, init_std=0.02, layer_norm_epsilon=1e-05,
+            init_range=0.01, init_std=0.02,
+            layer_norm_epsilon=LAYER_NORM_EPS["huggingface"],
             mem_len=9, model_type="transfo-xl", n_head=4, n_layer=2,
             pre_lnorm=False, proj_init_std=0.01, same_length=True,
             sample_softmax=-1, tgt_len=5, tie_projs=[False, True, True,
@@ -495,8 +497,8 @@ class TestCheckpoints(unittest.TestCase):
                 (meta["origin"], meta["converter_version"],
                  json.loads(meta["recommended"])["mem_init"],
                  meta["same_length"], meta["clamp_len"], meta["mem_len"],
-                 meta["tie_weight"], float(meta.get("layer_norm_eps",
-                                                    "1e-5"))),
+                 meta["tie_weight"], float(meta.get(
+                     "layer_norm_eps", LAYER_NORM_EPS["pytorch"]))),
                 ("huggingface", "2", "zeros", "true",
                  str(c["clamp_len"]), str(c["mem_len"]),
                  txlfile.meta_value(c["tie_word_embeddings"]),

@@ -30,6 +30,7 @@ import unittest
 import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
 from clitest import MODEL, ROOT, TXLGEN
+from txlgen.conventions import number_types
 
 # txlgen keeps an ignored SIGHUP ignored (as nohup asks): the hangup tests
 # need its default in the programs they start, whatever ran the tests
@@ -263,7 +264,7 @@ class Options(unittest.TestCase):
                        "--score-docs",
                        "--field", "--strict", "--first-line", "--streams",
                        "--kl-ref", "--kl-ref-kv-type", "--kl-ref-compute",
-                       "--html"):
+                       "--html", "--part", "--score-merge"):
                 continue
             arg = values.get(opt, opt)
             argv = [arg]
@@ -2101,8 +2102,7 @@ class ForgivingOptions(unittest.TestCase):
             PATH=bindir + ":" + os.environ["PATH"],
             TXLGEN_MODEL_PATH=models)), {"FILE", "zeta", "zebra"})
         # --kv-type: the types txlgen --list-types prints
-        self.assertEqual(complete("--kv-type", ""),
-                         {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"})
+        self.assertEqual(complete("--kv-type", ""), set(number_types()))
         # ...and a short option as its long one
         for short, name in re.findall(r"(?m)^\s+-(\w), (--[a-z-]+) [A-Z]",
                                       help_text):
@@ -2114,8 +2114,7 @@ class Completion(unittest.TestCase):
     def test_list_types_and_any_case(self):
         rc, out, err = run("--list-types", model=False)
         self.assertEqual((rc, err), (0, ""))
-        self.assertEqual(out.decode().split(),
-                         ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K"])
+        self.assertEqual(out.decode().split(), list(number_types()))
         rc, out, err = run("--kv-type", "bf16", "--compute", "F32",
                            "--print-config")
         self.assertEqual(rc, 0, err)
@@ -2152,7 +2151,7 @@ class Completion(unittest.TestCase):
 
         self.assertEqual(complete("--list-m"), ["--list-models"])
         self.assertEqual(complete("--kv-type", "Q"),
-                         ["Q8_0", "Q4_0", "Q4_K"])
+                         [n for n in number_types() if n.startswith("Q")])
         self.assertEqual(complete("--compute", "b"), ["bf16"])
         self.assertEqual(complete("--mem-init", ""), ["empty", "zeros"])
         self.assertIn("zorro", complete("-m", "zo"))

@@ -18,6 +18,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import convert, random_model as mrm, txl_ref, txlfile
+from txlgen.conventions import TABLE_KINDS
 
 TMP = None
 
@@ -62,13 +63,13 @@ class RoundTrip(unittest.TestCase):
             self.assertEqual(json.loads(meta["cutoffs"]), cfg.cutoffs)
             self.assertEqual(len(json.loads(meta["tie_projs"])),
                              len(cfg.cutoffs) + 1, name)
-            self.assertEqual("max_klen" in meta, cfg.attn_type in (1, 3))
+            self.assertEqual("max_klen" in meta, cfg.attn_type in TABLE_KINDS)
             if cfg.tie_weight:
                 self.assertNotIn("crit.out_layers.0.weight", tensors, name)
             for i, tied in enumerate(cfg.tie_projs):
                 self.assertEqual(f"crit.out_projs.{i}" in tensors,
                                  cfg.has_proj() and not tied, f"{name} {i}")
-            back = txl_ref.load_model_file(rm.path)
+            back = txl_ref.from_tensors(*txlfile.read(rm.path))
             ids = mrm.random_ids(60, cfg.n_token, 2)
             want = rm.score(ids)
             got = txl_ref.score_ids(back, ids, *rm.settings()).tolist()
@@ -189,7 +190,7 @@ class TestQ4Weights(unittest.TestCase):
 
 
 class TestQ4K(unittest.TestCase):
-    """txlfile.quantize_q4_k and calibrate.gptq_q4_k, the roundings of
+    """txlfile.quantize_q4_k and txlfile.gptq_q4_k, the roundings of
     Q4_K weight files, and txlfile.py --calibrate."""
 
     def test_error_below_q4_0(self):
@@ -219,13 +220,12 @@ class TestQ4K(unittest.TestCase):
         """With inputs whose columns correlate, the output error
         (W - Q) X of GPTQ's blocks is below that of the nearest values'."""
         import numpy as np
-        from txlgen import calibrate
         rng = np.random.default_rng(3)
         w = rng.standard_normal((32, 256)).astype(np.float32)
         base = rng.standard_normal((2048, 16))
         xs = base @ rng.standard_normal((16, 256)) + \
             0.1 * rng.standard_normal((2048, 256))
-        g = calibrate.gptq_q4_k(w, xs.T @ xs)
+        g = txlfile.gptq_q4_k(w, xs.T @ xs)
         r = txlfile.quantize_q4_k(w)
 
         def out_err(blocks):

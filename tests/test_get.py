@@ -41,6 +41,7 @@ import unittest
 import zipfile
 
 import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen.conventions import LAYER_NORM_EPS, REL_PARTIAL  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -276,13 +277,14 @@ def make_hf_dir(outdir):
                os.path.join(d, "vocab.bin"),
                _use_new_zipfile_serialization=False)
     conf = {"adaptive": True, "architectures": ["TransfoXLLMHeadModel"],
-            "attn_type": 0, "clamp_len": cfg["clamp_len"],
+            "attn_type": REL_PARTIAL, "clamp_len": cfg["clamp_len"],
             "cutoffs": cfg["cutoffs"], "d_embed": cfg["d_embed"],
             "d_head": cfg["d_head"], "d_inner": cfg["d_inner"],
             "d_model": cfg["d_model"], "div_val": cfg["div_val"],
             "dropatt": 0.0, "dropout": 0.1, "eos_token_id": 0, "ext_len": 0,
             "init": "normal", "init_range": 0.01, "init_std": 0.02,
-            "layer_norm_epsilon": 1e-05, "mem_len": cfg["mem_len"],
+            "layer_norm_epsilon": LAYER_NORM_EPS["huggingface"],
+            "mem_len": cfg["mem_len"],
             "model_type": "transfo-xl", "n_head": cfg["n_head"],
             "n_layer": cfg["n_layer"], "pre_lnorm": False,
             "proj_init_std": 0.01, "same_length": True,

@@ -40,6 +40,7 @@ import numpy as np
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import checkpoint, convert, loadable, random_model as mrm
 from txlgen import proto, txlfile, vocab
+from txlgen.conventions import ADAPTIVE_SPAN, REL_LEARNED, REL_PARTIAL
 import test_badfiles as tb
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
@@ -136,11 +137,13 @@ class SameRules(unittest.TestCase):
             cases += [({key: str(v)}, f"{key}={v}")
                       for v in (lo - 1, lo, hi, hi + 1)]
         for v in (0, 1, L["TXL_MAX_KLEN"], L["TXL_MAX_KLEN"] + 1):
-            cases.append(({"attn_type": "1", "max_klen": str(v)},
+            cases.append(({"attn_type": str(REL_LEARNED),
+                           "max_klen": str(v)},
                           f"max_klen={v}"))
         for key in ("attn_span", "span_ramp"):
             for v in (0, 1, L["TXL_MAX_SPAN"], L["TXL_MAX_SPAN"] + 1):
-                m = {"attn_type": "4", "attn_span": "64", "span_ramp": "32"}
+                m = {"attn_type": str(ADAPTIVE_SPAN), "attn_span": "64",
+                     "span_ramp": "32"}
                 m[key] = str(v)
                 cases.append((m, f"{key}={v}"))
         n = L["TXL_MAX_CLUSTERS"]
@@ -199,7 +202,8 @@ def run_convert(*args):
 
 BASE = dict(n_layer=1, n_head=2, d_model=8, d_head=4, d_inner=8, d_embed=8,
             div_val=1, cutoffs=[], tie_weight=True, pre_lnorm=False,
-            attn_type=0, tgt_len=4, ext_len=0, mem_len=4, clamp_len=-1,
+            attn_type=REL_PARTIAL, tgt_len=4, ext_len=0, mem_len=4,
+            clamp_len=-1,
             same_length=False, untie_r=False)
 
 

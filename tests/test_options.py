@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The one option table of txlgen and txlgen-server (cmd/settings.c).
+"""The one option table of txlgen and txlgen-server (core/settings.c).
 
 Each program's --help, --list-options, parser and man page name the same
 options; each refuses the other's options with a line naming the program

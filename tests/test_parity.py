@@ -52,6 +52,8 @@ from concurrent.futures import ThreadPoolExecutor
 import srctree  # noqa: F401 (models/ on sys.path)
 import clitest
 from txlgen import random_model as mrm, txlfile
+from txlgen.conventions import (LAYER_NORM_EPS, MEMORY_KINDS, REL_LEARNED,
+                                REL_PARTIAL)
 
 TOL = 1e-4
 N_TOKENS = 150          # tokens scored per case (149 predictions)
@@ -92,12 +94,14 @@ CONFIGS = {
     # adaptive softmax; a large epsilon (pre- and post-LayerNorm) to show
     # that the model's own is used
     "tf_mask": dict(same_length=True, same_length_mask="tf",
-                    layer_norm_eps=1e-12, tgt_len=6, mem_len=12,
+                    layer_norm_eps=LAYER_NORM_EPS["tensorflow"], tgt_len=6,
+                    mem_len=12,
                     clamp_len=5, seed=10),
     "tf_mask_adaptive": dict(cutoffs=[20, 60, 200], div_val=2, d_embed=32,
                              tie_projs=[False, True, True, True],
                              same_length=True, same_length_mask="tf",
-                             layer_norm_eps=1e-12, untie_r=True, tgt_len=5,
+                             layer_norm_eps=LAYER_NORM_EPS["tensorflow"],
+                             untie_r=True, tgt_len=5,
                              mem_len=10, seed=11),
     "tf_eps": dict(layer_norm_eps=0.25, seed=12),
     "tf_eps_pre": dict(layer_norm_eps=0.25, pre_lnorm=True, untie_r=True,
@@ -113,9 +117,9 @@ CONFIGS = {
 VARIANTS = getattr(mrm, "VARIANTS", {})
 CONFIGS.update(VARIANTS)
 MEMORY_VARIANTS = [k for k, v in VARIANTS.items()
-                   if v.get("attn_type", 0) <= 1]
+                   if v.get("attn_type", REL_PARTIAL) in MEMORY_KINDS]
 VANILLA_VARIANTS = [k for k, v in VARIANTS.items()
-                    if v.get("attn_type", 0) >= 2]
+                    if v.get("attn_type", REL_PARTIAL) not in MEMORY_KINDS]
 
 _tmp = None
 _models = {}
@@ -451,8 +455,8 @@ class TestTFCompute(ParityCase):
                    mem_len=10)
 
     def test_eps_matters(self):
-        self.moved("tf_eps", self.eps, 1e-5)
-        self.moved("tf_eps_pre", self.eps, 1e-5)
+        self.moved("tf_eps", self.eps, LAYER_NORM_EPS["pytorch"])
+        self.moved("tf_eps_pre", self.eps, LAYER_NORM_EPS["pytorch"])
 
     def test_mask_model_defaults(self):
         self.compare("tf_mask")
@@ -635,7 +639,7 @@ class TestVariants(ParityCase):
     def test_learnable_past_the_table(self):
         # keys beyond max_klen positions: the table's first row
         attn1 = [k for k in MEMORY_VARIANTS if
-                 VARIANTS[k].get("attn_type") == 1]
+                 VARIANTS[k].get("attn_type") == REL_LEARNED]
         self.assertTrue(attn1)
         for name in attn1:
             mem = 3 * _models[name].cfg.max_klen
@@ -645,7 +649,7 @@ class TestVariants(ParityCase):
     def test_learnable_memory_of_blocks(self):
         # the few-query path's blocks with the learned tables, cut by clamp_len
         attn1 = [k for k in MEMORY_VARIANTS if
-                 VARIANTS[k].get("attn_type") == 1]
+                 VARIANTS[k].get("attn_type") == REL_LEARNED]
         for name in attn1:
             with self.subTest(name):
                 self.compare(name, n=600, seg_len=1, mem_len=530,
@@ -772,7 +776,7 @@ class TestGeneration(unittest.TestCase):
         import sentencepiece as spm
         import torch
         m = _models[name]
-        memory = m.cfg.attn_type <= 1
+        memory = m.cfg.attn_type in MEMORY_KINDS
         sp = spm.SentencePieceProcessor(model_file=m.tokenizer)
         prompt = "The lighthouse keeper wrote in his log every evening"
         pids = sp.encode(prompt)

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen.conventions import ADAPTIVE_SPAN
 import clitest
 from txlgen import random_model as mrm, span_model, span_ref
 
@@ -658,7 +659,7 @@ class TestConvert(unittest.TestCase):
                 ("n_token", c.n_token), ("n_layer", c.n_layer),
                 ("n_head", c.n_head), ("d_model", c.d_model),
                 ("d_head", c.d_head), ("d_inner", c.d_inner),
-                ("attn_type", 4), ("attn_span", c.attn_span),
+                ("attn_type", ADAPTIVE_SPAN), ("attn_span", c.attn_span),
                 ("span_ramp", c.span_ramp))})
 
     def test_the_optimizer_state_is_not_read(self):

@@ -42,6 +42,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm, tfwrite, txl_ref, txlfile
+from txlgen.conventions import LAYER_NORM_EPS
 
 TXLGEN = mrm.find_program("TXLGEN", "cmd", "txlgen")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,7 +162,8 @@ def reference(model, ids, tf=None, cfg=None):
 
 
 def tf_model(cfg, seed):
-    cfg.layer_norm_eps, cfg.same_length_mask = 1e-12, "tf"
+    cfg.layer_norm_eps = LAYER_NORM_EPS["tensorflow"]
+    cfg.same_length_mask = "tf"
     torch.manual_seed(seed)
     model = txl_ref.MemTransformerLM(cfg)
     mrm.randomize(model, seed=seed)
@@ -236,7 +238,8 @@ class TestTFCheckpoints(unittest.TestCase):
                           rec["same_length"], rec["mem_init"]),
                          (128, 3800, 1000, True, "zeros"))
         self.assertEqual(meta["origin"], "tensorflow")
-        self.assertEqual(json.loads(meta["layer_norm_eps"]), 1e-12)
+        self.assertEqual(json.loads(meta["layer_norm_eps"]),
+                         LAYER_NORM_EPS["tensorflow"])
         self.assertEqual(meta["same_length_mask"], "tf")
         lps = self.scored(mbin, raw, ids)
         want = reference(model, ids)

@@ -27,6 +27,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import train, txlfile
+from txlgen.conventions import NO_MEMORY_KINDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -355,8 +356,9 @@ class VariantTest(unittest.TestCase):
             self.assertEqual(json.loads(meta["attn_type"]), cfg.attn_type)
             self.assertEqual(json.loads(meta["cutoffs"]), cfg.cutoffs)
             self.assertEqual(json.loads(meta["mem_len"]),
-                             0 if cfg.attn_type == 3 else 16)
-            back = txl_ref.load_model_file(os.path.join(out, "m.bin"))
+                             0 if cfg.attn_type in NO_MEMORY_KINDS else 16)
+            back = txl_ref.from_tensors(
+                *txlfile.read(os.path.join(out, "m.bin")))
             seg, mem = cfg.tgt_len, back.mem_len
             want = train.score_ids(model, ids, seg, mem)
             got = txl_ref.score_ids(back, ids, seg, mem)

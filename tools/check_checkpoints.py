@@ -67,6 +67,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import checkpoint, hf_ref, original, txl_ref
+from txlgen.conventions import LAYER_NORM_EPS, REL_PARTIAL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -311,10 +312,11 @@ def hf_dir(model, vocab, d, weights_format, vocab_name):
            "clamp_len": model.clamp_len,
            "same_length": model.same_length,
            "proj_share_all_but_first": bool(share and share[0]),
-           "attn_type": 0, "sample_softmax": -1, "adaptive": True,
+           "attn_type": REL_PARTIAL, "sample_softmax": -1, "adaptive": True,
            "dropout": 0.0, "dropatt": 0.0, "untie_r": True,
            "init": "normal", "tie_word_embeddings": hp["tie_weight"],
-           "layer_norm_epsilon": 1e-5, "eos_token_id": 0,
+           "layer_norm_epsilon": LAYER_NORM_EPS["huggingface"],
+           "eos_token_id": 0,
            "tgt_len": model.tgt_len}
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)

@@ -51,6 +51,7 @@ import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
 from txlgen import random_model as mrm, txl_ref
+from txlgen.conventions import ABS_LEARNED, NO_MEMORY_KINDS, REL_PARTIAL
 from txlgen.original import (OriginalError, checker_args, finish,
                              import_original, only_names, original_logprobs,
                              original_model, original_windows, work_folder)
@@ -164,10 +165,10 @@ def txlgen_logprobs(txlgen, path, ids_path, ids, seg, mem, clamp, same,
 def runs(cfg):
     """The (seg, mem, clamp, same, stride) runs of a configuration."""
     hp = cfg.hparams()
-    if cfg.attn_type in (2, 3):
+    if cfg.attn_type in NO_MEMORY_KINDS:
         for seg, clamp, stride in WINDOW_SETTINGS:
             seg = hp["tgt_len"] if seg is None else seg
-            if cfg.attn_type == 3 and seg > cfg.max_klen:
+            if cfg.attn_type == ABS_LEARNED and seg > cfg.max_klen:
                 continue
             yield (seg, 0, hp["clamp_len"] if clamp is None else clamp,
                    False, stride)
@@ -209,7 +210,8 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
     assert not unexpected and all(m.endswith("inv_freq") for m in missing), \
         (missing, unexpected)
 
-    variant = cfg.attn_type != 0 or bool(cfg.cutoffs) or cfg.div_val != 1
+    variant = cfg.attn_type != REL_PARTIAL or bool(cfg.cutoffs) or \
+        cfg.div_val != 1
     ids = mrm.random_ids(a.tokens, cfg.n_token, seed=100 + k)
     ids_path = os.path.join(d, "ids.txt")
     with open(ids_path, "w") as f:
@@ -237,7 +239,7 @@ def check_config(k, name, hp, MemTransformerLM, a, work):
                 # models without memory score in windows: eval.py's
                 # segments are windows of stride seg_len
                 txl_stride = stride if stride is not None else \
-                    seg if cfg.attn_type in (2, 3) else None
+                    seg if cfg.attn_type in NO_MEMORY_KINDS else None
                 got, cmd = txlgen_logprobs(a.txlgen, mbin, ids_path, ids,
                                            seg, mem, clamp, same, txl_stride,
                                            variant)

@@ -13,7 +13,7 @@
  * heads and the length of the segment; a thread that the pool gained
  * since the session's slots were made, when more cannot be had, leaves
  * the units to the others.  Compact K, V and R are widened by the
- * products as they go, a head's at each call (hence SEG_ROWS_WIDE).
+ * products as they go, a head's at each call.
  * A unit's products stop at the key of its last query: the keys after
  * it are masked (an eighth of them with a memory of twice the segment,
  * half of them in a window recomputed from scratch).
@@ -29,18 +29,34 @@
 #include "txl-pool.h"
 #include "txl-products.h"
 
-/* A segment's units take up to SEG_ROWS queries with an F32 memory; a
- * compact one is widened by each unit, so there a unit takes up to
- * SEG_ROWS_WIDE, to widen it less often. */
-#define SEG_ROWS 32
-#define SEG_ROWS_WIDE 128
+/* A segment's units take up to SEG_ROWS queries: sgemm packs a head's K
+ * (and V) at each call, so a unit of 128 queries packs them a quarter as
+ * often as one of 32 (with 3,800 positions of memory the packing took
+ * as long as the products of 32 queries), and a compact memory is
+ * widened by each unit.  With an F32 memory and more threads than units
+ * the units shrink down to SEG_ROWS_MIN queries, to share the heads out
+ * (seg_unit_rows()). */
+#define SEG_ROWS 128
+#define SEG_ROWS_MIN 32
 
 static int
 seg_rows(int seg_len, enum txl_dtype kv_dt)
 {
-	const int rows = kv_dt == TXL_F32 ? SEG_ROWS : SEG_ROWS_WIDE;
+	(void)kv_dt;
+	return seg_len < SEG_ROWS ? seg_len : SEG_ROWS;
+}
 
-	return seg_len < rows ? seg_len : rows;
+/* The queries of a unit of a segment of n (at most rows, those of a
+ * slot): fewer with an F32 memory when the units would be fewer than
+ * two a thread. */
+static int
+seg_unit_rows(int rows, int n, int n_head, enum txl_dtype kv_dt,
+	      int threads)
+{
+	while (kv_dt == TXL_F32 && rows > SEG_ROWS_MIN &&
+	       n_head * ((n + rows - 1) / rows) < 2 * threads)
+		rows /= 2;
+	return rows;
 }
 
 /* Floats of a thread's slot: its queries' scores, position scores and
@@ -137,10 +153,12 @@ position_scores(const struct txl_attn *a, const struct txl_kv *kv, int l,
 
 /* Row i of the scores of head h (query at window index qpos, keys [jb,
  * je) in sc[0 .. je - jb)): add the position term (bd, NULL for absolute
- * attentions), scale, mask, softmax.  With spans the keys of the window
- * past the span are scored for the partition function only (and left
- * 0). */
-static void
+ * attentions), scale, mask, exponentiate; returns the reciprocal of the
+ * softmax's divisor, by which the caller scales the row's weighted sum of
+ * V (a multiply per value of V rather than per key).  With spans the
+ * keys of the window past the span are scored for the partition function
+ * only (and left 0). */
+static float
 softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	    const float *bd, int qpos, int jb, int je, float scale)
 {
@@ -155,7 +173,7 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 	if (!txl_attn_keys(a, l, h, qpos, jb, je, &lo, &hi)) {
 		for (int j = jb; j < je; j++)
 			sc[j - jb] = 0.0f;
-		return;
+		return 0.0f;
 	}
 	txl_attn_scored(a, l, h, qpos, jb, je, &all, &hi);
 	if (bd) {
@@ -183,13 +201,11 @@ softmax_row(const struct txl_attn *a, int l, int h, float *sc,
 
 		z += exp((double)rmax - max) * e;
 	}
-	const float inv = (float)(1.0 / txl_attn_divisor(sum, z));
 	for (int j = jb; j < lo; j++)
 		sc[j - jb] = 0.0f;
-	for (int j = lo; j < hi; j++)
-		sc[j - jb] *= inv;
 	for (int j = hi; j < je; j++)
 		sc[j - jb] = 0.0f;
+	return (float)(1.0 / txl_attn_divisor(sum, z));
 }
 
 struct seg {
@@ -230,6 +246,8 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	float *qw = bd + (size_t)rows * a->n_dist;
 	float *qr = qw + (size_t)rows * D;
 	float *out = g->out + (size_t)i0 * hd + h * D;
+	/* each query's 1 / softmax divisor */
+	float inv[SEG_ROWS];
 	/* the keys of the block's queries: [jb, je), none after the last
 	 * query's own (causal: the products stop there); the distances
 	 * they take: 0 .. n_bd - 1 */
@@ -277,7 +295,7 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	if (rel)
 		position_scores(a, kv, l, h, m, n_bd, q, g->qs, qr, bd);
 	for (int i = 0; i < m; i++)
-		softmax_row(a, l, h, sc + (size_t)i * klen,
+		inv[i] = softmax_row(a, l, h, sc + (size_t)i * klen,
 			    rel ? bd + (size_t)i * n_bd : NULL,
 			    fill + i0 + i, jb, je, g->scale);
 	/* attn_vec[:, h] = prob . v, from the first key a query attends to
@@ -290,6 +308,9 @@ seg_unit(const struct seg *g, float *slot, int h, int i0, int i1)
 	if (jv < je) {
 		txl_gemm_nn_dt(out, hd, sc + (jv - jb), klen,
 			       V + (size_t)jv * kv->row, dt, D, m, je - jv, D);
+		for (int i = 0; i < m; i++)
+			for (int c = 0; c < D; c++)
+				out[(size_t)i * hd + c] *= inv[i];
 	} else {
 		for (int i = 0; i < m; i++)
 			for (int c = 0; c < D; c++)
@@ -323,7 +344,8 @@ txl_attn_seg(struct txl_attn *a, const struct txl_kv *kv, int l, int n,
 	     const float *q, int qs, float *out)
 {
 	const struct txl_hparams *hp = &a->model->hp;
-	const int rows = slot_rows(a, kv->dt);
+	const int rows = seg_unit_rows(slot_rows(a, kv->dt), n, hp->n_head,
+				       kv->dt, txl_pool_threads());
 	const int klen = kv->fill + n;
 	struct seg g = {
 		.a = a, .kv = kv, .q = q, .out = out, .l = l, .n = n, .qs = qs,

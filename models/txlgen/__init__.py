@@ -1,11 +1,15 @@
 """The Python side of txlgen, one package:
 
+  conventions   the attention kinds, each origin's LayerNorm epsilon,
+                the same_length masks, the memory starts, and the
+                storage types (read from lib/'s list)
   errors        InputError, the one error class of bad input
   needs         the modules a program needs, checked first (one line)
   progress      the programs' progress line (a terminal's) and sizes
   hparams       a model's hyperparameters (TxlConfig, HPARAM_NAMES)
   loadable      what txlgen's loader accepts (limits: lib/base/txl-limits.h)
-  txlfile       the model file: reader, writer, storage types
+  txlfile       the model file: reader, writer, quantizers (GPTQ too)
+  calibrate     activation statistics of a text for Q4_K (torch)
   checkpoint    Transformer-XL checkpoints, read without running them;
                 corpus caches (cache.pkl) with their arrays skipped
   proto         the protobuf wire format (SentencePiece, TensorFlow)
@@ -25,7 +29,7 @@
   api           libtxl from Python through ctypes: Model, Session (the
                 standard library only; `from txlgen import Model`)
 
-errors, hparams, proto, loadable, txlfile, checkpoint, vocab,
+conventions, errors, hparams, proto, loadable, txlfile, checkpoint, vocab,
 span_convert and convert need only the standard library, numpy and SentencePiece's Python
 module:
 models/convert.py and models/txlfile.py run without PyTorch.  The rest

@@ -50,6 +50,8 @@ import random
 import threading
 import warnings
 
+from .conventions import MEM_INITS
+
 __all__ = ["Model", "Session", "TxlError", "ModelNotFoundError",
            "library_path", "model_path", "find_model"]
 
@@ -197,7 +199,7 @@ def model_path():
     return dirs
 
 
-# the names txlgen-get installs (cmd/models.c's list)
+# the names txlgen-get installs (core/models.c's list)
 _PUBLISHED = ("wt103", "enwik8", "text8", "enwik8-large", "text8-large",
               "xl-enwik8", "xl-text8", "xl-wt103", "xl-lm1b")
 
@@ -419,7 +421,7 @@ def _ids_array(ids):
 # ------------------------------------------------------------------ #
 # Text: how txlgen reads and writes it
 
-_CHUNK_MAX = 1 << 16  # cmd/input.h INPUT_CHUNK_MAX
+_CHUNK_MAX = 1 << 16  # core/input.h INPUT_CHUNK_MAX
 
 
 def _cut_point(s):
@@ -438,7 +440,7 @@ def _cut_point(s):
 
 
 def _chunks(b):
-    """The pieces txlgen tokenizes one at a time (cmd/input.c): lines,
+    """The pieces txlgen tokenizes one at a time (core/input.c): lines,
     a line of over 64 KiB cut before a space."""
     i, n = 0, len(b)
     while i < n:
@@ -467,7 +469,7 @@ def _utf8(text, what="text"):
 
 
 class _Utf8:
-    """cmd/text.c's incremental repair: bytes held until their character
+    """core/text.c's incremental repair: bytes held until their character
     is complete; what is no UTF-8 becomes U+FFFD."""
 
     REPL = "\ufffd".encode()
@@ -533,7 +535,7 @@ class _Utf8:
 
 
 class _Output:
-    """cmd/output.c for one generation: UTF-8 repaired, the text that
+    """core/output.c for one generation: UTF-8 repaired, the text that
     could still become a stop string held back, a stop string never
     given out."""
 
@@ -594,7 +596,7 @@ class _TextOut:
 # ------------------------------------------------------------------ #
 # Settings: txlgen's defaults under a model's recommended ones
 
-# txlgen's own defaults (cmd/settings.c options_init)
+# txlgen's own defaults (core/settings.c options_init)
 _DEFAULTS = {
     "n_predict": 256, "stop": [], "ignore_eos": False,
     "temp": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
@@ -605,7 +607,7 @@ _DEFAULTS = {
     "same_length": None, "mem_init": None,
 }
 
-# (kind, min, min exclusive, max, nullable): cmd/settings.c's ranges
+# (kind, min, min exclusive, max, nullable): core/settings.c's ranges
 _RANGES = {
     "n_predict": ("int", -1, False, _INT_MAX, False),
     "stop": ("list", 0, False, 0, True),
@@ -627,7 +629,6 @@ _RANGES = {
     "same_length": ("bool", 0, False, 0, True),
     "mem_init": ("enum", 0, False, 0, True),
 }
-_MEM_INIT = {"empty": 0, "zeros": 1}
 _SEED_MAX = (1 << 53) - 1
 
 
@@ -653,9 +654,9 @@ def _check_setting(key, v, where=None):
                            "strings")
         return [s for s in v if s]
     if kind == "enum":
-        if v not in _MEM_INIT:
+        if v not in MEM_INITS:
             raise TxlError(f"{where}: expected one of "
-                           f"{', '.join(_MEM_INIT)}, got {v!r}")
+                           f"{', '.join(MEM_INITS)}, got {v!r}")
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TxlError(f"{where}: expected a number, got "
@@ -673,7 +674,7 @@ def _check_setting(key, v, where=None):
 
 
 def _recommended(text, where):
-    """The settings a model's metadata 'recommended' sets (cmd/config.c):
+    """The settings a model's metadata 'recommended' sets (core/config.c):
     keys of no setting a model may choose are ignored with a warning, a
     bad value is an error."""
     try:
@@ -839,7 +840,7 @@ class Model:
         raise TxlError("detokenize: the text does not fit")
 
     def _drops_space(self, id, piece):
-        """cmd/engine.c engine_drops_space(): SentencePiece's leading
+        """core/engine.c engine_drops_space(): SentencePiece's leading
         space of a text that starts with this token."""
         if not piece or piece[:1] != b" ":
             return False
@@ -898,7 +899,7 @@ class Model:
         p.same_length = TXL_FROM_MODEL if d["same_length"] is None \
             else int(d["same_length"])
         p.mem_init = TXL_FROM_MODEL if d["mem_init"] is None \
-            else _MEM_INIT[d["mem_init"]]
+            else MEM_INITS[d["mem_init"]]
         p.n_threads = self.n_threads
         p.kv_type = self.kv_type
         if stride is not None:
@@ -1057,7 +1058,7 @@ class Session:
         self._have_logits = want != TXL_LOGITS_NONE
 
     def feed_ids(self, ids):
-        """Feed token ids, as feed() feeds a text's (cmd/feed.c): the
+        """Feed token ids, as feed() feeds a text's (core/feed.c): the
         tokens before the text's receptive field counted, not computed
         (the same memory, bit for bit), the rest read."""
         ids = [int(i) for i in ids]

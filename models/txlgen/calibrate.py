@@ -1,15 +1,11 @@
 """Activation statistics of a calibration text for the quantizers of
 txlfile.py (txlfile.py --calibrate TEXT): the model in PyTorch
 (txl_ref.py) scores the text as txlgen --score does, and every product
-with a weight matrix adds its inputs' x x^T to that matrix's sum.  Q4_K
-then quantizes each matrix column by column (GPTQ: Frantar et al., 2022),
-each column's rounding error spread over the columns not yet quantized in
-proportion to how the text's activations correlate them."""
+with a weight matrix adds its inputs' x x^T to that matrix's sum, from
+which Q4_K quantizes each matrix column by column (txlfile.gptq_q4_k)."""
 
 import hashlib
 import os
-
-import numpy as np
 
 
 def text_info(path):
@@ -31,14 +27,8 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2, prog=None):
     from . import txl_ref, vocab
 
     torch.set_num_threads(threads)
-    hp = {k: v if k == "same_length_mask" else __import__("json").loads(v)
-          for k, v in meta.items() if k in txl_ref.HPARAM_NAMES}
-    model = txl_ref.MemTransformerLM(txl_ref.TxlConfig.from_dict(hp))
-    state = {k: torch.from_numpy(np.array(v, np.float32))
-             for k, v in tensors.items()
-             if k != "tokenizer.model" and isinstance(v, np.ndarray)}
-    model.load_state_dict(state, strict=False)
-    model.eval()
+    model = txl_ref.from_tensors(meta, tensors)
+    hp = model.cfg
     sp = vocab.sentencepiece().SentencePieceProcessor()
     sp.LoadFromSerializedProto(bytes(tensors["tokenizer.model"]))
     with open(text, encoding="utf-8") as f:
@@ -64,7 +54,7 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2, prog=None):
     torch.nn.functional.linear = hooked
     try:
         with torch.no_grad():
-            txl_ref.score_ids(model, ids, int(hp.get("tgt_len", 128)))
+            txl_ref.score_ids(model, ids, hp.tgt_len)
     finally:
         torch.nn.functional.linear = linear
         if bar:
@@ -82,42 +72,3 @@ def statistics(meta, tensors, text, max_tokens=16384, threads=2, prog=None):
         if len(hit) == 1:
             out[name] = (hit[0][0].numpy(), hit[0][1])
     return out
-
-
-def gptq_q4_k(arr, xtx, damp=0.01):
-    """Q4_K blocks of weight matrix arr (rows x cols, cols a multiple of
-    128) given the sum of its inputs' x x^T (cols x cols): each
-    super-block's scales and zero points from its columns as the earlier
-    columns' errors left them (txlfile._q4_k_params, weighted by the
-    inputs' mean squares), then column by column the nearest value, its
-    error taken out of the later columns through the inverse Hessian's
-    Cholesky factor (GPTQ)."""
-    from . import txlfile as T
-
-    W = np.array(arr, np.float64)
-    rows, cols = W.shape
-    H = np.array(xtx, np.float64)
-    dead = np.diag(H) <= 0
-    H[dead, dead] = 1
-    H += damp * np.mean(np.diag(H)) * np.eye(cols)
-    U = np.linalg.cholesky(np.linalg.inv(H)).T     # upper: Hinv = U^T U
-    imp = np.diag(H)
-    nb = cols // T.QKK
-    d = np.empty((rows, nb), np.float16)
-    sc = np.empty((rows, nb, 4), np.uint8)
-    z = np.empty((rows, nb, 4), np.uint8)
-    q = np.empty((rows, cols))
-    for c0 in range(0, cols, T.QKK):
-        b = c0 // T.QKK
-        dd, s1, z1, u = T._q4_k_params(
-            W[:, c0:c0 + T.QKK],
-            np.broadcast_to(imp[c0:c0 + T.QKK], (rows, T.QKK)))
-        d[:, b], sc[:, b], z[:, b] = dd, s1, z1
-        for c in range(c0, c0 + T.QKK):
-            j = (c - c0) // T.QK
-            qc = T._q4_k_round(W[:, c], u[:, j], z1[:, j].astype(np.float64))
-            q[:, c] = qc
-            err = (W[:, c] - u[:, j] * (4 * qc - z1[:, j])) / U[c, c]
-            W[:, c + 1:] -= np.outer(err, U[c, c + 1:])
-    return T._q4_k_blocks(d.reshape(-1), sc.reshape(-1, 4),
-                          z.reshape(-1, 4), q.reshape(-1, T.QKK))

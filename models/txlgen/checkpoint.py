@@ -62,6 +62,7 @@ import zlib
 
 import numpy as np
 
+from .conventions import LAYER_NORM_EPS, REL_PARTIAL, TABLE_KINDS
 from .errors import InputError, describe, open_input
 from .hparams import as_bool, as_float32, is_int
 
@@ -943,7 +944,7 @@ def whole_model_hparams(model, path):
         e = _param(emb_projs, "0" if div_val == 1 else str(i), path)
         tie_projs.append(p is not None and p is e)
     rw = _param(model, "r_w_bias", path)
-    attn_type = a.get("attn_type", 0)
+    attn_type = a.get("attn_type", REL_PARTIAL)
     hp = dict(n_token=a["n_token"], n_layer=a["n_layer"],
               n_head=a["n_head"], d_model=a["d_model"], d_head=a["d_head"],
               d_inner=(ff.__dict__.get("d_inner") if ff else None),
@@ -956,8 +957,8 @@ def whole_model_hparams(model, path):
               clamp_len=a.get("clamp_len", -1),
               same_length=a.get("same_length", False),
               untie_r=isinstance(rw, TensorRef) and len(rw.size) == 3 and
-              attn_type == 0)
-    if attn_type in (1, 3):
+              attn_type == REL_PARTIAL)
+    if attn_type in TABLE_KINDS:
         hp["max_klen"] = a.get("max_klen")
     return {k: v for k, v in hp.items() if v is not None}
 
@@ -1024,7 +1025,7 @@ HF_DEFAULTS = dict(n_token=267735, cutoffs=[20000, 40000, 200000],
                    d_model=1024, d_embed=1024, n_head=16, d_head=64,
                    d_inner=4096, div_val=4, pre_lnorm=False, n_layer=18,
                    mem_len=1600, clamp_len=1000, same_length=True,
-                   attn_type=0, untie_r=True)
+                   attn_type=REL_PARTIAL, untie_r=True)
 
 
 def tf_cluster_rows_to_pytorch(cluster_weight, cluster_bias):
@@ -1079,7 +1080,8 @@ def hf_hparams(cfg, path):
             hp[k] = v
     if get("sample_softmax", "int", -1) > 0:
         raise CheckpointError(f"{path}: sample_softmax is not supported")
-    eps = get("layer_norm_epsilon", "number", 1e-5)
+    eps = get("layer_norm_epsilon", "number",
+              LAYER_NORM_EPS["huggingface"])
     if not 0 < eps <= 1:
         raise CheckpointError(f"{path}: layer_norm_epsilon {eps} is not in "
                               "(0, 1]")

@@ -83,6 +83,8 @@ import numpy as np
 from . import (checkpoint, dwdb_convert, loadable, span_convert, tf_convert,
                txlfile)
 from . import vocab as vocabulary
+from .conventions import (ORIGINS, REL_LEARNED, REL_PARTIAL, TABLE_KINDS,
+                          ZERO_MEMORY_ORIGINS)
 from .errors import (InputError, OneLineParser, describe, open_input,
                      run_tool)
 from .hparams import (HPARAM_NAMES, INT_HPARAMS, SpanConfig, TxlConfig,
@@ -112,12 +114,7 @@ class ConvertError(InputError):
 # port) in the PyTorch order; their LayerNorm epsilon; mem_init zeros
 # recommended for them.
 CONVERTER_VERSION = 2
-# Where checkpoints come from (metadata origin): the code whose
-# computation the model file reproduces.
-ORIGINS = ("pytorch", "huggingface", "tensorflow", "adaptive-span", "dwdb")
-# Origins whose code starts the evaluation's memory as mem_len zero states
-# (the TF code's evaluation, Hugging Face's init_mems).
-ZERO_MEMORY_ORIGINS = ("huggingface", "tensorflow")
+# Where checkpoints come from (metadata origin): conventions.ORIGINS.
 
 
 def provenance(origin, pre_lnorm=False, recommended=None):
@@ -316,7 +313,7 @@ def output_tensors(cfg, st, inputs):
 def position_tensors(cfg, st):
     L, H, D, K = cfg.n_layer, cfg.n_head, cfg.d_head, cfg.max_klen
     out = {}
-    if cfg.attn_type == 0:
+    if cfg.attn_type == REL_PARTIAL:
         for b in ("r_w_bias", "r_r_bias"):
             per_layer = [f"layers.{i}.dec_attn.{b}" for i in range(L)]
             if cfg.untie_r:
@@ -331,7 +328,7 @@ def position_tensors(cfg, st):
                     raise ConvertError(f"{st.wpath}: per-layer {b} found: "
                                        "set \"untie_r\": true in the config")
                 out[b] = st.take(b, (H, D))
-    if cfg.attn_type in (1, 3):
+    if cfg.attn_type in TABLE_KINDS:
         r = st.state.get("r_emb")
         if r is not None and len(r.shape) == 4 and r.shape[1] != K:
             raise ConvertError(
@@ -341,7 +338,7 @@ def position_tensors(cfg, st):
                 f"\"max_klen\": {r.shape[1]} in the config if the model "
                 "was built with other lengths")
         out["r_emb"] = st.take("r_emb", (L, K, H, D))
-    if cfg.attn_type == 1:
+    if cfg.attn_type == REL_LEARNED:
         out["r_w_bias"] = st.take("r_w_bias", (L, H, D))
         out["r_bias"] = st.take("r_bias", (L, K, H))
     return out

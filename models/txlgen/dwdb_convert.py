@@ -39,13 +39,13 @@ import re
 import numpy as np
 
 from . import checkpoint, tfckpt
+from .conventions import LAYER_NORM_EPS, REL_PARTIAL
 from .checkpoint import CheckpointError
 from .proto import ProtoError, fields as proto_fields
 from . import vocab as vocabulary
 
 VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 OBJECT_GRAPH = tfckpt.OBJECT_GRAPH
-LN_EPS = 1e-6
 # run.py's SEQ_LEN and MEM_LEN
 TGT_LEN, MEM_LEN = 50, 50
 MAX_LAYERS = 1 << 12
@@ -269,10 +269,11 @@ def read_dwdb_checkpoint(prefix, tgt_len=TGT_LEN, mem_len=MEM_LEN):
     hp = dict(n_token=int(V), n_layer=L, n_head=int(H), d_model=int(M),
               d_head=int(D), d_inner=int(F), d_embed=int(E), div_val=1,
               cutoffs=[], tie_weight=True, tie_projs=[True],
-              pre_lnorm=False, attn_type=0, untie_r=untie,
+              pre_lnorm=False, attn_type=REL_PARTIAL, untie_r=untie,
               tgt_len=tgt_len, ext_len=0, mem_len=mem_len,
               clamp_len=tgt_len + mem_len - 1, same_length=False,
-              layer_norm_eps=LN_EPS, emb_scale=False, proj_same_dim=True)
+              layer_norm_eps=LAYER_NORM_EPS["dwdb"], emb_scale=False,
+              proj_same_dim=True)
     return hp, makers, shapes, model
 
 

@@ -24,7 +24,9 @@ What the original does, as written there:
 
 import numpy as np
 
-LN_EPS = 1e-6
+from .conventions import LAYER_NORM_EPS
+
+LN_EPS = LAYER_NORM_EPS["dwdb"]
 
 
 def positional_embedding(k_len, d_model):

@@ -35,14 +35,17 @@ import os
 import torch
 import torch.nn.functional as F
 
+from .conventions import LAYER_NORM_EPS, REL_PARTIAL
+
 # TransfoXLConfig's defaults (its __init__).
 HF_DEFAULTS = dict(vocab_size=267735, cutoffs=[20000, 40000, 200000],
                    d_model=1024, d_embed=1024, n_head=16, d_head=64,
                    d_inner=4096, div_val=4, pre_lnorm=False, n_layer=18,
                    mem_len=1600, clamp_len=1000, same_length=True,
-                   proj_share_all_but_first=True, attn_type=0,
+                   proj_share_all_but_first=True, attn_type=REL_PARTIAL,
                    sample_softmax=-1, adaptive=True, untie_r=True,
-                   layer_norm_epsilon=1e-5, tie_word_embeddings=True)
+                   layer_norm_epsilon=LAYER_NORM_EPS["huggingface"],
+                   tie_word_embeddings=True)
 
 
 class HFConfig:
@@ -57,7 +60,7 @@ class HFConfig:
         if "tie_projs" not in raw:
             share = bool(c["proj_share_all_but_first"])
             self.tie_projs = [False] + [share] * len(self.cutoffs)
-        if self.attn_type != 0 or self.sample_softmax > 0 or \
+        if self.attn_type != REL_PARTIAL or self.sample_softmax > 0 or \
                 not self.adaptive:
             raise ValueError("only attn_type 0 with an adaptive (or full) "
                              "softmax is transcribed")

@@ -7,11 +7,16 @@ converter runs without PyTorch.
 
 from dataclasses import dataclass, field, asdict
 
+from .conventions import (ABS_LEARNED, ADAPTIVE_SPAN, DEFAULT_LAYER_NORM_EPS,
+                          DEFAULT_SAME_LENGTH_MASK, NO_MEMORY_KINDS,
+                          ORIGINAL_KINDS, REL_PARTIAL, SAME_LENGTH_MASKS,
+                          TABLE_KINDS)
 from .errors import describe
 
 
 # The hyperparameters a txlgen model file records, with the original names
-# (max_klen only for attn_type 1 and 3, see TxlConfig.hparams).
+# (max_klen only for the kinds with position tables, see
+# TxlConfig.hparams).
 HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
                 "cutoffs tie_weight tie_projs pre_lnorm attn_type tgt_len "
                 "ext_len mem_len clamp_len same_length untie_r "
@@ -20,15 +25,14 @@ HPARAM_NAMES = ("n_token n_layer n_head d_model d_head d_inner d_embed div_val "
 
 # How the code that wrote a checkpoint computes, where the TensorFlow code
 # (and Hugging Face's port of it) differs from the PyTorch code: the
-# LayerNorm epsilon (tf.contrib.layers.layer_norm: 1e-12) and the
-# same_length mask ("tf": a query sees the last mem_len + 1 positions,
-# itself included; "pytorch": the last mem_len).  A model file records
-# them only where they differ from the PyTorch code's (DEFAULT_COMPUTE).
-SAME_LENGTH_MASKS = ("pytorch", "tf")
+# LayerNorm epsilon and the same_length mask (conventions.py).  A model
+# file records them only where they differ from the PyTorch code's
+# (DEFAULT_COMPUTE).
 # dwdb/transformer-xl (TF 2 Keras) does not scale its embedding by
 # sqrt(d_model) (emb_scale false) and projects it to d_model and back even
 # where d_embed = d_model (proj_same_dim true, with div_val 1).
-DEFAULT_COMPUTE = {"layer_norm_eps": 1e-5, "same_length_mask": "pytorch",
+DEFAULT_COMPUTE = {"layer_norm_eps": DEFAULT_LAYER_NORM_EPS,
+                   "same_length_mask": DEFAULT_SAME_LENGTH_MASK,
                    "emb_scale": True, "proj_same_dim": False}
 # The format version of a file that records any of these: readers of
 # version 1 would compute it otherwise, and refuse it so.
@@ -124,20 +128,20 @@ class TxlConfig:
     tie_weight: bool = True
     tie_projs: list = field(default_factory=lambda: [False])
     pre_lnorm: bool = False
-    attn_type: int = 0
+    attn_type: int = REL_PARTIAL
     tgt_len: int = 128
     ext_len: int = 0
     mem_len: int = 128
     clamp_len: int = -1        # <= 0: no clamping
     same_length: bool = False
     untie_r: bool = False      # one r_w_bias / r_r_bias pair per layer
-    # rows of the attn_type 1 and 3 position tables; None = what the
+    # rows of the position tables (conventions.TABLE_KINDS); None = what the
     # original builds: tgt_len + ext_len + mem_len at construction
     max_klen: int = None
     # the LayerNorm epsilon; the same_length mask, "pytorch" or "tf" (see
     # DEFAULT_COMPUTE)
-    layer_norm_eps: float = 1e-5
-    same_length_mask: str = "pytorch"
+    layer_norm_eps: float = DEFAULT_LAYER_NORM_EPS
+    same_length_mask: str = DEFAULT_SAME_LENGTH_MASK
     emb_scale: bool = True     # the embedding times sqrt(d_model)
     proj_same_dim: bool = False  # projections where d_embed = d_model
     dropout: float = 0.0
@@ -185,7 +189,7 @@ class TxlConfig:
 
     def hparams(self):
         """The hyperparameters a model file records (no training-only
-        settings).  attn_type 2 and 3 run without memory: their mem_len is
+        settings).  The absolute kinds run without memory: their mem_len is
         0 there (the construction mem_len survives in max_klen); max_klen
         only for the types that have position tables; layer_norm_eps and
         same_length_mask where they are not the PyTorch code's."""
@@ -194,9 +198,9 @@ class TxlConfig:
         for k, v in DEFAULT_COMPUTE.items():
             if hp[k] == v:
                 del hp[k]
-        if self.attn_type in (2, 3):
+        if self.attn_type in NO_MEMORY_KINDS:
             hp["mem_len"] = 0
-        if self.attn_type not in (1, 3):
+        if self.attn_type not in TABLE_KINDS:
             del hp["max_klen"]
         return hp
 
@@ -207,9 +211,9 @@ class TxlConfig:
                 self.d_model <= 0 or self.d_head <= 0 or self.d_inner <= 0 \
                 or self.d_embed <= 0:
             raise ValueError("sizes must be positive")
-        if self.attn_type not in (0, 1, 2, 3):
+        if self.attn_type not in ORIGINAL_KINDS:
             raise ValueError(f"attn_type {self.attn_type} does not exist "
-                             "(0 to 3)")
+                             f"({ORIGINAL_KINDS[0]} to {ORIGINAL_KINDS[-1]})")
         if self.ext_len != 0:
             raise ValueError("ext_len != 0 is not supported")
         if not isinstance(self.div_val, int) or self.div_val < 1:
@@ -225,13 +229,14 @@ class TxlConfig:
         if len(self.tie_projs) > self.n_clusters:
             raise ValueError(f"tie_projs has {len(self.tie_projs)} entries, "
                              f"the model has {self.n_clusters} clusters")
-        if self.attn_type in (1, 3) and self.max_klen < 1:
+        if self.attn_type in TABLE_KINDS and self.max_klen < 1:
             raise ValueError(f"max_klen {self.max_klen} must be >= 1")
-        if self.attn_type == 3 and self.n_head * self.d_head != self.d_model:
+        if self.attn_type == ABS_LEARNED and \
+                self.n_head * self.d_head != self.d_model:
             raise ValueError("attn_type 3 adds r_emb rows (n_head * d_head) "
                              "to d_model inputs: n_head * d_head must equal "
                              "d_model")
-        if self.attn_type in (2, 3) and self.same_length:
+        if self.attn_type in NO_MEMORY_KINDS and self.same_length:
             raise ValueError(f"attn_type {self.attn_type} runs without "
                              "memory, and same_length without memory masks "
                              "every key")
@@ -279,6 +284,7 @@ class SpanConfig:
                     n_head=self.n_head, d_model=self.d_model,
                     d_head=self.d_head, d_inner=self.d_inner,
                     d_embed=self.d_model, div_val=1, tie_weight=False,
-                    pre_lnorm=False, attn_type=4, tgt_len=self.block_size,
+                    pre_lnorm=False, attn_type=ADAPTIVE_SPAN,
+                    tgt_len=self.block_size,
                     mem_len=self.attn_span, clamp_len=0, same_length=False,
                     attn_span=self.attn_span, span_ramp=self.span_ramp)

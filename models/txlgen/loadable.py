@@ -19,7 +19,11 @@ import json
 import os
 import re
 
-from . import proto
+from . import conventions, proto
+from .conventions import (ABS_LEARNED, ADAPTIVE_SPAN, ATTN_KINDS, REL_LEARNED,
+                          REL_PARTIAL, attn_kind,
+                          DEFAULT_LAYER_NORM_EPS, DEFAULT_SAME_LENGTH_MASK,
+                          LIB, SAME_LENGTH_MASKS, TABLE_KINDS)
 from .errors import InputError
 
 # The file format's name and version in the metadata of every model file
@@ -28,18 +32,6 @@ FORMAT = "txlgen-model"
 # reads 1
 FORMAT_VERSION = 2
 
-# the copy of lib/'s headers in the package that pip installs
-# (models/setup.py), the one that meson installs beside the package
-# (libexecdir/txlgen/{txlgen,lib}: models/meson.build), or lib/ of the
-# source tree (models/txlgen/ is two folders below it)
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
-_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
-LIB = next((d for d in (os.path.join(_PACKAGE, "lib"),
-                        os.path.join(_PACKAGE_PARENT, "lib"),
-                        os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
-            if glob.glob(os.path.join(d, "**", "txl-limits.h"),
-                         recursive=True)),
-           os.path.join(os.path.dirname(_PACKAGE_PARENT), "lib"))
 INT32_MAX, INT_MIN = (1 << 31) - 1, -(1 << 31)
 
 
@@ -85,10 +77,8 @@ def _evaluate(expr, known):
 
 
 def header(lib, name):
-    """The path of header @name in lib/ (its layer folder in the source
-    tree, lib/ itself where the headers are installed)."""
-    found = glob.glob(os.path.join(lib, "**", name), recursive=True)
-    return found[0] if found else os.path.join(lib, name)
+    """The path of header @name in lib/ (conventions.header)."""
+    return conventions.header(name, lib)
 
 
 def read_limits(lib=LIB):
@@ -123,31 +113,22 @@ def read_limits(lib=LIB):
     return known
 
 
-_LIST = re.compile(r"#\s*define\s+TXL_DTYPES\(X\)((?:[^\n]*\\\n)*[^\n]*)")
 _types = None
 
 
 def storage_types(lib=LIB):
     """{name: (values per block, bytes per block)} of the storage types,
-    in the order of their numbers: the list TXL_DTYPES of txl-dtype.h
-    (X(NAME, number), which enum txl_dtype is written from) and each
-    type's TXL_<NAME>_BLOCK and TXL_<NAME>_BYTES; read once."""
+    in the order of their numbers: lib/'s list (conventions.dtype_names)
+    and each type's TXL_<NAME>_BLOCK and TXL_<NAME>_BYTES; read once."""
     global _types
     if _types is None or lib != LIB:
-        path = header(lib, "txl-dtype.h")
         try:
-            with open(path, encoding="utf-8") as f:
-                m = _LIST.search(re.sub(r"/\*.*?\*/", "", f.read(),
-                                        flags=re.S))
-        except OSError as e:
-            raise NotLoadable(f"{path}: {e.strerror}")
-        if not m:
-            raise NotLoadable(f"{path}: no TXL_DTYPES")
+            names = conventions.dtype_names(lib)
+        except conventions.ConventionError as e:
+            raise NotLoadable(str(e))
         known = limits() if lib == LIB else read_limits(lib)
         got = {}
-        listed = re.findall(r"\bX\(\s*([A-Z0-9_]+)\s*,\s*([0-9]+)\s*\)",
-                            m.group(1))
-        for name, _ in sorted(listed, key=lambda e: int(e[1])):
+        for name in names:
             size = [known.get(f"TXL_{name}_{w}") for w in ("BLOCK", "BYTES")]
             if None in size:
                 raise NotLoadable(f"{lib}: no TXL_{name}_BLOCK or "
@@ -160,9 +141,8 @@ def storage_types(lib=LIB):
 
 
 def number_types():
-    """The storage types that hold numbers: all but U8, the bytes of
-    the tokenizer and the padding (as txl_dtype_uses() says)."""
-    return [n for n in storage_types() if n != "U8"]
+    """The storage types that hold numbers (conventions.number_types)."""
+    return [n for n in storage_types() if n != conventions.BYTES_TYPE]
 
 
 def _names(names):
@@ -271,19 +251,21 @@ def hparams(meta):
         raise NotLoadable("n_head * d_head is too large")
     hp["untie_r"] = _bool(meta, "untie_r") if "untie_r" in meta else False
     # the attention
-    hp["attn_type"] = _int(meta, "attn_type", 0, 4)
+    hp["attn_type"] = _int(meta, "attn_type", ATTN_KINDS[0].number,
+                           ATTN_KINDS[-1].number)
     hp["max_klen"] = 0
     hp["attn_span"] = hp["span_ramp"] = 0
-    if hp["attn_type"] == 4:
+    if hp["attn_type"] == ADAPTIVE_SPAN:
         hp["attn_span"] = _int(meta, "attn_span", 1, L["TXL_MAX_SPAN"])
         hp["span_ramp"] = _int(meta, "span_ramp", 1, L["TXL_MAX_SPAN"])
-    if hp["attn_type"] in (1, 3):
+    if hp["attn_type"] in TABLE_KINDS:
         hp["max_klen"] = _int(meta, "max_klen", 1, L["TXL_MAX_KLEN"])
         if hp["n_layer"] * hp["max_klen"] * hp["n_head"] * hp["d_head"] > \
                 INT32_MAX:
             raise NotLoadable(f"max_klen {hp['max_klen']} makes r_emb too "
                               "large")
-    if hp["attn_type"] == 3 and hp["n_head"] * hp["d_head"] != hp["d_model"]:
+    if hp["attn_type"] == ABS_LEARNED and \
+            hp["n_head"] * hp["d_head"] != hp["d_model"]:
         raise NotLoadable(f"attn_type 3 needs n_head * d_head ({hp['n_head']}"
                           f" x {hp['d_head']}) equal to d_model "
                           f"{hp['d_model']}")
@@ -309,12 +291,13 @@ def hparams(meta):
         if d < 1:
             raise NotLoadable(f"div_val {hp['div_val']} leaves cluster {i} "
                               f"of d_embed {hp['d_embed']} no dimension")
-    if hp["attn_type"] == 4 and (hp["same_length"] or hp["clamp_len"] > 0):
+    if hp["attn_type"] == ADAPTIVE_SPAN and \
+            (hp["same_length"] or hp["clamp_len"] > 0):
         raise NotLoadable("attn_type 4 (adaptive span) takes neither "
                           "same_length nor clamp_len")
     # how the checkpoint's code computes (txl-params.c, txl_model_read_compute)
     s = meta.get("layer_norm_eps")
-    hp["layer_norm_eps"] = 1e-5
+    hp["layer_norm_eps"] = DEFAULT_LAYER_NORM_EPS
     if s is not None:
         try:
             v = float(s)
@@ -324,8 +307,8 @@ def hparams(meta):
             raise NotLoadable(f"metadata 'layer_norm_eps' is '{s[:40]}', "
                               "expected a number in (0, 1]")
         hp["layer_norm_eps"] = v
-    s = meta.get("same_length_mask", "pytorch")
-    if s not in ("pytorch", "tf"):
+    s = meta.get("same_length_mask", DEFAULT_SAME_LENGTH_MASK)
+    if s not in SAME_LENGTH_MASKS:
         raise NotLoadable(f"metadata 'same_length_mask' is '{s[:40]}', "
                           "expected 'pytorch' or 'tf'")
     hp["same_length_mask"] = s
@@ -342,7 +325,7 @@ def hparams(meta):
     if hp["same_length"] and hp["mem_len"] == 0:
         raise NotLoadable("same_length with mem_len 0 would mask every "
                           "position")
-    if hp["attn_type"] == 3 and hp["tgt_len"] > hp["max_klen"]:
+    if hp["attn_type"] == ABS_LEARNED and hp["tgt_len"] > hp["max_klen"]:
         raise NotLoadable(f"seg_len {hp['tgt_len']} is longer than the "
                           f"model's position table (max_klen "
                           f"{hp['max_klen']})")
@@ -434,26 +417,27 @@ def tensors(hp):
         out["crit.cluster_bias"] = ((len(c),), FLOATS)
     # the attention, then what every layer has, in the loader's order
     at = hp["attn_type"]
-    bias = (L, H, D) if hp["untie_r"] or at == 1 else (H, D)
-    if at == 0:
+    relative = attn_kind(at).relative
+    bias = (L, H, D) if hp["untie_r"] or at == REL_LEARNED else (H, D)
+    if at == REL_PARTIAL:
         out["r_w_bias"] = out["r_r_bias"] = (bias, FLOATS)
-    elif at == 1:
+    elif at == REL_LEARNED:
         out["r_emb"] = ((L, K, H, D), FLOATS)
         out["r_w_bias"] = ((L, H, D), FLOATS)
         out["r_bias"] = ((L, K, H), FLOATS)
-    elif at == 3:
+    elif at == ABS_LEARNED:
         out["r_emb"] = ((L, K, H, D), FLOATS)
-    elif at == 4:
+    elif at == ADAPTIVE_SPAN:
         out["key_pe"] = ((1, D, hp["attn_span"]), FLOATS)
     for i in range(L):
         p = f"layers.{i}.dec_attn."
-        if at in (0, 1, 4):
+        if relative:
             out[p + "qkv_net.weight"] = ((3 * HD, M), MATRIX)
-        if at == 4:
+        if at == ADAPTIVE_SPAN:
             out[p + "current_val"] = ((H,), FLOATS)
-        if at == 0:
+        if at == REL_PARTIAL:
             out[p + "r_net.weight"] = ((HD, M), MATRIX)
-        if at in (2, 3):
+        if not relative:
             out[p + "q_net.weight"] = ((HD, M), MATRIX)
             out[p + "kv_net.weight"] = ((2 * HD, M), MATRIX)
     for i in range(L):

@@ -33,7 +33,7 @@ Helpers for the tests of the variants:
     cluster_stats(model, ids, seg_len)
                                how much the adaptive softmax's tail
                                clusters weigh
-    txl_ref.load_model_file(m.bin)
+    txl_ref.from_tensors(*txlfile.read(m.bin))
                                a converted file back as a txl_ref model
 
 rm.settings() and rm.score() default to the model file's run-time values
@@ -71,6 +71,9 @@ import sys
 import torch
 
 from . import txl_ref, txlfile
+from .conventions import (ABS_LEARNED, ABS_SINUSOID, DEFAULT_LAYER_NORM_EPS,
+                          DEFAULT_MEM_INIT, DEFAULT_SAME_LENGTH_MASK,
+                          REL_LEARNED, REL_PARTIAL)
 
 # the source tree: this package is ROOT/models/txlgen
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -105,9 +108,10 @@ def make_config(n_layer=2, n_head=2, d_model=32, d_head=16, d_inner=64,
                 d_embed=None, tie_weight=True, tie_projs=False,
                 pre_lnorm=False, untie_r=False, tgt_len=8, mem_len=8,
                 clamp_len=-1, same_length=False, n_token=None,
-                tokenizer=TOKENIZER, attn_type=0, div_val=1, cutoffs=(),
-                max_klen=None, layer_norm_eps=1e-5,
-                same_length_mask="pytorch"):
+                tokenizer=TOKENIZER, attn_type=REL_PARTIAL, div_val=1,
+                cutoffs=(),
+                max_klen=None, layer_norm_eps=DEFAULT_LAYER_NORM_EPS,
+                same_length_mask=DEFAULT_SAME_LENGTH_MASK):
     """A TxlConfig; tie_projs is one bool for every cluster or a list (one
     per cluster, as the original's)."""
     if n_token is None:
@@ -287,7 +291,8 @@ class RandomModel:
                 c["same_length"] if same_length is None else same_length)
 
     def score(self, ids, seg_len=None, mem_len=None, clamp_len=None,
-              same_length=None, adapt=0.0, stride=None, mem_init="empty"):
+              same_length=None, adapt=0.0, stride=None,
+              mem_init=DEFAULT_MEM_INIT):
         """Reference log-probs (float64 list, len(ids)-1) of ids[1:] under
         the eval.py protocol with these settings (and dynamic evaluation
         of the output layer with learning rate adapt).  stride: the
@@ -370,14 +375,14 @@ VARIANTS = {
     "adaptive_same_clamp": dict(cutoffs=[100], div_val=2, tgt_len=6,
                                 mem_len=12, clamp_len=5, same_length=True,
                                 seed=4),
-    # attn_type 1, memory and clamp_len cutting the tables
-    "attn1": dict(attn_type=1, seed=5),
-    "attn1_pre_clamp": dict(attn_type=1, pre_lnorm=True, tgt_len=6,
-                            mem_len=10, clamp_len=7, seed=6),
-    # attn_type 2 and 3: no memory
-    "attn2": dict(attn_type=2, mem_len=0, clamp_len=6, seed=7),
-    "attn3": dict(attn_type=3, mem_len=0, tgt_len=10, pre_lnorm=True,
-                  cutoffs=[60], div_val=2, seed=8),
+    # learned relative positions, memory and clamp_len cutting the tables
+    "attn1": dict(attn_type=REL_LEARNED, seed=5),
+    "attn1_pre_clamp": dict(attn_type=REL_LEARNED, pre_lnorm=True,
+                            tgt_len=6, mem_len=10, clamp_len=7, seed=6),
+    # the absolute kinds: no memory
+    "attn2": dict(attn_type=ABS_SINUSOID, mem_len=0, clamp_len=6, seed=7),
+    "attn3": dict(attn_type=ABS_LEARNED, mem_len=0, tgt_len=10,
+                  pre_lnorm=True, cutoffs=[60], div_val=2, seed=8),
 }
 
 

@@ -45,6 +45,7 @@ import re
 import numpy as np
 
 from . import checkpoint, tfckpt
+from .conventions import LAYER_NORM_EPS, REL_PARTIAL
 from .checkpoint import CheckpointError
 
 # The evaluation settings of each data set's published model
@@ -59,7 +60,6 @@ RECOMMENDED = {
                   same_length=True),
     "lm1b": dict(seg_len=32, mem_len=128, clamp_len=-1, same_length=True),
 }
-TF_LAYER_NORM_EPS = 1e-12
 MAX_LAYERS = 1 << 12
 
 
@@ -227,8 +227,9 @@ def read_tf_checkpoint(prefix, info=None, info_path=None):
               d_model=int(d_model), d_head=int(d_head),
               d_inner=int(d_inner), d_embed=int(d_embed),
               div_val=int(div_val), cutoffs=cutoffs, tie_weight=True,
-              pre_lnorm=False, attn_type=0, untie_r=untie_r,
-              layer_norm_eps=TF_LAYER_NORM_EPS, same_length_mask="tf")
+              pre_lnorm=False, attn_type=REL_PARTIAL, untie_r=untie_r,
+              layer_norm_eps=LAYER_NORM_EPS["tensorflow"],
+              same_length_mask="tf")
     d_emb = [d_embed // div_val ** i for i in range(len(cutoffs) + 1)]
     has_proj = div_val > 1 or d_embed != d_model
 

@@ -17,6 +17,7 @@ import struct
 
 import numpy as np
 
+from .conventions import REL_PARTIAL
 from .proto import field, varint
 from .tfckpt import MAGIC, mask, crc32c, shard_path
 
@@ -359,7 +360,7 @@ def tf_tensors(state, cfg, slots=True, seed=0, proj_same_dim=True):
     must too.  proj_same_dim False (the lm1b run): a cluster whose
     embedding has d_model values has no projection (its PyTorch ones
     must be the identity)."""
-    if not cfg.tie_weight or cfg.pre_lnorm or cfg.attn_type != 0:
+    if not cfg.tie_weight or cfg.pre_lnorm or cfg.attn_type != REL_PARTIAL:
         raise ValueError("the TF code builds tied, post-LN attn_type 0 "
                          "models only")
     T = "transformer/"

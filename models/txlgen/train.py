@@ -30,6 +30,8 @@ import time
 import torch
 
 from . import proto, span_ref, txlfile
+from .conventions import (ADAPTIVE_SPAN, ATTN_KINDS, NO_MEMORY_KINDS,
+                          REL_PARTIAL)
 from .hparams import SpanConfig
 from .span_train import SpanTrainLM
 from .txl_ref import MemTransformerLM, TxlConfig, score_ids
@@ -286,7 +288,8 @@ def parse_args(argv=None):
     g.add_argument("--dropout", type=float, default=0.1)
     g.add_argument("--dropatt", type=float, default=0.0)
     g.add_argument("--untie-r", action="store_true")
-    g.add_argument("--attn-type", type=int, default=0, choices=range(5),
+    g.add_argument("--attn-type", type=int, default=REL_PARTIAL,
+                   choices=[k.number for k in ATTN_KINDS],
                    help="0 relative (Transformer-XL, default), 1 learnable "
                    "relative (Shaw et al.), 2 absolute sinusoids, 3 learned "
                    "absolute positions (2 and 3 without memory), 4 "
@@ -363,7 +366,7 @@ def parse_args(argv=None):
                    "(models/txlfile.py says which are compact)")
     g.add_argument("--description", default=None)
     a = ap.parse_args(argv)
-    if a.attn_type == 4:
+    if a.attn_type == ADAPTIVE_SPAN:
         if a.mem_len or a.eval_mem_len or a.cutoffs or a.d_embed or \
                 a.untie_r or a.d_head not in (None, a.d_model // a.heads):
             ap.error("--attn-type 4 has no --mem-len (its memory is "
@@ -374,8 +377,8 @@ def parse_args(argv=None):
                      "--span-init in [0, 1]")
         a.mem_len = 0
     if a.mem_len is None:
-        a.mem_len = 0 if a.attn_type in (2, 3) else 128
-    if a.attn_type in (2, 3) and (a.mem_len or a.eval_mem_len):
+        a.mem_len = 0 if a.attn_type in NO_MEMORY_KINDS else 128
+    if a.attn_type in NO_MEMORY_KINDS and (a.mem_len or a.eval_mem_len):
         ap.error(f"--attn-type {a.attn_type} trains and runs without memory: "
                  "give --mem-len 0")
     return a
@@ -394,7 +397,7 @@ def _bool_list(s):
 
 
 def build_model(a, n_token):
-    if getattr(a, "attn_type", 0) == 4:
+    if getattr(a, "attn_type", REL_PARTIAL) == ADAPTIVE_SPAN:
         return SpanConfig(n_token=n_token, n_layer=a.layers,
                           n_head=a.heads, d_model=a.d_model,
                           d_inner=a.d_inner, attn_span=a.attn_span,
@@ -412,7 +415,7 @@ def build_model(a, n_token):
                     d_inner=a.d_inner, tgt_len=a.seg_len,
                     mem_len=a.eval_mem_len or a.mem_len, untie_r=a.untie_r,
                     dropout=a.dropout, dropatt=a.dropatt,
-                    attn_type=getattr(a, "attn_type", 0),
+                    attn_type=getattr(a, "attn_type", REL_PARTIAL),
                     d_embed=getattr(a, "d_embed", None), cutoffs=cutoffs,
                     div_val=getattr(a, "div_val", 1), tie_projs=tie_projs,
                     max_klen=a.seg_len + a.mem_len)

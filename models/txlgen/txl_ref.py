@@ -34,10 +34,15 @@ holding the inputs of each layer (mems[0] = scaled embeddings).
 
 import math
 
+import numpy as np
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .conventions import (ABS_LEARNED, ABS_SINUSOID, DEFAULT_MEM_INIT,
+                          MEM_INITS, MEMORY_KINDS, NO_MEMORY_KINDS,
+                          REL_LEARNED, REL_PARTIAL, SINUSOID_KINDS)
 from .hparams import HPARAM_NAMES, TxlConfig, cluster_bounds   # noqa: F401
 
 
@@ -178,9 +183,9 @@ class MultiHeadAttn(Attention):
         return self.output(h, score, self.heads(v, c.size(0)), attn_mask)
 
 
-ATTENTION = {0: RelPartialLearnableMultiHeadAttn,
-             1: RelLearnableMultiHeadAttn, 2: MultiHeadAttn,
-             3: MultiHeadAttn}
+ATTENTION = {REL_PARTIAL: RelPartialLearnableMultiHeadAttn,
+             REL_LEARNED: RelLearnableMultiHeadAttn,
+             ABS_SINUSOID: MultiHeadAttn, ABS_LEARNED: MultiHeadAttn}
 
 
 class PositionwiseFF(nn.Module):
@@ -402,22 +407,22 @@ class MemTransformerLM(nn.Module):
                 j = 0 if cfg.div_val == 1 else i
                 self.crit.out_projs[i] = self.word_emb.emb_projs[j]
         L, K, H, D = cfg.n_layer, cfg.max_klen, cfg.n_head, cfg.d_head
-        if cfg.attn_type in (0, 2):
+        if cfg.attn_type in SINUSOID_KINDS:
             self.pos_emb = PositionalEmbedding(cfg.d_model)
-        if cfg.attn_type == 0:
+        if cfg.attn_type == REL_PARTIAL:
             shape = (L, H, D) if cfg.untie_r else (H, D)
             self.r_w_bias = nn.Parameter(torch.zeros(shape))
             self.r_r_bias = nn.Parameter(torch.zeros(shape))
-        elif cfg.attn_type == 1:
+        elif cfg.attn_type == REL_LEARNED:
             self.r_emb = nn.Parameter(torch.zeros(L, K, H, D))
             self.r_w_bias = nn.Parameter(torch.zeros(L, H, D))
             self.r_bias = nn.Parameter(torch.zeros(L, K, H))
-        elif cfg.attn_type == 3:
+        elif cfg.attn_type == ABS_LEARNED:
             self.r_emb = nn.Parameter(torch.zeros(L, K, H, D))
         # Run-time settings, like the original's reset_length/clamp_len.
         # Types 2 and 3 run without memory (their mem_len only sized
         # max_klen at construction).
-        self.mem_len = cfg.mem_len if cfg.attn_type in (0, 1) else 0
+        self.mem_len = cfg.mem_len if cfg.attn_type in MEMORY_KINDS else 0
         self.clamp_len = cfg.clamp_len
         self.same_length = cfg.same_length
 
@@ -480,11 +485,11 @@ class MemTransformerLM(nn.Module):
         if self.same_length and self.mem_len == 0:
             raise ValueError("same_length with mem_len 0 masks every key")
         t = self.cfg.attn_type
-        if t in (2, 3) and (self.mem_len > 0 or mlen > 0):
+        if t in NO_MEMORY_KINDS and (self.mem_len > 0 or mlen > 0):
             raise ValueError(f"attn_type {t} runs with mem_len 0 only (the "
                              "original adds positions into the memory in "
                              f"place); got mem_len {self.mem_len}")
-        if t == 3 and qlen > self.cfg.max_klen:
+        if t == ABS_LEARNED and qlen > self.cfg.max_klen:
             raise ValueError(f"attn_type 3: a segment of {qlen} tokens is "
                              f"longer than the r_emb table ({self.cfg.max_klen}"
                              " rows)")
@@ -497,24 +502,24 @@ class MemTransformerLM(nn.Module):
         self.check_run(qlen, mlen)
         t = self.cfg.attn_type
         h = self.word_emb(x)
-        if t == 0:
+        if t == REL_PARTIAL:
             r = self.drop(self.pos_emb(self.distances(klen, h.device))
                           .to(h.dtype))
-        elif t == 2:       # absolute sinusoids at the input
+        elif t == ABS_SINUSOID:       # absolute sinusoids at the input
             h = h + self.pos_emb(self.distances(qlen, h.device)).to(
                 h.dtype)[:, None]
         mask = self.attn_mask(qlen, mlen, h.device)
         h = self.drop(h)
         hids = [h]
         for i, layer in enumerate(self.layers):
-            if t == 0:
+            if t == REL_PARTIAL:
                 pos = (r, *self._biases(i))
-            elif t == 1:
+            elif t == REL_LEARNED:
                 pos = self.learnable_positions(i, klen)
             else:
                 pos = ()
-            if t == 3:     # learned absolute positions at every layer,
-                # the last position of the segment on the table's last row
+            if t == ABS_LEARNED:  # learned absolute positions at every
+                # layer, the last position of the segment on the table's last row
                 h = h + self.r_emb[i, -qlen:].reshape(qlen, 1, -1)
             h = layer(h, pos, mask, mems[i] if mems else None)
             hids.append(h)
@@ -578,7 +583,7 @@ def _set_run(model, mem_len, clamp_len, same_length):
 
 @torch.no_grad()
 def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
-              same_length=None, adapt_lr=0.0, mem_init="empty"):
+              same_length=None, adapt_lr=0.0, mem_init=DEFAULT_MEM_INIT):
     """The original eval.py protocol on one stream of token ids:
     segments ids[s:s+seg_len] predicting ids[s+1:s+1+seg_len], memory
     carried.  Returns a float64 tensor of len(ids)-1 log-probs.
@@ -601,8 +606,8 @@ def score_ids(model, ids, seg_len, mem_len=None, clamp_len=None,
     if not adaptive:
         weight, bias, proj = model.crit.cluster(0)
         weight, bias = weight.clone(), bias.clone()
-    if mem_init not in ("empty", "zeros"):
-        raise ValueError(f"mem_init {mem_init!r}: empty or zeros")
+    if mem_init not in MEM_INITS:
+        raise ValueError(f"mem_init {mem_init!r}: {' or '.join(MEM_INITS)}")
     out, mems = [], init_mems(model) if mem_init == "zeros" else None
     for s in range(0, len(ids) - 1, seg_len):
         x = ids[s:s + seg_len]
@@ -661,24 +666,22 @@ def score_windows(model, ids, seg_len, stride=1, clamp_len=None):
     return torch.cat(out).cpu() if out else torch.zeros(0, dtype=torch.float64)
 
 
-def load_model_file(path):
-    """A txlgen model file back as a MemTransformerLM (eval mode): the
-    metadata's hyperparameters and the stored tensors, tied ones from
-    what they are tied to.  For tests: what txlgen reads, in PyTorch."""
+def from_tensors(meta, tensors):
+    """The MemTransformerLM (eval mode) of a txlgen model file read by
+    txlfile.read(): the metadata's hyperparameters and the stored
+    tensors, tied ones from what they are tied to.  For tests: what
+    txlgen reads, in PyTorch (from_tensors(*txlfile.read(path)))."""
     import json
-    from . import txlfile
-    meta, tensors = txlfile.read(path)
     hp = {k: v if k == "same_length_mask" else json.loads(v)
           for k, v in meta.items() if k in HPARAM_NAMES}
     model = MemTransformerLM(TxlConfig.from_dict(hp))
-    state = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()
-             if k != "tokenizer.model"}
+    state = {k: torch.from_numpy(np.array(v, np.float32))
+             for k, v in tensors.items() if k != "tokenizer.model"}
     missing, unexpected = model.load_state_dict(state, strict=False)
     # A tied tensor is stored once, under one of its names.
     own = model.state_dict(keep_vars=True)
     missing = [k for k in missing if not k.endswith("inv_freq") and not
                any(p is own[k] for n, p in own.items() if n in state)]
     if missing or unexpected:
-        raise ValueError(f"{path}: missing {missing}, unexpected "
-                         f"{unexpected}")
+        raise ValueError(f"missing {missing}, unexpected {unexpected}")
     return model.eval()

@@ -288,6 +288,45 @@ def quantize_q4_k(arr, importance=None, chunk=1 << 13):
     return np.concatenate(out) if out else np.empty(0, _Q4_K)
 
 
+def gptq_q4_k(arr, xtx, damp=0.01):
+    """Q4_K blocks of weight matrix arr (rows x cols, cols a multiple of
+    128) given the sum of its inputs' x x^T (cols x cols): each
+    super-block's scales and zero points from its columns as the earlier
+    columns' errors left them (_q4_k_params, weighted by the
+    inputs' mean squares), then column by column the nearest value, its
+    error taken out of the later columns through the inverse Hessian's
+    Cholesky factor (GPTQ: Frantar et al., 2022): each column's rounding
+    error spread over the columns not yet quantized in proportion to how
+    the inputs correlate them."""
+    W = np.array(arr, np.float64)
+    rows, cols = W.shape
+    H = np.array(xtx, np.float64)
+    dead = np.diag(H) <= 0
+    H[dead, dead] = 1
+    H += damp * np.mean(np.diag(H)) * np.eye(cols)
+    U = np.linalg.cholesky(np.linalg.inv(H)).T     # upper: Hinv = U^T U
+    imp = np.diag(H)
+    nb = cols // QKK
+    d = np.empty((rows, nb), np.float16)
+    sc = np.empty((rows, nb, 4), np.uint8)
+    z = np.empty((rows, nb, 4), np.uint8)
+    q = np.empty((rows, cols))
+    for c0 in range(0, cols, QKK):
+        b = c0 // QKK
+        dd, s1, z1, u = _q4_k_params(
+            W[:, c0:c0 + QKK],
+            np.broadcast_to(imp[c0:c0 + QKK], (rows, QKK)))
+        d[:, b], sc[:, b], z[:, b] = dd, s1, z1
+        for c in range(c0, c0 + QKK):
+            j = (c - c0) // QK
+            qc = _q4_k_round(W[:, c], u[:, j], z1[:, j].astype(np.float64))
+            q[:, c] = qc
+            err = (W[:, c] - u[:, j] * (4 * qc - z1[:, j])) / U[c, c]
+            W[:, c + 1:] -= np.outer(err, U[c, c + 1:])
+    return _q4_k_blocks(d.reshape(-1), sc.reshape(-1, 4),
+                          z.reshape(-1, 4), q.reshape(-1, QKK))
+
+
 def dequantize_q4_k(raw, shape):
     """The float32 values of Q4_K bytes: d sc / 4 (4 q - z), exact."""
     blocks = np.frombuffer(raw, _Q4_K)
@@ -656,7 +695,7 @@ def restore(src, dst, dtype, meta_updates=None, calibrate=None, prog=None):
         def encode(name, t, dt):
             if dt != "Q4_K" or name not in stats:
                 return None
-            return cal.gptq_q4_k(t, stats[name][0]).tobytes()
+            return gptq_q4_k(t, stats[name][0]).tobytes()
         name, size, digest = cal.text_info(calibrate)
         meta_updates = dict(meta_updates or {}, calibration_text=name,
                             calibration_bytes=str(size),

@@ -23,6 +23,7 @@ import pickle
 import torch
 
 import srctree  # noqa: F401 (models/ on sys.path)
+from txlgen.conventions import LAYER_NORM_EPS
 import test_checkpoints as tc
 from txlgen import checkpoint, random_model as mrm
 
@@ -67,7 +68,8 @@ def main():
                         if k not in ("n_token", "tie_projs")},
                        vocab_size=cfg.n_token, untie_r=True,
                        proj_share_all_but_first=True,
-                       layer_norm_epsilon=1e-5, adaptive=True,
+                       layer_norm_epsilon=LAYER_NORM_EPS["huggingface"],
+                       adaptive=True,
                        sample_softmax=-1, model_type="transfo-xl"), f)
     with open(out("config.json"), "w") as f:
         json.dump(hp, f)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-config.c - libFuzzer harness of txlgen's JSON config file:
- * config_load() of cmd/config.c (with the settings table and value
- * parsers of cmd/settings.c), through a memfd path as --config gives it.
+ * config_load() of core/config.c (with the settings table and value
+ * parsers of core/settings.c), through a memfd path as --config gives it.
  *
  * A config that loads must survive a round trip: config_print() of the
  * result, loaded into fresh options, prints the same text again.

@@ -47,7 +47,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import srctree  # noqa: F401,E402 (models/ on sys.path)
 import test_badfiles as tb                            # noqa: E402 (tests/)
-from txlgen import proto, random_model as mrm, vocab as V  # noqa: E402
+from txlgen import conventions, loadable, proto  # noqa: E402
+from txlgen import random_model as mrm, vocab as V  # noqa: E402
 
 TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
             tgt_len=4, mem_len=4)
@@ -55,7 +56,9 @@ TINY = dict(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
 # whose memory can be too
 HEAD32 = dict(n_layer=1, d_model=32, n_head=1, d_head=32, d_inner=32,
               tgt_len=4, mem_len=4)
-DTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+# the types of blocks of 1 or 32 values (all but Q4_K and the bytes type)
+DTYPES = tuple(n for n, (block, _) in loadable.storage_types().items()
+               if n != conventions.BYTES_TYPE and block in (1, 32))
 # rows 128 long: the smallest model whose matrices can be Q4_K
 ROW128 = dict(n_layer=1, d_model=128, n_head=1, d_head=32, d_inner=128,
               tgt_len=4, mem_len=4)

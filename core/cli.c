@@ -21,6 +21,7 @@
 #include "settings.h"
 #include "suggest.h"
 #include "text.h"
+#include "usage.h"
 
 /* the long spellings: each row's name, its --no- form, its alias and the
  * alias's --no- form at most */
@@ -478,6 +479,34 @@ apply(struct txlgen_options *o, const struct getopt_table *t, int i, int c,
 	return EXIT_OK;
 }
 
+bool
+part_parse(const char *s, int64_t *k, int64_t *n, char *err, size_t len)
+{
+	const char *arg = s;
+	char *end;
+	long long a, b;
+
+	errno = 0;
+	a = strtoll(s, &end, 10);
+	if (end == s || *end != '/' || errno || s[0] == '+' || s[0] == ' ')
+		goto bad;
+	s = end + 1;
+	b = strtoll(s, &end, 10);
+	if (end == s || *end || errno || s[0] == '+' || s[0] == ' ')
+		goto bad;
+	if (b < 1 || b > PARTS_MAX || a < 1 || a > b) {
+		snprintf(err, len, "part %lld of %lld: K/N needs 1 <= K <= N "
+			 "<= %d", a, b, PARTS_MAX);
+		return false;
+	}
+	*k = a;
+	*n = b;
+	return true;
+bad:
+	snprintf(err, len, "'%s' is not K/N (part K of N, as 2/5)", arg);
+	return false;
+}
+
 /* What the options say together. */
 static int
 check_combination(struct txlgen_options *o)
@@ -549,9 +578,35 @@ check_combination(struct txlgen_options *o)
 			    "first-line" : "streams");
 		return EXIT_USAGE;
 	}
+	if (o->part) {
+		char err[128];
+		const char *other = o->html ? "html" : o->kl_ref ? "kl-ref" :
+			o->adapt > 0 ? "adapt" : o->prime.n ? "prime" :
+			o->state_in ? "state-in" : o->state_out ? "state-out" :
+			NULL;
+
+		if (!o->score) {
+			usage_error("--part needs --score");
+			return EXIT_USAGE;
+		}
+		if (!part_parse(o->part, &o->part_k, &o->part_n, err,
+				sizeof(err))) {
+			usage_error("--part: %s", err);
+			return EXIT_USAGE;
+		}
+		/* each part of a run must start from what the whole run
+		 * has there, whatever the parts before it read */
+		if (other) {
+			usage_error("--part: not with --%s (a part knows the "
+				    "text before it only through the memory "
+				    "it reads again)", other);
+			return EXIT_USAGE;
+		}
+	}
 	/* one job a run */
 	const char *job = NULL;
 	const char *const jobs[] = { o->score ? "score" : NULL,
+		o->score_merge.n ? "score-merge" : NULL,
 		o->score_docs ? "score-docs" : NULL,
 		o->tokenize ? "tokenize" : NULL,
 		o->interactive ? "interactive" : NULL,
@@ -600,8 +655,15 @@ options_parse(struct txlgen_options *o, int argc, char **argv, bool *done)
 	for (;;) {
 		int at = optind ? optind : 1, i;
 
-		if ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) == -1)
-			break;
+		if ((c = getopt_long(argc, argv, t.so, t.lo, NULL)) == -1) {
+			/* --score-merge A B C: the parts after the first too,
+			 * options among them */
+			if (o->score_merge.n == 0 || optind >= argc ||
+			    !strcmp(argv[optind - 1], "--"))
+				break;
+			strlist_add(&o->score_merge, argv[optind++]);
+			continue;
+		}
 		i = find_opt(&t, c);
 		if (c >= VAL(0) && c < VAL(t.n) && at < argc &&
 		    abbreviates_another(&t, c - VAL(0), argv[at]))

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * progress.c - one line on stderr, redrawn in place.
+ * progress.c - one line on stderr, redrawn in place on a terminal; with
+ * --progress, where stderr is no terminal (a log), the same line every
+ * few seconds, each on its own.
  */
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +10,42 @@
 #include <unistd.h>
 
 #include "progress.h"
+
+/* a log's lines: the first at once, then one every LOG_INTERVAL s */
+#define LOG_INTERVAL 5.0
+/* a terminal's line: redrawn at most every TTY_INTERVAL s */
+#define TTY_INTERVAL 0.2
+
+static bool forced;
+
+void
+progress_force(bool on)
+{
+	forced = on;
+}
+
+/* Whether to draw now, at time @p t; @p first_at_once: a terminal's first
+ * line too. */
+static bool
+due(struct progress *p, double t, bool first_at_once)
+{
+	if (!p->on)
+		return false;
+	if (p->log)
+		return !p->shown || t - p->last >= LOG_INTERVAL;
+	return (first_at_once && !p->shown) || t - p->last >= TTY_INTERVAL;
+}
+
+/* The line @p line: in place on a terminal, a line of its own in a log. */
+static void
+emit(struct progress *p, const char *line)
+{
+	if (p->log)
+		fprintf(stderr, "%s\n", line);
+	else
+		fprintf(stderr, "\r%s\033[K", line);
+	p->shown = true;
+}
 
 double
 now_s(void)
@@ -21,7 +59,8 @@ now_s(void)
 void
 progress_init(struct progress *p, uint64_t size)
 {
-	p->on = isatty(STDERR_FILENO);
+	p->log = !isatty(STDERR_FILENO);
+	p->on = !p->log || forced;
 	p->shown = false;
 	p->t0 = p->last = now_s();
 	p->size = size;
@@ -47,12 +86,11 @@ progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 {
 	double t = now_s(), dt = t - p->t0;
 	double rate = dt > 0 ? (double)tokens / dt : 0;
-	char bar[32], left[32];
+	char bar[32], left[32], line[256];
 
-	if (!p->on || (!force && t - p->last < 0.2))
+	if (!p->on || (!force && !due(p, t, false)))
 		return;
 	p->last = t;
-	p->shown = true;
 	/* a small file in kB: "0.0/0.1 MB" says nothing */
 	const double big = (double)(p->size ? p->size : (uint64_t)bytes);
 	const double unit = big < 1e6 ? 1e3 : 1e6;
@@ -74,16 +112,18 @@ progress_show(struct progress *p, uint64_t bytes, int64_t tokens,
 		} else {
 			left[0] = '\0';
 		}
-		fprintf(stderr, "\r[%s] %3.0f%%  %.1f/%.1f %s  %lld tokens  "
-			"%.0f tokens/s  %s%s%s\033[K", bar, 100 * f,
-			bytes / unit, p->size / unit, unit_name,
-			(long long)tokens, rate, left,
-			extra && *left ? "  " : "", extra ? extra : "");
+		snprintf(line, sizeof(line), "[%s] %3.0f%%  %.1f/%.1f %s  %lld "
+			 "tokens  %.0f tokens/s  %s%s%s", bar, 100 * f,
+			 bytes / unit, p->size / unit, unit_name,
+			 (long long)tokens, rate, left,
+			 extra && *left ? "  " : "", extra ? extra : "");
 	} else {
-		fprintf(stderr, "\r%.1f %s  %lld tokens  %.0f tokens/s%s%s"
-			"\033[K", bytes / unit, unit_name, (long long)tokens,
-			rate, extra ? "  " : "", extra ? extra : "");
+		snprintf(line, sizeof(line), "%.1f %s  %lld tokens  %.0f "
+			 "tokens/s%s%s", bytes / unit, unit_name,
+			 (long long)tokens, rate, extra ? "  " : "",
+			 extra ? extra : "");
 	}
+	emit(p, line);
 }
 
 void
@@ -91,12 +131,11 @@ progress_count(struct progress *p, int64_t done, int64_t total)
 {
 	double t = now_s(), dt = t - p->t0;
 	double rate = dt > 0 ? (double)done / dt : 0;
-	char took[32], left[32] = "";
+	char took[32], left[32] = "", line[160];
 
-	if (!p->on || (p->shown && t - p->last < 0.2))
+	if (!due(p, t, true))
 		return;
 	p->last = t;
-	p->shown = true;
 	if (total > 0 && done > total)
 		total = done;  /* the tokens that complete a character */
 	fmt_duration(dt, took, sizeof(took));
@@ -106,18 +145,19 @@ progress_count(struct progress *p, int64_t done, int64_t total)
 		strcat(left, " left");
 	}
 	if (total > 0)
-		fprintf(stderr, "\r%lld/%lld tokens  %.0f tokens/s  %s%s%s"
-			"\033[K", (long long)done, (long long)total, rate, took,
-			*left ? ", " : "", left);
+		snprintf(line, sizeof(line), "%lld/%lld tokens  %.0f tokens/s  "
+			 "%s%s%s", (long long)done, (long long)total, rate,
+			 took, *left ? ", " : "", left);
 	else
-		fprintf(stderr, "\r%lld tokens  %.0f tokens/s  %s\033[K",
-			(long long)done, rate, took);
+		snprintf(line, sizeof(line), "%lld tokens  %.0f tokens/s  %s",
+			 (long long)done, rate, took);
+	emit(p, line);
 }
 
 void
 progress_done(struct progress *p)
 {
-	if (p->shown)
+	if (p->shown && !p->log)
 		fputs("\r\033[K", stderr);
 	p->shown = false;
 }

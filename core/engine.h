@@ -4,9 +4,9 @@
  * feeding text into the memory (prompts, --prime) segment by segment.
  * The engine's parts are defined in engine-model.h, engine-sampling.h
  * and engine-streams.h, each included where its fields are read.
- * Generation (generate.c), scoring (score.c), token listings
- * (tokenize.c) and the model description (info.c) build on it; so do
- * batch mode (main.c) and the REPL (repl.c).
+ * Generation (generate.c) builds on it, and so do txlgen-server and
+ * txlgen's modes (cmd/modes.h: scoring, token listings, the model's
+ * description), its batch mode (cmd/main.c) and its REPL (cmd/repl.c).
  */
 #ifndef TXLGEN_ENGINE_H
 #define TXLGEN_ENGINE_H
@@ -255,66 +255,5 @@ uint64_t sample_seed(uint64_t base, int k);
 
 /** Print the statistics of the last generation (--stats) to stderr. */
 void engine_print_stats(struct engine *e);
-
-/** Score the text (or with --ids the token ids) of @p in (--score). */
-int engine_score(struct engine *e, struct input *in, FILE *out);
-
-/* --score --kl-ref REF (klref.c): REF scores the same tokens in the
- * same pass, and each token's two distributions are compared. */
-struct kl_ref;
-
-/** Load REF and make its session as the engine's (its segments and
- *  memory length; --kl-ref-kv-type, --kl-ref-compute); a vocabulary not
- *  the model's is refused (EXIT_USAGE).  *@p out is to be freed with
- *  kl_ref_free() whatever the result.  Returns an exit code. */
-int kl_ref_open(struct engine *e, struct kl_ref **out);
-void kl_ref_free(struct kl_ref *k);
-/** Feed REF the @p n tokens the engine's session was just fed. */
-int kl_ref_feed(struct engine *e, struct kl_ref *k, const int32_t *ids,
-		int n);
-/** Compare the @p n rows of @p model's last eval with REF's: @p targets
- *  the tokens that came, @p lp their log-probs under the model. */
-int kl_ref_compare(struct kl_ref *k, struct txl_session *model,
-		   const int32_t *targets, int n, const double *lp);
-/** REF's fields of row @p r of the last comparison, for a JSON row. */
-void kl_ref_json_row(const struct kl_ref *k, int r, FILE *out);
-/** REF's figures and the comparison's, as summary lines or JSON fields
- *  (", \"key\": value"); @p bytes those of the text scored. */
-void kl_ref_summary(struct kl_ref *k, FILE *out, bool json, double bytes);
-
-/** Score each document of @p in from the memory now held (an empty one
- *  unless primed), one JSON object each on @p out (--score-docs). */
-int engine_score_docs(struct engine *e, struct input *in, FILE *out);
-
-/** Text to ids, or with --ids ids to text (--tokenize). */
-int engine_list_tokens(struct engine *e, struct input *in, FILE *out);
-
-/* Reading token ids from chunks of text: where the last chunk left off.
- * Start with { .line = 1 }. */
-struct ids_reader {
-	int64_t line;          /* for messages */
-	bool in_token;         /* a token goes on in the next chunk */
-	bool bad;              /* it holds a byte that is no digit */
-	bool nul;              /* a NUL byte */
-	long long value;       /* its value, saturated past INT32_MAX */
-	char raw[96];          /* its first bytes, for messages */
-	int raw_len;
-	bool raw_more;
-	char sig[96];          /* its first digits but leading zeros */
-	int sig_len;
-	bool sig_more;
-};
-
-/**
- * Parse the token ids in the chunk @p s of @p len bytes (whitespace-
- * separated; a token may go on in the next chunk) into @p t; @p s NULL:
- * the end of the input.  Returns an exit code (a bad id is reported,
- * naming @p name and the line).
- */
-int engine_parse_ids(struct engine *e, const char *name, struct ids_reader *r,
-		     const char *s, size_t len, struct tokvec *t);
-
-/** Describe the model (--info), as text or JSON.  Returns an exit code. */
-int engine_info(struct engine *e, FILE *out);
 
 #endif /* TXLGEN_ENGINE_H */

@@ -38,6 +38,11 @@ void json_write_chars(FILE *f, const char *s, size_t len);
  *  finite). */
 void json_write_number(FILE *f, double v);
 
+/** Write @p v as a JSON number that reads back as the same double: a
+ *  whole number as an integer, else the fewest of 15, 16 or 17 significant
+ *  digits that do (null if not finite). */
+void json_write_exact(FILE *f, double v);
+
 struct cJSON;
 
 /**

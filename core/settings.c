@@ -21,10 +21,10 @@
 #include "txl.h"
 
 #include "errors.h"
+/* the fields of txlgen-server's own options (its rows of the table) */
+#include "server-options.h"
 #include "settings.h"
 #include "text.h"
-/* the fields of txlgen-server's own options (its rows of the table) */
-#include "../server/srv.h"
 
 unsigned settings_prog = PROG_TXLGEN;
 
@@ -83,7 +83,7 @@ kv_type_names(int *n)
 #define BOTH(...) ROW_OF(PROG_BOTH, __VA_ARGS__)
 /* an option of txlgen-server alone, named @p name (its long option with
  * '-' for '_' and its config key): the field of its struct srv_opts
- * (srv.h) */
+ * (server-options.h) */
 #define SERVER(name, field, type_, ...) \
 	{ .key = #name, .progs = PROG_SERVER, .in_server = true, \
 	  .offset = offsetof(struct srv_opts, field), .type = type_, \
@@ -150,7 +150,8 @@ const struct setting settings[] = {
 
 	/*
 	 * txlgen-server's own options.  A new one is one row here, on a
-	 * field of struct srv_opts (srv.h) that main.c's srv initialises:
+	 * field of struct srv_opts (server-options.h) that server/main.c's srv
+	 * initialises:
 	 *   SERVER(max_foo, max_foo, ST_INT, .min = 1, .max = 1 << 20,
 	 *          .metavar = "N", .help = "... (default 8)"),
 	 * (option --max-foo, config key "max_foo"; ST_INT for an int field,
@@ -343,6 +344,14 @@ const struct setting settings[] = {
 	    .theirs = "perplexity",
 	    .help = "print NLL, perplexity and bits per byte of FILE\n"
 	    "('-' = stdin), read as a stream"),
+	ROW(part, ST_STRING, CLI, .metavar = "K/N",
+	    .help = "--score: score the K-th of N equal runs of the\n"
+	    "text's tokens, as one run scores them (after\n"
+	    "reading what the first can see; --info says how\n"
+	    "much): for many processes or machines"),
+	ROW(score_merge, ST_LIST, CLI, .arg = ARG_FILE, .metavar = "PART...",
+	    .help = "join the --json outputs of --score --part K/N\n"
+	    "into the whole text's summary"),
 	ROW(score_docs, ST_STRING, CLI, .arg = ARG_INPUT, .metavar = "FILE",
 	    .help = "score each line of FILE ('-' = stdin) as a\n"
 	    "document of its own, from an empty memory (or\n"
@@ -401,6 +410,10 @@ const struct setting settings[] = {
 	ROW(stats, ST_BOOL, T,
 	    .theirs_off = "log-disable",
 	    .help = "token counts, speed and memory fill on stderr"),
+	ROW(progress, ST_BOOL, CLI,
+	    .help = "the progress line (of scoring, of priming, of\n"
+	    "generation into a file) also where stderr is no\n"
+	    "terminal: a line every 5 s, for a log"),
 	/* "--color" alone is "--color=always" */
 	ROW(color, ST_ENUM, T, .alias = "colour", .choices = color_names_of,
 	    .bare = "always", .negated = "never", .metavar = "[=WHEN]",

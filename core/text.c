@@ -118,12 +118,31 @@ json_write_number(FILE *f, double v)
 		fputs("null", f);
 }
 
+void
+json_write_exact(FILE *f, double v)
+{
+	char num[40];
+
+	if (!isfinite(v)) {
+		fputs("null", f);
+	} else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+		fprintf(f, "%.0f", v);
+	} else {
+		/* the fewest digits that do, as Python's repr() */
+		for (int digits = 15; digits <= 17; digits++) {
+			snprintf(num, sizeof(num), "%.*g", digits, v);
+			if (strtod(num, NULL) == v)
+				break;
+		}
+		fputs(num, f);
+	}
+}
+
 static void
 json_print_at(FILE *f, const cJSON *v, int indent, int depth)
 {
 	const bool obj = cJSON_IsObject(v);
 	const cJSON *c;
-	char num[40];
 
 	if (cJSON_IsNull(v) || cJSON_IsInvalid(v)) {
 		fputs("null", f);
@@ -132,18 +151,7 @@ json_print_at(FILE *f, const cJSON *v, int indent, int depth)
 	} else if (cJSON_IsTrue(v)) {
 		fputs("true", f);
 	} else if (cJSON_IsNumber(v)) {
-		double d = v->valuedouble;
-
-		if (!isfinite(d))
-			fputs("null", f);
-		else if (d == floor(d) && fabs(d) < 9007199254740992.0)
-			fprintf(f, "%.0f", d);
-		else {
-			snprintf(num, sizeof(num), "%.15g", d);
-			if (strtod(num, NULL) != d)
-				snprintf(num, sizeof(num), "%.17g", d);
-			fputs(num, f);
-		}
+		json_write_exact(f, v->valuedouble);
 	} else if (cJSON_IsRaw(v)) {
 		/* JSON written already (a 64-bit integer, exactly) */
 		fputs(v->valuestring ? v->valuestring : "null", f);

@@ -126,6 +126,10 @@ struct txlgen_options {
 	int64_t streams;      /* --streams: documents scored at once */
 	char *kl_ref;         /* --kl-ref MODEL: --score compares with it */
 	char *html;           /* --html OUT: --score's page; "-" = stdout */
+	char *part;           /* --part K/N: --score scores that part */
+	int64_t part_k, part_n; /* ... parsed; 0 without --part */
+	struct strlist score_merge; /* --score-merge PART.json...: the parts */
+	bool progress;        /* --progress: the progress line in a log too */
 };
 
 /* The most continuations of --n-samples, and documents in flight of

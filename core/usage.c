@@ -9,9 +9,10 @@
 
 #include "txl.h"
 
-#include "cli.h"
 #include "commit.h"
 #include "errors.h"
+#include "settings.h"
+#include "usage.h"
 #include "utf8.h"
 
 #define HELP_COLUMN 26

@@ -1,26 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cli.h - the command line: the parser of the option table (settings.c)
- * in cli.c, and the --help text and --list-options made from it
- * (usage.c).
+ * usage.h - what the option table (settings.c) says of itself: the
+ * --help text laid out from it, --list-options, and --version; both
+ * programs' (settings_prog chooses), printed by the parser (cli.c).
  */
-#ifndef TXLGEN_CLI_H
-#define TXLGEN_CLI_H
+#ifndef TXLGEN_USAGE_H
+#define TXLGEN_USAGE_H
 
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdio.h>
-
-#include "settings.h"
-
-/**
- * Parse the command line: load --config first, then apply the options
- * over it.  Returns EXIT_OK, or the exit code after printing the error;
- * *@p done is set when the program should exit with that code (--help,
- * --version, errors).
- */
-int options_parse(struct txlgen_options *o, int argc, char **argv,
-		  bool *done);
 
 /** Print the usage summary (--help) to @p f. */
 void options_usage(FILE *f);
@@ -37,4 +24,4 @@ void options_list(FILE *f);
  *  (--version) to @p f. */
 void options_version(FILE *f);
 
-#endif /* TXLGEN_CLI_H */
+#endif /* TXLGEN_USAGE_H */
