@@ -167,10 +167,10 @@ class TestCompute(unittest.TestCase):
                                for k, v in cv.MEM_INITS.items()})
 
     def test_layer_norm_eps_default_as_the_loader(self):
-        """txl-model.c's epsilon for a file without layer_norm_eps."""
-        text = read(os.path.join(LIB, "model", "txl-model.c"))
+        """txl-params.c's epsilon for a file without layer_norm_eps."""
+        text = read(os.path.join(LIB, "model", "txl-params.c"))
         m = re.search(r"ln_eps\s*=\s*([0-9.e+-]+)f?;", text)
-        self.assertIsNotNone(m, "txl-model.c: no default ln_eps")
+        self.assertIsNotNone(m, "txl-params.c: no default ln_eps")
         self.assertEqual(float(m.group(1)), cv.DEFAULT_LAYER_NORM_EPS)
 
     @unittest.skipUnless(os.path.exists(TXLGEN) and os.path.exists(MODEL),

@@ -28,17 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "txl.h"
+#include "txl-sample.h"
 #include "txl-log.h"
-#include "txl-output.h"
 #include "txl-session.h"
-
-/* What the text waits for to end its last character: @need more
- * continuation bytes, the next in [lo, hi] (RFC 3629's table: no
- * overlong forms, no surrogates, nothing past U+10FFFF). */
-struct utf8_wait {
-	uint8_t need, lo, hi;
-};
 
 /* Advance @p w over @p n bytes; false if they break UTF-8 (*w is then
  * undefined). */
@@ -81,38 +73,6 @@ utf8_step(struct utf8_wait *w, const unsigned char *b, size_t n)
 	return true;
 }
 
-struct txl_sampler {
-	struct txl_sampler_params p;
-	int n_vocab;
-	uint64_t rng;
-	int32_t *history;	/* ring of the last repeat_last_n tokens */
-	int n_hist, hist_pos;
-	float *work;		/* (n_vocab) penalised logits, then probs */
-	int32_t *idx;		/* (n_vocab) candidate ids */
-	float *aux;		/* (n_vocab) typical's distances */
-	uint32_t *seen;		/* (n_vocab) repeat penalty: stamp of the
-				   last draw that penalised the token */
-	uint32_t stamp;
-	int32_t *count;		/* (n_vocab) draws of each token, for the
-				   frequency and presence penalties */
-	int32_t *drawn;		/* the tokens of count > 0 */
-	int n_drawn;
-	int32_t *bias_ids;	/* logit bias, owned */
-	float *bias;
-	int n_bias;
-	float mu;		/* mirostat: the surprise cut, bits */
-
-	/* txl_sampler_keep_utf8(): the model's pieces, the tokens that
-	 * cannot start a character (masked between characters) and those
-	 * that start with a continuation byte (the only candidates inside
-	 * one), and what the text waits for now */
-	const struct txl_model *u8_model;
-	int32_t *u8_bad, *u8_cont;
-	int n_u8_bad, n_u8_cont;
-	struct utf8_wait u8;
-	float *u8_keep;		/* (n_u8_cont) logits kept inside a char */
-};
-
 struct txl_sampler_params
 txl_sampler_params_default(void)
 {
@@ -139,9 +99,8 @@ splitmix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* uniform in [0, 1), 24 random bits */
-static float
-random_f32(struct txl_sampler *s)
+float
+txl_sampler_random(struct txl_sampler *s)
 {
 	s->rng ^= s->rng >> 12;
 	s->rng ^= s->rng << 25;
@@ -616,7 +575,7 @@ txl_sampler_sample(struct txl_sampler *s, const float *logits, float *logprob)
 			mass = acc;
 		}
 		TXL_ASSERT(n > 0);
-		double coin = random_f32(s) * mass;
+		double coin = txl_sampler_random(s) * mass;
 		tok = idx[n - 1];
 		for (int i = 0; i < n; i++) {
 			cum += w[idx[i]];
@@ -636,184 +595,5 @@ done:
 	if (s->count && s->count[tok]++ == 0)
 		s->drawn[s->n_drawn++] = tok;
 	txl_sampler_accept(s, tok);
-	return tok;
-}
-
-/* ------------------------------------------------------------------ */
-/* Sampling from a session's adaptive softmax, cluster by cluster      */
-
-/* Greedy: the most likely token, the first of equals as the full argmax
- * takes it.  A tail token's log-probability is its cluster's head entry
- * plus a log-probability <= 0 within the cluster, so a cluster whose head
- * entry is not above the best found so far cannot hold a better token
- * and is never computed. */
-static int32_t
-greedy_clusters(struct txl_session *s, int r, const float *clus_lp,
-		float *row, float *best_lp)
-{
-	const struct txl_model *m = s->model;
-	float best = -INFINITY;
-	int32_t tok = 0;
-
-	for (int i = 0; i < m->out[0].hi; i++)
-		if (row[i] > best) {
-			best = row[i];
-			tok = i;
-		}
-	for (int c = 1; c < m->n_out; c++) {
-		const struct txl_out_cluster *oc = &m->out[c];
-		float *lp = row + oc->lo;
-
-		if (!(clus_lp[c - 1] > best))
-			continue;
-		txl_out_tail(&s->out, r, c, lp);
-		for (int j = 0; j < oc->hi - oc->lo; j++) {
-			float v = clus_lp[c - 1] + lp[j];
-			if (v > best) {
-				best = v;
-				tok = oc->lo + j;
-			}
-		}
-	}
-	*best_lp = best;
-	return tok;
-}
-
-/* Plain temperature sampling, p(t)^(1/temp) normalised, by rejection:
- * a tail cluster c is proposed with its head probability to the power
- * a = 1/temp times a bound B_c of Z_c = sum over its tokens of
- * p(t | c)^a (1 for a >= 1; size^(1-a) for a < 1, the power mean
- * inequality), and once computed accepted with probability Z_c / B_c,
- * after which its weight is exact.  Each accepted draw follows the target
- * distribution, so the token does; only proposed clusters are computed.
- * Returns -1 if the numbers are not finite (the caller then samples the
- * full distribution, which knows what to do with them). */
-static int32_t
-temperature_clusters(struct txl_sampler *smp, struct txl_session *s, int r,
-		     const float *clus_lp, float *row, float *tok_lp)
-{
-	const struct txl_model *m = s->model;
-	const int c0 = m->out[0].hi, nc = m->n_out - 1;
-	const double a = 1.0 / smp->p.temp;
-	double log_w[TXL_MAX_CLUSTERS];	/* log(B_c) or log(Z_c) */
-	bool known[TXL_MAX_CLUSTERS] = { false };
-
-	for (int c = 1; c <= nc; c++) {
-		double size = m->out[c].hi - m->out[c].lo;
-		log_w[c] = a >= 1 ? 0.0 : (1 - a) * log(size);
-	}
-	for (;;) {
-		double max = -INFINITY, total = 0, coin, cum = 0;
-		int pick = -1;	/* < c0: a shortlist token; else cluster */
-
-		for (int i = 0; i < c0; i++)
-			max = fmax(max, a * row[i]);
-		for (int c = 1; c <= nc; c++)
-			max = fmax(max, a * clus_lp[c - 1] + log_w[c]);
-		if (!isfinite(max))
-			return -1;
-		for (int i = 0; i < c0; i++)
-			total += exp(a * row[i] - max);
-		for (int c = 1; c <= nc; c++)
-			total += exp(a * clus_lp[c - 1] + log_w[c] - max);
-		coin = random_f32(smp) * total;
-		for (int i = 0; i < c0 && pick < 0; i++) {
-			cum += exp(a * row[i] - max);
-			if (coin < cum)
-				pick = i;
-		}
-		for (int c = 1; c <= nc && pick < 0; c++) {
-			cum += exp(a * clus_lp[c - 1] + log_w[c] - max);
-			if (coin < cum || c == nc)
-				pick = c0 + c - 1;
-		}
-		if (pick < c0) {
-			*tok_lp = row[pick];
-			return pick;
-		}
-
-		const int c = pick - c0 + 1, lo = m->out[c].lo;
-		const int size = m->out[c].hi - lo;
-		float *lp = row + lo;
-
-		if (!known[c]) {
-			double zmax = -INFINITY, z = 0, bound = log_w[c];
-
-			txl_out_tail(&s->out, r, c, lp);
-			for (int j = 0; j < size; j++)
-				zmax = fmax(zmax, a * lp[j]);
-			for (int j = 0; j < size; j++)
-				z += exp(a * lp[j] - zmax);
-			if (!isfinite(zmax) || !(z > 0))
-				return -1;
-			log_w[c] = zmax + log(z);
-			known[c] = true;
-			if (random_f32(smp) >= exp(log_w[c] - bound))
-				continue;	/* rejected: propose again */
-		}
-		/* within the cluster: p(t | c)^a / Z_c */
-		coin = random_f32(smp) * exp(log_w[c]);
-		cum = 0;
-		for (int j = 0; j < size; j++) {
-			cum += exp(a * lp[j]);
-			if (coin < cum || j == size - 1) {
-				*tok_lp = clus_lp[c - 1] + lp[j];
-				return lo + j;
-			}
-		}
-	}
-}
-
-int32_t
-txl_session_sample(struct txl_session *s, struct txl_sampler *smp,
-		   float *logprob)
-{
-	const struct txl_model *m = s->model;
-	const int V = m->hp.n_token, r = s->out.n_rows - 1;
-	const struct txl_sampler_params *p = &smp->p;
-	/* a vocabulary of whole characters (words) needs no mask */
-	const bool plain = p->repeat_penalty == 1.0f && !smp->count &&
-		smp->n_bias == 0 && (p->temp == 0.0f ||
-		(p->top_k == 0 && p->top_p >= 1.0f && p->min_p == 0.0f &&
-		 p->typical_p >= 1.0f && p->mirostat_tau == 0)) &&
-		(!smp->u8_model || (smp->n_u8_bad == 0 && smp->u8.need == 0));
-	float clus_lp[TXL_MAX_CLUSTERS], lp = 0;
-	int32_t tok = -1;
-
-	if (r < 0) {
-		txl_fail(TXL_ERR_INVALID, "sample: no output to sample from "
-			 "(nothing evaluated)");
-		return -1;
-	}
-	if (smp->n_vocab != V) {
-		txl_fail(TXL_ERR_INVALID, "sample: the sampler is for %d "
-			 "tokens, the model has %d", smp->n_vocab, V);
-		return -1;
-	}
-	if (m->n_out > 1 && plain && !s->out.valid) {
-		/* the row's slot of the logits holds the shortlist's and the
-		 * computed clusters' log-probabilities */
-		float *row = s->out.logits + (size_t)r * V;
-
-		txl_out_head(&s->out, r, row, clus_lp);
-		if (p->temp == 0.0f)
-			tok = greedy_clusters(s, r, clus_lp, row, &lp);
-		else
-			tok = temperature_clusters(smp, s, r, clus_lp, row,
-						   &lp);
-	}
-	if (tok < 0)	/* the full distribution */
-		tok = txl_sampler_sample(smp, txl_session_logits(s) +
-					 (size_t)r * V, &lp);
-	else
-		txl_sampler_accept(smp, tok);
-	/* a row with NaN or +inf has no finite log-probability (and a
-	 * sampler picks token 0 from it) */
-	if (tok >= 0 && !isfinite(lp)) {
-		txl_session_nonfinite(s);
-		return -1;
-	}
-	if (logprob)
-		*logprob = lp;
 	return tok;
 }

@@ -54,12 +54,6 @@ txl_aborted(const struct txl_session *s)
 	return s->params.abort_cb && s->params.abort_cb(s->params.abort_data);
 }
 
-/* The positions head h of layer l keeps in a session of mem_len: with a
- * span its layer's window (its keys past the span count in its
- * softmax's partition function; none if its span is 0), else mem_len;
- * at most mem_len. */
-int txl_head_keep(const struct txl_model *m, int l, int h, int mem_len);
-
 /* n more positions fed: the count stops at TXL_MAX_N_PAST (a loaded
  * state may start near it), never overflowing. */
 static inline void

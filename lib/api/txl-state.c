@@ -27,6 +27,7 @@
 #include "txl-kv.h"
 #include "txl-log.h"
 #include "txl-session.h"
+#include "txl-session-params.h"
 #include "txl-types.h"
 
 

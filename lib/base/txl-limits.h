@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * txl-limits.h - what a model file may hold: the loader's limits
- * (txl-file.c, txl-model.c, txl-tokenizer.c).  One list for C and Python:
+ * (txl-file.c, txl-params.c, txl-tokenizer.c).  One list for C and Python:
  * models/txlgen/loadable.py reads the TXL_ integer macros of lib/'s
  * headers, these among them, so that the converter refuses what txlgen
  * would refuse.  Keep each a "#define TXL_NAME value" line, the value an

@@ -21,7 +21,7 @@
  *
  * A new kind of attention is a struct txl_attn_kind in a file of its
  * own, a row of the table of txl-attn-setup.c, its value of enum
- * txl_attn_type (txl.h) and its tensors in txl-model.c; a kind whose
+ * txl_attn_type (txl.h) and its tensors in txl-bind.c; a kind whose
  * scores the paths cannot make from the fields of struct txl_attn_kind
  * adds the field and its use in the two paths.
  */

@@ -12,7 +12,7 @@
  * nothing after it but spaces, dtypes are known, shapes are non-negative,
  * each tensor's byte range lies inside the data, matches its shape and
  * dtype, and overlaps no other.  What the tensors must be for a
- * Transformer-XL is txl-model.c's business.
+ * Transformer-XL is txl-bind.c's business.
  */
 #include <errno.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * txl-info.c - what a model file holds (txl_model_info): from its header
  * alone (txl_model_peek(), which reads the header and the tokenizer's
  * bytes, never a weight) or from a loaded model (txl_model_describe()).
- * Both go through the loader's own checks (txl-file.c, txl-model.c).
+ * Both go through the loader's own checks (txl-file.c, txl-params.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +12,7 @@
 #include "txl-file.h"
 #include "txl-log.h"
 #include "txl-model.h"
+#include "txl-params.h"
 #include "txl-spm.h"
 
 /* A tokenizer larger than this is not described by a peek (real ones

@@ -157,16 +157,13 @@ struct txl_model {
 	uint64_t fingerprint;	/* of the file, never 0 (txl_hash) */
 };
 
-/* The model in the file at @p path (flags of txl_model_load_flags()),
- * its weights bound and checked, without its tokenizer (txl-load.c adds
- * it); on error *out is NULL and the reason is the library's last. */
-enum txl_status txl_model_open(const char *path, unsigned flags,
-			       struct txl_model **out);
-/* The hyperparameters of the metadata of @p f, checked as a load checks
- * them (not hp->size). */
-enum txl_status txl_model_read_hparams(const struct txl_file *f,
-				       struct txl_hparams *hp);
-/* Free what txl_model_open() made (not the tokenizer); NULL is fine. */
+/* The adaptive span's heads (m->spans, m->span_max, m->window_max) from
+ * the bound weights; sets m->hp.mem_len to the longest window. */
+enum txl_status txl_model_compute_spans(struct txl_model *m);
+/* A slot for the packed copy of every weight matrix of the products of
+ * segments (m->packs, txl-gemm.h); notes m->bf16_mats. */
+enum txl_status txl_model_attach_packs(struct txl_model *m);
+/* Free what txl-load.c opened (not the tokenizer); NULL is fine. */
 void txl_model_close(struct txl_model *m);
 
 /* TXL_OK if each of the @p n ids is a token of @p m; else

@@ -2,15 +2,15 @@
 refuse: txlfile.write() checks every file against it before writing, so
 that a file the converter writes is a file txlgen loads.
 
-The rules are the loader's (lib/model/txl-file.c: the container; txl-model.c:
-the hyperparameters and every tensor they call for; txl-tokenizer.c and
-txl-spm.cc: the tokenizer), in the same order and with the same
-messages; the limits are not copied but read from lib/'s headers (the
-TXL_ integer macros, lib/base/txl-limits.h among them), so that both sides
-keep one list.  tests/test_loadable.py holds the two to each other:
-every broken model file of tests/test_badfiles.py is refused by both,
-converted files at the limits load, and files one step past them are
-refused by both.
+The rules are the loader's (lib/model/txl-file.c: the container;
+txl-params.c: the hyperparameters; txl-bind.c: every tensor they call
+for; txl-tokenizer.c and txl-spm.cc: the tokenizer), in the same order
+and with the same messages; the limits are not copied but read from
+lib/'s headers (the TXL_ integer macros, lib/base/txl-limits.h among
+them), so that both sides keep one list.  tests/test_loadable.py holds
+the two to each other: every broken model file of tests/test_badfiles.py
+is refused by both, converted files at the limits load, and files one
+step past them are refused by both.
 """
 
 import ast
@@ -171,7 +171,7 @@ def limits():
 
 
 # ---------------------------------------------------------------------------
-# The hyperparameters (txl-model.c, read_hparams)
+# The hyperparameters (txl-params.c, txl_model_read_hparams)
 
 _STRTOL = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")
 
@@ -295,7 +295,7 @@ def hparams(meta):
             (hp["same_length"] or hp["clamp_len"] > 0):
         raise NotLoadable("attn_type 4 (adaptive span) takes neither "
                           "same_length nor clamp_len")
-    # how the checkpoint's code computes (txl-model.c, read_compute)
+    # how the checkpoint's code computes (txl-params.c, txl_model_read_compute)
     s = meta.get("layer_norm_eps")
     hp["layer_norm_eps"] = DEFAULT_LAYER_NORM_EPS
     if s is not None:
@@ -368,7 +368,7 @@ def check_hparams(values):
 
 
 # ---------------------------------------------------------------------------
-# The tensors the hyperparameters call for (txl-model.c, bind_all)
+# The tensors the hyperparameters call for (txl-bind.c, txl_model_bind_all)
 
 MATRIX, FLOATS = "matrix", "floats"     # stored in any type; F32/F16/BF16
 
@@ -489,7 +489,7 @@ _NONFINITE = {"F32": ("<u4", 0x7fffffff, 0x7f800000),
 def check_scales(name, dt, raw):
     """A tensor's bytes: every value of a float type finite, every block's
     F16 scale (its first two bytes) of a block type, as the loader checks
-    (txl-model.c), since one NaN or inf makes the logits NaN."""
+    (txl-bind.c), since one NaN or inf makes the logits NaN."""
     import numpy as np
     if dt in _NONFINITE:
         kind, magnitude, inf = _NONFINITE[dt]

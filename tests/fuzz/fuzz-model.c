@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-model.c - libFuzzer harness of the model loader (txl-file.c,
- * txl-model.c, the SentencePiece shim).
+ * txl-params.c, txl-bind.c, the SentencePiece shim).
  *
  * The input is a whole model file.  It is written to a memfd and loaded
  * with txl_model_load_flags() (mapped, or read into memory when the size
